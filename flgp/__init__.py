@@ -1,0 +1,13 @@
+"""flgp - heat-kernel Gaussian processes and diffusion embeddings on point clouds.
+
+Data flows one way: points -> :mod:`flgp.graph` (induced points, sparse transition) ->
+:mod:`flgp.spectral` (eigenpairs with an out-of-sample map) -> :mod:`flgp.heat` (heat kernel)
+-> Gaussian processes and embeddings.
+"""
+
+from . import graph, heat, spectral
+from .spectral import Eigenpairs, compute_eigenpairs
+
+__version__ = "0.1.0"
+
+__all__ = ["graph", "heat", "spectral", "Eigenpairs", "compute_eigenpairs", "__version__"]

@@ -1,0 +1,111 @@
+"""Input checks shared by every part of flgp.
+
+Each check raises a ``ValueError`` (or ``TypeError``) whose message says what is wrong and
+what to change, so that bad input never turns into a silent NaN further down.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = []  # private module
+
+
+def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64) -> np.ndarray:
+    """Return ``X`` as a C-contiguous 2-d float array, or raise a clear error."""
+    try:
+        import torch
+
+        if isinstance(X, torch.Tensor):
+            X = X.detach().cpu().numpy()
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        pass
+    try:
+        X = np.asarray(X, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a numeric array of shape (n_samples, n_features); "
+                         f"could not convert it to floats ({exc}).") from exc
+    if X.ndim == 1:
+        raise ValueError(f"{name} is 1-d with shape {X.shape}; a point cloud must be 2-d "
+                         f"(n_samples, n_features). Use X.reshape(-1, 1) for one feature "
+                         f"or X.reshape(1, -1) for one sample.")
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-d (n_samples, n_features); got {X.ndim} dimensions "
+                         f"with shape {X.shape}.")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} has 0 features; it needs at least one column.")
+    if X.shape[0] < min_samples:
+        raise ValueError(f"{name} has {X.shape[0]} sample(s); at least {min_samples} are "
+                         f"required.")
+    if not np.isfinite(X).all():
+        bad = int((~np.isfinite(X)).any(axis=1).sum())
+        raise ValueError(f"{name} contains NaN or infinity in {bad} row(s); remove or impute "
+                         f"those rows before fitting.")
+    return np.ascontiguousarray(X)
+
+
+def check_int(value, name: str, *, low: int = 1, high: int | None = None,
+              high_name: str | None = None, fix: str = "") -> int:
+    """Check that ``value`` is an integer in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer; got {value!r} of type "
+                        f"{type(value).__name__}.")
+    value = int(value)
+    if value < low:
+        raise ValueError(f"{name}={value} must be at least {low}.")
+    if high is not None and value > high:
+        what = high_name or str(high)
+        raise ValueError(f"{name}={value} exceeds {what}={high}. {fix}".rstrip())
+    return value
+
+
+def check_positive(value, name: str, *, allow_none: bool = False):
+    """Check that ``value`` is a finite positive real number (or None if allowed)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive number; got {value!r}.")
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite positive number; got {value}.")
+    return value
+
+
+def check_option(value, name: str, options) -> str:
+    """Check that ``value`` is one of ``options``."""
+    if value not in options:
+        raise ValueError(f"{name}={value!r} is not supported; choose one of "
+                         f"{sorted(options)}.")
+    return value
+
+
+def check_random_state(random_state) -> np.random.Generator:
+    """A numpy Generator from None, an int or a Generator."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    if random_state is None or isinstance(random_state, numbers.Integral):
+        return np.random.default_rng(random_state)
+    raise TypeError(f"random_state must be None, an int or a numpy Generator; got "
+                    f"{random_state!r}.")
+
+
+def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.5) -> None:
+    """Raise if more than ``max_fraction`` of the rows of ``X`` are exact duplicates.
+
+    A cloud made mostly of repeated points has no geometry to learn: the graph built on it
+    collapses onto a few nodes.
+    """
+    n = X.shape[0]
+    n_unique = np.unique(X, axis=0).shape[0] if n <= 2_000_000 else n
+    if n_unique < 2:
+        raise ValueError(f"{name} has only {n_unique} distinct point(s); a heat kernel needs a "
+                         f"cloud of at least two distinct points.")
+    if (n - n_unique) > max_fraction * n:
+        raise ValueError(f"{name} has {n - n_unique} duplicate rows out of {n} "
+                         f"({100 * (n - n_unique) / n:.0f}%); the graph would collapse onto "
+                         f"{n_unique} distinct points. Remove the duplicates (np.unique(X, "
+                         f"axis=0)) or add the missing variation.")

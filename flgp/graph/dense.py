@@ -1,0 +1,152 @@
+r"""Dense graphs: GLGP's full ``n x n`` graph and the Nyström graph over induced points.
+
+GLGP (Dunson et al.; He et al., appendix "The Nyström Approximation for GLGP"):
+
+.. math:: Z_{ij} = \frac{K_{ij}}{\sum_q K_{iq} \sum_q K_{qj}},\qquad
+          A_{ij} = \frac{Z_{ij}}{\sum_q Z_{iq}},\qquad L = I - A.
+
+``A`` is similar to the symmetric ``S = D^{-1/2} Z D^{-1/2}`` (``D = diag(Z 1)``), whose
+eigenvectors ``psi`` give those of ``A`` as ``D^{-1/2} psi``.
+
+Nyström: the same construction on the ``s x s`` kernel ``K'`` among induced points, and the
+``n x s`` kernel ``K^nys`` normalised by the *induced-point* column sums ``Σ_q K'_qj``.
+Rows for new points use the same formulas, so a cloud point gets back its own row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .._validation import (check_duplicates, check_int, check_option, check_points,
+                           check_positive)
+from .cross_kernel import default_bandwidth
+from .landmarks import Landmarks, kmeans_centres, random_landmarks
+from .neighbors import nearest_landmarks, pairwise_sq_distances
+
+__all__ = ["DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph"]
+
+
+def _log_se(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> torch.Tensor:
+    Xt = torch.from_numpy(X)
+    Yt = torch.from_numpy(Y)
+    return -pairwise_sq_distances(Xt, Yt) / (4.0 * bandwidth * bandwidth)
+
+
+def _symmetric_operator(log_k: torch.Tensor):
+    """``S = D^{-1/2} Z D^{-1/2}``, ``log c`` and ``d`` for a symmetric kernel."""
+    log_c = torch.logsumexp(log_k, dim=1)
+    Z = torch.exp(log_k - log_c[:, None] - log_c[None, :])
+    d = Z.sum(1)
+    S = Z / torch.sqrt(d)[:, None] / torch.sqrt(d)[None, :]
+    S = 0.5 * (S + S.T)
+    return S.numpy(), log_c.numpy(), d.numpy()
+
+
+def _rows(X_new: np.ndarray, Y: np.ndarray, bandwidth: float, log_colsum: np.ndarray,
+          chunk: int = 2048):
+    """Yield ``(start, stop, A rows)`` for new points against the columns ``Y``."""
+    lc = torch.from_numpy(log_colsum)
+    for start in range(0, X_new.shape[0], chunk):
+        stop = min(X_new.shape[0], start + chunk)
+        logits = _log_se(X_new[start:stop], Y, bandwidth) - lc[None, :]
+        yield start, stop, torch.softmax(logits, dim=1).numpy()
+
+
+@dataclass
+class DenseGraph:
+    """GLGP's full graph on the cloud.
+
+    Attributes
+    ----------
+    points : ndarray (n, p)
+    bandwidth : float
+    symmetric : ndarray (n, n)
+        ``S``, same eigenvalues as ``A``.
+    row_sums : ndarray (n,)
+        ``d = Z 1``.
+    log_colsum : ndarray (n,)
+        ``log Σ_q K_qj``.
+    """
+
+    points: np.ndarray
+    bandwidth: float
+    symmetric: np.ndarray
+    row_sums: np.ndarray
+    log_colsum: np.ndarray
+
+    def transition_rows(self, X_new):
+        return _rows(X_new, self.points, self.bandwidth, self.log_colsum)
+
+
+@dataclass
+class NystromGraph:
+    """Nyström graph: ``A'`` (s x s, via ``S'``) and the rule that builds ``A^nys`` rows."""
+
+    landmarks: Landmarks
+    bandwidth: float
+    symmetric: np.ndarray
+    row_sums: np.ndarray
+    log_colsum: np.ndarray
+
+    def transition_rows(self, X_new):
+        return _rows(X_new, self.landmarks.points, self.bandwidth, self.log_colsum)
+
+
+def _neighbour_bandwidth(X, Y, r, scale, skip_self=False):
+    idx, sq = nearest_landmarks(X, Y, r + int(skip_self))
+    if skip_self:
+        sq = sq[:, 1:]
+    return default_bandwidth(sq, scale)
+
+
+def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 10,
+                      bandwidth_scale: float = 1.0, max_samples: int = 20_000) -> DenseGraph:
+    """The GLGP graph. Memory ``O(n^2)``: refuse beyond ``max_samples`` points.
+
+    The default bandwidth follows the FLGP rule with the cloud as its own induced points:
+    ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's ``n_neighbors`` nearest other
+    points.
+    """
+    X = check_points(X)
+    n = X.shape[0]
+    if n > max_samples:
+        raise ValueError(f"GLGP builds a dense {n} x {n} matrix ({8 * n * n / 2**30:.1f} GiB); "
+                         f"it is meant for n <= {max_samples}. Use the FLGP or Nyström "
+                         f"methods for larger clouds, or raise max_samples.")
+    check_duplicates(X)
+    r = check_int(n_neighbors, "n_neighbors", low=1, high=n - 1, high_name="n_samples - 1")
+    if bandwidth is None:
+        bandwidth = _neighbour_bandwidth(X, X, r, bandwidth_scale, skip_self=True)
+    bandwidth = check_positive(bandwidth, "bandwidth")
+    S, log_c, d = _symmetric_operator(_log_se(X, X, bandwidth))
+    return DenseGraph(points=X, bandwidth=bandwidth, symmetric=S, row_sums=d, log_colsum=log_c)
+
+
+def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
+                        bandwidth: float | None = None, n_neighbors: int = 10,
+                        bandwidth_scale: float = 1.0, random_state=None) -> NystromGraph:
+    """The Nyström-GLGP graph on ``s`` induced points (default k-means, as in the paper).
+
+    Default bandwidth: ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's
+    ``n_neighbors`` nearest induced points (the FLGP rule).
+    """
+    X = check_points(X)
+    n = X.shape[0]
+    check_option(subsample, "subsample", ("kmeans", "random"))
+    s = check_int(n_induced, "n_induced", low=2, high=n, high_name="n_samples")
+    r = check_int(n_neighbors, "n_neighbors", low=1, high=s, high_name="n_induced")
+    check_duplicates(X)
+    if subsample == "random":
+        landmarks = random_landmarks(X, s, random_state)
+    else:
+        landmarks = kmeans_centres(X, s, random_state=random_state)
+    if bandwidth is None:
+        bandwidth = _neighbour_bandwidth(X, landmarks.points, r, bandwidth_scale)
+    bandwidth = check_positive(bandwidth, "bandwidth")
+    U = landmarks.points
+    S, log_c, d = _symmetric_operator(_log_se(U, U, bandwidth))
+    return NystromGraph(landmarks=landmarks, bandwidth=bandwidth, symmetric=S, row_sums=d,
+                        log_colsum=log_c)

@@ -1,0 +1,145 @@
+"""Induced points (landmarks): random subsample or k-means centres.
+
+k-means is written to scale to millions of points: centres are fitted by Lloyd's algorithm
+with GEMM distances (torch) on a random subsample of at most ``max_fit_samples`` points,
+seeded by greedy-free k-means++ on that subsample; the cluster sizes ``n_j`` that the
+k-means normalisation needs are then counted by assigning *every* point to its nearest
+centre, which is the first column of the neighbour search (:func:`nearest_landmarks`), so the
+assignment costs no extra pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from scipy.spatial import cKDTree
+
+from .._validation import check_random_state
+from .neighbors import KDTREE_MAX_DIM
+
+__all__ = ["Landmarks", "random_landmarks", "kmeans_centres"]
+
+
+@dataclass
+class Landmarks:
+    """The induced points ``U`` (s x p) and how they were chosen."""
+
+    points: np.ndarray
+    method: str  # "random" or "kmeans"
+    sample_indices: np.ndarray | None = None  # rows of X for "random"
+
+
+def random_landmarks(X: np.ndarray, n_induced: int, random_state=None) -> Landmarks:
+    """``n_induced`` rows of ``X`` drawn uniformly without replacement."""
+    rng = check_random_state(random_state)
+    idx = np.sort(rng.choice(X.shape[0], size=n_induced, replace=False))
+    return Landmarks(points=X[idx].copy(), method="random", sample_indices=idx)
+
+
+def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter: int = 20,
+                   max_fit_samples: int | None = None, dtype=torch.float32) -> Landmarks:
+    """k-means centres by Lloyd's algorithm with k-means++ seeding.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+    n_clusters : int
+        ``s``.
+    random_state : int, Generator or None
+    n_iter : int, default=20
+        Lloyd iterations (a fixed small number: the centres only need to cover the cloud).
+    max_fit_samples : int, optional
+        Fit on a uniform subsample of this many points when ``n`` is larger. Default
+        ``max(50 * s, 20000)``.
+
+    Notes
+    -----
+    k-means++ seeding runs on a subsample of at most ``4 * s`` points so that its ``s``
+    sequential steps stay cheap; an empty cluster keeps its previous centre. Lloyd stops
+    early once no assignment changes. Assignments use a k-d tree for ``p <= 16`` and
+    chunked GEMM distances (torch) above.
+    """
+    rng = check_random_state(random_state)
+    n = X.shape[0]
+    s = int(n_clusters)
+    if max_fit_samples is None:
+        max_fit_samples = max(50 * s, 20_000)
+    if n > max_fit_samples:
+        fit_idx = rng.choice(n, size=max_fit_samples, replace=False)
+        Xf = X[fit_idx]
+    else:
+        Xf = X
+    centre = Xf.mean(axis=0, keepdims=True)
+    seed_n = min(Xf.shape[0], 4 * s)
+    seed_idx = rng.choice(Xf.shape[0], size=seed_n, replace=False) if seed_n < Xf.shape[0] \
+        else np.arange(Xf.shape[0])
+    C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
+    if Xf.shape[1] <= KDTREE_MAX_DIM:
+        return Landmarks(points=_lloyd_kdtree(Xf - centre, C0, n_iter) + centre,
+                         method="kmeans")
+    Xt = torch.from_numpy(Xf - centre).to(dtype)
+    C = torch.from_numpy(C0).to(dtype)
+    prev = None
+    chunk = max(1, 4_000_000 // s)
+    for _ in range(n_iter):
+        sums = torch.zeros_like(C)
+        counts = torch.zeros(s, dtype=Xt.dtype)
+        c2 = (C * C).sum(1)
+        labels = []
+        for start in range(0, Xt.shape[0], chunk):
+            Xc = Xt[start:start + chunk]
+            d2 = torch.addmm(c2[None, :], Xc, C.T, beta=1.0, alpha=-2.0)
+            lab = d2.argmin(1)
+            labels.append(lab)
+            sums.index_add_(0, lab, Xc)
+            counts += torch.bincount(lab, minlength=s).to(Xt.dtype)
+        nonempty = counts > 0
+        C = C.clone()
+        C[nonempty] = sums[nonempty] / counts[nonempty, None]
+        labels = torch.cat(labels)
+        if prev is not None and torch.equal(labels, prev):
+            break  # assignments stable: Lloyd has converged
+        prev = labels
+    centres = C.double().numpy() + centre
+    return Landmarks(points=np.ascontiguousarray(centres), method="kmeans")
+
+
+def _lloyd_kdtree(X: np.ndarray, C: np.ndarray, n_iter: int) -> np.ndarray:
+    """Lloyd iterations with k-d tree assignments (low dimension)."""
+    s, p = C.shape
+    prev = None
+    for _ in range(n_iter):
+        lab = cKDTree(C).query(X, k=1, workers=2)[1]
+        counts = np.bincount(lab, minlength=s)
+        nonempty = counts > 0
+        for d in range(p):
+            sums = np.bincount(lab, weights=X[:, d], minlength=s)
+            C[nonempty, d] = sums[nonempty] / counts[nonempty]
+        if prev is not None and np.array_equal(lab, prev):
+            break
+        prev = lab
+    return np.ascontiguousarray(C)
+
+
+def _kmeanspp(Xs: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding (Arthur & Vassilvitskii): each new centre drawn with probability
+    proportional to the squared distance to the nearest centre chosen so far."""
+    m = Xs.shape[0]
+    chosen = np.empty(k, dtype=np.int64)
+    chosen[0] = rng.integers(m)
+    d2 = ((Xs - Xs[chosen[0]]) ** 2).sum(1)
+    draws = rng.random(k)
+    for j in range(1, k):
+        cum = np.cumsum(d2)
+        total = cum[-1]
+        if total <= 0:  # fewer distinct points than k: take unused points at random
+            rest = np.setdiff1d(np.arange(m), chosen[:j])
+            nxt = int(rng.choice(rest))
+        else:
+            nxt = min(int(np.searchsorted(cum, draws[j] * total)), m - 1)
+        chosen[j] = nxt
+        np.minimum(d2, ((Xs - Xs[nxt]) ** 2).sum(1), out=d2)
+    return Xs[chosen]

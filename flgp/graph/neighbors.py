@@ -1,0 +1,91 @@
+"""Nearest induced points: for every point, the ``r`` closest rows of a small set ``U``.
+
+In low dimension (``p <= 16``) the search is a k-d tree (``scipy.spatial.cKDTree``, two
+workers). Otherwise distances come from one GEMM per chunk (``|x|^2 - 2 x.u + |u|^2``)
+followed by a partial sort (``torch.topk``), so memory stays at ``chunk x s`` whatever ``n``
+is. The squared
+distances of the selected pairs are then recomputed exactly, in float64, from the
+coordinates, so the search precision never leaks into the kernel weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.spatial import cKDTree
+
+__all__ = ["nearest_landmarks", "pairwise_sq_distances"]
+
+# number of distance entries (rows x landmarks) computed at once
+_CHUNK_ENTRIES = 2_000_000
+# up to this dimension a k-d tree beats brute force
+KDTREE_MAX_DIM = 16
+
+
+def pairwise_sq_distances(X: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
+    """Dense squared Euclidean distances ``(n, s)``, clamped at zero."""
+    d2 = (X * X).sum(1, keepdim=True) - 2.0 * (X @ U.T) + (U * U).sum(1)[None, :]
+    return d2.clamp_min_(0.0)
+
+
+def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
+                      search_dtype=torch.float32) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and exact squared distances of each point's ``n_neighbors`` nearest landmarks.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+    U : ndarray of shape (s, p)
+    n_neighbors : int
+        ``r``, at most ``s``.
+    search_dtype : torch.dtype, default=torch.float32
+        Precision of the distance GEMM used only to *rank* candidates.
+
+    Returns
+    -------
+    indices : ndarray of shape (n, r), int64
+        Sorted by increasing distance.
+    sq_distances : ndarray of shape (n, r), float64
+        Exact squared distances ``||x_i - u_j||^2``.
+    """
+    n, s = X.shape[0], U.shape[0]
+    r = int(n_neighbors)
+    if X.shape[1] <= KDTREE_MAX_DIM:
+        _, indices = cKDTree(U).query(X, k=r, workers=2)
+        indices = np.asarray(indices, dtype=np.int64).reshape(n, r)
+        sq = _exact_sq_distances(X, U, indices)
+        order = np.argsort(sq, axis=1, kind="stable")
+        return (np.take_along_axis(indices, order, axis=1),
+                np.take_along_axis(sq, order, axis=1))
+    # centre both sets on the landmarks' mean: the GEMM identity loses digits far from 0
+    centre = U.mean(axis=0, keepdims=True)
+    Ut = torch.from_numpy(U - centre).to(search_dtype)
+    u2 = (Ut * Ut).sum(1)
+    chunk = max(1, _CHUNK_ENTRIES // max(s, 1))
+    indices = np.empty((n, r), dtype=np.int64)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        Xc = torch.from_numpy(X[start:stop] - centre).to(search_dtype)
+        d2 = torch.addmm(u2[None, :], Xc, Ut.T, beta=1.0, alpha=-2.0)
+        if r == 1:
+            idx = d2.argmin(dim=1, keepdim=True)
+        else:
+            idx = torch.topk(d2, r, dim=1, largest=False, sorted=False).indices
+        indices[start:stop] = idx.numpy()
+    sq = _exact_sq_distances(X, U, indices)
+    order = np.argsort(sq, axis=1, kind="stable")
+    indices = np.take_along_axis(indices, order, axis=1)
+    sq = np.take_along_axis(sq, order, axis=1)
+    return indices, sq
+
+
+def _exact_sq_distances(X: np.ndarray, U: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``||x_i - u_{indices[i, k]}||^2`` in float64, computed by subtraction."""
+    n, r = indices.shape
+    out = np.empty((n, r), dtype=np.float64)
+    chunk = max(1, 4_000_000 // max(1, r * X.shape[1]))
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        diff = U[indices[start:stop]] - X[start:stop, None, :]
+        np.einsum("irp,irp->ir", diff, diff, out=out[start:stop])
+    return out

@@ -1,0 +1,111 @@
+r"""Cross transition from the cloud to its induced points: ``Z``, ``A = D^{-1} Z`` and ``Λ``.
+
+He et al. (FLGP, Sec. 3.1, eq. 4):
+
+.. math::
+
+    Z_{ij} = \frac{n_j K_{ij}}{\sum_q K_{qj} \sum_q n_q K_{iq}}, \qquad
+    A = D^{-1} Z, \qquad \Lambda_{jj} = \sum_i A_{ij},
+
+with ``n_j = 1`` for random subsampling. The row factor of ``Z`` cancels in ``A``, so
+
+.. math:: A_{ij} = \operatorname{softmax}_j\bigl(\log n_j + \log K_{ij} - \log c_j\bigr),
+          \quad c_j = \textstyle\sum_q K_{qj},
+
+which is how we evaluate it: in log space, so a row whose kernel values all fall below the
+float range (a far point under a small bandwidth) still gets its exact transition
+probabilities instead of 0/0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+__all__ = ["CrossTransition", "column_log_sums", "transition_rows", "cross_transition"]
+
+
+@dataclass
+class CrossTransition:
+    """Sparse ``n x s`` row-stochastic matrix ``A`` stored as ``r`` entries per row.
+
+    Attributes
+    ----------
+    indices : ndarray (n, r) of int64
+        Column (induced point) of each stored entry.
+    values : ndarray (n, r) of float64
+        ``A_ij``; each row sums to one.
+    degrees : ndarray (s,)
+        ``Λ_jj = Σ_i A_ij``; zero for an induced point that no row uses.
+    """
+
+    indices: np.ndarray
+    values: np.ndarray
+    degrees: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.indices.shape[0], self.degrees.shape[0]
+
+    def to_sparse(self) -> sp.csr_matrix:
+        """``A`` as a scipy CSR matrix (``n r`` stored entries)."""
+        n, r = self.indices.shape
+        indptr = np.arange(0, n * r + 1, r, dtype=np.int64)
+        return sp.csr_matrix((self.values.ravel(), self.indices.ravel(), indptr),
+                             shape=self.shape)
+
+
+def column_log_sums(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int) -> np.ndarray:
+    """``log c_j = log Σ_i K_ij`` over the stored entries (``-inf`` for unused columns)."""
+    lk = torch.from_numpy(np.ascontiguousarray(log_kernel, dtype=np.float64)).ravel()
+    idx = torch.from_numpy(np.ascontiguousarray(indices)).ravel()
+    col_max = torch.full((n_induced,), -torch.inf, dtype=torch.float64)
+    col_max.scatter_reduce_(0, idx, lk, reduce="amax", include_self=True)
+    safe_max = torch.where(torch.isfinite(col_max), col_max, torch.zeros_like(col_max))
+    sums = torch.zeros(n_induced, dtype=torch.float64)
+    sums.index_add_(0, idx, torch.exp(lk - safe_max[idx]))
+    return (torch.log(sums) + safe_max).numpy()
+
+
+def transition_rows(log_kernel: np.ndarray, indices: np.ndarray, log_colsum: np.ndarray,
+                    log_sizes: np.ndarray | None = None) -> np.ndarray:
+    """Rows of ``A`` for kernel rows ``log K`` (any points, in the cloud or new).
+
+    Columns whose ``c_j`` is zero (an induced point no cloud point reaches) get probability 0.
+    Raises ``ValueError`` when a row has no reachable induced point.
+    """
+    logits = log_kernel - log_colsum[indices]
+    if log_sizes is not None:
+        logits = logits + log_sizes[indices]
+    logits = np.where(np.isfinite(log_colsum[indices]), logits, -np.inf)
+    row_max = logits.max(axis=1, keepdims=True)
+    bad = ~np.isfinite(row_max[:, 0])
+    if bad.any():
+        raise ValueError(
+            f"{int(bad.sum())} point(s) have zero kernel weight to every one of their nearest "
+            f"induced points, so the graph falls apart there. Increase n_neighbors or the "
+            f"bandwidth, or use fewer induced points.")
+    w = np.exp(logits - row_max)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def cross_transition(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int,
+                     sizes: np.ndarray | None = None):
+    """Build ``A`` and ``Λ`` from the sparse log-kernel of the cloud.
+
+    Returns
+    -------
+    transition : CrossTransition
+    log_colsum : ndarray (s,)
+        ``log c_j``, needed again to extend ``A`` to new points.
+    """
+    if not np.all(np.isfinite(log_kernel) | (log_kernel == -np.inf)):
+        raise ValueError("kernel values must be finite or zero; got NaN or +inf.")
+    log_colsum = column_log_sums(log_kernel, indices, n_induced)
+    log_sizes = None if sizes is None else np.log(np.maximum(sizes, 0).astype(np.float64))
+    values = transition_rows(log_kernel, indices, log_colsum, log_sizes)
+    degrees = np.bincount(indices.ravel(), weights=values.ravel(), minlength=n_induced)
+    return CrossTransition(indices=indices, values=values, degrees=degrees), log_colsum

@@ -1,0 +1,71 @@
+"""One call from a point cloud to its heat-kernel eigenpairs."""
+
+from __future__ import annotations
+
+from .._validation import check_option, check_points
+from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
+from .dense import glgp_eigenpairs, nystrom_eigenpairs
+from .eigenpairs import Eigenpairs
+from .flgp import flgp_eigenpairs
+
+__all__ = ["compute_eigenpairs", "default_n_induced", "default_n_eigenpairs"]
+
+METHODS = ("flgp", "glgp", "nystrom")
+
+
+def default_n_induced(n_samples: int) -> int:
+    """``s = min(1000, max(2, n // 4))``: a quarter of the cloud, at most 1000."""
+    return int(min(1000, max(2, n_samples // 4)))
+
+
+def default_n_eigenpairs(n_induced: int) -> int:
+    """``M = min(100, s - 1)``."""
+    return int(max(1, min(100, n_induced - 1)))
+
+
+def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
+                       n_eigenpairs: int | None = None, n_neighbors: int = 3,
+                       subsample: str = "kmeans", kernel: str = "lae",
+                       bandwidth: float | None = None, bandwidth_scale: float = 1.0,
+                       spectrum: str = "one_step", random_state=None) -> Eigenpairs:
+    """Heat-kernel eigenpairs of the cloud ``X``.
+
+    Parameters
+    ----------
+    X : array-like (n_samples, n_features)
+    method : {"flgp", "glgp", "nystrom"}, default="flgp"
+    n_induced : int, optional
+        ``s``; default :func:`default_n_induced` (ignored by GLGP).
+    n_eigenpairs : int, optional
+        ``M``; default :func:`default_n_eigenpairs`.
+    n_neighbors : int, default=3
+        ``r`` (FLGP). GLGP and Nyström keep every pair; their default-bandwidth rule
+        averages over ``max(n_neighbors, 10)`` nearest neighbours, because a dense SE graph
+        needs a wider kernel than a sparse r-nearest one to stay connected.
+    subsample : {"kmeans", "random"}, default="kmeans"
+    kernel : {"lae", "se"}, default="lae"
+        FLGP cross kernel; GLGP and Nyström always use SE.
+    bandwidth, bandwidth_scale : see :func:`flgp.graph.build_cross_graph`.
+    spectrum : {"one_step", "two_step"}, default="one_step"
+        FLGP eigenvalue rule (see :mod:`flgp.spectral.flgp`).
+    random_state : int, Generator or None
+    """
+    check_option(method, "method", METHODS)
+    X = check_points(X)
+    n = X.shape[0]
+    s = default_n_induced(n) if n_induced is None else n_induced
+    if method == "glgp":
+        M = default_n_eigenpairs(n) if n_eigenpairs is None else n_eigenpairs
+        graph = build_dense_graph(X, bandwidth=bandwidth, n_neighbors=max(n_neighbors, 10),
+                                  bandwidth_scale=bandwidth_scale)
+        return glgp_eigenpairs(graph, M)
+    M = default_n_eigenpairs(s) if n_eigenpairs is None else n_eigenpairs
+    if method == "nystrom":
+        graph = build_nystrom_graph(X, n_induced=s, subsample=subsample, bandwidth=bandwidth,
+                                    n_neighbors=max(n_neighbors, 10),
+                                    bandwidth_scale=bandwidth_scale, random_state=random_state)
+        return nystrom_eigenpairs(graph, M, X)
+    graph = build_cross_graph(X, n_induced=s, n_neighbors=n_neighbors, subsample=subsample,
+                              kernel=kernel, bandwidth=bandwidth,
+                              bandwidth_scale=bandwidth_scale, random_state=random_state)
+    return flgp_eigenpairs(graph, M, spectrum=spectrum)

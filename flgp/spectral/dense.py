@@ -1,0 +1,89 @@
+r"""GLGP and Nyström-GLGP eigenpairs (He et al., appendix "The Nyström Approximation").
+
+GLGP: eigenpairs ``(μ, v)`` of the dense ``n x n`` transition ``A``, ``λ = 1 - μ``,
+``||v|| = 1``, kernel scale ``n``. Out of sample: ``v(x) = a(x) v / μ``.
+
+Nyström-GLGP: eigenpairs ``(μ', v')`` of the ``s x s`` induced-point transition ``A'``,
+extended by ``v = A^{nys} v' / μ'``, ``λ = 1 - μ'``, kernel scale ``s``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse.linalg
+
+from .._validation import check_int
+from ..graph.dense import DenseGraph, NystromGraph
+from .eigenpairs import Eigenpairs, deterministic_sign_flip
+
+__all__ = ["glgp_eigenpairs", "nystrom_eigenpairs"]
+
+_MU_FLOOR = 1e-10
+
+
+def _top_eigh(S: np.ndarray, M: int, random_state: int = 0):
+    """Top ``M`` eigenpairs of a symmetric matrix, largest first (Lanczos for large n)."""
+    n = S.shape[0]
+    if n <= 2000 or M >= n // 2:
+        w, U = scipy.linalg.eigh(S, subset_by_index=[n - M, n - 1], driver="evr")
+    else:
+        v0 = np.random.default_rng(random_state).standard_normal(n)
+        w, U = scipy.sparse.linalg.eigsh(S, k=M, which="LA", v0=v0, tol=1e-12)
+        order = np.argsort(w)
+        w, U = w[order], U[:, order]
+    return w[::-1].copy(), U[:, ::-1].copy()
+
+
+class _DenseExtension:
+    def __init__(self, graph, vectors_over_mu: np.ndarray):
+        self.graph = graph
+        self.vectors_over_mu = vectors_over_mu  # (columns of A, M)
+
+    def __call__(self, X_new) -> np.ndarray:
+        from .._validation import check_points
+
+        X_new = check_points(X_new, name="X", min_samples=1)
+        out = np.empty((X_new.shape[0], self.vectors_over_mu.shape[1]))
+        for start, stop, rows in self.graph.transition_rows(X_new):
+            out[start:stop] = rows @ self.vectors_over_mu
+        return out
+
+
+def _transition_eigenvectors(S: np.ndarray, d: np.ndarray, M: int, what: str):
+    mu, psi = _top_eigh(S, M)
+    if mu[-1] <= _MU_FLOOR:
+        keep = mu > _MU_FLOOR
+        raise ValueError(f"only {int(keep.sum())} {what} eigenvalues are positive; lower "
+                         f"n_eigenpairs to at most that, or increase the bandwidth.")
+    vec = psi / np.sqrt(d)[:, None]
+    vec /= np.linalg.norm(vec, axis=0, keepdims=True)
+    return np.clip(mu, 0.0, 1.0), vec
+
+
+def _count_unit(mu: np.ndarray) -> int:
+    return max(1, int(np.sum(mu > 1.0 - 1e-9)))
+
+
+def glgp_eigenpairs(graph: DenseGraph, n_eigenpairs: int) -> Eigenpairs:
+    """Top ``M`` eigenpairs of GLGP's ``L = I - A`` (dense; for n up to ~10,000)."""
+    n = graph.points.shape[0]
+    M = check_int(n_eigenpairs, "n_eigenpairs", low=1, high=n - 1, high_name="n_samples - 1")
+    mu, V = _transition_eigenvectors(graph.symmetric, graph.row_sums, M, "GLGP")
+    V *= deterministic_sign_flip(V)
+    return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=V, kernel_scale=float(n),
+                      extension=_DenseExtension(graph, V / mu[None, :]), method="glgp",
+                      n_components=_count_unit(mu))
+
+
+def nystrom_eigenpairs(graph: NystromGraph, n_eigenpairs: int, X) -> Eigenpairs:
+    """Top ``M`` Nyström-GLGP eigenpairs, extended to the cloud ``X`` (n x p)."""
+    s = graph.landmarks.points.shape[0]
+    M = check_int(n_eigenpairs, "n_eigenpairs", low=1, high=s - 1, high_name="n_induced - 1",
+                  fix="Use more induced points or fewer eigenpairs.")
+    mu, Vs = _transition_eigenvectors(graph.symmetric, graph.row_sums, M, "Nyström")
+    Vs *= deterministic_sign_flip(Vs)
+    ext = _DenseExtension(graph, Vs / mu[None, :])
+    V = ext(X)
+    return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=V, kernel_scale=float(s),
+                      extension=ext, method="nystrom", n_components=_count_unit(mu))

@@ -1,0 +1,71 @@
+"""The :class:`Eigenpairs` type shared by FLGP, GLGP and Nyström-GLGP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Eigenpairs", "deterministic_sign_flip"]
+
+
+@dataclass
+class Eigenpairs:
+    r"""Graph-Laplacian eigenpairs of a point cloud with an out-of-sample map.
+
+    The heat kernel on the cloud is
+
+    .. math:: C_t = c \sum_{l \le M} e^{-t \lambda_l} v_l v_l^\top
+
+    with ``c = kernel_scale`` (``n`` for FLGP and GLGP, ``s`` for Nyström-GLGP).
+
+    Attributes
+    ----------
+    eigenvalues : ndarray (M,)
+        ``λ_l`` ascending, in ``[0, 1]``.
+    eigenvectors : ndarray (n, M)
+        ``v_l`` at the cloud's points.
+    kernel_scale : float
+    extension : callable
+        ``extension(X_new) -> ndarray (n_new, M)``: eigenvector values at new points; at a
+        point of the cloud it returns that point's row of ``eigenvectors``.
+    method : str
+        "flgp", "glgp" or "nystrom".
+    n_components : int
+        Connected components of the graph (1 when connected).
+    singular_values : ndarray (M,) or None
+        FLGP's ``σ_l`` of ``A Λ^{-1/2}``.
+    """
+
+    eigenvalues: np.ndarray
+    eigenvectors: np.ndarray
+    kernel_scale: float
+    extension: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    method: str = "flgp"
+    n_components: int = 1
+    singular_values: np.ndarray | None = None
+
+    @property
+    def n_samples(self) -> int:
+        return self.eigenvectors.shape[0]
+
+    @property
+    def n_eigenpairs(self) -> int:
+        return self.eigenvalues.shape[0]
+
+    def extend(self, X_new) -> np.ndarray:
+        """Eigenvector values at new points, shape ``(n_new, M)``."""
+        return self.extension(X_new)
+
+    def __repr__(self) -> str:
+        return (f"Eigenpairs(method={self.method!r}, n_samples={self.n_samples}, "
+                f"n_eigenpairs={self.n_eigenpairs}, n_components={self.n_components})")
+
+
+def deterministic_sign_flip(vectors: np.ndarray) -> np.ndarray:
+    """Signs (+1/-1) that make each column's largest-magnitude entry positive."""
+    rows = np.argmax(np.abs(vectors), axis=0)
+    signs = np.sign(vectors[rows, np.arange(vectors.shape[1])])
+    signs[signs == 0] = 1.0
+    return signs

@@ -1,0 +1,131 @@
+import numpy as np
+import pytest
+import scipy.optimize
+
+from flgp.graph import build_cross_graph, kmeans_centres, lae_weights, nearest_landmarks
+from flgp.graph.cross_kernel import _project_simplex, _simplex_qp_pgd
+
+import torch
+
+
+def test_nearest_landmarks_matches_brute_force(rng):
+    X = rng.standard_normal((500, 4)) + 100.0  # far from the origin: tests the centring
+    U = X[rng.choice(500, 40, replace=False)] + 0.01
+    idx, sq = nearest_landmarks(X, U, 5)
+    d2 = ((X[:, None, :] - U[None]) ** 2).sum(-1)
+    ref = np.sort(d2, axis=1)[:, :5]
+    np.testing.assert_allclose(sq, ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.take_along_axis(d2, idx, 1), sq, rtol=1e-12)
+
+
+def test_lae_rows_on_simplex_and_match_scipy(rng):
+    X = rng.standard_normal((60, 3))
+    U = rng.standard_normal((20, 3))
+    for r in (2, 3, 5):
+        idx, _ = nearest_landmarks(X, U, r)
+        W = lae_weights(X, U, idx)
+        assert np.all(W >= 0)
+        np.testing.assert_allclose(W.sum(1), 1.0, atol=1e-12)
+        for i in range(0, 60, 7):
+            Ui = U[idx[i]]
+            obj = lambda w: np.sum((X[i] - w @ Ui) ** 2)  # noqa: E731
+            res = scipy.optimize.minimize(
+                obj, np.full(r, 1 / r), method="SLSQP", bounds=[(0, 1)] * r,
+                constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+                options={"ftol": 1e-14, "maxiter": 500})
+            assert obj(W[i]) <= res.fun + 1e-9
+
+
+def test_lae_point_inside_hull_is_reconstructed(rng):
+    U = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    w = np.array([0.2, 0.3, 0.5])
+    X = (w @ U)[None, :]
+    W = lae_weights(X, U, np.array([[0, 1, 2]]))
+    np.testing.assert_allclose(W[0], w, atol=1e-10)
+
+
+def test_projected_gradient_agrees_with_exact(rng):
+    D = torch.from_numpy(rng.standard_normal((50, 4, 3)))
+    G = D @ D.transpose(1, 2)
+    from flgp.graph.cross_kernel import _simplex_qp_exact
+    we = _simplex_qp_exact(G)
+    wp = _simplex_qp_pgd(G, n_iter=3000)
+    fe = torch.einsum("ci,cij,cj->c", we, G, we)
+    fp = torch.einsum("ci,cij,cj->c", wp, G, wp)
+    assert torch.all(fe <= fp + 1e-8)
+    P = _project_simplex(torch.from_numpy(rng.standard_normal((10, 5))))
+    assert torch.allclose(P.sum(1), torch.ones(10, dtype=P.dtype))
+
+
+@pytest.mark.parametrize("subsample", ["random", "kmeans"])
+@pytest.mark.parametrize("kernel", ["se", "lae"])
+def test_transition_is_paper_formula(rng, subsample, kernel):
+    X = rng.standard_normal((300, 2))
+    g = build_cross_graph(X, n_induced=30, n_neighbors=4, subsample=subsample, kernel=kernel,
+                          random_state=0)
+    A = g.transition.to_sparse().toarray()
+    # dense reference of He et al. eq. (4) with the r-nearest sparse kernel
+    n, s = A.shape
+    K = np.zeros((n, s))
+    for i in range(n):
+        if kernel == "se":
+            K[i, g.indices[i]] = np.exp(-g.sq_distances[i] / (4 * g.bandwidth ** 2))
+        else:
+            K[i, g.indices[i]] = lae_weights(X[i:i + 1], g.landmarks.points, g.indices[i:i + 1])
+    sizes = np.ones(s) if subsample == "random" else np.bincount(g.indices[:, 0], minlength=s)
+    colsum = K.sum(0)
+    Z = sizes[None, :] * K / (colsum[None, :] * (K * sizes[None, :]).sum(1, keepdims=True))
+    Z[:, colsum == 0] = 0
+    A_ref = Z / Z.sum(1, keepdims=True)
+    np.testing.assert_allclose(A, A_ref, atol=1e-12)
+    np.testing.assert_allclose(g.transition.degrees, A_ref.sum(0), atol=1e-10)
+    assert g.transition.to_sparse().nnz <= n * 4  # O(n r) storage
+
+
+def test_kmeans_sizes_and_quality(rng):
+    centres_true = rng.standard_normal((5, 3)) * 10
+    X = np.repeat(centres_true, 200, axis=0) + 0.1 * rng.standard_normal((1000, 3))
+    lm = kmeans_centres(X, 5, random_state=0)
+    d = np.sqrt(((lm.points[:, None] - centres_true[None]) ** 2).sum(-1))
+    assert np.all(d.min(0) < 0.1)
+    g = build_cross_graph(X, n_induced=5, n_neighbors=2, random_state=0)
+    assert sorted(g.sizes.tolist()) == [200] * 5
+
+
+def test_kmeans_subsampled_fit_is_seeded(rng):
+    X = rng.standard_normal((3000, 2))
+    a = kmeans_centres(X, 10, random_state=3, max_fit_samples=500).points
+    b = kmeans_centres(X, 10, random_state=3, max_fit_samples=500).points
+    np.testing.assert_array_equal(a, b)
+
+
+def test_far_point_keeps_exact_transition_under_tiny_bandwidth(rng):
+    X = np.r_[rng.standard_normal((200, 2)), [[1e3, 1e3]]]
+    g = build_cross_graph(X, n_induced=20, kernel="se", subsample="random", bandwidth=1e-3,
+                          random_state=0)
+    A = g.transition.to_sparse().toarray()
+    assert np.all(np.isfinite(A))
+    np.testing.assert_allclose(A.sum(1), 1.0)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(n_induced=500), "n_induced=500 exceeds n_samples"),
+    (dict(n_induced=10, n_neighbors=11), "n_neighbors=11 exceeds n_induced"),
+    (dict(n_induced=10, kernel="gauss"), "kernel='gauss' is not supported"),
+    (dict(n_induced=10, bandwidth=-1.0), "bandwidth must be a finite positive"),
+])
+def test_bad_parameters(rng, kwargs, message):
+    X = rng.standard_normal((100, 2))
+    with pytest.raises(ValueError, match=message):
+        build_cross_graph(X, **kwargs)
+
+
+def test_bad_points(rng):
+    X = rng.standard_normal((100, 2))
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity in 1 row"):
+        build_cross_graph(X, n_induced=10)
+    with pytest.raises(ValueError, match="1-d"):
+        build_cross_graph(np.arange(10.0), n_induced=3)
+    with pytest.raises(ValueError, match="duplicate rows"):
+        build_cross_graph(np.repeat(rng.standard_normal((5, 2)), 20, axis=0), n_induced=3)

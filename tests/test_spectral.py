@@ -1,0 +1,142 @@
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import assert_allclose_up_to_sign, noisy_circle
+from flgp import heat
+from flgp.graph import build_cross_graph, build_dense_graph, build_nystrom_graph
+from flgp.spectral import (compute_eigenpairs, flgp_eigenpairs, glgp_eigenpairs,
+                           nystrom_eigenpairs)
+
+
+def _dense_laplacian(graph):
+    A = graph.transition.to_sparse().toarray()
+    lam = graph.transition.degrees
+    inv = np.where(lam > 0, 1 / np.where(lam > 0, lam, 1), 0)
+    return np.eye(A.shape[0]) - A @ np.diag(inv) @ A.T
+
+
+@pytest.mark.parametrize("kernel, subsample", [("se", "random"), ("se", "kmeans"),
+                                               ("lae", "random"), ("lae", "kmeans")])
+def test_proposition_1_and_dense_reference(rng, kernel, subsample):
+    X = rng.standard_normal((250, 3))
+    g = build_cross_graph(X, n_induced=40, n_neighbors=5, kernel=kernel, subsample=subsample,
+                          random_state=1)
+    ep = flgp_eigenpairs(g, 12, spectrum="two_step")
+    L = _dense_laplacian(g)
+    w, U = np.linalg.eigh(L)
+    # Proposition 1: spectrum in [0, 1], smallest eigenvalue 0
+    assert w.min() > -1e-10 and w.max() < 1 + 1e-10
+    assert abs(ep.eigenvalues[0]) < 1e-10
+    assert np.all((ep.eigenvalues >= 0) & (ep.eigenvalues <= 1))
+    np.testing.assert_allclose(ep.eigenvalues, w[:12], atol=1e-10)
+    V = ep.eigenvectors
+    np.testing.assert_allclose(V.T @ V, np.eye(12), atol=1e-10)
+    # eigenvectors agree where the eigenvalue is simple
+    gaps = np.diff(w[:13])
+    simple = [k for k in range(12) if (k == 0 or gaps[k - 1] > 1e-6) and gaps[k] > 1e-6]
+    assert_allclose_up_to_sign(V[:, simple], U[:, simple], atol=1e-7)
+    np.testing.assert_allclose(L @ V, V * ep.eigenvalues, atol=1e-9)
+    # the one-step spectrum is 1 - sigma of the same singular values
+    ep1 = flgp_eigenpairs(g, 12, spectrum="one_step")
+    np.testing.assert_allclose(1 - ep1.eigenvalues, np.sqrt(1 - ep.eigenvalues), atol=1e-10)
+
+
+def test_first_eigenvector_constant_and_signs_deterministic(rng):
+    X = noisy_circle(400, rng)
+    a = compute_eigenpairs(X, n_induced=60, n_eigenpairs=5, random_state=2)
+    b = compute_eigenpairs(X, n_induced=60, n_eigenpairs=5, random_state=2)
+    np.testing.assert_allclose(a.eigenvectors[:, 0], 1 / np.sqrt(400), atol=1e-10)
+    np.testing.assert_array_equal(a.eigenvectors, b.eigenvectors)
+
+
+@pytest.mark.parametrize("method, kernel", [("flgp", "lae"), ("flgp", "se"), ("glgp", "se"),
+                                            ("nystrom", "se")])
+def test_out_of_sample_map_reproduces_cloud_rows(rng, method, kernel):
+    X = noisy_circle(300, rng)
+    ep = compute_eigenpairs(X, method=method, kernel=kernel, n_induced=50, n_eigenpairs=8,
+                            random_state=0)
+    np.testing.assert_allclose(ep.extend(X), ep.eigenvectors, atol=1e-10)
+    # new points near the cloud get values close to their neighbours'
+    Xn = X[:20] * 1.0001
+    assert np.abs(ep.extend(Xn) - ep.eigenvectors[:20]).max() < 0.05
+
+
+def test_glgp_circle_spectrum_pairs_ratios():
+    th = np.linspace(0, 2 * np.pi, 800, endpoint=False)
+    X = np.c_[np.cos(th), np.sin(th)]
+    ep = compute_eigenpairs(X, method="glgp", n_eigenpairs=7)
+    lam = ep.eigenvalues
+    np.testing.assert_allclose(lam[1], lam[2], rtol=1e-6)
+    np.testing.assert_allclose(lam[3], lam[4], rtol=1e-6)
+    np.testing.assert_allclose(lam[5], lam[6], rtol=1e-6)
+    np.testing.assert_allclose(lam[3] / lam[1], 4.0, rtol=0.02)
+    np.testing.assert_allclose(lam[5] / lam[1], 9.0, rtol=0.05)
+
+
+def test_glgp_matches_dense_transition(rng):
+    X = noisy_circle(200, rng)
+    g = build_dense_graph(X)
+    ep = glgp_eigenpairs(g, 6)
+    K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1) / (4 * g.bandwidth ** 2))
+    Z = K / K.sum(1, keepdims=True) / K.sum(0, keepdims=True)
+    A = Z / Z.sum(1, keepdims=True)
+    mu = np.sort(np.linalg.eigvals(A).real)[::-1][:6]
+    np.testing.assert_allclose(1 - ep.eigenvalues, mu, atol=1e-10)
+    np.testing.assert_allclose(A @ ep.eigenvectors, ep.eigenvectors * (1 - ep.eigenvalues),
+                               atol=1e-10)
+    np.testing.assert_allclose(np.linalg.norm(ep.eigenvectors, axis=0), 1.0)
+
+
+def test_nystrom_close_to_glgp_on_small_n():
+    th = np.linspace(0, 2 * np.pi, 600, endpoint=False)
+    X = np.c_[np.cos(th), np.sin(th)]
+    glgp = compute_eigenpairs(X, method="glgp", n_eigenpairs=5, bandwidth=0.05)
+    nys = compute_eigenpairs(X, method="nystrom", n_induced=300, n_eigenpairs=5,
+                             bandwidth=0.05, subsample="kmeans", random_state=0)
+    np.testing.assert_allclose(nys.eigenvalues[1:] / glgp.eigenvalues[1:], 1.0, rtol=0.1)
+    # covariances agree (invariant to rotations inside eigenspaces); scales n and s
+    t = 1.0 / glgp.eigenvalues[1]
+    C1 = heat.heat_kernel(*(torch.from_numpy(glgp.eigenvectors),) * 2,
+                          torch.from_numpy(glgp.eigenvalues), t, glgp.kernel_scale).numpy()
+    C2 = heat.heat_kernel(*(torch.from_numpy(nys.eigenvectors),) * 2,
+                          torch.from_numpy(nys.eigenvalues), t, nys.kernel_scale).numpy()
+    assert np.abs(C1 - C2).max() < 0.05 * np.abs(C1).max()
+
+
+def test_disconnected_graph_warns(rng):
+    X = np.r_[rng.standard_normal((150, 2)), rng.standard_normal((150, 2)) + 100]
+    g = build_cross_graph(X, n_induced=30, n_neighbors=2, random_state=0)
+    with pytest.warns(UserWarning, match="2 connected components"):
+        ep = flgp_eigenpairs(g, 5)
+    assert ep.n_components == 2
+    assert ep.eigenvalues[1] < 1e-10
+
+
+def test_too_many_eigenpairs(rng):
+    X = rng.standard_normal((100, 2))
+    g = build_cross_graph(X, n_induced=10, random_state=0)
+    with pytest.raises(ValueError, match="n_eigenpairs=11 exceeds n_induced=10"):
+        flgp_eigenpairs(g, 11)
+
+
+def test_heat_features_and_gradient(rng):
+    X = noisy_circle(200, rng)
+    ep = compute_eigenpairs(X, n_induced=40, n_eigenpairs=10, random_state=0)
+    V = torch.from_numpy(ep.eigenvectors)
+    lam = torch.from_numpy(ep.eigenvalues)
+    t = torch.tensor(50.0, dtype=torch.float64, requires_grad=True)
+    phi = heat.heat_features(V, lam, t, ep.kernel_scale)
+    C = heat.heat_kernel(V, V, lam, t, ep.kernel_scale)
+    ref = ep.kernel_scale * (ep.eigenvectors * np.exp(-50.0 * ep.eigenvalues)) @ ep.eigenvectors.T
+    np.testing.assert_allclose(C.detach().numpy(), ref, atol=1e-12)
+    np.testing.assert_allclose((phi @ phi.T).detach().numpy(), ref, atol=1e-12)
+    np.testing.assert_allclose(heat.heat_kernel_diag(V, lam, t, ep.kernel_scale).detach(),
+                               np.diag(ref), atol=1e-12)
+    C.sum().backward()
+    assert torch.isfinite(t.grad) and t.grad != 0
+    assert torch.autograd.gradcheck(
+        lambda tt: heat.heat_kernel(V[:5], V[:7], lam, tt, ep.kernel_scale),
+        (torch.tensor(3.0, dtype=torch.float64, requires_grad=True),))
