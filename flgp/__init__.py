@@ -5,9 +5,11 @@ Data flows one way: points -> :mod:`flgp.graph` (induced points, sparse transiti
 -> Gaussian processes and embeddings.
 """
 
-from . import graph, heat, spectral
+from . import datasets, graph, heat, kernels, models, spectral
+from .models import FLGPClassifier, FLGPRegressor
 from .spectral import Eigenpairs, compute_eigenpairs
 
 __version__ = "0.1.0"
 
-__all__ = ["graph", "heat", "spectral", "Eigenpairs", "compute_eigenpairs", "__version__"]
+__all__ = ["FLGPClassifier", "FLGPRegressor", "Eigenpairs", "compute_eigenpairs", "datasets",
+           "graph", "heat", "kernels", "models", "spectral", "__version__"]

@@ -36,6 +36,30 @@ def test_lae_rows_on_simplex_and_match_scipy(rng):
             assert obj(W[i]) <= res.fun + 1e-9
 
 
+def test_regularized_lae_matches_scipy_and_stays_positive(rng):
+    X = rng.standard_normal((40, 2))
+    U = np.r_[X[:5], rng.standard_normal((15, 2))]  # some anchors coincide with points
+    idx, _ = nearest_landmarks(X, U, 3)
+    gamma = 1e-3
+    W = lae_weights(X, U, idx, regularization=gamma)
+    W0 = lae_weights(X, U, idx)
+    coincide = np.flatnonzero(np.isclose(_, 0).any(1))
+    assert coincide.size >= 5
+    assert np.all(np.sum(W[coincide] > 0, 1) >= 2)  # regularised: linked to another anchor
+    assert np.all(np.sum(W0[coincide] > 0, 1) == 1)  # exact: weight 1 on the point itself
+    assert np.sum(W == 0) < np.sum(W0 == 0)
+    for i in range(0, 40, 5):
+        D = U[idx[i]] - X[i]
+        G = D @ D.T
+        G = G + gamma * np.trace(G) * np.eye(3)
+        obj = lambda w: w @ G @ w  # noqa: E731
+        res = scipy.optimize.minimize(
+            obj, np.full(3, 1 / 3), method="SLSQP", bounds=[(0, 1)] * 3,
+            constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+            options={"ftol": 1e-15, "maxiter": 500})
+        assert obj(W[i]) <= res.fun + 1e-10
+
+
 def test_lae_point_inside_hull_is_reconstructed(rng):
     U = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     w = np.array([0.2, 0.3, 0.5])
@@ -71,7 +95,8 @@ def test_transition_is_paper_formula(rng, subsample, kernel):
         if kernel == "se":
             K[i, g.indices[i]] = np.exp(-g.sq_distances[i] / (4 * g.bandwidth ** 2))
         else:
-            K[i, g.indices[i]] = lae_weights(X[i:i + 1], g.landmarks.points, g.indices[i:i + 1])
+            K[i, g.indices[i]] = lae_weights(X[i:i + 1], g.landmarks.points, g.indices[i:i + 1],
+                                             regularization=g.lae_regularization)
     sizes = np.ones(s) if subsample == "random" else np.bincount(g.indices[:, 0], minlength=s)
     colsum = K.sum(0)
     Z = sizes[None, :] * K / (colsum[None, :] * (K * sizes[None, :]).sum(1, keepdims=True))

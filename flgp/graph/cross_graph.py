@@ -55,7 +55,7 @@ class CrossGraph:
     sizes: np.ndarray | None
     transition: CrossTransition
     log_colsum: np.ndarray
-    lae_kernel: np.ndarray | None = None
+    lae_regularization: float = 0.0
 
     @property
     def n_samples(self) -> int:
@@ -92,13 +92,14 @@ class CrossGraph:
         if self.kernel == "se":
             return se_log_weights(sq, self.bandwidth)
         with np.errstate(divide="ignore"):
-            return np.log(lae_weights(X, self.landmarks.points, idx))
+            return np.log(lae_weights(X, self.landmarks.points, idx,
+                                      regularization=self.lae_regularization))
 
 
 def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str = "kmeans",
                       kernel: str = "lae", bandwidth: float | None = None,
-                      bandwidth_scale: float = 1.0, random_state=None,
-                      kmeans_iter: int = 20) -> CrossGraph:
+                      bandwidth_scale: float = 1.0, lae_regularization: float = 1e-3,
+                      random_state=None, kmeans_iter: int = 20) -> CrossGraph:
     """Steps 1-4 of FLGP: induced points, sparse cross kernel, ``Z``, ``A`` and ``Λ``.
 
     Parameters
@@ -116,6 +117,11 @@ def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str
         (see :func:`flgp.graph.cross_kernel.default_bandwidth`).
     bandwidth_scale : float, default=1.0
         The multiplier ``a`` of that rule.
+    lae_regularization : float, default=1e-3
+        ``γ`` of the LAE local Gram ``G + γ tr(G) I`` (see
+        :func:`flgp.graph.cross_kernel.lae_weights`); 0 is the paper's exact LAE. Exact LAE
+        gives a point that coincides with an induced point (every induced point under random
+        subsampling) weight 1 on it alone, which splits the graph into many pieces.
     random_state : int, Generator or None
     """
     X = check_points(X)
@@ -128,6 +134,9 @@ def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str
                   fix="Each point can keep at most n_induced nearest induced points.")
     check_positive(bandwidth, "bandwidth", allow_none=True)
     check_positive(bandwidth_scale, "bandwidth_scale")
+    if not (np.isfinite(lae_regularization) and lae_regularization >= 0):
+        raise ValueError(f"lae_regularization must be a finite number >= 0; got "
+                         f"{lae_regularization}.")
     check_duplicates(X)
     if subsample == "random":
         landmarks = random_landmarks(X, s, random_state)
@@ -144,8 +153,9 @@ def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str
     else:
         bandwidth = None
         with np.errstate(divide="ignore"):
-            log_k = np.log(lae_weights(X, landmarks.points, idx))
+            log_k = np.log(lae_weights(X, landmarks.points, idx,
+                                       regularization=lae_regularization))
     transition, log_colsum = cross_transition(log_k, idx, s, sizes)
     return CrossGraph(landmarks=landmarks, kernel=kernel, n_neighbors=r, bandwidth=bandwidth,
                       indices=idx, sq_distances=sq, sizes=sizes, transition=transition,
-                      log_colsum=log_colsum)
+                      log_colsum=log_colsum, lae_regularization=float(lae_regularization))

@@ -42,14 +42,18 @@ def se_log_weights(sq_distances: np.ndarray, bandwidth: float) -> np.ndarray:
 
 
 def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
-                chunk_size: int = 200_000) -> np.ndarray:
+                regularization: float = 0.0, chunk_size: int = 200_000) -> np.ndarray:
     r"""Local anchor embedding weights: for each row,
 
     .. math:: \min_w \|x_i - \textstyle\sum_k w_k u_{i_k}\|^2
               \quad\text{s.t.}\quad w \ge 0,\ \textstyle\sum_k w_k = 1.
 
     Exact and vectorised: with ``G = (U_i - x_i)(U_i - x_i)^T`` (``r x r``) the objective is
-    ``w^T G w``. The minimiser lies in the relative interior of some face of the simplex, on
+    ``w^T G w``. With ``regularization = γ > 0`` the local Gram becomes
+    ``G + γ tr(G) I`` — the regularisation of locally linear embedding (scikit-learn's
+    ``LocallyLinearEmbedding(reg=1e-3)``) — which pulls the weights towards uniform: a point
+    that coincides with an anchor then keeps a positive weight on at least one other anchor
+    instead of weight 1 on itself alone. The minimiser lies in the relative interior of some face of the simplex, on
     which it is the affine-constrained least-squares solution; we solve the KKT system for
     every non-empty support (``2^r - 1`` of them, all rows at once), keep the feasible ones and
     take the one with the smallest objective. For ``r > 8`` (255 supports) an accelerated
@@ -65,6 +69,9 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
         stop = min(n, start + chunk_size)
         D = torch.from_numpy(U[indices[start:stop]] - X[start:stop, None, :])  # (c, r, p)
         G = D @ D.transpose(1, 2)  # (c, r, r)
+        if regularization > 0:
+            tr = torch.diagonal(G, dim1=1, dim2=2).sum(1)
+            G = G + (regularization * tr)[:, None, None] * torch.eye(r, dtype=G.dtype)
         if r == 1:
             out[start:stop] = 1.0
         elif r <= 8:

@@ -127,11 +127,13 @@ def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 1
 
 def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
                         bandwidth: float | None = None, n_neighbors: int = 10,
-                        bandwidth_scale: float = 1.0, random_state=None) -> NystromGraph:
+                        bandwidth_scale: float = 1.0, random_state=None,
+                        landmarks: Landmarks | None = None) -> NystromGraph:
     """The Nyström-GLGP graph on ``s`` induced points (default k-means, as in the paper).
 
     Default bandwidth: ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's
-    ``n_neighbors`` nearest induced points (the FLGP rule).
+    ``n_neighbors`` nearest induced points (the FLGP rule). Pass ``landmarks`` to reuse
+    induced points (e.g. while searching over the bandwidth).
     """
     X = check_points(X)
     n = X.shape[0]
@@ -139,7 +141,9 @@ def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
     s = check_int(n_induced, "n_induced", low=2, high=n, high_name="n_samples")
     r = check_int(n_neighbors, "n_neighbors", low=1, high=s, high_name="n_induced")
     check_duplicates(X)
-    if subsample == "random":
+    if landmarks is not None:
+        pass
+    elif subsample == "random":
         landmarks = random_landmarks(X, s, random_state)
     else:
         landmarks = kmeans_centres(X, s, random_state=random_state)

@@ -27,7 +27,8 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
                        n_eigenpairs: int | None = None, n_neighbors: int = 3,
                        subsample: str = "kmeans", kernel: str = "lae",
                        bandwidth: float | None = None, bandwidth_scale: float = 1.0,
-                       spectrum: str = "one_step", random_state=None) -> Eigenpairs:
+                       lae_regularization: float = 1e-3, spectrum: str = "one_step",
+                       random_state=None) -> Eigenpairs:
     """Heat-kernel eigenpairs of the cloud ``X``.
 
     Parameters
@@ -45,7 +46,8 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     subsample : {"kmeans", "random"}, default="kmeans"
     kernel : {"lae", "se"}, default="lae"
         FLGP cross kernel; GLGP and Nyström always use SE.
-    bandwidth, bandwidth_scale : see :func:`flgp.graph.build_cross_graph`.
+    bandwidth, bandwidth_scale, lae_regularization : see
+        :func:`flgp.graph.build_cross_graph`.
     spectrum : {"one_step", "two_step"}, default="one_step"
         FLGP eigenvalue rule (see :mod:`flgp.spectral.flgp`).
     random_state : int, Generator or None
@@ -67,5 +69,6 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
         return nystrom_eigenpairs(graph, M, X)
     graph = build_cross_graph(X, n_induced=s, n_neighbors=n_neighbors, subsample=subsample,
                               kernel=kernel, bandwidth=bandwidth,
-                              bandwidth_scale=bandwidth_scale, random_state=random_state)
+                              bandwidth_scale=bandwidth_scale,
+                              lae_regularization=lae_regularization, random_state=random_state)
     return flgp_eigenpairs(graph, M, spectrum=spectrum)

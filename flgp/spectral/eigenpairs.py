@@ -36,6 +36,8 @@ class Eigenpairs:
         Connected components of the graph (1 when connected).
     singular_values : ndarray (M,) or None
         FLGP's ``σ_l`` of ``A Λ^{-1/2}``.
+    component_labels : ndarray (n,) or None
+        Connected component of each cloud point (None: one component).
     """
 
     eigenvalues: np.ndarray
@@ -45,6 +47,7 @@ class Eigenpairs:
     method: str = "flgp"
     n_components: int = 1
     singular_values: np.ndarray | None = None
+    component_labels: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:
@@ -57,6 +60,15 @@ class Eigenpairs:
     def extend(self, X_new) -> np.ndarray:
         """Eigenvector values at new points, shape ``(n_new, M)``."""
         return self.extension(X_new)
+
+    def components(self, X_new) -> np.ndarray:
+        """Connected component of new points (all 0 for a connected graph)."""
+        fn = getattr(self.extension, "components", None)
+        if fn is None or self.component_labels is None:
+            from .._validation import check_points
+
+            return np.zeros(check_points(X_new, min_samples=1).shape[0], dtype=np.int64)
+        return fn(X_new)
 
     def __repr__(self) -> str:
         return (f"Eigenpairs(method={self.method!r}, n_samples={self.n_samples}, "

@@ -38,20 +38,35 @@ _SIGMA_FLOOR = 1e-8
 
 
 class FLGPExtension:
-    """``v(x) = a(x) P`` with ``P = Λ^{-1/2} W Σ^{-1}`` (``s x M``)."""
+    """``v(x) = a(x) P`` with ``P = Λ^{-1/2} W Σ^{-1}`` (``s x M``).
 
-    def __init__(self, graph: CrossGraph, projection: np.ndarray):
+    ``landmark_components`` labels the connected component of each induced point; a point
+    belongs to the component of the induced point it moves to with the largest probability.
+    """
+
+    def __init__(self, graph: CrossGraph, projection: np.ndarray,
+                 landmark_components: np.ndarray):
         self.graph = graph
         self.projection = projection
+        self.landmark_components = landmark_components
 
     def __call__(self, X_new) -> np.ndarray:
         idx, values = self.graph.transition_rows(X_new)
         return np.einsum("ir,irm->im", values, self.projection[idx])
 
+    def components(self, X_new) -> np.ndarray:
+        idx, values = self.graph.transition_rows(X_new)
+        return self.landmark_components[idx[np.arange(idx.shape[0]), values.argmax(1)]]
 
-def _components(gram: np.ndarray, used: np.ndarray) -> int:
-    pattern = sp.csr_matrix(np.abs(gram[np.ix_(used, used)]) > 0)
-    return int(connected_components(pattern, directed=False)[0])
+
+def _components(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
+    pattern = sp.csr_matrix(np.abs(gram) > 0)
+    n_comp, labels = connected_components(pattern, directed=False)
+    # unused induced points are isolated vertices of the pattern: drop them from the count
+    used_labels = np.unique(labels[used])
+    relabel = -np.ones(n_comp, dtype=np.int64)
+    relabel[used_labels] = np.arange(used_labels.size)
+    return int(used_labels.size), relabel[labels]
 
 
 def flgp_eigenpairs(graph: CrossGraph, n_eigenpairs: int, *,
@@ -93,7 +108,7 @@ def flgp_eigenpairs(graph: CrossGraph, n_eigenpairs: int, *,
     gram = (B.T @ B).toarray()
     gram = 0.5 * (gram + gram.T)
     n_used = int(used.sum())
-    n_comp = _components(gram, used)
+    n_comp, landmark_comp = _components(gram, used)
     if n_comp > 1:
         warnings.warn(f"the graph has {n_comp} connected components; each contributes an "
                       f"eigenvalue 0 and the heat kernel does not connect points in different "
@@ -120,7 +135,10 @@ def flgp_eigenpairs(graph: CrossGraph, n_eigenpairs: int, *,
     projection = inv_sqrt[:, None] * W
     lam = 1.0 - sigma if spectrum == "one_step" else 1.0 - sigma2
     lam = np.clip(lam, 0.0, 1.0)
+    vals = T.values
+    point_comp = landmark_comp[T.indices[np.arange(T.indices.shape[0]), vals.argmax(1)]]
     return Eigenpairs(eigenvalues=lam, eigenvectors=np.ascontiguousarray(V),
                       kernel_scale=float(graph.n_samples),
-                      extension=FLGPExtension(graph, projection), method="flgp",
-                      n_components=n_comp, singular_values=sigma)
+                      extension=FLGPExtension(graph, projection, landmark_comp),
+                      method="flgp", n_components=n_comp, singular_values=sigma,
+                      component_labels=point_comp)

@@ -1,0 +1,8 @@
+"""GPyTorch heat kernels. The only part of flgp (with :mod:`flgp.models`) that imports
+GPyTorch."""
+
+from .flgp_kernels import HeatKernelFLGP, HeatKernelGLGP, HeatKernelNystrom
+from .heat_kernel import HeatKernel, default_diffusion_time, diffusion_time_range
+
+__all__ = ["HeatKernel", "HeatKernelFLGP", "HeatKernelGLGP", "HeatKernelNystrom",
+           "default_diffusion_time", "diffusion_time_range"]

@@ -1,0 +1,59 @@
+"""Heat kernels built from the point cloud: FLGP, GLGP and Nyström-GLGP."""
+
+from __future__ import annotations
+
+from ..spectral import compute_eigenpairs
+from .heat_kernel import HeatKernel
+
+__all__ = ["HeatKernelFLGP", "HeatKernelGLGP", "HeatKernelNystrom"]
+
+
+class HeatKernelFLGP(HeatKernel):
+    """FLGP heat kernel (He et al., Algorithm 1) of the whole cloud ``X``.
+
+    Parameters
+    ----------
+    X : array-like (n_samples, n_features)
+        Every point, labelled and unlabelled.
+    n_induced, n_eigenpairs, n_neighbors, subsample, kernel, bandwidth, bandwidth_scale,
+    lae_regularization, spectrum, random_state :
+        Engine options, see :func:`flgp.spectral.compute_eigenpairs`.
+    **kwargs :
+        ``diffusion_time``, ``diffusion_time_prior``, ``diffusion_time_constraint`` and the
+        usual GPyTorch kernel arguments (``batch_shape``, ...).
+    """
+
+    def __init__(self, X, *, n_induced=None, n_eigenpairs=None, n_neighbors=3,
+                 subsample="kmeans", kernel="lae", bandwidth=None, bandwidth_scale=1.0,
+                 lae_regularization=1e-3, spectrum="one_step", random_state=None, **kwargs):
+        ep = compute_eigenpairs(X, method="flgp", n_induced=n_induced,
+                                n_eigenpairs=n_eigenpairs, n_neighbors=n_neighbors,
+                                subsample=subsample, kernel=kernel, bandwidth=bandwidth,
+                                bandwidth_scale=bandwidth_scale,
+                                lae_regularization=lae_regularization, spectrum=spectrum,
+                                random_state=random_state)
+        super().__init__(ep, **kwargs)
+
+
+class HeatKernelGLGP(HeatKernel):
+    """GLGP heat kernel (dense ``n x n`` graph; n up to ~10,000)."""
+
+    def __init__(self, X, *, n_eigenpairs=None, bandwidth=None, bandwidth_scale=1.0,
+                 n_neighbors=10, **kwargs):
+        ep = compute_eigenpairs(X, method="glgp", n_eigenpairs=n_eigenpairs,
+                                bandwidth=bandwidth, bandwidth_scale=bandwidth_scale,
+                                n_neighbors=n_neighbors)
+        super().__init__(ep, **kwargs)
+
+
+class HeatKernelNystrom(HeatKernel):
+    """Nyström-GLGP heat kernel (eigenpairs on ``s`` induced points, extended)."""
+
+    def __init__(self, X, *, n_induced=None, n_eigenpairs=None, subsample="kmeans",
+                 bandwidth=None, bandwidth_scale=1.0, n_neighbors=10, random_state=None,
+                 **kwargs):
+        ep = compute_eigenpairs(X, method="nystrom", n_induced=n_induced,
+                                n_eigenpairs=n_eigenpairs, subsample=subsample,
+                                bandwidth=bandwidth, bandwidth_scale=bandwidth_scale,
+                                n_neighbors=n_neighbors, random_state=random_state)
+        super().__init__(ep, **kwargs)

@@ -1,0 +1,105 @@
+"""What the estimators share: engine options -> candidate eigenpairs, the diffusion-time
+search, and label handling."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from .._validation import check_option
+from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
+from ..spectral import flgp_eigenpairs, glgp_eigenpairs, nystrom_eigenpairs
+from ..spectral.compute import default_n_eigenpairs, default_n_induced
+
+__all__ = []
+
+METHODS = ("flgp", "glgp", "nystrom", "rbf")
+DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
+
+
+def engine_sizes(est, n: int) -> tuple[int, int]:
+    s = default_n_induced(n) if est.n_induced is None else est.n_induced
+    if est.method == "glgp":
+        M = default_n_eigenpairs(n) if est.n_eigenpairs is None else est.n_eigenpairs
+    else:
+        M = default_n_eigenpairs(s) if est.n_eigenpairs is None else est.n_eigenpairs
+    return s, M
+
+
+def eigenpair_candidates(est, X: np.ndarray):
+    """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed bandwidth,
+    one per grid value of ``a`` (``4 eps^2 = a mean d^2``) for the SE kernels otherwise.
+    Induced points and neighbour searches are computed once and reused across the grid."""
+    check_option(est.method, "method", METHODS)
+    n = X.shape[0]
+    s, M = engine_sizes(est, n)
+    uses_se = est.method in ("glgp", "nystrom") or est.kernel == "se"
+    grid = (1.0,) if (not uses_se or est.bandwidth is not None) else tuple(
+        DEFAULT_BANDWIDTH_GRID if est.bandwidth_grid is None else est.bandwidth_grid)
+    with warnings.catch_warnings():
+        # connected components are reported once, by the estimator, for the chosen candidate
+        warnings.filterwarnings("ignore", message=".*connected components.*")
+        if est.method == "flgp":
+            base = build_cross_graph(X, n_induced=s, n_neighbors=est.n_neighbors,
+                                     subsample=est.subsample, kernel=est.kernel,
+                                     bandwidth=est.bandwidth,
+                                     lae_regularization=est.lae_regularization,
+                                     random_state=est.random_state)
+            for a in grid:
+                g = base if len(grid) == 1 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
+                yield a, flgp_eigenpairs(g, M, spectrum=est.spectrum)
+        elif est.method == "nystrom":
+            r = max(est.n_neighbors, 10)
+            g0 = build_nystrom_graph(X, n_induced=s, subsample=est.subsample,
+                                     bandwidth=est.bandwidth, n_neighbors=r,
+                                     random_state=est.random_state)
+            for a in grid:
+                g = g0 if len(grid) == 1 else build_nystrom_graph(
+                    X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a),
+                    landmarks=g0.landmarks)
+                yield a, nystrom_eigenpairs(g, M, X)
+        else:  # glgp
+            r = max(est.n_neighbors, 10)
+            g0 = None
+            for a in grid:
+                if g0 is None:
+                    g0 = build_dense_graph(X, bandwidth=est.bandwidth, n_neighbors=r,
+                                           bandwidth_scale=a)
+                    g = g0
+                else:
+                    g = build_dense_graph(X, bandwidth=g0.bandwidth * np.sqrt(a / grid[0]))
+                yield a, glgp_eigenpairs(g, M)
+
+
+def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int = 30):
+    """Minimise ``fun(log x)`` for ``x`` in ``[lo, hi]``: a log grid, then bounded Brent
+    between the best grid point's neighbours. Returns ``(x, fun value)``."""
+    grid = np.linspace(np.log(lo), np.log(hi), n_grid)
+    vals = np.array([fun(g) for g in grid])
+    vals = np.where(np.isfinite(vals), vals, np.inf)
+    k = int(np.argmin(vals))
+    a, b = grid[max(k - 1, 0)], grid[min(k + 1, n_grid - 1)]
+    res = minimize_scalar(fun, bounds=(a, b), method="bounded",
+                          options={"maxiter": maxiter, "xatol": 1e-3})
+    if res.fun <= vals[k]:
+        return float(np.exp(res.x)), float(res.fun)
+    return float(np.exp(grid[k])), float(vals[k])
+
+
+def warn_unlabelled_components(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
+    """Components without a labelled point: return a boolean mask of the cloud points in
+    them, warning with their count."""
+    comp = eigenpairs.component_labels
+    if comp is None:
+        return np.zeros(eigenpairs.n_samples, dtype=bool), None
+    has_label = np.zeros(comp.max() + 1, dtype=bool)
+    has_label[comp[labelled]] = True
+    mask = ~has_label[comp]
+    if mask.any():
+        warnings.warn(f"{int(mask.sum())} point(s) lie in {int((~has_label).sum())} connected "
+                      f"part(s) of the graph that hold no labelled point; they get the prior "
+                      f"prediction. Label a point there, or connect the graph (larger "
+                      f"n_neighbors or bandwidth).", UserWarning, stacklevel=stacklevel)
+    return mask, has_label
