@@ -2,7 +2,7 @@
 
 k-means is written to scale to millions of points: centres are fitted by Lloyd's algorithm
 with GEMM distances (torch) on a random subsample of at most ``max_fit_samples`` points,
-seeded by greedy-free k-means++ on that subsample; the cluster sizes ``n_j`` that the
+seeded by greedy k-means++ on a smaller subsample; the cluster sizes ``n_j`` that the
 k-means normalisation needs are then counted by assigning *every* point to its nearest
 centre, which is the first column of the neighbour search (:func:`nearest_landmarks`), so the
 assignment costs no extra pass.
@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from scipy.spatial import cKDTree
+from sklearn.cluster import kmeans_plusplus
 
 from .._validation import check_random_state
 from .neighbors import KDTREE_MAX_DIM
@@ -57,7 +58,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter:
 
     Notes
     -----
-    k-means++ seeding runs on a subsample of at most ``4 * s`` points so that its ``s``
+    Greedy k-means++ seeding (scikit-learn's ``kmeans_plusplus``) runs on a subsample of at most ``4 * s`` points so that its ``s``
     sequential steps stay cheap; an empty cluster keeps its previous centre. Lloyd stops
     early once no assignment changes. Assignments use a k-d tree for ``p <= 16`` and
     chunked GEMM distances (torch) above.
@@ -125,21 +126,8 @@ def _lloyd_kdtree(X: np.ndarray, C: np.ndarray, n_iter: int) -> np.ndarray:
 
 
 def _kmeanspp(Xs: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means++ seeding (Arthur & Vassilvitskii): each new centre drawn with probability
-    proportional to the squared distance to the nearest centre chosen so far."""
-    m = Xs.shape[0]
-    chosen = np.empty(k, dtype=np.int64)
-    chosen[0] = rng.integers(m)
-    d2 = ((Xs - Xs[chosen[0]]) ** 2).sum(1)
-    draws = rng.random(k)
-    for j in range(1, k):
-        cum = np.cumsum(d2)
-        total = cum[-1]
-        if total <= 0:  # fewer distinct points than k: take unused points at random
-            rest = np.setdiff1d(np.arange(m), chosen[:j])
-            nxt = int(rng.choice(rest))
-        else:
-            nxt = min(int(np.searchsorted(cum, draws[j] * total)), m - 1)
-        chosen[j] = nxt
-        np.minimum(d2, ((Xs - Xs[nxt]) ** 2).sum(1), out=d2)
-    return Xs[chosen]
+    """Greedy k-means++ seeding (scikit-learn's ``kmeans_plusplus``: each step draws
+    ``2 + log k`` candidates by D^2 sampling and keeps the one that lowers the inertia most)."""
+    centres, _ = kmeans_plusplus(np.ascontiguousarray(Xs, dtype=np.float64), k,
+                                 random_state=int(rng.integers(2**31 - 1)))
+    return centres

@@ -48,7 +48,7 @@ def eigenpair_candidates(est, X: np.ndarray):
                                      lae_regularization=est.lae_regularization,
                                      random_state=est.random_state)
             for a in grid:
-                g = base if len(grid) == 1 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
+                g = base if a == 1.0 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
                 yield a, flgp_eigenpairs(g, M, spectrum=est.spectrum)
         elif est.method == "nystrom":
             r = max(est.n_neighbors, 10)
@@ -56,7 +56,7 @@ def eigenpair_candidates(est, X: np.ndarray):
                                      bandwidth=est.bandwidth, n_neighbors=r,
                                      random_state=est.random_state)
             for a in grid:
-                g = g0 if len(grid) == 1 else build_nystrom_graph(
+                g = g0 if a == 1.0 else build_nystrom_graph(
                     X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a),
                     landmarks=g0.landmarks)
                 yield a, nystrom_eigenpairs(g, M, X)

@@ -7,7 +7,8 @@ import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._validation import check_int, check_option, check_points
 from ..kernels.heat_kernel import diffusion_time_range
@@ -52,7 +53,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         FLGP cross kernel (LKFLGP/LRFLGP vs SKFLGP/SRFLGP).
     subsample : {"kmeans", "random"}, default="kmeans"
     n_induced : int, optional
-        ``s``; default ``min(1000, n // 4)``.
+        ``s``; default ``min(n, max(10, min(1000, n // 4)))``.
     n_neighbors : int, default=3
         ``r``.
     n_eigenpairs : int, optional
@@ -108,12 +109,19 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         Alternatively pass only labelled rows as ``X, y`` and the unlabelled points as
         ``X_unlabeled``.
         """
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
+                             f"y is None.")
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         X = check_points(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-d with one entry per row of X; got y of shape "
-                             f"{y.shape} for X with {X.shape[0]} rows.")
+        y = column_or_1d(np.asarray(y), warn=True)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} labels "
+                             f"for {X.shape[0]} rows.")
         labelled = split_labels(y)
+        if type_of_target(y[labelled]) == "continuous":
+            raise ValueError("Unknown label type: continuous. FLGPClassifier needs class "
+                             "labels; use FLGPRegressor for a continuous target.")
         if X_unlabeled is not None:
             Xu = check_points(X_unlabeled, name="X_unlabeled", min_samples=1)
             if Xu.shape[1] != X.shape[1]:
@@ -134,12 +142,12 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         if self.classes_.size < 2:
             raise ValueError(f"all labelled points have the class {self.classes_[0]!r}; a "
                              f"classifier needs at least two classes among the labels.")
-        self.n_features_in_ = X.shape[1]
         self._labelled = np.flatnonzero(labelled)
         self._codes = codes
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         if self.method == "rbf":
             self.rbf_ = RBFLaplaceClassifier(max_iter=self.max_iter).fit(X[labelled], codes)
+            self.n_iter_ = 1
             self.eigenpairs_ = None
             self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
             self._unlabelled_mask = np.zeros(X.shape[0], dtype=bool)
@@ -164,6 +172,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.bandwidth_scale_ = a
         self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
         self.log_marginal_likelihood_ = log_ev
+        self.n_iter_ = self._n_evals
         self._state = state
         self._unlabelled_mask, self._component_has_label = warn_unlabelled_components(
             ep, self._labelled)
@@ -186,12 +195,15 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def _fit_time(self, ep, codes):
         Vm = ep.eigenvectors[self._labelled]
         if self.diffusion_time is not None:
+            self._n_evals = 1
             t = float(self.diffusion_time)
             state = self._laplace(self._gram(ep, t, Vm, Vm), codes)
             return t, state.log_evidence, state
         lo, hi = diffusion_time_range(ep.eigenvalues)
+        self._n_evals = 0
 
         def neg(log_t):
+            self._n_evals += 1
             t_ = np.exp(log_t)
             return -self._laplace(self._gram(ep, t_, Vm, Vm), codes).log_evidence
 
@@ -219,11 +231,8 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     # -- prediction -----------------------------------------------------------------------
     def _check_X(self, X):
         check_is_fitted(self, "classes_")
-        X = check_points(X, min_samples=1)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_} features.")
-        return X
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return check_points(X, min_samples=1)
 
     def predict_proba(self, X):
         """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map)."""
@@ -237,7 +246,9 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         return self._proba_from_vectors(ep.extend(X), mask)
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        """Most probable class at any points."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def predict_latent(self, X):
         """Latent posterior mean and variance: ``(n,)`` each for binary problems,
@@ -258,4 +269,5 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
+        tags.classifier_tags.multi_label = False
         return tags

@@ -1,16 +1,28 @@
-r"""Exact Gaussian-likelihood GP regression with a low-rank covariance (torch, float64).
+r"""Exact Gaussian-likelihood GP regression with a low-rank covariance (numpy, float64).
 
-For a covariance ``K = Φ Φ^T`` with ``Φ = V D^{1/2}`` (``m x M``; ``D`` diagonal) plus noise
-``σ^2 I``, the FLGP appendix "Scalable Gaussian process regression" (eqs. 13-14) gives
+For a covariance ``K = V D V^T + σ^2 I`` (``V`` is ``m x M``, ``D = diag(d)``), the FLGP
+appendix "Scalable Gaussian process regression" (eqs. 13-14) gives, with
+``Q = σ^2 I_M + D^{1/2} V^T V D^{1/2}`` and ``b = D^{1/2} V^T y``,
 
 .. math::
 
-    Q = σ^2 I_M + D^{1/2} V^\top V D^{1/2},\quad
-    \log|K + σ^2 I| = (m - M)\log σ^2 + \log|Q|,\quad
-    y^\top (K+σ^2 I)^{-1} y = (y^\top y - b^\top Q^{-1} b) / σ^2,\ b = D^{1/2} V^\top y.
+    \log|K| = (m - M)\log σ^2 + \log|Q|,\qquad
+    y^\top K^{-1} y = (y^\top y - b^\top Q^{-1} b) / σ^2 .
 
-``V^T V`` and ``V^T y`` are formed once, so each evaluation of the marginal likelihood
-costs ``O(M^3)`` whatever ``m`` is; the posterior over the weights gives predictions.
+``V^T V`` and ``V^T y`` are formed once, so the negative log marginal likelihood *and its
+gradient* cost ``O(M^3)`` per evaluation whatever ``m`` is:
+
+.. math::
+
+    \frac{\partial(-\log p)}{\partial \log d_l} = \tfrac12 d_l\,
+        \bigl[(V^\top K^{-1} V)_{ll} - (V^\top α)_l^2\bigr],\qquad
+    \frac{\partial(-\log p)}{\partial \log σ^2} = \tfrac12 σ^2
+        \bigl[\operatorname{tr} K^{-1} - α^\top α\bigr],
+
+with ``α = K^{-1} y``, ``V^T K^{-1} V = (G - G S Q^{-1} S G)/σ^2`` (``G = V^T V``,
+``S = D^{1/2}``), ``V^T α = (V^T y - G S Q^{-1} b)/σ^2``,
+``tr K^{-1} = (m - M + σ^2 tr Q^{-1})/σ^2`` and
+``α^T α = (y^T y - 2 b^T c + c^T S G S c)/σ^4``, ``c = Q^{-1} b``.
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
+import scipy.linalg
 
 __all__ = ["LowRankGaussianEvidence"]
 
@@ -34,37 +46,44 @@ class LowRankGaussianEvidence:
     """
 
     def __init__(self, V: np.ndarray, y: np.ndarray):
-        self.V = torch.as_tensor(V, dtype=torch.float64)
-        self.y = torch.as_tensor(y, dtype=torch.float64)
+        self.V = np.asarray(V, dtype=np.float64)
+        self.y = np.asarray(y, dtype=np.float64)
         self.m, self.M = self.V.shape
-        self.VtV = self.V.T @ self.V
+        self.G = self.V.T @ self.V
         self.Vty = self.V.T @ self.y
         self.yty = float(self.y @ self.y)
 
-    def _q(self, d: torch.Tensor, noise: torch.Tensor):
-        sd = torch.sqrt(d)
-        Q = noise * torch.eye(self.M, dtype=torch.float64) + sd[:, None] * self.VtV * sd[None, :]
-        L = torch.linalg.cholesky(Q)
-        return sd, L
+    def _factor(self, log_d, noise):
+        sd = np.exp(0.5 * np.asarray(log_d, dtype=np.float64))  # no sqrt of underflowed d
+        Q = sd[:, None] * self.G * sd[None, :]
+        Q[np.diag_indices_from(Q)] += noise
+        return sd, scipy.linalg.cho_factor(Q, lower=True, check_finite=False)
 
-    def __call__(self, d: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """``-log p(y)`` for prior weights ``d`` (M,) and noise variance ``σ^2``."""
-        sd, L = self._q(d, noise)
+    def value_and_grad(self, log_d: np.ndarray, log_noise: float):
+        """``-log p(y)``, its gradient in ``log d`` (M,) and in ``log σ^2``."""
+        noise = math.exp(log_noise)
+        sd, cf = self._factor(log_d, noise)
         b = sd * self.Vty
-        z = torch.linalg.solve_triangular(L, b[:, None], upper=False)[:, 0]
-        quad = (self.yty - z @ z) / noise
-        logdet = (self.m - self.M) * torch.log(noise) + 2.0 * torch.log(torch.diagonal(L)).sum()
-        return 0.5 * (quad + logdet + self.m * math.log(2 * math.pi))
+        c = scipy.linalg.cho_solve(cf, b, check_finite=False)
+        quad = (self.yty - b @ c) / noise
+        logdet = (self.m - self.M) * log_noise + 2.0 * np.log(np.diag(cf[0])).sum()
+        nll = 0.5 * (quad + logdet + self.m * math.log(2 * math.pi))
+        # gradient
+        SG = sd[:, None] * self.G                      # S G
+        QinvSG = scipy.linalg.cho_solve(cf, SG, check_finite=False)
+        VtKV_diag = (np.diag(self.G) - np.einsum("ij,ij->j", SG, QinvSG)) / noise
+        Vt_alpha = (self.Vty - SG.T @ c) / noise
+        g_logd = 0.5 * sd * sd * (VtKV_diag - Vt_alpha ** 2)
+        Qinv_trace = np.trace(scipy.linalg.cho_solve(cf, np.eye(self.M), check_finite=False))
+        tr_kinv = (self.m - self.M + noise * Qinv_trace) / noise
+        Sc = sd * c
+        a2 = (self.yty - 2.0 * b @ c + Sc @ self.G @ Sc) / noise ** 2
+        g_lognoise = 0.5 * noise * (tr_kinv - a2)
+        return float(nll), g_logd, float(g_lognoise)
 
-    def posterior(self, d: np.ndarray, noise: float):
-        """Mean and covariance of the weights ``u`` in ``f(x) = v(x) D^{1/2} u``."""
-        with torch.no_grad():
-            d_t = torch.as_tensor(d, dtype=torch.float64)
-            noise_t = torch.as_tensor(noise, dtype=torch.float64)
-            sd, L = self._q(d_t, noise_t)
-            b = sd * self.Vty
-            mean = torch.cholesky_solve(b[:, None], L)[:, 0]
-            Linv = torch.linalg.solve_triangular(L, torch.eye(self.M, dtype=torch.float64),
-                                                 upper=False)
-            cov = noise_t * (Linv.T @ Linv)
-        return sd.numpy(), mean.numpy(), cov.numpy()
+    def posterior(self, log_d: np.ndarray, noise: float):
+        """``(S, mean, cov)`` of the weights ``u`` in ``f(x) = v(x) S u``, ``S = D^{1/2}``."""
+        sd, cf = self._factor(log_d, noise)
+        mean = scipy.linalg.cho_solve(cf, sd * self.Vty, check_finite=False)
+        cov = noise * scipy.linalg.cho_solve(cf, np.eye(self.M), check_finite=False)
+        return sd, mean, 0.5 * (cov + cov.T)

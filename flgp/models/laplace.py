@@ -168,7 +168,9 @@ def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, tol: float = 1e-9, max_iter
             break
     pi = softmax(F, axis=1)
     E, z, Ms = _softmax_blocks(K, pi)
-    log_ev = psi(A, F) - z
+    # log|I + W^{1/2} K W^{1/2}| = 2 Σ_c z_c + log|Σ_c E_c| (matrix determinant lemma with
+    # W = D - Π Π^T and Σ_c π_ic = 1); R&W's Algorithm 3.3 keeps only the first term
+    log_ev = psi(A, F) - z - np.log(np.diag(Ms)).sum()
     return SoftmaxLaplaceState(f=F, pi=pi, Y=Y, E=E, chol_sum_e=Ms, log_evidence=float(log_ev))
 
 
@@ -188,14 +190,16 @@ def softmax_predict(state: SoftmaxLaplaceState, K_cross: np.ndarray,
 
 def softmax_probabilities(mean: np.ndarray, var: np.ndarray, n_samples: int = 256,
                           random_state: int = 0) -> np.ndarray:
-    """Monte-Carlo average of the softmax over independent Gaussian latents per class."""
-    rng = np.random.default_rng(random_state)
+    """Monte-Carlo average of the softmax over independent Gaussian latents per class.
+
+    The same ``n_samples x C`` standard-normal draws serve every point, so a point's
+    probabilities depend on its own mean and variance only (not on the batch around it)."""
+    eps = np.random.default_rng(random_state).standard_normal((n_samples, 1, mean.shape[1]))
     out = np.zeros_like(mean)
     sd = np.sqrt(var)
     chunk = max(1, 2_000_000 // (mean.shape[1] * n_samples))
     for start in range(0, mean.shape[0], chunk):
         mu, s = mean[start:start + chunk], sd[start:start + chunk]
-        eps = rng.standard_normal((n_samples,) + mu.shape)
         out[start:start + chunk] = softmax(mu[None] + s[None] * eps, axis=2).mean(0)
     return out
 

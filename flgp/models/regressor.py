@@ -5,10 +5,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import torch
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._validation import check_int, check_option, check_points
 from ..kernels.heat_kernel import diffusion_time_range
@@ -24,8 +23,9 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
 
     Model: ``y = μ + f(x) + noise``, ``f ~ GP(0, s^2 C_t)`` with ``C_t`` the heat kernel of
     the cloud, ``noise ~ N(0, σ^2)``. ``y`` is standardised internally; ``t``, ``s^2`` and
-    ``σ^2`` maximise the exact marginal likelihood (L-BFGS-B on their logarithms, a few
-    starts in ``t``), evaluated in ``O(M^3)`` through the Woodbury identity of the FLGP
+    ``σ^2`` maximise the exact marginal likelihood (L-BFGS-B on their logarithms, started
+    from the two best ``t`` of a 12-point log grid over the data-driven range, each with
+    the outputscale that gives the labelled points unit mean prior variance), evaluated in ``O(M^3)`` through the Woodbury identity of the FLGP
     appendix. For SE kernels the bandwidth is chosen over a grid by the same likelihood.
 
     Parameters
@@ -71,16 +71,19 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` is NaN on unlabelled rows. Or pass the labelled rows
         as ``X, y`` and the unlabelled points as ``X_unlabeled``."""
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
+                             f"y is None.")
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         X = check_points(X)
         try:
             y = np.asarray(y, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"y must be numeric (NaN marks unlabelled rows): {exc}") from exc
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-d with one entry per row of X; got y of shape "
-                             f"{y.shape} for X with {X.shape[0]} rows.")
+        y = column_or_1d(y, warn=True)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} targets "
+                             f"for {X.shape[0]} rows.")
         if np.isinf(y).any():
             raise ValueError("y contains infinity; mark unlabelled rows with NaN and remove "
                              "infinite targets.")
@@ -99,7 +102,6 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         if m < 2:
             raise ValueError(f"{m} labelled target(s); at least 2 are needed (NaN marks "
                              f"unlabelled rows).")
-        self.n_features_in_ = X.shape[1]
         self._labelled = np.flatnonzero(labelled)
         y_lab = y[labelled]
         self._y_mean = float(y_lab.mean())
@@ -107,6 +109,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         z = (y_lab - self._y_mean) / self._y_scale
         if self.method == "rbf":
             self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate).fit(X[labelled], y_lab)
+            self.n_iter_ = self.max_iter
             self.eigenpairs_ = None
             self.noise_ = self.rbf_.noise_
             self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
@@ -132,8 +135,9 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         self.outputscale_ = fit["s2"] * self._y_scale ** 2
         self.noise_ = fit["noise"] * self._y_scale ** 2
         self.log_marginal_likelihood_ = -fit["nll"] - m * np.log(self._y_scale)
+        self.n_iter_ = fit["n_iter"]
         ev = LowRankGaussianEvidence(ep.eigenvectors[self._labelled], z)
-        self._sd, self._w_mean, self._w_cov = ev.posterior(self._weights(ep, fit["t"],
+        self._sd, self._w_mean, self._w_cov = ev.posterior(self._log_weights(ep, fit["t"],
                                                                          fit["s2"]),
                                                            fit["noise"])
         self._unlabelled_mask, self._component_has_label = warn_unlabelled_components(
@@ -143,53 +147,62 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         return self
 
     @staticmethod
-    def _weights(ep, t, s2):
-        return s2 * ep.kernel_scale * np.exp(-t * ep.eigenvalues)
+    def _log_weights(ep, t, s2):
+        return np.log(s2 * ep.kernel_scale) - t * ep.eigenvalues
 
     def _fit_hyper(self, ep, z):
         ev = LowRankGaussianEvidence(ep.eigenvectors[self._labelled], z)
-        lam = torch.as_tensor(ep.eigenvalues, dtype=torch.float64)
-        scale = ep.kernel_scale
-        lo, hi = diffusion_time_range(ep.eigenvalues)
+        lam = ep.eigenvalues
+        log_scale = np.log(ep.kernel_scale)
+        lo, hi = diffusion_time_range(lam)
         fixed_t = self.diffusion_time
         fixed_noise = None if self.noise is None else self.noise / self._y_scale ** 2
-
-        def unpack(theta):
-            th = torch.as_tensor(theta, dtype=torch.float64)
-            log_t = th[0] if fixed_t is None else torch.tensor(np.log(fixed_t), dtype=torch.float64)
-            log_s2 = th[1]
-            log_noise = th[2] if fixed_noise is None else torch.tensor(np.log(fixed_noise),
-                                                                       dtype=torch.float64)
-            return log_t, log_s2, log_noise
-
-        def f_and_grad(theta):
-            th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
-            log_t, log_s2, log_noise = unpack(th)
-            d = torch.exp(log_s2) * scale * torch.exp(-torch.exp(log_t) * lam)
-            try:
-                nll = ev(d, torch.exp(log_noise))
-                nll.backward()
-            except RuntimeError:  # Cholesky failure at an extreme point
-                return 1e30, np.zeros_like(theta)
-            g = th.grad.numpy().copy()
-            if not np.isfinite(nll.item()) or not np.all(np.isfinite(g)):
-                return 1e30, np.zeros_like(theta)
-            return float(nll), g
-
+        # theta = (log t, log s^2, log noise); fixed entries are held by tight bounds
         bounds = [(np.log(lo), np.log(hi)), (np.log(1e-4), np.log(1e4)),
                   (np.log(1e-6), np.log(10.0))]
-        starts = [np.log(fixed_t)] if fixed_t is not None else np.linspace(
-            np.log(lo), np.log(hi), 5)[1:-1]
+        if fixed_t is not None:
+            bounds[0] = (np.log(fixed_t),) * 2
+        if fixed_noise is not None:
+            bounds[2] = (np.log(fixed_noise),) * 2
+
+        def f_and_grad(theta):
+            log_t, log_s2, log_noise = theta
+            t = np.exp(log_t)
+            try:
+                nll, g_logd, g_noise = ev.value_and_grad(log_s2 + log_scale - t * lam,
+                                                         log_noise)
+            except (np.linalg.LinAlgError, ValueError):
+                return 1e30, np.zeros(3)
+            grad = np.array([np.sum(g_logd * (-t * lam)), np.sum(g_logd), g_noise])
+            if not (np.isfinite(nll) and np.all(np.isfinite(grad))):
+                return 1e30, np.zeros(3)
+            return nll, grad
+
+        noise0 = bounds[2][0] if fixed_noise is not None else np.log(0.1)
+        Vm2 = ev.V ** 2
+
+        def matched_log_s2(log_t):
+            # outputscale at which the mean prior variance of the labelled points is 1
+            prior_var = Vm2 @ (ep.kernel_scale * np.exp(-np.exp(log_t) * lam))
+            return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
+
+        if fixed_t is not None:
+            starts = [bounds[0][0]]
+        else:  # the best two diffusion times of a coarse log grid (scale-matched)
+            grid = np.linspace(np.log(lo), np.log(hi), 12)
+            vals = [f_and_grad(np.array([g, matched_log_s2(g), noise0]))[0] for g in grid]
+            starts = [grid[k] for k in np.argsort(vals)[:2]]
         best = None
-        for lt in starts:
-            x0 = np.array([lt, 0.0, np.log(0.1)])
+        for log_t0 in starts:
+            x0 = np.array([log_t0, matched_log_s2(log_t0), noise0])
             res = minimize(f_and_grad, x0, jac=True, method="L-BFGS-B", bounds=bounds,
                            options={"maxiter": self.max_iter})
             if best is None or res.fun < best.fun:
                 best = res
-        log_t, log_s2, log_noise = (float(v) for v in unpack(best.x))
+        log_t, log_s2, log_noise = best.x
         return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)),
-                    noise=float(np.exp(log_noise)), nll=float(best.fun))
+                    noise=float(np.exp(log_noise)), nll=float(best.fun),
+                    n_iter=max(1, int(best.nit)))
 
     def _predict_vectors(self, V, prior_mask):
         F = V * self._sd  # f(x) = v(x) D^{1/2} u
@@ -206,10 +219,8 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         """Posterior mean at any points; with ``return_std`` also the posterior standard
         deviation of ``f(x)`` (add ``noise_`` for that of a new observation)."""
         check_is_fitted(self, "n_features_in_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         X = check_points(X, min_samples=1)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_} features.")
         if self.method == "rbf":
             mean, std = self.rbf_.predict(X)
         else:

@@ -14,8 +14,9 @@ METHODS = ("flgp", "glgp", "nystrom")
 
 
 def default_n_induced(n_samples: int) -> int:
-    """``s = min(1000, max(2, n // 4))``: a quarter of the cloud, at most 1000."""
-    return int(min(1000, max(2, n_samples // 4)))
+    """``s = min(n, max(10, min(1000, n // 4)))``: a quarter of the cloud, at least 10 and
+    at most 1000 induced points."""
+    return int(min(n_samples, max(10, min(1000, n_samples // 4))))
 
 
 def default_n_eigenpairs(n_induced: int) -> int:

@@ -1,0 +1,159 @@
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from flgp import FLGPClassifier, FLGPRegressor
+from flgp.datasets import make_concentric_circles, make_spiral
+from flgp.kernels import default_diffusion_time
+
+
+def _standardise(X):
+    X = (X - X.mean(0)) / X.std(0)
+    return X / np.sqrt(X.shape[1])
+
+
+def _semi_labels(y, m, seed, fill=-1):
+    rng = np.random.default_rng(seed)
+    lab = rng.choice(y.shape[0], m, replace=False)
+    out = np.full(y.shape[0], fill, dtype=float if fill is np.nan else y.dtype)
+    out[lab] = y[lab]
+    return out, lab
+
+
+def test_spiral_regression_beats_rbf():
+    X, y, f = make_spiral(4000, noise=0.5, random_state=0)
+    X = _standardise(X)
+    yy, lab = _semi_labels(y, 200, 0, fill=np.nan)
+    mask = np.isnan(yy)
+    reg = FLGPRegressor(n_induced=500, n_eigenpairs=50, random_state=0).fit(X, yy)
+    rmse = np.sqrt(np.mean((reg.transduction_[mask] - f[mask]) ** 2))
+    rbf = FLGPRegressor(method="rbf").fit(X, yy)
+    rmse_rbf = np.sqrt(np.mean((rbf.transduction_[mask] - f[mask]) ** 2))
+    assert rmse <= 0.25
+    assert rmse < 0.7 * rmse_rbf
+    # predictive std: smaller at labelled points than far from them, never NaN
+    mean, std = reg.predict(X, return_std=True)
+    assert np.all(np.isfinite(std)) and np.all(std > 0)
+    np.testing.assert_allclose(mean, reg.transduction_, atol=1e-10)
+    assert np.median(std[lab]) < np.median(std[mask])
+    assert 0.1 < reg.noise_ < 0.5  # true noise variance 0.25
+
+
+def test_circles_skflgp_error_below_two_percent():
+    X, y = make_concentric_circles(2400, random_state=0)
+    X = _standardise(X)
+    yy, lab = _semi_labels(y, 100, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = FLGPClassifier(kernel="se", subsample="kmeans", n_induced=600, n_eigenpairs=100,
+                             random_state=0).fit(X, yy)
+    mask = yy == -1
+    assert np.mean(clf.transduction_[mask] != y[mask]) < 0.02
+    rbf = FLGPClassifier(method="rbf").fit(X, yy)
+    assert np.mean(rbf.transduction_[mask] != y[mask]) > 0.3  # Euclidean kernels fail here
+
+
+def test_three_classes_string_labels_and_x_unlabeled():
+    X, y = make_concentric_circles(900, n_circles=3, radii=[0.5, 1.0, 1.5], random_state=1)
+    names = np.array(["inner", "middle", "outer"])
+    y = np.repeat([0, 1, 2], 300)
+    rng = np.random.default_rng(1)
+    lab = rng.choice(900, 30, replace=False)
+    unl = np.setdiff1d(np.arange(900), lab)
+    clf = FLGPClassifier(n_induced=150, random_state=0).fit(X[lab], names[y[lab]],
+                                                           X_unlabeled=X[unl])
+    pred = clf.predict(X[unl])
+    assert set(clf.classes_) == set(names)
+    assert np.mean(pred != names[y[unl]]) < 0.05
+    proba = clf.predict_proba(X[unl])
+    np.testing.assert_allclose(proba.sum(1), 1.0)
+    assert proba.shape == (unl.size, 3)
+    # the same fit with -1 marking unlabelled rows of the whole cloud
+    yy = np.full(900, "-1", dtype=object)
+    yy[lab] = names[y[lab]]
+    X2 = np.r_[X[lab], X[unl]]
+    y2 = np.r_[yy[lab], yy[unl]]
+    clf2 = FLGPClassifier(n_induced=150, random_state=0).fit(X2, y2)
+    np.testing.assert_array_equal(clf2.predict(X[unl]), pred)
+
+
+def test_fitting_t_increases_marginal_likelihood():
+    X, y = make_concentric_circles(1200, random_state=2)
+    X = _standardise(X)
+    yy, _ = _semi_labels(y, 60, 2)
+    fitted = FLGPClassifier(n_induced=300, random_state=0).fit(X, yy)
+    t0 = default_diffusion_time(fitted.eigenvalues_)
+    fixed = FLGPClassifier(n_induced=300, diffusion_time=t0, random_state=0).fit(X, yy)
+    assert fitted.log_marginal_likelihood_ > fixed.log_marginal_likelihood_
+    Xs, ys, _ = make_spiral(1000, noise=0.3, random_state=0)
+    ys_semi, _ = _semi_labels(ys, 80, 0, fill=np.nan)
+    r_fit = FLGPRegressor(n_induced=200, random_state=0).fit(Xs, ys_semi)
+    r_fix = FLGPRegressor(n_induced=200, random_state=0, noise=r_fit.noise_,
+                          diffusion_time=10 * r_fit.diffusion_time_).fit(Xs, ys_semi)
+    assert r_fit.log_marginal_likelihood_ > r_fix.log_marginal_likelihood_
+
+
+@pytest.mark.parametrize("Est", [FLGPClassifier, FLGPRegressor])
+def test_pickle_round_trip(Est):
+    X, y = make_concentric_circles(600, random_state=3)
+    if Est is FLGPClassifier:
+        yy, _ = _semi_labels(y, 40, 3)
+    else:
+        yy, _ = _semi_labels(y.astype(float), 40, 3, fill=np.nan)
+    est = Est(n_induced=100, random_state=0).fit(X, yy)
+    est2 = pickle.loads(pickle.dumps(est))
+    Xn = X[:50] * 1.01
+    np.testing.assert_array_equal(est2.predict(Xn), est.predict(Xn))
+
+
+def test_unlabelled_component_gets_prior_with_warning():
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((200, 2))
+    B = rng.standard_normal((200, 2)) + 50.0
+    X = np.r_[A, B]
+    y = np.full(400, -1)
+    y[:10] = (A[:10, 0] > 0).astype(int)
+    y[0], y[1] = 0, 1
+    with pytest.warns(UserWarning, match="200 point\\(s\\) lie in 1 connected part"):
+        clf = FLGPClassifier(n_induced=40, random_state=0).fit(X, y)
+    prior = np.bincount(y[:10], minlength=2) / 10
+    np.testing.assert_allclose(clf.label_distributions_[200:], np.tile(prior, (200, 1)))
+    assert np.all(np.isfinite(clf.label_distributions_))
+    np.testing.assert_allclose(clf.predict_proba(B[:5] + 0.01), np.tile(prior, (5, 1)))
+    yr = np.full(400, np.nan)
+    yr[:10] = A[:10, 0] + 3.0
+    with pytest.warns(UserWarning, match="connected part"):
+        reg = FLGPRegressor(n_induced=40, random_state=0).fit(X, yr)
+    np.testing.assert_allclose(reg.transduction_[200:], yr[:10].mean())
+    assert np.all(np.isfinite(reg.transduction_std_)) and np.all(reg.transduction_std_ > 0)
+
+
+def test_clear_errors():
+    X, y = make_concentric_circles(300, random_state=0)
+    yy = np.full(300, -1)
+    yy[5] = 1
+    with pytest.raises(ValueError, match="1 labelled point"):
+        FLGPClassifier().fit(X, yy)
+    yy[6] = 1
+    with pytest.raises(ValueError, match="all labelled points have the class"):
+        FLGPClassifier().fit(X, yy)
+    with pytest.raises(ValueError, match="one entry per row"):
+        FLGPClassifier().fit(X, yy[:-1])
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        FLGPClassifier().fit(Xn, y)
+    with pytest.raises(NotFittedError):
+        FLGPClassifier().predict(X)
+    clf = FLGPClassifier(n_induced=50).fit(X, np.where(np.arange(300) % 10 == 0, y, -1))
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :1])
+    yr = np.full(300, np.nan)
+    yr[:3] = [1.0, np.inf, 2.0]
+    with pytest.raises(ValueError, match="infinity"):
+        FLGPRegressor().fit(X, yr)
+    with pytest.raises(ValueError, match="method='svm' is not supported"):
+        FLGPRegressor(method="svm").fit(X, y.astype(float))

@@ -1,0 +1,194 @@
+import pickle
+
+import gpytorch
+import numpy as np
+import pytest
+import torch
+
+from conftest import noisy_circle
+from flgp.kernels import HeatKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKernelNystrom
+from flgp.spectral import compute_eigenpairs
+
+
+def _cloud(rng, n=240):
+    return noisy_circle(n, rng)
+
+
+def _kernels(X):
+    return [
+        HeatKernelFLGP(X, n_induced=40, n_eigenpairs=12, random_state=0),
+        HeatKernelFLGP(X, n_induced=40, n_eigenpairs=12, kernel="se", subsample="random",
+                       random_state=0),
+        HeatKernelGLGP(X, n_eigenpairs=12),
+        HeatKernelNystrom(X, n_induced=40, n_eigenpairs=12, random_state=0),
+    ]
+
+
+@pytest.fixture
+def cloud(rng):
+    return _cloud(rng)
+
+
+def _dense_reference(k, x1, x2):
+    ep = k.eigenpairs
+    v1, v2 = ep.extend(x1.numpy()), ep.extend(x2.numpy())
+    t = float(k.diffusion_time)
+    return ep.kernel_scale * (v1 * np.exp(-t * ep.eigenvalues)) @ v2.T
+
+
+def test_symmetric_psd_diag_and_dense_reference(cloud):
+    x = torch.from_numpy(cloud[:60])
+    xn = torch.from_numpy(cloud[:30] * 1.01)
+    for k in _kernels(cloud):
+        K = k(x).to_dense().detach()
+        np.testing.assert_allclose(K, K.T, atol=1e-12)
+        assert torch.linalg.eigvalsh(K + 1e-6 * torch.eye(60)).min() > 0
+        np.testing.assert_allclose(k(x, diag=True).detach(), K.diagonal(), atol=1e-10)
+        np.testing.assert_allclose(K, _dense_reference(k, x, x), atol=1e-10)
+        Kc = k(xn, x).to_dense().detach()
+        np.testing.assert_allclose(Kc, _dense_reference(k, xn, x), atol=1e-10)
+
+
+def test_low_rank_operator_root(cloud):
+    k = _kernels(cloud)[0]
+    x = torch.from_numpy(cloud[:80])
+    op = k(x).evaluate_kernel()
+    from linear_operator.operators import LowRankRootLinearOperator
+    assert isinstance(op, LowRankRootLinearOperator)
+    assert op.root.shape == (80, 12)
+    # Woodbury solve equals a dense solve
+    y = torch.randn(80, dtype=torch.float64)
+    noisy = op.add_diagonal(torch.tensor(0.1, dtype=torch.float64))
+    dense = op.to_dense() + 0.1 * torch.eye(80, dtype=torch.float64)
+    np.testing.assert_allclose(noisy.solve(y[:, None]).squeeze().detach(),
+                               torch.linalg.solve(dense, y).detach(), atol=1e-8)
+    ld_fast = noisy.logdet()
+    np.testing.assert_allclose(ld_fast.detach(), torch.logdet(dense).detach(), rtol=1e-8)
+
+
+def test_batch_shapes(cloud):
+    ep = compute_eigenpairs(cloud, n_induced=40, n_eigenpairs=10, random_state=0)
+    k = HeatKernel(ep, batch_shape=torch.Size([2]))
+    k.diffusion_time = torch.tensor([[[50.0]], [[500.0]]])
+    xb = torch.from_numpy(np.stack([cloud[:20], cloud[20:40]]))
+    K = k(xb).to_dense()
+    assert K.shape == (2, 20, 20)
+    for b, t in enumerate([50.0, 500.0]):
+        kb = HeatKernel(ep, diffusion_time=t)
+        np.testing.assert_allclose(K[b].detach(), kb(xb[b]).to_dense().detach(), atol=1e-10)
+    assert k(xb, diag=True).shape == (2, 20)
+
+
+def test_gradient_and_gradcheck(cloud):
+    k = _kernels(cloud)[0]
+    x = torch.from_numpy(cloud[:25])
+    k(x).to_dense().sum().backward()
+    g = k.raw_diffusion_time.grad
+    assert torch.isfinite(g).all() and g.abs().sum() > 0
+
+    def f(raw):
+        k.raw_diffusion_time.data = raw.detach()
+        t = k.raw_diffusion_time_constraint.transform(raw)
+        from flgp.heat import heat_kernel
+        v = k.eigenvector_values(x)
+        return heat_kernel(v, v, k.eigenvalues, t.squeeze(-1), k.kernel_scale)
+
+    raw = k.raw_diffusion_time.detach().double().clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(f, (raw,))
+
+
+def test_diffusion_time_property_and_prior(cloud):
+    ep = compute_eigenpairs(cloud, n_induced=40, n_eigenpairs=10, random_state=0)
+    prior = gpytorch.priors.GammaPrior(2.0, 0.01)
+    k = HeatKernel(ep, diffusion_time=123.0, diffusion_time_prior=prior)
+    assert abs(float(k.diffusion_time) - 123.0) < 1e-4
+    k.diffusion_time = 7.0
+    assert abs(float(k.diffusion_time) - 7.0) < 1e-6
+    names = [item[0] for item in k.named_priors()]
+    assert names == ["diffusion_time_prior"]
+    # the prior's log density enters through the registered closure
+    (_, module, p, closure, _) = list(k.named_priors())[0]
+    assert abs(float(closure(module)) - 7.0) < 1e-6
+    assert torch.isfinite(p.log_prob(closure(module))).all()
+
+
+def test_pickle_and_dtype(cloud):
+    k = _kernels(cloud)[0]
+    x = torch.from_numpy(cloud[:20])
+    k2 = pickle.loads(pickle.dumps(k))
+    np.testing.assert_allclose(k2(x).to_dense().detach(), k(x).to_dense().detach())
+    k32 = HeatKernel(k.eigenpairs).to(torch.float32)
+    assert k32.eigenvectors.dtype == torch.float32
+    assert k32(x.float()).to_dense().dtype == torch.float32
+
+
+def test_exact_gp_training_lowers_loss(cloud, rng):
+    k = _kernels(cloud)[0]
+    x = torch.from_numpy(cloud[:80])
+    th = np.arctan2(cloud[:80, 1], cloud[:80, 0])
+    y = torch.from_numpy(np.sin(2 * th) + 0.05 * rng.standard_normal(80))
+
+    class GP(gpytorch.models.ExactGP):
+        def __init__(self, x, y, lik):
+            super().__init__(x, y, lik)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(k)
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    lik = gpytorch.likelihoods.GaussianLikelihood().double()
+    model = GP(x, y, lik).double()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    model.train()
+    losses = []
+    t0 = float(k.diffusion_time)
+    for _ in range(40):
+        opt.zero_grad()
+        loss = -mll(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5
+    assert float(k.diffusion_time) != t0
+    model.eval()
+    with torch.no_grad():
+        pred = model(torch.from_numpy(cloud[80:120])).mean
+    th_test = np.arctan2(cloud[80:120, 1], cloud[80:120, 0])
+    assert np.sqrt(np.mean((pred.numpy() - np.sin(2 * th_test)) ** 2)) < 0.2
+
+
+def test_variational_gp_with_bernoulli(cloud):
+    k = _kernels(cloud)[0]
+    x = torch.from_numpy(cloud[:100])
+    y = torch.from_numpy((cloud[:100, 0] > 0).astype(np.float64))
+
+    class VGP(gpytorch.models.ApproximateGP):
+        def __init__(self, inducing):
+            dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.shape[0])
+            strat = gpytorch.variational.VariationalStrategy(self, inducing, dist,
+                                                             learn_inducing_locations=False)
+            super().__init__(strat)
+            self.covar_module = k
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(
+                torch.zeros(x.shape[:-1], dtype=x.dtype), self.covar_module(x))
+
+    model = VGP(x[:30]).double()
+    lik = gpytorch.likelihoods.BernoulliLikelihood()
+    elbo = gpytorch.mlls.VariationalELBO(lik, model, num_data=100)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    first = None
+    for _ in range(60):
+        opt.zero_grad()
+        loss = -elbo(model(x), y)
+        loss.backward()
+        opt.step()
+        first = loss.item() if first is None else first
+    assert loss.item() < first
+    with torch.no_grad():
+        p = lik(model(x)).mean
+    assert ((p > 0.5).double() == y).double().mean() > 0.9
