@@ -32,17 +32,22 @@ __all__ = ["DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_gra
 def _log_se(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> torch.Tensor:
     Xt = torch.from_numpy(X)
     Yt = torch.from_numpy(Y)
-    return -pairwise_sq_distances(Xt, Yt) / (4.0 * bandwidth * bandwidth)
+    return pairwise_sq_distances(Xt, Yt).mul_(-1.0 / (4.0 * bandwidth * bandwidth))
 
 
 def _symmetric_operator(log_k: torch.Tensor):
-    """``S = D^{-1/2} Z D^{-1/2}``, ``log c`` and ``d`` for a symmetric kernel."""
-    log_c = torch.logsumexp(log_k, dim=1)
-    Z = torch.exp(log_k - log_c[:, None] - log_c[None, :])
-    d = Z.sum(1)
-    S = Z / torch.sqrt(d)[:, None] / torch.sqrt(d)[None, :]
-    S = 0.5 * (S + S.T)
-    return S.numpy(), log_c.numpy(), d.numpy()
+    """``S = D^{-1/2} Z D^{-1/2}``, ``log c`` and ``d`` for a symmetric kernel (in place).
+
+    The kernel's diagonal is ``exp(0) = 1``, so no row sum can underflow; the work is done
+    in place on the one ``n x n`` buffer.
+    """
+    K = log_k.exp_()
+    c = K.sum(1)
+    K.div_(c[:, None]).div_(c[None, :])          # Z
+    d = K.sum(1)
+    rs = torch.rsqrt(d)
+    K.mul_(rs[:, None]).mul_(rs[None, :])        # S (symmetric up to rounding; eigh reads
+    return K.numpy(), torch.log(c).numpy(), d.numpy()  # one triangle)
 
 
 def _rows(X_new: np.ndarray, Y: np.ndarray, bandwidth: float, log_colsum: np.ndarray,

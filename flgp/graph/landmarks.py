@@ -54,7 +54,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter:
         Lloyd iterations (a fixed small number: the centres only need to cover the cloud).
     max_fit_samples : int, optional
         Fit on a uniform subsample of this many points when ``n`` is larger. Default
-        ``max(50 * s, 20000)``.
+        ``max(20 * s, 20000)``.
 
     Notes
     -----
@@ -67,7 +67,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter:
     n = X.shape[0]
     s = int(n_clusters)
     if max_fit_samples is None:
-        max_fit_samples = max(50 * s, 20_000)
+        max_fit_samples = max(20 * s, 20_000)
     if n > max_fit_samples:
         fit_idx = rng.choice(n, size=max_fit_samples, replace=False)
         Xf = X[fit_idx]

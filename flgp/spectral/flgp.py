@@ -86,7 +86,7 @@ def flgp_eigenpairs(graph: CrossGraph, n_eigenpairs: int, *,
     -------
     Eigenpairs
         ``eigenvectors`` are ``n x M`` with orthonormal columns, the first one constant
-        (``λ_1 = 0``); signs make each column's largest entry positive.
+        (``λ_1 = 0``); signs make the largest entry of each column of ``W`` positive.
 
     Warns
     -----
@@ -127,11 +127,11 @@ def flgp_eigenpairs(graph: CrossGraph, n_eigenpairs: int, *,
                       f"unused); returning {int(keep.sum())}. Lower n_eigenpairs.",
                       UserWarning, stacklevel=2)
         sigma, sigma2, W = sigma[keep], sigma2[keep], W[:, keep]
-    W = W / sigma[None, :]
+    # sign convention on the small s x M factor (V = B W Σ^{-1} inherits it): each column
+    # of W gets its largest-magnitude entry positive; the constant first vector comes out
+    # positive. Cheap at any n, and the same for the cloud and for new points.
+    W = W * (deterministic_sign_flip(W) / sigma)[None, :]
     V = B @ W
-    signs = deterministic_sign_flip(V)
-    V *= signs
-    W *= signs
     projection = inv_sqrt[:, None] * W
     lam = 1.0 - sigma if spectrum == "one_step" else 1.0 - sigma2
     lam = np.clip(lam, 0.0, 1.0)
