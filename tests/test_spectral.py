@@ -1,14 +1,12 @@
-import warnings
-
 import numpy as np
 import pytest
 import torch
 
 from conftest import assert_allclose_up_to_sign, noisy_circle
 from flgp import heat
-from flgp.graph import build_cross_graph, build_dense_graph, build_nystrom_graph
-from flgp.spectral import (compute_eigenpairs, flgp_eigenpairs, glgp_eigenpairs,
-                           nystrom_eigenpairs)
+from flgp.graph import build_cross_graph, build_dense_graph
+from flgp.spectral import compute_eigenpairs, flgp_eigenpairs, glgp_eigenpairs
+from flgp.spectral.dense import _top_eigh
 
 
 def _dense_laplacian(graph):
@@ -140,3 +138,15 @@ def test_heat_features_and_gradient(rng):
     assert torch.autograd.gradcheck(
         lambda tt: heat.heat_kernel(V[:5], V[:7], lam, tt, ep.kernel_scale),
         (torch.tensor(3.0, dtype=torch.float64, requires_grad=True),))
+
+
+def test_large_dense_path_matches_dense_eigh(rng):
+    """Above 6000 points GLGP switches to shift-invert Lanczos; check it on a matrix with
+    the same spectral shape (top eigenvalue 1, a cluster just below it)."""
+    n, M = 6100, 6
+    Q = np.linalg.qr(rng.standard_normal((n, 40)))[0]
+    mu = np.r_[1.0, 1 - 1e-9, 1 - 2e-9, 0.99, 0.98, 0.97, np.linspace(0.9, 0.1, 34)]
+    S = (Q * mu) @ Q.T
+    w, U = _top_eigh(S, M)
+    np.testing.assert_allclose(w, mu[:M], atol=1e-10)
+    np.testing.assert_allclose(np.abs(np.sum(U[:, 3:] * Q[:, 3:M], 0)), 1.0, atol=1e-8)

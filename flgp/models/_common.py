@@ -8,7 +8,9 @@ import warnings
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from .._validation import check_option
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import check_option, check_points
 from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
 from ..spectral import flgp_eigenpairs, glgp_eigenpairs, nystrom_eigenpairs
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
@@ -71,6 +73,35 @@ def eigenpair_candidates(est, X: np.ndarray):
                 else:
                     g = build_dense_graph(X, bandwidth=g0.bandwidth * np.sqrt(a / grid[0]))
                 yield a, glgp_eigenpairs(g, M)
+
+
+def stack_unlabeled(X, X_unlabeled, labelled, y, fill):
+    """Append ``X_unlabeled`` below ``X``: returns the cloud, the labelled mask and ``y``
+    padded with ``fill``."""
+    if X_unlabeled is None:
+        return X, labelled, y
+    Xu = check_points(X_unlabeled, name="X_unlabeled", min_samples=1)
+    if Xu.shape[1] != X.shape[1]:
+        raise ValueError(f"X_unlabeled has {Xu.shape[1]} features, X has {X.shape[1]}.")
+    y_fill = np.full(Xu.shape[0], fill, dtype=y.dtype if y.dtype.kind in "iuf" else object)
+    return (np.vstack([X, Xu]), np.r_[labelled, np.zeros(Xu.shape[0], dtype=bool)],
+            np.r_[y, y_fill])
+
+
+def check_fit_X(est, X, y):
+    """Validate ``X`` at fit time (scikit-learn's messages, then flgp's checks)."""
+    if y is None:
+        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y "
+                         f"is None.")
+    X = validate_data(est, X, dtype=np.float64, ensure_min_samples=2)
+    return check_points(X)
+
+
+def check_predict_X(est, X):
+    """Validate ``X`` at predict time against the fitted number of features."""
+    check_is_fitted(est, "n_features_in_")
+    X = validate_data(est, X, dtype=np.float64, reset=False)
+    return check_points(X, min_samples=1)
 
 
 def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int = 30):

@@ -8,12 +8,12 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import column_or_1d
 
-from .._validation import check_int, check_option, check_points
+from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
-from ._common import (METHODS, eigenpair_candidates, search_log_scalar,
-                      warn_unlabelled_components)
+from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
+                      search_log_scalar, stack_unlabeled, warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
 from .rbf import RBFLaplaceClassifier
@@ -109,11 +109,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         Alternatively pass only labelled rows as ``X, y`` and the unlabelled points as
         ``X_unlabeled``.
         """
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
-                             f"y is None.")
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        X = check_points(X)
+        X = check_fit_X(self, X, y)
         y = column_or_1d(np.asarray(y), warn=True)
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} labels "
@@ -122,15 +118,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         if type_of_target(y[labelled]) == "continuous":
             raise ValueError("Unknown label type: continuous. FLGPClassifier needs class "
                              "labels; use FLGPRegressor for a continuous target.")
-        if X_unlabeled is not None:
-            Xu = check_points(X_unlabeled, name="X_unlabeled", min_samples=1)
-            if Xu.shape[1] != X.shape[1]:
-                raise ValueError(f"X_unlabeled has {Xu.shape[1]} features, X has "
-                                 f"{X.shape[1]}.")
-            X = np.vstack([X, Xu])
-            labelled = np.r_[labelled, np.zeros(Xu.shape[0], dtype=bool)]
-            y = np.r_[y, np.full(Xu.shape[0], -1, dtype=y.dtype if y.dtype.kind in "iuf"
-                                 else object)]
+        X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, -1)
         check_option(self.method, "method", METHODS)
         check_int(self.max_iter, "max_iter", low=1)
         m = int(labelled.sum())
@@ -230,9 +218,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
 
     # -- prediction -----------------------------------------------------------------------
     def _check_X(self, X):
-        check_is_fitted(self, "classes_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return check_points(X, min_samples=1)
+        return check_predict_X(self, X)
 
     def predict_proba(self, X):
         """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map)."""

@@ -52,6 +52,22 @@ class PoissonLikelihood:
         return y - mu, mu
 
 
+def _damped_step(psi, K, a, a_new, obj, tol):
+    """Newton step in ``a`` (``f = K a``), halved until the objective ``psi`` does not drop.
+
+    Returns the new ``a``, ``f``, objective and whether the change was below ``tol``."""
+    step = 1.0
+    while True:
+        a_try = a + step * (a_new - a)
+        f_try = K @ a_try
+        obj_try = psi(a_try, f_try)
+        if obj_try >= obj - 1e-12 * abs(obj) or step < 1e-6:
+            break
+        step *= 0.5
+    converged = abs(obj_try - obj) <= tol * max(1.0, abs(obj))
+    return a_try, f_try, obj_try, converged
+
+
 @dataclass
 class BinaryLaplaceState:
     f: np.ndarray        # posterior mode at the labelled points
@@ -79,17 +95,7 @@ def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, 
         L = scipy.linalg.cholesky(B, lower=True)
         b = w * f + g
         v = scipy.linalg.cho_solve((L, True), sw * (K @ b))
-        a_new = b - sw * v
-        step = 1.0
-        while True:
-            a_try = a + step * (a_new - a)
-            f_try = K @ a_try
-            obj_try = psi(a_try, f_try)
-            if obj_try >= obj - 1e-12 * abs(obj) or step < 1e-6:
-                break
-            step *= 0.5
-        converged = abs(obj_try - obj) <= tol * max(1.0, abs(obj))
-        a, f, obj = a_try, f_try, obj_try
+        a, f, obj, converged = _damped_step(psi, K, a, b - sw * v, obj, tol)
         if converged:
             break
     g, w = likelihood.grad_hess(y, f)
@@ -154,16 +160,7 @@ def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, tol: float = 1e-9, max_iter
         c = np.stack([E[k] @ (K @ b[:, k]) for k in range(C)], axis=1)
         r = scipy.linalg.cho_solve((Ms, True), c.sum(1))
         A_new = b - c + np.stack([E[k] @ r for k in range(C)], axis=1)
-        step = 1.0
-        while True:
-            A_try = A + step * (A_new - A)
-            F_try = K @ A_try
-            obj_try = psi(A_try, F_try)
-            if obj_try >= obj - 1e-12 * abs(obj) or step < 1e-6:
-                break
-            step *= 0.5
-        converged = abs(obj_try - obj) <= tol * max(1.0, abs(obj))
-        A, F, obj = A_try, F_try, obj_try
+        A, F, obj, converged = _damped_step(psi, K, A, A_new, obj, tol)
         if converged:
             break
     pi = softmax(F, axis=1)

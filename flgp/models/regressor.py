@@ -7,11 +7,12 @@ import warnings
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import column_or_1d
 
-from .._validation import check_int, check_option, check_points
+from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
-from ._common import METHODS, eigenpair_candidates, warn_unlabelled_components
+from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
+                      stack_unlabeled, warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
 from .rbf import RBFGPRegressor
 
@@ -71,11 +72,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` is NaN on unlabelled rows. Or pass the labelled rows
         as ``X, y`` and the unlabelled points as ``X_unlabeled``."""
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
-                             f"y is None.")
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        X = check_points(X)
+        X = check_fit_X(self, X, y)
         try:
             y = np.asarray(y, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -88,14 +85,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("y contains infinity; mark unlabelled rows with NaN and remove "
                              "infinite targets.")
         labelled = ~np.isnan(y)
-        if X_unlabeled is not None:
-            Xu = check_points(X_unlabeled, name="X_unlabeled", min_samples=1)
-            if Xu.shape[1] != X.shape[1]:
-                raise ValueError(f"X_unlabeled has {Xu.shape[1]} features, X has "
-                                 f"{X.shape[1]}.")
-            X = np.vstack([X, Xu])
-            y = np.r_[y, np.full(Xu.shape[0], np.nan)]
-            labelled = np.r_[labelled, np.zeros(Xu.shape[0], dtype=bool)]
+        X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, np.nan)
         check_option(self.method, "method", METHODS)
         check_int(self.max_iter, "max_iter", low=1)
         m = int(labelled.sum())
@@ -218,9 +208,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X, return_std=False):
         """Posterior mean at any points; with ``return_std`` also the posterior standard
         deviation of ``f(x)`` (add ``noise_`` for that of a new observation)."""
-        check_is_fitted(self, "n_features_in_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        X = check_points(X, min_samples=1)
+        X = check_predict_X(self, X)
         if self.method == "rbf":
             mean, std = self.rbf_.predict(X)
         else:

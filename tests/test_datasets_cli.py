@@ -1,0 +1,65 @@
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flgp import datasets
+from flgp.cli import main
+
+
+def test_concentric_circles_geometry_and_labels():
+    X, y = datasets.make_concentric_circles(2400, random_state=0)
+    r = np.linalg.norm(X, axis=1)
+    radii = np.round(r, 10)
+    assert sorted(np.unique(radii)) == pytest.approx([0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    for k, rad in enumerate([0.5, 0.6, 0.7, 0.8, 0.9, 1.0]):
+        on = np.isclose(r, rad)
+        assert on.sum() == 400
+        assert np.all(y[on] == (1 if k % 2 == 0 else 0))  # circles 1, 3, 5 are class 1
+
+
+def test_spiral_formula():
+    X, y, f = datasets.make_spiral(100, noise=0.0, random_state=0)
+    th = np.linspace(0, 8 * np.pi, 100)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), (th + 4) ** 0.7)
+    np.testing.assert_allclose(f, 3 * np.sin(th / 10) + 3 * np.cos(th / 2) + 4 * np.sin(0.8 * th))
+    np.testing.assert_array_equal(y, f)
+
+
+@pytest.mark.parametrize("name, dim", [("make_swiss_roll", 3), ("make_s_curve", 3),
+                                       ("make_helix", 3), ("make_sphere", 3),
+                                       ("make_torus", 3), ("make_stretched_torus", 4),
+                                       ("make_klein_bottle", 4),
+                                       ("make_circle_with_outliers", 2)])
+def test_generators_shapes_and_seeds(name, dim):
+    fn = getattr(datasets, name)
+    a = fn(200, random_state=1)
+    b = fn(200, random_state=1)
+    Xa = a[0] if isinstance(a, tuple) else a
+    Xb = b[0] if isinstance(b, tuple) else b
+    assert Xa.shape[1] == dim and Xa.shape[0] >= 200
+    np.testing.assert_array_equal(Xa, Xb)
+    assert np.all(np.isfinite(Xa))
+
+
+def test_sphere_and_stretched_torus_radii():
+    X = datasets.make_sphere(300, random_state=0)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0)
+    T, _ = datasets.make_stretched_torus(300, stretch=3.5, random_state=0)
+    np.testing.assert_allclose(np.linalg.norm(T[:, :2], axis=1), 1.0)
+    np.testing.assert_allclose(np.linalg.norm(T[:, 2:], axis=1), 3.5)
+
+
+def test_cli_circles_writes_table(tmp_path, capsys):
+    rc = main(["circles", "--n", "2400", "--m", "100", "--repetitions", "1",
+               "--methods", "LKFLGP,RBF GP", "--out", str(tmp_path), "--quiet"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "LKFLGP" in out and "paper" in out
+    table = pd.read_csv(os.path.join(tmp_path, "circles_n2400_m100.csv"))
+    assert set(table.method) == {"LKFLGP", "RBF GP"}
+    lk = table.set_index("method").loc["LKFLGP", "error_mean"]
+    rbf = table.set_index("method").loc["RBF GP", "error_mean"]
+    assert lk < 5.0 and rbf > 20.0
+    assert os.path.exists(os.path.join(tmp_path, "circles_covariance_n2400.png"))
