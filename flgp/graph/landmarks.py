@@ -58,7 +58,8 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter:
 
     Notes
     -----
-    Greedy k-means++ seeding (scikit-learn's ``kmeans_plusplus``) runs on a subsample of at most ``4 * s`` points so that its ``s``
+    Greedy k-means++ seeding (scikit-learn's ``kmeans_plusplus``) runs on a subsample of
+    at most ``4 * s`` points so that its ``s``
     sequential steps stay cheap; an empty cluster keeps its previous centre. Lloyd stops
     early once no assignment changes. Assignments use a k-d tree for ``p <= 16`` and
     chunked GEMM distances (torch) above.
