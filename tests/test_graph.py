@@ -154,3 +154,15 @@ def test_bad_points(rng):
         build_cross_graph(np.arange(10.0), n_induced=3)
     with pytest.raises(ValueError, match="duplicate rows"):
         build_cross_graph(np.repeat(rng.standard_normal((5, 2)), 20, axis=0), n_induced=3)
+
+
+def test_row_with_no_reachable_induced_point_is_an_error():
+    from flgp.graph.transition import transition_rows
+
+    log_k = np.array([[0.0, -1.0], [-np.inf, -np.inf]])
+    idx = np.array([[0, 1], [1, 2]])
+    log_colsum = np.array([0.0, 0.5, -np.inf])
+    with pytest.raises(ValueError, match="1 point\\(s\\) have zero kernel weight.*n_neighbors"):
+        transition_rows(log_k, idx, log_colsum)
+    rows = transition_rows(log_k[:1], idx[:1], log_colsum)
+    np.testing.assert_allclose(rows.sum(1), 1.0)

@@ -99,7 +99,7 @@ class CrossGraph:
 def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str = "kmeans",
                       kernel: str = "lae", bandwidth: float | None = None,
                       bandwidth_scale: float = 1.0, lae_regularization: float = 1e-3,
-                      random_state=None, kmeans_iter: int = 20) -> CrossGraph:
+                      random_state=None, kmeans_iter: int | None = None) -> CrossGraph:
     """Steps 1-4 of FLGP: induced points, sparse cross kernel, ``Z``, ``A`` and ``Λ``.
 
     Parameters

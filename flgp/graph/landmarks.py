@@ -40,7 +40,8 @@ def random_landmarks(X: np.ndarray, n_induced: int, random_state=None) -> Landma
     return Landmarks(points=X[idx].copy(), method="random", sample_indices=idx)
 
 
-def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter: int = 20,
+def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
+                   n_iter: int | None = None,
                    max_fit_samples: int | None = None, dtype=torch.float32) -> Landmarks:
     """k-means centres by Lloyd's algorithm with k-means++ seeding.
 
@@ -50,8 +51,10 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter:
     n_clusters : int
         ``s``.
     random_state : int, Generator or None
-    n_iter : int, default=20
+    n_iter : int, optional
         Lloyd iterations (a fixed small number: the centres only need to cover the cloud).
+        Default 20 in low dimension (k-d tree assignments, cheap) and 10 above ``p = 16``
+        (each GEMM assignment pass costs ``2 n s p`` flops).
     max_fit_samples : int, optional
         Fit on a uniform subsample of this many points when ``n`` is larger. Default
         ``max(20 * s, 20000)``.
@@ -79,6 +82,8 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None, n_iter:
     seed_idx = rng.choice(Xf.shape[0], size=seed_n, replace=False) if seed_n < Xf.shape[0] \
         else np.arange(Xf.shape[0])
     C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
+    if n_iter is None:
+        n_iter = 20 if Xf.shape[1] <= KDTREE_MAX_DIM else 10
     if Xf.shape[1] <= KDTREE_MAX_DIM:
         return Landmarks(points=_lloyd_kdtree(Xf - centre, C0, n_iter) + centre,
                          method="kmeans")
