@@ -13,7 +13,8 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
-                      search_log_scalar, stack_unlabeled, warn_unlabelled_components)
+                      search_log_scalar, single_threaded_blas, stack_unlabeled,
+                      warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
 from .rbf import RBFLaplaceClassifier
@@ -134,7 +135,9 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self._codes = codes
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         if self.method == "rbf":
-            self.rbf_ = RBFLaplaceClassifier(max_iter=self.max_iter).fit(X[labelled], codes)
+            with single_threaded_blas():
+                self.rbf_ = RBFLaplaceClassifier(max_iter=self.max_iter).fit(X[labelled],
+                                                                              codes)
             self.n_iter_ = 1
             self.eigenpairs_ = None
             self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
@@ -144,7 +147,8 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             return self
         best = None
         for a, ep in eigenpair_candidates(self, X):
-            fit = self._fit_time(ep, codes)
+            with single_threaded_blas():
+                fit = self._fit_time(ep, codes)
             if self.verbose:
                 print(f"[FLGPClassifier] bandwidth scale {a:.3g}: t={fit[0]:.4g} "
                       f"log evidence={fit[1]:.4f}")
@@ -173,12 +177,12 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         w = ep.kernel_scale * np.exp(-t * ep.eigenvalues)
         return (V1 * w) @ V2.T
 
-    def _laplace(self, K, codes):
+    def _laplace(self, K, codes, a0=None):
         if self.classes_.size == 2:
-            return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood,
+            return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood, a0=a0,
                                   max_iter=self.max_iter)
         Y = np.eye(self.classes_.size)[codes]
-        return laplace_softmax(K, Y, max_iter=self.max_iter)
+        return laplace_softmax(K, Y, a0=a0, max_iter=self.max_iter)
 
     def _fit_time(self, ep, codes):
         Vm = ep.eigenvectors[self._labelled]
@@ -189,11 +193,14 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             return t, state.log_evidence, state
         lo, hi = diffusion_time_range(ep.eigenvalues)
         self._n_evals = 0
+        warm = {}
 
         def neg(log_t):
+            # Newton warm-started from the mode at the previous diffusion time
             self._n_evals += 1
-            t_ = np.exp(log_t)
-            return -self._laplace(self._gram(ep, t_, Vm, Vm), codes).log_evidence
+            st = self._laplace(self._gram(ep, np.exp(log_t), Vm, Vm), codes, warm.get("a"))
+            warm["a"] = st.a
+            return -st.log_evidence
 
         t, val = search_log_scalar(neg, lo, hi, n_grid=12, maxiter=self.max_iter)
         state = self._laplace(self._gram(ep, t, Vm, Vm), codes)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
 from scipy.special import expit, gammaln, softmax
 
 __all__ = ["LogisticLikelihood", "PoissonLikelihood", "laplace_binary", "laplace_softmax",
@@ -71,18 +72,23 @@ def _damped_step(psi, K, a, a_new, obj, tol):
 @dataclass
 class BinaryLaplaceState:
     f: np.ndarray        # posterior mode at the labelled points
+    a: np.ndarray        # f = K a
     grad: np.ndarray     # ∇ log p(y | f) at the mode
     sqrt_w: np.ndarray   # W^{1/2}
     chol: np.ndarray     # L with L L^T = I + W^{1/2} K W^{1/2}
     log_evidence: float
 
 
-def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, *, tol: float = 1e-9,
+def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, *,
+                   a0: np.ndarray | None = None, tol: float = 1e-9,
                    max_iter: int = 100) -> BinaryLaplaceState:
-    """Mode and Laplace log evidence (R&W Algorithm 3.1)."""
+    """Mode and Laplace log evidence (R&W Algorithm 3.1).
+
+    ``a0`` warm-starts Newton at ``f = K a0`` (e.g. the ``a`` of a nearby diffusion time);
+    the mode does not depend on it, only the number of steps."""
     m = K.shape[0]
-    a = np.zeros(m)
-    f = np.zeros(m)
+    a = np.zeros(m) if a0 is None else np.array(a0, dtype=np.float64)
+    f = K @ a
 
     def psi(a_, f_):
         return -0.5 * a_ @ f_ + likelihood.log_prob(y, f_).sum()
@@ -102,7 +108,7 @@ def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, 
     sw = np.sqrt(w)
     L = scipy.linalg.cholesky(np.eye(m) + sw[:, None] * K * sw[None, :], lower=True)
     log_ev = -0.5 * a @ f + likelihood.log_prob(y, f).sum() - np.log(np.diag(L)).sum()
-    return BinaryLaplaceState(f=f, grad=g, sqrt_w=sw, chol=L, log_evidence=float(log_ev))
+    return BinaryLaplaceState(f=f, a=a, grad=g, sqrt_w=sw, chol=L, log_evidence=float(log_ev))
 
 
 def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,
@@ -121,6 +127,7 @@ def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,
 @dataclass
 class SoftmaxLaplaceState:
     f: np.ndarray          # (m, C) posterior mode
+    a: np.ndarray          # (m, C), F = K a
     pi: np.ndarray         # (m, C) softmax at the mode
     Y: np.ndarray          # (m, C) one-hot labels
     E: list                # per class E_c (m x m)
@@ -129,28 +136,34 @@ class SoftmaxLaplaceState:
 
 
 def _softmax_blocks(K, pi):
+    """Per class ``E_c = D_c^{1/2} (I + D_c^{1/2} K D_c^{1/2})^{-1} D_c^{1/2}`` and
+    ``Σ_c log|L_c|``; the inverse comes from the Cholesky factor (LAPACK ``potri``)."""
     m, C = pi.shape
     E, z = [], 0.0
     for c in range(C):
         sd = np.sqrt(pi[:, c])
         L = scipy.linalg.cholesky(np.eye(m) + sd[:, None] * K * sd[None, :], lower=True)
-        inner = scipy.linalg.cho_solve((L, True), np.diag(sd))
-        E.append(sd[:, None] * inner)
+        inv, info = scipy.linalg.lapack.dpotri(L, lower=1)
+        if info != 0:
+            raise np.linalg.LinAlgError("potri failed in the softmax Laplace step")
+        inv = np.tril(inv) + np.tril(inv, -1).T
+        E.append(sd[:, None] * inv * sd[None, :])
         z += np.log(np.diag(L)).sum()
     sum_e = sum(E)
     Ms = scipy.linalg.cholesky(0.5 * (sum_e + sum_e.T) + 1e-12 * np.eye(m), lower=True)
     return E, z, Ms
 
 
-def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, tol: float = 1e-9, max_iter: int = 100) -> SoftmaxLaplaceState:
-    """Mode and Laplace log evidence for the softmax likelihood (R&W Algorithm 3.3)."""
+def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, a0: np.ndarray | None = None, tol: float = 1e-9, max_iter: int = 100) -> SoftmaxLaplaceState:
+    """Mode and Laplace log evidence for the softmax likelihood (R&W Algorithm 3.3);
+    ``a0`` (m, C) warm-starts Newton at ``F = K a0``."""
     m, C = Y.shape
-    F = np.zeros((m, C))
 
     def psi(A_, F_):
         return -0.5 * np.sum(A_ * F_) + np.sum(Y * F_) - np.sum(np.logaddexp.reduce(F_, axis=1))
 
-    A = np.zeros((m, C))
+    A = np.zeros((m, C)) if a0 is None else np.array(a0, dtype=np.float64)
+    F = K @ A
     obj = psi(A, F)
     for _ in range(max_iter):
         pi = softmax(F, axis=1)
@@ -168,7 +181,8 @@ def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, tol: float = 1e-9, max_iter
     # log|I + W^{1/2} K W^{1/2}| = 2 Σ_c z_c + log|Σ_c E_c| (matrix determinant lemma with
     # W = D - Π Π^T and Σ_c π_ic = 1); R&W's Algorithm 3.3 keeps only the first term
     log_ev = psi(A, F) - z - np.log(np.diag(Ms)).sum()
-    return SoftmaxLaplaceState(f=F, pi=pi, Y=Y, E=E, chol_sum_e=Ms, log_evidence=float(log_ev))
+    return SoftmaxLaplaceState(f=F, a=A, pi=pi, Y=Y, E=E, chol_sum_e=Ms,
+                               log_evidence=float(log_ev))
 
 
 def softmax_predict(state: SoftmaxLaplaceState, K_cross: np.ndarray,

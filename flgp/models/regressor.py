@@ -12,7 +12,7 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
-                      stack_unlabeled, warn_unlabelled_components)
+                      single_threaded_blas, stack_unlabeled, warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
 from .rbf import RBFGPRegressor
 
@@ -107,7 +107,8 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
             return self
         best = None
         for a, ep in eigenpair_candidates(self, X):
-            fit = self._fit_hyper(ep, z)
+            with single_threaded_blas():
+                fit = self._fit_hyper(ep, z)
             if self.verbose:
                 print(f"[FLGPRegressor] bandwidth scale {a:.3g}: t={fit['t']:.4g} "
                       f"log evidence={-fit['nll']:.4f}")
