@@ -53,7 +53,8 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
     ``G + γ tr(G) I`` — the regularisation of locally linear embedding (scikit-learn's
     ``LocallyLinearEmbedding(reg=1e-3)``) — which pulls the weights towards uniform: a point
     that coincides with an anchor then keeps a positive weight on at least one other anchor
-    instead of weight 1 on itself alone. The minimiser lies in the relative interior of some face of the simplex, on
+    instead of weight 1 on itself alone. The minimiser lies in the relative interior of
+    some face of the simplex, on
     which it is the affine-constrained least-squares solution; we solve the KKT system for
     every non-empty support (``2^r - 1`` of them, all rows at once), keep the feasible ones and
     take the one with the smallest objective. For ``r > 8`` (255 supports) an accelerated

@@ -154,7 +154,8 @@ def _softmax_blocks(K, pi):
     return E, z, Ms
 
 
-def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, a0: np.ndarray | None = None, tol: float = 1e-9, max_iter: int = 100) -> SoftmaxLaplaceState:
+def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, a0: np.ndarray | None = None,
+                    tol: float = 1e-9, max_iter: int = 100) -> SoftmaxLaplaceState:
     """Mode and Laplace log evidence for the softmax likelihood (R&W Algorithm 3.3);
     ``a0`` (m, C) warm-starts Newton at ``F = K a0``."""
     m, C = Y.shape

@@ -24,16 +24,20 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
 
     Model: ``y = μ + f(x) + noise``, ``f ~ GP(0, s^2 C_t)`` with ``C_t`` the heat kernel of
     the cloud, ``noise ~ N(0, σ^2)``. ``y`` is standardised internally; ``t``, ``s^2`` and
-    ``σ^2`` maximise the exact marginal likelihood (L-BFGS-B on their logarithms, started
-    from the two best ``t`` of a 12-point log grid over the data-driven range, each with
-    the outputscale that gives the labelled points unit mean prior variance), evaluated in ``O(M^3)`` through the Woodbury identity of the FLGP
-    appendix. For SE kernels the bandwidth is chosen over a grid by the same likelihood.
+    ``σ^2`` maximise the exact marginal likelihood times the prior ``π(t) ∝ t^{-a0}``
+    (L-BFGS-B on their logarithms, started from the two best ``t`` of a 12-point log grid
+    over the data-driven range, each with the outputscale that gives the labelled points
+    unit mean prior variance), evaluated in ``O(M^3)`` through the Woodbury identity of the
+    FLGP appendix. For SE kernels the bandwidth is chosen over a grid by the same likelihood.
 
     Parameters
     ----------
     method, kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
     bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, verbose :
         As in :class:`FLGPClassifier`.
+    diffusion_time_prior_power : float, default=2.0
+        ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
+        ``σ^2`` are the MAP with this prior and flat priors on ``log s^2``, ``log σ^2``.
     noise : float, optional
         Fix the noise variance (in units of ``y``) instead of fitting it.
     max_iter : int, default=100
@@ -50,7 +54,8 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
-                 lae_regularization=1e-3, spectrum="one_step", diffusion_time=None, noise=None, max_iter=100,
+                 lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
+                 diffusion_time_prior_power=2.0, noise=None, max_iter=100,
                  learning_rate=0.1, random_state=0, verbose=False):
         self.method = method
         self.kernel = kernel
@@ -63,6 +68,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         self.lae_regularization = lae_regularization
         self.spectrum = spectrum
         self.diffusion_time = diffusion_time
+        self.diffusion_time_prior_power = diffusion_time_prior_power
         self.noise = noise
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -164,7 +170,10 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
                                                          log_noise)
             except (np.linalg.LinAlgError, ValueError):
                 return 1e30, np.zeros(3)
-            grad = np.array([np.sum(g_logd * (-t * lam)), np.sum(g_logd), g_noise])
+            # prior π(t) ∝ t^{-a0}, i.e. ∝ t^{1-a0} in log t
+            prior = (self.diffusion_time_prior_power - 1.0)
+            nll = nll + prior * log_t
+            grad = np.array([np.sum(g_logd * (-t * lam)) + prior, np.sum(g_logd), g_noise])
             if not (np.isfinite(nll) and np.all(np.isfinite(grad))):
                 return 1e30, np.zeros(3)
             return nll, grad
