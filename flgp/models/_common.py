@@ -130,6 +130,13 @@ def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int 
     return float(np.exp(grid[k])), float(vals[k])
 
 
+def extend_with_prior_mask(est, X):
+    """Eigenvector values at new points and the mask of those that lie in a connected part
+    of the graph without labels (None when components are not tracked)."""
+    V, comp = est.eigenpairs_.extend_with_components(X)
+    return V, (None if comp is None else ~est._component_has_label[comp])
+
+
 def warn_unlabelled_components(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
     """Components without a labelled point: return a boolean mask of the cloud points in
     them, warning with their count."""

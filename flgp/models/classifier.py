@@ -13,8 +13,8 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
-                      search_log_scalar, single_threaded_blas, stack_unlabeled,
-                      warn_unlabelled_components)
+                      extend_with_prior_mask, search_log_scalar, single_threaded_blas,
+                      stack_unlabeled, warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
 from .rbf import RBFLaplaceClassifier
@@ -138,7 +138,6 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"all labelled points have the class {self.classes_[0]!r}; a "
                              f"classifier needs at least two classes among the labels.")
         self._labelled = np.flatnonzero(labelled)
-        self._codes = codes
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         if self.method == "rbf":
             with single_threaded_blas():
@@ -213,37 +212,34 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         state = self._laplace(self._gram(ep, t, Vm, Vm), codes)
         return t, state.log_evidence, state
 
-    def _proba_from_vectors(self, V, prior_mask):
+    def _latent_from_vectors(self, V):
+        """Latent posterior mean and variance at points with eigenvector values ``V``."""
         ep = self.eigenpairs_
         t = self.diffusion_time_
-        Vm = ep.eigenvectors[self._labelled]
-        K_cross = self._gram(ep, t, Vm, V)
+        K_cross = self._gram(ep, t, ep.eigenvectors[self._labelled], V)
         k_diag = (V * V * (ep.kernel_scale * np.exp(-t * ep.eigenvalues))).sum(1)
         if self.classes_.size == 2:
-            mean, var = binary_predict(self._state, K_cross, k_diag)
+            return binary_predict(self._state, K_cross, k_diag)
+        return softmax_predict(self._state, K_cross, k_diag)
+
+    def _proba_from_vectors(self, V, prior_mask):
+        mean, var = self._latent_from_vectors(V)
+        if self.classes_.size == 2:
             p1 = probit_logistic(mean, var)
             proba = np.c_[1 - p1, p1]
         else:
-            mean, var = softmax_predict(self._state, K_cross, k_diag)
             proba = softmax_probabilities(mean, var, random_state=0)
         if prior_mask is not None and prior_mask.any():
             proba[prior_mask] = self._prior
         return proba
 
     # -- prediction -----------------------------------------------------------------------
-    def _check_X(self, X):
-        return check_predict_X(self, X)
-
     def predict_proba(self, X):
         """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map)."""
-        X = self._check_X(X)
+        X = check_predict_X(self, X)
         if self.method == "rbf":
             return self.rbf_.predict_proba(X)
-        ep = self.eigenpairs_
-        mask = None
-        if ep.component_labels is not None:
-            mask = ~self._component_has_label[ep.components(X)]
-        return self._proba_from_vectors(ep.extend(X), mask)
+        return self._proba_from_vectors(*extend_with_prior_mask(self, X))
 
     def predict(self, X):
         """Most probable class at any points."""
@@ -253,18 +249,11 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def predict_latent(self, X):
         """Latent posterior mean and variance: ``(n,)`` each for binary problems,
         ``(n, n_classes)`` for multi-class."""
-        X = self._check_X(X)
+        X = check_predict_X(self, X)
         if self.method == "rbf":
-            raise ValueError("predict_latent is available for the heat-kernel methods.")
-        ep = self.eigenpairs_
-        V = ep.extend(X)
-        t = self.diffusion_time_
-        Vm = ep.eigenvectors[self._labelled]
-        K_cross = self._gram(ep, t, Vm, V)
-        k_diag = (V * V * (ep.kernel_scale * np.exp(-t * ep.eigenvalues))).sum(1)
-        if self.classes_.size == 2:
-            return binary_predict(self._state, K_cross, k_diag)
-        return softmax_predict(self._state, K_cross, k_diag)
+            raise ValueError("predict_latent is available for the heat-kernel methods; "
+                             "method='rbf' has no heat-kernel latent.")
+        return self._latent_from_vectors(self.eigenpairs_.extend(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -12,7 +12,8 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
-                      single_threaded_blas, stack_unlabeled, warn_unlabelled_components)
+                      extend_with_prior_mask, single_threaded_blas, stack_unlabeled,
+                      warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
 from .rbf import RBFGPRegressor
 
@@ -222,9 +223,5 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         if self.method == "rbf":
             mean, std = self.rbf_.predict(X)
         else:
-            ep = self.eigenpairs_
-            mask = None
-            if ep.component_labels is not None:
-                mask = ~self._component_has_label[ep.components(X)]
-            mean, std = self._predict_vectors(ep.extend(X), mask)
+            mean, std = self._predict_vectors(*extend_with_prior_mask(self, X))
         return (mean, std) if return_std else mean

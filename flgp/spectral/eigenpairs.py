@@ -61,13 +61,12 @@ class Eigenpairs:
         """Eigenvector values at new points, shape ``(n_new, M)``."""
         return self.extension(X_new)
 
-    def components(self, X_new) -> np.ndarray:
-        """Connected component of new points (all 0 for a connected graph)."""
-        fn = getattr(self.extension, "components", None)
+    def extend_with_components(self, X_new) -> tuple[np.ndarray, np.ndarray | None]:
+        """Eigenvector values at new points and their connected component (None when the
+        graph's components are not tracked), computed in one pass."""
+        fn = getattr(self.extension, "with_components", None)
         if fn is None or self.component_labels is None:
-            from .._validation import check_points
-
-            return np.zeros(check_points(X_new, min_samples=1).shape[0], dtype=np.int64)
+            return self.extension(X_new), None
         return fn(X_new)
 
     def __repr__(self) -> str:

@@ -51,12 +51,15 @@ class FLGPExtension:
         self.landmark_components = landmark_components
 
     def __call__(self, X_new) -> np.ndarray:
-        idx, values = self.graph.transition_rows(X_new)
-        return np.einsum("ir,irm->im", values, self.projection[idx])
+        return self.with_components(X_new)[0]
 
-    def components(self, X_new) -> np.ndarray:
+    def with_components(self, X_new) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvector values and connected component of new points, from one pass of the
+        neighbour search."""
         idx, values = self.graph.transition_rows(X_new)
-        return self.landmark_components[idx[np.arange(idx.shape[0]), values.argmax(1)]]
+        vectors = np.einsum("ir,irm->im", values, self.projection[idx])
+        comp = self.landmark_components[idx[np.arange(idx.shape[0]), values.argmax(1)]]
+        return vectors, comp
 
 
 def _components(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
