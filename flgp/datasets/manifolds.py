@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int, check_random_state
+from .._validation import check_int, check_positive, check_random_state
 
 __all__ = ["make_concentric_circles", "make_spiral", "make_swiss_roll", "make_s_curve",
            "make_helix", "make_sphere", "make_torus", "make_stretched_torus",
@@ -132,25 +132,31 @@ def make_stretched_torus(n_samples: int = 2000, *, stretch: float = 3.5, random_
     return np.c_[np.cos(th), np.sin(th), stretch * np.cos(ph), stretch * np.sin(ph)], np.c_[th, ph]
 
 
-def make_klein_bottle(n_samples: int = 2000, *, radius: float = 1.0, random_state=None):
-    r"""Klein bottle embedded in ``R^4`` (the flat "figure-8"-free embedding):
+def make_klein_bottle(n_samples: int = 2000, *, a: float = 10.0, b: float = 5.0,
+                      random_state=None):
+    r"""Klein bottle in ``R^4`` as Gilbert & O'Neill parameterise it (Sec. 5.1, Fig. 2b):
 
-    ``x = ((R + cos(θ/2) sin φ - sin(θ/2) sin 2φ) cos θ, (…) sin θ,
-    sin(θ/2) sin φ + cos(θ/2) sin 2φ, cos φ)`` with ``R = 1 + radius`` and angles uniform.
-    Returns ``X`` (n, 4) and the angles."""
+    ``(u, v) -> ((a + b cos v) cos u, (a + b cos v) sin u, b sin v cos(u/2),
+    b sin v sin(u/2))`` with ``(u, v)`` uniform on ``[0, 2π)^2`` (their sampling; not the
+    surface's uniform measure) and, by default, their ``a = 10``, ``b = 5``.
+    Returns ``X`` (n, 4) and the angles ``(u, v)``."""
     n = check_int(n_samples, "n_samples", low=1)
+    a = check_positive(a, "a")
+    b = check_positive(b, "b")
+    if b >= a:
+        raise ValueError(f"b={b} must be smaller than a={a}, or the tube crosses the axis.")
     rng = check_random_state(random_state)
-    th, ph = rng.uniform(0, 2 * np.pi, (2, n))
-    R = 1.0 + radius
-    w = R + np.cos(th / 2) * np.sin(ph) - np.sin(th / 2) * np.sin(2 * ph)
-    X = np.c_[w * np.cos(th), w * np.sin(th),
-              np.sin(th / 2) * np.sin(ph) + np.cos(th / 2) * np.sin(2 * ph), np.cos(ph)]
-    return X, np.c_[th, ph]
+    u, v = rng.uniform(0, 2 * np.pi, (2, n))
+    w = a + b * np.cos(v)
+    X = np.c_[w * np.cos(u), w * np.sin(u), b * np.sin(v) * np.cos(u / 2),
+              b * np.sin(v) * np.sin(u / 2)]
+    return X, np.c_[u, v]
 
 
-def make_circle_with_outliers(n_samples: int = 1000, *, outliers=((0.0, 0.0), (0.0, 2.0)),
+def make_circle_with_outliers(n_samples: int = 198, *, outliers=((0.0, 3.0), (3.0, 0.0)),
                               random_state=None):
-    """Uniform points on the unit circle plus fixed outliers (Gilbert & O'Neill, Fig. 3).
+    """Uniform points on the unit circle plus fixed outliers (Gilbert & O'Neill, Sec. 5.2:
+    198 points and the outliers (0, 3) and (3, 0), the defaults).
 
     Returns ``X`` (n + n_outliers, 2) and a boolean mask of the outliers."""
     n = check_int(n_samples, "n_samples", low=1)

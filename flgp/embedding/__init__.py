@@ -1,0 +1,15 @@
+"""Embeddings from the heat kernel, as scikit-learn transformers.
+
+* :class:`DiffusionMap` - diffusion maps (Gilbert and O'Neill, Algorithm 3), dense or from
+  FLGP eigenpairs;
+* :class:`GPEmbedding` - Gaussian-process embeddings, a sketch of the heat kernel
+  (Algorithms 4-5), dense or from FLGP eigenpairs;
+* :mod:`~flgp.embedding.metrics` - bi-Lipschitz distortion, diffusion distances, MRE.
+"""
+
+from . import metrics
+from ._base import auto_diffusion_time
+from .diffusion_map import DiffusionMap
+from .gp_embedding import GPEmbedding
+
+__all__ = ["DiffusionMap", "GPEmbedding", "auto_diffusion_time", "metrics"]

@@ -1,0 +1,125 @@
+r"""Diffusion maps (Gilbert and O'Neill, Algorithm 3; Coifman and Lafon).
+
+``y_i = (mu_1^t phi_1(i), ..., mu_k^t phi_k(i))``: the top ``k`` non-trivial eigenvectors
+of the normalised affinity, scaled by their eigenvalues to the power ``t``, the top
+eigenvector dropped. Then ``|y_i - y_j|`` approximates the diffusion distance
+``|a^{(t)}_i - a^{(t)}_j|`` (eq. 26), exactly so when ``k`` covers the spectrum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_option
+from ._base import _HeatEmbedding
+
+__all__ = ["DiffusionMap"]
+
+COORDINATES = ("symmetric", "markov")
+
+
+class DiffusionMap(_HeatEmbedding):
+    r"""Diffusion-map embedding, dense (Algorithm 3) or from FLGP eigenpairs (linear in n).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        ``k``, the embedding dimension.
+    method : {"dense", "flgp"}, default="dense"
+        "dense": Gilbert and O'Neill's Algorithms 1-3 on the full ``n x n`` affinity
+        (``O(n^2)`` memory; for n up to ~10,000). "flgp": the FLGP engine's eigenpairs
+        (SE cross kernel, k-means induced points; ``mu = 1 - λ``), linear in ``n``.
+    epsilon : float, optional
+        ``epsilon`` in ``exp(-|x - y|^2 / epsilon)``. Default: the mean squared distance of
+        each point to its 10 nearest neighbours (dense;
+        :func:`flgp.graph.affinity.default_epsilon`), or the FLGP rule (mean squared
+        distance to the ``n_neighbors`` nearest induced points).
+    t : float or "auto", default="auto"
+        Diffusion time: the power of the eigenvalues. "auto" picks the smallest integer
+        ``t`` at which the left-out components carry at most 10% of the diffusion
+        variance (:func:`flgp.embedding.auto_diffusion_time`); the same rule as
+        :class:`GPEmbedding`, whose sketch of ``A^t`` approximates the same distance.
+    normalization : {"symmetric", "bistochastic"}, optional
+        Dense: Algorithm 1 (default) or Algorithm 2. FLGP's operator is bistochastic by
+        construction (default and only choice for ``method="flgp"``).
+    alpha : float, optional
+        Dense only: density normalisation ``K / (q_i q_j)^alpha`` before the final step;
+        default 1 for "symmetric" (Algorithm 1), 0 for "bistochastic" (Algorithm 2).
+    coordinates : {"symmetric", "markov"}, default="symmetric"
+        "symmetric": eigenvectors ``phi`` of the symmetric operator (Algorithm 3).
+        "markov": right eigenvectors of the Markov matrix, ``psi = phi / sqrt(pi)``
+        (García-Heredia et al., eq. 19), whose distances are the diffusion distance of
+        their eq. (11). The two coincide up to ``sqrt(n)`` for a bistochastic operator.
+    tol, max_iter : float, int
+        Algorithm 2's tolerance ``delta`` and iteration cap (an error if not converged).
+    n_induced, n_neighbors, n_eigenpairs : int, optional
+        FLGP: ``s`` (default ``min(n, max(10, min(1000, n // 4)))``), ``r`` (3) and ``M``
+        eigenpairs computed (default ``min(100, s - 1)``). Dense: ``n_eigenpairs`` computed
+        (default ``k + 1``, or up to ``max(3 (k + 1), 30)`` for ``t="auto"``).
+    random_state : int, Generator or None
+        FLGP's k-means seeding.
+
+    Attributes
+    ----------
+    embedding_ : ndarray (n_samples, n_components)
+    eigenvalues_ : ndarray
+        ``mu_0 = 1 >= mu_1 >= ...`` of the operator (all computed ones).
+    t_ : float
+        The diffusion time used.
+    epsilon_ : float
+        The kernel scale used.
+    n_iter_ : int
+        Iterations of Algorithm 2 (1 for Algorithm 1 and FLGP).
+
+    ``transform`` embeds new points through the Nyström extension
+    ``phi_l(x) = a(x) . phi_l / mu_l`` (dense) or the FLGP out-of-sample map; a fitted point
+    gets back its own row of ``embedding_``.
+    """
+
+    def __init__(self, n_components=2, *, method="dense", epsilon=None, t="auto",
+                 normalization=None, alpha=None, coordinates="symmetric", tol=1e-8,
+                 max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
+                 random_state=None):
+        self.n_components = n_components
+        self.method = method
+        self.epsilon = epsilon
+        self.t = t
+        self.normalization = normalization
+        self.alpha = alpha
+        self.coordinates = coordinates
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_induced = n_induced
+        self.n_neighbors = n_neighbors
+        self.n_eigenpairs = n_eigenpairs
+        self.random_state = random_state
+
+    def _coordinates(self, phi, log_degree):
+        k = self.n_components
+        mu = self._spectrum.mu[1:k + 1]
+        Y = phi[:, 1:k + 1] * (mu ** self.t_)[None, :]
+        if self.coordinates == "markov":
+            Y = Y / np.sqrt(self._pi_of(phi, log_degree))[:, None]
+        return Y
+
+    def _pi_of(self, phi, log_degree):
+        """Stationary weights ``pi`` of points (fitted or new)."""
+        aff = self._spectrum.affinity
+        if aff is None or aff.normalization == "bistochastic":
+            return np.full(phi.shape[0], 1.0 / self._spectrum.phi.shape[0])
+        return np.exp(log_degree - self._log_total_degree)
+
+    def fit_transform(self, X, y=None):
+        check_option(self.coordinates, "coordinates", COORDINATES)
+        X, k, spec = self._fit_spectrum(X)
+        log_degree = None
+        if spec.affinity is not None:
+            log_degree = np.log(spec.affinity.degrees)
+            self._log_total_degree = float(np.log(np.sum(spec.affinity.degrees)))
+        self.embedding_ = self._coordinates(spec.phi, log_degree)
+        return self.embedding_
+
+    def transform(self, X):
+        X = self._check_transform_X(X)
+        phi, log_degree = self._spectrum.extend(X)
+        return self._coordinates(phi, log_degree)

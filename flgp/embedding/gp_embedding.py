@@ -1,0 +1,142 @@
+r"""Gaussian-process embeddings (Gilbert and O'Neill, Algorithms 4-5).
+
+``Y = A^t G / sqrt(k)`` with ``G`` an ``n x k`` matrix of i.i.d. ``N(0, 1)`` (Algorithm 4)
+or symmetric Bernoulli ``±1`` entries (Algorithm 5): ``k`` independent draws of a random
+process with covariance ``A^{2t}``. By Proposition 3.2 / 4.1,
+``E |y_i - y_j|^2 = |a^{(t)}_i - a^{(t)}_j|^2``, the squared diffusion distance, for any
+``k``; the spread around it shrinks like ``1 / sqrt(k)`` (Theorem 3.3).
+
+With FLGP eigenpairs ``A^t = Phi diag(mu^t) Phi^T`` (``M`` terms), so
+``Y = Phi diag(mu^t) Xi / sqrt(k)`` with ``Xi = Phi^T G`` (``M x k``): for Gaussian ``G``,
+``Xi`` has i.i.d. ``N(0, 1)`` entries and is drawn directly; for Bernoulli ``G`` it is
+computed from ``G`` in chunks. Cost ``O(n M k)``, linear in ``n``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .._validation import check_option, check_random_state
+from ._base import _HeatEmbedding
+
+__all__ = ["GPEmbedding", "SKETCHES"]
+
+SKETCHES = ("gaussian", "rademacher")
+
+
+def sketch_matrix(shape, sketch: str, rng: np.random.Generator) -> np.ndarray:
+    """``G``: i.i.d. ``N(0, 1)`` ("gaussian") or ``±1`` with probability 1/2 each
+    ("rademacher", the paper's symmetric Bernoulli)."""
+    if sketch == "gaussian":
+        return rng.standard_normal(shape)
+    return rng.integers(0, 2, size=shape).astype(np.float64) * 2.0 - 1.0
+
+
+class GPEmbedding(_HeatEmbedding):
+    r"""Gaussian-process embedding: a sketch of the heat kernel ``A^t``.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        ``k``, the number of sketch columns (embedding dimension).
+    method : {"dense", "flgp"}, default="dense"
+        "dense": Algorithms 1-2 and 4-5 exactly (``t`` products with the ``n x n``
+        affinity; ``t`` must then be an integer). "flgp": the FLGP engine's eigenpairs,
+        linear in ``n`` (any ``t > 0``).
+    epsilon, t, normalization, alpha, tol, max_iter, n_induced, n_neighbors, n_eigenpairs :
+        As in :class:`DiffusionMap`; ``t`` is the paper's power ``p`` (so both embeddings
+        approximate the diffusion distance at the same ``t``).
+    sketch : {"gaussian", "rademacher"}, default="gaussian"
+        Algorithm 4 (Gaussian) or Algorithm 5 (symmetric Bernoulli).
+    random_state : int, Generator or None
+        Seeds the sketch (and FLGP's k-means).
+
+    Attributes
+    ----------
+    embedding_ : ndarray (n_samples, n_components)
+    eigenvalues_ : ndarray
+        Computed eigenvalues of the operator (FLGP, or dense with ``t="auto"``).
+    t_, epsilon_ : float
+    n_iter_ : int
+        Iterations of Algorithm 2 (1 for Algorithm 1 and FLGP).
+    sketch_coefficients_ : ndarray (M, k)
+        FLGP: ``Xi / sqrt(k)``, so that ``Y = Phi diag(mu^t) Xi / sqrt(k)``.
+
+    ``transform(X)`` gives ``a(x) A^{t-1} G / sqrt(k)`` (dense: the new points' affinity
+    rows, built with the fitted cloud's normalisation) or ``phi(x) diag(mu^t) Xi /
+    sqrt(k)`` (FLGP); a fitted point gets back its own row of ``embedding_``.
+    """
+
+    def __init__(self, n_components=2, *, method="dense", epsilon=None, t="auto",
+                 normalization=None, alpha=None, sketch="gaussian", tol=1e-8,
+                 max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
+                 random_state=None):
+        self.n_components = n_components
+        self.method = method
+        self.epsilon = epsilon
+        self.t = t
+        self.normalization = normalization
+        self.alpha = alpha
+        self.sketch = sketch
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_induced = n_induced
+        self.n_neighbors = n_neighbors
+        self.n_eigenpairs = n_eigenpairs
+        self.random_state = random_state
+
+    _dense_cost_grows_with_t = True
+    _components_are_eigenvectors = False
+
+    def _check_dense_power(self):
+        t = self.t
+        if self.method == "dense" and not (isinstance(t, str)) and (
+                not isinstance(t, numbers.Real) or float(t) != int(t)):
+            raise ValueError(f"method='dense' takes integer powers A^t (Algorithm 4); got "
+                             f"t={t!r}. Use an integer t, t='auto', or method='flgp' for "
+                             f"any t > 0.")
+
+    def _dense_eigenpairs_without_auto(self, k: int):
+        return None                     # products with A only: no eigendecomposition
+
+    def fit_transform(self, X, y=None):
+        check_option(self.sketch, "sketch", SKETCHES)
+        self._check_dense_power()
+        X, k, spec = self._fit_spectrum(X)
+        rng = check_random_state(self.random_state)
+        if self.method == "flgp":
+            self.sketch_coefficients_ = self._flgp_coefficients(spec.phi, k, rng)
+            self._weights = spec.mu ** self.t_
+            self.embedding_ = (spec.phi * self._weights[None, :]) @ self.sketch_coefficients_
+            return self.embedding_
+        A = spec.affinity.matrix
+        steps = int(round(self.t_))
+        H = sketch_matrix((X.shape[0], k), self.sketch, rng) / np.sqrt(k)
+        for _ in range(steps - 1):
+            H = A @ H
+        self._propagated = H                      # A^{t-1} G / sqrt(k)
+        self.embedding_ = A @ H
+        return self.embedding_
+
+    def _flgp_coefficients(self, phi, k, rng, chunk: int = 65536):
+        M = phi.shape[1]
+        if self.sketch == "gaussian":
+            xi = rng.standard_normal((M, k))
+        else:
+            xi = np.zeros((M, k))
+            for start in range(0, phi.shape[0], chunk):
+                stop = min(phi.shape[0], start + chunk)
+                xi += phi[start:stop].T @ sketch_matrix((stop - start, k), self.sketch, rng)
+        return xi / np.sqrt(k)
+
+    def transform(self, X):
+        X = self._check_transform_X(X)
+        if self.method == "flgp":
+            phi, _ = self._spectrum.extend(X)
+            return (phi * self._weights[None, :]) @ self.sketch_coefficients_
+        out = np.empty((X.shape[0], self.n_components))
+        for start, stop, rows, _ in self._spectrum.affinity.rows(X):
+            out[start:stop] = rows @ self._propagated
+        return out
