@@ -93,6 +93,28 @@ def check_random_state(random_state) -> np.random.Generator:
                     f"{random_state!r}.")
 
 
+def count_distinct_rows(X: np.ndarray, chunk: int = 65536) -> int:
+    """The number of distinct rows of a float array, in ``O(n p + n log n)``.
+
+    Each row's bit pattern is hashed with exact modular integer arithmetic (the same row
+    always gets the same hash, whatever the memory layout); only rows whose hash is shared
+    are then compared exactly. ``-0.0`` and ``0.0`` count as equal, as in ``np.unique``.
+    """
+    n, p = X.shape
+    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=p, dtype=np.uint64) | 1
+    h = np.empty(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for start in range(0, n, chunk):
+            bits = (X[start:start + chunk] + 0.0).view(np.uint64)
+            h[start:start + chunk] = (bits * mult[None, :]).sum(axis=1, dtype=np.uint64)
+    _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
+    shared = counts[inverse] > 1
+    if not shared.any():
+        return n
+    cand = X[shared] + 0.0
+    return int(n - shared.sum() + np.unique(cand, axis=0).shape[0])
+
+
 def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.5) -> None:
     """Raise if more than ``max_fraction`` of the rows of ``X`` are exact duplicates.
 
@@ -100,7 +122,7 @@ def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.
     collapses onto a few nodes.
     """
     n = X.shape[0]
-    n_unique = np.unique(X, axis=0).shape[0] if n <= 2_000_000 else n
+    n_unique = count_distinct_rows(X)
     if n_unique < 2:
         raise ValueError(f"{name} has only {n_unique} distinct point(s); a heat kernel needs a "
                          f"cloud of at least two distinct points.")

@@ -166,3 +166,14 @@ def test_row_with_no_reachable_induced_point_is_an_error():
         transition_rows(log_k, idx, log_colsum)
     rows = transition_rows(log_k[:1], idx[:1], log_colsum)
     np.testing.assert_allclose(rows.sum(1), 1.0)
+
+
+@pytest.mark.parametrize("p", [1, 3, 40])
+def test_count_distinct_rows_matches_numpy_unique(rng, p):
+    from flgp._validation import count_distinct_rows
+
+    X = rng.integers(-2, 3, size=(3000, p)).astype(np.float64)   # many repeated rows
+    X[::7] *= -1.0                                              # introduces -0.0 entries
+    assert count_distinct_rows(X) == np.unique(X, axis=0).shape[0]
+    Y = rng.standard_normal((500, p))
+    assert count_distinct_rows(np.r_[Y, Y[:40]]) == 500
