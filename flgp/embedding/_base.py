@@ -164,7 +164,7 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
         ep = compute_eigenpairs(X, method="flgp", kernel="se", subsample="kmeans",
                                 n_induced=est.n_induced, n_eigenpairs=n_eig,
                                 n_neighbors=est.n_neighbors, bandwidth=bandwidth,
-                                random_state=est.random_state)
+                                random_state=est.random_state, backend=est.backend)
     if ep.n_components > 1:
         raise ValueError(
             f"the FLGP graph falls apart into {ep.n_components} connected components; the "

@@ -56,6 +56,8 @@ class DiffusionMap(_HeatEmbedding):
         FLGP: ``s`` (default ``min(n, max(10, min(1000, n // 4)))``), ``r`` (3) and ``M``
         eigenpairs computed (default ``min(100, s - 1)``). Dense: ``n_eigenpairs`` computed
         (default ``k + 1``, or up to ``max(3 (k + 1), 30)`` for ``t="auto"``).
+    backend : {"auto", "torch", "keops"}, default="auto"
+        FLGP's distance work (:mod:`flgp.backends`).
     random_state : int, Generator or None
         FLGP's k-means seeding.
 
@@ -79,7 +81,7 @@ class DiffusionMap(_HeatEmbedding):
     def __init__(self, n_components=2, *, method="dense", epsilon=None, t="auto",
                  normalization=None, alpha=None, coordinates="symmetric", tol=1e-8,
                  max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
-                 random_state=None):
+                 backend="auto", random_state=None):
         self.n_components = n_components
         self.method = method
         self.epsilon = epsilon
@@ -92,6 +94,7 @@ class DiffusionMap(_HeatEmbedding):
         self.n_induced = n_induced
         self.n_neighbors = n_neighbors
         self.n_eigenpairs = n_eigenpairs
+        self.backend = backend
         self.random_state = random_state
 
     def _coordinates(self, phi, log_degree):

@@ -45,7 +45,8 @@ class GPEmbedding(_HeatEmbedding):
         "dense": Algorithms 1-2 and 4-5 exactly (``t`` products with the ``n x n``
         affinity; ``t`` must then be an integer). "flgp": the FLGP engine's eigenpairs,
         linear in ``n`` (any ``t > 0``).
-    epsilon, t, normalization, alpha, tol, max_iter, n_induced, n_neighbors, n_eigenpairs :
+    epsilon, t, normalization, alpha, tol, max_iter, n_induced, n_neighbors, n_eigenpairs,
+    backend :
         As in :class:`DiffusionMap`; ``t`` is the paper's power ``p`` (so both embeddings
         approximate the diffusion distance at the same ``t``).
     sketch : {"gaussian", "rademacher"}, default="gaussian"
@@ -72,7 +73,7 @@ class GPEmbedding(_HeatEmbedding):
     def __init__(self, n_components=2, *, method="dense", epsilon=None, t="auto",
                  normalization=None, alpha=None, sketch="gaussian", tol=1e-8,
                  max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
-                 random_state=None):
+                 backend="auto", random_state=None):
         self.n_components = n_components
         self.method = method
         self.epsilon = epsilon
@@ -85,6 +86,7 @@ class GPEmbedding(_HeatEmbedding):
         self.n_induced = n_induced
         self.n_neighbors = n_neighbors
         self.n_eigenpairs = n_eigenpairs
+        self.backend = backend
         self.random_state = random_state
 
     _dense_cost_grows_with_t = True

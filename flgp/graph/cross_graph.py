@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..backends import BACKENDS
 from .._validation import (check_duplicates, check_int, check_option, check_points,
                            check_positive)
 from .cross_kernel import default_bandwidth, lae_weights, se_log_weights
@@ -56,6 +57,7 @@ class CrossGraph:
     transition: CrossTransition
     log_colsum: np.ndarray
     lae_regularization: float = 0.0
+    backend: str = "auto"
 
     @property
     def n_samples(self) -> int:
@@ -84,7 +86,8 @@ class CrossGraph:
         if X_new.shape[1] != self.landmarks.points.shape[1]:
             raise ValueError(f"X has {X_new.shape[1]} features but the graph was built on "
                              f"{self.landmarks.points.shape[1]}.")
-        idx, sq = nearest_landmarks(X_new, self.landmarks.points, self.n_neighbors)
+        idx, sq = nearest_landmarks(X_new, self.landmarks.points, self.n_neighbors,
+                                    backend=self.backend)
         log_k = self._log_kernel(X_new, idx, sq)
         return idx, transition_rows(log_k, idx, self.log_colsum, self._log_sizes())
 
@@ -99,7 +102,8 @@ class CrossGraph:
 def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str = "kmeans",
                       kernel: str = "lae", bandwidth: float | None = None,
                       bandwidth_scale: float = 1.0, lae_regularization: float = 1e-3,
-                      random_state=None, kmeans_iter: int | None = None) -> CrossGraph:
+                      random_state=None, kmeans_iter: int | None = None,
+                      backend: str = "auto") -> CrossGraph:
     """Steps 1-4 of FLGP: induced points, sparse cross kernel, ``Z``, ``A`` and ``Λ``.
 
     Parameters
@@ -123,6 +127,9 @@ def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str
         gives a point that coincides with an induced point (every induced point under random
         subsampling) weight 1 on it alone, which splits the graph into many pieces.
     random_state : int, Generator or None
+    backend : {"auto", "torch", "keops"}, default="auto"
+        Who does the distance work (k-means assignments, nearest induced points); see
+        :mod:`flgp.backends`.
     """
     X = check_points(X)
     n = X.shape[0]
@@ -137,12 +144,14 @@ def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str
     if not (np.isfinite(lae_regularization) and lae_regularization >= 0):
         raise ValueError(f"lae_regularization must be a finite number >= 0; got "
                          f"{lae_regularization}.")
+    check_option(backend, "backend", BACKENDS)
     check_duplicates(X)
     if subsample == "random":
         landmarks = random_landmarks(X, s, random_state)
     else:
-        landmarks = kmeans_centres(X, s, random_state=random_state, n_iter=kmeans_iter)
-    idx, sq = nearest_landmarks(X, landmarks.points, r)
+        landmarks = kmeans_centres(X, s, random_state=random_state, n_iter=kmeans_iter,
+                                   backend=backend)
+    idx, sq = nearest_landmarks(X, landmarks.points, r, backend=backend)
     sizes = None
     if subsample == "kmeans":
         sizes = np.bincount(idx[:, 0], minlength=s)
@@ -158,4 +167,5 @@ def build_cross_graph(X, *, n_induced: int, n_neighbors: int = 3, subsample: str
     transition, log_colsum = cross_transition(log_k, idx, s, sizes)
     return CrossGraph(landmarks=landmarks, kernel=kernel, n_neighbors=r, bandwidth=bandwidth,
                       indices=idx, sq_distances=sq, sizes=sizes, transition=transition,
-                      log_colsum=log_colsum, lae_regularization=float(lae_regularization))
+                      log_colsum=log_colsum, lae_regularization=float(lae_regularization),
+                      backend=backend)

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 
 from scipy.spatial import cKDTree
+
+from ..backends import keops_nearest, resolve_backend
 from sklearn.cluster import kmeans_plusplus
 
 from .._validation import check_random_state
@@ -42,7 +44,8 @@ def random_landmarks(X: np.ndarray, n_induced: int, random_state=None) -> Landma
 
 def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
                    n_iter: int | None = None,
-                   max_fit_samples: int | None = None, dtype=torch.float32) -> Landmarks:
+                   max_fit_samples: int | None = None, dtype=torch.float32,
+                   backend: str = "auto") -> Landmarks:
     """k-means centres by Lloyd's algorithm with k-means++ seeding.
 
     Parameters
@@ -58,6 +61,8 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     max_fit_samples : int, optional
         Fit on a uniform subsample of this many points when ``n`` is larger. Default
         ``max(20 * s, 20000)``.
+    backend : {"auto", "torch", "keops"}, default="auto"
+        Who computes the assignments (:mod:`flgp.backends`).
 
     Notes
     -----
@@ -84,8 +89,15 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
     if n_iter is None:
         n_iter = 20 if Xf.shape[1] <= KDTREE_MAX_DIM else 10
+    if resolve_backend(backend) == "keops" and keops_nearest(C0[:2], C0, 1) is not None:
+        def assign(Xc, C):
+            return keops_nearest(Xc, C, 1)[:, 0]
+        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign) + centre,
+                         method="kmeans")
     if Xf.shape[1] <= KDTREE_MAX_DIM:
-        return Landmarks(points=_lloyd_kdtree(Xf - centre, C0, n_iter) + centre,
+        def assign(Xc, C):
+            return cKDTree(C).query(Xc, k=1, workers=2)[1]
+        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign) + centre,
                          method="kmeans")
     Xt = torch.from_numpy(Xf - centre).to(dtype)
     C = torch.from_numpy(C0).to(dtype)
@@ -114,12 +126,13 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     return Landmarks(points=np.ascontiguousarray(centres), method="kmeans")
 
 
-def _lloyd_kdtree(X: np.ndarray, C: np.ndarray, n_iter: int) -> np.ndarray:
-    """Lloyd iterations with k-d tree assignments (low dimension)."""
+def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, assign) -> np.ndarray:
+    """Lloyd iterations with ``assign(X, C) -> nearest centre index`` (a k-d tree in low
+    dimension, or KeOps)."""
     s, p = C.shape
     prev = None
     for _ in range(n_iter):
-        lab = cKDTree(C).query(X, k=1, workers=2)[1]
+        lab = assign(X, C)
         counts = np.bincount(lab, minlength=s)
         nonempty = counts > 0
         for d in range(p):

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
+from ..backends import keops_nearest, resolve_backend
+
 __all__ = ["nearest_landmarks", "pairwise_sq_distances"]
 
 # number of distance entries (rows x landmarks) computed at once
@@ -29,7 +31,8 @@ def pairwise_sq_distances(X: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
 
 
 def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
-                      search_dtype=torch.float32) -> tuple[np.ndarray, np.ndarray]:
+                      search_dtype=torch.float32,
+                      backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
     """Indices and exact squared distances of each point's ``n_neighbors`` nearest landmarks.
 
     Parameters
@@ -40,6 +43,9 @@ def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         ``r``, at most ``s``.
     search_dtype : torch.dtype, default=torch.float32
         Precision of the distance GEMM used only to *rank* candidates.
+    backend : {"auto", "torch", "keops"}, default="auto"
+        Who ranks the candidates (:mod:`flgp.backends`); the returned squared distances are
+        exact float64 whatever the backend.
 
     Returns
     -------
@@ -50,13 +56,13 @@ def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
     """
     n, s = X.shape[0], U.shape[0]
     r = int(n_neighbors)
+    if resolve_backend(backend) == "keops":
+        indices = keops_nearest(X, U, r)
+        if indices is not None:
+            return _sorted_exact(X, U, indices)
     if X.shape[1] <= KDTREE_MAX_DIM:
         _, indices = cKDTree(U).query(X, k=r, workers=2)
-        indices = np.asarray(indices, dtype=np.int64).reshape(n, r)
-        sq = _exact_sq_distances(X, U, indices)
-        order = np.argsort(sq, axis=1, kind="stable")
-        return (np.take_along_axis(indices, order, axis=1),
-                np.take_along_axis(sq, order, axis=1))
+        return _sorted_exact(X, U, np.asarray(indices, dtype=np.int64).reshape(n, r))
     # centre both sets on the landmarks' mean: the GEMM identity loses digits far from 0
     centre = U.mean(axis=0, keepdims=True)
     Ut = torch.from_numpy(U - centre).to(search_dtype)
@@ -72,11 +78,14 @@ def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         else:
             idx = torch.topk(d2, r, dim=1, largest=False, sorted=False).indices
         indices[start:stop] = idx.numpy()
+    return _sorted_exact(X, U, indices)
+
+
+def _sorted_exact(X: np.ndarray, U: np.ndarray, indices: np.ndarray):
+    """Exact float64 squared distances of the kept pairs, each row sorted by them."""
     sq = _exact_sq_distances(X, U, indices)
     order = np.argsort(sq, axis=1, kind="stable")
-    indices = np.take_along_axis(indices, order, axis=1)
-    sq = np.take_along_axis(sq, order, axis=1)
-    return indices, sq
+    return np.take_along_axis(indices, order, axis=1), np.take_along_axis(sq, order, axis=1)
 
 
 def _exact_sq_distances(X: np.ndarray, U: np.ndarray, indices: np.ndarray) -> np.ndarray:

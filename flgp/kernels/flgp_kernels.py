@@ -16,7 +16,7 @@ class HeatKernelFLGP(HeatKernel):
     X : array-like (n_samples, n_features)
         Every point, labelled and unlabelled.
     n_induced, n_eigenpairs, n_neighbors, subsample, kernel, bandwidth, bandwidth_scale,
-    lae_regularization, spectrum, random_state :
+    lae_regularization, spectrum, random_state, backend :
         Engine options, see :func:`flgp.spectral.compute_eigenpairs`.
     **kwargs :
         ``diffusion_time``, ``diffusion_time_prior``, ``diffusion_time_constraint`` and the
@@ -25,13 +25,14 @@ class HeatKernelFLGP(HeatKernel):
 
     def __init__(self, X, *, n_induced=None, n_eigenpairs=None, n_neighbors=3,
                  subsample="kmeans", kernel="lae", bandwidth=None, bandwidth_scale=1.0,
-                 lae_regularization=1e-3, spectrum="one_step", random_state=None, **kwargs):
+                 lae_regularization=1e-3, spectrum="one_step", random_state=None,
+                 backend="auto", **kwargs):
         ep = compute_eigenpairs(X, method="flgp", n_induced=n_induced,
                                 n_eigenpairs=n_eigenpairs, n_neighbors=n_neighbors,
                                 subsample=subsample, kernel=kernel, bandwidth=bandwidth,
                                 bandwidth_scale=bandwidth_scale,
                                 lae_regularization=lae_regularization, spectrum=spectrum,
-                                random_state=random_state)
+                                random_state=random_state, backend=backend)
         super().__init__(ep, **kwargs)
 
 

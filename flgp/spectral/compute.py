@@ -29,7 +29,7 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
                        subsample: str = "kmeans", kernel: str = "lae",
                        bandwidth: float | None = None, bandwidth_scale: float = 1.0,
                        lae_regularization: float = 1e-3, spectrum: str = "one_step",
-                       random_state=None) -> Eigenpairs:
+                       random_state=None, backend: str = "auto") -> Eigenpairs:
     """Heat-kernel eigenpairs of the cloud ``X``.
 
     Parameters
@@ -52,6 +52,8 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     spectrum : {"one_step", "two_step"}, default="one_step"
         FLGP eigenvalue rule (see :mod:`flgp.spectral.flgp`).
     random_state : int, Generator or None
+    backend : {"auto", "torch", "keops"}, default="auto"
+        FLGP's distance work (:mod:`flgp.backends`); GLGP and Nyström are dense.
     """
     check_option(method, "method", METHODS)
     X = check_points(X)
@@ -71,5 +73,6 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     graph = build_cross_graph(X, n_induced=s, n_neighbors=n_neighbors, subsample=subsample,
                               kernel=kernel, bandwidth=bandwidth,
                               bandwidth_scale=bandwidth_scale,
-                              lae_regularization=lae_regularization, random_state=random_state)
+                              lae_regularization=lae_regularization, random_state=random_state,
+                              backend=backend)
     return flgp_eigenpairs(graph, M, spectrum=spectrum)

@@ -1,0 +1,97 @@
+"""Compute backends for the distance work of the engine: who finds each point's nearest
+induced points (and the k-means assignments).
+
+* ``"torch"`` — a k-d tree (scipy) up to 16 dimensions, chunked GEMM distances in torch
+  above; memory ``O(chunk x s)``.
+* ``"keops"`` — pykeops ``LazyTensor`` reductions (``argKmin`` over symbolic
+  ``|x - u|^2``): nothing of size ``n x s`` is ever stored; compiled on first use of each
+  formula (seconds, cached afterwards); runs on the GPU when pykeops finds CUDA.
+* ``"auto"`` (default) — keops when pykeops is installed *and* a CUDA device is present,
+  torch otherwise: on a CPU the k-d tree and the GEMM are as fast or faster (see
+  ``docs/benchmarks.md``).
+
+Asking for ``"keops"`` without a working pykeops falls back to torch with a one-line
+warning. Both backends rank candidates only; the engine recomputes the kept squared
+distances exactly in float64, so the backends agree to rounding.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+
+from .._validation import check_option
+
+__all__ = ["BACKENDS", "resolve_backend", "keops_available", "keops_nearest"]
+
+BACKENDS = ("auto", "torch", "keops")
+
+
+@functools.lru_cache(maxsize=1)
+def _keops_status() -> tuple[bool, str]:
+    try:
+        import pykeops  # noqa: F401
+        from pykeops.torch import LazyTensor  # noqa: F401
+    except Exception as exc:   # ImportError, or a broken installation
+        return False, f"pykeops is not usable ({type(exc).__name__}: {exc})"
+    return True, ""
+
+
+def keops_available() -> bool:
+    """Whether pykeops imports (compilation is tried at first use)."""
+    return _keops_status()[0]
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def resolve_backend(backend: str) -> str:
+    """``"auto" | "torch" | "keops"`` -> the backend that will run ("torch" or "keops")."""
+    check_option(backend, "backend", BACKENDS)
+    if backend == "torch":
+        return "torch"
+    if backend == "auto":      # pykeops is not even imported on a machine without CUDA
+        return "keops" if _cuda_available() and _keops_status()[0] else "torch"
+    ok, why = _keops_status()
+    if not ok:
+        warnings.warn(f"backend='keops' requested but {why}; using the torch backend "
+                      f"(pip install 'flgp[keops]').", RuntimeWarning, stacklevel=3)
+        return "torch"
+    return "keops"
+
+
+def keops_nearest(X: np.ndarray, U: np.ndarray, n_neighbors: int,
+                  chunk: int = 2_000_000) -> np.ndarray | None:
+    """Indices ``(n, r)`` of each row's ``r`` nearest rows of ``U`` by a KeOps
+    ``argKmin``, or ``None`` (after a one-line warning) when pykeops fails to compile or
+    run, so the caller can fall back to torch.
+
+    Distances are formed as ``sum (x - u)^2`` (no GEMM cancellation) in float32 on the
+    points centred on ``U``'s mean; rows are processed in chunks of ``chunk`` points.
+    """
+    import torch
+    from pykeops.torch import LazyTensor
+
+    device = "cuda" if _cuda_available() else "cpu"
+    centre = U.mean(axis=0, keepdims=True)
+    Ut = torch.from_numpy(np.ascontiguousarray(U - centre, dtype=np.float32)).to(device)
+    u = LazyTensor(Ut[None, :, :])
+    out = np.empty((X.shape[0], int(n_neighbors)), dtype=np.int64)
+    try:
+        for start in range(0, X.shape[0], chunk):
+            stop = min(X.shape[0], start + chunk)
+            Xt = torch.from_numpy(np.ascontiguousarray(X[start:stop] - centre,
+                                                       dtype=np.float32)).to(device)
+            d2 = ((LazyTensor(Xt[:, None, :]) - u) ** 2).sum(-1)
+            idx = d2.argKmin(int(n_neighbors), dim=1)
+            out[start:stop] = idx.reshape(stop - start, -1).long().cpu().numpy()
+    except Exception as exc:    # compilation or runtime failure inside KeOps
+        warnings.warn(f"pykeops failed ({type(exc).__name__}: {str(exc)[:200]}); using the "
+                      f"torch backend.", RuntimeWarning, stacklevel=3)
+        return None
+    return out

@@ -1,0 +1,72 @@
+"""The keops backend against the torch backend (k-d tree / GEMM) on small problems.
+
+KeOps compiles each new formula on first use (seconds, cached afterwards). These tests
+skip, saying why, only when pykeops cannot be imported; `.ci/run` installs it.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import flgp.backends as backends
+from flgp import compute_eigenpairs
+from flgp.graph import build_cross_graph, kmeans_centres, nearest_landmarks
+
+from conftest import assert_allclose_up_to_sign
+
+needs_keops = pytest.mark.skipif(not backends.keops_available(),
+                                 reason="pykeops is not installed or does not import "
+                                        "(pip install 'flgp[keops]')")
+
+
+def test_auto_is_torch_on_a_cpu_and_bad_names_are_errors():
+    if not backends._cuda_available():
+        assert backends.resolve_backend("auto") == "torch"
+    assert backends.resolve_backend("torch") == "torch"
+    with pytest.raises(ValueError, match="backend='gpu' is not supported"):
+        backends.resolve_backend("gpu")
+
+
+def test_keops_requested_without_pykeops_falls_back_with_a_warning(monkeypatch):
+    monkeypatch.setattr(backends, "_keops_status", lambda: (False, "pykeops is missing"))
+    with pytest.warns(RuntimeWarning, match="using the torch backend"):
+        assert backends.resolve_backend("keops") == "torch"
+
+
+@needs_keops
+@pytest.mark.parametrize("p", [3, 20])
+def test_nearest_landmarks_agree(rng, p):
+    X = rng.standard_normal((3000, p))
+    U = rng.standard_normal((200, p))
+    i_t, d_t = nearest_landmarks(X, U, 3, backend="torch")
+    i_k, d_k = nearest_landmarks(X, U, 3, backend="keops")
+    np.testing.assert_array_equal(i_k, i_t)
+    np.testing.assert_allclose(d_k, d_t, rtol=1e-6, atol=1e-6)
+
+
+@needs_keops
+def test_kmeans_agrees(rng):
+    X = rng.standard_normal((4000, 3))
+    c_t = kmeans_centres(X, 40, random_state=0, backend="torch").points
+    c_k = kmeans_centres(X, 40, random_state=0, backend="keops").points
+    np.testing.assert_allclose(c_k, c_t, atol=1e-6)
+
+
+@needs_keops
+def test_engine_eigenpairs_agree(rng):
+    th = rng.uniform(0, 2 * np.pi, 3000)
+    X = np.c_[np.cos(th), np.sin(th), 0.3 * np.cos(3 * th)]
+    kw = dict(n_induced=150, n_eigenpairs=12, kernel="se", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # no silent fall-back
+        e_k = compute_eigenpairs(X, backend="keops", **kw)
+    e_t = compute_eigenpairs(X, backend="torch", **kw)
+    np.testing.assert_allclose(e_k.eigenvalues, e_t.eigenvalues, atol=1e-6)
+    assert_allclose_up_to_sign(e_k.eigenvectors, e_t.eigenvectors, atol=1e-6)
+    g = build_cross_graph(X, n_induced=150, kernel="se", random_state=0, backend="keops")
+    idx, vals = g.transition_rows(X[:100] + 0.01)
+    g_t = build_cross_graph(X, n_induced=150, kernel="se", random_state=0, backend="torch")
+    idx_t, vals_t = g_t.transition_rows(X[:100] + 0.01)
+    np.testing.assert_array_equal(idx, idx_t)
+    np.testing.assert_allclose(vals, vals_t, atol=1e-6)
