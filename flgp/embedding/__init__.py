@@ -4,12 +4,16 @@
   FLGP eigenpairs;
 * :class:`GPEmbedding` - Gaussian-process embeddings, a sketch of the heat kernel
   (Algorithms 4-5), dense or from FLGP eigenpairs;
+* :class:`DeepDiffusionMap` - a network trained to output the diffusion map
+  (García-Heredia et al.), for points inside and outside the training sample;
 * :mod:`~flgp.embedding.metrics` - bi-Lipschitz distortion, diffusion distances, MRE.
 """
 
 from . import metrics
 from ._base import auto_diffusion_time
+from .deep import DeepDiffusionMap, conv_network
 from .diffusion_map import DiffusionMap
 from .gp_embedding import GPEmbedding
 
-__all__ = ["DiffusionMap", "GPEmbedding", "auto_diffusion_time", "metrics"]
+__all__ = ["DiffusionMap", "GPEmbedding", "DeepDiffusionMap", "conv_network",
+           "auto_diffusion_time", "metrics"]

@@ -1,0 +1,536 @@
+"""Deep Diffusion Maps (García-Heredia, Alaíz and Fernández, papers/004).
+
+A neural network ``f_θ : R^D -> R^d`` is trained so that its output *is* the diffusion map
+(eq. 19) of the training sample, by minimising the unconstrained cost (38), which Theorem 4.1
+shows is minimised exactly by the diffusion map up to an orthogonal transform. No spectral
+decomposition is needed, neither to train nor to embed new points: ``transform`` is one
+forward pass.
+
+The diffusion quantities of the training sample (Sec. 2.2):
+
+* Gaussian kernel, eq. (5): ``K_ij = exp(-|x_i - x_j|^2 / (2 σ^2))``, σ the ``quantile`` of
+  the pairwise Euclidean distances (Sec. 5.1.3);
+* α-normalised kernel, eqs. (6)-(8): ``W = D_K^{-α} K D_K^{-α}``;
+* stationary distribution, eq. (10): ``π_i = d_i(W) / Σ_j d_j(W)``;
+* symmetric matrix, eq. (12): ``A = D_W^{-1/2} W D_W^{-1/2}`` (eigenvalue 1, eigenvector √π).
+
+Cost (38), for outputs ``f_i = f_θ(x_i)``::
+
+    J(θ) = Σ_i Σ_j ( √(π_i π_j) f_iᵀ f_j − [ (A^{2t})_ij − √(π_i π_j) ] )^2 .
+
+Numerically we form ``T = (A − √π √πᵀ)^{2t}``, which equals ``A^{2t} − √π √πᵀ`` exactly
+(√π is a unit eigenvector of the symmetric ``A`` with eigenvalue 1) but avoids the
+cancellation of two nearly equal numbers when ``λ_2^{2t}`` is small.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+import time
+
+import numpy as np
+from scipy.spatial.distance import pdist
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._validation import check_int, check_points, check_positive, check_random_state
+from ..graph.affinity import build_dense_affinity
+from ._base import _count_pieces
+
+__all__ = ["DeepDiffusionMap", "deep_diffusion_cost"]
+
+# Above this many pairs the distance quantile is estimated from a random sample of pairs.
+_MAX_EXACT_PAIRS = 20_000_000
+_N_SAMPLED_PAIRS = 5_000_000
+
+
+# ----------------------------------------------------------------------------------------
+# diffusion quantities of the training sample (float64)
+# ----------------------------------------------------------------------------------------
+
+def _distance_quantile(X: np.ndarray, quantile: float, rng: np.random.Generator) -> float:
+    """σ = the ``quantile`` of the pairwise Euclidean distances of ``X`` (Sec. 5.1.3).
+
+    Exact for up to 2·10^7 pairs; above that, estimated from 5·10^6 random pairs.
+    """
+    n = X.shape[0]
+    if n * (n - 1) // 2 <= _MAX_EXACT_PAIRS:
+        d = pdist(X)
+    else:
+        i = rng.integers(0, n, _N_SAMPLED_PAIRS)
+        j = rng.integers(0, n - 1, _N_SAMPLED_PAIRS)
+        j = j + (j >= i)                       # uniform over j != i
+        d = np.sqrt(np.sum((X[i] - X[j]) ** 2, axis=1))
+    return float(np.quantile(d, quantile))
+
+
+def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int):
+    """Stationary distribution π (eq. 10) and ``T = A^{2t} − √π√πᵀ`` (the target of cost
+    (38)) of the training sample, in float64.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    sigma : float
+        Width of the Gaussian kernel (5), ``exp(-|x − y|^2 / (2 σ^2))``.
+    alpha : float
+        Density normalisation exponent of eq. (6).
+    t : int
+        Diffusion steps.
+
+    Returns
+    -------
+    pi : ndarray of shape (n_samples,)
+    T : ndarray of shape (n_samples, n_samples), symmetric
+    n_components_graph : int
+        Number of connected components of the kernel graph (1 for a usable graph).
+    """
+    # eqs. (5)-(12) are the shared dense affinity with epsilon = 2 sigma^2 and this alpha
+    aff = build_dense_affinity(X, epsilon=2.0 * sigma ** 2, normalization="symmetric",
+                               alpha=alpha)
+    A = aff.matrix                                               # eq. (12)
+    pi = aff.degrees / aff.degrees.sum()                         # eq. (10)
+    u = np.sqrt(pi)
+    B = A - np.outer(u, u)                                       # deflate λ_1 = 1
+    B = 0.5 * (B + B.T)
+    T = np.linalg.matrix_power(B, 2 * t)                         # = A^{2t} − √π√πᵀ
+    T = 0.5 * (T + T.T)
+    return pi, T, _count_pieces(A)
+
+
+def deep_diffusion_cost(embedding, pi, T):
+    r"""Cost (38) of papers/004 for given outputs ``f_i`` (rows of ``embedding``).
+
+    .. math:: J = \sum_{i,j} \big(\sqrt{\pi_i\pi_j}\, f_i^\top f_j
+              - [(A^{2t})_{ij} - \sqrt{\pi_i\pi_j}]\big)^2
+
+    Parameters
+    ----------
+    embedding : array of shape (n_samples, n_components)
+    pi : array of shape (n_samples,)
+        Stationary distribution (eq. 10).
+    T : array of shape (n_samples, n_samples)
+        ``A^{2t} − √π√πᵀ`` as returned by :func:`diffusion_quantities`.
+
+    Returns
+    -------
+    float
+    """
+    F = np.asarray(embedding, dtype=np.float64)
+    s = np.sqrt(np.asarray(pi, dtype=np.float64))
+    G = (s[:, None] * F) @ (s[:, None] * F).T
+    return float(np.sum((G - np.asarray(T, dtype=np.float64)) ** 2))
+
+
+def _batch_loss(F, s, Tn):
+    """Mini-batch form of cost (38) used in training (torch).
+
+    ``s = √(n π)`` and ``Tn = n T`` are the training-sample quantities scaled by ``n`` so
+    that every term is O(1); the loss is the mean over the batch's pairs of
+    ``(s_i s_j f_iᵀ f_j − Tn_ij)^2 = n^2 × (summand of (38))``. On the full sample it equals
+    ``J`` exactly; on a random batch it is an estimate of ``J``.
+    """
+    G = (s[:, None] * F) @ (s[:, None] * F).T
+    return ((G - Tn) ** 2).mean()
+
+
+# ----------------------------------------------------------------------------------------
+# networks
+# ----------------------------------------------------------------------------------------
+
+def _dense_network(n_features: int, n_components: int, hidden_layer_sizes):
+    """Dense network of Sec. 5.1.2: hidden ReLU layers (128, 64, 32 by default) and a linear
+    output layer with ``n_components`` units."""
+    import torch.nn as nn
+
+    layers, width = [], n_features
+    for h in hidden_layer_sizes:
+        layers += [nn.Linear(width, int(h)), nn.ReLU()]
+        width = int(h)
+    layers.append(nn.Linear(width, n_components))
+    return nn.Sequential(*layers)
+
+
+def conv_network(n_components: int, image_shape=(28, 28), *, dropout: float = 0.0):
+    """Convolutional network of Sec. 5.1.2 (MNIST): three blocks of two 3×3 ReLU convolutions
+    (16, 16 / 32, 32 / 64, 64 filters) + 2×2 max pooling + dropout, a dense ReLU layer with
+    ``16 n_components`` units and a linear output layer with ``n_components`` units.
+
+    The input is a flat row of ``prod(image_shape)`` pixels (scikit-learn's 2-d ``X``); the
+    network reshapes it to ``(1, H, W)``. Pass it as ``DeepDiffusionMap(network=...)``.
+    """
+    import torch.nn as nn
+
+    h, w = (int(v) for v in image_shape)
+    layers, c_in = [nn.Unflatten(1, (1, h, w))], 1
+    for c in (16, 32, 64):
+        layers += [nn.Conv2d(c_in, c, 3, padding=1), nn.ReLU(),
+                   nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
+                   nn.MaxPool2d(2), nn.Dropout(dropout)]
+        c_in = c
+        h, w = h // 2, w // 2
+    layers += [nn.Flatten(), nn.Linear(c_in * h * w, 16 * n_components), nn.ReLU(),
+               nn.Linear(16 * n_components, n_components)]
+    return nn.Sequential(*layers)
+
+
+# ----------------------------------------------------------------------------------------
+# estimator
+# ----------------------------------------------------------------------------------------
+
+class DeepDiffusionMap(TransformerMixin, BaseEstimator):
+    r"""Deep Diffusion Maps: a network trained on cost (38) to output the diffusion map.
+
+    García-Heredia, Alaíz, Fernández, *Deep Diffusion Maps* (papers/004), Sec. 4: by
+    Theorem 4.1 the minimiser over ``Γ`` of
+    ``‖Π^{1/2} ΓᵀΓ Π^{1/2} − (A^{2t} − √π√πᵀ)‖_F^2`` is the ``d``-dimensional diffusion map
+    ``Ψ^{(t)}(x_k) = (λ_l^t φ_{l,k} / √π_k)_{l=2..d+1}`` (eq. 19) up to an orthogonal
+    transform; a network ``f_θ`` trained on the same cost (38) therefore approximates the
+    diffusion map at points inside and outside the training sample (eq. 39).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Embedding dimension ``d``.
+    quantile : float, default=5e-3
+        σ of the Gaussian kernel (5) is this quantile of the pairwise Euclidean distances of
+        the training points (Sec. 5.1.3; Table 1 uses 5e-3 and 3e-2).
+    sigma : float or None, default=None
+        Kernel width σ; overrides ``quantile`` when given.
+    alpha : float, default=1.0
+        Density normalisation exponent α of eq. (6) (1 removes the sampling density).
+    t : int, default=1
+        Diffusion steps.
+    network : torch.nn.Module, callable or None, default=None
+        ``None``: the dense network of Sec. 5.1.2 with ``hidden_layer_sizes``. A module:
+        trained from its current weights (a deep copy; the argument is never modified). A
+        callable: ``network(n_features, n_components)`` returns a fresh module, created
+        under ``random_state``. The module maps a ``(batch, n_features)`` tensor to
+        ``(batch, n_components)``; images enter as flat rows (see :func:`conv_network`).
+        Its parameter dtype (float32 or float64) is used for training.
+    hidden_layer_sizes : tuple of int, default=(128, 64, 32)
+        Widths of the ReLU layers of the default dense network.
+    standardize : bool, default=True
+        Feed the network z-scored features (mean and standard deviation of the training
+        points; the kernel always uses the raw ``X``).
+    batch_size : int, default=512
+        Mini-batch size (Sec. 5.1.3). Batches larger than the training split are full batch.
+    learning_rate : float, default=1e-2
+        Adam learning rate (Sec. 5.1.3).
+    max_epochs : int, default=5000
+        Epochs at most (the paper trains 5000 epochs on the synthetic sets).
+    patience : int or None, default=500
+        Stop when the validation cost has not improved by a relative ``tol`` for this many
+        epochs; the weights of the best epoch are kept. ``None`` trains ``max_epochs``.
+    tol : float, default=1e-4
+        Relative improvement of the validation cost that counts as progress.
+    validation_fraction : float, default=0.1
+        Fraction of the training points held out for early stopping (Sec. 5.1.3 uses 10%).
+        Their rows of ``A^{2t}`` come from the graph of all points passed to ``fit``; the
+        validation cost is estimated on the held-out × held-out block. 0 disables early
+        stopping (the last epoch's weights are kept).
+    device : str or None, default=None
+        Torch device for training and inference (``None``: CPU).
+    progress : bool, default=True
+        Show a tqdm bar over epochs (silent when not writing to a terminal).
+    random_state : int, numpy Generator or None, default=None
+        Seeds the validation split, the network initialisation and the batch order; fits
+        with the same integer are identical on CPU.
+
+    Attributes
+    ----------
+    network_ : torch.nn.Module
+        The trained network (eval mode).
+    sigma_ : float
+        Kernel width σ used.
+    stationary_distribution_ : ndarray of shape (n_samples,)
+        π of the training sample (eq. 10).
+    embedding_ : ndarray of shape (n_samples, n_components)
+        ``f_θ(X)`` for the training points (float64).
+    history_ : dict
+        ``"loss"`` (mean training mini-batch cost per epoch) and ``"val_loss"`` (the same
+        estimate of cost (38) on the validation × validation block; empty without
+        validation). Both are on the scale of the full-sample cost ``J``.
+    n_epochs_ : int
+        Epochs run. ``best_epoch_`` : int, the epoch whose weights were kept (1-based).
+    training_time_ : float
+        Seconds spent in the training loop.
+    n_features_in_ : int
+
+    Notes
+    -----
+    Memory and time are O(n^2) per fit for ``A^{2t}`` (formed once with ``log2(2t)``
+    dense products, never diagonalised); each epoch costs ``O(n b)`` plus the network.
+    The output is the diffusion map only up to an orthogonal transform (Theorem 4.1):
+    compare with distances (MRE, eq. 40) or after a Procrustes alignment.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp.embedding.deep import DeepDiffusionMap
+    >>> th = np.random.default_rng(0).uniform(0, 2 * np.pi, 200)
+    >>> X = np.c_[np.cos(th), np.sin(th), 0.1 * th]
+    >>> ddm = DeepDiffusionMap(2, quantile=0.05, t=1, max_epochs=50, progress=False,
+    ...                        random_state=0).fit(X)
+    >>> ddm.transform(X[:5]).shape
+    (5, 2)
+    """
+
+    def __init__(self, n_components=2, *, quantile=5e-3, sigma=None, alpha=1.0, t=1,
+                 network=None, hidden_layer_sizes=(128, 64, 32), standardize=True,
+                 batch_size=512, learning_rate=1e-2, max_epochs=5000, patience=500,
+                 tol=1e-4, validation_fraction=0.1, device=None, progress=True,
+                 random_state=None):
+        self.n_components = n_components
+        self.quantile = quantile
+        self.sigma = sigma
+        self.alpha = alpha
+        self.t = t
+        self.network = network
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.standardize = standardize
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.tol = tol
+        self.validation_fraction = validation_fraction
+        self.device = device
+        self.progress = progress
+        self.random_state = random_state
+
+    # -- validation ---------------------------------------------------------------------
+
+    def _check_params(self, n: int):
+        d = check_int(self.n_components, "n_components", low=1, high=n - 1,
+                      high_name="n_samples - 1",
+                      fix="The diffusion map of n points has at most n - 1 non-trivial "
+                          "coordinates; lower n_components or pass more points.")
+        if isinstance(self.quantile, bool) or not isinstance(self.quantile, numbers.Real) \
+                or not (0.0 < float(self.quantile) <= 1.0):
+            raise ValueError(f"quantile must be a number in (0, 1]; got {self.quantile!r}.")
+        check_positive(self.sigma, "sigma", allow_none=True)
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, numbers.Real) \
+                or not np.isfinite(self.alpha):
+            raise ValueError(f"alpha must be a finite real number (0, 0.5 and 1 are usual); "
+                             f"got {self.alpha!r}.")
+        check_int(self.t, "t", low=1)
+        check_int(self.batch_size, "batch_size", low=1)
+        check_positive(self.learning_rate, "learning_rate")
+        check_int(self.max_epochs, "max_epochs", low=1)
+        if self.patience is not None:
+            check_int(self.patience, "patience", low=1)
+        if isinstance(self.tol, bool) or not isinstance(self.tol, numbers.Real) \
+                or not (0.0 <= float(self.tol) < 1.0):
+            raise ValueError(f"tol must be a number in [0, 1); got {self.tol!r}.")
+        vf = self.validation_fraction
+        if isinstance(vf, bool) or not isinstance(vf, numbers.Real) or not 0.0 <= vf < 1.0:
+            raise ValueError(f"validation_fraction must be a number in [0, 1); got {vf!r}.")
+        if self.network is None:
+            sizes = self.hidden_layer_sizes
+            if isinstance(sizes, numbers.Integral):
+                sizes = (sizes,)
+            try:
+                sizes = tuple(sizes)
+            except TypeError:
+                raise TypeError(f"hidden_layer_sizes must be a tuple of positive integers; "
+                                f"got {self.hidden_layer_sizes!r}.") from None
+            for h in sizes:
+                check_int(h, "each entry of hidden_layer_sizes", low=1)
+        return d
+
+    def _make_network(self, n_features: int, d: int):
+        import torch.nn as nn
+
+        if self.network is None:
+            sizes = self.hidden_layer_sizes
+            sizes = (sizes,) if isinstance(sizes, numbers.Integral) else tuple(sizes)
+            return _dense_network(n_features, d, sizes)
+        if isinstance(self.network, nn.Module):
+            return copy.deepcopy(self.network)
+        if callable(self.network):
+            net = self.network(n_features, d)
+            if not isinstance(net, nn.Module):
+                raise TypeError(f"network(n_features, n_components) must return a "
+                                f"torch.nn.Module; got {type(net).__name__}.")
+            return net
+        raise TypeError(f"network must be None, a torch.nn.Module or a callable "
+                        f"(n_features, n_components) -> Module; got {self.network!r}.")
+
+    # -- fit ----------------------------------------------------------------------------
+
+    def fit(self, X, y=None):
+        """Train the network on cost (38) of the training sample ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        import torch
+        from tqdm.auto import tqdm
+
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        X = check_points(X, min_samples=3)
+        n, p = X.shape
+        d = self._check_params(n)
+        t = int(self.t)
+        rng = check_random_state(self.random_state)
+
+        sigma = (float(self.sigma) if self.sigma is not None
+                 else _distance_quantile(X, float(self.quantile), rng))
+        if not sigma > 0.0:
+            raise ValueError(f"sigma is 0: the {self.quantile} quantile of the pairwise "
+                             f"distances is zero because of duplicate points. Remove "
+                             f"duplicates, raise quantile or pass sigma.")
+        pi, T, n_comp = diffusion_quantities(X, sigma, float(self.alpha), t)
+        if n_comp > 1:
+            raise ValueError(f"the kernel graph (sigma={sigma:.4g}) falls apart into "
+                             f"{n_comp} connected components (kernel entries between them "
+                             f"underflow to 0); its diffusion map, the minimiser of cost "
+                             f"(38), is then not unique. Raise quantile or sigma, or embed "
+                             f"each piece separately.")
+
+        # validation split
+        n_val = int(round(float(self.validation_fraction) * n))
+        if float(self.validation_fraction) > 0 and n_val < 2:
+            n_val = 2 if n >= 4 else 0
+        perm = rng.permutation(n)
+        val_idx, train_idx = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+        seed = int(rng.integers(0, 2**31 - 1))
+
+        if self.standardize:
+            mean = X[train_idx].mean(axis=0)
+            scale = X[train_idx].std(axis=0)
+            scale[scale <= 1e-12 * max(1.0, float(np.abs(X).max()))] = 1.0
+        else:
+            mean, scale = np.zeros(p), np.ones(p)
+
+        device = torch.device("cpu" if self.device is None else self.device)
+        t0 = time.perf_counter()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            net = self._make_network(p, d).to(device)
+            params = [q for q in net.parameters() if q.requires_grad]
+            if not params:
+                raise ValueError("network has no trainable parameters.")
+            dtype = params[0].dtype
+            if not dtype.is_floating_point:
+                raise TypeError(f"network parameters must be floating point; got {dtype}.")
+            Xt = torch.as_tensor((X - mean) / scale, dtype=dtype, device=device)
+            s = torch.as_tensor(np.sqrt(n * pi), dtype=dtype, device=device)
+            Tn = torch.as_tensor(n * T, dtype=dtype, device=device)
+            tr = torch.as_tensor(train_idx, device=device)
+            va = torch.as_tensor(val_idx, device=device)
+            T_val = Tn.index_select(0, va).index_select(1, va)
+            gen = torch.Generator().manual_seed(seed)
+
+            with torch.no_grad():
+                out = net.eval()(Xt[:2])
+            if out.ndim != 2 or out.shape[1] != d:
+                raise ValueError(f"network output has shape {tuple(out.shape)} for 2 inputs; "
+                                 f"expected (2, {d}) = (batch, n_components).")
+
+            opt = torch.optim.Adam(params, lr=float(self.learning_rate))
+            bs = int(self.batch_size)
+            history = {"loss": [], "val_loss": []}
+            best, best_epoch, best_state, wait = np.inf, 0, None, 0
+            bar = tqdm(range(int(self.max_epochs)), disable=None if self.progress else True,
+                       desc="DeepDiffusionMap", unit="epoch", leave=False)
+            epoch = 0
+            for epoch in bar:
+                net.train()
+                order = tr[torch.randperm(len(tr), generator=gen).to(device)]
+                total, count = 0.0, 0
+                for b in order.split(bs):
+                    loss = _batch_loss(net(Xt[b]), s[b],
+                                       Tn.index_select(0, b).index_select(1, b))
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    total += float(loss.detach()) * len(b)
+                    count += len(b)
+                train_loss = total / count
+                if not np.isfinite(train_loss):
+                    raise ValueError(f"Training diverged: the cost became {train_loss} at "
+                                     f"epoch {epoch + 1}. Lower learning_rate or check X.")
+                history["loss"].append(train_loss)
+                monitor = train_loss
+                if n_val:
+                    net.eval()
+                    with torch.no_grad():
+                        monitor = float(_batch_loss(net(Xt[va]), s[va], T_val))
+                    history["val_loss"].append(monitor)
+                if monitor < best * (1.0 - float(self.tol)) or best_state is None:
+                    best, best_epoch, wait = monitor, epoch + 1, 0
+                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+                else:
+                    wait += 1
+                if epoch % 25 == 0:
+                    bar.set_postfix(loss=f"{train_loss:.3g}", best=f"{best:.3g}")
+                if n_val and self.patience is not None and wait >= int(self.patience):
+                    break
+            bar.close()
+            if n_val:
+                net.load_state_dict(best_state)
+            else:
+                best_epoch = epoch + 1
+            net.eval()
+
+        self.training_time_ = time.perf_counter() - t0
+        self.network_ = net
+        self.sigma_ = sigma
+        self.stationary_distribution_ = pi
+        self.history_ = history
+        self.n_epochs_ = epoch + 1
+        self.best_epoch_ = best_epoch
+        self._input_mean = mean
+        self._input_scale = scale
+        self._dtype = dtype
+        self._device = device
+        self.embedding_ = self._forward(X)
+        return self
+
+    # -- transform ----------------------------------------------------------------------
+
+    def _forward(self, X: np.ndarray, chunk: int = 8192) -> np.ndarray:
+        import torch
+
+        Z = (X - self._input_mean) / self._input_scale
+        out = []
+        with torch.no_grad():
+            for i in range(0, Z.shape[0], chunk):
+                z = torch.as_tensor(Z[i:i + chunk], dtype=self._dtype, device=self._device)
+                out.append(self.network_(z).double().cpu().numpy())
+        Y = np.concatenate(out, axis=0)
+        if not np.isfinite(Y).all():
+            raise ValueError("The network produced NaN or infinite outputs; the input is "
+                             "probably far outside the training range.")
+        return Y
+
+    def transform(self, X):
+        """Embed any points with the trained network, ``f_θ(x) ≈ Ψ^{(t)}(x)`` (eq. 39).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components), float64
+        """
+        check_is_fitted(self, "network_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = check_points(X, min_samples=1)
+        return self._forward(X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.non_deterministic = self.device not in (None, "cpu")
+        return tags
