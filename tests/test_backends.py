@@ -70,3 +70,43 @@ def test_engine_eigenpairs_agree(rng):
     idx_t, vals_t = g_t.transition_rows(X[:100] + 0.01)
     np.testing.assert_array_equal(idx, idx_t)
     np.testing.assert_allclose(vals, vals_t, atol=1e-6)
+
+
+def test_lazy_affinity_matches_dense(rng):
+    """The never-stored affinity (torch row chunks here) against the stored matrix."""
+    from flgp.graph.affinity import build_dense_affinity, build_lazy_affinity
+
+    th = rng.uniform(0, 2 * np.pi, 200)
+    X = np.c_[np.cos(th), np.sin(th)] + 0.01 * rng.standard_normal((200, 2))
+    X_new = np.r_[X[:7] + 0.03, [[40.0, -40.0]]]          # the last one is far away
+    W = rng.standard_normal((200, 3))
+    for normalization, alpha in [("symmetric", None), ("symmetric", 0.3),
+                                 ("bistochastic", None), ("bistochastic", 1.0)]:
+        dense = build_dense_affinity(X, epsilon=0.1, normalization=normalization,
+                                     alpha=alpha, tol=1e-12)
+        lazy = build_lazy_affinity(X, epsilon=0.1, normalization=normalization, alpha=alpha,
+                                   tol=1e-12, backend="torch")
+        np.testing.assert_allclose(lazy.matmat(W), dense.matrix @ W, atol=1e-10)
+        (o1, g1), (o2, g2) = dense.apply_rows(X_new, W), lazy.apply_rows(X_new, W)
+        assert np.all(np.isfinite(o2))
+        np.testing.assert_allclose(o2, o1, atol=1e-10)
+        np.testing.assert_allclose(g2, g1, atol=1e-8)
+
+
+@needs_keops
+@pytest.mark.parametrize("cls", ["DiffusionMap", "GPEmbedding"])
+def test_dense_embeddings_keops_agree_with_torch(rng, cls):
+    import flgp.embedding as emb
+
+    th = rng.uniform(0, 2 * np.pi, 300)
+    X = np.c_[np.cos(th), np.sin(th)] + 0.01 * rng.standard_normal((300, 2))
+    kw = dict(epsilon=0.25, t=4, random_state=0)
+    e_t = getattr(emb, cls)(2, backend="torch", **kw).fit(X)
+    e_k = getattr(emb, cls)(2, backend="keops", **kw).fit(X)
+    X_new = X[:20] + 0.02
+    if cls == "DiffusionMap":
+        assert_allclose_up_to_sign(e_k.embedding_, e_t.embedding_, atol=1e-6)
+        assert_allclose_up_to_sign(e_k.transform(X_new), e_t.transform(X_new), atol=1e-6)
+    else:
+        np.testing.assert_allclose(e_k.embedding_, e_t.embedding_, atol=1e-6)
+        np.testing.assert_allclose(e_k.transform(X_new), e_t.transform(X_new), atol=1e-6)

@@ -24,7 +24,8 @@ import numpy as np
 
 from .._validation import check_option
 
-__all__ = ["BACKENDS", "resolve_backend", "keops_available", "keops_nearest"]
+__all__ = ["BACKENDS", "resolve_backend", "keops_available", "keops_nearest", "gaussian_matmul",
+           "min_sq_distances"]
 
 BACKENDS = ("auto", "torch", "keops")
 
@@ -94,4 +95,66 @@ def keops_nearest(X: np.ndarray, U: np.ndarray, n_neighbors: int,
         warnings.warn(f"pykeops failed ({type(exc).__name__}: {str(exc)[:200]}); using the "
                       f"torch backend.", RuntimeWarning, stacklevel=3)
         return None
+    return out
+
+
+def gaussian_matmul(X: np.ndarray, Y: np.ndarray, epsilon: float, M: np.ndarray, *,
+                    log_shift: np.ndarray | None = None, backend: str = "torch",
+                    chunk_entries: int = 4_000_000) -> np.ndarray:
+    """``K M`` with ``K_ij = exp(-|x_i - y_j|^2 / epsilon + log_shift_i)`` (float64),
+    without storing ``K``: a KeOps reduction, or torch in row chunks of
+    ``chunk_entries / len(Y)`` rows.
+    """
+    import torch
+
+    n, m = X.shape[0], Y.shape[0]
+    shift = np.zeros(n) if log_shift is None else np.asarray(log_shift, dtype=np.float64)
+    M = np.ascontiguousarray(M, dtype=np.float64).reshape(m, -1)
+    if backend == "keops":
+        from pykeops.torch import LazyTensor
+
+        device = "cuda" if _cuda_available() else "cpu"
+        Xt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64)).to(device)
+        Yt = torch.from_numpy(np.ascontiguousarray(Y, dtype=np.float64)).to(device)
+        st = torch.from_numpy(np.ascontiguousarray(shift)).to(device)
+        d2 = ((LazyTensor(Xt[:, None, :]) - LazyTensor(Yt[None, :, :])) ** 2).sum(-1)
+        K = (-d2 / float(epsilon) + LazyTensor(st[:, None, None])).exp()
+        return (K @ torch.from_numpy(M).to(device)).cpu().numpy()
+    from ..graph.neighbors import pairwise_sq_distances
+
+    Yt = torch.from_numpy(np.ascontiguousarray(Y, dtype=np.float64))
+    Mt = torch.from_numpy(M)
+    out = np.empty((n, M.shape[1]))
+    rows = max(1, chunk_entries // max(m, 1))
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        Xc = torch.from_numpy(np.ascontiguousarray(X[start:stop], dtype=np.float64))
+        K = pairwise_sq_distances(Xc, Yt).mul_(-1.0 / float(epsilon))
+        K.add_(torch.from_numpy(shift[start:stop])[:, None]).exp_()
+        out[start:stop] = (K @ Mt).numpy()
+    return out
+
+
+def min_sq_distances(X: np.ndarray, Y: np.ndarray, *, backend: str = "torch",
+                     chunk_entries: int = 4_000_000) -> np.ndarray:
+    """``min_j |x_i - y_j|^2`` for every row of ``X`` (KeOps ``Min`` or torch chunks)."""
+    import torch
+
+    if backend == "keops":
+        from pykeops.torch import LazyTensor
+
+        device = "cuda" if _cuda_available() else "cpu"
+        Xt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64)).to(device)
+        Yt = torch.from_numpy(np.ascontiguousarray(Y, dtype=np.float64)).to(device)
+        d2 = ((LazyTensor(Xt[:, None, :]) - LazyTensor(Yt[None, :, :])) ** 2).sum(-1)
+        return d2.min(dim=1).reshape(-1).cpu().numpy()
+    from ..graph.neighbors import pairwise_sq_distances
+
+    Yt = torch.from_numpy(np.ascontiguousarray(Y, dtype=np.float64))
+    out = np.empty(X.shape[0])
+    rows = max(1, chunk_entries // max(Y.shape[0], 1))
+    for start in range(0, X.shape[0], rows):
+        stop = min(X.shape[0], start + rows)
+        Xc = torch.from_numpy(np.ascontiguousarray(X[start:stop], dtype=np.float64))
+        out[start:stop] = pairwise_sq_distances(Xc, Yt).min(1).values.numpy()
     return out

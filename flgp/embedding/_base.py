@@ -19,12 +19,15 @@ import warnings
 
 import numpy as np
 import scipy.sparse
+import scipy.sparse.linalg
 from scipy.sparse.csgraph import connected_components
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_int, check_option, check_points, check_positive
-from ..graph.affinity import NORMALIZATIONS, build_dense_affinity
+from .._validation import (check_int, check_option, check_points, check_positive,
+                           check_random_state)
+from ..backends import BACKENDS, resolve_backend
+from ..graph.affinity import NORMALIZATIONS, build_dense_affinity, build_lazy_affinity
 from ..spectral.compute import compute_eigenpairs, default_n_induced
 from ..spectral.dense import _top_eigh
 
@@ -114,14 +117,23 @@ def _falls_apart(pieces: int, epsilon: float) -> ValueError:
 def _dense_spectrum(X, n_eig, est) -> _Spectrum:
     """Dense Algorithms 1-2, then the top ``n_eig`` eigenpairs (``n_eig=None``: none; the
     GP embedding with a fixed power needs only products with ``A``)."""
-    aff = build_dense_affinity(X, epsilon=est.epsilon, normalization=est._normalization,
-                               alpha=est.alpha, tol=est.tol, max_iter=est.max_iter)
-    pieces = _count_pieces(aff.matrix)
-    if pieces > 1:
-        raise _falls_apart(pieces, aff.epsilon)
-    if n_eig is None:
-        return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
-    mu, phi = _top_eigh(aff.matrix, n_eig)
+    if resolve_backend(est.backend) == "keops":
+        # never stores the n x n matrix: KeOps products, Lanczos for the eigenpairs
+        aff = build_lazy_affinity(X, epsilon=est.epsilon, normalization=est._normalization,
+                                  alpha=est.alpha, tol=est.tol, max_iter=est.max_iter,
+                                  backend="keops")
+        if n_eig is None:
+            return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
+        mu, phi = _lanczos_top(aff, n_eig, est.random_state)
+    else:
+        aff = build_dense_affinity(X, epsilon=est.epsilon, normalization=est._normalization,
+                                   alpha=est.alpha, tol=est.tol, max_iter=est.max_iter)
+        pieces = _count_pieces(aff.matrix)
+        if pieces > 1:
+            raise _falls_apart(pieces, aff.epsilon)
+        if n_eig is None:
+            return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
+        mu, phi = _top_eigh(aff.matrix, n_eig)
     if mu.shape[0] > 1 and mu[1] > _UNIT:
         raise _falls_apart(max(2, int(np.sum(mu > _UNIT))), aff.epsilon)
     mu = np.clip(mu, 0.0, 1.0)
@@ -133,6 +145,17 @@ def _dense_spectrum(X, n_eig, est) -> _Spectrum:
                      aff.epsilon, affinity=aff)
 
 
+def _lanczos_top(aff, m: int, random_state):
+    """Top ``m`` eigenpairs (descending) of an operator known only through products."""
+    n = aff.points.shape[0]
+    op = scipy.sparse.linalg.LinearOperator((n, n), matvec=aff.matmat, matmat=aff.matmat,
+                                            dtype=np.float64)
+    v0 = check_random_state(random_state).standard_normal(n)
+    mu, phi = scipy.sparse.linalg.eigsh(op, k=m, which="LA", v0=v0, tol=1e-10)
+    order = np.argsort(mu)[::-1]
+    return mu[order], phi[:, order]
+
+
 class _NystromExtension:
     """``phi_l(x) = a(x) . phi_l / mu_l`` and ``log`` of the new points' degrees."""
 
@@ -141,12 +164,7 @@ class _NystromExtension:
         self.vectors_over_mu = vectors_over_mu
 
     def __call__(self, X_new):
-        out = np.empty((X_new.shape[0], self.vectors_over_mu.shape[1]))
-        log_deg = np.empty(X_new.shape[0])
-        for start, stop, rows, ld in self.affinity.rows(X_new):
-            out[start:stop] = rows @ self.vectors_over_mu
-            log_deg[start:stop] = ld
-        return out, log_deg
+        return self.affinity.apply_rows(X_new, self.vectors_over_mu)
 
 
 class _EngineExtension:
@@ -184,6 +202,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
 
     def _check_params(self, n: int):
         check_option(self.method, "method", METHODS)
+        check_option(self.backend, "backend", BACKENDS)
         if self._components_are_eigenvectors:
             k = check_int(self.n_components, "n_components", low=1, high=n - 2,
                           high_name="n_samples - 2",

@@ -57,7 +57,9 @@ class DiffusionMap(_HeatEmbedding):
         eigenpairs computed (default ``min(100, s - 1)``). Dense: ``n_eigenpairs`` computed
         (default ``k + 1``, or up to ``max(3 (k + 1), 30)`` for ``t="auto"``).
     backend : {"auto", "torch", "keops"}, default="auto"
-        FLGP's distance work (:mod:`flgp.backends`).
+        :mod:`flgp.backends`. FLGP: who does the distance work. Dense: "keops" never
+        stores the ``n x n`` affinity (KeOps kernel products; Lanczos for the
+        eigenpairs; memory ``O(n k)``, for GPUs); "torch" stores it.
     random_state : int, Generator or None
         FLGP's k-means seeding.
 

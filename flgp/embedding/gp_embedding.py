@@ -113,13 +113,13 @@ class GPEmbedding(_HeatEmbedding):
             self._weights = spec.mu ** self.t_
             self.embedding_ = (spec.phi * self._weights[None, :]) @ self.sketch_coefficients_
             return self.embedding_
-        A = spec.affinity.matrix
+        aff = spec.affinity
         steps = int(round(self.t_))
         H = sketch_matrix((X.shape[0], k), self.sketch, rng) / np.sqrt(k)
         for _ in range(steps - 1):
-            H = A @ H
+            H = aff.matmat(H)
         self._propagated = H                      # A^{t-1} G / sqrt(k)
-        self.embedding_ = A @ H
+        self.embedding_ = aff.matmat(H)
         return self.embedding_
 
     def _flgp_coefficients(self, phi, k, rng, chunk: int = 65536):
@@ -138,7 +138,4 @@ class GPEmbedding(_HeatEmbedding):
         if self.method == "flgp":
             phi, _ = self._spectrum.extend(X)
             return (phi * self._weights[None, :]) @ self.sketch_coefficients_
-        out = np.empty((X.shape[0], self.n_components))
-        for start, stop, rows, _ in self._spectrum.affinity.rows(X):
-            out[start:stop] = rows @ self._propagated
-        return out
+        return self._spectrum.affinity.apply_rows(X, self._propagated)[0]

@@ -29,7 +29,8 @@ from .._validation import (check_duplicates, check_int, check_option, check_poin
                            check_positive)
 from .neighbors import nearest_landmarks, pairwise_sq_distances
 
-__all__ = ["DenseAffinity", "build_dense_affinity", "default_epsilon", "NORMALIZATIONS"]
+__all__ = ["DenseAffinity", "build_dense_affinity", "LazyAffinity", "build_lazy_affinity",
+           "default_epsilon", "NORMALIZATIONS"]
 
 NORMALIZATIONS = ("symmetric", "bistochastic")
 
@@ -93,6 +94,21 @@ class DenseAffinity:
     log_scale: np.ndarray
     degrees: np.ndarray
     n_iter: int = 0
+
+    def matmat(self, H: np.ndarray) -> np.ndarray:
+        """``A H``."""
+        return self.matrix @ H
+
+    def apply_rows(self, X_new, W: np.ndarray):
+        """``(A(X_new, cloud) W, log degree(X_new))`` through :meth:`rows`."""
+        X_new = check_points(X_new, name="X", min_samples=1)
+        W = np.asarray(W, dtype=np.float64)
+        out = np.empty((X_new.shape[0],) + W.shape[1:])
+        log_deg = np.empty(X_new.shape[0])
+        for start, stop, rows, ld in self.rows(X_new):
+            out[start:stop] = rows @ W
+            log_deg[start:stop] = ld
+        return out, log_deg
 
     def rows(self, X_new, chunk: int = 2048):
         """Yield ``(start, stop, rows, log_degree)`` for new points: their rows of the
@@ -194,3 +210,109 @@ def build_dense_affinity(X, *, epsilon: float | None = None,
                          alpha=alpha, matrix=K.numpy(), log_q=torch.log(q).numpy(),
                          log_scale=torch.log(scale).numpy(), degrees=degrees.numpy(),
                          n_iter=n_iter)
+
+
+@dataclass
+class LazyAffinity:
+    """The same normalised affinity as :class:`DenseAffinity`, never stored: ``A = S K S``
+    with the Gaussian ``K`` applied by :func:`flgp.backends.gaussian_matmul` (KeOps, or
+    torch in row chunks) and ``S = diag(scale)``. Memory ``O(n k)`` for products with
+    ``n x k`` blocks; each product costs ``O(n^2 (p + k))``.
+
+    ``scale = q^-alpha v^-1/2`` (symmetric) or ``q^-alpha / d`` (bistochastic).
+    """
+
+    points: np.ndarray
+    epsilon: float
+    normalization: str
+    alpha: float
+    log_q: np.ndarray
+    scale: np.ndarray
+    degrees: np.ndarray
+    n_iter: int
+    backend: str
+
+    def matmat(self, H: np.ndarray) -> np.ndarray:
+        """``A H``."""
+        from ..backends import gaussian_matmul
+
+        H2 = np.asarray(H, dtype=np.float64).reshape(self.points.shape[0], -1)
+        out = gaussian_matmul(self.points, self.points, self.epsilon,
+                              self.scale[:, None] * H2, backend=self.backend)
+        return (self.scale[:, None] * out).reshape(np.shape(H))
+
+    def apply_rows(self, X_new, W: np.ndarray):
+        """``(A(X_new, cloud) W, log degree(X_new))``: the new points' rows of the
+        normalised affinity times ``W`` (``n x k``), and ``log`` of their ``K^(alpha)`` row
+        sums — the formulas of :meth:`DenseAffinity.rows`, evaluated with every kernel
+        value scaled by ``exp(min_j d^2 / epsilon)`` so that a far-away point does not
+        underflow (the factor cancels or is applied in log space)."""
+        from ..backends import gaussian_matmul, min_sq_distances
+
+        X_new = check_points(X_new, name="X", min_samples=1)
+        a = self.alpha
+        q_a = np.exp(-a * self.log_q)                       # q_j^-alpha
+        cols = np.column_stack([np.ones_like(q_a), q_a, self.scale])
+        weighted = self.scale[:, None] * np.asarray(W, dtype=np.float64)
+        shift = min_sq_distances(X_new, self.points, backend=self.backend) / self.epsilon
+        sums = gaussian_matmul(X_new, self.points, self.epsilon,
+                               np.column_stack([cols, weighted]), log_shift=shift,
+                               backend=self.backend)
+        # with log c = -shift: q(x) = c q~, K^(alpha) row sum = c^(1-alpha) q~^-alpha s1~
+        log_qx = np.log(sums[:, 0]) - shift
+        log_deg = -a * log_qx + np.log(sums[:, 1]) - shift
+        if self.normalization == "symmetric":
+            # A(x, .) W = q(x)^-alpha deg(x)^-1/2 sum_j K(x, j) scale_j W_j
+            log_factor = -a * log_qx - 0.5 * log_deg - shift
+        else:
+            # d(x) = q(x)^-alpha sum_j K(x, j) scale_j, so B(x, .) W = colW / col2
+            log_factor = -np.log(sums[:, 2])
+        return np.exp(log_factor)[:, None] * sums[:, 3:], log_deg
+
+
+def build_lazy_affinity(X, *, epsilon: float | None = None,
+                        normalization: str = "symmetric", alpha: float | None = None,
+                        tol: float = 1e-8, max_iter: int = 1000,
+                        backend: str = "keops") -> LazyAffinity:
+    """Algorithm 1 or 2 without the ``n x n`` matrix (see :class:`LazyAffinity`); the
+    same parameters as :func:`build_dense_affinity`."""
+    from ..backends import gaussian_matmul
+
+    X = check_points(X)
+    n = X.shape[0]
+    check_option(normalization, "normalization", NORMALIZATIONS)
+    check_duplicates(X)
+    epsilon = default_epsilon(X) if epsilon is None else check_positive(epsilon, "epsilon")
+    alpha = (1.0 if normalization == "symmetric" else 0.0) if alpha is None else float(alpha)
+    if not np.isfinite(alpha):
+        raise ValueError(f"alpha must be finite; got {alpha}.")
+    tol = check_positive(tol, "tol")
+    max_iter = check_int(max_iter, "max_iter", low=1)
+
+    def K(M):
+        return gaussian_matmul(X, X, epsilon, M, backend=backend)
+
+    q = K(np.ones(n))[:, 0]
+    qa = q ** (-alpha)
+    degrees = qa * K(qa)[:, 0]                       # rows of K^(alpha)
+    n_iter = 0
+    if normalization == "symmetric":
+        scale = qa / np.sqrt(degrees)
+    else:
+        log_d = 0.5 * np.log(degrees)
+        for n_iter in range(1, max_iter + 1):
+            d = np.exp(log_d)
+            row_sums = qa * K(qa / d)[:, 0] / d
+            gap = float(np.max(np.abs(row_sums - 1.0)))
+            if gap <= tol:
+                break
+            log_d += 0.5 * np.log(row_sums)
+        else:
+            raise ValueError(f"the bistochastic normalisation (Algorithm 2) did not converge "
+                             f"in max_iter={max_iter} iterations (max |row sum - 1| = "
+                             f"{gap:.2e} > tol={tol:g}); increase epsilon, raise max_iter "
+                             f"or tol, or use normalization='symmetric'.")
+        scale = qa / d
+    return LazyAffinity(points=X, epsilon=float(epsilon), normalization=normalization,
+                        alpha=alpha, log_q=np.log(q), scale=scale, degrees=degrees,
+                        n_iter=n_iter, backend=backend)
