@@ -189,14 +189,28 @@ def laplace_softmax(K: np.ndarray, Y: np.ndarray, *, a0: np.ndarray | None = Non
 def softmax_predict(state: SoftmaxLaplaceState, K_cross: np.ndarray,
                     k_diag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Latent predictive means ``(n*, C)`` and per-class variances ``(n*, C)``
-    (R&W Algorithm 3.4, diagonal of the class covariance)."""
+    (R&W Algorithm 3.4, diagonal of the class covariance).
+
+    Algorithm 3.4's variance ``k** - k*^T E_c k* + |R^{-1} E_c k*|^2`` (``R R^T = Σ_c E_c``)
+    is computed as ``k** - k*^T Q_c k*`` with the ``m x m`` matrix
+    ``Q_c = E_c - E_c (Σ_c E_c)^{-1} E_c``: one GEMM per class instead of a GEMM and a
+    triangular solve, in column chunks of the ``m x n*`` cross covariance."""
     C = state.Y.shape[1]
+    m = K_cross.shape[0]
     mean = K_cross.T @ (state.Y - state.pi)
-    var = np.empty_like(mean)
+    Q = np.empty((C * m, m))
     for c in range(C):
-        EK = state.E[c] @ K_cross
-        corr = scipy.linalg.solve_triangular(state.chol_sum_e, EK, lower=True)
-        var[:, c] = k_diag - np.sum(K_cross * EK, 0) + np.sum(corr * corr, 0)
+        Ec = state.E[c]
+        G = scipy.linalg.cho_solve((state.chol_sum_e, True), Ec)
+        Qc = Ec - Ec @ G
+        Q[c * m:(c + 1) * m] = 0.5 * (Qc + Qc.T)
+    var = np.empty_like(mean)
+    chunk = max(1, 8_000_000 // (C * m))
+    for start in range(0, K_cross.shape[1], chunk):
+        Kc = K_cross[:, start:start + chunk]
+        QK = (Q @ Kc).reshape(C, m, -1)
+        var[start:start + chunk] = (k_diag[start:start + chunk, None]
+                                    - np.einsum("cmn,mn->nc", QK, Kc))
     return mean, np.maximum(var, 0.0)
 
 
@@ -205,15 +219,26 @@ def softmax_probabilities(mean: np.ndarray, var: np.ndarray, n_samples: int = 25
     """Monte-Carlo average of the softmax over independent Gaussian latents per class.
 
     The same ``n_samples x C`` standard-normal draws serve every point, so a point's
-    probabilities depend on its own mean and variance only (not on the batch around it)."""
-    eps = np.random.default_rng(random_state).standard_normal((n_samples, 1, mean.shape[1]))
-    out = np.zeros_like(mean)
-    sd = np.sqrt(var)
-    chunk = max(1, 2_000_000 // (mean.shape[1] * n_samples))
-    for start in range(0, mean.shape[0], chunk):
-        mu, s = mean[start:start + chunk], sd[start:start + chunk]
-        out[start:start + chunk] = softmax(mu[None] + s[None] * eps, axis=2).mean(0)
-    return out
+    probabilities depend on its own mean and variance only (not on the batch around it).
+    The samples are laid out class-major (``C x n_samples x chunk``) so that the max, exp
+    and sum over classes run on contiguous arrays (3-4x faster than a softmax over a short
+    last axis). The samples are float32 (relative error ~1e-6, far below the Monte-Carlo
+    error ~1/sqrt(n_samples)); the average is accumulated in float64 and renormalised."""
+    n, C = mean.shape
+    eps = np.random.default_rng(random_state).standard_normal((n_samples, 1, C))
+    eps = np.ascontiguousarray(eps[:, 0, :].T, dtype=np.float32)[:, :, None]   # (C, S, 1)
+    mu = np.ascontiguousarray(mean.T, dtype=np.float32)
+    sd = np.sqrt(np.ascontiguousarray(var.T, dtype=np.float32))
+    out = np.empty((n, C))
+    chunk = max(1, 1_000_000 // (C * n_samples))
+    for start in range(0, n, chunk):
+        z = eps * sd[:, None, start:start + chunk]
+        z += mu[:, None, start:start + chunk]
+        z -= z.max(axis=0)
+        np.exp(z, out=z)
+        z /= z.sum(axis=0)
+        out[start:start + chunk] = z.mean(axis=1, dtype=np.float64).T
+    return out / out.sum(axis=1, keepdims=True)
 
 
 def probit_logistic(mean: np.ndarray, var: np.ndarray) -> np.ndarray:

@@ -1,0 +1,166 @@
+"""Voxels of a NIfTI statistical map as a point cloud, and predictions back to NIfTI.
+
+He et al. (FLGP, Sec. 5.3) treat the voxels of an fMRI activation region as a point cloud
+in millimetre coordinates (MNI space) and regress the activation intensities on it: the
+region is the set of voxels whose absolute statistic exceeds 1.96 (the 97.5% standard
+normal quantile). :func:`load_voxels` turns a statistical map (and an optional brain mask)
+into ``(coordinates in mm, values)``; :meth:`Voxels.to_nifti` writes values at those voxels
+back into an image on the map's grid. Needs nibabel, the ``fmri`` extra
+(``pip install "flgp[fmri]"``), imported only when these functions run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import check_positive
+
+__all__ = ["Voxels", "load_voxels", "voxels_to_nifti"]
+
+FMRI_INSTALL = 'pip install "flgp[fmri]"  (or: pip install nibabel)'
+
+
+def _nibabel():
+    try:
+        import nibabel
+    except ImportError as exc:
+        raise ImportError(f"NIfTI input and output need nibabel, the 'fmri' extra of flgp; "
+                          f"install it with `{FMRI_INSTALL}`.") from exc
+    return nibabel
+
+
+def _as_image(img, name):
+    nib = _nibabel()
+    if isinstance(img, (str, os.PathLike)):
+        return nib.load(os.fspath(img))
+    if hasattr(img, "affine") and hasattr(img, "get_fdata"):
+        return img
+    raise TypeError(f"{name} must be a NIfTI image (nibabel) or a path to one; got "
+                    f"{type(img).__name__}.")
+
+
+@dataclass
+class Voxels:
+    """Voxels selected from a 3-d image.
+
+    Attributes
+    ----------
+    coords : ndarray (n, 3)
+        Voxel centres in world (mm) coordinates: ``affine @ [i, j, k, 1]``.
+    values : ndarray (n,)
+        The map's values at those voxels.
+    ijk : ndarray (n, 3) of int
+        Voxel indices into the image grid.
+    affine : ndarray (4, 4)
+    shape : tuple of 3 ints
+        Grid of the source image.
+    """
+
+    coords: np.ndarray
+    values: np.ndarray
+    ijk: np.ndarray
+    affine: np.ndarray
+    shape: tuple
+
+    def __len__(self) -> int:
+        return self.coords.shape[0]
+
+    def to_nifti(self, values, *, fill: float = 0.0):
+        """A ``Nifti1Image`` on the source grid holding ``values`` (one per voxel, or
+        ``(n, k)`` for a 4-d image of ``k`` volumes) and ``fill`` elsewhere."""
+        return voxels_to_nifti(values, self.ijk, self.affine, self.shape, fill=fill)
+
+
+def load_voxels(stat_img, mask_img=None, *, threshold: float | None = None,
+                two_sided: bool = True) -> Voxels:
+    """Voxels of a statistical map as a point cloud: coordinates in mm and values.
+
+    Parameters
+    ----------
+    stat_img : NIfTI image or path
+        A 3-d map (a 4-d image with one volume is accepted).
+    mask_img : NIfTI image, path or boolean array, optional
+        Voxels to consider (non-zero = inside). An image on another grid is resampled to
+        the map's grid by nearest neighbour. Default: every voxel where the map is finite
+        and non-zero.
+    threshold : float, optional
+        Keep only voxels with ``|value| > threshold`` (``value > threshold`` when
+        ``two_sided=False``): He et al.'s activation region is ``threshold=1.96``.
+    two_sided : bool, default=True
+
+    Returns
+    -------
+    Voxels
+        ``coords`` (n, 3) in mm, ``values`` (n,), ``ijk``, ``affine``, ``shape``; voxels in
+        C order of the grid.
+    """
+    nib = _nibabel()
+    img = _as_image(stat_img, "stat_img")
+    data = np.asarray(img.get_fdata(dtype=np.float64))
+    if data.ndim == 4 and data.shape[3] == 1:
+        data = data[..., 0]
+    if data.ndim != 3:
+        raise ValueError(f"stat_img must be a 3-d map; got shape {data.shape}. Select one "
+                         f"volume first (e.g. nibabel's img.slicer[..., k]).")
+    if mask_img is None:
+        inside = np.isfinite(data) & (data != 0)
+    else:
+        inside = _mask_array(mask_img, img, nib) & np.isfinite(data)
+    if threshold is not None:
+        thr = check_positive(threshold, "threshold")
+        with np.errstate(invalid="ignore"):
+            inside &= (np.abs(data) > thr) if two_sided else (data > thr)
+    ijk = np.argwhere(inside)
+    if ijk.shape[0] == 0:
+        raise ValueError("no voxel is selected: the mask is empty or no value passes the "
+                         "threshold; check the mask and lower the threshold.")
+    affine = np.asarray(img.affine, dtype=np.float64)
+    coords = ijk @ affine[:3, :3].T + affine[:3, 3]
+    return Voxels(coords=coords, values=data[inside], ijk=ijk.astype(np.int64),
+                  affine=affine, shape=tuple(int(s) for s in data.shape))
+
+
+def _mask_array(mask_img, img, nib):
+    if isinstance(mask_img, np.ndarray):
+        if mask_img.shape != img.shape[:3]:
+            raise ValueError(f"mask array has shape {mask_img.shape}; the map's grid is "
+                             f"{img.shape[:3]}.")
+        return mask_img.astype(bool)
+    mask = _as_image(mask_img, "mask_img")
+    if mask.shape[:3] != img.shape[:3] or not np.allclose(mask.affine, img.affine):
+        from nibabel.processing import resample_from_to
+
+        mask = resample_from_to(mask, (img.shape[:3], img.affine), order=0)
+    m = np.asarray(mask.get_fdata())
+    if m.ndim == 4 and m.shape[3] == 1:
+        m = m[..., 0]
+    return np.isfinite(m) & (m != 0)
+
+
+def voxels_to_nifti(values, ijk, affine, shape, *, fill: float = 0.0):
+    """Place ``values`` at voxel indices ``ijk`` of a grid ``shape`` with ``affine``.
+
+    ``values`` is ``(n,)`` for a 3-d image or ``(n, k)`` for a 4-d one (e.g. predictive mean
+    and sd). Returns a float32 ``nibabel.Nifti1Image``.
+    """
+    nib = _nibabel()
+    values = np.asarray(values, dtype=np.float64)
+    ijk = np.asarray(ijk)
+    if ijk.ndim != 2 or ijk.shape[1] != 3:
+        raise ValueError(f"ijk must have shape (n, 3); got {ijk.shape}.")
+    if values.shape[0] != ijk.shape[0] or values.ndim not in (1, 2):
+        raise ValueError(f"values must have one entry (or row) per voxel: got shape "
+                         f"{values.shape} for {ijk.shape[0]} voxels.")
+    if not np.isfinite(values).all():
+        raise ValueError("values contain NaN or infinity; a NIfTI map of predictions must "
+                         "be finite (set missing voxels with fill=).")
+    shape = tuple(int(s) for s in shape)
+    if np.any(ijk < 0) or np.any(ijk >= np.asarray(shape)[None, :3]):
+        raise ValueError(f"ijk holds indices outside the grid {shape}.")
+    out_shape = shape[:3] + (() if values.ndim == 1 else (values.shape[1],))
+    out = np.full(out_shape, fill, dtype=np.float32)
+    out[ijk[:, 0], ijk[:, 1], ijk[:, 2]] = values
+    return nib.Nifti1Image(out, np.asarray(affine, dtype=np.float64))
