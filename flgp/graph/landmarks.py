@@ -18,7 +18,6 @@ import torch
 from scipy.spatial import cKDTree
 
 from ..backends import keops_nearest, resolve_backend
-from sklearn.cluster import kmeans_plusplus
 
 from .._validation import check_random_state
 from .neighbors import KDTREE_MAX_DIM
@@ -66,7 +65,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
 
     Notes
     -----
-    Greedy k-means++ seeding (scikit-learn's ``kmeans_plusplus``) runs on a subsample of
+    Greedy k-means++ seeding (:func:`_kmeanspp`) runs on a subsample of
     at most ``4 * s`` points so that its ``s``
     sequential steps stay cheap; an empty cluster keeps its previous centre. Lloyd stops
     early once no assignment changes. Assignments use a k-d tree for ``p <= 16`` and
@@ -144,9 +143,30 @@ def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, assign) -> np.ndarray:
     return np.ascontiguousarray(C)
 
 
-def _kmeanspp(Xs: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Greedy k-means++ seeding (scikit-learn's ``kmeans_plusplus``: each step draws
-    ``2 + log k`` candidates by D^2 sampling and keeps the one that lowers the inertia most)."""
-    centres, _ = kmeans_plusplus(np.ascontiguousarray(Xs, dtype=np.float64), k,
-                                 random_state=int(rng.integers(2**31 - 1)))
-    return centres
+def _kmeanspp(Xs: np.ndarray, k: int, rng: np.random.Generator,
+              n_trials: int | None = None) -> np.ndarray:
+    """Greedy k-means++ seeding (Arthur and Vassilvitskii; the greedy variant that
+    scikit-learn's ``kmeans_plusplus`` also uses): each step draws ``2 + log k`` candidates
+    with probability proportional to ``D^2`` and keeps the one that lowers the potential
+    ``sum D^2`` most. Written out in numpy: one ``(trials x n)`` distance block per step, no
+    per-step validation, so the ``k`` sequential steps cost ~40 us each at n = 2400."""
+    X = np.ascontiguousarray(Xs, dtype=np.float64)
+    n = X.shape[0]
+    L = 2 + int(np.log(k)) if n_trials is None else int(n_trials)
+    x2 = np.einsum("ij,ij->i", X, X)
+    idx = np.empty(k, dtype=np.int64)
+    idx[0] = rng.integers(n)
+    d2 = np.maximum(x2 - 2.0 * X @ X[idx[0]] + x2[idx[0]], 0.0)
+    for j in range(1, k):
+        cum = np.cumsum(d2)
+        if cum[-1] <= 0:                      # every point is already a centre
+            idx[j:] = rng.choice(n, size=k - j, replace=False)
+            break
+        cand = np.minimum(np.searchsorted(cum, rng.random(L) * cum[-1]), n - 1)
+        D = x2[cand][:, None] - 2.0 * (X[cand] @ X.T) + x2[None, :]
+        np.maximum(D, 0.0, out=D)
+        np.minimum(D, d2[None, :], out=D)
+        best = int(np.argmin(D.sum(1)))
+        idx[j] = cand[best]
+        d2 = D[best]
+    return X[idx].copy()
