@@ -110,3 +110,50 @@ def test_dense_embeddings_keops_agree_with_torch(rng, cls):
     else:
         np.testing.assert_allclose(e_k.embedding_, e_t.embedding_, atol=1e-6)
         np.testing.assert_allclose(e_k.transform(X_new), e_t.transform(X_new), atol=1e-6)
+
+
+def test_glgp_without_the_matrix_matches_dense_glgp(rng):
+    from flgp.graph import build_dense_graph
+    from flgp.spectral.dense import glgp_eigenpairs, glgp_eigenpairs_lazy
+
+    th = rng.uniform(0, 2 * np.pi, 250)
+    X = np.c_[np.cos(th), np.sin(th)] + 0.01 * rng.standard_normal((250, 2))
+    dense = glgp_eigenpairs(build_dense_graph(X, bandwidth=0.15), 5)
+    lazy = glgp_eigenpairs_lazy(X, 5, bandwidth=0.15, backend="torch")
+    np.testing.assert_allclose(lazy.eigenvalues, dense.eigenvalues, atol=1e-8)
+    assert_allclose_up_to_sign(lazy.eigenvectors, dense.eigenvectors, atol=1e-6)
+    X_new = X[:9] + 0.02
+    assert_allclose_up_to_sign(lazy.extend(X_new), dense.extend(X_new), atol=1e-6)
+
+
+@needs_keops
+def test_glgp_keops_agrees_with_torch(rng):
+    th = rng.uniform(0, 2 * np.pi, 250)
+    X = np.c_[np.cos(th), np.sin(th)] + 0.01 * rng.standard_normal((250, 2))
+    e_t = compute_eigenpairs(X, method="glgp", n_eigenpairs=5, backend="torch")
+    e_k = compute_eigenpairs(X, method="glgp", n_eigenpairs=5, backend="keops")
+    np.testing.assert_allclose(e_k.eigenvalues, e_t.eigenvalues, atol=1e-6)
+    assert_allclose_up_to_sign(e_k.eigenvectors, e_t.eigenvectors, atol=1e-6)
+    assert_allclose_up_to_sign(e_k.extend(X[:9] + 0.02), e_t.extend(X[:9] + 0.02), atol=1e-6)
+
+
+@needs_keops
+def test_estimators_take_the_backend(rng):
+    from flgp import FLGPClassifier, FLGPRegressor
+
+    th = rng.uniform(0, 2 * np.pi, 1500)
+    X = np.c_[np.cos(th), np.sin(th), 0.3 * np.cos(3 * th)]
+    y = (np.cos(th) > 0).astype(int)
+    y_semi = np.full(1500, -1)
+    y_semi[:60] = y[:60]
+    kw = dict(kernel="se", n_induced=150, bandwidth_grid=(1.0,), random_state=0)
+    p_t = FLGPClassifier(backend="torch", **kw).fit(X, y_semi).predict_proba(X[:50])
+    p_k = FLGPClassifier(backend="keops", **kw).fit(X, y_semi).predict_proba(X[:50])
+    np.testing.assert_allclose(p_k, p_t, atol=1e-6)
+    f = np.sin(th) + 0.05 * rng.standard_normal(1500)
+    f_semi = np.where(np.arange(1500) < 80, f, np.nan)
+    r_t = FLGPRegressor(method="rbf", backend="torch", max_iter=20).fit(X, f_semi)
+    r_k = FLGPRegressor(method="rbf", backend="keops", max_iter=20).fit(X, f_semi)
+    np.testing.assert_allclose(r_k.predict(X[:50]), r_t.predict(X[:50]), atol=1e-5)
+    with pytest.raises(ValueError, match="backend"):
+        FLGPClassifier(backend="cuda").fit(X, y_semi)

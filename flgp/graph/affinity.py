@@ -270,6 +270,22 @@ class LazyAffinity:
         return np.exp(log_factor)[:, None] * sums[:, 3:], log_deg
 
 
+    def markov_apply_rows(self, X_new, W: np.ndarray) -> np.ndarray:
+        """``P(X_new, cloud) W`` with the Markov rows ``P(x, j) = K^(alpha)(x, j) /
+        sum_l K^(alpha)(x, l)`` (the row factor ``q(x)^-alpha`` and the far-point shift
+        cancel)."""
+        from ..backends import gaussian_matmul, min_sq_distances
+
+        X_new = check_points(X_new, name="X", min_samples=1)
+        q_a = np.exp(-self.alpha * self.log_q)
+        W = np.asarray(W, dtype=np.float64).reshape(self.points.shape[0], -1)
+        shift = min_sq_distances(X_new, self.points, backend=self.backend) / self.epsilon
+        sums = gaussian_matmul(X_new, self.points, self.epsilon,
+                               np.column_stack([q_a, q_a[:, None] * W]), log_shift=shift,
+                               backend=self.backend)
+        return sums[:, 1:] / sums[:, :1]
+
+
 def build_lazy_affinity(X, *, epsilon: float | None = None,
                         normalization: str = "symmetric", alpha: float | None = None,
                         tol: float = 1e-8, max_iter: int = 1000,

@@ -133,7 +133,8 @@ def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 1
 def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
                         bandwidth: float | None = None, n_neighbors: int = 10,
                         bandwidth_scale: float = 1.0, random_state=None,
-                        landmarks: Landmarks | None = None) -> NystromGraph:
+                        landmarks: Landmarks | None = None,
+                        backend: str = "auto") -> NystromGraph:
     """The Nyström-GLGP graph on ``s`` induced points (default k-means, as in the paper).
 
     Default bandwidth: ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's
@@ -151,7 +152,7 @@ def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
     elif subsample == "random":
         landmarks = random_landmarks(X, s, random_state)
     else:
-        landmarks = kmeans_centres(X, s, random_state=random_state)
+        landmarks = kmeans_centres(X, s, random_state=random_state, backend=backend)
     if bandwidth is None:
         bandwidth = _neighbour_bandwidth(X, landmarks.points, r, bandwidth_scale)
     bandwidth = check_positive(bandwidth, "bandwidth")

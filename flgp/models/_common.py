@@ -12,8 +12,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
 from .._validation import check_option, check_points
-from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
+from ..backends import resolve_backend
+from ..graph import (build_cross_graph, build_dense_graph, build_nystrom_graph,
+                     default_bandwidth, nearest_landmarks)
 from ..spectral import flgp_eigenpairs, glgp_eigenpairs, nystrom_eigenpairs
+from ..spectral.dense import glgp_eigenpairs_lazy
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
 
 __all__ = []
@@ -49,7 +52,7 @@ def eigenpair_candidates(est, X: np.ndarray):
                                      subsample=est.subsample, kernel=est.kernel,
                                      bandwidth=est.bandwidth,
                                      lae_regularization=est.lae_regularization,
-                                     random_state=est.random_state)
+                                     random_state=est.random_state, backend=est.backend)
             for a in grid:
                 g = base if a == 1.0 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
                 yield a, flgp_eigenpairs(g, M, spectrum=est.spectrum)
@@ -57,12 +60,21 @@ def eigenpair_candidates(est, X: np.ndarray):
             r = max(est.n_neighbors, 10)
             g0 = build_nystrom_graph(X, n_induced=s, subsample=est.subsample,
                                      bandwidth=est.bandwidth, n_neighbors=r,
-                                     random_state=est.random_state)
+                                     random_state=est.random_state, backend=est.backend)
             for a in grid:
                 g = g0 if a == 1.0 else build_nystrom_graph(
                     X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a),
                     landmarks=g0.landmarks)
                 yield a, nystrom_eigenpairs(g, M, X)
+        elif resolve_backend(est.backend) == "keops":  # glgp, never stored
+            r = max(est.n_neighbors, 10)
+            base = est.bandwidth
+            if base is None:
+                _, sq = nearest_landmarks(X, X, r + 1)
+                base = default_bandwidth(sq[:, 1:], grid[0])
+            for a in grid:
+                yield a, glgp_eigenpairs_lazy(X, M, bandwidth=base * np.sqrt(a / grid[0]),
+                                              backend="keops")
         else:  # glgp
             r = max(est.n_neighbors, 10)
             g0 = None

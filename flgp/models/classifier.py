@@ -79,6 +79,10 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     learning_rate : float, default=0.1
         Unused by the Laplace classifiers (kept for a uniform API with the regressor).
     random_state : int or None, default=0
+    backend : {"auto", "torch", "keops"}, default="auto"
+        Who does the distance work (:mod:`flgp.backends`; "auto" is KeOps only with a GPU):
+        k-means and neighbours (FLGP, Nyström), the never-stored dense kernel (GLGP)
+        and, for the regressor, GPyTorch's KeOps RBF kernel (``method="rbf"``).
     verbose : bool, default=False
 
     Attributes
@@ -91,7 +95,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
                  diffusion_time_prior_power=2.0, max_iter=100, learning_rate=0.1,
-                 random_state=0, verbose=False):
+                 random_state=0, backend="auto", verbose=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -107,6 +111,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.random_state = random_state
+        self.backend = backend
         self.verbose = verbose
 
     # -- fitting --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidate
                       extend_with_prior_mask, single_threaded_blas, stack_unlabeled,
                       warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
+from ..backends import resolve_backend
 from .rbf import RBFGPRegressor
 
 __all__ = ["FLGPRegressor"]
@@ -34,7 +35,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     method, kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
-    bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, verbose :
+    bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, backend, verbose :
         As in :class:`FLGPClassifier`.
     diffusion_time_prior_power : float, default=2.0
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
@@ -57,7 +58,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
                  diffusion_time_prior_power=2.0, noise=None, max_iter=100,
-                 learning_rate=0.1, random_state=0, verbose=False):
+                 learning_rate=0.1, random_state=0, backend="auto", verbose=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -74,6 +75,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.random_state = random_state
+        self.backend = backend
         self.verbose = verbose
 
     def fit(self, X, y, X_unlabeled=None):
@@ -105,7 +107,9 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         self._y_scale = float(y_lab.std()) or 1.0
         z = (y_lab - self._y_mean) / self._y_scale
         if self.method == "rbf":
-            self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate).fit(X[labelled], y_lab)
+            self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate,
+                                       backend=resolve_backend(self.backend)).fit(X[labelled],
+                                                                                  y_lab)
             self.n_iter_ = self.max_iter
             self.eigenpairs_ = None
             self.noise_ = self.rbf_.noise_

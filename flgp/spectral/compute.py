@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from .._validation import check_option, check_points
-from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
-from .dense import glgp_eigenpairs, nystrom_eigenpairs
+from ..backends import resolve_backend
+from ..graph import (build_cross_graph, build_dense_graph, build_nystrom_graph,
+                     default_bandwidth, nearest_landmarks)
+from .dense import glgp_eigenpairs, glgp_eigenpairs_lazy, nystrom_eigenpairs
 from .eigenpairs import Eigenpairs
 from .flgp import flgp_eigenpairs
 
@@ -53,7 +55,9 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
         FLGP eigenvalue rule (see :mod:`flgp.spectral.flgp`).
     random_state : int, Generator or None
     backend : {"auto", "torch", "keops"}, default="auto"
-        FLGP's distance work (:mod:`flgp.backends`); GLGP and Nyström are dense.
+        :mod:`flgp.backends`. FLGP: who does the distance work. GLGP: "keops" never stores
+        the ``n x n`` matrix (KeOps products inside Lanczos; for GPUs). Nyström: dense
+        ``s x s`` either way.
     """
     check_option(method, "method", METHODS)
     X = check_points(X)
@@ -61,6 +65,11 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     s = default_n_induced(n) if n_induced is None else n_induced
     if method == "glgp":
         M = default_n_eigenpairs(n) if n_eigenpairs is None else n_eigenpairs
+        if resolve_backend(backend) == "keops":
+            if bandwidth is None:
+                _, sq = nearest_landmarks(X, X, max(n_neighbors, 10) + 1)
+                bandwidth = default_bandwidth(sq[:, 1:], bandwidth_scale)
+            return glgp_eigenpairs_lazy(X, M, bandwidth=bandwidth, backend="keops")
         graph = build_dense_graph(X, bandwidth=bandwidth, n_neighbors=max(n_neighbors, 10),
                                   bandwidth_scale=bandwidth_scale)
         return glgp_eigenpairs(graph, M)

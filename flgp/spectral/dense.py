@@ -17,7 +17,7 @@ from .._validation import check_int
 from ..graph.dense import DenseGraph, NystromGraph
 from .eigenpairs import Eigenpairs, deterministic_sign_flip
 
-__all__ = ["glgp_eigenpairs", "nystrom_eigenpairs"]
+__all__ = ["glgp_eigenpairs", "glgp_eigenpairs_lazy", "nystrom_eigenpairs"]
 
 _MU_FLOOR = 1e-10
 
@@ -82,6 +82,50 @@ def glgp_eigenpairs(graph: DenseGraph, n_eigenpairs: int) -> Eigenpairs:
     V *= deterministic_sign_flip(V)
     return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=V, kernel_scale=float(n),
                       extension=_DenseExtension(graph, V / mu[None, :]), method="glgp",
+                      n_components=_count_unit(mu))
+
+
+class _LazyMarkovExtension:
+    """``v(x) = a(x) v / mu`` with the Markov rows of a never-stored affinity."""
+
+    def __init__(self, affinity, vectors_over_mu: np.ndarray):
+        self.affinity = affinity
+        self.vectors_over_mu = vectors_over_mu
+
+    def __call__(self, X_new) -> np.ndarray:
+        return self.affinity.markov_apply_rows(X_new, self.vectors_over_mu)
+
+
+def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
+                         backend: str = "keops", random_state: int = 0) -> Eigenpairs:
+    """GLGP's eigenpairs without the ``n x n`` matrix: its ``S`` is Algorithm 1's
+    symmetric affinity (``alpha = 1``, ``epsilon = 4 eps^2``), applied by KeOps (or torch
+    row chunks) inside a Lanczos iteration (``eigsh``, largest algebraic). Memory
+    ``O(n M)``; each product costs ``O(n^2 p)``, so this is for GPUs (or patience): the
+    wanted eigenvalues cluster near 1, where Lanczos needs many products."""
+    import scipy.sparse.linalg as spla
+
+    from ..graph.affinity import build_lazy_affinity
+
+    X = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
+    M = check_int(n_eigenpairs, "n_eigenpairs", low=1, high=n - 2, high_name="n_samples - 2")
+    aff = build_lazy_affinity(X, epsilon=4.0 * bandwidth * bandwidth,
+                              normalization="symmetric", alpha=1.0, backend=backend)
+    op = spla.LinearOperator((n, n), matvec=aff.matmat, matmat=aff.matmat, dtype=np.float64)
+    v0 = np.random.default_rng(random_state).standard_normal(n)
+    mu, psi = spla.eigsh(op, k=M, which="LA", v0=v0, tol=1e-10)
+    order = np.argsort(mu)[::-1]
+    mu, psi = mu[order], psi[:, order]
+    if mu[-1] <= _MU_FLOOR:
+        raise ValueError(f"only {int(np.sum(mu > _MU_FLOOR))} GLGP eigenvalues are positive; "
+                         f"lower n_eigenpairs to at most that, or increase the bandwidth.")
+    vec = psi / np.sqrt(aff.degrees)[:, None]
+    vec /= np.linalg.norm(vec, axis=0, keepdims=True)
+    vec *= deterministic_sign_flip(vec)
+    mu = np.clip(mu, 0.0, 1.0)
+    return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=vec, kernel_scale=float(n),
+                      extension=_LazyMarkovExtension(aff, vec / mu[None, :]), method="glgp",
                       n_components=_count_unit(mu))
 
 
