@@ -22,7 +22,7 @@ import statistics
 import time
 
 SIZES = {3: [10_000, 100_000, 1_000_000, 10_000_000], 100: [10_000, 100_000, 1_000_000]}
-S, R, M = 1000, 3, 100
+S, R, M = 1000, 3, 100   # s is --induced (default 1000)
 
 
 def _data(n, p, seed=0):
@@ -38,7 +38,7 @@ def _data(n, p, seed=0):
 
 
 def _run_one(args, queue):
-    n, p, backend, repeats = args
+    n, p, backend, repeats, S = args
     import numpy as np
     import torch
 
@@ -74,12 +74,12 @@ def _run_one(args, queue):
                    data_gb=X.nbytes / 2**30, repeats=repeats))
 
 
-HEADER = (f"{'n':>10} {'p':>4} {'backend':>7} | {'k-means':>8} {'neighb':>8} {'kernel':>8} "
+HEADER = (f"{'n':>10} {'p':>4} {'s':>5} {'backend':>7} | {'k-means':>8} {'neighb':>8} {'kernel':>8} "
           f"{'eigen':>8} {'total':>8} | {'peak GB':>7} {'data GB':>7}")
 
 
 def _fmt(r):
-    return (f"{r['n']:>10,} {r['p']:>4} {r['backend']:>7} | {r['kmeans_s']:8.2f} "
+    return (f"{r['n']:>10,} {r['p']:>4} {r['s']:>5} {r['backend']:>7} | {r['kmeans_s']:8.2f} "
             f"{r['neighbors_s']:8.2f} {r['kernel_s']:8.2f} {r['eigenpairs_s']:8.2f} "
             f"{r['total_s']:8.2f} | {r['peak_rss_gb']:7.2f} {r['data_gb']:7.2f}")
 
@@ -116,11 +116,12 @@ def main(argv=None):
     ap.add_argument("--max-n", type=int, default=10_000_000)
     ap.add_argument("--dims", default="3,100")
     ap.add_argument("--backends", default="torch", help="comma list of torch, keops")
+    ap.add_argument("--induced", type=int, default=S, help="s, the induced points (1000)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     a = ap.parse_args(argv)
     ctx = mp.get_context("spawn")
-    print(f"FLGP engine, s={S}, r={R}, M={M}, k-means + LAE; times in seconds (median of "
+    print(f"FLGP engine, s={a.induced}, r={R}, M={M}, k-means + LAE; times in seconds (median of "
           f"{a.repeats}, one run at n >= 10^7); peak = max resident memory of the process")
     print(HEADER)
     results = []
@@ -131,7 +132,8 @@ def main(argv=None):
                     continue
                 q = ctx.Queue()
                 reps = 1 if n >= 10_000_000 else a.repeats
-                proc = ctx.Process(target=_run_one, args=((n, p, backend, reps), q))
+                proc = ctx.Process(target=_run_one, args=((n, p, backend, reps, a.induced),
+                                                          q))
                 proc.start()
                 res = q.get()
                 proc.join()
