@@ -35,29 +35,13 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from flgp import FLGPRegressor  # noqa: E402
 from flgp.datasets import load_conte69_thickness  # noqa: E402
+# the same methods, error measure and prior-correlation map as the fMRI study
+from fmri import make_method, prior_correlation, trimmed_mse  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "results")
 METHODS = ["RBF GP", "Nystrom-GLGP", "LKFLGP"]
 M_LABELLED = (1000, 2000, 4000)
-
-
-def make_method(name, *, s=1500, r=3, M=500, random_state=0):
-    if name == "RBF GP":
-        return FLGPRegressor(method="rbf", random_state=random_state)
-    if name == "Nystrom-GLGP":
-        return FLGPRegressor(method="nystrom", n_induced=s, n_eigenpairs=M,
-                             random_state=random_state)
-    return FLGPRegressor(method="flgp", kernel="lae", subsample="kmeans", n_induced=s,
-                         n_neighbors=r, n_eigenpairs=M, random_state=random_state)
-
-
-def trimmed_mse(err, trim=0.01):
-    """MSE after dropping errors below the ``trim`` / above the ``1 - trim`` quantile."""
-    lo, hi = np.quantile(err, [trim, 1 - trim])
-    keep = (err >= lo) & (err <= hi)
-    return float(np.mean(err[keep] ** 2))
 
 
 def run(X, z, m_values, methods, repetitions, seed=0):
@@ -86,19 +70,6 @@ def run(X, z, m_values, methods, repetitions, seed=0):
                 if rep == 0 and m == m_values[0]:
                     models[name] = est
     return pd.DataFrame(rows), models
-
-
-def prior_correlation(est, X, seed):
-    if est.method == "rbf":
-        r = est.rbf_
-        Z = (X - r.mu_) / r.sd_
-        return np.exp(-((Z - Z[seed]) ** 2).sum(1) / (2 * r.lengthscale_ ** 2))
-    ep = est.eigenpairs_
-    V = ep.eigenvectors
-    w = np.exp(-est.diffusion_time_ * ep.eigenvalues)
-    cov = (V * w) @ V[seed]
-    var = (V * V * w).sum(1)
-    return cov / np.sqrt(np.maximum(var * var[seed], 1e-300))
 
 
 def plot(surf, models, path):
