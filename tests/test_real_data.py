@@ -229,8 +229,8 @@ def test_conte69_loader_names_install_command_when_brainspace_missing(monkeypatc
 
 
 @pytest.mark.skipif(importlib.util.find_spec("brainspace") is None or not HAS_NIBABEL,
-                    reason="needs brainspace (pip install brainspace; it brings VTK, so CI leaves it out) "
-                           "and nibabel")
+                    reason="needs brainspace (pip install brainspace; it brings VTK, so "
+                           "CI leaves it out) and nibabel")
 def test_conte69_thickness_real_files():
     surf = datasets.load_conte69_thickness()
     n = surf.vertices.shape[0]
