@@ -8,7 +8,8 @@ plot (time and memory against n, with a slope-1 guide).
 
     python benchmarks/scale.py                         # both dimensions, n up to 10^7
     python benchmarks/scale.py --max-n 1000000 --backends torch,keops
-    python benchmarks/scale.py --json benchmarks/results/scale.json --plot benchmarks/results/scale.png
+    python benchmarks/scale.py --json benchmarks/results/scale.json \
+        --plot benchmarks/results/scale.png
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def _run_one(args, queue):
                    data_gb=X.nbytes / 2**30, repeats=repeats))
 
 
-HEADER = (f"{'n':>10} {'p':>4} {'s':>5} {'backend':>7} | {'k-means':>8} {'neighb':>8} {'kernel':>8} "
-          f"{'eigen':>8} {'total':>8} | {'peak GB':>7} {'data GB':>7}")
+HEADER = (f"{'n':>10} {'p':>4} {'s':>5} {'backend':>7} | {'k-means':>8} {'neighb':>8} "
+          f"{'kernel':>8} {'eigen':>8} {'total':>8} | {'peak GB':>7} {'data GB':>7}")
 
 
 def _fmt(r):

@@ -189,7 +189,8 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
             f"embedding would only tell the pieces apart. Increase n_neighbors, epsilon or "
             f"n_induced, or embed each piece separately.")
     mu = np.clip(1.0 - ep.eigenvalues, 0.0, 1.0)
-    return _Spectrum(mu, ep.eigenvectors, _EngineExtension(ep), 4.0 * ep.extension.graph.bandwidth ** 2,
+    epsilon = 4.0 * ep.extension.graph.bandwidth ** 2
+    return _Spectrum(mu, ep.eigenvectors, _EngineExtension(ep), epsilon,
                      eigenpairs=ep)
 
 
