@@ -120,6 +120,8 @@ def test_glgp_without_the_matrix_matches_dense_glgp(rng):
     X = np.c_[np.cos(th), np.sin(th)] + 0.01 * rng.standard_normal((250, 2))
     dense = glgp_eigenpairs(build_dense_graph(X, bandwidth=0.15), 5)
     lazy = glgp_eigenpairs_lazy(X, 5, bandwidth=0.15, backend="torch")
+    with pytest.raises(ValueError, match="bandwidth"):
+        glgp_eigenpairs_lazy(X, 5, bandwidth=-1.0, backend="torch")
     np.testing.assert_allclose(lazy.eigenvalues, dense.eigenvalues, atol=1e-8)
     assert_allclose_up_to_sign(lazy.eigenvectors, dense.eigenvectors, atol=1e-6)
     X_new = X[:9] + 0.02

@@ -207,6 +207,15 @@ def test_auto_time_is_the_smallest_admissible_integer():
     assert auto_diffusion_time(flat, 2) == int(np.floor(np.log(1e-3) / (2 * np.log(0.9))))
 
 
+def test_auto_time_rejects_bad_spectra():
+    with pytest.raises(ValueError, match="finite"):
+        auto_diffusion_time(np.array([0.9, np.nan]), 1)
+    with pytest.raises(ValueError, match="decreasing"):
+        auto_diffusion_time(np.array([0.5, 0.9]), 1)
+    with pytest.raises(ValueError, match="n_components"):
+        auto_diffusion_time(np.array([0.9, 0.5]), 0)
+
+
 def test_auto_time_on_a_circle_keeps_the_first_harmonics(circle):
     dm = DiffusionMap(2, epsilon=0.3).fit(circle)
     mu = dm.eigenvalues_[1:]

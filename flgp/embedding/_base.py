@@ -55,8 +55,14 @@ def auto_diffusion_time(mu: np.ndarray, n_components: int) -> int:
     embedding keeps — capped where ``mu_1^{2t}`` falls below ``1e-3``. Only the computed
     eigenvalues enter the tail sum.
     """
-    mu = np.clip(np.asarray(mu, dtype=np.float64), 0.0, 1.0)
-    k = int(n_components)
+    mu = np.asarray(mu, dtype=np.float64)
+    if mu.ndim != 1 or not np.all(np.isfinite(mu)):
+        raise ValueError("mu must be a 1-d array of finite eigenvalues (the top eigenvalue "
+                         "1 removed), sorted in decreasing order.")
+    if np.any(np.diff(mu) > 1e-12):
+        raise ValueError("mu must be sorted in decreasing order (mu_1 >= mu_2 >= ...).")
+    mu = np.clip(mu, 0.0, 1.0)
+    k = check_int(n_components, "n_components", low=1)
     if mu.shape[0] <= k or mu[0] <= 0.0:
         return 1
     log_mu = np.log(np.maximum(mu, 1e-300))

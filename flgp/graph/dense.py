@@ -26,7 +26,8 @@ from .cross_kernel import default_bandwidth
 from .landmarks import Landmarks, kmeans_centres, random_landmarks
 from .neighbors import nearest_landmarks, pairwise_sq_distances
 
-__all__ = ["DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph"]
+__all__ = ["DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph",
+           "neighbour_bandwidth"]
 
 
 def _log_se(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> torch.Tensor:
@@ -100,7 +101,10 @@ class NystromGraph:
         return _rows(X_new, self.landmarks.points, self.bandwidth, self.log_colsum)
 
 
-def _neighbour_bandwidth(X, Y, r, scale, skip_self=False):
+def neighbour_bandwidth(X, Y, r, scale=1.0, skip_self=False):
+    """The FLGP bandwidth rule ``4 eps^2 = scale * mean d^2`` over each row of ``X``'s ``r``
+    nearest rows of ``Y`` (``skip_self``: ``Y`` is ``X``, its own row left out) — GLGP's
+    and Nyström's default."""
     idx, sq = nearest_landmarks(X, Y, r + int(skip_self))
     if skip_self:
         sq = sq[:, 1:]
@@ -124,7 +128,7 @@ def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 1
     check_duplicates(X)
     r = check_int(n_neighbors, "n_neighbors", low=1, high=n - 1, high_name="n_samples - 1")
     if bandwidth is None:
-        bandwidth = _neighbour_bandwidth(X, X, r, bandwidth_scale, skip_self=True)
+        bandwidth = neighbour_bandwidth(X, X, r, bandwidth_scale, skip_self=True)
     bandwidth = check_positive(bandwidth, "bandwidth")
     S, log_c, d = _symmetric_operator(_log_se(X, X, bandwidth))
     return DenseGraph(points=X, bandwidth=bandwidth, symmetric=S, row_sums=d, log_colsum=log_c)
@@ -154,7 +158,7 @@ def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
     else:
         landmarks = kmeans_centres(X, s, random_state=random_state, backend=backend)
     if bandwidth is None:
-        bandwidth = _neighbour_bandwidth(X, landmarks.points, r, bandwidth_scale)
+        bandwidth = neighbour_bandwidth(X, landmarks.points, r, bandwidth_scale)
     bandwidth = check_positive(bandwidth, "bandwidth")
     U = landmarks.points
     S, log_c, d = _symmetric_operator(_log_se(U, U, bandwidth))

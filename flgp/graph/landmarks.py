@@ -20,7 +20,7 @@ from scipy.spatial import cKDTree
 from ..backends import keops_nearest, resolve_backend
 
 from .._validation import check_random_state
-from .neighbors import KDTREE_MAX_DIM
+from .neighbors import KDTREE_MAX_DIM, nearest_landmarks
 
 __all__ = ["Landmarks", "random_landmarks", "kmeans_centres"]
 
@@ -88,9 +88,11 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
     if n_iter is None:
         n_iter = 20 if Xf.shape[1] <= KDTREE_MAX_DIM else 10
-    if resolve_backend(backend) == "keops" and keops_nearest(C0[:2], C0, 1) is not None:
+    if resolve_backend(backend) == "keops":
         def assign(Xc, C):
-            return keops_nearest(Xc, C, 1)[:, 0]
+            lab = keops_nearest(Xc, C, 1)       # None (after a warning) if KeOps fails
+            return lab[:, 0] if lab is not None else nearest_landmarks(
+                Xc, C, 1, backend="torch")[0][:, 0]
         return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign) + centre,
                          method="kmeans")
     if Xf.shape[1] <= KDTREE_MAX_DIM:

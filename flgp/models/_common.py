@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_limits
 
 from .._validation import check_option, check_points
 from ..backends import resolve_backend
-from ..graph import (build_cross_graph, build_dense_graph, build_nystrom_graph,
-                     default_bandwidth, nearest_landmarks)
+from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
+from ..graph.dense import neighbour_bandwidth
 from ..spectral import flgp_eigenpairs, glgp_eigenpairs, nystrom_eigenpairs
 from ..spectral.dense import glgp_eigenpairs_lazy
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
@@ -70,8 +70,7 @@ def eigenpair_candidates(est, X: np.ndarray):
             r = max(est.n_neighbors, 10)
             base = est.bandwidth
             if base is None:
-                _, sq = nearest_landmarks(X, X, r + 1)
-                base = default_bandwidth(sq[:, 1:], grid[0])
+                base = neighbour_bandwidth(X, X, r, grid[0], skip_self=True)
             for a in grid:
                 yield a, glgp_eigenpairs_lazy(X, M, bandwidth=base * np.sqrt(a / grid[0]),
                                               backend="keops")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .._validation import check_option, check_points
 from ..backends import resolve_backend
-from ..graph import (build_cross_graph, build_dense_graph, build_nystrom_graph,
-                     default_bandwidth, nearest_landmarks)
+from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
+from ..graph.dense import neighbour_bandwidth
 from .dense import glgp_eigenpairs, glgp_eigenpairs_lazy, nystrom_eigenpairs
 from .eigenpairs import Eigenpairs
 from .flgp import flgp_eigenpairs
@@ -67,8 +67,8 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
         M = default_n_eigenpairs(n) if n_eigenpairs is None else n_eigenpairs
         if resolve_backend(backend) == "keops":
             if bandwidth is None:
-                _, sq = nearest_landmarks(X, X, max(n_neighbors, 10) + 1)
-                bandwidth = default_bandwidth(sq[:, 1:], bandwidth_scale)
+                bandwidth = neighbour_bandwidth(X, X, max(n_neighbors, 10), bandwidth_scale,
+                                                skip_self=True)
             return glgp_eigenpairs_lazy(X, M, bandwidth=bandwidth, backend="keops")
         graph = build_dense_graph(X, bandwidth=bandwidth, n_neighbors=max(n_neighbors, 10),
                                   bandwidth_scale=bandwidth_scale)

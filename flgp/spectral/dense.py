@@ -13,7 +13,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from .._validation import check_int
+from .._validation import check_int, check_points, check_positive
 from ..graph.dense import DenseGraph, NystromGraph
 from .eigenpairs import Eigenpairs, deterministic_sign_flip
 
@@ -50,7 +50,6 @@ class _DenseExtension:
         self.vectors_over_mu = vectors_over_mu  # (columns of A, M)
 
     def __call__(self, X_new) -> np.ndarray:
-        from .._validation import check_points
 
         X_new = check_points(X_new, name="X", min_samples=1)
         out = np.empty((X_new.shape[0], self.vectors_over_mu.shape[1]))
@@ -107,9 +106,10 @@ def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
 
     from ..graph.affinity import build_lazy_affinity
 
-    X = np.asarray(X, dtype=np.float64)
+    X = check_points(X, min_samples=3)
     n = X.shape[0]
     M = check_int(n_eigenpairs, "n_eigenpairs", low=1, high=n - 2, high_name="n_samples - 2")
+    bandwidth = check_positive(bandwidth, "bandwidth")
     aff = build_lazy_affinity(X, epsilon=4.0 * bandwidth * bandwidth,
                               normalization="symmetric", alpha=1.0, backend=backend)
     op = spla.LinearOperator((n, n), matvec=aff.matmat, matmat=aff.matmat, dtype=np.float64)
