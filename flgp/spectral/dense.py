@@ -50,7 +50,6 @@ class _DenseExtension:
         self.vectors_over_mu = vectors_over_mu  # (columns of A, M)
 
     def __call__(self, X_new) -> np.ndarray:
-
         X_new = check_points(X_new, name="X", min_samples=1)
         out = np.empty((X_new.shape[0], self.vectors_over_mu.shape[1]))
         for start, stop, rows in self.graph.transition_rows(X_new):
