@@ -68,55 +68,97 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
     out = np.empty((n, r), dtype=np.float64)
     for start in range(0, n, chunk_size):
         stop = min(n, start + chunk_size)
-        D = torch.from_numpy(U[indices[start:stop]] - X[start:stop, None, :])  # (c, r, p)
-        G = D @ D.transpose(1, 2)  # (c, r, r)
+        D = U[indices[start:stop]] - X[start:stop, None, :]  # (c, r, p)
+        G = np.matmul(D, D.transpose(0, 2, 1))  # (c, r, r)
         if regularization > 0:
-            tr = torch.diagonal(G, dim1=1, dim2=2).sum(1)
-            G = G + (regularization * tr)[:, None, None] * torch.eye(r, dtype=G.dtype)
+            tr = np.einsum("cii->c", G)
+            G = G + (regularization * tr)[:, None, None] * np.eye(r)
         if r == 1:
             out[start:stop] = 1.0
         elif r <= 8:
-            out[start:stop] = _simplex_qp_exact(G).numpy()
+            out[start:stop] = _simplex_qp_exact(G)
         else:
-            out[start:stop] = _simplex_qp_pgd(G).numpy()
+            out[start:stop] = _simplex_qp_pgd(torch.from_numpy(G)).numpy()
     return out
 
 
-def _simplex_qp_exact(G: torch.Tensor) -> torch.Tensor:
-    """min w^T G w on the simplex, by enumeration of supports (batched)."""
+def _simplex_qp_exact(G: np.ndarray) -> np.ndarray:
+    """min w^T G w on the simplex, by enumeration of supports (batched numpy).
+
+    On a support ``S = (i_1, ..., i_k)`` write ``w = e_{i_k} + P z`` with ``P = [I; -1^T]``
+    (the sum constraint eliminated): the affine minimiser solves ``H z = -g`` with
+    ``H = P^T G_S P`` (the Gram matrix of the anchor differences ``u_{i_j} - u_{i_k}``) and
+    ``g = P^T G_S e_k``; closed forms for ``k = 2, 3``, batched solves above. It is a
+    candidate when it is non-negative, and the best candidate is the global minimiser (the
+    minimiser of a convex function over the simplex is the affine minimiser of the face in
+    whose relative interior it lies). A singular ``H`` (affinely dependent anchors) is
+    skipped: the objective is then constant along a direction of that face, so its minimum
+    is also attained on a smaller face, which is enumerated too."""
+    G = np.asarray(G, dtype=np.float64)
     c, r, _ = G.shape
-    scale = torch.diagonal(G, dim1=1, dim2=2).mean(1).clamp_min(1e-300)  # (c,)
+    scale = np.maximum(np.einsum("cii->c", G) / r, 1e-300)
     Gs = G / scale[:, None, None]
-    best_val = torch.full((c,), float("inf"), dtype=G.dtype)
-    best_w = torch.zeros((c, r), dtype=G.dtype)
+    best_val = np.full(c, np.inf)
+    best_w = np.zeros((c, r))
     for size in range(1, r + 1):
         for support in itertools.combinations(range(r), size):
-            S = torch.tensor(support)
+            S = np.array(support)
             if size == 1:
-                w_S = torch.ones((c, 1), dtype=G.dtype)
+                w_S = np.ones((c, 1))
+                ok = np.ones(c, dtype=bool)
+                val = Gs[:, S[0], S[0]].copy()
             else:
-                GS = Gs[:, S][:, :, S]
-                # KKT: [G_S 1; 1^T 0] [w; nu] = [0; 1]; tiny ridge keeps collinear anchors solvable
-                kkt = torch.zeros((c, size + 1, size + 1), dtype=G.dtype)
-                kkt[:, :size, :size] = GS + 1e-12 * torch.eye(size, dtype=G.dtype)
-                kkt[:, :size, size] = 1.0
-                kkt[:, size, :size] = 1.0
-                rhs = torch.zeros((c, size + 1), dtype=G.dtype)
-                rhs[:, size] = 1.0
-                sol, info = torch.linalg.solve_ex(kkt, rhs)
-                w_S = sol[:, :size]
-                ok = (info == 0) & torch.isfinite(w_S).all(1)
-                w_S = torch.where(ok[:, None], w_S, torch.full_like(w_S, -1.0))
-            feasible = (w_S >= -1e-12).all(1)
-            w_S = w_S.clamp_min(0.0)
-            w_S = w_S / w_S.sum(1, keepdim=True).clamp_min(1e-300)
-            w = torch.zeros((c, r), dtype=G.dtype)
-            w[:, S] = w_S
-            val = torch.einsum("ci,cij,cj->c", w, Gs, w)
-            better = feasible & (val < best_val - 1e-15 * val.abs().clamp_min(1.0))
-            best_val = torch.where(better, val, best_val)
-            best_w = torch.where(better[:, None], w, best_w)
+                w_S, ok, val = _affine_minimiser(Gs, S)
+                ok &= (w_S >= -1e-12).all(1)
+            rows = np.flatnonzero(ok & (val < best_val - 1e-15 * np.maximum(np.abs(val), 1.0)))
+            if rows.size:
+                best_val[rows] = val[rows]
+                w = np.maximum(w_S[rows], 0.0)
+                best_w[rows] = 0.0
+                best_w[rows[:, None], S[None, :]] = w / w.sum(1, keepdims=True)
     return best_w
+
+
+def _affine_minimiser(Gs: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``argmin w^T G w`` over ``sum w = 1`` supported on ``S`` (``|S| >= 2``), per row;
+    returns the weights on ``S``, a mask of rows where the minimiser is unique, and the
+    minimum ``G_aa + g^T z`` (from ``H z = -g``)."""
+    last, rest = S[-1], S[:-1]
+    g_aa = Gs[:, last, last]
+    g_ia = Gs[:, rest, last]                                     # (c, k-1)
+    H = Gs[:, rest][:, :, rest] - g_ia[:, :, None] - g_ia[:, None, :] + g_aa[:, None, None]
+    g = g_ia - g_aa[:, None]
+    tiny = 1e-12 * np.maximum(np.einsum("cii->c", H), 1e-300)
+    if rest.size == 1:
+        h = H[:, 0, 0]
+        ok = h > tiny
+        z = -g / np.where(ok, h, 1.0)[:, None]
+    elif rest.size == 2:
+        a, b, d = H[:, 0, 0], H[:, 0, 1], H[:, 1, 1]
+        det = a * d - b * b
+        ok = det > tiny * tiny
+        det = np.where(ok, det, 1.0)
+        z = -np.stack([d * g[:, 0] - b * g[:, 1], a * g[:, 1] - b * g[:, 0]], 1) / det[:, None]
+    else:
+        z = _batched_solve(H, -g[:, :, None])[:, :, 0]
+        ok = np.isfinite(z).all(1)
+        z = np.where(ok[:, None], z, 0.0)
+    w_S = np.concatenate([z, 1.0 - z.sum(1, keepdims=True)], axis=1)
+    return w_S, ok, g_aa + (g * z).sum(1)
+
+
+def _batched_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.linalg.solve`` over a batch; a singular system gives NaN in its row only."""
+    try:
+        return np.linalg.solve(A, b)
+    except np.linalg.LinAlgError:
+        out = np.full(b.shape, np.nan)
+        for i in range(A.shape[0]):
+            try:
+                out[i] = np.linalg.solve(A[i], b[i])
+            except np.linalg.LinAlgError:
+                pass
+        return out
 
 
 def _simplex_qp_pgd(G: torch.Tensor, n_iter: int = 500) -> torch.Tensor:
