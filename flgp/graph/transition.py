@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 __all__ = ["CrossTransition", "column_log_sums", "transition_rows", "cross_transition"]
 
@@ -60,14 +59,14 @@ class CrossTransition:
 
 def column_log_sums(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int) -> np.ndarray:
     """``log c_j = log Σ_i K_ij`` over the stored entries (``-inf`` for unused columns)."""
-    lk = torch.from_numpy(np.ascontiguousarray(log_kernel, dtype=np.float64)).ravel()
-    idx = torch.from_numpy(np.ascontiguousarray(indices)).ravel()
-    col_max = torch.full((n_induced,), -torch.inf, dtype=torch.float64)
-    col_max.scatter_reduce_(0, idx, lk, reduce="amax", include_self=True)
-    safe_max = torch.where(torch.isfinite(col_max), col_max, torch.zeros_like(col_max))
-    sums = torch.zeros(n_induced, dtype=torch.float64)
-    sums.index_add_(0, idx, torch.exp(lk - safe_max[idx]))
-    return (torch.log(sums) + safe_max).numpy()
+    lk = np.ascontiguousarray(log_kernel, dtype=np.float64).ravel()
+    idx = np.ascontiguousarray(indices).ravel()
+    col_max = np.full(n_induced, -np.inf)
+    np.maximum.at(col_max, idx, lk)
+    safe_max = np.where(np.isfinite(col_max), col_max, 0.0)
+    sums = np.bincount(idx, weights=np.exp(lk - safe_max[idx]), minlength=n_induced)
+    with np.errstate(divide="ignore"):
+        return np.log(sums) + safe_max
 
 
 def transition_rows(log_kernel: np.ndarray, indices: np.ndarray, log_colsum: np.ndarray,
