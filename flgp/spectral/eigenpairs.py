@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import torch
 
-__all__ = ["Eigenpairs", "deterministic_sign_flip"]
+__all__ = ["Eigenpairs", "deterministic_sign_flip", "symmetric_eigh"]
 
 
 @dataclass
@@ -80,3 +81,30 @@ def deterministic_sign_flip(vectors: np.ndarray) -> np.ndarray:
     signs = np.sign(vectors[rows, np.arange(vectors.shape[1])])
     signs[signs == 0] = 1.0
     return signs
+
+
+# up to this size a dense eigh runs on one thread (see symmetric_eigh)
+_SINGLE_THREAD_EIGH_MAX = 1024
+
+
+def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All eigenpairs of a dense symmetric matrix, eigenvalues ascending (float64).
+
+    Through ``torch.linalg.eigh`` (LAPACK ``syevd`` from the MKL that torch ships with; on
+    an idle 2-core machine 30-40 ms for the 600 x 600 FLGP Gram matrix against 64 ms for
+    scipy's OpenBLAS ``eigh``). Matrices up to 1024 x 1024 are decomposed on **one
+    thread**: the tridiagonal reduction synchronises its threads at every column, and on
+    a machine where another process holds a core two threads took 1.4-2 s for the
+    600 x 600 matrix instead of 60 ms (scipy: 1-4 s). Larger matrices use torch's thread
+    setting, where the arithmetic outweighs the synchronisation."""
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    threads = torch.get_num_threads()
+    single = A.shape[0] <= _SINGLE_THREAD_EIGH_MAX and threads > 1
+    if single:
+        torch.set_num_threads(1)
+    try:
+        w, V = torch.linalg.eigh(torch.from_numpy(A))
+    finally:
+        if single:
+            torch.set_num_threads(threads)
+    return w.numpy(), V.numpy()

@@ -21,13 +21,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .._validation import check_int, check_option
 from ..graph.cross_graph import CrossGraph
-from .eigenpairs import Eigenpairs, deterministic_sign_flip
+from .eigenpairs import Eigenpairs, deterministic_sign_flip, symmetric_eigh
 
 __all__ = ["flgp_eigenpairs", "FLGPExtension", "SPECTRA"]
 
@@ -119,7 +118,7 @@ def flgp_eigenpairs(graph: CrossGraph, n_eigenpairs: int, *,
                       f"intended.", UserWarning, stacklevel=2)
     M_eff = min(M, n_used)
     # the full divide-and-conquer solver is faster here than a subset solver
-    evals, W = scipy.linalg.eigh(gram, driver="evd", overwrite_a=True, check_finite=False)
+    evals, W = symmetric_eigh(gram)
     evals, W = evals[::-1][:M_eff], W[:, ::-1][:, :M_eff]
     sigma2 = np.clip(evals, 0.0, 1.0)
     sigma = np.sqrt(sigma2)
