@@ -7,7 +7,8 @@ from scipy.special import expit, softmax
 
 from flgp.models.gaussian import LowRankGaussianEvidence
 from flgp.models.laplace import (LogisticLikelihood, PoissonLikelihood, binary_predict,
-                                 laplace_binary, laplace_softmax, softmax_predict)
+                                 binary_predict_low_rank, laplace_binary, laplace_softmax,
+                                 softmax_predict)
 
 
 def _kernel(rng, m, rank=None):
@@ -76,6 +77,24 @@ def test_laplace_binary_prediction_matches_dense(rng):
     np.testing.assert_allclose(mean, Ks.T @ np.linalg.solve(K, st.f), atol=1e-7)
     ref_var = kss - np.einsum("ij,ij->j", Ks, np.linalg.solve(K + np.linalg.inv(W), Ks))
     np.testing.assert_allclose(var, ref_var, atol=1e-8)
+
+
+@pytest.mark.parametrize("m, M", [(12, 30), (30, 12)])
+def test_low_rank_binary_prediction_matches_dense(rng, m, M):
+    """Both branches (m < M: n x m GEMM; m >= M: M x M form) against the dense formula."""
+    n = 9
+    V = rng.standard_normal((m + n, M)) / np.sqrt(M)
+    w = np.exp(rng.normal(size=M))
+    Kall = (V * w) @ V.T
+    K, Ks, kss = Kall[:m, :m], Kall[:m, m:], np.diag(Kall)[m:]
+    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    st = laplace_binary(K, y)
+    mean, var = binary_predict_low_rank(st, V[:m], w, V[m:])
+    ref_mean, ref_var = binary_predict(st, Ks, kss)
+    np.testing.assert_allclose(mean, ref_mean, atol=1e-10)
+    np.testing.assert_allclose(var, ref_var, atol=1e-10)
+    with pytest.raises(ValueError, match="columns"):
+        binary_predict_low_rank(st, V[:m], w, V[m:, :-1])
 
 
 def test_laplace_softmax_mode_and_evidence(rng):

@@ -23,8 +23,9 @@ import scipy.linalg.lapack
 from scipy.special import expit, gammaln, softmax
 
 __all__ = ["LogisticLikelihood", "PoissonLikelihood", "laplace_binary", "laplace_softmax",
-           "binary_predict", "softmax_predict", "softmax_probabilities", "probit_logistic",
-           "BinaryLaplaceState", "SoftmaxLaplaceState"]
+           "binary_predict", "binary_predict_low_rank", "softmax_predict",
+           "softmax_probabilities", "probit_logistic", "BinaryLaplaceState",
+           "SoftmaxLaplaceState"]
 
 
 class LogisticLikelihood:
@@ -122,6 +123,31 @@ def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,
     v = scipy.linalg.solve_triangular(state.chol, state.sqrt_w[:, None] * K_cross, lower=True)
     var = np.maximum(k_diag - (v * v).sum(0), 0.0)
     return mean, var
+
+
+def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.ndarray,
+                            V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`binary_predict` for a low-rank covariance ``K(x, x') = v(x) diag(w) v(x')^T``.
+
+    ``V_lab`` (``m x M``) and ``V`` (``n* x M``) are the eigenvector values at the labelled
+    and at the new points. Mean ``V W V_lab^T ∇``; variance ``v^T W v - ||R v||^2`` with
+    the ``m x M`` matrix ``R = L^{-1} W_lik^{1/2} V_lab W``. The ``m x n*`` cross covariance
+    and its triangular solve are never formed: the cost is one ``n* x M x min(m, M)`` GEMM.
+    """
+    m, M = V_lab.shape
+    if V.shape[1] != M or w.shape != (M,):
+        raise ValueError(f"V has {V.shape[1]} columns and w {w.shape[0]} entries; both must "
+                         f"equal the {M} columns of V_lab.")
+    Vl_w = V_lab * w
+    mean = V @ (Vl_w.T @ state.grad)
+    R = scipy.linalg.solve_triangular(state.chol, state.sqrt_w[:, None] * Vl_w, lower=True)
+    if m < M:
+        Q = V @ R.T
+        var = (V * V) @ w - np.einsum("ij,ij->i", Q, Q)
+    else:
+        P = np.diag(w) - R.T @ R
+        var = np.einsum("ij,ij->i", V @ P, V)
+    return mean, np.maximum(var, 0.0)
 
 
 @dataclass
