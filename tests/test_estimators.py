@@ -80,6 +80,34 @@ def test_three_classes_string_labels_and_x_unlabeled():
     np.testing.assert_array_equal(clf2.predict(X[unl]), pred)
 
 
+def test_one_vs_rest_equals_separate_binary_fits():
+    """multi_class="ovr": class c's latent is the binary GP of "c against the rest" on the
+    same graph, with its own diffusion time; probabilities are those normalised."""
+    X, _ = make_concentric_circles(900, n_circles=3, radii=[0.5, 1.0, 1.5], random_state=1)
+    y = np.repeat([0, 1, 2], 300)
+    yy, lab = _semi_labels(y, 45, 3)
+    kw = dict(n_induced=150, random_state=0)
+    ovr = FLGPClassifier(multi_class="ovr", **kw).fit(X, yy)
+    assert ovr.diffusion_time_.shape == (3,)
+    mean, var = ovr.predict_latent(X[:50])
+    p = []
+    for c in range(3):
+        yc = np.where(yy == -1, -1, (yy == c).astype(int))
+        bin_c = FLGPClassifier(**kw).fit(X, yc)
+        np.testing.assert_allclose(ovr.diffusion_time_[c], bin_c.diffusion_time_, rtol=1e-10)
+        m_c, v_c = bin_c.predict_latent(X[:50])
+        np.testing.assert_allclose(mean[:, c], m_c, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(var[:, c], v_c, rtol=1e-8, atol=1e-10)
+        p.append(bin_c.predict_proba(X[:50])[:, 1])
+    p = np.stack(p, 1)
+    np.testing.assert_allclose(ovr.predict_proba(X[:50]), p / p.sum(1, keepdims=True),
+                               rtol=1e-10)
+    unl = yy == -1
+    assert np.mean(ovr.transduction_[unl] != y[unl]) < 0.05
+    with pytest.raises(ValueError, match="multi_class"):
+        FLGPClassifier(multi_class="crammer", **kw).fit(X, yy)
+
+
 def test_fitting_t_increases_marginal_likelihood():
     X, y = make_concentric_circles(1200, random_state=2)
     X = _standardise(X)

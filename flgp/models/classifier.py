@@ -15,8 +15,9 @@ from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
                       extend_with_prior_mask, search_log_scalar, single_threaded_blas,
                       stack_unlabeled, warn_unlabelled_components)
-from .laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
-                      probit_logistic, softmax_predict, softmax_probabilities)
+from .laplace import (LogisticLikelihood, binary_predict_low_rank, laplace_binary,
+                      laplace_softmax, probit_logistic, softmax_predict,
+                      softmax_probabilities)
 from .rbf import RBFLaplaceClassifier
 
 __all__ = ["FLGPClassifier", "split_labels"]
@@ -74,6 +75,12 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s prior, eq.
         3, which asks ``a0 > 1``); ``t`` maximises the approximate marginal likelihood times
         this prior (MAP in ``log t``). ``1`` is flat in ``log t``.
+    multi_class : {"softmax", "ovr"}, default="softmax"
+        More than two classes: one softmax Laplace GP whose class latents share one ``t``
+        (``"softmax"``), or one binary logistic GP per class against the rest, each with
+        its own ``t`` (``"ovr"``; the class probabilities are normalised to sum to one, and
+        ``diffusion_time_`` holds one ``t`` per class). Ignored for two classes. Not used
+        by ``method="rbf"``.
     max_iter : int, default=100
         Newton iterations of the Laplace approximation; also bounds the ``t`` search.
     learning_rate : float, default=0.1
@@ -94,8 +101,8 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior_power=2.0, max_iter=100, learning_rate=0.1,
-                 random_state=0, backend="auto", verbose=False):
+                 diffusion_time_prior_power=2.0, multi_class="softmax", max_iter=100,
+                 learning_rate=0.1, random_state=0, backend="auto", verbose=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -108,6 +115,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.spectrum = spectrum
         self.diffusion_time = diffusion_time
         self.diffusion_time_prior_power = diffusion_time_prior_power
+        self.multi_class = multi_class
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.random_state = random_state
@@ -132,6 +140,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                              "labels; use FLGPRegressor for a continuous target.")
         X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, -1)
         check_option(self.method, "method", METHODS)
+        check_option(self.multi_class, "multi_class", ("softmax", "ovr"))
         check_int(self.max_iter, "max_iter", low=1)
         m = int(labelled.sum())
         if m < 2:
@@ -160,7 +169,8 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             with single_threaded_blas():
                 fit = self._fit_time(ep, codes)
             if self.verbose:
-                print(f"[FLGPClassifier] bandwidth scale {a:.3g}: t={fit[0]:.4g} "
+                t_txt = ", ".join(f"{v:.4g}" for v in np.atleast_1d(fit[0]))
+                print(f"[FLGPClassifier] bandwidth scale {a:.3g}: t={t_txt} "
                       f"log evidence={fit[1]:.4f}")
             if best is None or fit[1] > best[2][1]:
                 best = (a, ep, fit)
@@ -187,44 +197,67 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         w = ep.kernel_scale * np.exp(-t * ep.eigenvalues)
         return (V1 * w) @ V2.T
 
-    def _laplace(self, K, codes, a0=None):
-        if self.classes_.size == 2:
+    @property
+    def _one_vs_rest(self):
+        return self.multi_class == "ovr" and self.classes_.size > 2
+
+    def _laplace(self, K, codes, a0=None, binary=None):
+        if binary if binary is not None else self.classes_.size == 2:
             return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood, a0=a0,
                                   max_iter=self.max_iter)
         Y = np.eye(self.classes_.size)[codes]
         return laplace_softmax(K, Y, a0=a0, max_iter=self.max_iter)
 
     def _fit_time(self, ep, codes):
+        """``(t, log evidence, Laplace state)``; for one-vs-rest, ``t`` holds one value
+        per class, the evidence is the sum over the binary problems and the state a list."""
+        self._n_evals = 0
+        if not self._one_vs_rest:
+            return self._fit_time_one(ep, codes, self.classes_.size == 2)
+        fits = [self._fit_time_one(ep, (codes == c).astype(np.int64), True)
+                for c in range(self.classes_.size)]
+        return (np.array([f[0] for f in fits]), float(sum(f[1] for f in fits)),
+                [f[2] for f in fits])
+
+    def _fit_time_one(self, ep, codes, binary):
         Vm = ep.eigenvectors[self._labelled]
         if self.diffusion_time is not None:
-            self._n_evals = 1
+            self._n_evals += 1
             t = float(self.diffusion_time)
-            state = self._laplace(self._gram(ep, t, Vm, Vm), codes)
+            state = self._laplace(self._gram(ep, t, Vm, Vm), codes, binary=binary)
             return t, state.log_evidence, state
         lo, hi = diffusion_time_range(ep.eigenvalues)
-        self._n_evals = 0
         warm = {}
 
         def neg(log_t):
             # Newton warm-started from the mode at the previous diffusion time
             self._n_evals += 1
-            st = self._laplace(self._gram(ep, np.exp(log_t), Vm, Vm), codes, warm.get("a"))
+            st = self._laplace(self._gram(ep, np.exp(log_t), Vm, Vm), codes, warm.get("a"),
+                               binary=binary)
             warm["a"] = st.a
             # π(t) ∝ t^{-a0} is ∝ t^{1-a0} in log t
             return -st.log_evidence + (self.diffusion_time_prior_power - 1.0) * log_t
 
         t, val = search_log_scalar(neg, lo, hi, n_grid=12, maxiter=self.max_iter)
-        state = self._laplace(self._gram(ep, t, Vm, Vm), codes)
+        state = self._laplace(self._gram(ep, t, Vm, Vm), codes, binary=binary)
         return t, state.log_evidence, state
 
     def _latent_from_vectors(self, V):
-        """Latent posterior mean and variance at points with eigenvector values ``V``."""
+        """Latent posterior mean and variance at points with eigenvector values ``V``
+        (one column per class for one-vs-rest: each class's binary latent)."""
         ep = self.eigenpairs_
         t = self.diffusion_time_
-        K_cross = self._gram(ep, t, ep.eigenvectors[self._labelled], V)
-        k_diag = (V * V * (ep.kernel_scale * np.exp(-t * ep.eigenvalues))).sum(1)
+        Vl = ep.eigenvectors[self._labelled]
         if self.classes_.size == 2:
-            return binary_predict(self._state, K_cross, k_diag)
+            w = ep.kernel_scale * np.exp(-t * ep.eigenvalues)
+            return binary_predict_low_rank(self._state, Vl, w, V)
+        if self._one_vs_rest:
+            scale, lam = ep.kernel_scale, ep.eigenvalues
+            out = [binary_predict_low_rank(st, Vl, scale * np.exp(-tc * lam), V)
+                   for tc, st in zip(t, self._state)]
+            return np.stack([o[0] for o in out], 1), np.stack([o[1] for o in out], 1)
+        K_cross = self._gram(ep, t, Vl, V)
+        k_diag = (V * V * (ep.kernel_scale * np.exp(-t * ep.eigenvalues))).sum(1)
         return softmax_predict(self._state, K_cross, k_diag)
 
     def _proba_from_vectors(self, V, prior_mask):
@@ -232,6 +265,9 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         if self.classes_.size == 2:
             p1 = probit_logistic(mean, var)
             proba = np.c_[1 - p1, p1]
+        elif self._one_vs_rest:
+            proba = probit_logistic(mean, var)
+            proba /= proba.sum(axis=1, keepdims=True)
         else:
             proba = softmax_probabilities(mean, var, random_state=0)
         if prior_mask is not None and prior_mask.any():
