@@ -4,14 +4,18 @@ roll, with FLGP diffusion coordinates as a fourth method.
 Panels: (left) runtime against n at 150 partitions; (middle) SSE over 32 diffusion
 components, up to sign and order, against the number of partitions at n = 2^14; (right) SSE
 against runtime at n = 2^14. Methods: exact diffusion maps of the same sparse Gaussian graph
-(shift-invert Lanczos; plain Lanczos too where it is affordable), CFDM (ours, both
-interpolations), landmark diffusion maps with the volume-weighted Nystrom extension, k-means
-centroid diffusion maps linearly interpolated, and FLGP (SE cross kernel, n_induced = number
-of partitions). SSE is against the exact map of the MGC kernel; FLGP's graph is a different
+(shift-invert Lanczos; plain Lanczos too where it is affordable), CFDM (the paper's
+coherence-sampled centroids with both interpolations, and k-means centroids as a variant),
+landmark diffusion maps with the volume-weighted Nystrom extension (random landmarks, as
+CFDM's centroids are random, and k-means landmarks, a stronger variant), k-means centroid
+diffusion maps linearly interpolated, and FLGP (SE cross kernel, n_induced = number of
+partitions). SSE is against the exact map of the MGC kernel; FLGP's graph is a different
 kernel, so its SSE is also reported against FLGP itself at n_induced = n / 4 ("FLGP-self").
 
     python experiments/compressed_diffusion.py           # paper setting, ~15 min on 2 cores
     python experiments/compressed_diffusion.py --quick   # ~2 min
+    python experiments/compressed_diffusion.py --no-runtime   # SSE panel only; the plot
+                                     # reuses results/compressed_diffusion_runtime.csv
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
-os.environ.setdefault("MKL_NUM_THREADS", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", os.environ["OMP_NUM_THREADS"])
+os.environ.setdefault("MKL_NUM_THREADS", os.environ["OMP_NUM_THREADS"])
 
 import argparse  # noqa: E402
 import time  # noqa: E402
@@ -42,9 +46,10 @@ from flgp.embedding.compressed_baselines import (  # noqa: E402
     centroid_interpolation_diffusion_map, embedding_sse, exact_diffusion_map,
     nystrom_diffusion_map)
 
-torch.set_num_threads(2)
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 OUT = os.path.join(os.path.dirname(__file__), "results")
 K = 32  # diffusion components compared (Sec. VI-A)
+NYS_RANDOM, NYS_KMEANS = "Nystrom (random landmarks)", "Nystrom (k-means landmarks)"
 PAPER = ("Paper (Sec. VI-A, Fig. VI.1; numbers are only given in the text): CFDM has the "
          "lowest SSE of the three approximations at equal partition counts, and for "
          "n >= 1e4 it is about 10x faster than exact diffusion maps, the advantage growing "
@@ -72,7 +77,11 @@ def run_method(name, X, N, seed):
     elif name == "CFDM (paper interp.)":
         Y = CompressedDiffusionMap(K, N, interpolation="region_to_point",
                                    random_state=seed).fit_transform(X)
-    elif name == "Nystrom":
+    elif name == "CFDM (k-means centroids)":
+        Y = CompressedDiffusionMap(K, N, centroids="kmeans", random_state=seed).fit_transform(X)
+    elif name == NYS_RANDOM:
+        Y, _ = nystrom_diffusion_map(X, K, N, landmarks="random", random_state=seed)
+    elif name == NYS_KMEANS:
         Y, _ = nystrom_diffusion_map(X, K, N, random_state=seed)
     elif name == "centroid interp.":
         Y, _ = centroid_interpolation_diffusion_map(X, K, N, random_state=seed)
@@ -85,7 +94,8 @@ def run_method(name, X, N, seed):
 
 def runtime_panel(ns, N, exact_max_n, lanczos_max_n, seed):
     rows = []
-    methods = ["CFDM", "Nystrom", "centroid interp.", "FLGP", "exact", "exact (Lanczos)"]
+    methods = ["CFDM", NYS_RANDOM, NYS_KMEANS, "centroid interp.", "FLGP", "exact",
+               "exact (Lanczos)"]
     jobs = [(n, m) for n in ns for m in methods
             if not (m == "exact" and n > exact_max_n)
             and not (m == "exact (Lanczos)" and n > lanczos_max_n)]
@@ -98,7 +108,8 @@ def runtime_panel(ns, N, exact_max_n, lanczos_max_n, seed):
 
 def sse_panel(n, Ns, seeds, flgp_ref_s):
     rows = []
-    methods = ["CFDM", "CFDM (paper interp.)", "Nystrom", "centroid interp.", "FLGP"]
+    methods = ["CFDM", "CFDM (paper interp.)", "CFDM (k-means centroids)", NYS_RANDOM,
+               NYS_KMEANS, "centroid interp.", "FLGP"]
     for seed in seeds:
         X, _ = make_swiss_roll(n, random_state=seed)
         ref, t_exact = run_method("exact", X, None, seed)
@@ -119,7 +130,8 @@ def sse_panel(n, Ns, seeds, flgp_ref_s):
     return pd.DataFrame(rows)
 
 
-COLORS = {"CFDM": "C0", "CFDM (paper interp.)": "C9", "Nystrom": "C1",
+COLORS = {"CFDM": "C0", "CFDM (paper interp.)": "C9", "CFDM (k-means centroids)": "C4",
+          NYS_RANDOM: "C1", NYS_KMEANS: "C5",
           "centroid interp.": "C2", "FLGP": "C3", "exact": "k", "exact (Lanczos)": "0.5"}
 
 
@@ -168,6 +180,8 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=3,
                     help="Swiss rolls per SSE point (paper: 200)")
     ap.add_argument("--out", default=OUT)
+    ap.add_argument("--no-runtime", action="store_true",
+                    help="skip the runtime panel; plot the runtime CSV already in --out")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -178,10 +192,16 @@ def main(argv=None):
         ns = [1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000]
         exact_max_n, lanczos_max_n = 100_000, 10_000
         n_sse, Ns, seeds = 2 ** 14, [64, 128, 256, 512, 1024, 2048], list(range(args.seeds))
-    rt = runtime_panel(ns, 150, exact_max_n, lanczos_max_n, seed=0)
-    sse = sse_panel(n_sse, Ns, seeds, flgp_ref_s=n_sse // 4)
     tag = "_quick" if args.quick else ""
-    rt.to_csv(os.path.join(args.out, f"compressed_diffusion_runtime{tag}.csv"), index=False)
+    rt_path = os.path.join(args.out, f"compressed_diffusion_runtime{tag}.csv")
+    if args.no_runtime:
+        if not os.path.exists(rt_path):
+            raise SystemExit(f"--no-runtime needs {rt_path}; run once without it.")
+        rt = pd.read_csv(rt_path).replace({"method": {"Nystrom": NYS_KMEANS}})
+    else:
+        rt = runtime_panel(ns, 150, exact_max_n, lanczos_max_n, seed=0)
+        rt.to_csv(rt_path, index=False)
+    sse = sse_panel(n_sse, Ns, seeds, flgp_ref_s=n_sse // 4)
     sse.to_csv(os.path.join(args.out, f"compressed_diffusion_sse{tag}.csv"), index=False)
     summ = plot(rt, sse, n_sse, os.path.join(args.out, f"compressed_diffusion{tag}.png"))
 
@@ -197,6 +217,13 @@ def main(argv=None):
           f"max {2 * K}):")
     print(summ.pivot_table(index="n_partitions", columns="method", values="sse")
           .round(3).to_string())
+    mean = summ.pivot_table(index="n_partitions", columns="method", values="sse")
+    print("\nIs CFDM's SSE below the baseline's at every partition count?")
+    for cfdm in ["CFDM", "CFDM (k-means centroids)"]:
+        for base in [NYS_RANDOM, NYS_KMEANS, "centroid interp."]:
+            wins = mean[cfdm] < mean[base]
+            print(f"  {cfdm} < {base}: {int(wins.sum())}/{wins.size} "
+                  f"({'met' if wins.all() else 'not met at ' + str(list(mean.index[~wins]))})")
     print("\nRuntime (s) of those fits:")
     print(summ.pivot_table(index="n_partitions", columns="method", values="seconds")
           .round(2).to_string())

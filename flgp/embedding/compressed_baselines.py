@@ -7,7 +7,7 @@ error measure of Fig. VI.1.
   eigenvectors are those of ``P`` and its eigenvalues ``mu^2``: the exact map of the MGC
   kernel at time ``t`` is ``mu^{2t} phi``.
 * :func:`nystrom_diffusion_map` - landmark diffusion maps with the volume-weighted Nyström
-  extension (Long & Ferguson, L-dMaps, ref. [5] of the paper).
+  extension (Long & Ferguson, L-dMaps, ref. [5] of the paper), random or k-means landmarks.
 * :func:`centroid_interpolation_diffusion_map` - diffusion map of k-means centroids, linearly
   interpolated to the points.
 * :func:`embedding_sse` - SSE over diffusion components up to sign and order (Sec. VI-A).
@@ -83,8 +83,15 @@ def exact_diffusion_map(X, n_components: int, t: int = 1, *, n_neighbors: int = 
     return emb, {"eigenvalues": vals, "bandwidth": eps}
 
 
-def _kmeans(X, n_clusters, random_state):
-    U = kmeans_centres(X, n_clusters, random_state=random_state).points
+def _kmeans(X, n_clusters, random_state, how="kmeans"):
+    """Landmarks ``U`` and their volumes (Euclidean Voronoi cell sizes); empty cells
+    dropped. ``how="kmeans"``: k-means centres; ``"random"``: rows of ``X`` drawn uniformly
+    without replacement."""
+    if how == "kmeans":
+        U = kmeans_centres(X, n_clusters, random_state=random_state).points
+    else:
+        rng = check_random_state(random_state)
+        U = X[np.sort(rng.choice(X.shape[0], size=n_clusters, replace=False))]
     labels = cKDTree(U).query(X, k=1)[1]
     sizes = np.bincount(labels, minlength=n_clusters).astype(np.float64)
     keep = sizes > 0
@@ -94,10 +101,15 @@ def _kmeans(X, n_clusters, random_state):
 
 
 def nystrom_diffusion_map(X, n_components: int, n_landmarks: int, t: int = 1, *,
-                          n_neighbors: int = 15, random_state=None):
+                          n_neighbors: int = 15, landmarks: str = "kmeans",
+                          random_state=None):
     r"""Landmark diffusion map with the volume-weighted Nyström extension (L-dMaps).
 
-    1. k-means landmarks ``l_j`` with volumes ``w_j`` (cluster sizes).
+    1. Landmarks ``l_j`` with volumes ``w_j`` (the number of points whose nearest landmark
+       is ``l_j``): k-means centres (``landmarks="kmeans"``, default) or ``n_landmarks``
+       data points drawn uniformly without replacement (``landmarks="random"``, the
+       classical Nyström choice, selected the way CFDM's centroids are: at random). The
+       paper does not say how its landmarks were chosen; see docs/compressed_diffusion.md.
     2. Gaussian k-NN graph on the landmarks (bandwidth by the same rule as the points',
        measured on the landmarks, so it follows their spacing); volume-weighted transition
        ``P_L = D_L^{-1} G_L W`` (``D_L`` its row sums), eigenpairs through the symmetric
@@ -113,7 +125,8 @@ def nystrom_diffusion_map(X, n_components: int, n_landmarks: int, t: int = 1, *,
     N = check_int(n_landmarks, "n_landmarks", low=3, high=X.shape[0], high_name="n_samples")
     k = check_int(n_components, "n_components", low=1, high=N - 2,
                   high_name="n_landmarks - 2")
-    U, w = _kmeans(X, N, rng)
+    check_option(landmarks, "landmarks", ("kmeans", "random"))
+    U, w = _kmeans(X, N, rng, landmarks)
     N = U.shape[0]
     kl = min(n_neighbors, N - 1)
     G_L, eps_L, nn_L, _ = gaussian_knn_graph(U, kl)
