@@ -185,9 +185,9 @@ def test_kmeans_tolerance_stops_early_close_to_converged(rng):
     from scipy.spatial import cKDTree
     X = rng.standard_normal((3000, 2)) * [3.0, 1.0]
     inertia = {}
-    for tol in (0.0, 1e-2):
+    for tol in (0.0, 1e-3):
         U = kmeans_centres(X, 60, random_state=0, tol=tol).points
         inertia[tol] = np.mean(cKDTree(U).query(X)[0] ** 2)
-    assert inertia[1e-2] <= 1.08 * inertia[0.0]  # measured 1.02-1.06 on such blobs
+    assert inertia[1e-3] <= 1.02 * inertia[0.0]  # measured 1.002-1.011 on such blobs
     with pytest.raises(ValueError, match="tol"):
         kmeans_centres(X, 60, tol=-1.0)
