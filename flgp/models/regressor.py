@@ -52,6 +52,9 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     eigenpairs_, eigenvalues_, diffusion_time_, outputscale_, noise_, bandwidth_,
     bandwidth_scale_, log_marginal_likelihood_, transduction_, transduction_std_,
     n_features_in_
+        ``log_marginal_likelihood_`` is ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the fitted
+        values, in the units of ``y`` (the prior on ``t`` is not included, as in
+        :class:`FLGPClassifier`).
     """
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
@@ -136,7 +139,9 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         self.diffusion_time_ = fit["t"]
         self.outputscale_ = fit["s2"] * self._y_scale ** 2
         self.noise_ = fit["noise"] * self._y_scale ** 2
-        self.log_marginal_likelihood_ = -fit["nll"] - m * np.log(self._y_scale)
+        # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
+        # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
+        self.log_marginal_likelihood_ = -fit["nll_evidence"] - m * np.log(self._y_scale)
         self.n_iter_ = fit["n_iter"]
         ev = LowRankGaussianEvidence(ep.eigenvectors[self._labelled], z)
         self._sd, self._w_mean, self._w_cov = ev.posterior(self._log_weights(ep, fit["t"],
@@ -205,9 +210,10 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
             if best is None or res.fun < best.fun:
                 best = res
         log_t, log_s2, log_noise = best.x
+        prior_term = (self.diffusion_time_prior_power - 1.0) * log_t
         return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)),
                     noise=float(np.exp(log_noise)), nll=float(best.fun),
-                    n_iter=max(1, int(best.nit)))
+                    nll_evidence=float(best.fun - prior_term), n_iter=max(1, int(best.nit)))
 
     def _predict_vectors(self, V, prior_mask):
         F = V * self._sd  # f(x) = v(x) D^{1/2} u
