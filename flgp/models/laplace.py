@@ -80,6 +80,17 @@ class BinaryLaplaceState:
     log_evidence: float
 
 
+def _chol_lower(B: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor through LAPACK ``potrf`` directly: the Laplace searches factor
+    thousands of small matrices, where scipy's argument checking costs as much as the
+    factorisation."""
+    L, info = scipy.linalg.lapack.dpotrf(B, lower=1, clean=1, overwrite_a=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"Cholesky factorisation failed (LAPACK info {info}): "
+                                    f"the covariance is not positive definite or not finite.")
+    return L
+
+
 def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, *,
                    a0: np.ndarray | None = None, tol: float = 1e-9,
                    max_iter: int = 100) -> BinaryLaplaceState:
@@ -98,16 +109,15 @@ def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, 
     for _ in range(max_iter):
         g, w = likelihood.grad_hess(y, f)
         sw = np.sqrt(w)
-        B = np.eye(m) + sw[:, None] * K * sw[None, :]
-        L = scipy.linalg.cholesky(B, lower=True)
+        L = _chol_lower(np.eye(m) + sw[:, None] * K * sw[None, :])
         b = w * f + g
-        v = scipy.linalg.cho_solve((L, True), sw * (K @ b))
+        v, info = scipy.linalg.lapack.dpotrs(L, sw * (K @ b), lower=1)
         a, f, obj, converged = _damped_step(psi, K, a, b - sw * v, obj, tol)
         if converged:
             break
     g, w = likelihood.grad_hess(y, f)
     sw = np.sqrt(w)
-    L = scipy.linalg.cholesky(np.eye(m) + sw[:, None] * K * sw[None, :], lower=True)
+    L = _chol_lower(np.eye(m) + sw[:, None] * K * sw[None, :])
     log_ev = -0.5 * a @ f + likelihood.log_prob(y, f).sum() - np.log(np.diag(L)).sum()
     return BinaryLaplaceState(f=f, a=a, grad=g, sqrt_w=sw, chol=L, log_evidence=float(log_ev))
 
