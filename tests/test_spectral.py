@@ -150,3 +150,15 @@ def test_large_dense_path_matches_dense_eigh(rng):
     w, U = _top_eigh(S, M)
     np.testing.assert_allclose(w, mu[:M], atol=1e-10)
     np.testing.assert_allclose(np.abs(np.sum(U[:, 3:] * Q[:, 3:M], 0)), 1.0, atol=1e-8)
+
+
+def test_symmetric_eigh_matches_numpy_and_restores_threads(rng):
+    from flgp.spectral.eigenpairs import symmetric_eigh
+    A = rng.standard_normal((50, 50))
+    A = A + A.T
+    before = torch.get_num_threads()
+    w, V = symmetric_eigh(A)
+    assert torch.get_num_threads() == before
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(A), atol=1e-10)
+    np.testing.assert_allclose(V @ np.diag(w) @ V.T, A, atol=1e-10)
+    np.testing.assert_allclose(V.T @ V, np.eye(50), atol=1e-12)
