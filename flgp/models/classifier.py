@@ -202,7 +202,9 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         return self.multi_class == "ovr" and self.classes_.size > 2
 
     def _laplace(self, K, codes, a0=None, binary=None):
-        if binary if binary is not None else self.classes_.size == 2:
+        if binary is None:
+            binary = self.classes_.size == 2
+        if binary:
             return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood, a0=a0,
                                   max_iter=self.max_iter)
         Y = np.eye(self.classes_.size)[codes]
