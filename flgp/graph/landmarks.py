@@ -171,7 +171,8 @@ def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, assign, tol: float = 0.0) 
             break
         if tol > 0:
             # inertia of this assignment, about the centres it was made with
-            inertia = float(np.einsum("ij,ij->", X - C_old[lab], X - C_old[lab]))
+            resid = X - C_old[lab]
+            inertia = float(np.einsum("ij,ij->", resid, resid))
             if _moved_little(float(((C - C_old) ** 2).sum()), inertia, X.shape[0], s, tol):
                 break
         prev = lab
