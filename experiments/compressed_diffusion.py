@@ -92,7 +92,8 @@ def run_method(name, X, N, seed):
     return Y, time.perf_counter() - t0
 
 
-def runtime_panel(ns, N, exact_max_n, lanczos_max_n, seed):
+def runtime_panel(ns, N, exact_max_n, lanczos_max_n, seed, repeats=3):
+    """Median wall time of ``repeats`` fits per (n, method), one roll per n."""
     rows = []
     methods = ["CFDM", NYS_RANDOM, NYS_KMEANS, "centroid interp.", "FLGP", "exact",
                "exact (Lanczos)"]
@@ -101,8 +102,9 @@ def runtime_panel(ns, N, exact_max_n, lanczos_max_n, seed):
             and not (m == "exact (Lanczos)" and n > lanczos_max_n)]
     for n, m in tqdm(jobs, desc="runtime", disable=None):
         X, _ = make_swiss_roll(n, random_state=seed)
-        _, sec = run_method(m, X, N, seed)
-        rows.append(dict(n=n, method=m, n_partitions=N, seconds=sec))
+        secs = [run_method(m, X, N, seed)[1] for _ in range(repeats)]
+        rows.append(dict(n=n, method=m, n_partitions=N, seconds=float(np.median(secs)),
+                         repeats=repeats))
     return pd.DataFrame(rows)
 
 
@@ -182,6 +184,10 @@ def main(argv=None):
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--no-runtime", action="store_true",
                     help="skip the runtime panel; plot the runtime CSV already in --out")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="fits per (n, method) in the runtime panel; the median is kept")
+    ap.add_argument("--no-sse", action="store_true",
+                    help="skip the SSE panel; plot the SSE CSV already in --out")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -199,10 +205,18 @@ def main(argv=None):
             raise SystemExit(f"--no-runtime needs {rt_path}; run once without it.")
         rt = pd.read_csv(rt_path).replace({"method": {"Nystrom": NYS_KMEANS}})
     else:
-        rt = runtime_panel(ns, 150, exact_max_n, lanczos_max_n, seed=0)
+        rt = runtime_panel(ns, 150, exact_max_n, lanczos_max_n, seed=0,
+                           repeats=args.repeats)
         rt.to_csv(rt_path, index=False)
-    sse = sse_panel(n_sse, Ns, seeds, flgp_ref_s=n_sse // 4)
-    sse.to_csv(os.path.join(args.out, f"compressed_diffusion_sse{tag}.csv"), index=False)
+    sse_path = os.path.join(args.out, f"compressed_diffusion_sse{tag}.csv")
+    if args.no_sse:
+        if not os.path.exists(sse_path):
+            raise SystemExit(f"--no-sse needs {sse_path}; run once without it.")
+        sse = pd.read_csv(sse_path)
+        seeds = sorted(sse.seed.unique())
+    else:
+        sse = sse_panel(n_sse, Ns, seeds, flgp_ref_s=n_sse // 4)
+        sse.to_csv(sse_path, index=False)
     summ = plot(rt, sse, n_sse, os.path.join(args.out, f"compressed_diffusion{tag}.png"))
 
     print(PAPER)

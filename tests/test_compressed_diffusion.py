@@ -135,6 +135,52 @@ def test_assignment_minimises_angular_diffusion_distance(rng):
     assert np.all(labels[centroids] == np.arange(len(centroids)))
 
 
+@pytest.mark.parametrize("t, max_steps", [(1, 8), (1, 4), (1, None), (2, None)])
+def test_far_points_scored_at_their_own_step_match_dense_powers(t, max_steps):
+    """Points beyond 2t hops of every centroid are scored at the first even step 2 tau that
+    reaches a centroid: argmax_y [A^{2 tau}]_xy / sqrt([A^{2 tau}]_yy), from dense powers.
+    The sparse diffusion skips rows that no later score needs; that must change nothing."""
+    X, _ = make_swiss_roll(700, random_state=5)
+    G, _, _, _ = gaussian_knn_graph(X, 6)
+    q = np.asarray(G.sum(1)).ravel()
+    A = _affinity(G, q)
+    centroids = np.sort(np.random.default_rng(1).choice(700, size=12, replace=False))
+    labels = assign_partitions(A, centroids, t, max_steps=max_steps)
+    # hop level by dense boolean powers, then each point's scoring step
+    Ad = A.toarray()
+    B = (Ad > 0).astype(float)
+    level = np.full(700, -1)
+    level[centroids] = 0
+    reach = np.zeros(700, bool)
+    reach[centroids] = True
+    for h in range(1, 700):
+        new = (B @ reach > 0) & ~reach
+        if not new.any():
+            break
+        level[new] = h
+        reach |= new
+    step = np.maximum(2 * t, level + level % 2)
+    cap = step.max() if max_steps is None else max(2 * t, max_steps)
+    assert (step > 2 * t).sum() > 50  # the far points are really tested
+    scored = np.flatnonzero(step <= cap)
+    powers = {}
+    for x in scored:
+        s = int(step[x])
+        if s not in powers:
+            P = np.linalg.matrix_power(Ad, s)
+            powers[s] = P[:, centroids] / np.sqrt(np.diag(P)[centroids])[None, :]
+        assert labels[x] == powers[s][x].argmax()
+    # beyond the cap, level by level: the region of largest one-step transition from the
+    # points labelled before (dense)
+    lab = np.where(step <= cap, labels, -1)
+    for h in np.unique(level[step > cap]):
+        rows = np.flatnonzero((level == h) & (step > cap))
+        chi = np.zeros((700, 12))
+        chi[np.flatnonzero(lab >= 0), lab[lab >= 0]] = 1.0
+        lab[rows] = (Ad[rows] @ chi).argmax(axis=1)
+    np.testing.assert_array_equal(labels, lab)
+
+
 def test_far_points_get_a_label_and_regions_are_nonempty(roll):
     m = CompressedDiffusionMap(2, 10, n_neighbors=5, random_state=3).fit(roll)
     assert m.labels_.min() == 0 and m.labels_.max() == 9
