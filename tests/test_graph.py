@@ -191,3 +191,32 @@ def test_kmeans_tolerance_stops_early_close_to_converged(rng):
     assert inertia[1e-3] <= 1.02 * inertia[0.0]  # measured 1.002-1.011 on such blobs
     with pytest.raises(ValueError, match="tol"):
         kmeans_centres(X, 60, tol=-1.0)
+
+
+@pytest.mark.parametrize("p, atol", [(2, 1e-10), (20, 2e-4)])
+def test_kmeans_refine_is_lloyd_on_all_points(rng, p, atol):
+    """After a fit on a subsample, ``n_refine`` Lloyd iterations run on every point (up to
+    ``max_refine_samples``): the centres equal scikit-learn's Lloyd started from the
+    subsample fit (k-d tree path in low dimension, float32 GEMM path above 16 features)."""
+    from sklearn.cluster import KMeans
+    X = rng.standard_normal((4000, p)) * np.linspace(3.0, 1.0, p)
+    kw = dict(random_state=1, max_fit_samples=600, tol=0.0)
+    U0 = kmeans_centres(X, 15, n_refine=0, **kw).points
+    U2 = kmeans_centres(X, 15, n_refine=2, max_refine_samples=4000, **kw).points
+    ref = KMeans(15, init=U0, n_init=1, max_iter=2, tol=0.0, algorithm="lloyd").fit(X)
+    np.testing.assert_allclose(U2, ref.cluster_centers_, atol=atol)
+    assert np.abs(U2 - U0).max() > 100 * atol          # the refinement did move them
+    inertia = [np.mean(((X[:, None] - U[None]) ** 2).sum(-1).min(1)) for U in (U0, U2)]
+    assert inertia[1] < inertia[0]
+    # no refinement when the fit already used every point
+    np.testing.assert_array_equal(
+        kmeans_centres(X[:500], 15, n_refine=0, **kw).points,
+        kmeans_centres(X[:500], 15, n_refine=2, **kw).points)
+    with pytest.raises(ValueError, match="n_refine"):
+        kmeans_centres(X, 15, n_refine=-1)
+    with pytest.raises(ValueError, match="max_refine_samples=10 is below n_clusters=15"):
+        kmeans_centres(X, 15, max_refine_samples=10)
+    # a refinement sample smaller than n: reproducible, and still lowers the inertia
+    Us = [kmeans_centres(X, 15, max_refine_samples=1500, **kw).points for _ in range(2)]
+    np.testing.assert_array_equal(Us[0], Us[1])
+    assert np.mean(((X[:, None] - Us[0][None]) ** 2).sum(-1).min(1)) < inertia[0]

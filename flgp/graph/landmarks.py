@@ -2,7 +2,8 @@
 
 k-means is written to scale to millions of points: centres are fitted by Lloyd's algorithm
 with GEMM distances (torch) on a random subsample of at most ``max_fit_samples`` points,
-seeded by greedy k-means++ on a smaller subsample; the cluster sizes ``n_j`` that the
+seeded by greedy k-means++ on a smaller subsample, then refined by ``n_refine`` Lloyd
+iterations on up to ``100 s`` points; the cluster sizes ``n_j`` that the
 k-means normalisation needs are then counted by assigning *every* point to its nearest
 centre, which is the first column of the neighbour search (:func:`nearest_landmarks`), so the
 assignment costs no extra pass.
@@ -46,8 +47,9 @@ def random_landmarks(X: np.ndarray, n_induced: int, random_state=None) -> Landma
 
 def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
                    n_iter: int | None = None, tol: float = 1e-3,
-                   max_fit_samples: int | None = None, dtype=torch.float32,
-                   backend: str = "auto") -> Landmarks:
+                   max_fit_samples: int | None = None, n_refine: int = 2,
+                   max_refine_samples: int | None = None,
+                   dtype=torch.float32, backend: str = "auto") -> Landmarks:
     """k-means centres by Lloyd's algorithm with k-means++ seeding.
 
     Parameters
@@ -72,6 +74,15 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     max_fit_samples : int, optional
         Fit on a uniform subsample of this many points when ``n`` is larger. Default
         ``max(20 * s, 20000)``.
+    n_refine : int, default=2
+        Lloyd iterations on a larger sample - every point up to ``max_refine_samples`` -
+        after a fit on a subsample (none when the fit used every point). The subsample fit
+        gives each centre only ~20 points; the refinement moves every centre to the mean
+        of a cell ~5 times as populated. On MNIST (n = 70,000, s = 1000, all points) it
+        lowered LKFLGP's and SKFLGP's error by about one point (docs/engine.md).
+    max_refine_samples : int, optional
+        Size of the refinement sample. Default ``100 * s``: the refinement then costs at
+        most ``2 n_refine * 100 s^2 p`` flops whatever ``n`` is.
     backend : {"auto", "torch", "keops"}, default="auto"
         Who computes the assignments (:mod:`flgp.backends`).
 
@@ -89,6 +100,11 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     if not (np.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be a finite number >= 0 (0: stop only when no assignment "
                          f"changes); got {tol!r}.")
+    if int(n_refine) < 0:
+        raise ValueError(f"n_refine must be >= 0; got {n_refine!r}.")
+    if max_refine_samples is not None and int(max_refine_samples) < s:
+        raise ValueError(f"max_refine_samples={max_refine_samples} is below n_clusters={s}: "
+                         f"the refinement needs at least one point per centre.")
     if max_fit_samples is None:
         max_fit_samples = max(20 * s, 20_000)
     if n > max_fit_samples:
@@ -103,20 +119,39 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
     if n_iter is None:
         n_iter = 20 if Xf.shape[1] <= KDTREE_MAX_DIM else 10
+    stages = [(Xf, n_iter)]
+    if Xf is not X and int(n_refine) > 0:
+        if max_refine_samples is None:
+            max_refine_samples = 100 * s
+        if n > max_refine_samples:
+            Xr = X[rng.choice(n, size=int(max_refine_samples), replace=False)]
+        else:
+            Xr = X
+        stages.append((Xr, int(n_refine)))
     if resolve_backend(backend) == "keops":
         def assign(Xc, C):
             lab = keops_nearest(Xc, C, 1)       # None (after a warning) if KeOps fails
             return lab[:, 0] if lab is not None else nearest_landmarks(
                 Xc, C, 1, backend="torch")[0][:, 0]
-        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign, tol) + centre,
-                         method="kmeans")
-    if Xf.shape[1] <= KDTREE_MAX_DIM:
+    elif Xf.shape[1] <= KDTREE_MAX_DIM:
         def assign(Xc, C):
             return cKDTree(C).query(Xc, k=1, workers=2)[1]
-        return Landmarks(points=_lloyd(Xf - centre, C0, n_iter, assign, tol) + centre,
+    else:
+        C = torch.from_numpy(C0).to(dtype)
+        for Xs, iters in stages:
+            C = _lloyd_gemm(torch.from_numpy(Xs - centre).to(dtype), C, iters, tol)
+        return Landmarks(points=np.ascontiguousarray(C.double().numpy() + centre),
                          method="kmeans")
-    Xt = torch.from_numpy(Xf - centre).to(dtype)
-    C = torch.from_numpy(C0).to(dtype)
+    C = C0
+    for Xs, iters in stages:
+        C = _lloyd(Xs - centre, C, iters, assign, tol)
+    return Landmarks(points=C + centre, method="kmeans")
+
+
+def _lloyd_gemm(Xt: torch.Tensor, C: torch.Tensor, n_iter: int, tol: float) -> torch.Tensor:
+    """Lloyd iterations with chunked GEMM distances (torch), for ``p > KDTREE_MAX_DIM``;
+    stops when no assignment changes or by ``tol`` (:func:`kmeans_centres`)."""
+    s = C.shape[0]
     prev = None
     chunk = max(1, 4_000_000 // s)
     for _ in range(n_iter):
@@ -143,8 +178,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         if _moved_little(float(((C - C_old) ** 2).sum()), inertia, Xt.shape[0], s, tol):
             break
         prev = labels
-    centres = C.double().numpy() + centre
-    return Landmarks(points=np.ascontiguousarray(centres), method="kmeans")
+    return C
 
 
 def _moved_little(sq_move_sum: float, inertia: float, n: int, s: int, tol: float) -> bool:
