@@ -277,7 +277,7 @@ def softmax_probabilities(mean: np.ndarray, var: np.ndarray, n_samples: int = 64
     mu = np.ascontiguousarray(mean.T, dtype=np.float32)
     sd = np.sqrt(np.ascontiguousarray(var.T, dtype=np.float32))
     out = np.empty((n, C))
-    chunk = max(1, 1_000_000 // (C * n_samples))
+    chunk = max(1, 1_000_000 // (C * eps.shape[1]))
     for start in range(0, n, chunk):
         z = eps * sd[:, None, start:start + chunk]
         z += mu[:, None, start:start + chunk]
