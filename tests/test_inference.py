@@ -149,3 +149,5 @@ def test_softmax_probabilities_match_independent_integrals(rng):
     assert np.abs(p2[:, 1] - exact).max() < 0.02   # measured 0.008
     np.testing.assert_allclose(softmax_probabilities(mu, 0.0 * var), softmax(mu, axis=1),
                                rtol=1e-5)
+    with pytest.raises(ValueError, match="n_samples must be >= 1"):
+        softmax_probabilities(mu, var, n_samples=0)

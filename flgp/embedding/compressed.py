@@ -259,7 +259,7 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
             Y = A_step[step] @ Y
             if sp.issparse(Y) and Y.nnz > 0.25 * n * c:
                 Y = Y.toarray()
-            if 2 * step <= max_step:
+            if t <= step and 2 * step <= max_step:   # a scored step 2 * step needs it
                 sq = Y.multiply(Y).sum(axis=0) if sp.issparse(Y) else (Y * Y).sum(axis=0)
                 rho[2 * step] = np.asarray(sq).ravel()
             if step % 2 or step < 2 * t:

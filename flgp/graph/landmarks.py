@@ -100,7 +100,8 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     if not (np.isfinite(tol) and tol >= 0):
         raise ValueError(f"tol must be a finite number >= 0 (0: stop only when no assignment "
                          f"changes); got {tol!r}.")
-    if int(n_refine) < 0:
+    n_refine = int(n_refine)
+    if n_refine < 0:
         raise ValueError(f"n_refine must be >= 0; got {n_refine!r}.")
     if max_refine_samples is not None and int(max_refine_samples) < s:
         raise ValueError(f"max_refine_samples={max_refine_samples} is below n_clusters={s}: "
@@ -120,14 +121,14 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     if n_iter is None:
         n_iter = 20 if Xf.shape[1] <= KDTREE_MAX_DIM else 10
     stages = [(Xf, n_iter)]
-    if Xf is not X and int(n_refine) > 0:
+    if Xf is not X and n_refine > 0:
         if max_refine_samples is None:
             max_refine_samples = 100 * s
         if n > max_refine_samples:
             Xr = X[rng.choice(n, size=int(max_refine_samples), replace=False)]
         else:
             Xr = X
-        stages.append((Xr, int(n_refine)))
+        stages.append((Xr, n_refine))
     if resolve_backend(backend) == "keops":
         def assign(Xc, C):
             lab = keops_nearest(Xc, C, 1)       # None (after a warning) if KeOps fails

@@ -269,8 +269,11 @@ def softmax_probabilities(mean: np.ndarray, var: np.ndarray, n_samples: int = 64
     that the max, exp and sum over classes run on contiguous arrays (3-4x faster than a
     softmax over a short last axis). They are float32 (relative error ~1e-6); the average is
     accumulated in float64 and renormalised."""
+    if int(n_samples) < 1:
+        raise ValueError(f"n_samples must be >= 1 (it is rounded up to a power of two); "
+                         f"got {n_samples!r}.")
     n, C = mean.shape
-    m = max(0, int(np.ceil(np.log2(max(1, int(n_samples))))))
+    m = int(np.ceil(np.log2(int(n_samples))))
     u = qmc.Sobol(C, scramble=True, seed=random_state).random_base2(m)
     eps = norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))                              # (S, C)
     eps = np.ascontiguousarray(eps.T, dtype=np.float32)[:, :, None]           # (C, S, 1)
