@@ -49,6 +49,21 @@ def test_symmetric_psd_diag_and_dense_reference(cloud):
         np.testing.assert_allclose(Kc, _dense_reference(k, xn, x), atol=1e-10)
 
 
+def test_cache_never_returns_values_of_other_inputs(cloud):
+    """New tensors often reuse a freed tensor's address, and writes through a numpy view
+    leave the version counter alone: the cache must match inputs by value."""
+    k = _kernels(cloud)[0]
+    for i in range(12):
+        x = torch.tensor(cloud[10 * i:10 * i + 10] + 0.01)  # freed at the next iteration
+        np.testing.assert_allclose(k(x).to_dense().detach(), _dense_reference(k, x, x),
+                                   atol=1e-10)
+    x = torch.from_numpy(cloud[:20].copy())
+    k(x).to_dense()
+    x.numpy()[:] *= 1.02                                    # in place, behind torch's back
+    np.testing.assert_allclose(k(x).to_dense().detach(), _dense_reference(k, x, x),
+                               atol=1e-10)
+
+
 def test_low_rank_operator_root(cloud):
     k = _kernels(cloud)[0]
     x = torch.from_numpy(cloud[:80])

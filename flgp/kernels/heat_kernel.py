@@ -60,8 +60,9 @@ class HeatKernel(Kernel):
     Notes
     -----
     There is no outputscale: wrap in ``gpytorch.kernels.ScaleKernel`` for one.
-    Eigenvector values of inputs are cached for the last few input tensors (a training
-    loop evaluates the same inputs every iteration).
+    Eigenvector values of inputs are cached for the last four distinct inputs, matched by
+    value (a training loop evaluates the same inputs every iteration; comparing values
+    costs ``O(N p)`` against the ``O(N s p)`` of the out-of-sample map).
 
     Examples
     --------
@@ -115,15 +116,18 @@ class HeatKernel(Kernel):
     # -- eigenvector values at coordinates ---------------------------------------------
     def eigenvector_values(self, x: torch.Tensor) -> torch.Tensor:
         """``v(x)`` for inputs ``... x N x p``, shape ``... x N x M`` in ``x``'s dtype."""
-        key = (x.data_ptr(), tuple(x.shape), tuple(x.stride()), x._version, x.dtype, x.device)
-        for k, v in self._cache:
-            if k == key:
+        # keyed on the values themselves: a tensor's address is reused once it is freed, and
+        # writes through a numpy view do not bump its version counter
+        xd = x.detach()
+        for cached_x, v in self._cache:
+            if (cached_x.shape == xd.shape and cached_x.dtype == xd.dtype
+                    and cached_x.device == xd.device and torch.equal(cached_x, xd)):
                 return v
-        flat = x.detach().reshape(-1, x.shape[-1]).cpu().numpy().astype(np.float64)
+        flat = xd.reshape(-1, x.shape[-1]).cpu().numpy().astype(np.float64)
         vals = self.eigenpairs.extend(flat)
         out = torch.as_tensor(vals, dtype=x.dtype, device=x.device)
         out = out.reshape(*x.shape[:-1], vals.shape[-1])
-        self._cache = [(key, out)] + self._cache[:3]
+        self._cache = [(xd.clone(), out)] + self._cache[:3]
         return out
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
