@@ -60,6 +60,18 @@ def test_regularized_lae_matches_scipy_and_stays_positive(rng):
         assert obj(W[i]) <= res.fun + 1e-10
 
 
+def test_local_gram_matches_direct_products_across_blocks(rng, monkeypatch):
+    import flgp.graph.cross_kernel as ck
+    X = rng.standard_normal((37, 5))
+    U = rng.standard_normal((11, 5))
+    idx = rng.integers(0, 11, size=(37, 3))
+    monkeypatch.setattr(ck, "_GRAM_BLOCK_ENTRIES", 40)  # blocks of 2 rows, last one short
+    G = ck.local_gram(X, U, idx)
+    for i in range(37):
+        D = U[idx[i]] - X[i]
+        np.testing.assert_allclose(G[i], D @ D.T, rtol=1e-13, atol=1e-13)
+
+
 def test_lae_point_inside_hull_is_reconstructed(rng):
     U = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
     w = np.array([0.2, 0.3, 0.5])
