@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import check_option
 
-__all__ = ["BACKENDS", "resolve_backend", "keops_available", "keops_nearest", "gaussian_matmul",
+__all__ = ["BACKENDS", "cpu_threads", "resolve_backend", "keops_available", "keops_nearest", "gaussian_matmul",
            "min_sq_distances"]
 
 BACKENDS = ("auto", "torch", "keops")
@@ -43,6 +43,15 @@ def _keops_status() -> tuple[bool, str]:
 def keops_available() -> bool:
     """Whether pykeops imports (compilation is tried at first use)."""
     return _keops_status()[0]
+
+
+def cpu_threads() -> int:
+    """Threads for the engine's CPU work outside torch (``scipy.spatial.cKDTree`` queries):
+    torch's own setting (``torch.set_num_threads``, or ``OMP_NUM_THREADS`` at start-up), so
+    one knob limits everything."""
+    import torch
+
+    return max(1, int(torch.get_num_threads()))
 
 
 def _cuda_available() -> bool:

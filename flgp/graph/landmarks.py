@@ -18,7 +18,7 @@ import torch
 
 from scipy.spatial import cKDTree
 
-from ..backends import keops_nearest, resolve_backend
+from ..backends import cpu_threads, keops_nearest, resolve_backend
 
 from .._validation import check_random_state
 from .neighbors import KDTREE_MAX_DIM, nearest_landmarks
@@ -135,8 +135,10 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
             return lab[:, 0] if lab is not None else nearest_landmarks(
                 Xc, C, 1, backend="torch")[0][:, 0]
     elif Xf.shape[1] <= KDTREE_MAX_DIM:
+        workers = cpu_threads()
+
         def assign(Xc, C):
-            return cKDTree(C).query(Xc, k=1, workers=2)[1]
+            return cKDTree(C).query(Xc, k=1, workers=workers)[1]
     else:
         C = torch.from_numpy(C0).to(dtype)
         for Xs, iters in stages:

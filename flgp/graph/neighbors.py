@@ -1,10 +1,9 @@
 """Nearest induced points: for every point, the ``r`` closest rows of a small set ``U``.
 
-In low dimension (``p <= 16``) the search is a k-d tree (``scipy.spatial.cKDTree``, two
-workers). Otherwise distances come from one GEMM per chunk (``|x|^2 - 2 x.u + |u|^2``)
-followed by a partial sort (``torch.topk``), so memory stays at ``chunk x s`` whatever ``n``
-is. The squared
-distances of the selected pairs are then recomputed exactly, in float64, from the
+In low dimension (``p <= 16``) the search is a k-d tree (``scipy.spatial.cKDTree``, as
+many workers as torch has threads). Otherwise distances come from one GEMM per chunk
+(``|x|^2 - 2 x.u + |u|^2``) followed by a partial sort (``torch.topk``), so memory stays at
+``chunk x s`` whatever ``n`` is. The squared distances of the selected pairs are then recomputed exactly, in float64, from the
 coordinates, so the search precision never leaks into the kernel weights.
 """
 
@@ -14,7 +13,7 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
-from ..backends import keops_nearest, resolve_backend
+from ..backends import cpu_threads, keops_nearest, resolve_backend
 
 __all__ = ["nearest_landmarks", "pairwise_sq_distances"]
 
@@ -61,7 +60,7 @@ def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         if indices is not None:
             return _sorted_exact(X, U, indices)
     if X.shape[1] <= KDTREE_MAX_DIM:
-        _, indices = cKDTree(U).query(X, k=r, workers=2)
+        _, indices = cKDTree(U).query(X, k=r, workers=cpu_threads())
         return _sorted_exact(X, U, np.asarray(indices, dtype=np.int64).reshape(n, r))
     # centre both sets on the landmarks' mean: the GEMM identity loses digits far from 0
     centre = U.mean(axis=0, keepdims=True)
