@@ -188,3 +188,21 @@ def test_clear_errors():
         FLGPRegressor().fit(X, yr)
     with pytest.raises(ValueError, match="method='svm' is not supported"):
         FLGPRegressor(method="svm").fit(X, y.astype(float))
+
+
+@pytest.mark.parametrize("Est, params, match", [
+    (FLGPRegressor, dict(noise=-1.0), "noise must be a finite positive"),
+    (FLGPRegressor, dict(noise=0.0), "noise must be a finite positive"),
+    (FLGPRegressor, dict(diffusion_time=0.0), "diffusion_time must be a finite positive"),
+    (FLGPClassifier, dict(diffusion_time=-1.0), "diffusion_time must be a finite positive"),
+    (FLGPClassifier, dict(diffusion_time_prior_power=np.nan), "diffusion_time_prior_power"),
+    (FLGPClassifier, dict(kernel="se", bandwidth_grid=[]), "bandwidth_grid must hold"),
+    (FLGPRegressor, dict(kernel="se", bandwidth_grid=[-1.0]), "bandwidth_grid must hold"),
+    (FLGPClassifier, dict(kernel="se", bandwidth=-2.0), "bandwidth must be a finite positive"),
+])
+def test_bad_hyperparameters_are_named(Est, params, match):
+    X, y = make_concentric_circles(120, random_state=0)
+    lab = np.arange(120) % 6 == 0
+    target = np.where(lab, y, -1) if Est is FLGPClassifier else np.where(lab, y * 1.0, np.nan)
+    with pytest.raises(ValueError, match=match):
+        Est(n_induced=30, **params).fit(X, target)

@@ -11,7 +11,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_option, check_points
+from .._validation import check_option, check_points, check_positive
 from ..backends import resolve_backend
 from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
 from ..graph.dense import neighbour_bandwidth
@@ -85,6 +85,24 @@ def eigenpair_candidates(est, X: np.ndarray):
                 else:
                     g = build_dense_graph(X, bandwidth=g0.bandwidth * np.sqrt(a / grid[0]))
                 yield a, glgp_eigenpairs(g, M)
+
+
+def check_hyperparameters(est):
+    """Validate the numeric settings shared by the estimators before any work is done, so
+    that a bad value gives a message naming it (not a NaN or an optimiser's traceback)."""
+    check_positive(est.diffusion_time, "diffusion_time", allow_none=True)
+    check_positive(est.bandwidth, "bandwidth", allow_none=True)
+    a0 = est.diffusion_time_prior_power
+    if isinstance(a0, bool) or not isinstance(a0, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(a0):
+        raise ValueError(f"diffusion_time_prior_power must be a finite number (a0 of the "
+                         f"prior t^-a0; 1 = flat in log t); got {a0!r}.")
+    if est.bandwidth_grid is not None:
+        grid = np.asarray(est.bandwidth_grid, dtype=np.float64).ravel()
+        if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+            raise ValueError(f"bandwidth_grid must hold at least one finite positive "
+                             f"bandwidth scale a (4 eps^2 = a mean d^2); got "
+                             f"{est.bandwidth_grid!r}.")
 
 
 def single_threaded_blas():

@@ -12,8 +12,8 @@ from sklearn.utils.validation import column_or_1d
 
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
-from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
-                      extend_with_prior_mask, search_log_scalar, single_threaded_blas,
+from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
+                      eigenpair_candidates, extend_with_prior_mask, search_log_scalar, single_threaded_blas,
                       stack_unlabeled, warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, binary_predict_low_rank, laplace_binary,
                       laplace_softmax, probit_logistic, softmax_predict,
@@ -142,6 +142,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         check_option(self.method, "method", METHODS)
         check_option(self.multi_class, "multi_class", ("softmax", "ovr"))
         check_int(self.max_iter, "max_iter", low=1)
+        check_hyperparameters(self)
         m = int(labelled.sum())
         if m < 2:
             raise ValueError(f"{m} labelled point(s); at least 2 are needed. Unlabelled rows "

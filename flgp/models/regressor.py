@@ -9,11 +9,11 @@ from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import column_or_1d
 
-from .._validation import check_int, check_option
+from .._validation import check_int, check_option, check_positive
 from ..kernels.heat_kernel import diffusion_time_range
-from ._common import (METHODS, check_fit_X, check_predict_X, eigenpair_candidates,
-                      extend_with_prior_mask, single_threaded_blas, stack_unlabeled,
-                      warn_unlabelled_components)
+from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
+                      eigenpair_candidates, extend_with_prior_mask, single_threaded_blas,
+                      stack_unlabeled, warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
 from ..backends import resolve_backend
 from .rbf import RBFGPRegressor
@@ -100,6 +100,8 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, np.nan)
         check_option(self.method, "method", METHODS)
         check_int(self.max_iter, "max_iter", low=1)
+        check_hyperparameters(self)
+        check_positive(self.noise, "noise", allow_none=True)
         m = int(labelled.sum())
         if m < 2:
             raise ValueError(f"{m} labelled target(s); at least 2 are needed (NaN marks "
