@@ -41,8 +41,8 @@ def test_regularized_lae_matches_scipy_and_stays_positive(rng):
     U = np.r_[X[:5], rng.standard_normal((15, 2))]  # some anchors coincide with points
     idx, _ = nearest_landmarks(X, U, 3)
     gamma = 1e-3
-    W = lae_weights(X, U, idx, regularization=gamma)
-    W0 = lae_weights(X, U, idx)
+    W = lae_weights(X, U, idx, regularization=gamma, coincident_regularization=0.0)
+    W0 = lae_weights(X, U, idx, coincident_regularization=0.0)
     coincide = np.flatnonzero(np.isclose(_, 0).any(1))
     assert coincide.size >= 5
     assert np.all(np.sum(W[coincide] > 0, 1) >= 2)  # regularised: linked to another anchor
@@ -70,6 +70,27 @@ def test_local_gram_matches_direct_products_across_blocks(rng, monkeypatch):
     for i in range(37):
         D = U[idx[i]] - X[i]
         np.testing.assert_allclose(G[i], D @ D.T, rtol=1e-13, atol=1e-13)
+
+
+def test_rows_on_an_anchor_get_the_coincident_regularization(rng):
+    X = rng.standard_normal((40, 6))
+    U = np.r_[X[:5], rng.standard_normal((15, 6))]  # rows 0-4 sit on anchors 0-4
+    idx, sq = nearest_landmarks(X, U, 3)
+    W = lae_weights(X, U, idx, regularization=1e-3, coincident_regularization=0.1)
+    W_plain = lae_weights(X, U, idx, regularization=1e-3, coincident_regularization=0.0)
+    on = sq[:, 0] <= 1e-8 * sq[:, 1]
+    assert on.sum() == 5
+    np.testing.assert_array_equal(W[~on], W_plain[~on])   # other rows untouched
+    assert np.all(W_plain[on].max(1) > 0.99) and np.all(W[on].max(1) < 0.95)
+    for i in np.flatnonzero(on):
+        D = U[idx[i]] - X[i]
+        G = D @ D.T + 0.1 * np.trace(D @ D.T) * np.eye(3)
+        obj = lambda w: w @ G @ w  # noqa: E731
+        res = scipy.optimize.minimize(
+            obj, np.full(3, 1 / 3), method="SLSQP", bounds=[(0, 1)] * 3,
+            constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+            options={"ftol": 1e-15, "maxiter": 500})
+        assert obj(W[i]) <= res.fun + 1e-10
 
 
 def test_lae_point_inside_hull_is_reconstructed(rng):

@@ -17,6 +17,8 @@ import torch
 
 __all__ = ["default_bandwidth", "se_log_weights", "lae_weights", "local_gram"]
 
+# a row "sits on" its nearest anchor when d_1^2 <= _COINCIDENT_RATIO * d_2^2
+_COINCIDENT_RATIO = 1e-8
 # entries of the (rows x r x p) difference block formed at once by local_gram
 _GRAM_BLOCK_ENTRIES = 2_000_000
 
@@ -45,7 +47,8 @@ def se_log_weights(sq_distances: np.ndarray, bandwidth: float) -> np.ndarray:
 
 
 def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
-                regularization: float = 0.0, chunk_size: int = 200_000) -> np.ndarray:
+                regularization: float = 0.0, coincident_regularization: float = 0.1,
+                chunk_size: int = 200_000) -> np.ndarray:
     r"""Local anchor embedding weights: for each row,
 
     .. math:: \min_w \|x_i - \textstyle\sum_k w_k u_{i_k}\|^2
@@ -56,7 +59,19 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
     ``G + γ tr(G) I`` — the regularisation of locally linear embedding (scikit-learn's
     ``LocallyLinearEmbedding(reg=1e-3)``) — which pulls the weights towards uniform: a point
     that coincides with an anchor then keeps a positive weight on at least one other anchor
-    instead of weight 1 on itself alone. The minimiser lies in the relative interior of
+    instead of weight 1 on itself alone.
+
+    A row that sits on its nearest anchor (``d_1^2 <= 1e-8 d_2^2``: a k-means centre of a
+    one-point cluster, or a random induced point's own row) gets
+    ``γ = max(regularization, coincident_regularization)``. With the small global ``γ``
+    such a point puts ~99.9% of its weight on an anchor that, in high dimension, no other
+    point uses: it is all but cut off from the graph. The low eigenvectors then localise on it,
+    with eigenvalue ~0, and predictions there blow up. Measured on a circle embedded in
+    22-D with noise (n = 3000): regression R^2 went from -858 to 0.98, and two 50-D blobs
+    went from 50% to 6% error. At ``γ = 0.1`` the point keeps about 3/4 of its weight on its
+    own anchor. The circles, the spiral and MNIST do not change (docs/engine.md).
+
+    The minimiser lies in the relative interior of
     some face of the simplex, on
     which it is the affine-constrained least-squares solution; we solve the KKT system for
     every non-empty support (``2^r - 1`` of them, all rows at once), keep the feasible ones and
@@ -72,9 +87,14 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
     for start in range(0, n, chunk_size):
         stop = min(n, start + chunk_size)
         G = local_gram(X[start:stop], U, indices[start:stop])  # (c, r, r)
-        if regularization > 0:
+        gamma = np.full(stop - start, float(regularization))
+        if r > 1 and coincident_regularization > 0:
+            d2 = np.sort(np.einsum("cii->ci", G), axis=1)
+            on_anchor = d2[:, 0] <= _COINCIDENT_RATIO * d2[:, 1]
+            gamma[on_anchor] = np.maximum(gamma[on_anchor], coincident_regularization)
+        if np.any(gamma > 0):
             tr = np.einsum("cii->c", G)
-            G += (regularization * tr)[:, None, None] * np.eye(r)
+            G += (gamma * tr)[:, None, None] * np.eye(r)
         if r == 1:
             out[start:stop] = 1.0
         elif r <= 8:
