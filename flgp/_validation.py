@@ -13,6 +13,11 @@ import numpy as np
 __all__ = []  # private module
 
 
+# coordinates beyond this (times sqrt(n_features)) make squared distances overflow float64
+# (max ~1.8e308) once summed and multiplied by the kernels' constants
+_MAX_COORDINATE = 1e150
+
+
 def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-d float array, or raise a clear error."""
     try:
@@ -43,6 +48,11 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64) 
         bad = int((~np.isfinite(X)).any(axis=1).sum())
         raise ValueError(f"{name} contains NaN or infinity in {bad} row(s); remove or impute "
                          f"those rows before fitting.")
+    big = float(np.abs(X).max()) if X.size else 0.0
+    if big * np.sqrt(X.shape[1]) > _MAX_COORDINATE:
+        raise ValueError(f"{name} has coordinates as large as {big:.3g}: squared distances "
+                         f"would overflow float64. Rescale {name} (e.g. standardise each "
+                         f"feature) before fitting and predicting.")
     return np.ascontiguousarray(X)
 
 

@@ -188,6 +188,12 @@ def test_clear_errors():
         FLGPRegressor().fit(X, yr)
     with pytest.raises(ValueError, match="method='svm' is not supported"):
         FLGPRegressor(method="svm").fit(X, y.astype(float))
+    with pytest.raises(ValueError, match="overflow"):
+        FLGPClassifier().fit(X * 1e160, np.where(np.arange(300) % 10 == 0, y, -1))
+    with pytest.raises(ValueError, match="overflow"):
+        clf.predict_proba(np.array([[1e155, 0.0]]))
+    with pytest.raises(ValueError, match="overflow"):
+        FLGPRegressor().fit(X, np.where(np.arange(300) % 10 == 0, y * 1e200, np.nan))
 
 
 @pytest.mark.parametrize("Est, params, match", [
@@ -206,3 +212,20 @@ def test_bad_hyperparameters_are_named(Est, params, match):
     target = np.where(lab, y, -1) if Est is FLGPClassifier else np.where(lab, y * 1.0, np.nan)
     with pytest.raises(ValueError, match=match):
         Est(n_induced=30, **params).fit(X, target)
+
+
+def test_high_dimensional_noise_does_not_cut_points_off():
+    """A circle in 22-D with noise: k-means puts many one-point clusters on data points.
+    Without the coincident-row regularisation of the LAE weights those points were all but
+    cut off from the graph and the regression blew up there (R^2 -858)."""
+    n = 3000
+    rng = np.random.default_rng(0)
+    th = rng.uniform(0, 2 * np.pi, n)
+    X = np.c_[np.cos(th), np.sin(th), rng.normal(0, 0.05, (n, 20))]
+    f = np.sin(3 * th)
+    lab = rng.choice(n, 300, replace=False)
+    y = np.full(n, np.nan)
+    y[lab] = f[lab] + 0.1 * rng.normal(size=300)
+    reg = FLGPRegressor(random_state=0).fit(X, y)
+    assert np.abs(reg.transduction_).max() < 2.0          # the truth lies in [-1, 1]
+    assert reg.score(X, f) > 0.9

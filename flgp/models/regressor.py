@@ -110,6 +110,9 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         y_lab = y[labelled]
         self._y_mean = float(y_lab.mean())
         self._y_scale = float(y_lab.std()) or 1.0
+        if not (np.isfinite(self._y_mean) and np.isfinite(self._y_scale)):
+            raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
+                             f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
         z = (y_lab - self._y_mean) / self._y_scale
         if self.method == "rbf":
             self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate,
