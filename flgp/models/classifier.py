@@ -71,10 +71,13 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     spectrum : {"one_step", "two_step"}, default="one_step"
     diffusion_time : float, optional
         Fix ``t`` instead of fitting it.
-    diffusion_time_prior_power : float, default=2.0
+    diffusion_time_prior_power : float, default=1.0
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s prior, eq.
-        3, which asks ``a0 > 1``); ``t`` maximises the approximate marginal likelihood times
-        this prior (MAP in ``log t``). ``1`` is flat in ``log t``.
+        3); ``t`` maximises the approximate marginal likelihood times this prior (MAP in
+        ``log t``). The default ``1`` is flat in ``log t``: empirical Bayes, as in the
+        paper's algorithm. ``a0 > 1`` pulls ``t`` down by ``(a0 - 1)`` nats per e-fold;
+        with few labels that pull can beat the evidence and leave ``t`` at the bottom of
+        its range (docs/models.md).
     multi_class : {"softmax", "ovr"}, default="softmax"
         More than two classes: one softmax Laplace GP whose class latents share one ``t``
         (``"softmax"``), or one binary logistic GP per class against the rest, each with
@@ -101,7 +104,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior_power=2.0, multi_class="softmax", max_iter=100,
+                 diffusion_time_prior_power=1.0, multi_class="softmax", max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False):
         self.method = method
         self.kernel = kernel

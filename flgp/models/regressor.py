@@ -37,7 +37,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     method, kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
     bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, backend, verbose :
         As in :class:`FLGPClassifier`.
-    diffusion_time_prior_power : float, default=2.0
+    diffusion_time_prior_power : float, default=1.0
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
         ``σ^2`` are the MAP with this prior and flat priors on ``log s^2``, ``log σ^2``.
     noise : float, optional
@@ -60,7 +60,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior_power=2.0, noise=None, max_iter=100,
+                 diffusion_time_prior_power=1.0, noise=None, max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False):
         self.method = method
         self.kernel = kernel
