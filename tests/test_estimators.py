@@ -241,7 +241,8 @@ def test_three_labels_per_cluster_suffice_on_separated_clusters():
     ys = np.full(1000, -1)
     ys[lab] = y[lab]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # two connected components, both labelled
+        # two connected components, both labelled: nothing to warn about
+        warnings.simplefilter("error", UserWarning)
         clf = FLGPClassifier().fit(X, ys)
         yr = np.full(1000, np.nan)
         yr[lab] = y[lab].astype(float)

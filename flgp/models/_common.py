@@ -45,7 +45,8 @@ def eigenpair_candidates(est, X: np.ndarray):
     grid = (1.0,) if (not uses_se or est.bandwidth is not None) else tuple(
         DEFAULT_BANDWIDTH_GRID if est.bandwidth_grid is None else est.bandwidth_grid)
     with warnings.catch_warnings():
-        # connected components are reported once, by the estimator, for the chosen candidate
+        # the estimator warns only about components that hold no label
+        # (warn_unlabelled_components): a component with labels is predicted from them
         warnings.filterwarnings("ignore", message=".*connected components.*")
         if est.method == "flgp":
             base = build_cross_graph(X, n_induced=s, n_neighbors=est.n_neighbors,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -183,9 +182,6 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             if best is None or fit[1] > best[2][1]:
                 best = (a, ep, fit)
         a, ep, (t, log_ev, state) = best
-        if ep.n_components > 1:
-            warnings.warn(f"the graph has {ep.n_components} connected components.",
-                          UserWarning, stacklevel=2)
         self.eigenpairs_ = ep
         self.eigenvalues_ = ep.eigenvalues
         self.diffusion_time_ = t

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 from scipy.optimize import minimize
@@ -134,9 +133,6 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
             if best is None or fit["nll"] < best[2]["nll"]:
                 best = (a, ep, fit)
         a, ep, fit = best
-        if ep.n_components > 1:
-            warnings.warn(f"the graph has {ep.n_components} connected components.",
-                          UserWarning, stacklevel=2)
         self.eigenpairs_ = ep
         self.eigenvalues_ = ep.eigenvalues
         self.bandwidth_scale_ = a
