@@ -139,5 +139,7 @@ def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.
     if (n - n_unique) > max_fraction * n:
         raise ValueError(f"{name} has {n - n_unique} duplicate rows out of {n} "
                          f"({100 * (n - n_unique) / n:.0f}%); the graph would collapse onto "
-                         f"{n_unique} distinct points. Remove the duplicates (np.unique(X, "
-                         f"axis=0)) or add the missing variation.")
+                         f"{n_unique} distinct points. Fit on the distinct rows and map back: "
+                         f"U, inverse = np.unique(X, axis=0, return_inverse=True); fit on U "
+                         f"(one target per distinct row, e.g. the majority label or the mean); "
+                         f"then predictions[inverse] are per original row.")
