@@ -270,6 +270,12 @@ def test_bad_inputs(circle):
         DiffusionMap(epsilon=-1.0).fit(circle)
     with pytest.raises(TypeError, match="t must be"):
         DiffusionMap(t="long").fit(circle)
+    with pytest.raises(ValueError, match="vanishes at t=1e"):
+        DiffusionMap(2, t=1e6).fit(circle)                    # mu_1^t underflows
+    with pytest.raises(ValueError, match="every pair of points"):
+        DiffusionMap(2, epsilon=1e12).fit(circle)             # mu_1 ~ 0
+    with pytest.raises(ValueError, match="n_induced=20 gives at most 19"):
+        DiffusionMap(30, method="flgp", n_induced=20).fit(circle)
     two_pieces = np.r_[circle, circle + 100.0]
     for est in (DiffusionMap(epsilon=0.3), GPEmbedding(epsilon=0.3, t=2),
                 DiffusionMap(method="flgp", n_induced=30)):

@@ -244,8 +244,13 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         none needed)."""
         if self.method == "flgp":
             s = default_n_induced(n) if self.n_induced is None else self.n_induced
-            m = self.n_eigenpairs if self.n_eigenpairs is not None else min(100, s - 1)
             low = k + 1 if self._components_are_eigenvectors else 2
+            if self.n_eigenpairs is None and s - 1 < low:
+                raise ValueError(f"n_components={k} needs {low} eigenpairs but n_induced={s} "
+                                 f"gives at most {s - 1}; use n_induced >= {low + 1} or "
+                                 f"fewer components.")
+            m = self.n_eigenpairs if self.n_eigenpairs is not None else min(
+                max(100, low), s - 1)
             return check_int(m, "n_eigenpairs", low=low, high=s - 1,
                              high_name="n_induced - 1",
                              fix="Use more induced points or fewer components.")
@@ -273,6 +278,16 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
             warnings.warn(f"t={self.t_:g} asks for {self.t_:g} products with the dense "
                           f"n x n affinity; a larger epsilon shortens the time scale, "
                           f"method='flgp' costs the same at any t.", stacklevel=3)
+        if spec.mu is not None and spec.mu.size > 1:
+            with np.errstate(under="ignore"):
+                top = float(np.max(np.abs(spec.mu[1:k + 1]) ** self.t_))
+            if not (top > 1e-250 and abs(spec.mu[1]) > 1e-8):
+                raise ValueError(
+                    f"every diffusion coordinate vanishes at t={self.t_:g}: the largest "
+                    f"kept eigenvalue is {abs(spec.mu[1]):.3g} and its t-th power is "
+                    f"{top:.3g}. Use a smaller t (or t='auto'); if the eigenvalues "
+                    f"themselves are near 0, epsilon is so large that every pair of points "
+                    f"looks alike - leave epsilon=None for the data-driven scale.")
         self.epsilon_ = spec.epsilon
         self.eigenvalues_ = spec.mu if spec.mu is not None else None
         # Algorithm 2's iterations; 1 for the one-pass Algorithm 1 and the FLGP operator
