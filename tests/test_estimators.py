@@ -93,7 +93,8 @@ def test_one_vs_rest_equals_separate_binary_fits():
     p = []
     for c in range(3):
         yc = np.where(yy == -1, -1, (yy == c).astype(int))
-        bin_c = FLGPClassifier(**kw).fit(X, yc)
+        # one-vs-rest keeps each class's MAP t: compare with MAP binary fits
+        bin_c = FLGPClassifier(average_diffusion_time=False, **kw).fit(X, yc)
         np.testing.assert_allclose(ovr.diffusion_time_[c], bin_c.diffusion_time_, rtol=1e-10)
         m_c, v_c = bin_c.predict_latent(X[:50])
         np.testing.assert_allclose(mean[:, c], m_c, rtol=1e-8, atol=1e-10)
@@ -249,3 +250,38 @@ def test_three_labels_per_cluster_suffice_on_separated_clusters():
         reg = FLGPRegressor().fit(X, yr)
     assert clf.score(X, y) == 1.0
     assert reg.score(X, y.astype(float)) > 0.9
+
+
+def test_diffusion_time_mixture_weights():
+    from flgp.models._common import diffusion_time_mixture
+    grid = [(1.0, 5.0, "a"), (2.0, 3.0, "b"), (4.0, 3.0 + np.log(3.0), "c"),
+            (8.0, 30.0, "d")]
+    mix = diffusion_time_mixture(grid, 2.2, "map", mass=0.99)
+    # posterior ∝ exp(-value): b : c : a = 1 : 1/3 : e^-2, d negligible
+    w = np.array([1.0, 1 / 3, np.exp(-2.0)])
+    w /= w.sum()
+    assert [m[0] for m in mix] == [2.2, 4.0, 1.0]       # best grid value -> refined MAP
+    assert [m[2] for m in mix] == ["map", "c", "a"]
+    np.testing.assert_allclose([m[1] for m in mix], w, rtol=1e-12)
+    one = diffusion_time_mixture(grid, 2.2, "map", mass=0.5)
+    assert len(one) == 1 and one[0][1] == 1.0
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_averaged_probabilities_equal_fixed_time_fits(n_classes):
+    """The averaged prediction is the posterior-weighted mean of the predictions of
+    classifiers refitted at each diffusion time (cold-started Laplace)."""
+    X, y = make_concentric_circles(900, n_circles=3, radii=[0.5, 1.0, 1.5], random_state=1)
+    y = np.repeat(np.arange(3) % n_classes, 300)
+    yy, lab = _semi_labels(y, 12, 4)   # few labels: a flat evidence, several t in the mix
+    kw = dict(subsample="random", n_induced=120, random_state=0)  # LAE: no bandwidth grid
+    clf = FLGPClassifier(**kw).fit(X, yy)
+    mix = clf.diffusion_time_weights_
+    assert mix.shape[0] >= 2 and np.isclose(mix[:, 1].sum(), 1.0)
+    assert mix[0, 0] == clf.diffusion_time_
+    ref = sum(w * FLGPClassifier(diffusion_time=t, **kw).fit(X, yy).predict_proba(X[:60])
+              for t, w in mix)
+    np.testing.assert_allclose(clf.predict_proba(X[:60]), ref, atol=1e-6)
+    map_only = FLGPClassifier(average_diffusion_time=False, **kw).fit(X, yy)
+    assert map_only.diffusion_time_weights_ is None
+    assert map_only.diffusion_time_ == clf.diffusion_time_

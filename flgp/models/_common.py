@@ -160,6 +160,25 @@ def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int 
     return float(np.exp(grid[k])), float(vals[k])
 
 
+def diffusion_time_mixture(grid, t_map, state_map, mass: float = 0.99):
+    """Posterior weights over a uniform log-``t`` grid: ``grid`` holds ``(t, -log posterior,
+    state)`` per grid value; returns ``[(t, weight, state), ...]``, heaviest first, for the
+    smallest set of grid values holding ``mass`` of the posterior, with the heaviest grid
+    value replaced by the refined MAP ``(t_map, state_map)``. Weights sum to one."""
+    vals = np.array([v for _, v, _ in grid], dtype=np.float64)
+    vals = np.where(np.isfinite(vals), vals, np.inf)
+    logw = -(vals - vals.min())
+    w = np.exp(logw)
+    w /= w.sum()
+    order = np.argsort(-w, kind="stable")
+    k = int(np.searchsorted(np.cumsum(w[order]), mass)) + 1
+    keep = order[:min(k, order.size)]
+    out = [(float(t_map), float(w[keep[0]]), state_map)]
+    out += [(grid[i][0], float(w[i]), grid[i][2]) for i in keep[1:]]
+    total = sum(c[1] for c in out)
+    return [(t, wk / total, st) for t, wk, st in out]
+
+
 def extend_with_prior_mask(est, X):
     """Eigenvector values at new points and the mask of those that lie in a connected part
     of the graph without labels (None when components are not tracked)."""

@@ -12,7 +12,7 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      eigenpair_candidates, extend_with_prior_mask, search_log_scalar, single_threaded_blas,
+                      diffusion_time_mixture, eigenpair_candidates, extend_with_prior_mask, search_log_scalar, single_threaded_blas,
                       stack_unlabeled, warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, binary_predict_low_rank, laplace_binary,
                       laplace_softmax, probit_logistic, softmax_predict,
@@ -20,6 +20,8 @@ from .laplace import (LogisticLikelihood, binary_predict_low_rank, laplace_binar
 from .rbf import RBFLaplaceClassifier
 
 __all__ = ["FLGPClassifier", "split_labels"]
+
+_T_GRID = 12  # log-spaced diffusion times searched (and averaged over)
 
 
 def split_labels(y, unlabeled_label=-1):
@@ -77,6 +79,17 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         paper's algorithm. ``a0 > 1`` pulls ``t`` down by ``(a0 - 1)`` nats per e-fold;
         with few labels that pull can beat the evidence and leave ``t`` at the bottom of
         its range (docs/models.md).
+    average_diffusion_time : bool, default=True
+        Average the class probabilities over the diffusion times of the search grid (12
+        values log-spaced over the data-driven range), each weighted by its posterior
+        probability (evidence times prior), the best grid value replaced by the refined
+        MAP ``t``; only the smallest set of grid values holding 99% of the posterior mass
+        is kept. This integrates ``t`` out instead of plugging in one value. When the
+        evidence is peaked (enough labels) one value holds the mass and nothing changes;
+        when it is flat (few labels, e.g. LRFLGP on the circles with 50 labels: 35.7% ->
+        31.4% error) the average is much better than any single choice. ``False``: the MAP
+        ``t`` alone. Not used for one-vs-rest (each class keeps its MAP ``t``) or a fixed
+        ``diffusion_time``.
     multi_class : {"softmax", "ovr"}, default="softmax"
         More than two classes: one softmax Laplace GP whose class latents share one ``t``
         (``"softmax"``), or one binary logistic GP per class against the rest, each with
@@ -100,12 +113,19 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     ----------
     classes_, eigenpairs_, eigenvalues_, diffusion_time_, bandwidth_, bandwidth_scale_,
     log_marginal_likelihood_, transduction_, label_distributions_, n_features_in_
+        ``diffusion_time_`` is the MAP ``t`` and ``log_marginal_likelihood_`` the evidence
+        there.
+    diffusion_time_weights_ : ndarray of shape (k, 2) or None
+        The diffusion times the predictions average over and their weights (first row:
+        the MAP ``t``); None when not averaging (``average_diffusion_time=False``,
+        one-vs-rest, a fixed ``diffusion_time``, or ``method="rbf"``).
     """
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior_power=1.0, multi_class="softmax", max_iter=100,
+                 diffusion_time_prior_power=1.0, average_diffusion_time=True,
+                 multi_class="softmax", max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False):
         self.method = method
         self.kernel = kernel
@@ -119,6 +139,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.spectrum = spectrum
         self.diffusion_time = diffusion_time
         self.diffusion_time_prior_power = diffusion_time_prior_power
+        self.average_diffusion_time = average_diffusion_time
         self.multi_class = multi_class
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -166,6 +187,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                                                                               codes)
             self.n_iter_ = 1
             self.eigenpairs_ = None
+            self.diffusion_time_weights_ = None
             self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
             self._unlabelled_mask = np.zeros(X.shape[0], dtype=bool)
             self.transduction_ = self.classes_[self.rbf_.predict_codes(X)]
@@ -181,7 +203,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                       f"log evidence={fit[1]:.4f}")
             if best is None or fit[1] > best[2][1]:
                 best = (a, ep, fit)
-        a, ep, (t, log_ev, state) = best
+        a, ep, (t, log_ev, state, mixture) = best
         self.eigenpairs_ = ep
         self.eigenvalues_ = ep.eigenvalues
         self.diffusion_time_ = t
@@ -190,6 +212,9 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.log_marginal_likelihood_ = log_ev
         self.n_iter_ = self._n_evals
         self._state = state
+        self._mixture = mixture if mixture is not None else [(t, 1.0, state)]
+        self.diffusion_time_weights_ = (None if mixture is None else
+                                        np.array([[tk, wk] for tk, wk, _ in mixture]))
         self._unlabelled_mask, self._component_has_label = warn_unlabelled_components(
             ep, self._labelled)
         proba = self._proba_from_vectors(ep.eigenvectors, self._unlabelled_mask)
@@ -223,7 +248,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         fits = [self._fit_time_one(ep, (codes == c).astype(np.int64), True)
                 for c in range(self.classes_.size)]
         return (np.array([f[0] for f in fits]), float(sum(f[1] for f in fits)),
-                [f[2] for f in fits])
+                [f[2] for f in fits], None)
 
     def _fit_time_one(self, ep, codes, binary):
         Vm = ep.eigenvectors[self._labelled]
@@ -231,9 +256,10 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             self._n_evals += 1
             t = float(self.diffusion_time)
             state = self._laplace(self._gram(ep, t, Vm, Vm), codes, binary=binary)
-            return t, state.log_evidence, state
+            return t, state.log_evidence, state, None
         lo, hi = diffusion_time_range(ep.eigenvalues)
         warm = {}
+        trace = []
 
         def neg(log_t):
             # Newton warm-started from the mode at the previous diffusion time
@@ -242,40 +268,60 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                                binary=binary)
             warm["a"] = st.a
             # π(t) ∝ t^{-a0} is ∝ t^{1-a0} in log t
-            return -st.log_evidence + (self.diffusion_time_prior_power - 1.0) * log_t
+            val = -st.log_evidence + (self.diffusion_time_prior_power - 1.0) * log_t
+            trace.append((float(np.exp(log_t)), val, st))
+            return val
 
-        t, val = search_log_scalar(neg, lo, hi, n_grid=12, maxiter=self.max_iter)
+        t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=self.max_iter)
         state = self._laplace(self._gram(ep, t, Vm, Vm), codes, binary=binary)
-        return t, state.log_evidence, state
+        mixture = None
+        if self.average_diffusion_time and not self._one_vs_rest:
+            mixture = diffusion_time_mixture(trace[:_T_GRID], t, state)
+        return t, state.log_evidence, state, mixture
 
-    def _latent_from_vectors(self, V):
-        """Latent posterior mean and variance at points with eigenvector values ``V``
-        (one column per class for one-vs-rest: each class's binary latent)."""
+    def _latent_from_vectors(self, V, t, state):
+        """Latent posterior mean and variance at points with eigenvector values ``V``, for
+        diffusion time ``t`` and Laplace state ``state`` (one column per class for
+        one-vs-rest: each class's binary latent)."""
         ep = self.eigenpairs_
-        t = self.diffusion_time_
         Vl = ep.eigenvectors[self._labelled]
         if self.classes_.size == 2:
             w = ep.kernel_scale * np.exp(-t * ep.eigenvalues)
-            return binary_predict_low_rank(self._state, Vl, w, V)
+            return binary_predict_low_rank(state, Vl, w, V)
         if self._one_vs_rest:
             scale, lam = ep.kernel_scale, ep.eigenvalues
             out = [binary_predict_low_rank(st, Vl, scale * np.exp(-tc * lam), V)
-                   for tc, st in zip(t, self._state)]
+                   for tc, st in zip(t, state)]
             return np.stack([o[0] for o in out], 1), np.stack([o[1] for o in out], 1)
         K_cross = self._gram(ep, t, Vl, V)
         k_diag = (V * V * (ep.kernel_scale * np.exp(-t * ep.eigenvalues))).sum(1)
-        return softmax_predict(self._state, K_cross, k_diag)
+        return softmax_predict(state, K_cross, k_diag)
+
+    def _latent_moments(self, V):
+        """Mean and variance of the latent under the mixture over diffusion times."""
+        if len(self._mixture) == 1:
+            t, _, st = self._mixture[0]
+            return self._latent_from_vectors(V, t, st)
+        mean = second = 0.0
+        for t, w, st in self._mixture:
+            mu, var = self._latent_from_vectors(V, t, st)
+            mean = mean + w * mu
+            second = second + w * (var + mu * mu)
+        return mean, np.maximum(second - mean * mean, 0.0)
 
     def _proba_from_vectors(self, V, prior_mask):
-        mean, var = self._latent_from_vectors(V)
-        if self.classes_.size == 2:
-            p1 = probit_logistic(mean, var)
-            proba = np.c_[1 - p1, p1]
-        elif self._one_vs_rest:
-            proba = probit_logistic(mean, var)
-            proba /= proba.sum(axis=1, keepdims=True)
-        else:
-            proba = softmax_probabilities(mean, var, random_state=0)
+        proba = 0.0
+        for t, w, st in self._mixture:
+            mean, var = self._latent_from_vectors(V, t, st)
+            if self.classes_.size == 2:
+                p1 = probit_logistic(mean, var)
+                p = np.c_[1 - p1, p1]
+            elif self._one_vs_rest:
+                p = probit_logistic(mean, var)
+                p /= p.sum(axis=1, keepdims=True)
+            else:
+                p = softmax_probabilities(mean, var, random_state=0)
+            proba = proba + w * p
         if prior_mask is not None and prior_mask.any():
             proba[prior_mask] = self._prior
         return proba
@@ -295,12 +341,13 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_latent(self, X):
         """Latent posterior mean and variance: ``(n,)`` each for binary problems,
-        ``(n, n_classes)`` for multi-class."""
+        ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
+        moments of the mixture over the diffusion times."""
         X = check_predict_X(self, X)
         if self.method == "rbf":
             raise ValueError("predict_latent is available for the heat-kernel methods; "
                              "method='rbf' has no heat-kernel latent.")
-        return self._latent_from_vectors(self.eigenpairs_.extend(X))
+        return self._latent_moments(self.eigenpairs_.extend(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
