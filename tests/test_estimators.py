@@ -285,3 +285,26 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes):
     map_only = FLGPClassifier(average_diffusion_time=False, **kw).fit(X, yy)
     assert map_only.diffusion_time_weights_ is None
     assert map_only.diffusion_time_ == clf.diffusion_time_
+
+
+def test_rbf_regressor_evidence_is_the_prior_marginal():
+    """``log_marginal_likelihood_`` of the RBF baseline is log N(y | c, s^2 K + s_n^2 I) at
+    the fitted values (dense scipy reference), and fitting emits no GPyTorch warning."""
+    from scipy.stats import multivariate_normal
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = np.where(np.arange(200) < 40, np.sin(2 * X[:, 0]), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reg = FLGPRegressor(method="rbf", max_iter=30).fit(X, y)
+        reg.predict(X[:40])
+    g = reg.rbf_
+    Z = (X[:40] - g.mu_) / g.sd_
+    ell = g.lengthscale_
+    s2 = float(g.model_.covar_module.outputscale.detach())
+    c = float(g.model_.mean_module.constant.detach())
+    d2 = ((Z[:, None, :] - Z[None]) ** 2).sum(-1)
+    cov = s2 * np.exp(-0.5 * d2 / ell ** 2) + g.noise_ * np.eye(40)
+    ref = multivariate_normal(np.full(40, c), cov).logpdf(y[:40])
+    np.testing.assert_allclose(reg.log_marginal_likelihood_, ref, rtol=1e-6)

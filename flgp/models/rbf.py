@@ -9,6 +9,8 @@ trained with Adam on the exact marginal likelihood.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -134,13 +136,15 @@ class RBFGPRegressor:
             loss = -mll(model(Z), yt)
             loss.backward()
             opt.step()
+        with torch.no_grad():
+            # the evidence is the prior marginal: evaluate it in train mode (in eval mode
+            # GPyTorch would return the posterior at the training inputs, and warn)
+            self.log_marginal_likelihood_ = float(mll(model(Z), yt)) * len(yt)
         model.eval()
         lik.eval()
         self.model_, self.likelihood_ = model, lik
-        with torch.no_grad():
-            self.log_marginal_likelihood_ = float(mll(model(Z), yt)) * len(yt)
-        self.noise_ = float(lik.noise)
-        self.lengthscale_ = float(model.covar_module.base_kernel.lengthscale)
+        self.noise_ = float(lik.noise.detach())
+        self.lengthscale_ = float(model.covar_module.base_kernel.lengthscale.detach())
         return self
 
     def predict(self, X):
@@ -148,7 +152,9 @@ class RBFGPRegressor:
 
         Z = torch.as_tensor((X - self.mu_) / self.sd_, dtype=torch.float64)
         means, stds = [], []
-        with torch.no_grad(), gpytorch.settings.fast_pred_var():
+        with torch.no_grad(), gpytorch.settings.fast_pred_var(), warnings.catch_warnings():
+            # the posterior at the training inputs is what transduction asks for
+            warnings.filterwarnings("ignore", category=gpytorch.utils.warnings.GPInputWarning)
             for start in range(0, Z.shape[0], 4096):
                 post = self.model_(Z[start:start + 4096])
                 means.append(post.mean.numpy())
