@@ -24,8 +24,8 @@ import numpy as np
 
 from .._validation import check_option
 
-__all__ = ["BACKENDS", "cpu_threads", "resolve_backend", "keops_available", "keops_nearest", "gaussian_matmul",
-           "min_sq_distances"]
+__all__ = ["BACKENDS", "cpu_threads", "resolve_backend", "keops_available", "keops_nearest",
+           "gaussian_matmul", "min_sq_distances"]
 
 BACKENDS = ("auto", "torch", "keops")
 

@@ -3,8 +3,9 @@
 In low dimension (``p <= 16``) the search is a k-d tree (``scipy.spatial.cKDTree``, as
 many workers as torch has threads). Otherwise distances come from one GEMM per chunk
 (``|x|^2 - 2 x.u + |u|^2``) followed by a partial sort (``torch.topk``), so memory stays at
-``chunk x s`` whatever ``n`` is. The squared distances of the selected pairs are then recomputed exactly, in float64, from the
-coordinates, so the search precision never leaks into the kernel weights.
+``chunk x s`` whatever ``n`` is. The squared distances of the selected pairs are then
+recomputed exactly, in float64, from the coordinates, so the search precision never leaks
+into the kernel weights.
 """
 
 from __future__ import annotations

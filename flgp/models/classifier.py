@@ -12,8 +12,9 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      diffusion_time_mixture, eigenpair_candidates, extend_with_prior_mask, search_log_scalar, single_threaded_blas,
-                      stack_unlabeled, warn_unlabelled_components)
+                      diffusion_time_mixture, eigenpair_candidates, extend_with_prior_mask,
+                      search_log_scalar, single_threaded_blas, stack_unlabeled,
+                      warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, binary_predict_low_rank, laplace_binary,
                       laplace_softmax, probit_logistic, softmax_predict,
                       softmax_probabilities)
@@ -168,6 +169,9 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         check_option(self.multi_class, "multi_class", ("softmax", "ovr"))
         check_int(self.max_iter, "max_iter", low=1)
         check_hyperparameters(self)
+        if not isinstance(self.average_diffusion_time, (bool, np.bool_)):
+            raise TypeError(f"average_diffusion_time must be True or False; got "
+                            f"{self.average_diffusion_time!r}.")
         m = int(labelled.sum())
         if m < 2:
             raise ValueError(f"{m} labelled point(s); at least 2 are needed. Unlabelled rows "
