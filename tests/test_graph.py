@@ -253,3 +253,23 @@ def test_kmeans_refine_is_lloyd_on_all_points(rng, p, atol):
     Us = [kmeans_centres(X, 15, max_refine_samples=1500, **kw).points for _ in range(2)]
     np.testing.assert_array_equal(Us[0], Us[1])
     assert np.mean(((X[:, None] - Us[0][None]) ** 2).sum(-1).min(1)) < inertia[0]
+
+
+@pytest.mark.parametrize("p", [3, 40])
+def test_kmeanspp_matches_a_direct_greedy_seeding(rng, p):
+    """Greedy k-means++ (both the per-step GEMM path, p = 3, and the precomputed distance
+    matrix, p = 40) against a plain loop drawing the same random numbers."""
+    from flgp.graph.landmarks import _kmeanspp
+
+    X = rng.standard_normal((300, p))
+    k, L = 25, 5
+    got = _kmeanspp(X, k, np.random.default_rng(7), n_trials=L)
+    r = np.random.default_rng(7)
+    chosen = [int(r.integers(300))]
+    for _ in range(1, k):
+        d2 = ((X[:, None, :] - X[chosen][None]) ** 2).sum(-1).min(1)
+        cum = np.cumsum(d2)
+        cand = np.minimum(cum.searchsorted(r.random(L) * cum[-1]), 299)
+        pot = [np.minimum(d2, ((X - X[c]) ** 2).sum(1)).sum() for c in cand]
+        chosen.append(int(cand[int(np.argmin(pot))]))
+    np.testing.assert_allclose(got, X[chosen], rtol=0, atol=0)
