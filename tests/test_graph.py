@@ -36,6 +36,22 @@ def test_lae_rows_on_simplex_and_match_scipy(rng):
             assert obj(W[i]) <= res.fun + 1e-9
 
 
+def _regularized_gram(D, gamma):
+    """``G + gamma tr(G) I`` for the anchor differences ``D`` (r x p)."""
+    G = D @ D.T
+    return G + gamma * np.trace(G) * np.eye(G.shape[0])
+
+
+def _simplex_qp_reference(G):
+    """min w^T G w over the simplex by SLSQP (independent of flgp's exact solver)."""
+    r = G.shape[0]
+    res = scipy.optimize.minimize(
+        lambda w: w @ G @ w, np.full(r, 1 / r), method="SLSQP", bounds=[(0, 1)] * r,
+        constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+        options={"ftol": 1e-15, "maxiter": 500})
+    return res.fun
+
+
 def test_regularized_lae_matches_scipy_and_stays_positive(rng):
     X = rng.standard_normal((40, 2))
     U = np.r_[X[:5], rng.standard_normal((15, 2))]  # some anchors coincide with points
@@ -49,15 +65,8 @@ def test_regularized_lae_matches_scipy_and_stays_positive(rng):
     assert np.all(np.sum(W0[coincide] > 0, 1) == 1)  # exact: weight 1 on the point itself
     assert np.sum(W == 0) < np.sum(W0 == 0)
     for i in range(0, 40, 5):
-        D = U[idx[i]] - X[i]
-        G = D @ D.T
-        G = G + gamma * np.trace(G) * np.eye(3)
-        obj = lambda w: w @ G @ w  # noqa: E731
-        res = scipy.optimize.minimize(
-            obj, np.full(3, 1 / 3), method="SLSQP", bounds=[(0, 1)] * 3,
-            constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
-            options={"ftol": 1e-15, "maxiter": 500})
-        assert obj(W[i]) <= res.fun + 1e-10
+        G = _regularized_gram(U[idx[i]] - X[i], gamma)
+        assert W[i] @ G @ W[i] <= _simplex_qp_reference(G) + 1e-10
 
 
 def test_local_gram_matches_direct_products_across_blocks(rng, monkeypatch):
@@ -83,14 +92,8 @@ def test_rows_on_an_anchor_get_the_coincident_regularization(rng):
     np.testing.assert_array_equal(W[~on], W_plain[~on])   # other rows untouched
     assert np.all(W_plain[on].max(1) > 0.99) and np.all(W[on].max(1) < 0.95)
     for i in np.flatnonzero(on):
-        D = U[idx[i]] - X[i]
-        G = D @ D.T + 0.1 * np.trace(D @ D.T) * np.eye(3)
-        obj = lambda w: w @ G @ w  # noqa: E731
-        res = scipy.optimize.minimize(
-            obj, np.full(3, 1 / 3), method="SLSQP", bounds=[(0, 1)] * 3,
-            constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
-            options={"ftol": 1e-15, "maxiter": 500})
-        assert obj(W[i]) <= res.fun + 1e-10
+        G = _regularized_gram(U[idx[i]] - X[i], 0.1)
+        assert W[i] @ G @ W[i] <= _simplex_qp_reference(G) + 1e-10
 
 
 def test_lae_point_inside_hull_is_reconstructed(rng):
