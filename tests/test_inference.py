@@ -7,8 +7,8 @@ from scipy.special import expit, softmax
 
 from flgp.models.gaussian import LowRankGaussianEvidence
 from flgp.models.laplace import (LogisticLikelihood, PoissonLikelihood, binary_predict,
-                                 binary_predict_low_rank, laplace_binary, laplace_softmax,
-                                 softmax_predict)
+                                 binary_predict_low_rank, binary_predict_low_rank_many,
+                                 laplace_binary, laplace_softmax, softmax_predict)
 
 
 def _kernel(rng, m, rank=None):
@@ -95,6 +95,24 @@ def test_low_rank_binary_prediction_matches_dense(rng, m, M):
     np.testing.assert_allclose(var, ref_var, atol=1e-10)
     with pytest.raises(ValueError, match="columns"):
         binary_predict_low_rank(st, V[:m], w, V[m:, :-1])
+
+
+@pytest.mark.parametrize("m, M", [(12, 30), (30, 12)])
+def test_stacked_binary_predictions_match_the_dense_formula(rng, m, M):
+    """Several posteriors (one per spectral weighting) at once, against the dense
+    R&W formula for each."""
+    n = 9
+    V = rng.standard_normal((m + n, M)) / np.sqrt(M)
+    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    W = np.exp(rng.normal(size=(3, M))) * np.array([[0.5], [1.0], [2.0]])
+    states = [laplace_binary((V[:m] * w) @ V[:m].T, y) for w in W]
+    mean, var = binary_predict_low_rank_many(states, V[:m], W, V[m:])
+    assert mean.shape == var.shape == (n, 3)
+    for k, (st, w) in enumerate(zip(states, W)):
+        Kall = (V * w) @ V.T
+        ref_mean, ref_var = binary_predict(st, Kall[:m, m:], np.diag(Kall)[m:])
+        np.testing.assert_allclose(mean[:, k], ref_mean, atol=1e-10)
+        np.testing.assert_allclose(var[:, k], ref_var, atol=1e-10)
 
 
 def test_laplace_softmax_mode_and_evidence(rng):

@@ -15,9 +15,9 @@ from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict
                       diffusion_time_mixture, eigenpair_candidates, extend_with_prior_mask,
                       search_log_scalar, single_threaded_blas, stack_unlabeled,
                       warn_unlabelled_components)
-from .laplace import (LogisticLikelihood, binary_predict_low_rank, laplace_binary,
-                      laplace_softmax, probit_logistic, softmax_predict,
-                      softmax_probabilities)
+from .laplace import (LogisticLikelihood, binary_predict_low_rank,
+                      binary_predict_low_rank_many, laplace_binary, laplace_softmax,
+                      probit_logistic, softmax_predict, softmax_probabilities)
 from .rbf import RBFLaplaceClassifier
 
 __all__ = ["FLGPClassifier", "split_labels"]
@@ -314,6 +314,17 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         return mean, np.maximum(second - mean * mean, 0.0)
 
     def _proba_from_vectors(self, V, prior_mask):
+        if self.classes_.size == 2 and len(self._mixture) > 1:
+            ep = self.eigenpairs_
+            ts = np.array([c[0] for c in self._mixture])
+            W = ep.kernel_scale * np.exp(-ts[:, None] * ep.eigenvalues[None, :])
+            mean, var = binary_predict_low_rank_many([c[2] for c in self._mixture],
+                                                     ep.eigenvectors[self._labelled], W, V)
+            p1 = probit_logistic(mean, var) @ np.array([c[1] for c in self._mixture])
+            proba = np.c_[1 - p1, p1]
+            if prior_mask is not None and prior_mask.any():
+                proba[prior_mask] = self._prior
+            return proba
         proba = 0.0
         for t, w, st in self._mixture:
             mean, var = self._latent_from_vectors(V, t, st)

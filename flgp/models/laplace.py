@@ -24,9 +24,9 @@ from scipy.special import expit, gammaln, softmax
 from scipy.stats import norm, qmc
 
 __all__ = ["LogisticLikelihood", "PoissonLikelihood", "laplace_binary", "laplace_softmax",
-           "binary_predict", "binary_predict_low_rank", "softmax_predict",
-           "softmax_probabilities", "probit_logistic", "BinaryLaplaceState",
-           "SoftmaxLaplaceState"]
+           "binary_predict", "binary_predict_low_rank", "binary_predict_low_rank_many",
+           "softmax_predict", "softmax_probabilities", "probit_logistic",
+           "BinaryLaplaceState", "SoftmaxLaplaceState"]
 
 
 class LogisticLikelihood:
@@ -158,6 +158,32 @@ def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.
     else:
         P = np.diag(w) - R.T @ R
         var = np.einsum("ij,ij->i", V @ P, V)
+    return mean, np.maximum(var, 0.0)
+
+
+def binary_predict_low_rank_many(states, V_lab: np.ndarray, W: np.ndarray,
+                                 V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`binary_predict_low_rank` for ``K`` posteriors at once (``states[k]`` with
+    spectral weights ``W[k]``, e.g. one per diffusion time): means and variances of shape
+    ``(n*, K)``. ``v^T W_k v`` for all ``k`` is one product with ``V * V``, and the ``K``
+    matrices ``R_k`` are stacked so that a single ``n* x M x K m`` GEMM serves every
+    posterior."""
+    W = np.atleast_2d(np.asarray(W, dtype=np.float64))
+    K, M = W.shape
+    m = V_lab.shape[0]
+    if m >= M or K == 1:
+        out = [binary_predict_low_rank(st, V_lab, w, V) for st, w in zip(states, W)]
+        return np.stack([o[0] for o in out], 1), np.stack([o[1] for o in out], 1)
+    grads = np.empty((M, K))
+    R = np.empty((K * m, M))
+    for k, (st, w) in enumerate(zip(states, W)):
+        Vl_w = V_lab * w
+        grads[:, k] = Vl_w.T @ st.grad
+        R[k * m:(k + 1) * m] = scipy.linalg.solve_triangular(
+            st.chol, st.sqrt_w[:, None] * Vl_w, lower=True)
+    mean = V @ grads
+    Q = V @ R.T                                             # (n*, K m)
+    var = (V * V) @ W.T - (Q * Q).reshape(V.shape[0], K, m).sum(2)
     return mean, np.maximum(var, 0.0)
 
 
