@@ -265,6 +265,8 @@ def test_diffusion_time_mixture_weights():
     np.testing.assert_allclose([m[1] for m in mix], w, rtol=1e-12)
     one = diffusion_time_mixture(grid, 2.2, "map", mass=0.5)
     assert len(one) == 1 and one[0][1] == 1.0
+    bad = [(1.0, np.inf, "a"), (2.0, np.nan, "b")]
+    assert diffusion_time_mixture(bad, 1.5, "map") == [(1.5, 1.0, "map")]
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])

@@ -167,6 +167,8 @@ def diffusion_time_mixture(grid, t_map, state_map, mass: float = 0.99):
     value replaced by the refined MAP ``(t_map, state_map)``. Weights sum to one."""
     vals = np.array([v for _, v, _ in grid], dtype=np.float64)
     vals = np.where(np.isfinite(vals), vals, np.inf)
+    if not np.isfinite(vals).any():
+        return [(float(t_map), 1.0, state_map)]
     logw = -(vals - vals.min())
     w = np.exp(logw)
     w /= w.sum()
