@@ -310,3 +310,19 @@ def test_rbf_regressor_evidence_is_the_prior_marginal():
     cov = s2 * np.exp(-0.5 * d2 / ell ** 2) + g.noise_ * np.eye(40)
     ref = multivariate_normal(np.full(40, c), cov).logpdf(y[:40])
     np.testing.assert_allclose(reg.log_marginal_likelihood_, ref, rtol=1e-6)
+
+
+def test_spectral_weights_drop_negligible_and_subnormal_values():
+    from types import SimpleNamespace
+
+    from flgp.models._common import spectral_weights
+
+    ep = SimpleNamespace(kernel_scale=3.0, eigenvalues=np.array([0.0, 1e-3, 0.05, 0.9]))
+    w = spectral_weights(ep, 1e4)
+    ref = 3.0 * np.exp(-1e4 * ep.eigenvalues)        # 3, 1.4e-4, 5.8e-218 (kept 0), 0
+    np.testing.assert_allclose(w[:2], ref[:2], rtol=1e-14)
+    assert w[2] == 0.0 and w[3] == 0.0
+    W = spectral_weights(ep, np.array([1.0, 1e4]))
+    assert W.shape == (2, 4)
+    np.testing.assert_allclose(W[0], 3.0 * np.exp(-ep.eigenvalues), rtol=1e-14)
+    assert not np.any((W > 0) & (W < np.finfo(float).tiny))

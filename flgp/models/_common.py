@@ -160,6 +160,18 @@ def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int 
     return float(np.exp(grid[k])), float(vals[k])
 
 
+def spectral_weights(eigenpairs, t) -> np.ndarray:
+    """Heat-kernel weights ``c exp(-t λ)`` (shape ``t.shape + (M,)``), with every weight
+    below ``1e-30`` times the largest set to 0. Those cannot change a float64 kernel, but as
+    subnormal numbers (``exp(-t λ)`` at a long diffusion time) they made each BLAS product
+    with them about 10x slower (SKFLGP on the circles: 57 ms instead of 6 ms per
+    prediction)."""
+    t = np.asarray(t, dtype=np.float64)
+    w = eigenpairs.kernel_scale * np.exp(-np.multiply.outer(t, eigenpairs.eigenvalues))
+    w[w < 1e-30 * w.max(axis=-1, keepdims=True)] = 0.0
+    return w
+
+
 def diffusion_time_mixture(grid, t_map, state_map, mass: float = 0.99):
     """Posterior weights over a uniform log-``t`` grid: ``grid`` holds ``(t, -log posterior,
     state)`` per grid value; returns ``[(t, weight, state), ...]``, heaviest first, for the

@@ -13,8 +13,8 @@ from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
                       diffusion_time_mixture, eigenpair_candidates, extend_with_prior_mask,
-                      search_log_scalar, single_threaded_blas, stack_unlabeled,
-                      warn_unlabelled_components)
+                      search_log_scalar, single_threaded_blas, spectral_weights,
+                      stack_unlabeled, warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, binary_predict_low_rank,
                       binary_predict_low_rank_many, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
@@ -227,8 +227,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _gram(self, ep, t, V1, V2):
-        w = ep.kernel_scale * np.exp(-t * ep.eigenvalues)
-        return (V1 * w) @ V2.T
+        return (V1 * spectral_weights(ep, t)) @ V2.T
 
     @property
     def _one_vs_rest(self):
@@ -290,15 +289,13 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         ep = self.eigenpairs_
         Vl = ep.eigenvectors[self._labelled]
         if self.classes_.size == 2:
-            w = ep.kernel_scale * np.exp(-t * ep.eigenvalues)
-            return binary_predict_low_rank(state, Vl, w, V)
+            return binary_predict_low_rank(state, Vl, spectral_weights(ep, t), V)
         if self._one_vs_rest:
-            scale, lam = ep.kernel_scale, ep.eigenvalues
-            out = [binary_predict_low_rank(st, Vl, scale * np.exp(-tc * lam), V)
+            out = [binary_predict_low_rank(st, Vl, spectral_weights(ep, tc), V)
                    for tc, st in zip(t, state)]
             return np.stack([o[0] for o in out], 1), np.stack([o[1] for o in out], 1)
         K_cross = self._gram(ep, t, Vl, V)
-        k_diag = (V * V * (ep.kernel_scale * np.exp(-t * ep.eigenvalues))).sum(1)
+        k_diag = (V * V) @ spectral_weights(ep, t)
         return softmax_predict(state, K_cross, k_diag)
 
     def _latent_moments(self, V):
@@ -317,7 +314,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         if self.classes_.size == 2 and len(self._mixture) > 1:
             ep = self.eigenpairs_
             ts = np.array([c[0] for c in self._mixture])
-            W = ep.kernel_scale * np.exp(-ts[:, None] * ep.eigenvalues[None, :])
+            W = spectral_weights(ep, ts)
             mean, var = binary_predict_low_rank_many([c[2] for c in self._mixture],
                                                      ep.eigenvectors[self._labelled], W, V)
             p1 = probit_logistic(mean, var) @ np.array([c[1] for c in self._mixture])

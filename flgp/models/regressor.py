@@ -12,7 +12,7 @@ from .._validation import check_int, check_option, check_positive
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
                       eigenpair_candidates, extend_with_prior_mask, single_threaded_blas,
-                      stack_unlabeled, warn_unlabelled_components)
+                      spectral_weights, stack_unlabeled, warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
 from ..backends import resolve_backend
 from .rbf import RBFGPRegressor
@@ -194,7 +194,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
 
         def matched_log_s2(log_t):
             # outputscale at which the mean prior variance of the labelled points is 1
-            prior_var = Vm2 @ (ep.kernel_scale * np.exp(-np.exp(log_t) * lam))
+            prior_var = Vm2 @ spectral_weights(ep, np.exp(log_t))
             return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
 
         if fixed_t is not None:
@@ -217,9 +217,12 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
                     nll_evidence=float(best.fun - prior_term), n_iter=max(1, int(best.nit)))
 
     def _predict_vectors(self, V, prior_mask):
-        F = V * self._sd  # f(x) = v(x) D^{1/2} u
+        # f(x) = v(x) D^{1/2} u; weights below 1e-15 of the largest are dropped (as in
+        # spectral_weights: as subnormal numbers they slow every product)
+        sd = np.where(self._sd < 1e-15 * self._sd.max(), 0.0, self._sd)
+        F = V * sd
         mean = F @ self._w_mean
-        var = np.einsum("ij,jk,ik->i", F, self._w_cov, F)
+        var = np.einsum("ij,ij->i", F @ self._w_cov, F)
         if prior_mask is not None and prior_mask.any():
             mean[prior_mask] = 0.0
             var[prior_mask] = (F[prior_mask] ** 2).sum(1)
