@@ -87,10 +87,10 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         MAP ``t``; only the smallest set of grid values holding 99% of the posterior mass
         is kept. This integrates ``t`` out instead of plugging in one value. When the
         evidence is peaked (enough labels) one value holds the mass and nothing changes;
-        when it is flat (few labels, e.g. LRFLGP on the circles with 50 labels: 35.7% ->
-        31.4% error) the average is much better than any single choice. ``False``: the MAP
-        ``t`` alone. Not used for one-vs-rest (each class keeps its MAP ``t``) or a fixed
-        ``diffusion_time``.
+        when it is flat (few labels) the average does much better than the MAP ``t``
+        (LRFLGP on the circles, n = 4800, 50 labels, 10 draws: 31.7% against 35.7%
+        error). ``False``: the MAP ``t`` alone. Not used for one-vs-rest (each class
+        keeps its MAP ``t``) or a fixed ``diffusion_time``.
     multi_class : {"softmax", "ovr"}, default="softmax"
         More than two classes: one softmax Laplace GP whose class latents share one ``t``
         (``"softmax"``), or one binary logistic GP per class against the rest, each with
