@@ -79,6 +79,8 @@ def test_local_gram_matches_direct_products_across_blocks(rng, monkeypatch):
     for i in range(37):
         D = U[idx[i]] - X[i]
         np.testing.assert_allclose(G[i], D @ D.T, rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="one row per point"):
+        ck.local_gram(X[:-1], U, idx)
 
 
 def test_rows_on_an_anchor_get_the_coincident_regularization(rng):

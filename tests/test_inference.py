@@ -113,6 +113,8 @@ def test_stacked_binary_predictions_match_the_dense_formula(rng, m, M):
         ref_mean, ref_var = binary_predict(st, Kall[:m, m:], np.diag(Kall)[m:])
         np.testing.assert_allclose(mean[:, k], ref_mean, atol=1e-10)
         np.testing.assert_allclose(var[:, k], ref_var, atol=1e-10)
+    with pytest.raises(ValueError, match="one row of"):
+        binary_predict_low_rank_many(states[:2], V[:m], W, V[m:])
 
 
 def test_laplace_softmax_mode_and_evidence(rng):

@@ -109,6 +109,11 @@ def local_gram(X: np.ndarray, U: np.ndarray, indices: np.ndarray) -> np.ndarray:
     ``U_i`` the rows ``indices[i]`` of ``U``. The differences are formed in blocks of about
     two million entries (a few MB, so the gather stays in cache) and contracted with
     ``einsum``; a batched ``matmul`` of ``r x p`` blocks is twice as slow."""
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or indices.shape[0] != X.shape[0] or X.shape[1] != U.shape[1]:
+        raise ValueError(f"indices must be (n_points, r) with one row per point of X and "
+                         f"X, U must have the same number of features; got indices "
+                         f"{indices.shape}, X {X.shape}, U {U.shape}.")
     n, r = indices.shape
     G = np.empty((n, r, r), dtype=np.float64)
     step = max(1, _GRAM_BLOCK_ENTRIES // max(1, r * X.shape[1]))

@@ -215,7 +215,6 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
         self.log_marginal_likelihood_ = log_ev
         self.n_iter_ = self._n_evals
-        self._state = state
         self._mixture = mixture if mixture is not None else [(t, 1.0, state)]
         self.diffusion_time_weights_ = (None if mixture is None else
                                         np.array([[tk, wk] for tk, wk, _ in mixture]))
@@ -311,29 +310,26 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         return mean, np.maximum(second - mean * mean, 0.0)
 
     def _proba_from_vectors(self, V, prior_mask):
-        if self.classes_.size == 2 and len(self._mixture) > 1:
+        """Class probabilities averaged over the mixture of diffusion times (one component
+        when not averaging)."""
+        weights = np.array([c[1] for c in self._mixture])
+        if self.classes_.size == 2:
             ep = self.eigenpairs_
-            ts = np.array([c[0] for c in self._mixture])
-            W = spectral_weights(ep, ts)
+            W = spectral_weights(ep, np.array([c[0] for c in self._mixture]))
             mean, var = binary_predict_low_rank_many([c[2] for c in self._mixture],
                                                      ep.eigenvectors[self._labelled], W, V)
-            p1 = probit_logistic(mean, var) @ np.array([c[1] for c in self._mixture])
+            p1 = probit_logistic(mean, var) @ weights
             proba = np.c_[1 - p1, p1]
-            if prior_mask is not None and prior_mask.any():
-                proba[prior_mask] = self._prior
-            return proba
-        proba = 0.0
-        for t, w, st in self._mixture:
-            mean, var = self._latent_from_vectors(V, t, st)
-            if self.classes_.size == 2:
-                p1 = probit_logistic(mean, var)
-                p = np.c_[1 - p1, p1]
-            elif self._one_vs_rest:
-                p = probit_logistic(mean, var)
-                p /= p.sum(axis=1, keepdims=True)
-            else:
-                p = softmax_probabilities(mean, var, random_state=0)
-            proba = proba + w * p
+        else:
+            proba = 0.0
+            for (t, _, st), w in zip(self._mixture, weights):
+                mean, var = self._latent_from_vectors(V, t, st)
+                if self._one_vs_rest:
+                    p = probit_logistic(mean, var)
+                    p /= p.sum(axis=1, keepdims=True)
+                else:
+                    p = softmax_probabilities(mean, var, random_state=0)
+                proba = proba + w * p
         if prior_mask is not None and prior_mask.any():
             proba[prior_mask] = self._prior
         return proba

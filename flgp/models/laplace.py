@@ -171,6 +171,10 @@ def binary_predict_low_rank_many(states, V_lab: np.ndarray, W: np.ndarray,
     W = np.atleast_2d(np.asarray(W, dtype=np.float64))
     K, M = W.shape
     m = V_lab.shape[0]
+    if len(states) != K or V_lab.shape[1] != M or V.shape[1] != M:
+        raise ValueError(f"got {len(states)} states and {K} weight rows, and V_lab / V have "
+                         f"{V_lab.shape[1]} / {V.shape[1]} columns; W must hold one row of "
+                         f"{V_lab.shape[1]} weights per state.")
     if m >= M or K == 1:
         out = [binary_predict_low_rank(st, V_lab, w, V) for st, w in zip(states, W)]
         return np.stack([o[0] for o in out], 1), np.stack([o[1] for o in out], 1)
