@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from flgp.datasets import make_swiss_roll
+from flgp.embedding import compressed
 from flgp.embedding.compressed import (CompressedDiffusionMap, _affinity, assign_partitions,
                                        compressed_kernel, diffusion_coherence,
                                        gaussian_knn_graph, kmeans_centroids)
@@ -135,11 +136,16 @@ def test_assignment_minimises_angular_diffusion_distance(rng):
     assert np.all(labels[centroids] == np.arange(len(centroids)))
 
 
-@pytest.mark.parametrize("t, max_steps", [(1, 8), (1, 4), (1, None), (2, None)])
-def test_far_points_scored_at_their_own_step_match_dense_powers(t, max_steps):
+@pytest.mark.parametrize("t, max_steps, chunk", [(1, 8, 256), (1, 4, 256), (1, None, 256),
+                                                 (2, None, 256), (1, 8, 5)])
+def test_far_points_scored_at_their_own_step_match_dense_powers(t, max_steps, chunk,
+                                                                monkeypatch):
     """Points beyond 2t hops of every centroid are scored at the first even step 2 tau that
     reaches a centroid: argmax_y [A^{2 tau}]_xy / sqrt([A^{2 tau}]_yy), from dense powers.
-    The sparse diffusion skips rows that no later score needs; that must change nothing."""
+    The sparse diffusion skips rows that no later score needs; that must change nothing.
+    ``chunk = 5`` diffuses the 12 centroids in three blocks, where a scored point may see
+    no centroid of a block."""
+    monkeypatch.setattr(compressed, "_ASSIGN_CHUNK", chunk)
     X, _ = make_swiss_roll(700, random_state=5)
     G, _, _, _ = gaussian_knn_graph(X, 6)
     q = np.asarray(G.sum(1)).ravel()

@@ -261,18 +261,30 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
             if sp.issparse(Y) and Y.nnz > 0.25 * n * c:
                 Y = Y.toarray()
             if t <= step and 2 * step <= max_step:   # a scored step 2 * step needs it
-                sq = Y.multiply(Y).sum(axis=0) if sp.issparse(Y) else (Y * Y).sum(axis=0)
-                rho[2 * step] = np.asarray(sq).ravel()
+                if sp.issparse(Y):
+                    rho[2 * step] = np.bincount(Y.indices, weights=Y.data * Y.data,
+                                                minlength=c)
+                else:
+                    rho[2 * step] = (Y * Y).sum(axis=0)
             if step % 2 or step < 2 * t:
                 continue
             rows = np.flatnonzero(step_of == step)
             if rows.size == 0:
                 continue
-            Yr = Y[rows]
-            Yr = Yr.toarray() if sp.issparse(Yr) else Yr
-            score = Yr / np.sqrt(rho[step])[None, :]
-            j = score.argmax(axis=1)
-            s = score[np.arange(rows.size), j]
+            inv_root = 1.0 / np.sqrt(rho[step])
+            if sp.issparse(Y):
+                # a scored row's stored entries are its positive ones; a row that no
+                # centroid of this chunk reaches is left to the other chunks
+                score = sp.csr_matrix(Y[rows])
+                hit = np.diff(score.indptr) > 0
+                if not hit.all():
+                    rows, score = rows[hit], score[hit]
+                score.data = score.data * inv_root[score.indices]
+                j, s = _row_max(score)
+            else:
+                score = Y[rows] * inv_root[None, :]
+                j = score.argmax(axis=1)
+                s = score[np.arange(rows.size), j]
             better = s > best[rows]
             best[rows[better]] = s[better]
             labels[rows[better]] = start + j[better]
@@ -319,10 +331,10 @@ def _restricted_operators(A: sp.csr_matrix, step_of: np.ndarray, max_step: int) 
     return ops
 
 
-def _row_argmax(W: sp.csr_matrix) -> np.ndarray:
-    """Column of the largest entry of each row (first on ties) of a CSR matrix whose rows
-    all hold at least one positive entry - vectorised (scipy's sparse ``argmax`` loops over
-    rows in Python)."""
+def _row_max(W: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """Column (first on ties) and value of the largest entry of each row of a CSR matrix
+    whose rows all hold at least one positive entry - vectorised (scipy's sparse ``argmax``
+    loops over rows in Python)."""
     W = sp.csr_matrix(W)
     W.sort_indices()
     counts = np.diff(W.indptr)
@@ -330,7 +342,12 @@ def _row_argmax(W: sp.csr_matrix) -> np.ndarray:
     row_of = np.repeat(np.arange(W.shape[0]), counts)
     first = np.flatnonzero(W.data == rowmax[row_of])
     _, pos = np.unique(row_of[first], return_index=True)
-    return W.indices[first[pos]].astype(np.int64)
+    return W.indices[first[pos]].astype(np.int64), rowmax
+
+
+def _row_argmax(W: sp.csr_matrix) -> np.ndarray:
+    """Column of the largest entry of each row (first on ties); see :func:`_row_max`."""
+    return _row_max(W)[0]
 
 
 def _grow_regions(A: sp.csr_matrix, labels: np.ndarray, todo: np.ndarray,
