@@ -317,12 +317,14 @@ def test_spectral_weights_drop_negligible_and_subnormal_values():
 
     from flgp.models._common import spectral_weights
 
-    ep = SimpleNamespace(kernel_scale=3.0, eigenvalues=np.array([0.0, 1e-3, 0.05, 0.9]))
+    ep = SimpleNamespace(kernel_scale=3.0,
+                         eigenvalues=np.array([0.0, 1e-3, 3.6e-3, 3.8e-3, 0.05, 0.9]))
     w = spectral_weights(ep, 1e4)
-    ref = 3.0 * np.exp(-1e4 * ep.eigenvalues)        # 3, 1.4e-4, 5.8e-218 (kept 0), 0
-    np.testing.assert_allclose(w[:2], ref[:2], rtol=1e-14)
-    assert w[2] == 0.0 and w[3] == 0.0
+    # 3, 1.4e-4, 7e-16 (ratio 2.3e-16: kept), 1e-16 (ratio 3.1e-17: dropped), 5.8e-218, 0
+    ref = 3.0 * np.exp(-1e4 * ep.eigenvalues)
+    np.testing.assert_allclose(w[:3], ref[:3], rtol=1e-14)
+    assert np.all(w[3:] == 0.0)
     W = spectral_weights(ep, np.array([1.0, 1e4]))
-    assert W.shape == (2, 4)
+    assert W.shape == (2, 6)
     np.testing.assert_allclose(W[0], 3.0 * np.exp(-ep.eigenvalues), rtol=1e-14)
     assert not np.any((W > 0) & (W < np.finfo(float).tiny))

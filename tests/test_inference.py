@@ -79,12 +79,16 @@ def test_laplace_binary_prediction_matches_dense(rng):
     np.testing.assert_allclose(var, ref_var, atol=1e-8)
 
 
-@pytest.mark.parametrize("m, M", [(12, 30), (30, 12)])
-def test_low_rank_binary_prediction_matches_dense(rng, m, M):
-    """Both branches (m < M: n x m GEMM; m >= M: M x M form) against the dense formula."""
+@pytest.mark.parametrize("m, M, n_zero", [(12, 30, 0), (30, 12, 0), (12, 30, 20),
+                                          (30, 12, 4)])
+def test_low_rank_binary_prediction_matches_dense(rng, m, M, n_zero):
+    """Both branches (m < M: n x m GEMM; m >= M: M x M form) against the dense formula,
+    also with weights that are exactly 0 (their columns are skipped; with 20 of 30 zero
+    the m < M case takes the M x M form)."""
     n = 9
     V = rng.standard_normal((m + n, M)) / np.sqrt(M)
     w = np.exp(rng.normal(size=M))
+    w[rng.choice(M, n_zero, replace=False)] = 0.0
     Kall = (V * w) @ V.T
     K, Ks, kss = Kall[:m, :m], Kall[:m, m:], np.diag(Kall)[m:]
     y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
@@ -97,14 +101,18 @@ def test_low_rank_binary_prediction_matches_dense(rng, m, M):
         binary_predict_low_rank(st, V[:m], w, V[m:, :-1])
 
 
-@pytest.mark.parametrize("m, M", [(12, 30), (30, 12)])
-def test_stacked_binary_predictions_match_the_dense_formula(rng, m, M):
+@pytest.mark.parametrize("m, M, zeros", [(12, 30, False), (30, 12, False), (12, 30, True)])
+def test_stacked_binary_predictions_match_the_dense_formula(rng, m, M, zeros):
     """Several posteriors (one per spectral weighting) at once, against the dense
-    R&W formula for each."""
+    R&W formula for each; ``zeros``: the weightings zero different columns (a long
+    diffusion time zeroes the fast modes)."""
     n = 9
     V = rng.standard_normal((m + n, M)) / np.sqrt(M)
     y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
     W = np.exp(rng.normal(size=(3, M))) * np.array([[0.5], [1.0], [2.0]])
+    if zeros:
+        W[1, 10:] = 0.0
+        W[2, 25:] = 0.0
     states = [laplace_binary((V[:m] * w) @ V[:m].T, y) for w in W]
     mean, var = binary_predict_low_rank_many(states, V[:m], W, V[m:])
     assert mean.shape == var.shape == (n, 3)

@@ -15,7 +15,7 @@ from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict
                       diffusion_time_mixture, eigenpair_candidates, extend_with_prior_mask,
                       search_log_scalar, single_threaded_blas, spectral_weights,
                       stack_unlabeled, warn_unlabelled_components)
-from .laplace import (LogisticLikelihood, binary_predict_low_rank,
+from .laplace import (LogisticLikelihood, active_columns, binary_predict_low_rank,
                       binary_predict_low_rank_many, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
 from .rbf import RBFLaplaceClassifier
@@ -226,7 +226,8 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _gram(self, ep, t, V1, V2):
-        return (V1 * spectral_weights(ep, t)) @ V2.T
+        V1, w, V2 = active_columns(V1, spectral_weights(ep, t), V2)
+        return (V1 * w) @ V2.T
 
     @property
     def _one_vs_rest(self):

@@ -24,7 +24,8 @@ from scipy.special import expit, gammaln, softmax
 from scipy.stats import norm, qmc
 
 __all__ = ["LogisticLikelihood", "PoissonLikelihood", "laplace_binary", "laplace_softmax",
-           "binary_predict", "binary_predict_low_rank", "binary_predict_low_rank_many",
+           "binary_predict", "active_columns", "binary_predict_low_rank",
+           "binary_predict_low_rank_many",
            "softmax_predict", "softmax_probabilities", "probit_logistic",
            "BinaryLaplaceState", "SoftmaxLaplaceState"]
 
@@ -136,6 +137,22 @@ def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,
     return mean, var
 
 
+def active_columns(V_lab: np.ndarray, w: np.ndarray, V: np.ndarray):
+    """Drop the eigenvector columns whose spectral weight is exactly 0 (``spectral_weights``
+    zeroes those below float64 resolution of the largest): they add nothing to any kernel
+    value, and at long diffusion times most columns are such (SKFLGP / LKFLGP on the
+    circles keep 10-50 of 100), so every product over them shrinks."""
+    keep = w != 0
+    if keep.all():
+        return V_lab, w, V
+    k = int(keep.sum())
+    if keep[:k].all():
+        # eigenvalues ascending: the zeros are the trailing columns, and a slice is a view
+        # (copying the kept columns of a large V costs more than the product over them)
+        return V_lab[:, :k], w[:k], V[:, :k]
+    return V_lab[:, keep], w[keep], V[:, keep]
+
+
 def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.ndarray,
                             V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`binary_predict` for a low-rank covariance ``K(x, x') = v(x) diag(w) v(x')^T``.
@@ -149,6 +166,8 @@ def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.
     if V.shape[1] != M or w.shape != (M,):
         raise ValueError(f"V has {V.shape[1]} columns and w {w.shape[0]} entries; both must "
                          f"equal the {M} columns of V_lab.")
+    V_lab, w, V = active_columns(V_lab, w, V)
+    m, M = V_lab.shape
     Vl_w = V_lab * w
     mean = V @ (Vl_w.T @ state.grad)
     R = scipy.linalg.solve_triangular(state.chol, state.sqrt_w[:, None] * Vl_w, lower=True)
@@ -175,7 +194,8 @@ def binary_predict_low_rank_many(states, V_lab: np.ndarray, W: np.ndarray,
         raise ValueError(f"got {len(states)} states and {K} weight rows, and V_lab / V have "
                          f"{V_lab.shape[1]} / {V.shape[1]} columns; W must hold one row of "
                          f"{V_lab.shape[1]} weights per state.")
-    if m >= M or K == 1:
+    if m >= M or K == 1 or not W.all():
+        # one product per posterior, each over the columns its weights keep
         out = [binary_predict_low_rank(st, V_lab, w, V) for st, w in zip(states, W)]
         return np.stack([o[0] for o in out], 1), np.stack([o[1] for o in out], 1)
     grads = np.empty((M, K))
