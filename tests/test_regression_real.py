@@ -87,14 +87,45 @@ def test_hyperparameters_are_a_local_map(fitted):
             assert log_post(p) <= ref + 1e-4, (key, step)
 
 
-def test_transduction_is_the_dense_posterior_mean_and_fits_the_map(fitted):
-    est, X, z, lab = fitted
-    lab = np.sort(lab)
+def _assert_dense_posterior(est, X, z, lab):
+    """Posterior mean (``transduction_``) and sd of f (``predict``) at the unlabelled points
+    against the dense GP formulas with the fitted hyperparameters."""
     C, C_lab = _dense_parts(est, lab)
     y_lab = z[lab]
     alpha = np.linalg.solve(C_lab + est.noise_ * np.eye(len(lab)), y_lab - y_lab.mean())
     ref = y_lab.mean() + C[:, lab] @ alpha
     unl = np.setdiff1d(np.arange(len(z)), lab)
     np.testing.assert_allclose(est.transduction_[unl], ref[unl], atol=1e-8)
+    # C_uu - C_ul (C_ll + noise I)^{-1} C_lu
+    cov_ul = C[np.ix_(unl, lab)]
+    ref_var = np.diag(C)[unl] - np.einsum(
+        "ij,ji->i", cov_ul, np.linalg.solve(C_lab + est.noise_ * np.eye(len(lab)), cov_ul.T))
+    mean, std = est.predict(X[unl], return_std=True)
+    np.testing.assert_allclose(mean, ref[unl], atol=1e-8)
+    np.testing.assert_allclose(std, np.sqrt(np.maximum(ref_var, 0.0)), atol=1e-6)
+    return unl
+
+
+def test_long_diffusion_time_skips_negligible_modes_exactly():
+    """At a long diffusion time most modes' prior weights fall below 1e-16 of the largest;
+    the prediction drops their columns, and still equals the dense posterior."""
+    X, z = _voxel_map()
+    n = len(z)
+    lab = np.sort(np.random.default_rng(2).choice(n, size=int(0.3 * n), replace=False))
+    y = np.full(n, np.nan)
+    y[lab] = z[lab]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = FLGPRegressor(n_induced=200, n_neighbors=3, n_eigenpairs=100,
+                            diffusion_time=300.0, random_state=0).fit(X, y)
+    w = np.exp(-300.0 * est.eigenvalues_)
+    assert 5 < np.count_nonzero(w >= 1e-16 * w.max()) < 90
+    _assert_dense_posterior(est, X, z, lab)
+
+
+def test_transduction_is_the_dense_posterior_mean_and_fits_the_map(fitted):
+    est, X, z, lab = fitted
+    lab = np.sort(lab)
+    unl = _assert_dense_posterior(est, X, z, lab)
     # and the map is recovered: error well below its spread
     assert np.mean((est.transduction_[unl] - z[unl]) ** 2) < 0.1 * np.var(z)

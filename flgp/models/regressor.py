@@ -217,12 +217,18 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
                     nll_evidence=float(best.fun - prior_term), n_iter=max(1, int(best.nit)))
 
     def _predict_vectors(self, V, prior_mask):
-        # f(x) = v(x) D^{1/2} u; weights below 1e-15 of the largest are dropped (as in
-        # spectral_weights: as subnormal numbers they slow every product)
-        sd = np.where(self._sd < 1e-15 * self._sd.max(), 0.0, self._sd)
+        # f(x) = v(x) D^{1/2} u; prior weights below 1e-16 of the largest are dropped (as in
+        # spectral_weights) and so are their columns (active_columns)
+        sd = np.where(self._sd < 1e-8 * self._sd.max(), 0.0, self._sd)
+        k = int(np.count_nonzero(sd))
+        if k < sd.size and np.all(sd[:k] > 0):   # the dropped ones trail: use views
+            V, sd = V[:, :k], sd[:k]
+            w_mean, w_cov = self._w_mean[:k], self._w_cov[:k, :k]
+        else:
+            w_mean, w_cov = self._w_mean, self._w_cov
         F = V * sd
-        mean = F @ self._w_mean
-        var = np.einsum("ij,ij->i", F @ self._w_cov, F)
+        mean = F @ w_mean
+        var = np.einsum("ij,ij->i", F @ w_cov, F)
         if prior_mask is not None and prior_mask.any():
             mean[prior_mask] = 0.0
             var[prior_mask] = (F[prior_mask] ** 2).sum(1)
