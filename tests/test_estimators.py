@@ -304,12 +304,28 @@ def test_rbf_regressor_evidence_is_the_prior_marginal():
     g = reg.rbf_
     Z = (X[:40] - g.mu_) / g.sd_
     ell = g.lengthscale_
-    s2 = float(g.model_.covar_module.outputscale.detach())
-    c = float(g.model_.mean_module.constant.detach())
+    s2 = float(g.model_.covar_module.outputscale.detach()) * g.y_scale_ ** 2
+    c = float(g.model_.mean_module.constant.detach()) * g.y_scale_ + g.y_mean_
+    np.testing.assert_allclose([s2, c], [g.outputscale_, g.constant_], rtol=1e-12)
     d2 = ((Z[:, None, :] - Z[None]) ** 2).sum(-1)
     cov = s2 * np.exp(-0.5 * d2 / ell ** 2) + g.noise_ * np.eye(40)
     ref = multivariate_normal(np.full(40, c), cov).logpdf(y[:40])
     np.testing.assert_allclose(reg.log_marginal_likelihood_, ref, rtol=1e-6)
+
+
+def test_rbf_regressor_does_not_depend_on_the_units_of_y():
+    """Targets in tiny units give the same fit, rescaled (y is standardised); the fitted
+    baseline pickles."""
+    X = np.random.default_rng(0).uniform(-3, 3, (40, 1))
+    y = np.sin(X[:, 0])
+    fits = [FLGPRegressor(method="rbf").fit(X, y * s) for s in (1.0, 1e-6)]
+    p1, s1 = fits[0].predict(X, return_std=True)
+    p2, s2 = fits[1].predict(X, return_std=True)
+    np.testing.assert_allclose(p2, 1e-6 * p1, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(s2, 1e-6 * s1, rtol=1e-6, atol=1e-12)
+    assert np.corrcoef(p1, y)[0, 1] > 0.99
+    again = pickle.loads(pickle.dumps(fits[1]))
+    np.testing.assert_array_equal(again.predict(X), p2)
 
 
 def test_spectral_weights_drop_negligible_and_subnormal_values():
@@ -328,3 +344,31 @@ def test_spectral_weights_drop_negligible_and_subnormal_values():
     assert W.shape == (2, 6)
     np.testing.assert_allclose(W[0], 3.0 * np.exp(-ep.eigenvalues), rtol=1e-14)
     assert not np.any((W > 0) & (W < np.finfo(float).tiny))
+
+
+@pytest.mark.parametrize("method", ["nystrom", "glgp"])
+def test_dense_methods_skip_grid_values_whose_kernel_is_low_rank(method):
+    """On two circles the widest bandwidths of the default grid leave fewer than M positive
+    eigenvalues; those candidates are skipped instead of aborting the fit, and a fixed
+    bandwidth that wide is an error that says to make it smaller."""
+    X, y = make_concentric_circles(600, n_circles=2, random_state=0)
+    ys = np.full(600, -1)
+    ys[::20] = y[::20]
+    with pytest.raises(ValueError, match="smaller bandwidth"):
+        FLGPClassifier(method=method, bandwidth=5.0).fit(X, ys)
+    clf = FLGPClassifier(method=method).fit(X, ys)
+    assert clf.bandwidth_scale_ < 10
+    assert np.mean(clf.transduction_ == y) > 0.95
+
+
+def test_dense_methods_on_ten_points():
+    """The GLGP / Nyström bandwidth rule averages over 10 neighbours, capped at the points
+    there are; an explicit n_neighbors beyond them is still an error."""
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    y = np.arange(10) % 2
+    for est in (FLGPClassifier(method="glgp", n_neighbors=2),
+                FLGPClassifier(method="nystrom", n_induced=8)):
+        proba = est.fit(X, y).predict_proba(X)
+        assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(1), 1.0)
+    with pytest.raises(ValueError, match="n_neighbors=12 exceeds"):
+        FLGPClassifier(method="glgp", n_neighbors=12).fit(X, y)

@@ -101,6 +101,14 @@ class NystromGraph:
         return _rows(X_new, self.landmarks.points, self.bandwidth, self.log_colsum)
 
 
+def bandwidth_neighbour_count(n_neighbors: int, available: int) -> int:
+    """How many neighbours the GLGP / Nyström bandwidth rule averages over:
+    ``max(n_neighbors, 10)``, the floor of 10 capped at the ``available`` ones (``n - 1``
+    other points for GLGP, ``s`` induced points for Nyström), so a small cloud works with
+    the defaults while an explicit ``n_neighbors`` beyond the limit is still an error."""
+    return max(int(n_neighbors), min(10, int(available)))
+
+
 def neighbour_bandwidth(X, Y, r, scale=1.0, skip_self=False):
     """The FLGP bandwidth rule ``4 eps^2 = scale * mean d^2`` over each row of ``X``'s ``r``
     nearest rows of ``Y`` (``skip_self``: ``Y`` is ``X``, its own row left out) — GLGP's

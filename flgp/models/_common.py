@@ -14,9 +14,9 @@ from threadpoolctl import threadpool_limits
 from .._validation import check_option, check_points, check_positive
 from ..backends import resolve_backend
 from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
-from ..graph.dense import neighbour_bandwidth
+from ..graph.dense import bandwidth_neighbour_count, neighbour_bandwidth
 from ..spectral import flgp_eigenpairs, glgp_eigenpairs, nystrom_eigenpairs
-from ..spectral.dense import glgp_eigenpairs_lazy
+from ..spectral.dense import TooFewEigenvaluesError, glgp_eigenpairs_lazy
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
 
 __all__ = []
@@ -37,7 +37,30 @@ def engine_sizes(est, n: int) -> tuple[int, int]:
 def eigenpair_candidates(est, X: np.ndarray):
     """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed bandwidth,
     one per grid value of ``a`` (``4 eps^2 = a mean d^2``) for the SE kernels otherwise.
-    Induced points and neighbour searches are computed once and reused across the grid."""
+    Induced points and neighbour searches are computed once and reused across the grid.
+
+    GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
+    kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
+    eigenvalues. That grid value is then skipped (the evidence could not be compared with
+    fewer eigenpairs); only when every value fails is the error raised, the one of the
+    narrowest kernel."""
+    failures = []
+    yielded = 0
+    for a, make in _candidate_makers(est, X):
+        try:
+            ep = make()
+        except TooFewEigenvaluesError as err:
+            failures.append(err)
+            continue
+        yielded += 1
+        yield a, ep
+    if yielded == 0 and failures:
+        raise failures[0]
+
+
+def _candidate_makers(est, X: np.ndarray):
+    """``(a, make)`` per candidate of :func:`eigenpair_candidates`, ``make()`` computing its
+    eigenpairs (graphs shared across the grid are built on the way)."""
     check_option(est.method, "method", METHODS)
     n = X.shape[0]
     s, M = engine_sizes(est, n)
@@ -56,27 +79,27 @@ def eigenpair_candidates(est, X: np.ndarray):
                                      random_state=est.random_state, backend=est.backend)
             for a in grid:
                 g = base if a == 1.0 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
-                yield a, flgp_eigenpairs(g, M, spectrum=est.spectrum)
+                yield a, lambda g=g: flgp_eigenpairs(g, M, spectrum=est.spectrum)
         elif est.method == "nystrom":
-            r = max(est.n_neighbors, 10)
+            r = bandwidth_neighbour_count(est.n_neighbors, s)
             g0 = build_nystrom_graph(X, n_induced=s, subsample=est.subsample,
                                      bandwidth=est.bandwidth, n_neighbors=r,
                                      random_state=est.random_state, backend=est.backend)
             for a in grid:
                 g = g0 if a == 1.0 else build_nystrom_graph(
-                    X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a),
+                    X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a), n_neighbors=r,
                     landmarks=g0.landmarks)
-                yield a, nystrom_eigenpairs(g, M, X)
+                yield a, lambda g=g: nystrom_eigenpairs(g, M, X)
         elif resolve_backend(est.backend) == "keops":  # glgp, never stored
-            r = max(est.n_neighbors, 10)
+            r = bandwidth_neighbour_count(est.n_neighbors, n - 1)
             base = est.bandwidth
             if base is None:
                 base = neighbour_bandwidth(X, X, r, grid[0], skip_self=True)
             for a in grid:
-                yield a, glgp_eigenpairs_lazy(X, M, bandwidth=base * np.sqrt(a / grid[0]),
-                                              backend="keops")
+                yield a, lambda a=a: glgp_eigenpairs_lazy(
+                    X, M, bandwidth=base * np.sqrt(a / grid[0]), backend="keops")
         else:  # glgp
-            r = max(est.n_neighbors, 10)
+            r = bandwidth_neighbour_count(est.n_neighbors, n - 1)
             g0 = None
             for a in grid:
                 if g0 is None:
@@ -84,8 +107,9 @@ def eigenpair_candidates(est, X: np.ndarray):
                                            bandwidth_scale=a)
                     g = g0
                 else:
-                    g = build_dense_graph(X, bandwidth=g0.bandwidth * np.sqrt(a / grid[0]))
-                yield a, glgp_eigenpairs(g, M)
+                    g = build_dense_graph(X, bandwidth=g0.bandwidth * np.sqrt(a / grid[0]),
+                                          n_neighbors=r)
+                yield a, lambda g=g: glgp_eigenpairs(g, M)
 
 
 def check_hyperparameters(est):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 
+import gpytorch
 import numpy as np
 import torch
 
@@ -88,8 +89,26 @@ class RBFLaplaceClassifier:
         return np.argmax(self.predict_proba(X), axis=1)
 
 
+class _ExactRBF(gpytorch.models.ExactGP):
+    """Constant mean + scaled RBF kernel (module level, so a fitted model pickles)."""
+
+    def __init__(self, x, t, lik, base_kernel):
+        super().__init__(x, t, lik)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = gpytorch.kernels.ScaleKernel(base_kernel())
+
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                         self.covar_module(x))
+
+
 class RBFGPRegressor:
-    """GPyTorch exact GP with an RBF kernel, fitted by Adam on the marginal likelihood."""
+    """GPyTorch exact GP with an RBF kernel, fitted by Adam on the marginal likelihood.
+
+    Inputs and targets are standardised (``y_mean_``, ``y_scale_``), so the fit does not
+    depend on the units of ``y`` (GPyTorch's noise floor of 1e-4 would otherwise swamp a
+    target measured in small units). ``noise_``, ``outputscale_``, ``constant_``,
+    ``log_marginal_likelihood_`` and the predictions are in the units of ``y``."""
 
     def __init__(self, max_iter: int = 100, learning_rate: float = 0.1,
                  backend: str = "torch"):
@@ -98,11 +117,12 @@ class RBFGPRegressor:
         self.backend = backend          # "keops": GPyTorch's KeOps RBF kernel (large m)
 
     def fit(self, X, y):
-        import gpytorch
-
         self.mu_, self.sd_ = _standardise(X)
+        y = np.asarray(y, dtype=np.float64)
+        self.y_mean_ = float(y.mean())
+        self.y_scale_ = float(y.std()) or 1.0
         Z = torch.as_tensor((X - self.mu_) / self.sd_, dtype=torch.float64)
-        yt = torch.as_tensor(y, dtype=torch.float64)
+        yt = torch.as_tensor((y - self.y_mean_) / self.y_scale_, dtype=torch.float64)
         sub = Z.numpy()[:2000]            # the median heuristic needs no more points
         d2 = _sqdist(sub, sub)
         med = float(np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)) or 1.0
@@ -110,19 +130,8 @@ class RBFGPRegressor:
             base_kernel = gpytorch.kernels.keops.RBFKernel
         else:
             base_kernel = gpytorch.kernels.RBFKernel
-
-        class _ExactRBF(gpytorch.models.ExactGP):
-            def __init__(self, x, t, lik):
-                super().__init__(x, t, lik)
-                self.mean_module = gpytorch.means.ConstantMean()
-                self.covar_module = gpytorch.kernels.ScaleKernel(base_kernel())
-
-            def forward(self, x):
-                return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                                 self.covar_module(x))
-
         lik = gpytorch.likelihoods.GaussianLikelihood().double()
-        model = _ExactRBF(Z, yt, lik).double()
+        model = _ExactRBF(Z, yt, lik, base_kernel).double()
         model.covar_module.base_kernel.lengthscale = 0.5 * med
         model.covar_module.outputscale = float(yt.var()) if len(yt) > 1 else 1.0
         lik.noise = 0.1 * (float(yt.var()) if len(yt) > 1 else 1.0) + 1e-4
@@ -138,18 +147,22 @@ class RBFGPRegressor:
             opt.step()
         with torch.no_grad():
             # the evidence is the prior marginal: evaluate it in train mode (in eval mode
-            # GPyTorch would return the posterior at the training inputs, and warn)
-            self.log_marginal_likelihood_ = float(mll(model(Z), yt)) * len(yt)
+            # GPyTorch would return the posterior at the training inputs, and warn); in the
+            # units of y it is the standardised one minus m log(y_scale)
+            self.log_marginal_likelihood_ = (float(mll(model(Z), yt)) * len(yt)
+                                             - len(yt) * np.log(self.y_scale_))
         model.eval()
         lik.eval()
         self.model_, self.likelihood_ = model, lik
-        self.noise_ = float(lik.noise.detach())
+        scale2 = self.y_scale_ ** 2
+        self.noise_ = float(lik.noise.detach()) * scale2
+        self.outputscale_ = float(model.covar_module.outputscale.detach()) * scale2
+        self.constant_ = (float(model.mean_module.constant.detach()) * self.y_scale_
+                          + self.y_mean_)
         self.lengthscale_ = float(model.covar_module.base_kernel.lengthscale.detach())
         return self
 
     def predict(self, X):
-        import gpytorch
-
         Z = torch.as_tensor((X - self.mu_) / self.sd_, dtype=torch.float64)
         means, stds = [], []
         with torch.no_grad(), gpytorch.settings.fast_pred_var(), warnings.catch_warnings():
@@ -159,4 +172,5 @@ class RBFGPRegressor:
                 post = self.model_(Z[start:start + 4096])
                 means.append(post.mean.numpy())
                 stds.append(post.variance.clamp_min(0).sqrt().numpy())
-        return np.concatenate(means), np.concatenate(stds)
+        return (self.y_mean_ + self.y_scale_ * np.concatenate(means),
+                self.y_scale_ * np.concatenate(stds))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .._validation import check_option, check_points
 from ..backends import resolve_backend
 from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
-from ..graph.dense import neighbour_bandwidth
+from ..graph.dense import bandwidth_neighbour_count, neighbour_bandwidth
 from .dense import glgp_eigenpairs, glgp_eigenpairs_lazy, nystrom_eigenpairs
 from .eigenpairs import Eigenpairs
 from .flgp import flgp_eigenpairs
@@ -44,8 +44,9 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
         ``M``; default :func:`default_n_eigenpairs`.
     n_neighbors : int, default=3
         ``r`` (FLGP). GLGP and Nyström keep every pair; their default-bandwidth rule
-        averages over ``max(n_neighbors, 10)`` nearest neighbours, because a dense SE graph
-        needs a wider kernel than a sparse r-nearest one to stay connected.
+        averages over ``max(n_neighbors, 10)`` nearest neighbours (the 10 capped at the
+        points available), because a dense SE graph needs a wider kernel than a sparse
+        r-nearest one to stay connected.
     subsample : {"kmeans", "random"}, default="kmeans"
     kernel : {"lae", "se"}, default="lae"
         FLGP cross kernel; GLGP and Nyström always use SE.
@@ -65,18 +66,18 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     s = default_n_induced(n) if n_induced is None else n_induced
     if method == "glgp":
         M = default_n_eigenpairs(n) if n_eigenpairs is None else n_eigenpairs
+        r = bandwidth_neighbour_count(n_neighbors, n - 1)
         if resolve_backend(backend) == "keops":
             if bandwidth is None:
-                bandwidth = neighbour_bandwidth(X, X, max(n_neighbors, 10), bandwidth_scale,
-                                                skip_self=True)
+                bandwidth = neighbour_bandwidth(X, X, r, bandwidth_scale, skip_self=True)
             return glgp_eigenpairs_lazy(X, M, bandwidth=bandwidth, backend="keops")
-        graph = build_dense_graph(X, bandwidth=bandwidth, n_neighbors=max(n_neighbors, 10),
+        graph = build_dense_graph(X, bandwidth=bandwidth, n_neighbors=r,
                                   bandwidth_scale=bandwidth_scale)
         return glgp_eigenpairs(graph, M)
     M = default_n_eigenpairs(s) if n_eigenpairs is None else n_eigenpairs
     if method == "nystrom":
         graph = build_nystrom_graph(X, n_induced=s, subsample=subsample, bandwidth=bandwidth,
-                                    n_neighbors=max(n_neighbors, 10),
+                                    n_neighbors=bandwidth_neighbour_count(n_neighbors, s),
                                     bandwidth_scale=bandwidth_scale, random_state=random_state)
         return nystrom_eigenpairs(graph, M, X)
     graph = build_cross_graph(X, n_induced=s, n_neighbors=n_neighbors, subsample=subsample,

@@ -17,7 +17,13 @@ from .._validation import check_int, check_points, check_positive
 from ..graph.dense import DenseGraph, NystromGraph
 from .eigenpairs import Eigenpairs, deterministic_sign_flip
 
-__all__ = ["glgp_eigenpairs", "glgp_eigenpairs_lazy", "nystrom_eigenpairs"]
+__all__ = ["glgp_eigenpairs", "glgp_eigenpairs_lazy", "nystrom_eigenpairs",
+           "TooFewEigenvaluesError"]
+
+
+class TooFewEigenvaluesError(ValueError):
+    """The dense Gaussian kernel is so wide that fewer than ``n_eigenpairs`` of its
+    transition eigenvalues are positive (a wide kernel is numerically of low rank)."""
 
 _MU_FLOOR = 1e-10
 
@@ -61,8 +67,10 @@ def _transition_eigenvectors(S: np.ndarray, d: np.ndarray, M: int, what: str):
     mu, psi = _top_eigh(S, M)
     if mu[-1] <= _MU_FLOOR:
         keep = mu > _MU_FLOOR
-        raise ValueError(f"only {int(keep.sum())} {what} eigenvalues are positive; lower "
-                         f"n_eigenpairs to at most that, or increase the bandwidth.")
+        raise TooFewEigenvaluesError(
+            f"only {int(keep.sum())} {what} eigenvalues are positive: the Gaussian kernel is "
+            f"so wide that it is numerically of low rank. Lower n_eigenpairs to at most "
+            f"that, or use a smaller bandwidth.")
     vec = psi / np.sqrt(d)[:, None]
     vec /= np.linalg.norm(vec, axis=0, keepdims=True)
     return np.clip(mu, 0.0, 1.0), vec
