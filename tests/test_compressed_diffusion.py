@@ -401,3 +401,14 @@ def test_disconnected_graph_is_an_error(rng):
     with pytest.warns(UserWarning, match="without any centroid"):
         with pytest.raises(ValueError, match="falls apart"):
             CompressedDiffusionMap(1, 2, n_neighbors=5, random_state=0).fit(X3)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_graph_in_many_pieces_is_the_same_clear_error(seed):
+    """One neighbour per point splits the cloud into dozens of pieces; the top eigenvalue 1
+    is then so repeated that LAPACK's subset solver returned a single pair (an IndexError
+    before); the error must be the 'falls apart' one."""
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    with pytest.warns(UserWarning, match="without any centroid"):
+        with pytest.raises(ValueError, match="falls apart"):
+            CompressedDiffusionMap(2, n_neighbors=1, random_state=seed).fit(X)

@@ -419,6 +419,11 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int):
     S = K_S * s[:, None] * s[None, :]
     k = n_components + 1
     vals, vecs = scipy.linalg.eigh(S, subset_by_index=[N - k, N - 1])
+    if vals.size < k:
+        # LAPACK's subset solver can return fewer pairs when the top eigenvalue is
+        # repeated many times (a graph in many pieces); the full solver does not
+        vals, vecs = scipy.linalg.eigh(S)
+        vals, vecs = vals[N - k:], vecs[:, N - k:]
     vals, vecs = vals[::-1], vecs[:, ::-1]
     phi = vecs * s[:, None] * np.sqrt(d.sum())
     if phi[0, 0] < 0:
