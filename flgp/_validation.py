@@ -27,6 +27,9 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64) 
             X = X.detach().cpu().numpy()
     except ImportError:  # pragma: no cover - torch is a hard dependency
         pass
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):   # a scipy.sparse matrix or array
+        raise ValueError(f"{name} is a sparse matrix; flgp works on dense point clouds "
+                         f"(n_samples, n_features): pass {name}.toarray().")
     try:
         X = np.asarray(X, dtype=dtype)
     except (TypeError, ValueError) as exc:
@@ -80,6 +83,16 @@ def check_positive(value, name: str, *, allow_none: bool = False):
     value = float(value)
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite positive number; got {value}.")
+    return value
+
+
+def check_nonnegative(value, name: str) -> float:
+    """Check that ``value`` is a finite real number >= 0 (a noise level, say)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number >= 0; got {value!r}.")
+    value = float(value)
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0; got {value}.")
     return value
 
 

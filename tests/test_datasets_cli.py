@@ -63,3 +63,16 @@ def test_cli_circles_writes_table(tmp_path, capsys):
     rbf = table.set_index("method").loc["RBF GP", "error_mean"]
     assert lk < 5.0 and rbf > 20.0
     assert os.path.exists(os.path.join(tmp_path, "circles_covariance_n2400.png"))
+
+
+@pytest.mark.parametrize("call, err, match", [
+    (lambda: datasets.make_concentric_circles(100, n_circles=0), ValueError, "n_circles"),
+    (lambda: datasets.make_sphere(10, dim=-1), ValueError, "dim"),
+    (lambda: datasets.make_swiss_roll(10, noise=np.nan), ValueError, "noise must be"),
+    (lambda: datasets.make_spiral(10, noise=-1.0), ValueError, "noise must be"),
+    (lambda: datasets.make_s_curve(10, noise="0.1"), TypeError, "noise must be"),
+    (lambda: datasets.make_helix(10, noise=np.inf), ValueError, "noise must be"),
+])
+def test_generators_reject_bad_parameters(call, err, match):
+    with pytest.raises(err, match=match):
+        call()

@@ -372,3 +372,20 @@ def test_dense_methods_on_ten_points():
         assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(1), 1.0)
     with pytest.raises(ValueError, match="n_neighbors=12 exceeds"):
         FLGPClassifier(method="glgp", n_neighbors=12).fit(X, y)
+
+
+def test_unorderable_labels_sparse_input_and_a_scalar_grid():
+    import scipy.sparse as sp
+
+    import flgp
+
+    X, y = make_concentric_circles(300, n_circles=2, random_state=0)
+    ys = np.full(300, -1)
+    ys[::10] = y[::10]
+    with pytest.raises(ValueError, match="labels mix types"):
+        FLGPClassifier().fit(X, np.array([0, "a"] * 150, dtype=object))
+    with pytest.raises(ValueError, match=r"sparse matrix.*toarray"):
+        flgp.compute_eigenpairs(sp.csr_matrix(X))
+    # one bandwidth scale given as a number means that scale
+    clf = FLGPClassifier(kernel="se", bandwidth_grid=5).fit(X, ys)
+    assert clf.bandwidth_scale_ == 5.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int, check_positive, check_random_state
+from .._validation import check_int, check_nonnegative, check_positive, check_random_state
 
 __all__ = ["make_concentric_circles", "make_spiral", "make_swiss_roll", "make_s_curve",
            "make_helix", "make_sphere", "make_torus", "make_stretched_torus",
@@ -27,6 +27,7 @@ def make_concentric_circles(n_samples: int = 2400, *, n_circles: int = 6,
     X : ndarray (n_samples, 2)
     y : ndarray (n_samples,) of int, in {0, 1}
     """
+    n_circles = check_int(n_circles, "n_circles", low=1)
     n = check_int(n_samples, "n_samples", low=n_circles)
     rng = check_random_state(random_state)
     if radii is None:
@@ -57,6 +58,7 @@ def make_spiral(n_samples: int = 4000, *, noise: float = 0.0, random_state=None)
         Noise-free function values.
     """
     n = check_int(n_samples, "n_samples", low=2)
+    noise = check_nonnegative(noise, "noise")
     rng = check_random_state(random_state)
     th = np.linspace(0, 8 * np.pi, n)
     X = ((th + 4) ** 0.7)[:, None] * np.c_[np.cos(th), np.sin(th)]
@@ -70,6 +72,7 @@ def make_swiss_roll(n_samples: int = 2000, *, noise: float = 0.0, random_state=N
     Returns ``X`` (n, 3) and the roll parameter ``t`` (n,).
     """
     n = check_int(n_samples, "n_samples", low=1)
+    noise = check_nonnegative(noise, "noise")
     rng = check_random_state(random_state)
     t = 1.5 * np.pi * (1 + 2 * rng.uniform(size=n))
     h = 21 * rng.uniform(size=n)
@@ -83,6 +86,7 @@ def make_s_curve(n_samples: int = 2000, *, noise: float = 0.0, random_state=None
     Returns ``X`` (n, 3) and ``t`` (n,).
     """
     n = check_int(n_samples, "n_samples", low=1)
+    noise = check_nonnegative(noise, "noise")
     rng = check_random_state(random_state)
     t = 3 * np.pi * (rng.uniform(size=n) - 0.5)
     X = np.c_[np.sin(t), 2 * rng.uniform(size=n), np.sign(t) * (np.cos(t) - 1)]
@@ -96,6 +100,7 @@ def make_helix(n_samples: int = 2000, *, n_turns: float = 3.0, radius: float = 1
     Returns ``X`` (n, 3) and ``t`` (n,).
     """
     n = check_int(n_samples, "n_samples", low=1)
+    noise = check_nonnegative(noise, "noise")
     rng = check_random_state(random_state)
     t = rng.uniform(0, 2 * np.pi * n_turns, n)
     X = np.c_[radius * np.cos(t), radius * np.sin(t), pitch * t / (2 * np.pi)]
@@ -105,6 +110,7 @@ def make_helix(n_samples: int = 2000, *, n_turns: float = 3.0, radius: float = 1
 def make_sphere(n_samples: int = 2000, *, dim: int = 2, random_state=None):
     """Uniform points on the unit sphere ``S^dim`` in ``R^{dim+1}``. Returns ``X``."""
     n = check_int(n_samples, "n_samples", low=1)
+    dim = check_int(dim, "dim", low=1)
     rng = check_random_state(random_state)
     X = rng.standard_normal((n, dim + 1))
     return X / np.linalg.norm(X, axis=1, keepdims=True)

@@ -66,7 +66,8 @@ def _candidate_makers(est, X: np.ndarray):
     s, M = engine_sizes(est, n)
     uses_se = est.method in ("glgp", "nystrom") or est.kernel == "se"
     grid = (1.0,) if (not uses_se or est.bandwidth is not None) else tuple(
-        DEFAULT_BANDWIDTH_GRID if est.bandwidth_grid is None else est.bandwidth_grid)
+        DEFAULT_BANDWIDTH_GRID if est.bandwidth_grid is None
+        else np.atleast_1d(np.asarray(est.bandwidth_grid, dtype=np.float64)).ravel())
     with warnings.catch_warnings():
         # the estimator warns only about components that hold no label
         # (warn_unlabelled_components): a component with labels is predicted from them

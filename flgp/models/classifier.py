@@ -177,7 +177,12 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{m} labelled point(s); at least 2 are needed. Unlabelled rows "
                              f"are marked -1 in y.")
         y_lab = y[labelled]
-        self.classes_, codes = np.unique(y_lab, return_inverse=True)
+        try:
+            self.classes_, codes = np.unique(y_lab, return_inverse=True)
+        except TypeError as exc:
+            raise ValueError(f"the labels mix types that cannot be ordered ({exc}); use one "
+                             f"type for every label, e.g. all strings or all "
+                             f"integers.") from exc
         if self.classes_.size < 2:
             hint = (" -1 marks unlabelled rows, so labels in {-1, +1} must be recoded (e.g. "
                     "to {0, 1})." if (~labelled).any() else "")
