@@ -1,12 +1,15 @@
 """Diffusion maps and GP embeddings (Gilbert and O'Neill) against independent dense
 computations written out here from the paper's Algorithms 1-5 and eq. (26)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import pdist, squareform
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from flgp import compute_eigenpairs
+from flgp.datasets import make_swiss_roll
 from flgp.embedding import DiffusionMap, GPEmbedding, auto_diffusion_time
 from flgp.embedding.metrics import (bilipschitz_distortion, diffusion_distances,
                                     mean_relative_error)
@@ -292,3 +295,19 @@ def test_bad_inputs(circle):
                           GPEmbedding(2, t=2, epsilon=50.0, random_state=0)])
 def test_sklearn_api(estimator, check):
     check(estimator)
+
+
+def test_dense_gp_embedding_refuses_hours_of_products_and_wide_epsilon_warns():
+    """Algorithm 2 multiplies t times by the dense affinity: t = 1e8 at n = 300 is refused
+    up front (it ran for hours before); an epsilon that makes the affinity nearly constant
+    gets a warning instead of silently tiny coordinates."""
+    X, _ = make_swiss_roll(300, random_state=0)
+    with pytest.raises(ValueError, match="would run for hours"):
+        with pytest.warns(UserWarning, match="products with the dense"):
+            GPEmbedding(2, t=10**8, random_state=0).fit_transform(X)
+    assert GPEmbedding(2, t=1000, random_state=0).fit_transform(X).shape == (300, 2)
+    with pytest.warns(UserWarning, match="nearly constant"):
+        DiffusionMap(2, epsilon=1e10).fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DiffusionMap(2, epsilon=100.0).fit_transform(X)

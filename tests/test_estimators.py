@@ -389,3 +389,21 @@ def test_unorderable_labels_sparse_input_and_a_scalar_grid():
     # one bandwidth scale given as a number means that scale
     clf = FLGPClassifier(kernel="se", bandwidth_grid=5).fit(X, ys)
     assert clf.bandwidth_scale_ == 5.0
+
+
+@pytest.mark.parametrize("method", ["flgp", "nystrom", "glgp"])
+def test_points_far_outside_the_cloud_are_flagged(method):
+    """The heat kernel is estimated on the cloud; a new point far outside it inherits the
+    nearest part's values, which the user is told (points near the cloud are not)."""
+    X, y = make_concentric_circles(600, n_circles=2, random_state=0)
+    ys = np.full(600, -1)
+    ys[::20] = y[::20]
+    clf = FLGPClassifier(method=method).fit(X, ys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.predict_proba(X * 1.01)
+    with pytest.warns(UserWarning, match="2 of 3 new point.*far outside"):
+        clf.predict_proba(np.array([[1e4, 1e4], [0.0, 1e9], [0.5, 0.0]]))
+    reg = FLGPRegressor(method=method).fit(X, np.where(ys >= 0, ys, np.nan))
+    with pytest.warns(UserWarning, match="1 of 1 new point.*far outside"):
+        reg.predict(np.array([[50.0, 0.0]]))

@@ -288,6 +288,12 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
                     f"{top:.3g}. Use a smaller t (or t='auto'); if the eigenvalues "
                     f"themselves are near 0, epsilon is so large that every pair of points "
                     f"looks alike - leave epsilon=None for the data-driven scale.")
+            if self.epsilon is not None and abs(spec.mu[1]) < 1e-4:
+                warnings.warn(f"the largest non-trivial eigenvalue is {abs(spec.mu[1]):.3g}: "
+                              f"epsilon={self.epsilon:g} is so large against the distances "
+                              f"that the affinity is nearly constant, and the coordinates "
+                              f"shrink with it. Leave epsilon=None for the data-driven "
+                              f"scale.", UserWarning, stacklevel=3)
         self.epsilon_ = spec.epsilon
         self.eigenvalues_ = spec.mu if spec.mu is not None else None
         # Algorithm 2's iterations; 1 for the one-pass Algorithm 1 and the FLGP operator

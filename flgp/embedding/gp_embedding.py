@@ -23,6 +23,9 @@ from ._base import _HeatEmbedding
 
 __all__ = ["GPEmbedding", "SKETCHES"]
 
+# Algorithm 2 refuses more multiply-adds than this (about ten minutes on two cores)
+_MAX_DENSE_WORK = 1e12
+
 SKETCHES = ("gaussian", "rademacher")
 
 
@@ -115,6 +118,12 @@ class GPEmbedding(_HeatEmbedding):
             return self.embedding_
         aff = spec.affinity
         steps = int(round(self.t_))
+        n = X.shape[0]
+        if steps * float(n) * n * k > _MAX_DENSE_WORK:
+            raise ValueError(f"t={steps} products with the dense {n} x {n} affinity "
+                             f"({steps * float(n) * n * k:.2g} multiply-adds) would run for "
+                             f"hours. Use method='flgp' (the same cost at any t), t='auto', "
+                             f"or a larger epsilon, which shortens the time scale.")
         H = sketch_matrix((X.shape[0], k), self.sketch, rng) / np.sqrt(k)
         for _ in range(steps - 1):
             H = aff.matmat(H)

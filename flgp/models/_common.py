@@ -15,6 +15,7 @@ from .._validation import check_option, check_points, check_positive
 from ..backends import resolve_backend
 from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
 from ..graph.dense import bandwidth_neighbour_count, neighbour_bandwidth
+from ..graph.neighbors import nearest_landmarks
 from ..spectral import flgp_eigenpairs, glgp_eigenpairs, nystrom_eigenpairs
 from ..spectral.dense import TooFewEigenvaluesError, glgp_eigenpairs_lazy
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
@@ -220,9 +221,59 @@ def diffusion_time_mixture(grid, t_map, state_map, mass: float = 0.99):
     return [(t, wk / total, st) for t, wk, st in out]
 
 
+# a new point farther than this many times the cloud's reach from every reference point
+# is reported as an extrapolation
+FAR_FACTOR = 3.0
+
+
+def cloud_reach(eigenpairs, X: np.ndarray):
+    """``(reference points, reach^2)`` of a fitted cloud: the induced points (FLGP,
+    Nyström) or the cloud itself (GLGP), and the largest squared distance from a point of
+    the cloud to its nearest reference point (other than itself). None when the eigenpairs
+    carry no graph to read them from."""
+    graph = getattr(eigenpairs.extension, "graph", None)
+    if graph is None:
+        return None
+    sq = getattr(graph, "sq_distances", None)
+    landmarks = getattr(graph, "landmarks", None)
+    if landmarks is not None and sq is not None:          # FLGP: found while building
+        return landmarks.points, float(sq[:, 0].max())
+    if landmarks is not None:                              # Nyström
+        _, sq = nearest_landmarks(X, landmarks.points, 1)
+        return landmarks.points, float(sq[:, 0].max())
+    points = getattr(graph, "points", None)
+    if points is None or points.shape[0] < 2:
+        return None
+    _, sq = nearest_landmarks(points, points, 2)          # GLGP: nearest other point
+    return points, float(sq[:, 1].max())
+
+
+def warn_far_points(est, X: np.ndarray, stacklevel: int = 4) -> None:
+    """Warn when new points lie farther than ``FAR_FACTOR`` times the cloud's reach from
+    its reference points: the heat kernel is estimated on the cloud, and such a point only
+    inherits the values of the nearest part of it (its uncertainty does not grow with the
+    distance)."""
+    reach = getattr(est, "_reach", None)
+    if reach is None or X.shape[0] == 0:
+        return
+    points, reach_sq = reach
+    _, sq = nearest_landmarks(X, points, 1)
+    far = sq[:, 0] > FAR_FACTOR ** 2 * max(reach_sq, np.finfo(float).tiny)
+    if far.any():
+        warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far outside the "
+                      f"fitted cloud: up to {np.sqrt(sq[far, 0].max()):.3g} from its nearest "
+                      f"reference point, where no point of the cloud is farther than "
+                      f"{np.sqrt(reach_sq):.3g}. The heat kernel carries the values of the "
+                      f"nearest part of the cloud out to them, so their predictions are "
+                      f"extrapolations (their uncertainty does not grow with the distance).",
+                      UserWarning, stacklevel=stacklevel)
+
+
 def extend_with_prior_mask(est, X):
     """Eigenvector values at new points and the mask of those that lie in a connected part
-    of the graph without labels (None when components are not tracked)."""
+    of the graph without labels (None when components are not tracked). Warns about new
+    points far outside the cloud (:func:`warn_far_points`)."""
+    warn_far_points(est, X)
     V, comp = est.eigenpairs_.extend_with_components(X)
     return V, (None if comp is None else ~est._component_has_label[comp])
 

@@ -12,9 +12,9 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      diffusion_time_mixture, eigenpair_candidates, extend_with_prior_mask,
-                      search_log_scalar, single_threaded_blas, spectral_weights,
-                      stack_unlabeled, warn_unlabelled_components)
+                      cloud_reach, diffusion_time_mixture, eigenpair_candidates,
+                      extend_with_prior_mask, search_log_scalar, single_threaded_blas,
+                      spectral_weights, stack_unlabeled, warn_unlabelled_components)
 from .laplace import (LogisticLikelihood, active_columns, binary_predict_low_rank,
                       binary_predict_low_rank_many, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
@@ -225,6 +225,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                                         np.array([[tk, wk] for tk, wk, _ in mixture]))
         self._unlabelled_mask, self._component_has_label = warn_unlabelled_components(
             ep, self._labelled)
+        self._reach = cloud_reach(ep, X)
         proba = self._proba_from_vectors(ep.eigenvectors, self._unlabelled_mask)
         self.label_distributions_ = proba
         self.transduction_ = self.classes_[np.argmax(proba, axis=1)]

@@ -11,8 +11,9 @@ from sklearn.utils.validation import column_or_1d
 from .._validation import check_int, check_option, check_positive
 from ..kernels.heat_kernel import diffusion_time_range
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      eigenpair_candidates, extend_with_prior_mask, single_threaded_blas,
-                      spectral_weights, stack_unlabeled, warn_unlabelled_components)
+                      cloud_reach, eigenpair_candidates, extend_with_prior_mask,
+                      single_threaded_blas, spectral_weights, stack_unlabeled,
+                      warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
 from ..backends import resolve_backend
 from .rbf import RBFGPRegressor
@@ -150,6 +151,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
                                                            fit["noise"])
         self._unlabelled_mask, self._component_has_label = warn_unlabelled_components(
             ep, self._labelled)
+        self._reach = cloud_reach(ep, X)
         self.transduction_, self.transduction_std_ = self._predict_vectors(
             ep.eigenvectors, self._unlabelled_mask)
         return self
