@@ -130,6 +130,11 @@ def test_glgp_without_the_matrix_matches_dense_glgp(rng):
     assert_allclose_up_to_sign(lazy.eigenvectors, dense.eigenvectors, atol=1e-6)
     X_new = X[:9] + 0.02
     assert_allclose_up_to_sign(lazy.extend(X_new), dense.extend(X_new), atol=1e-6)
+    # a kernel wide enough to be numerically low-rank: the same error type as the dense
+    # solver's, which the estimators' bandwidth grid skips
+    from flgp.spectral.dense import TooFewEigenvaluesError
+    with pytest.raises(TooFewEigenvaluesError, match="smaller bandwidth"):
+        glgp_eigenpairs_lazy(X, 60, bandwidth=50.0, backend="torch")
 
 
 @needs_keops

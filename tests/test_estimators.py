@@ -407,3 +407,24 @@ def test_points_far_outside_the_cloud_are_flagged(method):
     reg = FLGPRegressor(method=method).fit(X, np.where(ys >= 0, ys, np.nan))
     with pytest.warns(UserWarning, match="1 of 1 new point.*far outside"):
         reg.predict(np.array([[50.0, 0.0]]))
+
+
+def test_no_far_warning_between_points_when_induced_points_are_the_cloud():
+    """With as many induced points as points, every cloud point is at distance 0 from one;
+    the reach must still cover the gaps between neighbouring points."""
+    X, y = make_concentric_circles(400, n_circles=2, random_state=0)
+    ys = np.full(400, -1)
+    ys[::10] = y[::10]
+    d2 = ((X[:, None, :] - X[None]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    mid = 0.5 * (X + X[d2.argmin(1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = FLGPClassifier(n_induced=400).fit(X, ys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.predict(mid)
+        clf.predict_latent(mid)
+    with pytest.warns(UserWarning, match="far outside") as rec:
+        clf.predict(np.array([[30.0, 0.0]]))
+    assert rec[0].filename == __file__      # attributed to the caller

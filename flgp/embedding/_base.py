@@ -293,7 +293,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
                               f"epsilon={self.epsilon:g} is so large against the distances "
                               f"that the affinity is nearly constant, and the coordinates "
                               f"shrink with it. Leave epsilon=None for the data-driven "
-                              f"scale.", UserWarning, stacklevel=3)
+                              f"scale.", UserWarning, stacklevel=4)
         self.epsilon_ = spec.epsilon
         self.eigenvalues_ = spec.mu if spec.mu is not None else None
         # Algorithm 2's iterations; 1 for the one-pass Algorithm 1 and the FLGP operator

@@ -23,8 +23,10 @@ from ._base import _HeatEmbedding
 
 __all__ = ["GPEmbedding", "SKETCHES"]
 
-# Algorithm 2 refuses more multiply-adds than this (about ten minutes on two cores)
+# Algorithm 2 refuses more multiply-adds than this (minutes on two cores), or more
+# products than _MAX_DENSE_STEPS (each also costs a few microseconds of overhead)
 _MAX_DENSE_WORK = 1e12
+_MAX_DENSE_STEPS = 10**7
 
 SKETCHES = ("gaussian", "rademacher")
 
@@ -119,11 +121,12 @@ class GPEmbedding(_HeatEmbedding):
         aff = spec.affinity
         steps = int(round(self.t_))
         n = X.shape[0]
-        if steps * float(n) * n * k > _MAX_DENSE_WORK:
+        if steps * float(n) * n * k > _MAX_DENSE_WORK or steps > _MAX_DENSE_STEPS:
+            auto = "" if self.t == "auto" else " t='auto',"
             raise ValueError(f"t={steps} products with the dense {n} x {n} affinity "
                              f"({steps * float(n) * n * k:.2g} multiply-adds) would run for "
-                             f"hours. Use method='flgp' (the same cost at any t), t='auto', "
-                             f"or a larger epsilon, which shortens the time scale.")
+                             f"hours. Use method='flgp' (the same cost at any t),{auto} or a "
+                             f"larger epsilon, which shortens the time scale.")
         H = sketch_matrix((X.shape[0], k), self.sketch, rng) / np.sqrt(k)
         for _ in range(steps - 1):
             H = aff.matmat(H)

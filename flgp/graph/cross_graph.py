@@ -80,8 +80,10 @@ class CrossGraph:
                                                   self.sizes)
         return replace(self, bandwidth=bandwidth, transition=transition, log_colsum=log_colsum)
 
-    def transition_rows(self, X_new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Indices and values of ``a(x)``, the transition rows of new points to ``U``."""
+    def transition_rows(self, X_new: np.ndarray, return_sq: bool = False):
+        """Indices and values of ``a(x)``, the transition rows of new points to ``U``
+        (``return_sq``: also the squared distances to those induced points, nearest
+        first)."""
         X_new = check_points(X_new, name="X", min_samples=1)
         if X_new.shape[1] != self.landmarks.points.shape[1]:
             raise ValueError(f"X has {X_new.shape[1]} features but the graph was built on "
@@ -89,7 +91,8 @@ class CrossGraph:
         idx, sq = nearest_landmarks(X_new, self.landmarks.points, self.n_neighbors,
                                     backend=self.backend)
         log_k = self._log_kernel(X_new, idx, sq)
-        return idx, transition_rows(log_k, idx, self.log_colsum, self._log_sizes())
+        rows = transition_rows(log_k, idx, self.log_colsum, self._log_sizes())
+        return (idx, rows, sq) if return_sq else (idx, rows)
 
     def _log_kernel(self, X, idx, sq):
         if self.kernel == "se":

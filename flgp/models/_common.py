@@ -43,20 +43,22 @@ def eigenpair_candidates(est, X: np.ndarray):
     GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
     kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
     eigenvalues. That grid value is then skipped (the evidence could not be compared with
-    fewer eigenpairs); only when every value fails is the error raised, the one of the
-    narrowest kernel."""
-    failures = []
+    fewer eigenpairs); only when every value fails is an error raised, the one of the value
+    that came closest."""
+    best_failure = None
     yielded = 0
     for a, make in _candidate_makers(est, X):
         try:
             ep = make()
         except TooFewEigenvaluesError as err:
-            failures.append(err)
+            # keep the message, not the traceback: its frames hold the failed dense graph
+            if best_failure is None or err.n_positive > best_failure.n_positive:
+                best_failure = TooFewEigenvaluesError(str(err), err.n_positive)
             continue
         yielded += 1
         yield a, ep
-    if yielded == 0 and failures:
-        raise failures[0]
+    if yielded == 0 and best_failure is not None:
+        raise best_failure
 
 
 def _candidate_makers(est, X: np.ndarray):
@@ -228,53 +230,59 @@ FAR_FACTOR = 3.0
 
 def cloud_reach(eigenpairs, X: np.ndarray):
     """``(reference points, reach^2)`` of a fitted cloud: the induced points (FLGP,
-    Nyström) or the cloud itself (GLGP), and the largest squared distance from a point of
-    the cloud to its nearest reference point (other than itself). None when the eigenpairs
-    carry no graph to read them from."""
+    Nyström) or the cloud itself (GLGP), and the squared reach - the largest distance from
+    a point of the cloud to its nearest reference point (other than itself), and at least
+    the largest distance from a reference point to its nearest other one (so that induced
+    points that nearly coincide with the cloud still leave room between them). None when
+    the eigenpairs carry no graph to read them from."""
     graph = getattr(eigenpairs.extension, "graph", None)
     if graph is None:
         return None
-    sq = getattr(graph, "sq_distances", None)
     landmarks = getattr(graph, "landmarks", None)
-    if landmarks is not None and sq is not None:          # FLGP: found while building
-        return landmarks.points, float(sq[:, 0].max())
-    if landmarks is not None:                              # Nyström
-        _, sq = nearest_landmarks(X, landmarks.points, 1)
-        return landmarks.points, float(sq[:, 0].max())
-    points = getattr(graph, "points", None)
+    points = landmarks.points if landmarks is not None else getattr(graph, "points", None)
     if points is None or points.shape[0] < 2:
         return None
-    _, sq = nearest_landmarks(points, points, 2)          # GLGP: nearest other point
-    return points, float(sq[:, 1].max())
+    _, own = nearest_landmarks(points, points, 2)          # nearest other reference point
+    reach_sq = float(own[:, 1].max())
+    if landmarks is not None:
+        sq = getattr(graph, "sq_distances", None)          # FLGP: found while building
+        if sq is None:                                      # Nyström
+            _, sq = nearest_landmarks(X, points, 1)
+        reach_sq = max(reach_sq, float(sq[:, 0].max()))
+    return points, reach_sq
 
 
-def warn_far_points(est, X: np.ndarray, stacklevel: int = 4) -> None:
+def warn_far_points(est, X: np.ndarray, nearest_sq: np.ndarray | None = None,
+                    stacklevel: int = 4) -> None:
     """Warn when new points lie farther than ``FAR_FACTOR`` times the cloud's reach from
     its reference points: the heat kernel is estimated on the cloud, and such a point only
     inherits the values of the nearest part of it (its uncertainty does not grow with the
-    distance)."""
+    distance). ``nearest_sq``: the squared distances to the nearest reference point when
+    the out-of-sample map has already found them."""
     reach = getattr(est, "_reach", None)
     if reach is None or X.shape[0] == 0:
         return
     points, reach_sq = reach
-    _, sq = nearest_landmarks(X, points, 1)
-    far = sq[:, 0] > FAR_FACTOR ** 2 * max(reach_sq, np.finfo(float).tiny)
+    if nearest_sq is None:
+        nearest_sq = nearest_landmarks(X, points, 1)[1][:, 0]
+    far = nearest_sq > FAR_FACTOR ** 2 * max(reach_sq, np.finfo(float).tiny)
     if far.any():
         warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far outside the "
-                      f"fitted cloud: up to {np.sqrt(sq[far, 0].max()):.3g} from its nearest "
-                      f"reference point, where no point of the cloud is farther than "
+                      f"fitted cloud: up to {np.sqrt(nearest_sq[far].max()):.3g} from its "
+                      f"nearest reference point, where no point of the cloud is farther than "
                       f"{np.sqrt(reach_sq):.3g}. The heat kernel carries the values of the "
                       f"nearest part of the cloud out to them, so their predictions are "
                       f"extrapolations (their uncertainty does not grow with the distance).",
                       UserWarning, stacklevel=stacklevel)
 
 
-def extend_with_prior_mask(est, X):
+def extend_with_prior_mask(est, X, stacklevel: int = 4):
     """Eigenvector values at new points and the mask of those that lie in a connected part
     of the graph without labels (None when components are not tracked). Warns about new
-    points far outside the cloud (:func:`warn_far_points`)."""
-    warn_far_points(est, X)
-    V, comp = est.eigenpairs_.extend_with_components(X)
+    points far outside the cloud (:func:`warn_far_points`; ``stacklevel`` counted from
+    there)."""
+    V, comp, nearest_sq = est.eigenpairs_.extend_with_components(X, return_nearest=True)
+    warn_far_points(est, X, nearest_sq, stacklevel=stacklevel)
     return V, (None if comp is None else ~est._component_has_label[comp])
 
 

@@ -344,14 +344,18 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):
         """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map)."""
+        return self._predict_proba(X)
+
+    def _predict_proba(self, X):
+        # called from the public methods only: the far-point warning points at their caller
         X = check_predict_X(self, X)
         if self.method == "rbf":
             return self.rbf_.predict_proba(X)
-        return self._proba_from_vectors(*extend_with_prior_mask(self, X))
+        return self._proba_from_vectors(*extend_with_prior_mask(self, X, stacklevel=5))
 
     def predict(self, X):
         """Most probable class at any points."""
-        proba = self.predict_proba(X)
+        proba = self._predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
     def predict_latent(self, X):
@@ -362,7 +366,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         if self.method == "rbf":
             raise ValueError("predict_latent is available for the heat-kernel methods; "
                              "method='rbf' has no heat-kernel latent.")
-        return self._latent_moments(self.eigenpairs_.extend(X))
+        return self._latent_moments(extend_with_prior_mask(self, X)[0])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

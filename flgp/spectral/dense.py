@@ -23,7 +23,12 @@ __all__ = ["glgp_eigenpairs", "glgp_eigenpairs_lazy", "nystrom_eigenpairs",
 
 class TooFewEigenvaluesError(ValueError):
     """The dense Gaussian kernel is so wide that fewer than ``n_eigenpairs`` of its
-    transition eigenvalues are positive (a wide kernel is numerically of low rank)."""
+    transition eigenvalues are positive (a wide kernel is numerically of low rank);
+    ``n_positive`` is how many are."""
+
+    def __init__(self, message: str, n_positive: int = 0):
+        super().__init__(message)
+        self.n_positive = int(n_positive)
 
 _MU_FLOOR = 1e-10
 
@@ -70,7 +75,7 @@ def _transition_eigenvectors(S: np.ndarray, d: np.ndarray, M: int, what: str):
         raise TooFewEigenvaluesError(
             f"only {int(keep.sum())} {what} eigenvalues are positive: the Gaussian kernel is "
             f"so wide that it is numerically of low rank. Lower n_eigenpairs to at most "
-            f"that, or use a smaller bandwidth.")
+            f"that, or use a smaller bandwidth.", int(keep.sum()))
     vec = psi / np.sqrt(d)[:, None]
     vec /= np.linalg.norm(vec, axis=0, keepdims=True)
     return np.clip(mu, 0.0, 1.0), vec
@@ -125,8 +130,10 @@ def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
     order = np.argsort(mu)[::-1]
     mu, psi = mu[order], psi[:, order]
     if mu[-1] <= _MU_FLOOR:
-        raise ValueError(f"only {int(np.sum(mu > _MU_FLOOR))} GLGP eigenvalues are positive; "
-                         f"lower n_eigenpairs to at most that, or increase the bandwidth.")
+        raise TooFewEigenvaluesError(
+            f"only {int(np.sum(mu > _MU_FLOOR))} GLGP eigenvalues are positive: the Gaussian "
+            f"kernel is so wide that it is numerically of low rank. Lower n_eigenpairs to at "
+            f"most that, or use a smaller bandwidth.", int(np.sum(mu > _MU_FLOOR)))
     vec = psi / np.sqrt(aff.degrees)[:, None]
     vec /= np.linalg.norm(vec, axis=0, keepdims=True)
     vec *= deterministic_sign_flip(vec)

@@ -62,13 +62,16 @@ class Eigenpairs:
         """Eigenvector values at new points, shape ``(n_new, M)``."""
         return self.extension(X_new)
 
-    def extend_with_components(self, X_new) -> tuple[np.ndarray, np.ndarray | None]:
+    def extend_with_components(self, X_new, return_nearest: bool = False):
         """Eigenvector values at new points and their connected component (None when the
-        graph's components are not tracked), computed in one pass."""
+        graph's components are not tracked), computed in one pass. ``return_nearest``: also
+        each point's squared distance to its nearest induced point where the neighbour
+        search finds it on the way (FLGP), else None."""
         fn = getattr(self.extension, "with_components", None)
         if fn is None or self.component_labels is None:
-            return self.extension(X_new), None
-        return fn(X_new)
+            V = self.extension(X_new)
+            return (V, None, None) if return_nearest else (V, None)
+        return fn(X_new, return_nearest=return_nearest)
 
     def __repr__(self) -> str:
         return (f"Eigenpairs(method={self.method!r}, n_samples={self.n_samples}, "

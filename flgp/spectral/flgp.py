@@ -52,13 +52,14 @@ class FLGPExtension:
     def __call__(self, X_new) -> np.ndarray:
         return self.with_components(X_new)[0]
 
-    def with_components(self, X_new) -> tuple[np.ndarray, np.ndarray]:
+    def with_components(self, X_new, return_nearest: bool = False):
         """Eigenvector values and connected component of new points, from one pass of the
-        neighbour search."""
-        idx, values = self.graph.transition_rows(X_new)
+        neighbour search (``return_nearest``: also each point's squared distance to its
+        nearest induced point)."""
+        idx, values, sq = self.graph.transition_rows(X_new, return_sq=True)
         vectors = np.einsum("ir,irm->im", values, self.projection[idx])
         comp = self.landmark_components[idx[np.arange(idx.shape[0]), values.argmax(1)]]
-        return vectors, comp
+        return (vectors, comp, sq[:, 0]) if return_nearest else (vectors, comp)
 
 
 def _components(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
