@@ -53,7 +53,7 @@ def eigenpair_candidates(est, X: np.ndarray):
         except TooFewEigenvaluesError as err:
             # keep the message, not the traceback: its frames hold the failed dense graph
             if best_failure is None or err.n_positive > best_failure.n_positive:
-                best_failure = TooFewEigenvaluesError(str(err), err.n_positive)
+                best_failure = err.with_traceback(None)
             continue
         yielded += 1
         yield a, ep

@@ -145,12 +145,19 @@ def active_columns(V_lab: np.ndarray, w: np.ndarray, V: np.ndarray):
     keep = w != 0
     if keep.all():
         return V_lab, w, V
-    k = int(keep.sum())
-    if keep[:k].all():
-        # eigenvalues ascending: the zeros are the trailing columns, and a slice is a view
-        # (copying the kept columns of a large V costs more than the product over them)
+    k = nonzero_prefix(w)
+    if k is not None:
+        # a slice is a view: copying the kept columns of a large V costs more than the
+        # product over them
         return V_lab[:, :k], w[:k], V[:, :k]
     return V_lab[:, keep], w[keep], V[:, keep]
+
+
+def nonzero_prefix(w: np.ndarray) -> int | None:
+    """``k`` when exactly the first ``k`` weights are non-zero (eigenvalues ascending, so a
+    long diffusion time zeroes a tail), else None."""
+    k = int(np.count_nonzero(w))
+    return k if np.all(w[:k] != 0) else None
 
 
 def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.ndarray,

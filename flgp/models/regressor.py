@@ -15,6 +15,7 @@ from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict
                       single_threaded_blas, spectral_weights, stack_unlabeled,
                       warn_unlabelled_components)
 from .gaussian import LowRankGaussianEvidence
+from .laplace import nonzero_prefix
 from ..backends import resolve_backend
 from .rbf import RBFGPRegressor
 
@@ -222,8 +223,8 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         # f(x) = v(x) D^{1/2} u; prior weights below 1e-16 of the largest are dropped (as in
         # spectral_weights) and so are their columns (active_columns)
         sd = np.where(self._sd < 1e-8 * self._sd.max(), 0.0, self._sd)
-        k = int(np.count_nonzero(sd))
-        if k < sd.size and np.all(sd[:k] > 0):   # the dropped ones trail: use views
+        k = nonzero_prefix(sd)
+        if k is not None and k < sd.size:   # the dropped ones trail: use views
             V, sd = V[:, :k], sd[:k]
             w_mean, w_cov = self._w_mean[:k], self._w_cov[:k, :k]
         else:
