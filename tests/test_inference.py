@@ -7,7 +7,8 @@ from scipy.special import expit, softmax
 
 from flgp.models.gaussian import LowRankGaussianEvidence
 from flgp.models.laplace import (LogisticLikelihood, PoissonLikelihood, binary_predict,
-                                 binary_predict_low_rank, binary_predict_low_rank_many,
+                                 active_columns, binary_predict_low_rank,
+                                 binary_predict_low_rank_many,
                                  laplace_binary, laplace_softmax, softmax_predict)
 
 
@@ -99,6 +100,8 @@ def test_low_rank_binary_prediction_matches_dense(rng, m, M, n_zero):
     np.testing.assert_allclose(var, ref_var, atol=1e-10)
     with pytest.raises(ValueError, match="columns"):
         binary_predict_low_rank(st, V[:m], w, V[m:, :-1])
+    with pytest.raises(ValueError, match="one weight per column"):
+        active_columns(V[:m], w[:-1], V[m:])
 
 
 @pytest.mark.parametrize("m, M, zeros", [(12, 30, False), (30, 12, False), (12, 30, True)])

@@ -142,6 +142,10 @@ def active_columns(V_lab: np.ndarray, w: np.ndarray, V: np.ndarray):
     zeroes those below float64 resolution of the largest): they add nothing to any kernel
     value, and at long diffusion times most columns are such (SKFLGP / LKFLGP on the
     circles keep 10-50 of 100), so every product over them shrinks."""
+    w = np.asarray(w)
+    if w.ndim != 1 or V_lab.shape[1] != w.size or V.shape[1] != w.size:
+        raise ValueError(f"w must hold one weight per column of V_lab and V; got {w.shape} "
+                         f"weights for {V_lab.shape[1]} / {V.shape[1]} columns.")
     keep = w != 0
     if keep.all():
         return V_lab, w, V
