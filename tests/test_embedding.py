@@ -6,7 +6,6 @@ import warnings
 import numpy as np
 import pytest
 from scipy.spatial.distance import pdist, squareform
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from flgp import compute_eigenpairs
 from flgp.datasets import make_swiss_roll
@@ -266,7 +265,9 @@ def test_bad_inputs(circle):
     with pytest.raises(ValueError, match="bistochastic by construction"):
         DiffusionMap(method="flgp", normalization="symmetric").fit(circle)
     with pytest.raises(ValueError, match="integer powers"):
-        GPEmbedding(t=2.5).fit(circle)
+        GPEmbedding(method="dense", t=2.5).fit(circle)
+    with pytest.raises(ValueError, match="disconnected="):
+        DiffusionMap(disconnected="ignore").fit(circle)
     with pytest.raises(ValueError, match="sketch"):
         GPEmbedding(sketch="sparse").fit(circle)
     with pytest.raises(ValueError, match="epsilon"):
@@ -282,19 +283,11 @@ def test_bad_inputs(circle):
     two_pieces = np.r_[circle, circle + 100.0]
     for est in (DiffusionMap(epsilon=0.3), GPEmbedding(epsilon=0.3, t=2),
                 DiffusionMap(method="flgp", n_induced=30)):
-        with pytest.raises(ValueError, match="falls apart"):
-            est.fit(two_pieces)
+        with pytest.raises(ValueError, match="falls apart into 2 pieces .sizes 60, 60."):
+            est.set_params(disconnected="raise").fit(two_pieces)
     dm = DiffusionMap(2, epsilon=0.3, t=1).fit(circle)
     with pytest.raises(ValueError, match="features"):
         dm.transform(np.ones((3, 3)))
-
-
-# scikit-learn's checks use well-separated blobs, on which the default epsilon (10-neighbour
-# scale) rightly reports a graph that falls apart; a wide kernel keeps them connected
-@parametrize_with_checks([DiffusionMap(2, t=2, epsilon=50.0),
-                          GPEmbedding(2, t=2, epsilon=50.0, random_state=0)])
-def test_sklearn_api(estimator, check):
-    check(estimator)
 
 
 def test_dense_gp_embedding_refuses_hours_of_products_and_wide_epsilon_warns():
@@ -311,3 +304,164 @@ def test_dense_gp_embedding_refuses_hours_of_products_and_wide_epsilon_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DiffusionMap(2, epsilon=100.0).fit_transform(X)
+
+
+# ----------------------------------------------------------------- method="auto", defaults
+
+
+def test_auto_method_is_dense_up_to_700_points_and_flgp_above(rng):
+    X = noisy_circle(60, rng, noise=0.02)
+    auto = DiffusionMap(2, epsilon=0.3, t=2).fit(X)
+    dense = DiffusionMap(2, epsilon=0.3, t=2, method="dense").fit(X)
+    assert auto.method_ == "dense"
+    np.testing.assert_array_equal(auto.embedding_, dense.embedding_)
+    X, _ = make_swiss_roll(701, random_state=0)
+    for cls in (DiffusionMap, GPEmbedding):
+        auto = cls(random_state=0).fit(X)
+        flgp = cls(method="flgp", random_state=0).fit(X)
+        assert auto.method_ == "flgp"
+        np.testing.assert_array_equal(auto.embedding_, flgp.embedding_)
+    assert DiffusionMap(random_state=0).fit(X[:700]).method_ == "dense"
+    # options only the dense algorithm has keep it at any size; a non-integer power needs
+    # the eigenpairs
+    assert DiffusionMap(normalization="symmetric").fit(X).method_ == "dense"
+    assert DiffusionMap(alpha=0.5).fit(X).method_ == "dense"
+    assert GPEmbedding(t=2.5, random_state=0).fit(X[:100]).method_ == "flgp"
+
+
+@pytest.mark.parametrize("k, s, M", [(2, 300, 30), (12, 390, 39)])
+def test_flgp_default_sizes(k, s, M):
+    """M = max(3 (k + 1), 30) eigenpairs and s = 10 M induced points (docs/embedding.md)."""
+    X, _ = make_swiss_roll(2000, random_state=0)
+    dm = DiffusionMap(k, method="flgp", random_state=0).fit(X)
+    assert dm._spectrum.eigenpairs.extension.graph.n_induced == s
+    assert dm.eigenvalues_.shape == (M,)
+    small = DiffusionMap(k, method="flgp", random_state=0).fit(X[:400])
+    assert small._spectrum.eigenpairs.extension.graph.n_induced == 100     # n // 4
+
+
+# ------------------------------------------------------------------------ disconnected data
+
+
+def _three_pieces(rng):
+    """A circle, a smaller circle and a blob, each far from the others."""
+    c = noisy_circle(60, rng, noise=0.02)
+    X = np.r_[c, 0.8 * c[:40] + [100.0, 0.0], 0.3 * rng.standard_normal((20, 2)) - [0, 100]]
+    return X, np.repeat([0, 1, 2], [60, 40, 20])
+
+
+def _piece_spectra(X, truth, eps):
+    """Each piece's Algorithm 1 eigenpairs by numpy (descending) and its degrees v."""
+    out = []
+    for p in range(truth.max() + 1):
+        Xp = X[truth == p]
+        mu, phi = np.linalg.eigh(algorithm1(Xp, eps))
+        K = np.exp(-squareform(pdist(Xp, "sqeuclidean")) / eps)
+        q = K.sum(1)
+        out.append((mu[::-1], phi[:, ::-1], (K / np.outer(q, q)).sum(1)))
+    return out
+
+
+def test_dense_diffusion_map_of_a_cloud_in_pieces(rng):
+    """The block-diagonal operator of the pieces' own Algorithm 1 affinities: eigenvalue 1
+    three times, then the union of the pieces' non-trivial eigenpairs (numpy, piece by
+    piece); in Markov coordinates the two eigenvalue-1 coordinates are constant on each
+    piece and put pieces a, b at squared distance 1/m_a + 1/m_b (m the pieces' shares of
+    the stationary distribution), whatever basis of that eigenspace is chosen."""
+    X, truth = _three_pieces(rng)
+    k, t, eps = 5, 2, 0.3
+    with pytest.warns(UserWarning, match=r"falls apart into 3 pieces \(sizes 60, 40, 20\)"):
+        dm = DiffusionMap(k, epsilon=eps, t=t).fit(X)
+    assert dm.method_ == "dense" and dm.n_pieces_ == 3
+    np.testing.assert_array_equal(dm.piece_labels_, truth)
+    spectra = _piece_spectra(X, truth, eps)
+    tail = sorted([(m, p, j) for p, (mu, _, _) in enumerate(spectra)
+                   for j, m in enumerate(mu[1:], start=1)], reverse=True)[:k - 2]
+    np.testing.assert_allclose(dm.eigenvalues_[:3], 1.0)
+    np.testing.assert_allclose(dm.eigenvalues_[3:], [m for m, _, _ in tail], atol=1e-10)
+    ref = np.zeros((X.shape[0], k - 2))
+    for col, (m, p, j) in enumerate(tail):
+        ref[truth == p, col] = spectra[p][1][:, j] * m ** t
+    assert_allclose_up_to_sign(dm.embedding_[:, 2:], ref, atol=1e-9)
+    np.testing.assert_allclose(dm.transform(X), dm.embedding_, atol=1e-10)
+
+    with pytest.warns(UserWarning, match="3 pieces"):
+        mk = DiffusionMap(2, epsilon=eps, t=t, coordinates="markov").fit(X)
+    vol = np.array([v.sum() for _, _, v in spectra])
+    mass = vol / vol.sum()
+    first = np.array([mk.embedding_[truth == p][0] for p in range(3)])
+    for p in range(3):
+        np.testing.assert_allclose(mk.embedding_[truth == p], first[p][None, :].repeat(
+            (truth == p).sum(), 0), atol=1e-9)
+    for a in range(3):
+        for b in range(a + 1, 3):
+            np.testing.assert_allclose(np.sum((first[a] - first[b]) ** 2),
+                                       1 / mass[a] + 1 / mass[b], rtol=1e-9)
+    # a new point finds its piece: the eigenvalue-1 coordinates are that piece's
+    new = np.array([[1.02, 0.0], [100.0, 0.75], [0.1, -100.2]])
+    np.testing.assert_allclose(mk.transform(new), first, atol=1e-9)
+
+
+def test_dense_gp_embedding_of_a_cloud_in_pieces_is_algorithm4_block_by_block(rng):
+    X, truth = _three_pieces(rng)
+    k, p = 3, 4
+    with pytest.warns(UserWarning, match="3 pieces"):
+        gp = GPEmbedding(k, epsilon=0.3, t=p, random_state=7).fit(X)
+    A = np.zeros((X.shape[0],) * 2)
+    for piece in range(3):
+        idx = np.flatnonzero(truth == piece)
+        A[np.ix_(idx, idx)] = algorithm1(X[idx], 0.3)
+    G = np.random.default_rng(7).standard_normal((X.shape[0], k))
+    ref = np.linalg.matrix_power(A, p) @ G / np.sqrt(k)
+    np.testing.assert_allclose(gp.embedding_, ref, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(gp.transform(X), gp.embedding_, atol=1e-12)
+    with pytest.warns(UserWarning, match="3 pieces"):
+        auto_t = GPEmbedding(k, epsilon=0.3, random_state=7).fit(X)
+    assert np.all(np.isfinite(auto_t.embedding_)) and auto_t.t_ >= 1
+
+
+def test_flgp_embedding_of_a_graph_in_pieces(rng):
+    """FLGP: the pieces are the engine's components (the labels the estimators read); the
+    eigenvalue-1 coordinates are constant on each piece, at squared distance 1/n_a + 1/n_b
+    (uniform stationary weights); the other coordinates are the engine's eigenvectors."""
+    X = np.r_[rng.standard_normal((150, 2)), rng.standard_normal((100, 2)) + 100,
+              rng.standard_normal((50, 2)) - 100]
+    kw = dict(n_induced=30, n_neighbors=2, n_eigenpairs=8, random_state=0)
+    with pytest.warns(UserWarning, match=r"FLGP graph falls apart into 3 pieces \(sizes 150, "
+                                         r"100, 50\)"):
+        dm = DiffusionMap(4, method="flgp", t=3, **kw).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = compute_eigenpairs(X, kernel="se", **kw)
+    np.testing.assert_array_equal(dm.piece_labels_, ep.component_labels)
+    np.testing.assert_array_equal(dm.piece_labels_, np.repeat([0, 1, 2], [150, 100, 50]))
+    np.testing.assert_allclose(dm.eigenvalues_[:3], 1.0)
+    np.testing.assert_allclose(dm.eigenvalues_[3:], 1 - ep.eigenvalues[3:], atol=1e-12)
+    assert_allclose_up_to_sign(dm.embedding_[:, 2:], ep.eigenvectors[:, 3:5] * (
+        1 - ep.eigenvalues[3:5]) ** 3, atol=1e-10)
+    labels, sizes = dm.piece_labels_, np.array([150, 100, 50])
+    first = np.array([dm.embedding_[labels == p, :2][0] for p in range(3)])
+    np.testing.assert_allclose(dm.embedding_[:, :2], first[labels], atol=1e-12)
+    for a in range(3):
+        for b in range(a + 1, 3):
+            np.testing.assert_allclose(np.sum((first[a] - first[b]) ** 2),
+                                       1 / sizes[a] + 1 / sizes[b], rtol=1e-9)
+    np.testing.assert_allclose(dm.transform(X), dm.embedding_, atol=1e-10)
+    new = np.array([[0.2, 0.1], [100.3, 99.5], [-99.0, -100.4]])
+    np.testing.assert_allclose(dm.transform(new)[:, :2], first, atol=1e-12)
+    with pytest.warns(UserWarning, match="3 pieces"):
+        gp = GPEmbedding(5, method="flgp", **kw).fit(X)
+    np.testing.assert_allclose(gp.transform(X), gp.embedding_, atol=1e-10)
+    assert np.all(np.isfinite(gp.transform(new)))
+
+
+def test_nearly_disconnected_dense_graph_warns(rng):
+    """Two clusters linked only by their closest pair, whose kernel weight (e^-24) is above
+    the 1e-9 / n floor: one piece, but the second eigenvalue is within 1e-9 of 1."""
+    a = np.c_[np.linspace(0.0, 1.0, 30), np.zeros(30)]
+    X = np.r_[a, a + [5.9, 0.0]]
+    with pytest.warns(UserWarning, match="nearly falls apart"):
+        dm = DiffusionMap(2, epsilon=1.0, t=1).fit(X)
+    assert dm.n_pieces_ == 1 and np.all(np.isfinite(dm.embedding_))
+    with pytest.raises(ValueError, match="falls apart"):
+        DiffusionMap(2, epsilon=1.0, t=1, disconnected="raise").fit(X)

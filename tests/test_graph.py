@@ -278,3 +278,57 @@ def test_kmeanspp_matches_a_direct_greedy_seeding(rng, p):
         pot = [np.minimum(d2, ((X - X[c]) ** 2).sum(1)).sum() for c in cand]
         chosen.append(int(cand[int(np.argmin(pot))]))
     np.testing.assert_allclose(got, X[chosen], rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------ connected pieces
+
+
+def _first_vertex_numbering(labels):
+    """Renumber labels in the order of each label's first vertex."""
+    _, first, inv = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty_like(first)
+    rank[np.argsort(first)] = np.arange(first.size)
+    return rank[inv]
+
+
+def test_connected_pieces_numbering_active_vertices_and_no_mutation():
+    import scipy.sparse as sp
+
+    from flgp.graph import connected_pieces
+
+    # edges 3-4 and 0-2 (stored as an explicit zero: no edge 1-5), vertex 6 inactive
+    rows, cols = np.array([3, 0, 1]), np.array([4, 2, 5])
+    A = sp.csr_matrix((np.array([1.0, 2.0, 0.0]), (rows, cols)), shape=(7, 7))
+    data, indices, indptr = A.data.copy(), A.indices.copy(), A.indptr.copy()
+    active = np.array([1, 1, 1, 1, 1, 1, 0], dtype=bool)
+    pieces = connected_pieces(A, active=active)
+    np.testing.assert_array_equal(pieces.labels, [0, 1, 0, 2, 2, 3, -1])
+    np.testing.assert_array_equal(pieces.sizes, [2, 1, 2, 1])
+    assert pieces.describe() == "4 pieces (sizes 2, 2, 1, 1)"
+    for got, kept in ((A.data, data), (A.indices, indices), (A.indptr, indptr)):
+        np.testing.assert_array_equal(got, kept)
+    dense = connected_pieces(A.toarray())
+    np.testing.assert_array_equal(dense.labels, [0, 1, 0, 2, 2, 3, 4])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kernel_pieces_match_the_thresholded_dense_kernel(seed):
+    """Pieces of exp(-d^2 / eps) >= 1e-9 / n against scipy on the dense n x n pattern:
+    clusters at random separations around the join radius, and single far points."""
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial.distance import cdist
+
+    from flgp.graph import kernel_pieces
+
+    rng = np.random.default_rng(seed)
+    eps = 0.05
+    centres = rng.uniform(0, 4.0, size=(8, 2))
+    X = np.vstack([c + 0.15 * rng.standard_normal((rng.integers(1, 40), 2)) for c in centres])
+    X = rng.permutation(np.r_[X, rng.uniform(-3, 7, size=(5, 2))])
+    n = X.shape[0]
+    K = np.exp(-cdist(X, X, "sqeuclidean") / eps)
+    count, ref = connected_components(K >= 1e-9 / n, directed=False)
+    pieces = kernel_pieces(X, eps)
+    assert pieces.n_pieces == count > 1
+    np.testing.assert_array_equal(pieces.labels, _first_vertex_numbering(ref))
+    np.testing.assert_array_equal(pieces.sizes, np.bincount(pieces.labels))

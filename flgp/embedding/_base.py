@@ -15,25 +15,35 @@ with ``a^{(t)}_i`` the rows of ``A^t``.
 from __future__ import annotations
 
 import numbers
+import os
+import sys
 import warnings
 
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
-from scipy.sparse.csgraph import connected_components
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import (check_int, check_option, check_points, check_positive,
                            check_random_state)
 from ..backends import BACKENDS, resolve_backend
-from ..graph.affinity import NORMALIZATIONS, build_dense_affinity, build_lazy_affinity
-from ..spectral.compute import compute_eigenpairs, default_n_induced
+from ..graph.affinity import (NORMALIZATIONS, build_dense_affinity, build_lazy_affinity,
+                              build_piecewise_affinity, default_epsilon)
+from ..graph.components import Pieces, kernel_pieces
+from ..spectral.compute import compute_eigenpairs
 from ..spectral.dense import _top_eigh
+from ._pieces import assemble, unit_basis
 
 __all__ = []
 
-METHODS = ("dense", "flgp")
+METHODS = ("auto", "dense", "flgp")
+DISCONNECTED = ("warn", "raise")
+# method="auto": the dense algorithm up to this many points, FLGP eigenpairs above
+# (benchmarks/embedding.py; docs/embedding.md, "Which method")
+AUTO_DENSE_MAX_SAMPLES = 700
+# FLGP's default induced points per computed eigenpair (docs/embedding.md)
+INDUCED_PER_EIGENPAIR = 10
 # the diffusion-time rule: the components a k-dimensional embedding leaves out may carry at
 # most this fraction of the diffusion variance sum_l mu_l^{2t} kept in the first k
 TAIL_FRACTION = 0.1
@@ -91,64 +101,132 @@ class _Spectrum:
     """Top eigenpairs of the heat operator and the map that extends them to new points.
 
     ``mu`` (descending, ``mu[0]`` the top eigenvalue 1) and ``phi`` (n x m, orthonormal).
-    ``extend(X)`` returns ``(phi(X), log_degree(X) or None)``.
+    ``extend(X)`` returns ``(phi(X), log_degree(X) or None)``. ``pieces``: the connected
+    pieces when the graph falls apart (then ``mu[:n_pieces]`` are the eigenvalue-1 basis
+    of :mod:`flgp.embedding._pieces`), else None.
     """
 
-    def __init__(self, mu, phi, extend, epsilon, affinity=None, eigenpairs=None):
+    def __init__(self, mu, phi, extend, epsilon, affinity=None, eigenpairs=None,
+                 pieces=None):
         self.mu = mu
         self.epsilon = epsilon
         self.phi = phi
         self._extend = extend
         self.affinity = affinity
         self.eigenpairs = eigenpairs
+        self.pieces = pieces
+
+    @property
+    def n_pieces(self) -> int:
+        return 1 if self.pieces is None else self.pieces.n_pieces
 
     def extend(self, X):
         return self._extend(X)
 
 
-def _count_pieces(matrix: np.ndarray) -> int:
-    """Connected components of the affinity's nonzero pattern (1 without a zero entry)."""
-    if np.all(matrix > 0):
-        return 1
-    return int(connected_components(scipy.sparse.csr_matrix(matrix > 0), directed=False)[0])
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel`` for the caller's first frame outside flgp and
+    scikit-learn's output wrapper, so that a warning points at the user's ``fit``."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    wrapper = os.path.join("sklearn", "utils", "_set_output.py")
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_code.co_filename.startswith(package)
+                                 or frame.f_code.co_filename.endswith(wrapper)):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
-def _falls_apart(pieces: int, epsilon: float) -> ValueError:
+def _falls_apart(pieces: str, epsilon: float) -> ValueError:
     return ValueError(
-        f"the affinity graph falls apart into {pieces} pieces at epsilon={epsilon:.4g} "
+        f"the affinity graph falls apart into {pieces} at epsilon={epsilon:.4g} "
         f"(kernel entries between them underflow, or nearly so, and each piece gets "
-        f"eigenvalue 1). Increase epsilon, or embed each piece separately.")
+        f"eigenvalue 1). Increase epsilon, or embed each piece separately "
+        f"(disconnected='warn' does that for you).")
+
+
+def _pieces_warning(pieces: Pieces, graph: str, fix: str, k: int) -> str:
+    kept = min(k, pieces.n_pieces - 1)
+    return (f"the {graph} falls apart into {pieces.describe()}: each piece is embedded on "
+            f"its own eigenpairs, and the first {kept} coordinate(s) (eigenvalue 1) only "
+            f"tell the pieces apart. {fix} to connect them, or pass disconnected='raise' to "
+            f"make this an error.")
+
+
+def _sign_columns(phi: np.ndarray) -> np.ndarray:
+    """Each column's largest-magnitude entry positive (the top eigenvector of a connected
+    graph has one sign, so it comes out positive)."""
+    rows = np.argmax(np.abs(phi), axis=0)
+    signs = np.sign(phi[rows, np.arange(phi.shape[1])])
+    signs[signs == 0] = 1.0
+    return phi * signs[None, :]
+
+
+def _top_pairs(aff, m: int, random_state):
+    """Top ``min(m, n)`` eigenpairs (descending) of a stored or lazy affinity."""
+    n = aff.points.shape[0]
+    m = min(m, n)
+    if hasattr(aff, "matrix"):
+        mu, phi = _top_eigh(aff.matrix, m)
+    else:
+        mu, phi = _lanczos_top(aff, m, random_state)
+    return np.clip(mu, 0.0, 1.0), _sign_columns(phi)
 
 
 def _dense_spectrum(X, n_eig, est) -> _Spectrum:
     """Dense Algorithms 1-2, then the top ``n_eig`` eigenpairs (``n_eig=None``: none; the
-    GP embedding with a fixed power needs only products with ``A``)."""
-    if resolve_backend(est.backend) == "keops":
+    GP embedding with a fixed power needs only products with ``A``). A cloud that falls
+    apart (:func:`flgp.graph.kernel_pieces`) gets the block-diagonal affinity of its
+    pieces (:class:`flgp.graph.affinity.PiecewiseAffinity`)."""
+    lazy = resolve_backend(est.backend) == "keops"
+    epsilon = (default_epsilon(X) if est.epsilon is None
+               else check_positive(est.epsilon, "epsilon"))
+    pieces = kernel_pieces(X, epsilon, backend=est.backend)
+    if pieces.n_pieces > 1:
+        return _piecewise_dense_spectrum(X, n_eig, est, pieces, epsilon, lazy)
+    if lazy:
         # never stores the n x n matrix: KeOps products, Lanczos for the eigenpairs
-        aff = build_lazy_affinity(X, epsilon=est.epsilon, normalization=est._normalization,
+        aff = build_lazy_affinity(X, epsilon=epsilon, normalization=est._normalization,
                                   alpha=est.alpha, tol=est.tol, max_iter=est.max_iter,
                                   backend="keops")
-        if n_eig is None:
-            return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
-        mu, phi = _lanczos_top(aff, n_eig, est.random_state)
     else:
-        aff = build_dense_affinity(X, epsilon=est.epsilon, normalization=est._normalization,
+        aff = build_dense_affinity(X, epsilon=epsilon, normalization=est._normalization,
                                    alpha=est.alpha, tol=est.tol, max_iter=est.max_iter)
-        pieces = _count_pieces(aff.matrix)
-        if pieces > 1:
-            raise _falls_apart(pieces, aff.epsilon)
-        if n_eig is None:
-            return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
-        mu, phi = _top_eigh(aff.matrix, n_eig)
+    if n_eig is None:
+        return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
+    mu, phi = _top_pairs(aff, n_eig, est.random_state)
     if mu.shape[0] > 1 and mu[1] > _UNIT:
-        raise _falls_apart(max(2, int(np.sum(mu > _UNIT))), aff.epsilon)
-    mu = np.clip(mu, 0.0, 1.0)
-    # deterministic signs: each column's largest-magnitude entry positive (the top
-    # eigenvector of a connected graph has one sign, so it comes out positive)
-    rows = np.argmax(np.abs(phi), axis=0)
-    phi = phi * np.sign(phi[rows, np.arange(phi.shape[1])])[None, :]
+        n_unit = max(2, int(np.sum(mu > _UNIT)))
+        if est.disconnected == "raise":
+            raise _falls_apart(f"{n_unit} pieces", aff.epsilon)
+        warnings.warn(f"the affinity graph nearly falls apart at epsilon={aff.epsilon:.4g}: "
+                      f"{n_unit} eigenvalues are within 1e-9 of 1 although every group of "
+                      f"points is linked by kernel weights above 1e-9/n, so the leading "
+                      f"coordinates are ill-determined. Increase epsilon.", UserWarning,
+                      stacklevel=_user_stacklevel())
     return _Spectrum(mu, phi, _NystromExtension(aff, phi / np.maximum(mu, 1e-300)[None, :]),
                      aff.epsilon, affinity=aff)
+
+
+def _piecewise_dense_spectrum(X, n_eig, est, pieces, epsilon, lazy) -> _Spectrum:
+    if est.disconnected == "raise":
+        raise _falls_apart(pieces.describe(), epsilon)
+    warnings.warn(_pieces_warning(pieces, f"affinity graph (epsilon={epsilon:.4g})",
+                                  "Increase epsilon", est.n_components),
+                  UserWarning, stacklevel=_user_stacklevel())
+    aff = build_piecewise_affinity(X, pieces, epsilon=epsilon,
+                                   normalization=est._normalization, alpha=est.alpha,
+                                   tol=est.tol, max_iter=est.max_iter, lazy=lazy,
+                                   backend=est.backend)
+    if n_eig is None:
+        return _Spectrum(None, None, None, epsilon, affinity=aff, pieces=pieces)
+    spectra = [_top_pairs(part, n_eig, est.random_state) for part in aff.parts]
+    if est._normalization == "symmetric":
+        masses = np.array([part.degrees.sum() for part in aff.parts])
+    else:                                   # bistochastic: uniform stationary weights
+        masses = pieces.sizes.astype(np.float64)
+    mu, phi = assemble(aff.index, spectra, masses, X.shape[0], n_eig)
+    return _Spectrum(mu, phi, _NystromExtension(aff, phi / np.maximum(mu, 1e-300)[None, :]),
+                     epsilon, affinity=aff, pieces=pieces)
 
 
 def _lanczos_top(aff, m: int, random_state):
@@ -181,23 +259,64 @@ class _EngineExtension:
         return self.eigenpairs.extend(X_new), None
 
 
+class _EnginePiecesExtension:
+    """FLGP eigenvectors at new points when the graph falls apart: the eigenvalue-1
+    coordinates from the point's component, the others from its transition row cut to that
+    component (:meth:`flgp.spectral.flgp.FLGPExtension.with_components`)."""
+
+    def __init__(self, eigenpairs, unit_rows, n_unit):
+        self.eigenpairs = eigenpairs
+        self.unit_rows = unit_rows          # (n_pieces, n_unit): unit coordinates per piece
+        self.n_unit = n_unit
+
+    def __call__(self, X_new):
+        V, comp = self.eigenpairs.extension.with_components(X_new, restrict=True)
+        V = V.copy()
+        V[:, :self.n_unit] = self.unit_rows[comp]
+        return V, None
+
+
 def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
     bandwidth = None if est.epsilon is None else float(np.sqrt(est.epsilon / 4.0))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*connected components.*")
         ep = compute_eigenpairs(X, method="flgp", kernel="se", subsample="kmeans",
-                                n_induced=est.n_induced, n_eigenpairs=n_eig,
+                                n_induced=est._n_induced, n_eigenpairs=n_eig,
                                 n_neighbors=est.n_neighbors, bandwidth=bandwidth,
                                 random_state=est.random_state, backend=est.backend)
-    if ep.n_components > 1:
-        raise ValueError(
-            f"the FLGP graph falls apart into {ep.n_components} connected components; the "
-            f"embedding would only tell the pieces apart. Increase n_neighbors, epsilon or "
-            f"n_induced, or embed each piece separately.")
     mu = np.clip(1.0 - ep.eigenvalues, 0.0, 1.0)
     epsilon = 4.0 * ep.extension.graph.bandwidth ** 2
-    return _Spectrum(mu, ep.eigenvectors, _EngineExtension(ep), epsilon,
-                     eigenpairs=ep)
+    if ep.n_components == 1:
+        return _Spectrum(mu, ep.eigenvectors, _EngineExtension(ep), epsilon, eigenpairs=ep)
+    labels = ep.component_labels
+    pieces = Pieces(labels=labels, sizes=np.bincount(labels, minlength=ep.n_components))
+    if est.disconnected == "raise":
+        raise ValueError(
+            f"the FLGP graph falls apart into {pieces.describe()}; the embedding would "
+            f"only tell the pieces apart. Increase n_neighbors, epsilon or n_induced, or "
+            f"embed each piece separately (disconnected='warn' does that for you).")
+    warnings.warn(_pieces_warning(pieces, "FLGP graph",
+                                  "Increase n_neighbors, epsilon or n_induced",
+                                  est.n_components), UserWarning,
+                  stacklevel=_user_stacklevel())
+    # the engine's first n_pieces eigenvectors span the pieces' indicators (sigma = 1);
+    # replace them by the basis of unit_basis, whose rows depend on the piece only
+    c = pieces.n_pieces
+    n_unit = min(c, mu.shape[0])
+    R = unit_basis(pieces.sizes.astype(np.float64))
+    unit_rows = R[:, :n_unit] / np.sqrt(pieces.sizes)[:, None]
+    phi = ep.eigenvectors.copy()
+    phi[:, :n_unit] = unit_rows[labels]
+    mu[:n_unit] = 1.0
+    return _Spectrum(mu, phi, _EnginePiecesExtension(ep, unit_rows, n_unit), epsilon,
+                     eigenpairs=ep, pieces=pieces)
+
+
+def embedding_n_induced(n_samples: int, n_eigenpairs: int) -> int:
+    """The embeddings' default FLGP ``s``: ``10 M`` induced points for ``M`` eigenpairs,
+    at most a quarter of the cloud and 1000, at least 10 (and at most ``n``)."""
+    return int(min(n_samples, max(10, min(n_samples // 4,
+                                          INDUCED_PER_EIGENPAIR * n_eigenpairs, 1000))))
 
 
 class _HeatEmbedding(TransformerMixin, BaseEstimator):
@@ -207,9 +326,28 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     # diffusion coordinates are eigenvectors (k < n - 1 of them); a sketch can have any k
     _components_are_eigenvectors = True
 
-    def _check_params(self, n: int):
+    def _needs_dense(self) -> bool:
+        """Whether a parameter only the dense method has is set (method="auto" then
+        means "dense" at any size)."""
+        return self.normalization == "symmetric" or self.alpha is not None
+
+    def _needs_flgp(self) -> bool:
+        return False
+
+    def _resolve_method(self, n: int) -> str:
         check_option(self.method, "method", METHODS)
+        if self.method != "auto":
+            return self.method
+        if self._needs_dense():
+            return "dense"
+        if self._needs_flgp() or n > AUTO_DENSE_MAX_SAMPLES:
+            return "flgp"
+        return "dense"
+
+    def _check_params(self, n: int):
+        method = self._method
         check_option(self.backend, "backend", BACKENDS)
+        check_option(self.disconnected, "disconnected", DISCONNECTED)
         if self._components_are_eigenvectors:
             k = check_int(self.n_components, "n_components", low=1, high=n - 2,
                           high_name="n_samples - 2",
@@ -217,17 +355,17 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         else:
             k = check_int(self.n_components, "n_components", low=1)
         if self.normalization is None:
-            self._normalization = "symmetric" if self.method == "dense" else "bistochastic"
+            self._normalization = "symmetric" if method == "dense" else "bistochastic"
         else:
             check_option(self.normalization, "normalization", NORMALIZATIONS)
-            if self.method == "flgp" and self.normalization != "bistochastic":
+            if method == "flgp" and self.normalization != "bistochastic":
                 raise ValueError(
                     "method='flgp' has one normalisation: FLGP's two-step operator "
                     "A Λ^-1 A^T is symmetric and bistochastic by construction. Use "
                     "normalization=None (or 'bistochastic'), or method='dense' for "
                     "Algorithm 1's symmetric normalisation.")
             self._normalization = self.normalization
-        if self.method == "flgp" and self.alpha is not None:
+        if method == "flgp" and self.alpha is not None:
             raise ValueError("alpha (density normalisation) applies to method='dense' only; "
                              "leave alpha=None with method='flgp'.")
         if self.epsilon is not None:
@@ -239,27 +377,37 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
             check_positive(t, "t")
         return k
 
+    def _auto_eigenpairs(self, k: int) -> int:
+        """Eigenpairs for the ``t="auto"`` rule: the ``k + 1`` used and a tail."""
+        return max(3 * (k + 1), 30)
+
     def _n_eigenpairs(self, n: int, k: int):
         """Eigenpairs to compute: the top one, k kept, and a tail for the t rule (None:
-        none needed)."""
-        if self.method == "flgp":
-            s = default_n_induced(n) if self.n_induced is None else self.n_induced
-            low = k + 1 if self._components_are_eigenvectors else 2
+        none needed). FLGP also fixes ``self._n_induced``."""
+        low = k + 1 if self._components_are_eigenvectors else 2
+        if self._method == "flgp":
+            want = (self.n_eigenpairs if self.n_eigenpairs is not None
+                    else self._auto_eigenpairs(k))
+            if self.n_induced is None:
+                s = embedding_n_induced(n, check_int(want, "n_eigenpairs", low=1))
+            else:
+                s = check_int(self.n_induced, "n_induced", low=2, high=n,
+                              high_name="n_samples",
+                              fix="Use at most as many induced points as there are points.")
+            self._n_induced = s
             if self.n_eigenpairs is None and s - 1 < low:
                 raise ValueError(f"n_components={k} needs {low} eigenpairs but n_induced={s} "
                                  f"gives at most {s - 1}; use n_induced >= {low + 1} or "
                                  f"fewer components.")
-            m = self.n_eigenpairs if self.n_eigenpairs is not None else min(
-                max(100, low), s - 1)
+            m = self.n_eigenpairs if self.n_eigenpairs is not None else min(want, s - 1)
             return check_int(m, "n_eigenpairs", low=low, high=s - 1,
                              high_name="n_induced - 1",
                              fix="Use more induced points or fewer components.")
-        low = k + 1 if self._components_are_eigenvectors else 2
         if self.n_eigenpairs is not None:
             return check_int(self.n_eigenpairs, "n_eigenpairs", low=low, high=n - 1,
                              high_name="n_samples - 1")
         if self.t == "auto":
-            return min(n - 1, max(3 * (min(k, n) + 1), 30))
+            return min(n - 1, self._auto_eigenpairs(min(k, n)))
         return self._dense_eigenpairs_without_auto(k)
 
     def _dense_eigenpairs_without_auto(self, k: int):
@@ -269,12 +417,19 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
         X = check_points(X, min_samples=3)
         n = X.shape[0]
+        self._method = self._resolve_method(n)
         k = self._check_params(n)
         m = self._n_eigenpairs(n, k)
-        spec = (_dense_spectrum if self.method == "dense" else _flgp_spectrum)(X, m, self)
-        self.t_ = (auto_diffusion_time(spec.mu[1:], k) if self.t == "auto"
-                   else float(self.t))
-        if self.t_ > 1000 and self.method == "dense" and self._dense_cost_grows_with_t:
+        spec = (_dense_spectrum if self._method == "dense" else _flgp_spectrum)(X, m, self)
+        c = spec.n_pieces
+        if self.t != "auto":
+            self.t_ = float(self.t)
+        elif c == 1:
+            self.t_ = auto_diffusion_time(spec.mu[1:], k)
+        else:
+            # the c - 1 coordinates of eigenvalue 1 do not decay: the rule sees the rest
+            self.t_ = auto_diffusion_time(spec.mu[c:], max(1, k - (c - 1)))
+        if self.t_ > 1000 and self._method == "dense" and self._dense_cost_grows_with_t:
             warnings.warn(f"t={self.t_:g} asks for {self.t_:g} products with the dense "
                           f"n x n affinity; a larger epsilon shortens the time scale, "
                           f"method='flgp' costs the same at any t.", stacklevel=3)
@@ -294,10 +449,17 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
                               f"that the affinity is nearly constant, and the coordinates "
                               f"shrink with it. Leave epsilon=None for the data-driven "
                               f"scale.", UserWarning, stacklevel=4)
+        self.method_ = self._method
         self.epsilon_ = spec.epsilon
         self.eigenvalues_ = spec.mu if spec.mu is not None else None
         # Algorithm 2's iterations; 1 for the one-pass Algorithm 1 and the FLGP operator
         self.n_iter_ = max(1, spec.affinity.n_iter) if spec.affinity is not None else 1
+        if spec.pieces is None:
+            self.n_pieces_ = 1
+            self.piece_labels_ = np.zeros(n, dtype=np.int64)
+        else:
+            self.n_pieces_ = spec.pieces.n_pieces
+            self.piece_labels_ = spec.pieces.labels
         self._spectrum = spec
         return X, k, spec
 
@@ -313,4 +475,5 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64"]
+        tags.input_tags.allow_nan = False
         return tags

@@ -41,8 +41,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._validation import (check_duplicates, check_int, check_option, check_positive,
                            check_random_state)
 from ..backends import cpu_threads
+from ..graph.components import KERNEL_FLOOR, Pieces, connected_pieces
 from ..graph.landmarks import kmeans_centres
 from ..graph.neighbors import KDTREE_MAX_DIM
+from ._base import DISCONNECTED, _user_stacklevel
+from ._pieces import assemble
 
 __all__ = ["CompressedDiffusionMap", "gaussian_knn_graph", "compressed_kernel",
            "diffusion_coherence", "sample_centroids", "kmeans_centroids",
@@ -400,13 +403,20 @@ def _kernel_from_blocks(M: sp.csr_matrix, q: np.ndarray) -> np.ndarray:
     return 0.5 * (K + K.T)
 
 
-def region_diffusion_map(K_S: np.ndarray, n_components: int):
+def region_diffusion_map(K_S: np.ndarray, n_components: int,
+                         region_pieces: np.ndarray | None = None):
     r"""Eigenpairs of ``P_S = D_S^{-1} K_S`` (Sec. V), largest first, constant first.
 
     Through the symmetric conjugate ``D_S^{-1/2} K_S D_S^{-1/2}`` (positive semi-definite:
     ``K_S`` is a Gram matrix). Right eigenvectors ``phi = D_S^{-1/2} psi`` are normalised to
     unit norm under the stationary weights ``pi = d_S / sum d_S`` (so ``phi_0 = 1``); each
     non-constant one has its largest-magnitude entry positive.
+
+    ``region_pieces`` (N,): the piece of each region when the graph falls apart (``K_S``
+    is then block-diagonal over them): each piece's block is solved on its own and the
+    eigenvalue 1, once per piece, gets the basis of :mod:`flgp.embedding._pieces` (after
+    ``phi_0 = 1``, contrasts constant on each piece, positive on the piece each singles
+    out).
 
     Returns
     -------
@@ -418,6 +428,19 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int):
     s = 1.0 / np.sqrt(d)
     S = K_S * s[:, None] * s[None, :]
     k = n_components + 1
+    if region_pieces is not None and region_pieces.max() > 0:
+        index = [np.flatnonzero(region_pieces == j) for j in range(region_pieces.max() + 1)]
+        spectra = []
+        for idx in index:
+            vals, vecs = np.linalg.eigh(S[np.ix_(idx, idx)])
+            vals, vecs = vals[::-1], vecs[:, ::-1]
+            big = np.abs(vecs).argmax(axis=0)
+            signs = np.sign(vecs[big, np.arange(vecs.shape[1])])
+            signs[signs == 0] = 1.0
+            spectra.append((vals, vecs * signs))
+        masses = np.array([d[idx].sum() for idx in index])
+        vals, psi = assemble(index, spectra, masses, N, k)
+        return np.clip(vals, 0.0, 1.0), psi * s[:, None] * np.sqrt(d.sum())
     vals, vecs = scipy.linalg.eigh(S, subset_by_index=[N - k, N - 1])
     if vals.size < k:
         # LAPACK's subset solver can return fewer pairs when the top eigenvalue is
@@ -433,6 +456,50 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int):
     signs[signs == 0] = 1.0
     phi = phi * signs
     return np.clip(vals, 0.0, 1.0), phi
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def graph_pieces(G: sp.csr_matrix) -> Pieces:
+    """Pieces of the Gaussian nearest-neighbour graph: its edges of weight at least
+    ``1e-9 / n`` (the floor of :func:`flgp.graph.kernel_pieces`; ``g(x, x) = 1``, so the
+    weights a point has across pieces add up to less than ``k 1e-9 / n`` of its degree)."""
+    coo = sp.coo_matrix(G)
+    strong = coo.data >= KERNEL_FLOOR / G.shape[0]
+    return connected_pieces(sp.coo_matrix((coo.data[strong], (coo.row[strong],
+                                                              coo.col[strong])),
+                                          shape=G.shape))
+
+
+def _within_pieces(G: sp.csr_matrix, labels: np.ndarray) -> sp.csr_matrix:
+    """``G`` without its entries between different pieces (block-diagonal)."""
+    coo = sp.coo_matrix(G)
+    keep = labels[coo.row] == labels[coo.col]
+    out = sp.csr_matrix((coo.data[keep], (coo.row[keep], coo.col[keep])), shape=G.shape)
+    out.sort_indices()
+    return out
+
+
+def share_regions(sizes: np.ndarray, n_partitions: int) -> np.ndarray:
+    """Regions per piece: at least one each, the rest in proportion to the pieces' sizes
+    (largest remainders), never more than a piece has points. With more pieces than
+    ``n_partitions``, one region per piece."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    c = sizes.size
+    share = np.ones(c, dtype=np.int64)
+    left = int(n_partitions) - c
+    while left > 0:
+        room = share < sizes
+        want = left * sizes * room / sizes[room].sum()
+        add = np.minimum(np.floor(want).astype(np.int64), sizes - share)
+        if add.sum() == 0:          # hand out the remainder one by one, largest first
+            order = np.lexsort((np.arange(c), -(want - np.floor(want))))
+            order = order[room[order]][:left]
+            add[order] = 1
+        share += add
+        left -= int(add.sum())
+    return share
 
 
 # --------------------------------------------------------------------------- estimator
@@ -483,6 +550,16 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         join regions by one-step transition, level by level. On the Swiss roll (n = 2^14,
         N = 128 and 512) the SSE is unchanged against no limit while the fit at n = 1e5,
         N = 150 is 2.6x faster. ``None``: diffuse until every point is reached.
+    disconnected : {"warn", "raise"}, default="warn"
+        What to do when the nearest-neighbour graph falls apart into pieces (its Gaussian
+        weights between them all below ``1e-9 / n``; those are then dropped). "warn": a
+        ``UserWarning`` naming the number and sizes of the pieces; each piece gets regions
+        of its own (``n_partitions`` shared in proportion to the pieces' sizes, at least
+        one each — more regions in all when there are more pieces than ``n_partitions``),
+        the compressed operator is block-diagonal over the pieces, and its first
+        ``n_pieces - 1`` coordinates (eigenvalue 1) tell the pieces apart
+        (docs/compressed_diffusion.md). A new point joins the piece of its nearest fitted
+        point. "raise": a ``ValueError``.
     random_state : int, Generator or None, default=None
 
     Attributes
@@ -498,6 +575,10 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     centroid_indices_ : ndarray (n_partitions_,)
     compressed_kernel_ : ndarray (n_partitions_, n_partitions_)
     coherence_ : ndarray (n_samples,)
+    n_pieces_ : int
+        Connected pieces of the nearest-neighbour graph (1 when connected).
+    piece_labels_ : ndarray (n_samples,)
+        Piece of each point.
     bandwidth_, n_neighbors_, n_partitions_, n_features_in_
 
     Examples
@@ -512,7 +593,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=2, n_partitions=None, t=1, *, n_neighbors=15,
                  bandwidth=None, interpolation="point_to_region", centroids="coherence",
-                 n_probes=64, max_assign_steps=8, random_state=None):
+                 n_probes=64, max_assign_steps=8, disconnected="warn", random_state=None):
         self.n_components = n_components
         self.n_partitions = n_partitions
         self.t = t
@@ -522,6 +603,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         self.centroids = centroids
         self.n_probes = n_probes
         self.max_assign_steps = max_assign_steps
+        self.disconnected = disconnected
         self.random_state = random_state
 
     # -- validation ------------------------------------------------------------------
@@ -548,6 +630,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         check_int(self.n_probes, "n_probes", low=1)
         if self.max_assign_steps is not None:
             check_int(self.max_assign_steps, "max_assign_steps", low=1)
+        check_option(self.disconnected, "disconnected", DISCONNECTED)
         return k, N, t, min(nn, n - 1)
 
     # -- fit -------------------------------------------------------------------------
@@ -561,11 +644,31 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
 
         G, eps, nbrs, kth = gaussian_knn_graph(X, nn, self.bandwidth)
+        pieces = graph_pieces(G)
+        if pieces.n_pieces > 1:
+            if self.disconnected == "raise":
+                raise ValueError(
+                    f"the nearest-neighbour graph falls apart into {pieces.describe()}: the "
+                    f"compressed diffusion operator has eigenvalue 1 more than once, so the "
+                    f"leading coordinates would only label the pieces. Increase n_neighbors "
+                    f"or bandwidth, or embed each piece separately (disconnected='warn' "
+                    f"does that for you).")
+            warnings.warn(
+                f"the nearest-neighbour graph falls apart into {pieces.describe()}: each "
+                f"piece gets regions of its own, and the first "
+                f"{min(k, pieces.n_pieces - 1)} coordinate(s) (eigenvalue 1) only tell the "
+                f"pieces apart. Increase n_neighbors or bandwidth to connect them, or pass "
+                f"disconnected='raise' to make this an error.", UserWarning,
+                stacklevel=_user_stacklevel())
+            G = _within_pieces(G, pieces.labels)
         q = np.asarray(G.sum(axis=1)).ravel()
         A = _affinity(G, q)
         rho = diffusion_coherence(A, t, n_probes=self.n_probes, random_state=rng)
         if N == n:
             centroids = np.arange(n)
+        elif pieces.n_pieces > 1:
+            centroids = self._piece_centroids(X, rho, pieces, N, rng)
+            N = centroids.size
         elif self.centroids == "kmeans":
             centroids = kmeans_centroids(X, N, rng)
         else:
@@ -585,16 +688,22 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
                 raise ValueError(f"only {N} non-empty regions remain; lower n_components.")
         M = sp.csr_matrix(G @ membership(labels, N))  # G chi: kernel and interpolation
         K_S = _kernel_from_blocks(M, q)
-        vals, phi = region_diffusion_map(K_S, k)
-        if vals[1] > 1 - 1e-10:
-            raise ValueError("the nearest-neighbour graph falls apart: the compressed "
-                             "diffusion operator has eigenvalue 1 more than once, so the "
-                             "leading coordinates would only label the pieces. Increase "
-                             "n_neighbors or bandwidth, or embed each piece separately.")
+        region_pieces = pieces.labels[centroids] if pieces.n_pieces > 1 else None
+        vals, phi = region_diffusion_map(K_S, k, region_pieces)
+        if pieces.n_pieces == 1 and vals[1] > 1 - 1e-10:
+            msg = ("the nearest-neighbour graph nearly falls apart: the compressed diffusion "
+                   "operator has eigenvalue 1 more than once (to 1e-10) although its pieces "
+                   "are linked, so the leading coordinates are ill-determined. Increase "
+                   "n_neighbors or bandwidth")
+            if self.disconnected == "raise":
+                raise ValueError(msg + ", or embed each piece separately.")
+            warnings.warn(msg + ".", UserWarning, stacklevel=_user_stacklevel())
         region = phi[:, 1:] * vals[1:] ** t
         d_S = K_S.sum(axis=1)
 
         self.X_fit_ = X
+        self.n_pieces_ = pieces.n_pieces
+        self.piece_labels_ = pieces.labels
         self.nn_ = nbrs
         self.kth_sq_dist_ = kth
         self.bandwidth_ = eps
@@ -610,6 +719,20 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         self.region_embedding_ = region
         self.embedding_ = self._interpolate(G, q, M)
         return self
+
+    def _piece_centroids(self, X, rho, pieces: Pieces, N: int, rng) -> np.ndarray:
+        """Centroids of a graph in pieces: each piece gets its share of the ``N`` regions
+        (:func:`share_regions`), chosen within it by the ``centroids`` rule."""
+        out = []
+        for j, N_j in enumerate(share_regions(pieces.sizes, N)):
+            idx = pieces.members(j)
+            if N_j == idx.size:
+                out.append(idx)
+            elif self.centroids == "kmeans":
+                out.append(idx[kmeans_centroids(X[idx], N_j, rng)])
+            else:
+                out.append(idx[sample_centroids(rho[idx], N_j, rng)])
+        return np.sort(np.concatenate(out))
 
     def _interpolate(self, G_rows: sp.csr_matrix, q_rows: np.ndarray,
                      M: sp.csr_matrix | None = None) -> np.ndarray:
@@ -636,7 +759,8 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         the second set is searched among the ``4 (k + 1)`` nearest cloud points. For a point
         of the cloud this reproduces its row of ``G`` exactly. ``shift=True`` divides each
         row by ``exp(-min_y d^2 / eps)``, which leaves ``p(x, .)`` unchanged and keeps far
-        points from underflowing.
+        points from underflowing. When the graph fell apart, ``x`` keeps only the points of
+        the piece of its nearest cloud point.
         """
         n = self.X_fit_.shape[0]
         k1 = self.n_neighbors_ + 1
@@ -646,6 +770,9 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         keep = np.zeros_like(sq, dtype=bool)
         keep[:, :k1] = True
         keep |= sq <= self.kth_sq_dist_[ind] * (1 + 1e-12)
+        if self.n_pieces_ > 1:
+            labels = self.piece_labels_[ind]
+            keep &= labels == labels[:, :1]
         rows = np.repeat(np.arange(X.shape[0]), kc)[keep.ravel()]
         if shift:
             sq = sq - sq[:, :1]

@@ -28,15 +28,18 @@ from __future__ import annotations
 import copy
 import numbers
 import time
+import warnings
 
 import numpy as np
 from scipy.spatial.distance import pdist
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_int, check_points, check_positive, check_random_state
-from ..graph.affinity import build_dense_affinity
-from ._base import _count_pieces
+from .._validation import (check_int, check_option, check_points, check_positive,
+                           check_random_state)
+from ..graph.affinity import build_dense_affinity, build_piecewise_affinity
+from ..graph.components import kernel_pieces
+from ._base import DISCONNECTED, _user_stacklevel
 
 __all__ = ["DeepDiffusionMap", "deep_diffusion_cost"]
 
@@ -65,9 +68,14 @@ def _distance_quantile(X: np.ndarray, quantile: float, rng: np.random.Generator)
     return float(np.quantile(d, quantile))
 
 
-def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int):
+def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int, pieces=None):
     """Stationary distribution π (eq. 10) and ``T = A^{2t} − √π√πᵀ`` (the target of cost
     (38)) of the training sample, in float64.
+
+    When the kernel graph falls apart (:func:`flgp.graph.kernel_pieces`), ``A`` is the
+    block-diagonal affinity of its pieces, each normalised on its own (eqs. 6-12 per
+    piece), and π its stationary distribution with each piece weighted by its degree; ``A``
+    then has eigenvalue 1 once per piece, and ``T`` keeps all but the one of ``√π``.
 
     Parameters
     ----------
@@ -78,25 +86,37 @@ def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int):
         Density normalisation exponent of eq. (6).
     t : int
         Diffusion steps.
+    pieces : Pieces, optional
+        The kernel graph's pieces, when already found.
 
     Returns
     -------
     pi : ndarray of shape (n_samples,)
     T : ndarray of shape (n_samples, n_samples), symmetric
     n_components_graph : int
-        Number of connected components of the kernel graph (1 for a usable graph).
+        Number of connected pieces of the kernel graph (1 when connected).
     """
-    # eqs. (5)-(12) are the shared dense affinity with epsilon = 2 sigma^2 and this alpha
-    aff = build_dense_affinity(X, epsilon=2.0 * sigma ** 2, normalization="symmetric",
-                               alpha=alpha)
-    A = aff.matrix                                               # eq. (12)
+    epsilon = 2.0 * sigma ** 2
+    if pieces is None:
+        pieces = kernel_pieces(X, epsilon, backend="torch")
+    if pieces.n_pieces == 1:
+        # eqs. (5)-(12) are the shared dense affinity with epsilon = 2 sigma^2, this alpha
+        aff = build_dense_affinity(X, epsilon=epsilon, normalization="symmetric",
+                                   alpha=alpha)
+        A = aff.matrix                                           # eq. (12)
+    else:
+        aff = build_piecewise_affinity(X, pieces, epsilon=epsilon, normalization="symmetric",
+                                       alpha=alpha)
+        A = np.zeros((X.shape[0], X.shape[0]))
+        for idx, part in zip(aff.index, aff.parts):
+            A[np.ix_(idx, idx)] = part.matrix
     pi = aff.degrees / aff.degrees.sum()                         # eq. (10)
     u = np.sqrt(pi)
     B = A - np.outer(u, u)                                       # deflate λ_1 = 1
     B = 0.5 * (B + B.T)
     T = np.linalg.matrix_power(B, 2 * t)                         # = A^{2t} − √π√πᵀ
     T = 0.5 * (T + T.T)
-    return pi, T, _count_pieces(A)
+    return pi, T, pieces.n_pieces
 
 
 def deep_diffusion_cost(embedding, pi, T):
@@ -230,6 +250,15 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         Their rows of ``A^{2t}`` come from the graph of all points passed to ``fit``; the
         validation cost is estimated on the held-out × held-out block. 0 disables early
         stopping (the last epoch's weights are kept).
+    disconnected : {"warn", "raise"}, default="warn"
+        What to do when the kernel graph falls apart into pieces (kernel weights between
+        them below ``1e-9 / n``; :func:`flgp.graph.kernel_pieces`). "warn": a
+        ``UserWarning`` naming the number and sizes of the pieces, and the network is
+        trained on the block-diagonal operator of the pieces (each normalised on its own;
+        see :func:`diffusion_quantities`), whose diffusion map spends its first
+        ``n_pieces - 1`` coordinates (eigenvalue 1) on telling the pieces apart. "raise":
+        a ``ValueError``. ``transform`` is the network either way: where a new point
+        lands is learned, not looked up.
     device : str or None, default=None
         Torch device for training and inference (``None``: CPU).
     progress : bool, default=True
@@ -280,8 +309,8 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
     def __init__(self, n_components=2, *, quantile=5e-3, sigma=None, alpha=1.0, t=1,
                  network=None, hidden_layer_sizes=(128, 64, 32), standardize=True,
                  batch_size=512, learning_rate=1e-2, max_epochs=5000, patience=500,
-                 tol=1e-4, validation_fraction=0.1, device=None, progress=True,
-                 random_state=None):
+                 tol=1e-4, validation_fraction=0.1, disconnected="warn", device=None,
+                 progress=True, random_state=None):
         self.n_components = n_components
         self.quantile = quantile
         self.sigma = sigma
@@ -296,6 +325,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         self.patience = patience
         self.tol = tol
         self.validation_fraction = validation_fraction
+        self.disconnected = disconnected
         self.device = device
         self.progress = progress
         self.random_state = random_state
@@ -327,6 +357,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         vf = self.validation_fraction
         if isinstance(vf, bool) or not isinstance(vf, numbers.Real) or not 0.0 <= vf < 1.0:
             raise ValueError(f"validation_fraction must be a number in [0, 1); got {vf!r}.")
+        check_option(self.disconnected, "disconnected", DISCONNECTED)
         if self.network is None:
             sizes = self.hidden_layer_sizes
             if isinstance(sizes, numbers.Integral):
@@ -388,13 +419,28 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
             raise ValueError(f"sigma is 0: the {self.quantile} quantile of the pairwise "
                              f"distances is zero because of duplicate points. Remove "
                              f"duplicates, raise quantile or pass sigma.")
-        pi, T, n_comp = diffusion_quantities(X, sigma, float(self.alpha), t)
-        if n_comp > 1:
-            raise ValueError(f"the kernel graph (sigma={sigma:.4g}) falls apart into "
-                             f"{n_comp} connected components (kernel entries between them "
-                             f"underflow to 0); its diffusion map, the minimiser of cost "
-                             f"(38), is then not unique. Raise quantile or sigma, or embed "
-                             f"each piece separately.")
+        pieces = kernel_pieces(X, 2.0 * sigma ** 2, backend="torch")
+        if pieces.n_pieces > 1:
+            if self.disconnected == "raise":
+                raise ValueError(
+                    f"the kernel graph (sigma={sigma:.4g}) falls apart into "
+                    f"{pieces.describe()} (kernel entries between them underflow, or nearly "
+                    f"so); its diffusion map, the minimiser of cost (38), then spends "
+                    f"coordinates on telling the pieces apart and is not unique where "
+                    f"it keeps fewer than n_pieces - 1 of them. Raise quantile or sigma, or "
+                    f"embed each piece separately (disconnected='warn' trains on the "
+                    f"pieces' block-diagonal operator).")
+            warnings.warn(
+                f"the kernel graph (sigma={sigma:.4g}) falls apart into "
+                f"{pieces.describe()}: the network is trained on the block-diagonal "
+                f"operator of the pieces, whose diffusion map spends its first "
+                f"{min(d, pieces.n_pieces - 1)} coordinate(s) (eigenvalue 1) on telling "
+                f"the pieces apart. Raise quantile or sigma to connect them, or pass "
+                f"disconnected='raise' to make this an error.", UserWarning,
+                stacklevel=_user_stacklevel())
+        pi, T, _ = diffusion_quantities(X, sigma, float(self.alpha), t, pieces=pieces)
+        self.n_pieces_ = pieces.n_pieces
+        self.piece_labels_ = pieces.labels
 
         # validation split
         n_val = int(round(float(self.validation_fraction) * n))

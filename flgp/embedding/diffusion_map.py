@@ -25,10 +25,15 @@ class DiffusionMap(_HeatEmbedding):
     ----------
     n_components : int, default=2
         ``k``, the embedding dimension.
-    method : {"dense", "flgp"}, default="dense"
+    method : {"auto", "dense", "flgp"}, default="auto"
         "dense": Gilbert and O'Neill's Algorithms 1-3 on the full ``n x n`` affinity
-        (``O(n^2)`` memory; for n up to ~10,000). "flgp": the FLGP engine's eigenpairs
-        (SE cross kernel, k-means induced points; ``mu = 1 - λ``), linear in ``n``.
+        (``O(n^2)`` memory, ``O(n^3)`` time; for n up to ~10,000). "flgp": the FLGP
+        engine's eigenpairs (SE cross kernel, k-means induced points; ``mu = 1 - λ``),
+        linear in ``n``. "auto": "dense" for at most 700 points (where the exact
+        algorithm takes at most 0.1 s for this transformer and for :class:`GPEmbedding`;
+        ``benchmarks/embedding.py``, docs/embedding.md) or when a dense-only option
+        (``normalization="symmetric"``, ``alpha``) is set, "flgp" otherwise. The method used
+        is ``method_``.
     epsilon : float, optional
         ``epsilon`` in ``exp(-|x - y|^2 / epsilon)``. Default: the mean squared distance of
         each point to its 10 nearest neighbours (dense;
@@ -53,9 +58,19 @@ class DiffusionMap(_HeatEmbedding):
     tol, max_iter : float, int
         Algorithm 2's tolerance ``delta`` and iteration cap (an error if not converged).
     n_induced, n_neighbors, n_eigenpairs : int, optional
-        FLGP: ``s`` (default ``min(n, max(10, min(1000, n // 4)))``), ``r`` (3) and ``M``
-        eigenpairs computed (default ``min(100, s - 1)``). Dense: ``n_eigenpairs`` computed
-        (default ``k + 1``, or up to ``max(3 (k + 1), 30)`` for ``t="auto"``).
+        FLGP: ``M`` eigenpairs computed (default ``max(3 (k + 1), 30)``, at most
+        ``s - 1``), ``s`` induced points (default ``10 M``, at most ``n // 4`` and 1000, at
+        least 10) and ``r`` (3). Dense: ``n_eigenpairs`` computed (default ``k + 1``, or
+        up to ``max(3 (k + 1), 30)`` for ``t="auto"``).
+    disconnected : {"warn", "raise"}, default="warn"
+        What to do when the graph falls apart into pieces (points whose kernel weights to
+        the rest are all below ``1e-9 / n``; :func:`flgp.graph.kernel_pieces`; FLGP: the
+        engine's components). "warn": a ``UserWarning`` with the number and sizes of the
+        pieces, and the embedding of the block-diagonal operator — each piece on its own
+        eigenpairs, the first ``n_pieces - 1`` coordinates (eigenvalue 1) telling the
+        pieces apart (constant on each piece in the Markov coordinates; docs/embedding.md).
+        A new point joins the piece of its nearest fitted point (FLGP: of the induced point
+        it moves to with the largest probability). "raise": a ``ValueError``.
     backend : {"auto", "torch", "keops"}, default="auto"
         :mod:`flgp.backends`. FLGP: who does the distance work. Dense: "keops" never
         stores the ``n x n`` affinity (KeOps kernel products; Lanczos for the
@@ -74,16 +89,22 @@ class DiffusionMap(_HeatEmbedding):
         The kernel scale used.
     n_iter_ : int
         Iterations of Algorithm 2 (1 for Algorithm 1 and FLGP).
+    method_ : str
+        "dense" or "flgp".
+    n_pieces_ : int
+        Connected pieces of the graph (1 when connected).
+    piece_labels_ : ndarray (n_samples,)
+        Piece of each fitted point (numbered in order of their first point).
 
     ``transform`` embeds new points through the Nyström extension
     ``phi_l(x) = a(x) . phi_l / mu_l`` (dense) or the FLGP out-of-sample map; a fitted point
     gets back its own row of ``embedding_``.
     """
 
-    def __init__(self, n_components=2, *, method="dense", epsilon=None, t="auto",
+    def __init__(self, n_components=2, *, method="auto", epsilon=None, t="auto",
                  normalization=None, alpha=None, coordinates="symmetric", tol=1e-8,
                  max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
-                 backend="auto", random_state=None):
+                 disconnected="warn", backend="auto", random_state=None):
         self.n_components = n_components
         self.method = method
         self.epsilon = epsilon
@@ -96,6 +117,7 @@ class DiffusionMap(_HeatEmbedding):
         self.n_induced = n_induced
         self.n_neighbors = n_neighbors
         self.n_eigenpairs = n_eigenpairs
+        self.disconnected = disconnected
         self.backend = backend
         self.random_state = random_state
 

@@ -46,14 +46,17 @@ class GPEmbedding(_HeatEmbedding):
     ----------
     n_components : int, default=2
         ``k``, the number of sketch columns (embedding dimension).
-    method : {"dense", "flgp"}, default="dense"
+    method : {"auto", "dense", "flgp"}, default="auto"
         "dense": Algorithms 1-2 and 4-5 exactly (``t`` products with the ``n x n``
         affinity; ``t`` must then be an integer). "flgp": the FLGP engine's eigenpairs,
-        linear in ``n`` (any ``t > 0``).
+        linear in ``n`` (any ``t > 0``). "auto": as in :class:`DiffusionMap` ("dense" up to
+        700 points), and "flgp" at any size for a non-integer ``t``. The method used is
+        ``method_``.
     epsilon, t, normalization, alpha, tol, max_iter, n_induced, n_neighbors, n_eigenpairs,
-    backend :
+    disconnected, backend :
         As in :class:`DiffusionMap`; ``t`` is the paper's power ``p`` (so both embeddings
-        approximate the diffusion distance at the same ``t``).
+        approximate the diffusion distance at the same ``t``). With FLGP the sketch uses
+        all ``n_eigenpairs`` computed eigenpairs.
     sketch : {"gaussian", "rademacher"}, default="gaussian"
         Algorithm 4 (Gaussian) or Algorithm 5 (symmetric Bernoulli).
     random_state : int, Generator or None
@@ -65,8 +68,12 @@ class GPEmbedding(_HeatEmbedding):
     eigenvalues_ : ndarray
         Computed eigenvalues of the operator (FLGP, or dense with ``t="auto"``).
     t_, epsilon_ : float
+    method_ : str
+        "dense" or "flgp".
     n_iter_ : int
         Iterations of Algorithm 2 (1 for Algorithm 1 and FLGP).
+    n_pieces_, piece_labels_ :
+        As in :class:`DiffusionMap`.
     sketch_coefficients_ : ndarray (M, k)
         FLGP: ``Xi / sqrt(k)``, so that ``Y = Phi diag(mu^t) Xi / sqrt(k)``.
 
@@ -75,10 +82,10 @@ class GPEmbedding(_HeatEmbedding):
     sqrt(k)`` (FLGP); a fitted point gets back its own row of ``embedding_``.
     """
 
-    def __init__(self, n_components=2, *, method="dense", epsilon=None, t="auto",
+    def __init__(self, n_components=2, *, method="auto", epsilon=None, t="auto",
                  normalization=None, alpha=None, sketch="gaussian", tol=1e-8,
                  max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
-                 backend="auto", random_state=None):
+                 disconnected="warn", backend="auto", random_state=None):
         self.n_components = n_components
         self.method = method
         self.epsilon = epsilon
@@ -91,29 +98,42 @@ class GPEmbedding(_HeatEmbedding):
         self.n_induced = n_induced
         self.n_neighbors = n_neighbors
         self.n_eigenpairs = n_eigenpairs
+        self.disconnected = disconnected
         self.backend = backend
         self.random_state = random_state
 
     _dense_cost_grows_with_t = True
     _components_are_eigenvectors = False
 
+    def _non_integer_t(self) -> bool:
+        t = self.t
+        return (not isinstance(t, str) and isinstance(t, numbers.Real)
+                and not isinstance(t, bool) and np.isfinite(t) and float(t) != int(t))
+
+    def _needs_flgp(self) -> bool:
+        return self._non_integer_t()      # A^t for a non-integer t needs the eigenpairs
+
     def _check_dense_power(self):
         t = self.t
-        if self.method == "dense" and not (isinstance(t, str)) and (
+        if self._method == "dense" and not (isinstance(t, str)) and (
                 not isinstance(t, numbers.Real) or float(t) != int(t)):
             raise ValueError(f"method='dense' takes integer powers A^t (Algorithm 4); got "
                              f"t={t!r}. Use an integer t, t='auto', or method='flgp' for "
                              f"any t > 0.")
+
+    def _check_params(self, n: int):
+        k = super()._check_params(n)
+        self._check_dense_power()
+        return k
 
     def _dense_eigenpairs_without_auto(self, k: int):
         return None                     # products with A only: no eigendecomposition
 
     def fit_transform(self, X, y=None):
         check_option(self.sketch, "sketch", SKETCHES)
-        self._check_dense_power()
         X, k, spec = self._fit_spectrum(X)
         rng = check_random_state(self.random_state)
-        if self.method == "flgp":
+        if self._method == "flgp":
             self.sketch_coefficients_ = self._flgp_coefficients(spec.phi, k, rng)
             self._weights = spec.mu ** self.t_
             self.embedding_ = (spec.phi * self._weights[None, :]) @ self.sketch_coefficients_
@@ -147,7 +167,7 @@ class GPEmbedding(_HeatEmbedding):
 
     def transform(self, X):
         X = self._check_transform_X(X)
-        if self.method == "flgp":
+        if self.method_ == "flgp":
             phi, _ = self._spectrum.extend(X)
             return (phi * self._weights[None, :]) @ self.sketch_coefficients_
         return self._spectrum.affinity.apply_rows(X, self._propagated)[0]

@@ -12,6 +12,9 @@ as ``4 eps^2``, so ``epsilon = 4 eps^2``).
   the paper's iteration ``d <- K (1 / d)`` averaged geometrically at each step (see
   :func:`_bistochastic_scaling` for why). Here ``alpha`` defaults to 0 (the paper's raw ``K``).
 
+A cloud that falls apart (:func:`flgp.graph.kernel_pieces`) gets
+:class:`PiecewiseAffinity`: each piece's own affinity, block-diagonal.
+
 Both are symmetric with spectrum in ``[0, 1]`` and top eigenvalue 1. Rows for new points
 use the same formulas with the sums taken over the fitted cloud, so a point of the cloud
 gets back its own row; they are evaluated in log space, so a far-away new point gets tiny
@@ -27,10 +30,12 @@ import torch
 
 from .._validation import (check_duplicates, check_int, check_option, check_points,
                            check_positive)
+from .components import Pieces
 from .neighbors import nearest_landmarks, pairwise_sq_distances
 
 __all__ = ["DenseAffinity", "build_dense_affinity", "LazyAffinity", "build_lazy_affinity",
-           "default_epsilon", "NORMALIZATIONS"]
+           "PiecewiseAffinity", "build_piecewise_affinity", "default_epsilon",
+           "NORMALIZATIONS"]
 
 NORMALIZATIONS = ("symmetric", "bistochastic")
 
@@ -189,7 +194,12 @@ def build_dense_affinity(X, *, epsilon: float | None = None,
         raise ValueError(f"alpha must be finite; got {alpha}.")
     tol = check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
+    return _dense_affinity(X, epsilon, normalization, alpha, tol, max_iter)
 
+
+def _dense_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: float,
+                    tol: float, max_iter: int) -> DenseAffinity:
+    """:func:`build_dense_affinity` on checked arguments (also for one piece of a cloud)."""
     K = _log_kernel(X, X, epsilon).exp_()           # diagonal exp(0) = 1: no row sum is 0
     q = K.sum(1)
     if alpha != 0.0:
@@ -292,10 +302,7 @@ def build_lazy_affinity(X, *, epsilon: float | None = None,
                         backend: str = "keops") -> LazyAffinity:
     """Algorithm 1 or 2 without the ``n x n`` matrix (see :class:`LazyAffinity`); the
     same parameters as :func:`build_dense_affinity`."""
-    from ..backends import gaussian_matmul
-
     X = check_points(X)
-    n = X.shape[0]
     check_option(normalization, "normalization", NORMALIZATIONS)
     check_duplicates(X)
     epsilon = default_epsilon(X) if epsilon is None else check_positive(epsilon, "epsilon")
@@ -304,6 +311,15 @@ def build_lazy_affinity(X, *, epsilon: float | None = None,
         raise ValueError(f"alpha must be finite; got {alpha}.")
     tol = check_positive(tol, "tol")
     max_iter = check_int(max_iter, "max_iter", low=1)
+    return _lazy_affinity(X, epsilon, normalization, alpha, tol, max_iter, backend)
+
+
+def _lazy_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: float,
+                   tol: float, max_iter: int, backend: str) -> LazyAffinity:
+    """:func:`build_lazy_affinity` on checked arguments (also for one piece of a cloud)."""
+    from ..backends import gaussian_matmul
+
+    n = X.shape[0]
 
     def K(M):
         return gaussian_matmul(X, X, epsilon, M, backend=backend)
@@ -332,3 +348,96 @@ def build_lazy_affinity(X, *, epsilon: float | None = None,
     return LazyAffinity(points=X, epsilon=float(epsilon), normalization=normalization,
                         alpha=alpha, log_q=np.log(q), scale=scale, degrees=degrees,
                         n_iter=n_iter, backend=backend)
+
+
+# pieces of at most this many points get a stored affinity even when the cloud's is lazy
+_LAZY_MIN_PIECE = 2000
+
+
+@dataclass
+class PiecewiseAffinity:
+    """The normalised affinity of a cloud that falls apart into pieces
+    (:func:`flgp.graph.kernel_pieces`): block-diagonal, each block the affinity of one
+    piece built on that piece alone (Algorithm 1 or 2 with the cloud's ``epsilon`` and
+    ``alpha``), no entry between pieces.
+
+    A new point joins the piece of its nearest point of the cloud; its row is that piece's
+    affinity row (so a point of the cloud gets back its own row).
+
+    Attributes
+    ----------
+    points : ndarray (n, p)
+    epsilon, normalization, alpha
+        As in :class:`DenseAffinity`.
+    pieces : Pieces
+    parts : list of DenseAffinity or LazyAffinity
+        One per piece, over the piece's points in increasing index order.
+    """
+
+    points: np.ndarray
+    epsilon: float
+    normalization: str
+    alpha: float
+    pieces: Pieces
+    parts: list
+    backend: str = "auto"
+
+    def __post_init__(self):
+        self.index = [self.pieces.members(j) for j in range(self.pieces.n_pieces)]
+        self.degrees = np.empty(self.points.shape[0])
+        for idx, part in zip(self.index, self.parts):
+            self.degrees[idx] = part.degrees
+        self.n_iter = max(part.n_iter for part in self.parts)
+
+    def matmat(self, H: np.ndarray) -> np.ndarray:
+        """``A H``, block by block."""
+        H = np.asarray(H, dtype=np.float64)
+        out = np.empty_like(H)
+        for idx, part in zip(self.index, self.parts):
+            out[idx] = part.matmat(H[idx])
+        return out
+
+    def assign(self, X_new: np.ndarray) -> np.ndarray:
+        """Piece of each new point: that of its nearest point of the cloud."""
+        nearest, _ = nearest_landmarks(X_new, self.points, 1, backend=self.backend)
+        return self.pieces.labels[nearest[:, 0]]
+
+    def apply_rows(self, X_new, W: np.ndarray):
+        """``(A(X_new, cloud) W, log degree(X_new))`` with each new point's row taken from
+        its own piece's affinity."""
+        X_new = check_points(X_new, name="X", min_samples=1)
+        W = np.asarray(W, dtype=np.float64)
+        out = np.zeros((X_new.shape[0],) + W.shape[1:])
+        log_deg = np.empty(X_new.shape[0])
+        piece = self.assign(X_new)
+        for j in np.unique(piece):
+            sel = np.flatnonzero(piece == j)
+            out[sel], log_deg[sel] = self.parts[j].apply_rows(X_new[sel], W[self.index[j]])
+        return out, log_deg
+
+
+def build_piecewise_affinity(X: np.ndarray, pieces: Pieces, *, epsilon: float,
+                             normalization: str = "symmetric", alpha: float | None = None,
+                             tol: float = 1e-8, max_iter: int = 1000, lazy: bool = False,
+                             backend: str = "auto") -> PiecewiseAffinity:
+    """Each piece's own affinity (see :class:`PiecewiseAffinity`). ``X`` and ``epsilon``
+    are the checked cloud and kernel scale that ``pieces`` were found with; ``lazy``:
+    pieces of more than 2000 points are never stored (:class:`LazyAffinity` on
+    ``backend``)."""
+    check_option(normalization, "normalization", NORMALIZATIONS)
+    epsilon = check_positive(epsilon, "epsilon")
+    if alpha is None:
+        alpha = 1.0 if normalization == "symmetric" else 0.0
+    alpha = float(alpha)
+    tol = check_positive(tol, "tol")
+    max_iter = check_int(max_iter, "max_iter", low=1)
+    parts = []
+    for j in range(pieces.n_pieces):
+        Xj = X[pieces.members(j)]
+        if lazy and Xj.shape[0] > _LAZY_MIN_PIECE:
+            parts.append(_lazy_affinity(Xj, epsilon, normalization, alpha, tol, max_iter,
+                                        backend))
+        else:
+            parts.append(_dense_affinity(Xj, epsilon, normalization, alpha, tol, max_iter))
+    return PiecewiseAffinity(points=X, epsilon=float(epsilon), normalization=normalization,
+                             alpha=alpha, pieces=pieces, parts=parts, backend=backend)

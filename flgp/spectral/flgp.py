@@ -22,9 +22,9 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from .._validation import check_int, check_option
+from ..graph.components import connected_pieces
 from ..graph.cross_graph import CrossGraph
 from .eigenpairs import Eigenpairs, deterministic_sign_flip, symmetric_eigh
 
@@ -52,24 +52,31 @@ class FLGPExtension:
     def __call__(self, X_new) -> np.ndarray:
         return self.with_components(X_new)[0]
 
-    def with_components(self, X_new, return_nearest: bool = False):
+    def with_components(self, X_new, return_nearest: bool = False, restrict: bool = False):
         """Eigenvector values and connected component of new points, from one pass of the
         neighbour search (``return_nearest``: also each point's squared distance to its
-        nearest induced point)."""
+        nearest induced point).
+
+        ``restrict``: the transition row of each new point is cut to the induced points of
+        its own component and renormalised (the row of the block-diagonal operator that
+        each component defines on its own). A point of the cloud is unchanged: its induced
+        points all lie in one component.
+        """
         idx, values, sq = self.graph.transition_rows(X_new, return_sq=True)
-        vectors = np.einsum("ir,irm->im", values, self.projection[idx])
         comp = self.landmark_components[idx[np.arange(idx.shape[0]), values.argmax(1)]]
+        if restrict:
+            values = np.where(self.landmark_components[idx] == comp[:, None], values, 0.0)
+            values = values / values.sum(axis=1, keepdims=True)
+        vectors = np.einsum("ir,irm->im", values, self.projection[idx])
         return (vectors, comp, sq[:, 0]) if return_nearest else (vectors, comp)
 
 
 def _components(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
-    pattern = sp.csr_matrix(np.abs(gram) > 0)
-    n_comp, labels = connected_components(pattern, directed=False)
-    # unused induced points are isolated vertices of the pattern: drop them from the count
-    used_labels = np.unique(labels[used])
-    relabel = -np.ones(n_comp, dtype=np.int64)
-    relabel[used_labels] = np.arange(used_labels.size)
-    return int(used_labels.size), relabel[labels]
+    """Connected components of the induced points (the Gram matrix's nonzero pattern):
+    their count and each induced point's label (-1 for an induced point no point uses, an
+    isolated vertex that is not counted)."""
+    pieces = connected_pieces(gram, active=used)
+    return pieces.n_pieces, pieces.labels
 
 
 def flgp_eigenpairs(graph: CrossGraph, n_eigenpairs: int, *,
