@@ -269,20 +269,24 @@ def test_diffusion_time_mixture_weights():
     assert diffusion_time_mixture(bad, 1.5, "map") == [(1.5, 1.0, "map")]
 
 
+@pytest.mark.parametrize("inference", ["ep", "laplace"])
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_averaged_probabilities_equal_fixed_time_fits(n_classes):
+def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
     """The averaged prediction is the posterior-weighted mean of the predictions of
-    classifiers refitted at each diffusion time (cold-started Laplace)."""
+    classifiers refitted at each diffusion time (cold-started Laplace or EP; EP at the
+    fitted amplitude)."""
     X, y = make_concentric_circles(900, n_circles=3, radii=[0.5, 1.0, 1.5], random_state=1)
     y = np.repeat(np.arange(3) % n_classes, 300)
     yy, lab = _semi_labels(y, 12, 4)   # few labels: a flat evidence, several t in the mix
-    kw = dict(subsample="random", n_induced=120, random_state=0)  # LAE: no bandwidth grid
+    kw = dict(subsample="random", n_induced=120, random_state=0,  # LAE: no bandwidth grid
+              inference=inference, calibration=None)  # a refit's own LOO scale differs
     clf = FLGPClassifier(**kw).fit(X, yy)
     mix = clf.diffusion_time_weights_
     assert mix.shape[0] >= 2 and np.isclose(mix[:, 1].sum(), 1.0)
     assert mix[0, 0] == clf.diffusion_time_
-    ref = sum(w * FLGPClassifier(diffusion_time=t, **kw).fit(X, yy).predict_proba(X[:60])
-              for t, w in mix)
+    amp = {} if inference == "laplace" else {"amplitude": clf.amplitude_}
+    ref = sum(w * FLGPClassifier(diffusion_time=t, **amp, **kw).fit(X, yy)
+              .predict_proba(X[:60]) for t, w in mix)
     np.testing.assert_allclose(clf.predict_proba(X[:60]), ref, atol=1e-6)
     map_only = FLGPClassifier(average_diffusion_time=False, **kw).fit(X, yy)
     assert map_only.diffusion_time_weights_ is None

@@ -207,3 +207,60 @@ def test_variational_gp_with_bernoulli(cloud):
     with torch.no_grad():
         p = lik(model(x)).mean
     assert ((p > 0.5).double() == y).double().mean() > 0.9
+
+
+# -- GPyTorch's own kernel test mixin --------------------------------------------------------
+import unittest  # noqa: E402
+
+from gpytorch.test.base_kernel_test_case import BaseKernelTestCase  # noqa: E402
+
+_MIXIN_CLOUDS = {}
+
+
+class TestHeatKernelMixin(BaseKernelTestCase, unittest.TestCase):
+    """GPyTorch's batch, diagonal, indexing, expansion, pickling and dtype tests on the FLGP
+    heat kernel. The kernel lives on a fixed cloud, so each test gets a cloud of the
+    dimension its inputs have (2 for the batched data; the active-dims tests select 4 and
+    6 of the 10 columns of their data)."""
+
+    _DIMS = {"test_active_dims_list": 4, "test_active_dims_range": 6}
+
+    def setUp(self):
+        torch.manual_seed(0)
+        self.dim = self._DIMS.get(self._testMethodName, 2)
+
+    def _eigenpairs(self, dim):
+        if dim not in _MIXIN_CLOUDS:
+            X = np.random.default_rng(dim).standard_normal((300, dim))
+            _MIXIN_CLOUDS[dim] = compute_eigenpairs(X, n_induced=60, n_eigenpairs=12,
+                                                    random_state=0)
+        return _MIXIN_CLOUDS[dim]
+
+    def create_kernel_no_ard(self, **kwargs):
+        ep = self._eigenpairs(self.dim)
+        k = HeatKernel(ep, **kwargs)
+        # distinct diffusion times across a batch, so a wrong batch member is noticed
+        batch = k.batch_shape
+        n = int(np.prod(batch)) if len(batch) else 1
+        t = torch.linspace(5.0, 50.0, n).reshape(*batch, 1, 1) if len(batch) else 12.0
+        k.diffusion_time = t
+        return k
+
+
+def test_batched_kernel_index_is_the_batch_member():
+    """``kernel[i]`` of a batch of heat kernels (one diffusion time each) is the kernel
+    with the i-th diffusion time, and ``expand_batch`` keeps the eigenpairs unbatched."""
+    X = np.random.default_rng(0).standard_normal((300, 2))
+    ep = compute_eigenpairs(X, n_induced=60, n_eigenpairs=12, random_state=0)
+    k = HeatKernel(ep, batch_shape=torch.Size([3]))
+    k.diffusion_time = torch.tensor([2.0, 20.0, 200.0]).reshape(3, 1, 1)
+    x = torch.from_numpy(X[:15])
+    for i, t in enumerate([2.0, 20.0, 200.0]):
+        ref = HeatKernel(ep, diffusion_time=t)(x).to_dense()
+        np.testing.assert_allclose(k[i](x).to_dense().detach(), ref.detach(), atol=1e-10)
+    assert k[1].eigenvectors.shape == ep.eigenvectors.shape
+    big = k.expand_batch(torch.Size([4, 3]))
+    assert big.batch_shape == torch.Size([4, 3])
+    assert big.eigenvectors.shape == ep.eigenvectors.shape
+    np.testing.assert_allclose(big(x).to_dense()[2, 1].detach(),
+                               k[1](x).to_dense().detach(), atol=1e-10)

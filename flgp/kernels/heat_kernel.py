@@ -148,6 +148,36 @@ class HeatKernel(Kernel):
             return LowRankRootLinearOperator(phi1)
         return MatmulLinearOperator(phi1, self.features(x2).transpose(-1, -2))
 
+    # -- batches: the eigenpairs are shared by every batch member, never indexed ----------
+    _SHARED_BUFFERS = ("eigenvalues", "eigenvectors")
+    _SHARED_ATTRIBUTES = ("eigenpairs", "_cache")
+
+    def _without_shared(self, make):
+        """Run ``make()`` (GPyTorch's ``__getitem__`` / ``expand_batch``, which deep-copy
+        the kernel and index or expand every parameter *and buffer* as if it had batch
+        dimensions) with the eigenpairs detached, then give the new kernel the same,
+        uncopied eigenpairs: only the diffusion time is batched."""
+        buffers = {k: self._buffers.pop(k) for k in self._SHARED_BUFFERS}
+        attributes = {k: self.__dict__.pop(k) for k in self._SHARED_ATTRIBUTES}
+        try:
+            new = make()
+        finally:
+            self._buffers.update(buffers)
+            self.__dict__.update(attributes)
+        for k, v in buffers.items():
+            new.register_buffer(k, v)
+        new.__dict__["eigenpairs"] = attributes["eigenpairs"]
+        new.__dict__["_cache"] = []
+        return new
+
+    def __getitem__(self, index):
+        if len(self.batch_shape) == 0:
+            return self
+        return self._without_shared(lambda: super(HeatKernel, self).__getitem__(index))
+
+    def expand_batch(self, *sizes):
+        return self._without_shared(lambda: super(HeatKernel, self).expand_batch(*sizes))
+
     def __getstate__(self):
         state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
         state = dict(state)

@@ -1,7 +1,9 @@
-"""Estimators and inference: :class:`FLGPRegressor`, :class:`FLGPClassifier`, the Laplace
-and low-rank Gaussian inference they use, and the RBF baselines."""
+"""Estimators and inference: :class:`FLGPRegressor`, :class:`FLGPClassifier`, the
+expectation-propagation, Laplace and low-rank Gaussian inference they use, the RBF
+baselines, and :class:`MultinomialProbitLikelihood` for users' own GPyTorch models."""
 
 from .classifier import FLGPClassifier
+from .likelihoods import MultinomialProbitLikelihood
 from .regressor import FLGPRegressor
 
-__all__ = ["FLGPClassifier", "FLGPRegressor"]
+__all__ = ["FLGPClassifier", "FLGPRegressor", "MultinomialProbitLikelihood"]

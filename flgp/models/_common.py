@@ -188,6 +188,32 @@ def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int 
     return float(np.exp(grid[k])), float(vals[k])
 
 
+def parabolic_refine(fun, grid: np.ndarray, vals: np.ndarray, k: int, steps: int = 2):
+    """Refine the minimum of ``fun`` near ``grid[k]`` (the best of the evaluated ``vals``)
+    by successive parabolic interpolation: the vertex of the parabola through the best
+    point and its two grid neighbours, then through the best three points seen, each
+    vertex clipped to the neighbours' interval. Returns the best abscissa seen."""
+    n = grid.size
+    if n < 3 or not np.isfinite(vals[k]):
+        return float(grid[k])
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, n - 1)]
+    idx = [max(min(k, n - 2), 1) + j for j in (-1, 0, 1)]
+    pts = [(float(grid[i]), float(vals[i])) for i in idx]
+    for _ in range(steps):
+        pts = sorted(pts, key=lambda p: p[1])[:3]
+        (x0, f0), (x1, f1), (x2, f2) = pts
+        den = (x1 - x0) * (f1 - f2) - (x1 - x2) * (f1 - f0)
+        if not np.isfinite(den) or abs(den) < 1e-300:
+            break
+        x = x1 - 0.5 * ((x1 - x0) ** 2 * (f1 - f2) - (x1 - x2) ** 2 * (f1 - f0)) / den
+        x = float(np.clip(x, lo, hi))
+        if any(abs(x - p[0]) < 1e-6 for p in pts):
+            break
+        fx = float(fun(x))
+        pts.append((x, fx if np.isfinite(fx) else np.inf))
+    return min(pts + [(float(grid[k]), float(vals[k]))], key=lambda p: p[1])[0]
+
+
 def spectral_weights(eigenpairs, t) -> np.ndarray:
     """Heat-kernel weights ``c exp(-t λ)`` (shape ``t.shape + (M,)``), with every weight
     below ``1e-16`` times the largest set to 0: below float64 resolution of the constant

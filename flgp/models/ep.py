@@ -1,0 +1,558 @@
+r"""Expectation propagation for probit Gaussian-process classification in a feature space.
+
+The latent function at the labelled points is ``f = Φ z`` with ``z ~ N(0, I_d)``: for the
+heat kernel ``Φ = √A · V_lab · diag(√(c e^{-tλ}))`` (``A`` the amplitude, ``d`` the number
+of modes kept), so every posterior is a ``d``-dimensional Gaussian and costs
+``O(m d² + d³)`` per class and sweep, whatever the number of points in the cloud.
+
+* Binary: the probit likelihood ``p(y | f) = Φ(y f)`` (GPyTorch's ``BernoulliLikelihood``),
+  EP with parallel damped site updates (Rasmussen & Williams 2006, Alg. 3.5-3.6, in weight
+  space).
+* Multi-class: the multinomial probit ``p(y | f) = P(argmax_c (f_c + ε_c) = y)`` with
+  ``ε ~ N(0, I)`` and independent class latents, by *nested* EP (Riihimäki, Jylänki &
+  Vehtari 2013, JMLR 14): the likelihood is written as
+  ``∫ N(u; 0, 1) Π_{j≠y} Φ(u + f_y - f_j) du`` and each tilted distribution is
+  approximated by an inner EP over the ``C - 1`` probit factors. The outer site of point
+  ``i`` then has precision ``D_i - d_i d_iᵀ / s_i`` (``D_i = diag(d_i)``,
+  ``d_iy = 1``, ``d_ij`` the inner site precisions, ``s_i = Σ_c d_ic``), which keeps every
+  between-class dependence of the posterior while the algebra stays that of ``C``
+  independent GPs plus one ``m × m`` correction (the structure of GPML's Algorithm 3.3).
+  With two classes it reduces exactly to binary probit EP.
+
+Both return the EP approximation of the log marginal likelihood and of the leave-one-out
+predictive log probability ``Σ_i log Ẑ_i`` (the tilted normalisers under the cavities).
+
+Predictions for ``C ≥ 3`` need ``P(argmax(f + ε) = c)`` under a correlated Gaussian
+``f``: a ``(C - 1)``-dimensional orthant probability, approximated by EP as well
+(:func:`orthant_log_probability`; Cunningham, Hennig & Lacoste-Julien 2011 find EP highly
+accurate for such Gaussian probabilities), over the ``top_k`` classes with the largest
+latent means; each remaining class gets the probability of beating the leading class
+alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from scipy.optimize import minimize_scalar
+from scipy.special import log_ndtr, ndtr
+
+__all__ = ["probit_moments", "ProbitEPState", "ep_probit", "probit_latent",
+           "probit_probabilities", "probit_loo", "MultinomialEPState",
+           "ep_multinomial_probit", "multinomial_loo", "fit_predictive_scale",
+           "multinomial_latent", "multinomial_predictor", "multinomial_predict",
+           "orthant_log_probability"]
+
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+_TINY = 1e-300
+
+
+def _inv_mills(z: np.ndarray, log_cdf: np.ndarray) -> np.ndarray:
+    """``φ(z) / Φ(z)``, stable for very negative ``z``."""
+    return np.exp(-0.5 * z * z - _LOG_SQRT_2PI - log_cdf)
+
+
+def probit_moments(mean: np.ndarray, var: np.ndarray, noise: float = 1.0):
+    """``log Z``, mean and variance of ``Φ(x / √noise) N(x; mean, var) / Z``.
+
+    ``noise = 1`` is the probit factor ``Φ(x)``; ``noise = 0`` the step ``[x ≥ 0]``."""
+    s = np.sqrt(noise + var)
+    z = mean / s
+    log_z = log_ndtr(z)
+    lam = _inv_mills(z, log_z)
+    new_mean = mean + var * lam / s
+    new_var = var - var * var * lam * (z + lam) / (noise + var)
+    return log_z, new_mean, np.maximum(new_var, 1e-300)
+
+
+def _chol(A: np.ndarray) -> np.ndarray:
+    L, info = scipy.linalg.lapack.dpotrf(A, lower=1, clean=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"Cholesky factorisation failed in EP (LAPACK info "
+                                    f"{info}): a site update left the posterior "
+                                    f"precision indefinite.")
+    return L
+
+
+def _tri_solve(L, B, trans=0):
+    """``L⁻¹ B`` (``trans=1``: ``L⁻ᵀ B``) for lower-triangular ``L``, through LAPACK
+    ``trtrs`` directly: EP makes thousands of such calls on small matrices, where scipy's
+    argument checking costs as much as the solve."""
+    X, info = scipy.linalg.lapack.dtrtrs(L, B, lower=1, trans=trans)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular triangular factor in EP (LAPACK info {info}).")
+    return X
+
+
+def _converged(old: tuple, new: tuple, tol: float) -> bool:
+    tau0, nu0 = old
+    tau1, nu1 = new
+    d_tau = np.max(np.abs(tau1 - tau0) / (1.0 + np.abs(tau0)), initial=0.0)
+    d_nu = np.max(np.abs(nu1 - nu0) / (1.0 + np.abs(nu0)), initial=0.0)
+    return max(d_tau, d_nu) < tol
+
+
+# -- binary probit ----------------------------------------------------------------------------
+@dataclass
+class ProbitEPState:
+    tau: np.ndarray        # (m,) site precisions
+    nu: np.ndarray         # (m,) site natural means
+    chol: np.ndarray       # (d, d) lower Cholesky factor of I + Φᵀ diag(τ) Φ
+    mean_z: np.ndarray     # (d,) posterior mean of the weights
+    log_evidence: float
+    log_loo: float         # Σ_i log Ẑ_i: EP's leave-one-out predictive log probability
+    n_sweeps: int
+    phi: np.ndarray        # (m, d) the labelled features
+    y: np.ndarray          # (m,) the labels in {-1, +1}
+
+
+def _probit_posterior(Phi, tau, nu):
+    d = Phi.shape[1]
+    L = _chol(np.eye(d) + (Phi * tau[:, None]).T @ Phi)
+    mean_z = scipy.linalg.cho_solve((L, True), Phi.T @ nu, check_finite=False)
+    W = _tri_solve(L, Phi.T)                       # L⁻¹ Φᵀ, (d, m)
+    return L, mean_z, Phi @ mean_z, np.einsum("ij,ij->j", W, W)
+
+
+def ep_probit(Phi: np.ndarray, y: np.ndarray, *, init: ProbitEPState | None = None,
+              damping: float = 0.7, tol: float = 1e-5, max_sweeps: int = 200) -> ProbitEPState:
+    """Binary probit EP. ``Phi`` (m, d): features of the labelled points (``f = Φ z``,
+    ``z ~ N(0, I)``); ``y`` in ``{-1, +1}``. ``init`` warm-starts from another state's sites
+    (e.g. a neighbouring diffusion time); the fixed point does not depend on it."""
+    m = Phi.shape[0]
+    y = np.asarray(y, dtype=np.float64)
+    tau = np.zeros(m) if init is None else init.tau.copy()
+    nu = np.zeros(m) if init is None else init.nu.copy()
+    L, mean_z, mu, var = _probit_posterior(Phi, tau, nu)
+    sweep = 0
+    for sweep in range(1, max_sweeps + 1):
+        tau_c = 1.0 / var - tau
+        ok = tau_c > 0
+        v_c = 1.0 / np.where(ok, tau_c, 1.0)
+        m_c = (mu / var - nu) * v_c
+        _, m_h, v_h = probit_moments(y * m_c, v_c)
+        m_h *= y
+        tau_new = np.where(ok, np.maximum(1.0 / v_h - tau_c, 0.0), tau)
+        nu_new = np.where(ok, m_h / v_h - (mu / var - nu), nu)
+        tau_new = (1 - damping) * tau + damping * tau_new
+        nu_new = (1 - damping) * nu + damping * nu_new
+        done = _converged((tau, nu), (tau_new, nu_new), tol)
+        tau, nu = tau_new, nu_new
+        L, mean_z, mu, var = _probit_posterior(Phi, tau, nu)
+        if done:
+            break
+    # evidence at the fixed point (R&W eq. 3.65 in natural parameters, stable for τ → 0)
+    tau_c = np.maximum(1.0 / var - tau, 1e-300)
+    nu_c = mu / var - nu
+    log_z, _, _ = probit_moments(y * nu_c / tau_c, 1.0 / tau_c)
+    log_ev = (log_z.sum() + 0.5 * np.log1p(tau / tau_c).sum() - np.log(np.diag(L)).sum()
+              + 0.5 * nu @ mu + 0.5 * np.sum(nu_c * (tau / tau_c * nu_c - 2 * nu) / (tau_c + tau))
+              - 0.5 * np.sum(nu * nu / (tau_c + tau)))
+    return ProbitEPState(tau=tau, nu=nu, chol=L, mean_z=mean_z, log_evidence=float(log_ev),
+                         log_loo=float(log_z.sum()), n_sweeps=sweep, phi=Phi, y=y)
+
+
+def probit_latent(state: ProbitEPState, Phi_new: np.ndarray):
+    """Latent posterior mean and variance at points with features ``Phi_new`` (n, d)."""
+    mean = Phi_new @ state.mean_z
+    W = _tri_solve(state.chol, Phi_new.T)
+    return mean, np.einsum("ij,ij->j", W, W)
+
+
+def probit_probabilities(mean: np.ndarray, var: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """``P(y = +1) = ∫ Φ(f) N(f; mean, var) df = Φ(mean / √(1 + var))``; ``scale`` divides
+    the predictive spread (:func:`fit_predictive_scale`)."""
+    return ndtr(scale * mean / np.sqrt(1.0 + var))
+
+
+def probit_loo(state: ProbitEPState):
+    """Leave-one-out predictive of each labelled point from EP's cavities: returns ``(a,
+    b)`` with ``log P(y_i | y_-i) = log Φ(κ a_i / b_i)`` at predictive scale ``κ``."""
+    mean, var = probit_latent(state, state.phi)
+    tau_c = np.maximum(1.0 / var - state.tau, 1e-300)
+    m_c = (mean / var - state.nu) / tau_c
+    return state.y * m_c, np.sqrt(1.0 + 1.0 / tau_c)
+
+
+# -- multinomial probit (nested EP) -----------------------------------------------------------
+@dataclass
+class MultinomialEPState:
+    tau: np.ndarray        # (m, C-1) inner site precisions (classes other than the label)
+    nu: np.ndarray         # (m, C-1) inner site natural means
+    others: np.ndarray     # (m, C-1) the class of each inner site
+    chol_p: np.ndarray     # (C, d, d) Cholesky factors of P_c = I + Φᵀ diag(d_c) Φ
+    chol_m: np.ndarray     # (m, m) Cholesky factor of M = I - Σ_c r_c r_cᵀ ∘ Φ P_c⁻¹ Φᵀ
+    r: np.ndarray          # (m, C) r_c = d_c / √s: the correction's weights
+    phi: np.ndarray        # (m, d) the labelled features
+    mean_z: np.ndarray     # (d, C) posterior mean of the weights
+    log_evidence: float
+    log_loo: float
+    n_sweeps: int
+
+    @property
+    def n_classes(self) -> int:
+        return self.mean_z.shape[1]
+
+
+def _positive_definite(A: np.ndarray) -> np.ndarray:
+    """Which matrices of the stack ``A`` (N, k, k) are positive definite."""
+    try:
+        np.linalg.cholesky(A)
+        return np.ones(A.shape[0], dtype=bool)
+    except np.linalg.LinAlgError:
+        return np.all(np.linalg.eigvalsh(A) > 0, axis=1)
+
+
+def _differences(y: np.ndarray, C: int):
+    """Classes other than each label, and the (m, C-1, C) matrices of rows ``e_y - e_j``."""
+    m = y.shape[0]
+    others = np.array([np.delete(np.arange(C), k) for k in y]).reshape(m, C - 1)
+    D = np.zeros((m, C - 1, C))
+    rows = np.arange(m)[:, None]
+    D[rows, np.arange(C - 1)[None, :], y[:, None]] = 1.0
+    D[rows, np.arange(C - 1)[None, :], others] = -1.0
+    return others, D
+
+
+def _outer_sites(tau, nu, y, others, C):
+    """Outer site ``(d, s, h)``: precision ``diag(d) - d dᵀ / s`` and natural mean ``h`` of
+    the inner sites with the auxiliary ``u`` integrated out."""
+    m = y.shape[0]
+    rows = np.arange(m)[:, None]
+    d = np.ones((m, C))
+    d[rows, others] = tau
+    s = 1.0 + tau.sum(1)
+    nu_full = np.zeros((m, C))
+    nu_full[rows, others] = nu
+    h = d * (nu.sum(1) / s)[:, None] - nu_full
+    return d, s, h
+
+
+def _cavities(mu, cov, d, s, h, Dm):
+    """Cavity (leave-one-out) distributions of the labelled latents: from the posterior
+    marginals ``N(mu_i, cov_i)`` remove each outer site; also the inner EP's prior of
+    ``x_j = f_y - f_j + u``, ``u ~ N(0, 1)``."""
+    C = mu.shape[1]
+    lam = np.linalg.inv(cov)
+    eta = np.einsum("mij,mj->mi", lam, mu)
+    T = d[:, :, None] * np.eye(C) - d[:, :, None] * d[:, None, :] / s[:, None, None]
+    lam_c = lam - T
+    S_c = np.linalg.inv(lam_c)
+    m_c = np.einsum("mij,mj->mi", S_c, eta - h)
+    mean_in = np.einsum("mkc,mc->mk", Dm, m_c)
+    K_in = np.einsum("mkc,mcd,mld->mkl", Dm, S_c, Dm) + 1.0
+    return lam, mu, lam_c, m_c, mean_in, K_in
+
+
+def _gaussian_ep_posterior(K, mean0, tau, nu):
+    """Batched Gaussian posterior of ``N(mean0, K)`` times sites ``exp(-τx²/2 + νx)``:
+    shapes (N, k, k), (N, k), (N, k), (N, k)."""
+    k = K.shape[1]
+    sw = np.sqrt(tau)
+    L = np.linalg.cholesky(np.eye(k) + sw[:, :, None] * K * sw[:, None, :])
+    V = np.linalg.solve(L, sw[:, :, None] * K)
+    S = K - np.einsum("nij,nik->njk", V, V)
+    b = sw * (np.einsum("nij,nj->ni", K, nu) + mean0)
+    c = np.linalg.solve(np.swapaxes(L, 1, 2), np.linalg.solve(L, b[..., None]))[..., 0]
+    mean = mean0 + np.einsum("nij,nj->ni", K, nu - sw * c)
+    return mean, S
+
+
+def _gaussian_ep_sweeps(K, mean0, tau, nu, noise, sweeps, damping=1.0):
+    """Parallel EP sweeps for the factors ``Φ(x_j / √noise)`` (all ``x_j ≥ 0`` when
+    ``noise = 0``) under the prior ``N(mean0, K)``, batched."""
+    for _ in range(sweeps):
+        mean, S = _gaussian_ep_posterior(K, mean0, tau, nu)
+        var = np.einsum("nii->ni", S)
+        tau_c = 1.0 / var - tau
+        ok = tau_c > 0
+        v_c = 1.0 / np.where(ok, tau_c, 1.0)
+        nu_c = mean / var - nu
+        _, m_h, v_h = probit_moments(nu_c * v_c, v_c, noise)
+        tau_new = np.where(ok, np.maximum(1.0 / v_h - tau_c, 0.0), tau)
+        nu_new = np.where(ok, m_h / v_h - nu_c, nu)
+        tau = (1 - damping) * tau + damping * tau_new
+        nu = (1 - damping) * nu + damping * nu_new
+    return tau, nu
+
+
+def _gaussian_ep_log_z(K, mean0, tau, nu, noise):
+    """EP's ``log ∫ N(x; mean0, K) Π_j Φ(x_j / √noise) dx`` at the sites ``(τ, ν)``."""
+    mean, S = _gaussian_ep_posterior(K, mean0, tau, nu)
+    var = np.einsum("nii->ni", S)
+    tau_c = np.maximum(1.0 / var - tau, 1e-300)
+    v_c = 1.0 / tau_c
+    m_c = (mean / var - nu) * v_c
+    log_z, _, _ = probit_moments(m_c, v_c, noise)
+
+    def psi1(m_, v_):
+        return 0.5 * m_ * m_ / v_ + 0.5 * np.log(v_)
+
+    out = (log_z - psi1(mean, var) + psi1(m_c, v_c)).sum(1)
+    L0 = np.linalg.cholesky(K)
+    a0 = np.linalg.solve(L0, mean0[..., None])[..., 0]
+    L1 = np.linalg.cholesky(S)
+    a1 = np.linalg.solve(L1, mean[..., None])[..., 0]
+    out += (0.5 * (a1 * a1).sum(1) - 0.5 * (a0 * a0).sum(1)
+            + np.log(np.einsum("nii->ni", L1)).sum(1) - np.log(np.einsum("nii->ni", L0)).sum(1))
+    return out
+
+
+def _multinomial_posterior(Phi, d, s, h):
+    """Posterior of the weights ``Z`` (d × C) under the outer sites: per-class factors, the
+    ``m × m`` correction, the weight means and the labelled marginals (means (m, C),
+    covariances (m, C, C)).
+
+    The joint precision is ``blockdiag_c(P_c) - U Uᵀ`` with ``P_c = I + Φᵀ diag(d_c) Φ``
+    and ``U`` the stacked ``Φᵀ diag(r_c)``, ``r_c = d_c / √s``; by Woodbury its inverse is
+    ``P⁻¹ + P⁻¹ U M⁻¹ Uᵀ P⁻¹`` with the ``m × m`` matrix ``M = I - Σ_c diag(r_c) Φ P_c⁻¹ Φᵀ
+    diag(r_c)``."""
+    m, dim = Phi.shape
+    C = d.shape[1]
+    r = d / np.sqrt(s)[:, None]
+    chol_p = np.empty((C, dim, dim))
+    W = np.empty((C, dim, m))                      # L_c⁻¹ Φᵀ
+    for c in range(C):
+        chol_p[c] = _chol(np.eye(dim) + (Phi * d[:, c, None]).T @ Phi)
+        W[c] = _tri_solve(chol_p[c], Phi.T)
+    G = np.matmul(np.swapaxes(W, 1, 2), W)         # Φ P_c⁻¹ Φᵀ, (C, m, m)
+    rT = r.T
+    chol_m = _chol(np.eye(m) - (rT[:, :, None] * G * rT[:, None, :]).sum(0))
+    zeta = np.stack([_tri_solve(chol_p[c], W[c] @ h[:, c], trans=1) for c in range(C)], 1)
+    w = scipy.linalg.cho_solve((chol_m, True), (r * (Phi @ zeta)).sum(1), check_finite=False)
+    # H_c = L_M⁻¹ diag(r_c) G_c: the correction's factor at the labelled points
+    H = np.stack([_tri_solve(chol_m, rT[c, :, None] * G[c]) for c in range(C)])
+    mean_z = zeta + np.stack([_tri_solve(chol_p[c], W[c] @ (r[:, c] * w), trans=1)
+                              for c in range(C)], 1)
+    Ht = np.ascontiguousarray(np.transpose(H, (2, 0, 1)))   # (m_i, C, m_l)
+    cov = np.matmul(Ht, np.swapaxes(Ht, 1, 2))
+    cov[:, np.arange(C), np.arange(C)] += np.einsum("cii->ic", G)
+    return chol_p, chol_m, r, mean_z, Phi @ mean_z, cov
+
+
+def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
+                          init: MultinomialEPState | None = None, damping: float = 0.7,
+                          inner_sweeps: int = 2, tol: float = 1e-5,
+                          max_sweeps: int = 200) -> MultinomialEPState:
+    """Nested EP for the multinomial probit; ``y`` holds class codes ``0 .. C-1``."""
+    C = int(n_classes)
+    y = np.asarray(y, dtype=np.int64)
+    m = y.shape[0]
+    others, Dm = _differences(y, C)
+    tau = np.zeros((m, C - 1)) if init is None else init.tau.copy()
+    nu = np.zeros((m, C - 1)) if init is None else init.nu.copy()
+
+    def cavities(post, d, s, h):
+        return _cavities(post[4], post[5], d, s, h, Dm)
+
+    d, s, h = _outer_sites(tau, nu, y, others, C)
+    post = _multinomial_posterior(Phi, d, s, h)
+    sweep = 0
+    for sweep in range(1, max_sweeps + 1):
+        _, _, lam_c, _, mean_in, K_in = cavities(post, d, s, h)
+        # a site whose cavity is not a proper Gaussian keeps its parameters
+        ok = _positive_definite(lam_c)
+        tau_new, nu_new = _gaussian_ep_sweeps(K_in[ok], mean_in[ok], tau[ok], nu[ok], 1.0,
+                                              inner_sweeps)
+        tau_next, nu_next = tau.copy(), nu.copy()
+        tau_next[ok] = (1 - damping) * tau[ok] + damping * tau_new
+        nu_next[ok] = (1 - damping) * nu[ok] + damping * nu_new
+        done = _converged((tau, nu), (tau_next, nu_next), tol)
+        tau, nu = tau_next, nu_next
+        d, s, h = _outer_sites(tau, nu, y, others, C)
+        post = _multinomial_posterior(Phi, d, s, h)
+        if done:
+            break
+    chol_p, chol_m, r, mean_z, _, _ = post
+    lam, mu, lam_c, m_c, mean_in, K_in = cavities(post, d, s, h)
+    log_z = _gaussian_ep_log_z(K_in, mean_in, tau, nu, 1.0)
+
+    def psi(mean, lam_):
+        return (0.5 * np.einsum("mi,mij,mj->m", mean, lam_, mean)
+                - 0.5 * np.linalg.slogdet(lam_)[1])
+
+    eta_z = Phi.T @ h
+    log_ev = (np.sum(log_z - psi(mu, lam) + psi(m_c, lam_c))
+              + 0.5 * np.sum(eta_z * mean_z)
+              - np.log(np.einsum("cii->ci", chol_p)).sum() - np.log(np.diag(chol_m)).sum())
+    return MultinomialEPState(tau=tau, nu=nu, others=others, chol_p=chol_p, chol_m=chol_m,
+                              r=r, phi=Phi, mean_z=mean_z, log_evidence=float(log_ev),
+                              log_loo=float(log_z.sum()), n_sweeps=sweep)
+
+
+def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
+    """Leave-one-out predictive of each labelled point from nested EP's cavities: returns
+    ``(a, S)``, (m, C-1) and (m, C-1, C-1), with ``P(y_i | y_-i)`` the probability that
+    ``N(κ a_i, S_i)`` lies in the positive orthant at predictive scale ``κ`` (``a_i``: the
+    cavity means of ``f_y - f_j``, ``S_i`` the covariance of ``g_y - g_j``)."""
+    C = state.n_classes
+    y = np.asarray(y, dtype=np.int64)
+    d, s, h = _outer_sites(state.tau, state.nu, y, state.others, C)
+    post = _multinomial_posterior(state.phi, d, s, h)
+    _, Dm = _differences(y, C)
+    *_, mean_in, K_in = _cavities(post[4], post[5], d, s, h, Dm)
+    return mean_in, K_in + np.eye(C - 1)
+
+
+def fit_predictive_scale(loo_terms, weights=None, prior_sd: float = np.log(2.0),
+                         bounds=(0.1, 10.0)) -> float:
+    """The predictive scale ``κ`` by leave-one-out: the mode of
+    ``Σ_i log Σ_k w_k P_ik(y_i | y_-i; κ) - (log κ)² / (2 prior_sd²)``.
+
+    ``κ`` divides the spread of every predictive distribution (the latent's posterior
+    spread and the probit noise together), so ``κ > 1`` makes the probabilities more
+    confident and ``κ = 1`` leaves the model as it is; the log-normal prior (median 1)
+    keeps ``κ`` near 1 unless the held-out labels say otherwise. ``loo_terms``: per
+    mixture component the output of :func:`probit_loo` or :func:`multinomial_loo`;
+    ``weights`` the components' weights."""
+    weights = np.ones(len(loo_terms)) / len(loo_terms) if weights is None else weights
+    log_w = np.log(np.asarray(weights, dtype=np.float64))
+
+    def objective(log_k):
+        k = np.exp(log_k)
+        parts = []
+        for (a, b), lw in zip(loo_terms, log_w):
+            lp = (log_ndtr(k * a / b) if np.ndim(b) == 1
+                  else orthant_log_probability(k * a, b))
+            parts.append(lw + lp)
+        total = np.logaddexp.reduce(np.stack(parts), axis=0).sum()
+        return -total + 0.5 * (log_k / prior_sd) ** 2
+
+    res = minimize_scalar(objective, bounds=np.log(bounds), method="bounded",
+                          options={"xatol": 1e-3})
+    return float(np.exp(res.x))
+
+
+def multinomial_latent(state: MultinomialEPState, Phi_new: np.ndarray):
+    """Latent means ``(n, C)`` and the full between-class covariances ``(n, C, C)`` at points
+    with features ``Phi_new``: ``Cov(f_c, f_k) = δ_ck φᵀ P_c⁻¹ φ + h_c · h_k`` with
+    ``h_c = L_M⁻¹ diag(r_c) Φ P_c⁻¹ φ``."""
+    C = state.n_classes
+    mean = Phi_new @ state.mean_z
+    n = Phi_new.shape[0]
+    H = np.empty((n, C, state.phi.shape[0]))
+    q = np.empty((n, C))
+    for c in range(C):
+        W = _tri_solve(state.chol_p[c], Phi_new.T)                     # L_c⁻¹ φ
+        q[:, c] = np.einsum("ij,ij->j", W, W)
+        Wl = _tri_solve(state.chol_p[c], state.phi.T)                  # L_c⁻¹ Φᵀ
+        H[:, c] = _tri_solve(state.chol_m, state.r[:, c, None] * (Wl.T @ W)).T
+    cov = np.matmul(H, np.swapaxes(H, 1, 2))
+    cov[:, np.arange(C), np.arange(C)] += q
+    return mean, cov
+
+
+def orthant_log_probability(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """``log P(x ≥ 0)`` for ``x ~ N(mean, cov)``, batched over the first axis ((N, k),
+    (N, k, k)), by assumed-density filtering: the factors ``[x_j ≥ 0]`` are included one at
+    a time, each time moment-matching the truncated Gaussian (one forward pass of EP; exact
+    for ``k = 1``). On random correlated problems with ``k = 3`` its error is at the level of
+    a 20,000-sample Monte-Carlo estimate (mean absolute error 0.003)."""
+    mean = np.array(mean, dtype=np.float64)
+    cov = np.array(cov, dtype=np.float64)
+    log_p = np.zeros(mean.shape[0])
+    for j in range(mean.shape[1]):
+        v = np.maximum(cov[:, j, j], _TINY)
+        sd = np.sqrt(v)
+        z = mean[:, j] / sd
+        lz = log_ndtr(z)
+        log_p += lz
+        lam = _inv_mills(z, lz)
+        col = cov[:, :, j].copy()
+        mean += col * (lam / sd)[:, None]
+        cov -= (lam * (z + lam) / v)[:, None, None] * col[:, :, None] * col[:, None, :]
+    return log_p
+
+
+def multinomial_predictor(state: MultinomialEPState):
+    """What :func:`multinomial_predict` needs from a state, computed once: per class the
+    ``(d + m) × d`` matrix ``[L_c⁻¹; R_c]`` with ``R_c = L_M⁻¹ diag(r_c) Φ P_c⁻¹``, so
+    that ``Var f_c(x) = |L_c⁻¹ φ|² + |R_c φ|²`` and ``Cov(f_c, f_k)(x) = (R_c φ) · (R_k φ)``
+    for ``c ≠ k``. Stored in float32: the predictions' products run in single precision
+    (relative error ~1e-6 in the variances)."""
+    C = state.n_classes
+    dim = state.phi.shape[1]
+    m = state.phi.shape[0]
+    maps = np.empty((C, dim + m, dim), dtype=np.float32)
+    for c in range(C):
+        Linv = _tri_solve(state.chol_p[c], np.eye(dim))                # L_c⁻¹
+        maps[c, :dim] = Linv
+        maps[c, dim:] = _tri_solve(state.chol_m,
+                                   state.r[:, c, None] * (state.phi @ (Linv.T @ Linv)))
+    return maps
+
+
+# rows of new points handled at once by multinomial_predict (its float32 work arrays hold
+# about chunk * C * (d + m) numbers: 64 MB at C = 10, d = m = 100)
+_PREDICT_CHUNK = 8192
+
+
+def multinomial_predict(state: MultinomialEPState, Phi_new: np.ndarray, predictor=None,
+                        top_k: int = 3, moments: bool = False, scale: float = 1.0):
+    """Class probabilities ``P(argmax_c(f_c + ε_c) = c)`` at points with features
+    ``Phi_new``; with ``moments=True`` also the latent means and variances ``(n, C)``.
+
+    With ``g = f + ε`` a class wins with probability ``P(g_c - g_j ≥ 0 ∀ j)``, a Gaussian
+    orthant probability (:func:`orthant_log_probability`) under the posterior's full
+    between-class covariance. The competitors are the ``top_k`` classes with the largest
+    latent means: each of them is weighed against the other ``top_k - 1``, every other
+    class against all ``top_k`` (classes that trail the leaders hardly change either),
+    and the result is normalised to sum to one. ``predictor``:
+    :func:`multinomial_predictor` of the state (computed when None)."""
+    maps = multinomial_predictor(state) if predictor is None else predictor
+    C = state.n_classes
+    n, dim = Phi_new.shape
+    k = min(int(top_k), C)
+    mean = Phi_new @ state.mean_z
+    proba = np.empty((n, C))
+    var = np.empty((n, C))
+    flat = maps.reshape(C * maps.shape[1], dim)
+    for start in range(0, n, _PREDICT_CHUNK):
+        sl = slice(start, min(start + _PREDICT_CHUNK, n))
+        G = (np.ascontiguousarray(Phi_new[sl], dtype=np.float32) @ flat.T).reshape(
+            -1, C, maps.shape[1])
+        var[sl] = np.einsum("ncj,ncj->nc", G, G, dtype=np.float64)
+        proba[sl] = _argmax_probabilities(mean[sl], var[sl], G[:, :, dim:], k, scale)
+    return (proba, mean, var) if moments else proba
+
+
+def _argmax_probabilities(mean, var, H, k, scale=1.0):
+    """:func:`multinomial_predict` for one chunk: latent means and variances (n, C), the
+    vectors ``h_c = R_c φ`` (n, C, m), ``k`` competing classes."""
+    n, C = mean.shape
+    rows = np.arange(n)[:, None]
+    top = np.argsort(-mean, axis=1, kind="stable")[:, :k]
+    # Cov(g_c, g_j) for every class c and competitor j (+ the noise ε on the diagonal)
+    cov = np.matmul(H, np.swapaxes(H[rows, top], 1, 2)).astype(np.float64)   # (n, C, k)
+    is_top = np.zeros((n, C), dtype=bool)
+    np.put_along_axis(is_top, top, True, 1)
+    cov_top = cov[rows, top]                                                 # (n, k, k)
+    cov_top[:, np.arange(k), np.arange(k)] = np.take_along_axis(var, top, 1) + 1.0
+    mean_top = np.take_along_axis(mean, top, 1)
+    if scale != 1.0:
+        mean, mean_top = mean * scale, mean_top * scale
+    out = np.empty((n, C))
+    # a leader against the other leaders
+    for c in range(k):
+        oth = [j for j in range(k) if j != c]
+        if not oth:
+            np.put_along_axis(out, top[:, [c]], 1.0, 1)
+            continue
+        m_d = mean_top[:, [c]] - mean_top[:, oth]
+        S_d = (cov_top[:, c, c][:, None, None] - cov_top[:, c, oth][:, :, None]
+               - cov_top[:, c, oth][:, None, :] + cov_top[:, oth][:, :, oth])
+        np.put_along_axis(out, top[:, [c]],
+                          np.exp(orthant_log_probability(m_d, S_d))[:, None], 1)
+    # every other class against all the leaders
+    for c in range(C):
+        at = np.flatnonzero(~is_top[:, c])
+        if at.size == 0:
+            continue
+        v_c = var[at, c] + 1.0
+        cv = cov[at, c]                                                      # (a, k)
+        m_d = mean[at, c][:, None] - mean_top[at]
+        S_d = v_c[:, None, None] - cv[:, :, None] - cv[:, None, :] + cov_top[at]
+        out[at, c] = np.exp(orthant_log_probability(m_d, S_d))
+    return out / out.sum(axis=1, keepdims=True)
