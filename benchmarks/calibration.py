@@ -1,5 +1,6 @@
 """Are the classifiers' probabilities right? Error, ECE, NLL and Brier score of
-``FLGPClassifier`` (EP, the default; and the earlier Laplace model) beside scikit-learn's
+``FLGPClassifier`` (EP with the leave-one-out predictive scale, the default; EP without it;
+the earlier Laplace model) beside scikit-learn's
 ``LabelSpreading`` and ``LabelPropagation`` on the same draws.
 
 Metrics on the unlabelled points of each draw:
@@ -142,8 +143,8 @@ def methods_for(name):
             for k in "SL" for s in "R" for inf in ("ep", "laplace")}
     out = {
         "FLGP (EP)": lambda seed=0: FLGPClassifier(random_state=seed),
-        "FLGP (EP, MAP t)": lambda seed=0: FLGPClassifier(random_state=seed,
-                                                         average_diffusion_time=False),
+        "FLGP (EP, no LOO scale)": lambda seed=0: FLGPClassifier(random_state=seed,
+                                                                calibration=None),
         "FLGP (Laplace)": lambda seed=0: FLGPClassifier(random_state=seed,
                                                        inference="laplace"),
         "LabelSpreading": lambda seed=0: LabelSpreading(kernel="knn", n_neighbors=10,

@@ -280,7 +280,7 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
     yy, lab = _semi_labels(y, 12, 4)   # few labels: a flat evidence, several t in the mix
     kw = dict(subsample="random", n_induced=120, random_state=0,  # LAE: no bandwidth grid
               inference=inference, calibration=None)  # a refit's own LOO scale differs
-    clf = FLGPClassifier(**kw).fit(X, yy)
+    clf = FLGPClassifier(average_diffusion_time=True, **kw).fit(X, yy)
     mix = clf.diffusion_time_weights_
     assert mix.shape[0] >= 2 and np.isclose(mix[:, 1].sum(), 1.0)
     assert mix[0, 0] == clf.diffusion_time_
@@ -291,6 +291,9 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
     map_only = FLGPClassifier(average_diffusion_time=False, **kw).fit(X, yy)
     assert map_only.diffusion_time_weights_ is None
     assert map_only.diffusion_time_ == clf.diffusion_time_
+    # the default: averaging with Laplace (as before), the MAP t with EP
+    default = FLGPClassifier(**kw).fit(X, yy)
+    assert (default.diffusion_time_weights_ is None) == (inference == "ep")
 
 
 def test_rbf_regressor_evidence_is_the_prior_marginal():

@@ -98,8 +98,12 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         paper's algorithm. ``a0 > 1`` pulls ``t`` down by ``(a0 - 1)`` nats per e-fold;
         with few labels that pull can beat the evidence and leave ``t`` at the bottom of
         its range (docs/models.md).
-    average_diffusion_time : bool, default=True
-        Average the class probabilities over the diffusion times of the search grid (12
+    average_diffusion_time : bool or None, default=None
+        None: False with EP, True with Laplace (measured: with EP the average gains
+        nothing in error - LRFLGP on the circles, n = 4800, 50 labels, 6 draws: 28.4%
+        averaged against 28.8% with the MAP ``t``, Laplace 29.4 / 32.2% - and costs
+        calibration on sparse labels: two moons, 20 labels, ECE 0.053 against 0.035).
+        True: average the class probabilities over the diffusion times of the search grid (12
         values log-spaced over the data-driven range), each weighted by its posterior
         probability (evidence times prior), the best grid value replaced by the refined
         MAP ``t``; only the smallest set of grid values holding 99% of the posterior mass
@@ -169,7 +173,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior_power=1.0, average_diffusion_time=True,
+                 diffusion_time_prior_power=1.0, average_diffusion_time=None,
                  multi_class="multinomial", inference="ep", amplitude=1.0,
                  calibration="loo", max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False):
@@ -224,8 +228,9 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                              "classifier's kernel has amplitude 1 (leave amplitude=None).")
         check_int(self.max_iter, "max_iter", low=1)
         check_hyperparameters(self)
-        if not isinstance(self.average_diffusion_time, (bool, np.bool_)):
-            raise TypeError(f"average_diffusion_time must be True or False; got "
+        if self.average_diffusion_time is not None and not isinstance(
+                self.average_diffusion_time, (bool, np.bool_)):
+            raise TypeError(f"average_diffusion_time must be True, False or None; got "
                             f"{self.average_diffusion_time!r}.")
         m = int(labelled.sum())
         if m < 2:
@@ -302,6 +307,13 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def _ep(self):
         return self.inference == "ep"
 
+    @property
+    def _average_t(self):
+        # None: average over t with Laplace (as before 2026-11-25), the MAP t with EP
+        if self.average_diffusion_time is None:
+            return not self._ep
+        return bool(self.average_diffusion_time)
+
     def _laplace(self, K, codes, a0=None, binary=None):
         if binary is None:
             binary = self.classes_.size == 2
@@ -353,7 +365,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=self.max_iter)
         state = self._laplace(self._gram(ep, t, Vm, Vm), codes, binary=binary)
         mixture = None
-        if self.average_diffusion_time and not self._one_vs_rest:
+        if self._average_t and not self._one_vs_rest:
             mixture = diffusion_time_mixture(trace[:_T_GRID], t, state)
         return t, 1.0, state.log_evidence, state, mixture
 
@@ -439,7 +451,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         warm["state"] = trace[k][2]
         state = run(t, amplitude, _EP_TOL)
         mixture = None
-        if self.average_diffusion_time and not self._one_vs_rest:
+        if self._average_t and not self._one_vs_rest:
             mixture = diffusion_time_mixture(trace, t, state)
             # the kept grid values' posteriors to full precision
             mixture = [(tk, wk, st if tk == t else self._ep_state(
