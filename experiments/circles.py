@@ -52,18 +52,30 @@ def main(argv=None):
     ap.add_argument("--repetitions", type=int, default=20)
     ap.add_argument("--glgp-max-n", type=int, default=4800,
                     help="skip GLGP (dense n x n) above this n")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
+                    help="rerun only these methods; with --merge the other methods' rows "
+                         "are kept from the existing runs CSV")
+    ap.add_argument("--merge", action="store_true",
+                    help="replace only the rerun methods' rows in circles_table1_runs.csv")
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    df, models = run_circles(SCENARIOS, METHODS, args.repetitions,
+    df, models = run_circles(SCENARIOS, args.methods, args.repetitions,
                              glgp_max_n=args.glgp_max_n, keep_models=True)
+    runs_csv = os.path.join(args.out, "circles_table1_runs.csv")
+    if args.merge and os.path.exists(runs_csv):
+        import pandas as pd
+
+        old = pd.read_csv(runs_csv)
+        df = pd.concat([old[~old.method.isin(args.methods)], df], ignore_index=True)
     summary = summarise(df)
     print(format_table(summary))
-    df.to_csv(os.path.join(args.out, "circles_table1_runs.csv"), index=False)
+    df.to_csv(runs_csv, index=False)
     summary.to_csv(os.path.join(args.out, "circles_table1.csv"), index=False)
     plot_errors(summary, os.path.join(args.out, "circles_table1.png"))
     X, fitted = models[(4800, 100)]
-    plot_covariances(os.path.join(args.out, "circles_figure4.png"), X, fitted)
+    if set(METHODS) <= set(fitted):
+        plot_covariances(os.path.join(args.out, "circles_figure4.png"), X, fitted)
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def main(argv=None):
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
     for ax, probs, title in [(axes[0], P, "GPyTorch batch GP"), (axes[1], Q, "FLGPClassifier")]:
-        ax.scatter(t[unl], X[unl, 1], c=probs.argmax(1), s=3, cmap="viridis",
+        ax.scatter(t[unl], X[unl, 1], c=probs.argmax(1), s=3, cmap="viridis", rasterized=True,
                    alpha=0.3 + 0.7 * (probs.max(1) - 1 / C) / (1 - 1 / C))
         ax.scatter(t[lab], X[lab, 1], c="red", s=12, marker="x", label="labels")
         ax.set_xlabel("roll parameter")
@@ -136,7 +136,7 @@ def main(argv=None):
         ax.set_title(f"{title}: predicted class (opacity = confidence)")
     axes[0].legend(loc="upper right")
     fig.tight_layout()
-    fig.savefig(os.path.join(args.out, "classify_in_gpytorch.png"), dpi=110)
+    fig.savefig(os.path.join(args.out, "classify_in_gpytorch.png"), dpi=80)
     print(f"wrote {path} and classify_in_gpytorch.png")
 
 
