@@ -48,9 +48,10 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64) 
         raise ValueError(f"{name} has {X.shape[0]} sample(s); at least {min_samples} are "
                          f"required.")
     if not np.isfinite(X).all():
-        bad = int((~np.isfinite(X)).any(axis=1).sum())
-        raise ValueError(f"{name} contains NaN or infinity in {bad} row(s); remove or impute "
-                         f"those rows before fitting.")
+        rows = ~np.isfinite(X).all(axis=1)
+        raise ValueError(f"{name} contains NaN or infinity in {int(rows.sum())} row(s) (first "
+                         f"at row {int(np.argmax(rows))}); remove or impute those rows before "
+                         f"fitting.")
     big = float(np.abs(X).max()) if X.size else 0.0
     if big * np.sqrt(X.shape[1]) > _MAX_COORDINATE:
         raise ValueError(f"{name} has coordinates as large as {big:.3g}: squared distances "

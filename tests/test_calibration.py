@@ -3,7 +3,6 @@ against the under-confidence the Laplace model had, and the GPyTorch multinomial
 likelihood against a direct simulation of its definition."""
 
 import pickle
-import warnings
 
 import gpytorch
 import numpy as np

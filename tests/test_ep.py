@@ -11,8 +11,10 @@ from scipy.special import log_ndtr, logsumexp, ndtr
 from scipy.stats import multivariate_normal
 
 from flgp.models.ep import (_outer_sites, ep_multinomial_probit, ep_probit,
-                            multinomial_latent, multinomial_predict, orthant_log_probability,
-                            probit_latent, probit_probabilities)
+                            multinomial_latent, multinomial_predict,
+                            multinomial_predict_projected, multinomial_projection,
+                            orthant_log_probability, probit_latent, probit_latent_projected,
+                            probit_probabilities, probit_projection)
 
 
 def _features(rng, m, d, scale=1.0):
@@ -229,6 +231,30 @@ def test_multinomial_probabilities_against_monte_carlo_of_the_ep_posterior():
     for P in (full, part):
         assert np.all(np.isfinite(P)) and np.all(P >= 0)
         np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-12)
+
+
+def test_projected_predictions_equal_the_direct_ones():
+    """Predictions from ``φ · projection`` (what FLGP computes on the induced points) equal
+    the direct ones: the binary latent moments from triangular solves, and the multi-class
+    latent means and variances from the dense joint posterior (``multinomial_latent``)."""
+    rng = np.random.default_rng(8)
+    m, d, C = 30, 7, 4
+    Phi = _features(rng, m, d, 3.0)
+    y = np.sign(Phi[:, 0] + 0.2 * rng.normal(size=m))
+    st = ep_probit(Phi, y)
+    Phi_new = _features(rng, 25, d, 3.0)
+    mean, var = probit_latent(st, Phi_new)
+    pm, pv = probit_latent_projected(Phi_new @ probit_projection(st))
+    np.testing.assert_allclose(pm, mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(pv, var, rtol=1e-10)
+    codes = np.argmax(Phi[:, :C] + 0.3 * rng.normal(size=(m, C)), 1)
+    mst = ep_multinomial_probit(Phi, codes, C)
+    mu, Sig = multinomial_latent(mst, Phi_new)
+    proba, mmean, mvar = multinomial_predict_projected(
+        Phi_new @ multinomial_projection(mst), C, d, moments=True)
+    np.testing.assert_allclose(mmean, mu, atol=1e-12)
+    np.testing.assert_allclose(mvar, np.diagonal(Sig, axis1=1, axis2=2), rtol=1e-9)
+    np.testing.assert_allclose(proba, multinomial_predict(mst, Phi_new), atol=1e-12)
 
 
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])

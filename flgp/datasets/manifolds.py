@@ -22,10 +22,30 @@ def make_concentric_circles(n_samples: int = 2400, *, n_circles: int = 6,
     n_circles`` points on each, angles uniform on ``[0, 2π)``; classes alternate by circle
     (circles 1, 3, 5 — radii 0.5, 0.7, 0.9 — are class 1, the others class 0).
 
+    Parameters
+    ----------
+    n_samples : int, default=2400
+        Points in all; the first ``n_samples % n_circles`` circles get one more.
+    n_circles : int, default=6
+    radii : array-like of float, optional
+        The circles' radii (default ``0.5, 0.6, ...``, one per circle).
+    random_state : int, Generator or None
+
     Returns
     -------
     X : ndarray (n_samples, 2)
+        Circle by circle, innermost first.
     y : ndarray (n_samples,) of int, in {0, 1}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp.datasets import make_concentric_circles
+    >>> X, y = make_concentric_circles(600, random_state=0)
+    >>> X.shape, np.bincount(y)
+    ((600, 2), array([300, 300]))
+    >>> print(np.hypot(X[0, 0], X[0, 1]).round(2), y[0])      # the innermost circle
+    0.5 1
     """
     n_circles = check_int(n_circles, "n_circles", low=1)
     n = check_int(n_samples, "n_samples", low=n_circles)
@@ -49,13 +69,30 @@ def make_spiral(n_samples: int = 4000, *, noise: float = 0.0, random_state=None)
     ``θ`` evenly spaced on ``[0, 8π]``, ``x = (θ + 4)^{0.7} (cos θ, sin θ)``,
     ``f = 3 sin(θ/10) + 3 cos(θ/2) + 4 sin(4θ/5)``, ``y = f + noise · N(0, 1)``.
 
+    Parameters
+    ----------
+    n_samples : int, default=4000
+    noise : float, default=0.0
+        Standard deviation of the noise on the targets (0.5 in the paper).
+    random_state : int, Generator or None
+
     Returns
     -------
     X : ndarray (n_samples, 2)
+        In order of ``θ``, along the spiral.
     y : ndarray (n_samples,)
         Noisy targets.
     f : ndarray (n_samples,)
         Noise-free function values.
+
+    Examples
+    --------
+    >>> from flgp.datasets import make_spiral
+    >>> X, y, f = make_spiral(1000, noise=0.5, random_state=0)
+    >>> X.shape, y.shape, f.shape
+    ((1000, 2), (1000,), (1000,))
+    >>> print((y - f).std().round(2))
+    0.49
     """
     n = check_int(n_samples, "n_samples", low=2)
     noise = check_nonnegative(noise, "noise")
@@ -70,6 +107,13 @@ def make_swiss_roll(n_samples: int = 2000, *, noise: float = 0.0, random_state=N
     r"""Swiss roll: ``t ~ U(1.5π, 4.5π)``, ``h ~ U(0, 21)``, ``x = (t cos t, h, t sin t)``.
 
     Returns ``X`` (n, 3) and the roll parameter ``t`` (n,).
+
+    Examples
+    --------
+    >>> from flgp.datasets import make_swiss_roll
+    >>> X, t = make_swiss_roll(1000, random_state=0)
+    >>> X.shape, t.shape
+    ((1000, 3), (1000,))
     """
     n = check_int(n_samples, "n_samples", low=1)
     noise = check_nonnegative(noise, "noise")

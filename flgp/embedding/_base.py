@@ -25,6 +25,7 @@ import scipy.sparse.linalg
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._chunks import is_dask_array, is_zarr_array
 from .._validation import (check_int, check_option, check_points, check_positive,
                            check_random_state)
 from ..backends import BACKENDS, resolve_backend
@@ -104,24 +105,95 @@ class _Spectrum:
     ``extend(X)`` returns ``(phi(X), log_degree(X) or None)``. ``pieces``: the connected
     pieces when the graph falls apart (then ``mu[:n_pieces]`` are the eigenvalue-1 basis
     of :mod:`flgp.embedding._pieces`), else None.
+
+    Dense spectra store ``phi``. FLGP spectra keep the engine's eigenpairs and a
+    :class:`_PhiMap` (eigenvector rows -> ``phi`` rows) and produce ``phi`` in blocks of
+    rows: :meth:`map_phi` (the fitted points), :meth:`map_new` (new points); ``phi`` is
+    then the explicit all-rows path.
     """
 
     def __init__(self, mu, phi, extend, epsilon, affinity=None, eigenpairs=None,
-                 pieces=None):
+                 pieces=None, phi_map=None):
         self.mu = mu
         self.epsilon = epsilon
-        self.phi = phi
+        self._phi = phi
         self._extend = extend
         self.affinity = affinity
         self.eigenpairs = eigenpairs
         self.pieces = pieces
+        self.phi_map = phi_map
 
     @property
     def n_pieces(self) -> int:
         return 1 if self.pieces is None else self.pieces.n_pieces
 
+    @property
+    def blockwise(self) -> bool:
+        """FLGP: ``phi`` comes in blocks of rows from the engine's eigenpairs."""
+        return self.phi_map is not None
+
+    @property
+    def n_samples(self) -> int:
+        return self.eigenpairs.n_samples if self.blockwise else self._phi.shape[0]
+
+    @property
+    def phi(self):
+        """All ``n x m`` rows of ``phi`` (stored, or computed from the eigenpairs)."""
+        if self._phi is None and self.blockwise:
+            return self.map_phi(_phi_only, n_columns=self.mu.shape[0])
+        return self._phi
+
+    def map_phi(self, func, n_columns: int, parallel: bool = False):
+        """``func(phi_rows, None)`` over blocks of the fitted points (numpy, or a lazy dask
+        array for a Dask fit); a dense spectrum applies it to all rows at once."""
+        if not self.blockwise:
+            return func(self._phi, None)
+        return self.eigenpairs.map_chunks(_OnPhi(func, self.phi_map), n_columns=n_columns,
+                                          parallel=parallel)
+
+    def map_new(self, X, func, n_columns: int):
+        """``func(phi(X), log_degree(X))`` at new points, in blocks for FLGP."""
+        if not self.blockwise:
+            return func(*self._extend(X))
+        return self.eigenpairs.map_points(X, _OnPhi(func, self.phi_map), n_columns=n_columns,
+                                          restrict=self.pieces is not None)
+
     def extend(self, X):
+        if self.blockwise:
+            return self.map_new(X, _phi_only, self.mu.shape[0]), None
         return self._extend(X)
+
+
+class _PhiMap:
+    """Engine eigenvector rows -> ``phi`` rows: when the graph falls apart the first
+    ``n_unit`` columns are replaced by the eigenvalue-1 basis of each row's piece
+    (``unit_rows``, one row per piece; :func:`flgp.embedding._pieces.unit_basis`)."""
+
+    def __init__(self, unit_rows=None, n_unit: int = 0):
+        self.unit_rows = unit_rows
+        self.n_unit = n_unit
+
+    def __call__(self, V, components):
+        if not self.n_unit:
+            return V
+        V = V.copy()
+        V[:, :self.n_unit] = self.unit_rows[components]
+        return V
+
+
+class _OnPhi:
+    """``func(phi_map(V, components), None)``: small and picklable (Dask tasks run it)."""
+
+    def __init__(self, func, phi_map):
+        self.func = func
+        self.phi_map = phi_map
+
+    def __call__(self, V, components):
+        return self.func(self.phi_map(V, components), None)
+
+
+def _phi_only(phi, log_degree):
+    return phi
 
 
 def _user_stacklevel() -> int:
@@ -251,31 +323,6 @@ class _NystromExtension:
         return self.affinity.apply_rows(X_new, self.vectors_over_mu)
 
 
-class _EngineExtension:
-    def __init__(self, eigenpairs):
-        self.eigenpairs = eigenpairs
-
-    def __call__(self, X_new):
-        return self.eigenpairs.extend(X_new), None
-
-
-class _EnginePiecesExtension:
-    """FLGP eigenvectors at new points when the graph falls apart: the eigenvalue-1
-    coordinates from the point's component, the others from its transition row cut to that
-    component (:meth:`flgp.spectral.flgp.FLGPExtension.with_components`)."""
-
-    def __init__(self, eigenpairs, unit_rows, n_unit):
-        self.eigenpairs = eigenpairs
-        self.unit_rows = unit_rows          # (n_pieces, n_unit): unit coordinates per piece
-        self.n_unit = n_unit
-
-    def __call__(self, X_new):
-        V, comp = self.eigenpairs.extension.with_components(X_new, restrict=True)
-        V = V.copy()
-        V[:, :self.n_unit] = self.unit_rows[comp]
-        return V, None
-
-
 def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
     bandwidth = None if est.epsilon is None else float(np.sqrt(est.epsilon / 4.0))
     with warnings.catch_warnings():
@@ -283,13 +330,14 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
         ep = compute_eigenpairs(X, method="flgp", kernel="se", subsample="kmeans",
                                 n_induced=est._n_induced, n_eigenpairs=n_eig,
                                 n_neighbors=est.n_neighbors, bandwidth=bandwidth,
-                                random_state=est.random_state, backend=est.backend)
+                                random_state=est.random_state, backend=est.backend,
+                                induced_points=getattr(est, "induced_points", None))
     mu = np.clip(1.0 - ep.eigenvalues, 0.0, 1.0)
     epsilon = 4.0 * ep.extension.graph.bandwidth ** 2
     if ep.n_components == 1:
-        return _Spectrum(mu, ep.eigenvectors, _EngineExtension(ep), epsilon, eigenpairs=ep)
-    labels = ep.component_labels
-    pieces = Pieces(labels=labels, sizes=np.bincount(labels, minlength=ep.n_components))
+        return _Spectrum(mu, None, None, epsilon, eigenpairs=ep, phi_map=_PhiMap())
+    pieces = Pieces(labels=ep.component_labels,
+                    sizes=np.asarray(ep.component_sizes, dtype=np.int64))
     if est.disconnected == "raise":
         raise ValueError(
             f"the FLGP graph falls apart into {pieces.describe()}; the embedding would "
@@ -305,11 +353,9 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
     n_unit = min(c, mu.shape[0])
     R = unit_basis(pieces.sizes.astype(np.float64))
     unit_rows = R[:, :n_unit] / np.sqrt(pieces.sizes)[:, None]
-    phi = ep.eigenvectors.copy()
-    phi[:, :n_unit] = unit_rows[labels]
     mu[:n_unit] = 1.0
-    return _Spectrum(mu, phi, _EnginePiecesExtension(ep, unit_rows, n_unit), epsilon,
-                     eigenpairs=ep, pieces=pieces)
+    return _Spectrum(mu, None, None, epsilon, eigenpairs=ep, pieces=pieces,
+                     phi_map=_PhiMap(unit_rows, n_unit))
 
 
 def embedding_n_induced(n_samples: int, n_eigenpairs: int) -> int:
@@ -388,7 +434,14 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         if self._method == "flgp":
             want = (self.n_eigenpairs if self.n_eigenpairs is not None
                     else self._auto_eigenpairs(k))
-            if self.n_induced is None:
+            induced = getattr(self, "induced_points", None)
+            if induced is not None:
+                s = int(np.shape(induced)[0])
+                if self.n_induced is not None and int(self.n_induced) != s:
+                    raise ValueError(f"n_induced={self.n_induced} but induced_points has {s} "
+                                     f"rows; leave n_induced=None when passing "
+                                     f"induced_points.")
+            elif self.n_induced is None:
                 s = embedding_n_induced(n, check_int(want, "n_eigenpairs", low=1))
             else:
                 s = check_int(self.n_induced, "n_induced", low=2, high=n,
@@ -414,10 +467,27 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         return k + 1
 
     def _fit_spectrum(self, X):
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
-        X = check_points(X, min_samples=3)
+        lazy = is_dask_array(X) or is_zarr_array(X)
+        if lazy:
+            from .._dask import as_dask_points
+
+            X = as_dask_points(X)
+            if X.shape[0] < 3:
+                raise ValueError(f"X has {X.shape[0]} sample(s); at least 3 are required.")
+            self.n_features_in_ = int(X.shape[1])
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        else:
+            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
+            X = check_points(X, min_samples=3)
         n = X.shape[0]
         self._method = self._resolve_method(n)
+        if lazy and self.method == "auto" and not self._needs_dense():
+            self._method = "flgp"                  # whatever n: the cloud is not in memory
+        if lazy and self._method != "flgp":
+            raise ValueError(f"dask and zarr arrays are embedded with method='flgp' (linear "
+                             f"in n); method={self.method!r} resolves to "
+                             f"{self._method!r}.")
         k = self._check_params(n)
         m = self._n_eigenpairs(n, k)
         spec = (_dense_spectrum if self._method == "dense" else _flgp_spectrum)(X, m, self)
@@ -456,7 +526,12 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         self.n_iter_ = max(1, spec.affinity.n_iter) if spec.affinity is not None else 1
         if spec.pieces is None:
             self.n_pieces_ = 1
-            self.piece_labels_ = np.zeros(n, dtype=np.int64)
+            if lazy:
+                import dask.array as da
+
+                self.piece_labels_ = da.zeros(n, chunks=X.chunks[0], dtype=np.int64)
+            else:
+                self.piece_labels_ = np.zeros(n, dtype=np.int64)
         else:
             self.n_pieces_ = spec.pieces.n_pieces
             self.piece_labels_ = spec.pieces.labels
@@ -465,6 +540,18 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
 
     def _check_transform_X(self, X):
         check_is_fitted(self, "embedding_")
+        if is_dask_array(X) or is_zarr_array(X):
+            from .._dask import as_dask_points
+
+            X = as_dask_points(X)
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} "
+                                 f"is expecting {self.n_features_in_} features as input.")
+            if self.method_ != "flgp":
+                raise ValueError("dask and zarr arrays are embedded with method='flgp'; this "
+                                 "transformer was fitted with the dense method. Compute X "
+                                 "first.")
+            return X
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return check_points(X, min_samples=1)
 

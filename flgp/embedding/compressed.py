@@ -565,15 +565,15 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     Attributes
     ----------
     embedding_ : ndarray (n_samples, n_components)
-    region_embedding_ : ndarray (n_partitions_, n_components)
+    region_embedding_ : ndarray ``(n_partitions_, n_components)``
         ``Phi_S^t`` of the regions.
     eigenvalues_ : ndarray (n_components + 1,)
         Eigenvalues of ``P_S``, descending, first is 1.
-    region_eigenvectors_ : ndarray (n_partitions_, n_components + 1)
+    region_eigenvectors_ : ndarray ``(n_partitions_, n_components + 1)``
     labels_ : ndarray (n_samples,)
         Region of each point.
-    centroid_indices_ : ndarray (n_partitions_,)
-    compressed_kernel_ : ndarray (n_partitions_, n_partitions_)
+    centroid_indices_ : ndarray ``(n_partitions_,)``
+    compressed_kernel_ : ndarray ``(n_partitions_, n_partitions_)``
     coherence_ : ndarray (n_samples,)
     n_pieces_ : int
         Connected pieces of the nearest-neighbour graph (1 when connected).

@@ -77,6 +77,9 @@ class DiffusionMap(_HeatEmbedding):
         eigenpairs; memory ``O(n k)``, for GPUs); "torch" stores it.
     random_state : int, Generator or None
         FLGP's k-means seeding.
+    induced_points : array-like of shape (n_induced, n_features), optional
+        FLGP: use these induced points instead of k-means centres (the cluster-size
+        normalisation still counts each one's nearest points).
 
     Attributes
     ----------
@@ -96,15 +99,37 @@ class DiffusionMap(_HeatEmbedding):
     piece_labels_ : ndarray (n_samples,)
         Piece of each fitted point (numbered in order of their first point).
 
+    Notes
+    -----
     ``transform`` embeds new points through the Nyström extension
     ``phi_l(x) = a(x) . phi_l / mu_l`` (dense) or the FLGP out-of-sample map; a fitted point
     gets back its own row of ``embedding_``.
+
+    With ``method="flgp"`` the coordinates are computed in blocks of rows from the engine's
+    eigenvector map (no ``n x n_eigenpairs`` array). ``X`` may be a dask or zarr array
+    (``pip install 'flgp[dask]'``; ``method`` "auto" or "flgp"): ``fit_transform``,
+    ``embedding_``, ``piece_labels_`` and ``transform`` of a dask array are then lazy dask
+    arrays, computed by the Dask engine on the active scheduler.
+
+    Examples
+    --------
+    >>> from flgp.datasets import make_swiss_roll
+    >>> from flgp.embedding import DiffusionMap
+    >>> X, t = make_swiss_roll(500, random_state=0)
+    >>> dm = DiffusionMap(n_components=2).fit(X)     # dense: at most 700 points
+    >>> dm.method_, dm.embedding_.shape
+    ('dense', (500, 2))
+    >>> print(dm.eigenvalues_[:3].round(3))
+    [1.    0.992 0.986]
+    >>> dm.transform(X[:3] + 0.01).shape             # new points: Nyström extension
+    (3, 2)
     """
 
     def __init__(self, n_components=2, *, method="auto", epsilon=None, t="auto",
                  normalization=None, alpha=None, coordinates="symmetric", tol=1e-8,
                  max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
-                 disconnected="warn", backend="auto", random_state=None):
+                 disconnected="warn", backend="auto", random_state=None,
+                 induced_points=None):
         self.n_components = n_components
         self.method = method
         self.epsilon = epsilon
@@ -120,33 +145,54 @@ class DiffusionMap(_HeatEmbedding):
         self.disconnected = disconnected
         self.backend = backend
         self.random_state = random_state
+        self.induced_points = induced_points
 
-    def _coordinates(self, phi, log_degree):
-        k = self.n_components
-        mu = self._spectrum.mu[1:k + 1]
-        Y = phi[:, 1:k + 1] * (mu ** self.t_)[None, :]
-        if self.coordinates == "markov":
-            Y = Y / np.sqrt(self._pi_of(phi, log_degree))[:, None]
-        return Y
-
-    def _pi_of(self, phi, log_degree):
-        """Stationary weights ``pi`` of points (fitted or new)."""
-        aff = self._spectrum.affinity
-        if aff is None or aff.normalization == "bistochastic":
-            return np.full(phi.shape[0], 1.0 / self._spectrum.phi.shape[0])
-        return np.exp(log_degree - self._log_total_degree)
+    def _coordinate_map(self):
+        spec = self._spectrum
+        aff = spec.affinity
+        uniform = aff is None or aff.normalization == "bistochastic"
+        return _DiffusionCoordinates(
+            spec.mu[1:self.n_components + 1] ** self.t_, self.coordinates == "markov",
+            1.0 / spec.n_samples if uniform else None,
+            None if uniform else self._log_total_degree)
 
     def fit_transform(self, X, y=None):
         check_option(self.coordinates, "coordinates", COORDINATES)
         X, k, spec = self._fit_spectrum(X)
-        log_degree = None
         if spec.affinity is not None:
-            log_degree = np.log(spec.affinity.degrees)
             self._log_total_degree = float(np.log(np.sum(spec.affinity.degrees)))
-        self.embedding_ = self._coordinates(spec.phi, log_degree)
+        coords = self._coordinate_map()
+        if spec.blockwise:
+            self.embedding_ = spec.map_phi(coords, n_columns=k, parallel=True)
+        else:
+            log_degree = (np.log(spec.affinity.degrees) if spec.affinity is not None
+                          else None)
+            self.embedding_ = coords(spec.phi, log_degree)
         return self.embedding_
 
     def transform(self, X):
         X = self._check_transform_X(X)
-        phi, log_degree = self._spectrum.extend(X)
-        return self._coordinates(phi, log_degree)
+        return self._spectrum.map_new(X, self._coordinate_map(), self.n_components)
+
+
+class _DiffusionCoordinates:
+    """``phi[:, 1:k+1] mu^t`` (symmetric) or divided by ``sqrt(pi)`` (Markov), with ``pi``
+    uniform (``1 / n``; bistochastic and FLGP) or ``exp(log_degree - log_total)``. Small
+    and picklable: the Dask engine runs it inside its tasks."""
+
+    def __init__(self, weights, markov: bool, uniform_pi, log_total_degree):
+        self.weights = weights
+        self.markov = markov
+        self.uniform_pi = uniform_pi
+        self.log_total_degree = log_total_degree
+
+    def __call__(self, phi, log_degree):
+        k = self.weights.shape[0]
+        Y = phi[:, 1:k + 1] * self.weights[None, :]
+        if self.markov:
+            if self.uniform_pi is not None:
+                pi = np.full(phi.shape[0], self.uniform_pi)
+            else:
+                pi = np.exp(log_degree - self.log_total_degree)
+            Y = Y / np.sqrt(pi)[:, None]
+        return Y

@@ -61,6 +61,8 @@ class GPEmbedding(_HeatEmbedding):
         Algorithm 4 (Gaussian) or Algorithm 5 (symmetric Bernoulli).
     random_state : int, Generator or None
         Seeds the sketch (and FLGP's k-means).
+    induced_points : array-like of shape (n_induced, n_features), optional
+        As in :class:`DiffusionMap`.
 
     Attributes
     ----------
@@ -77,15 +79,35 @@ class GPEmbedding(_HeatEmbedding):
     sketch_coefficients_ : ndarray (M, k)
         FLGP: ``Xi / sqrt(k)``, so that ``Y = Phi diag(mu^t) Xi / sqrt(k)``.
 
+    Notes
+    -----
     ``transform(X)`` gives ``a(x) A^{t-1} G / sqrt(k)`` (dense: the new points' affinity
     rows, built with the fitted cloud's normalisation) or ``phi(x) diag(mu^t) Xi /
     sqrt(k)`` (FLGP); a fitted point gets back its own row of ``embedding_``.
+
+    FLGP computes the embedding in blocks of rows (no ``n x n_eigenpairs`` array) and takes
+    dask or zarr arrays as :class:`DiffusionMap` does. The Rademacher sketch's rows are
+    drawn in windows of 65,536 rows, each from its own seed (derived from
+    ``random_state`` and the window's number), so the embedding does not depend on how the
+    rows are split into blocks and a Dask fit equals an in-memory one.
+
+    Examples
+    --------
+    >>> from flgp.datasets import make_swiss_roll
+    >>> from flgp.embedding import GPEmbedding
+    >>> X, t = make_swiss_roll(5000, random_state=0)
+    >>> emb = GPEmbedding(n_components=8, random_state=0).fit(X)   # FLGP above 700 points
+    >>> emb.method_, emb.embedding_.shape
+    ('flgp', (5000, 8))
+    >>> emb.transform(X[:3] * 1.01).shape
+    (3, 8)
     """
 
     def __init__(self, n_components=2, *, method="auto", epsilon=None, t="auto",
                  normalization=None, alpha=None, sketch="gaussian", tol=1e-8,
                  max_iter=1000, n_induced=None, n_neighbors=3, n_eigenpairs=None,
-                 disconnected="warn", backend="auto", random_state=None):
+                 disconnected="warn", backend="auto", random_state=None,
+                 induced_points=None):
         self.n_components = n_components
         self.method = method
         self.epsilon = epsilon
@@ -101,6 +123,7 @@ class GPEmbedding(_HeatEmbedding):
         self.disconnected = disconnected
         self.backend = backend
         self.random_state = random_state
+        self.induced_points = induced_points
 
     _dense_cost_grows_with_t = True
     _components_are_eigenvectors = False
@@ -134,9 +157,11 @@ class GPEmbedding(_HeatEmbedding):
         X, k, spec = self._fit_spectrum(X)
         rng = check_random_state(self.random_state)
         if self._method == "flgp":
-            self.sketch_coefficients_ = self._flgp_coefficients(spec.phi, k, rng)
+            self.sketch_coefficients_ = self._flgp_coefficients(spec, k, rng)
             self._weights = spec.mu ** self.t_
-            self.embedding_ = (spec.phi * self._weights[None, :]) @ self.sketch_coefficients_
+            self.embedding_ = spec.map_phi(
+                _SketchCoordinates(self._weights, self.sketch_coefficients_), n_columns=k,
+                parallel=True)
             return self.embedding_
         aff = spec.affinity
         steps = int(round(self.t_))
@@ -154,20 +179,62 @@ class GPEmbedding(_HeatEmbedding):
         self.embedding_ = aff.matmat(H)
         return self.embedding_
 
-    def _flgp_coefficients(self, phi, k, rng, chunk: int = 65536):
-        M = phi.shape[1]
+    def _flgp_coefficients(self, spec, k, rng):
+        M = spec.mu.shape[0]
         if self.sketch == "gaussian":
             xi = rng.standard_normal((M, k))
-        else:
-            xi = np.zeros((M, k))
-            for start in range(0, phi.shape[0], chunk):
-                stop = min(phi.shape[0], start + chunk)
-                xi += phi[start:stop].T @ sketch_matrix((stop - start, k), self.sketch, rng)
+        else:                               # Xi = Phi^T G, block by block
+            term = _WindowSketch(int(rng.integers(2**63)), k, self.sketch, spec.phi_map)
+            xi = spec.eigenpairs.reduce_chunks(term, (M, k))
         return xi / np.sqrt(k)
 
     def transform(self, X):
         X = self._check_transform_X(X)
         if self.method_ == "flgp":
-            phi, _ = self._spectrum.extend(X)
-            return (phi * self._weights[None, :]) @ self.sketch_coefficients_
+            return self._spectrum.map_new(
+                X, _SketchCoordinates(self._weights, self.sketch_coefficients_),
+                self.n_components)
         return self._spectrum.affinity.apply_rows(X, self._propagated)[0]
+
+
+# rows of the Rademacher sketch drawn from one seed (FLGP)
+SKETCH_WINDOW = 65536
+
+
+class _WindowSketch:
+    """``phi_bᵀ G_b`` for a block of rows starting at ``start``, with the rows of ``G``
+    drawn in windows of :data:`SKETCH_WINDOW` rows, window ``w`` from the seed
+    ``(entropy, w)``: the same ``G`` whatever the blocks are."""
+
+    def __init__(self, entropy: int, k: int, sketch: str, phi_map):
+        self.entropy = entropy
+        self.k = k
+        self.sketch = sketch
+        self.phi_map = phi_map
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        out = np.empty((stop - start, self.k))
+        for w in range(start // SKETCH_WINDOW, (stop - 1) // SKETCH_WINDOW + 1):
+            lo = w * SKETCH_WINDOW
+            a, b = max(start, lo), min(stop, lo + SKETCH_WINDOW)
+            # the window's first b - lo rows (a generator fills row after row, so these
+            # are the same whatever the window's length)
+            G = sketch_matrix((b - lo, self.k), self.sketch,
+                              np.random.default_rng([self.entropy, w]))
+            out[a - start:b - start] = G[a - lo:]
+        return out
+
+    def __call__(self, V, components, start):
+        phi = self.phi_map(V, components)
+        return phi.T @ self.rows(start, start + phi.shape[0])
+
+
+class _SketchCoordinates:
+    """``(phi * mu^t) @ Xi / sqrt(k)``: small and picklable (Dask tasks run it)."""
+
+    def __init__(self, weights, coefficients):
+        self.weights = weights
+        self.coefficients = coefficients
+
+    def __call__(self, phi, log_degree):
+        return (phi * self.weights[None, :]) @ self.coefficients

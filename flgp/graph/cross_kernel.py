@@ -15,7 +15,8 @@ import itertools
 import numpy as np
 import torch
 
-__all__ = ["default_bandwidth", "se_log_weights", "lae_weights", "local_gram"]
+__all__ = ["default_bandwidth", "bandwidth_from_mean", "se_log_weights", "lae_weights",
+           "local_gram"]
 
 # a row "sits on" its nearest anchor when d_1^2 <= _COINCIDENT_RATIO * d_2^2
 _COINCIDENT_RATIO = 1e-8
@@ -33,7 +34,12 @@ def default_bandwidth(sq_distances: np.ndarray, scale: float = 1.0) -> float:
     The kernel then reads ``exp(-d^2 / (a * mean d^2))``, which does not depend on the units
     of ``X``.
     """
-    mean_d2 = float(np.mean(sq_distances))
+    return bandwidth_from_mean(float(np.mean(sq_distances)), scale)
+
+
+def bandwidth_from_mean(mean_d2: float, scale: float = 1.0) -> float:
+    """:func:`default_bandwidth` from the mean kept squared distance (which a chunked pass
+    accumulates as a sum and a count)."""
     if not np.isfinite(mean_d2) or mean_d2 <= 0:
         raise ValueError("all points coincide with their induced points (mean squared "
                          "distance 0); the SE bandwidth cannot be set from the data. Pass "
@@ -140,6 +146,38 @@ def _simplex_qp_exact(G: np.ndarray) -> np.ndarray:
     c, r, _ = G.shape
     scale = np.maximum(np.einsum("cii->c", G) / r, 1e-300)
     Gs = G / scale[:, None, None]
+    if r >= 2 and c and _mostly_interior(Gs[:_PROBE_ROWS]):
+        # rows whose minimiser lies well inside the simplex (every weight above 1e-6: no
+        # face comes within rounding of its objective) are solved by the full support
+        # alone; the others enumerate the faces. Worth it where most rows are inside (a
+        # cloud of dimension >= r - 1: all of 5 x 10^4 Gaussian points in 50-d, twice as
+        # fast); on a curve (28% inside) the enumeration alone is faster
+        w_all, ok, _ = _affine_minimiser(Gs, np.arange(r))
+        inside = ok & (w_all > _INTERIOR_WEIGHT).all(1)
+        if inside.any():
+            out = np.empty((c, r))
+            w = w_all[inside]
+            out[inside] = w / w.sum(1, keepdims=True)
+            rest = ~inside
+            if rest.any():
+                out[rest] = _enumerate_faces(Gs[rest])
+            return out
+    return _enumerate_faces(Gs)
+
+
+_INTERIOR_WEIGHT = 1e-6
+_PROBE_ROWS = 512
+
+
+def _mostly_interior(Gs: np.ndarray) -> bool:
+    """Whether at least half of these rows have their minimiser inside the simplex."""
+    w, ok, _ = _affine_minimiser(Gs, np.arange(Gs.shape[1]))
+    return bool(np.mean(ok & (w > _INTERIOR_WEIGHT).all(1)) >= 0.5)
+
+
+def _enumerate_faces(Gs: np.ndarray) -> np.ndarray:
+    """:func:`_simplex_qp_exact` by trying every support (``Gs``: the scaled Grams)."""
+    c, r, _ = Gs.shape
     best_val = np.full(c, np.inf)
     best_w = np.zeros((c, r))
     for size in range(1, r + 1):

@@ -20,6 +20,7 @@ from scipy.spatial import cKDTree
 
 from ..backends import cpu_threads, keops_nearest, resolve_backend
 
+from .._chunks import is_dask_array, take_rows
 from .._validation import check_random_state
 from .neighbors import KDTREE_MAX_DIM, nearest_landmarks
 
@@ -36,7 +37,7 @@ class Landmarks:
     """The induced points ``U`` (s x p) and how they were chosen."""
 
     points: np.ndarray
-    method: str  # "random" or "kmeans"
+    method: str  # "random", "kmeans" or "given" (the user's induced points)
     sample_indices: np.ndarray | None = None  # rows of X for "random"
 
 
@@ -44,7 +45,7 @@ def random_landmarks(X: np.ndarray, n_induced: int, random_state=None) -> Landma
     """``n_induced`` rows of ``X`` drawn uniformly without replacement."""
     rng = check_random_state(random_state)
     idx = np.sort(rng.choice(X.shape[0], size=n_induced, replace=False))
-    return Landmarks(points=X[idx].copy(), method="random", sample_indices=idx)
+    return Landmarks(points=take_rows(X, idx), method="random", sample_indices=idx)
 
 
 def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
@@ -56,7 +57,10 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
 
     Parameters
     ----------
-    X : ndarray of shape (n, p)
+    X : ndarray or dask array of shape (n, p)
+        Only the uniform subsamples below are read (a dask array: one computation each,
+        reading the blocks that hold the sampled rows); a cloud of at most
+        ``max_fit_samples`` points is read whole.
     n_clusters : int
         ``s``.
     random_state : int, Generator or None
@@ -112,8 +116,10 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         max_fit_samples = max(20 * s, 20_000)
     if n > max_fit_samples:
         fit_idx = rng.choice(n, size=max_fit_samples, replace=False)
-        Xf = X[fit_idx]
+        Xf = take_rows(X, fit_idx)
     else:
+        if is_dask_array(X):
+            X = np.ascontiguousarray(X.compute(), dtype=np.float64)
         Xf = X
     centre = Xf.mean(axis=0, keepdims=True)
     seed_n = min(Xf.shape[0], _SEED_SAMPLE_FACTOR * s)
@@ -127,9 +133,10 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         if max_refine_samples is None:
             max_refine_samples = 100 * s
         if n > max_refine_samples:
-            Xr = X[rng.choice(n, size=int(max_refine_samples), replace=False)]
+            Xr = take_rows(X, rng.choice(n, size=int(max_refine_samples), replace=False))
         else:
-            Xr = X
+            Xr = X if not is_dask_array(X) else np.ascontiguousarray(X.compute(),
+                                                                     dtype=np.float64)
         stages.append((Xr, n_refine))
     if resolve_backend(backend) == "keops":
         def assign(Xc, C):

@@ -31,8 +31,8 @@ def pairwise_sq_distances(X: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
 
 
 def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
-                      search_dtype=torch.float32,
-                      backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+                      search_dtype=torch.float32, backend: str = "auto",
+                      workers: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Indices and exact squared distances of each point's ``n_neighbors`` nearest landmarks.
 
     Parameters
@@ -46,6 +46,9 @@ def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
     backend : {"auto", "torch", "keops"}, default="auto"
         Who ranks the candidates (:mod:`flgp.backends`); the returned squared distances are
         exact float64 whatever the backend.
+    workers : int, optional
+        Threads of the k-d tree query; default :func:`flgp.backends.cpu_threads` (1 when
+        the caller already runs blocks in parallel).
 
     Returns
     -------
@@ -61,7 +64,8 @@ def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         if indices is not None:
             return _sorted_exact(X, U, indices)
     if X.shape[1] <= KDTREE_MAX_DIM:
-        _, indices = cKDTree(U).query(X, k=r, workers=cpu_threads())
+        _, indices = cKDTree(U).query(X, k=r,
+                                      workers=cpu_threads() if workers is None else workers)
         return _sorted_exact(X, U, np.asarray(indices, dtype=np.int64).reshape(n, r))
     # centre both sets on the landmarks' mean: the GEMM identity loses digits far from 0
     centre = U.mean(axis=0, keepdims=True)

@@ -76,9 +76,10 @@ def transition_rows(log_kernel: np.ndarray, indices: np.ndarray, log_colsum: np.
     Columns whose ``c_j`` is zero (an induced point no cloud point reaches) get probability 0.
     Raises ``ValueError`` when a row has no reachable induced point.
     """
-    logits = log_kernel - log_colsum[indices]
-    if log_sizes is not None:
-        logits = logits + log_sizes[indices]
+    with np.errstate(invalid="ignore"):             # -inf - -inf: replaced just below
+        logits = log_kernel - log_colsum[indices]
+        if log_sizes is not None:
+            logits = logits + log_sizes[indices]
     logits = np.where(np.isfinite(log_colsum[indices]), logits, -np.inf)
     row_max = logits.max(axis=1, keepdims=True)
     bad = ~np.isfinite(row_max[:, 0])

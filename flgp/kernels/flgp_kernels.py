@@ -21,6 +21,29 @@ class HeatKernelFLGP(HeatKernel):
     **kwargs :
         ``diffusion_time``, ``diffusion_time_prior``, ``diffusion_time_constraint`` and the
         usual GPyTorch kernel arguments (``batch_shape``, ...).
+
+    Examples
+    --------
+    Build the kernel from every point once, then use it like any GPyTorch kernel (no
+    outputscale: wrap it in ``ScaleKernel``):
+
+    >>> import gpytorch, torch
+    >>> from flgp.datasets import make_spiral
+    >>> from flgp.kernels import HeatKernelFLGP
+    >>> X, y, f = make_spiral(1000, noise=0.5, random_state=0)
+    >>> heat = HeatKernelFLGP(X, n_induced=100, n_eigenpairs=20, random_state=0)
+    >>> covar = gpytorch.kernels.ScaleKernel(heat)
+    >>> covar(torch.from_numpy(X[:50])).shape
+    torch.Size([50, 50])
+    >>> covar(torch.from_numpy(X[:5] * 1.01)).to_dense().shape   # points off the cloud
+    torch.Size([5, 5])
+
+    One diffusion time per batch member, e.g. one GP per class:
+
+    >>> batched = HeatKernelFLGP(X, n_induced=100, n_eigenpairs=20, random_state=0,
+    ...                          batch_shape=torch.Size([3]))
+    >>> batched.diffusion_time.shape, batched(torch.from_numpy(X[:50])).shape
+    (torch.Size([3, 1, 1]), torch.Size([3, 50, 50]))
     """
 
     def __init__(self, X, *, n_induced=None, n_eigenpairs=None, n_neighbors=3,

@@ -101,6 +101,8 @@ class HeatKernel(Kernel):
 
     @property
     def diffusion_time(self) -> torch.Tensor:
+        """The diffusion time ``t``, shape ``*batch_shape x 1 x 1``; settable (a float or a
+        tensor), stored as ``raw_diffusion_time`` through its constraint."""
         return self.raw_diffusion_time_constraint.transform(self.raw_diffusion_time)
 
     @diffusion_time.setter
@@ -138,6 +140,9 @@ class HeatKernel(Kernel):
         return heat_features(v, lam, t.squeeze(-1), self.kernel_scale)
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params):
+        """Covariance ``... x N x M`` of inputs ``x1`` (``... x N x p``) and ``x2``
+        (``... x M x p``), or its diagonal ``... x N`` with ``diag=True``: a low-rank linear
+        operator, ``φ(x1) φ(x1)ᵀ`` when ``x1`` and ``x2`` are the same points."""
         phi1 = self.features(x1)
         same = x1.shape == x2.shape and (x1 is x2 or torch.equal(x1, x2))
         if diag:

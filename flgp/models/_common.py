@@ -27,7 +27,11 @@ DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
 
 
 def engine_sizes(est, n: int) -> tuple[int, int]:
-    s = default_n_induced(n) if est.n_induced is None else est.n_induced
+    induced = getattr(est, "induced_points", None)
+    if induced is not None and est.method == "flgp":
+        s = np.shape(induced)[0]
+    else:
+        s = default_n_induced(n) if est.n_induced is None else est.n_induced
     if est.method == "glgp":
         M = default_n_eigenpairs(n) if est.n_eigenpairs is None else est.n_eigenpairs
     else:
@@ -67,6 +71,10 @@ def _candidate_makers(est, X: np.ndarray):
     check_option(est.method, "method", METHODS)
     n = X.shape[0]
     s, M = engine_sizes(est, n)
+    induced = getattr(est, "induced_points", None)
+    if est.method != "flgp" and (induced is not None or not isinstance(X, np.ndarray)):
+        what = "induced_points" if induced is not None else "dask and zarr arrays"
+        raise ValueError(f"{what} work with method='flgp' only; got method={est.method!r}.")
     uses_se = est.method in ("glgp", "nystrom") or est.kernel == "se"
     grid = (1.0,) if (not uses_se or est.bandwidth is not None) else tuple(
         DEFAULT_BANDWIDTH_GRID if est.bandwidth_grid is None
@@ -80,7 +88,8 @@ def _candidate_makers(est, X: np.ndarray):
                                      subsample=est.subsample, kernel=est.kernel,
                                      bandwidth=est.bandwidth,
                                      lae_regularization=est.lae_regularization,
-                                     random_state=est.random_state, backend=est.backend)
+                                     random_state=est.random_state, backend=est.backend,
+                                     induced_points=induced)
             for a in grid:
                 g = base if a == 1.0 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
                 yield a, lambda g=g: flgp_eigenpairs(g, M, spectrum=est.spectrum)
@@ -214,6 +223,16 @@ def parabolic_refine(fun, grid: np.ndarray, vals: np.ndarray, k: int, steps: int
     return min(pts + [(float(grid[k]), float(vals[k]))], key=lambda p: p[1])[0]
 
 
+class Spectrum:
+    """What the heat kernel's weights need of the eigenpairs - ``eigenvalues`` and
+    ``kernel_scale`` - without the eigenvectors: small and picklable, for predictors that
+    run inside Dask tasks (:func:`spectral_weights` takes either)."""
+
+    def __init__(self, eigenpairs):
+        self.eigenvalues = np.asarray(eigenpairs.eigenvalues, dtype=np.float64)
+        self.kernel_scale = float(eigenpairs.kernel_scale)
+
+
 def spectral_weights(eigenpairs, t) -> np.ndarray:
     """Heat-kernel weights ``c exp(-t λ)`` (shape ``t.shape + (M,)``), with every weight
     below ``1e-16`` times the largest set to 0: below float64 resolution of the constant
@@ -271,10 +290,10 @@ def cloud_reach(eigenpairs, X: np.ndarray):
     _, own = nearest_landmarks(points, points, 2)          # nearest other reference point
     reach_sq = float(own[:, 1].max())
     if landmarks is not None:
-        sq = getattr(graph, "sq_distances", None)          # FLGP: found while building
-        if sq is None:                                      # Nyström
-            _, sq = nearest_landmarks(X, points, 1)
-        reach_sq = max(reach_sq, float(sq[:, 0].max()))
+        near = getattr(graph, "nearest_sq_max", None)      # FLGP: found while building
+        if near is None:                                    # Nyström
+            near = float(nearest_landmarks(X, points, 1)[1][:, 0].max())
+        reach_sq = max(reach_sq, float(near))
     return points, reach_sq
 
 

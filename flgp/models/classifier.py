@@ -7,21 +7,28 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import column_or_1d
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
+from .._chunks import stage
 from .._validation import check_int, check_option, check_positive
 from ..kernels.heat_kernel import diffusion_time_range
-from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      cloud_reach, diffusion_time_mixture, eigenpair_candidates,
-                      extend_with_prior_mask, parabolic_refine, search_log_scalar, single_threaded_blas,
-                      spectral_weights, stack_unlabeled, warn_unlabelled_components)
+from ._chunked import (check_predict_X_lazy, is_lazy, label_components, labelled_rows,
+                       lazy_fit_points, stack_unlabeled_lazy)
+from ._common import (METHODS, Spectrum, check_fit_X, check_hyperparameters,
+                      check_predict_X, cloud_reach, diffusion_time_mixture,
+                      parabolic_refine, search_log_scalar,
+                      single_threaded_blas, spectral_weights, stack_unlabeled,
+                      warn_far_points)
 from .ep import (ep_multinomial_probit, ep_probit, fit_predictive_scale, multinomial_loo,
-                 multinomial_predict, multinomial_predictor, probit_latent, probit_loo,
-                 probit_probabilities)
+                 multinomial_predict_projected, multinomial_projection,
+                 probit_latent_projected, probit_loo, probit_probabilities,
+                 probit_projection)
 from .laplace import (LogisticLikelihood, active_columns, binary_predict_low_rank,
                       binary_predict_low_rank_many, laplace_binary, laplace_softmax,
                       nonzero_prefix, probit_logistic, softmax_predict,
                       softmax_probabilities)
+from ._warm import warm_eigenpair_candidates
+from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels
 from .rbf import RBFLaplaceClassifier
 
 __all__ = ["FLGPClassifier", "split_labels"]
@@ -153,6 +160,18 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         k-means and neighbours (FLGP, Nyström), the never-stored dense kernel (GLGP)
         and, for the regressor, GPyTorch's KeOps RBF kernel (``method="rbf"``).
     verbose : bool, default=False
+    induced_points : array-like of shape (n_induced, n_features), optional
+        FLGP's induced points, instead of choosing them (``subsample`` then only picks the
+        normalisation; :func:`flgp.graph.build_cross_graph`). The same points make an
+        in-memory and a Dask fit give the same model.
+    warm_start : bool, default=False
+        Keep the graph and eigenpairs (every candidate of the bandwidth grid) after
+        ``fit``, and reuse them when the next ``fit`` gets the same cloud ``X`` (same shape
+        and checksums of its bytes) with the same graph settings: refitting with more or
+        changed labels (the labelling loop, :meth:`suggest_labels`) then reruns only the
+        GP part - the search over ``t``, the posterior and ``label_distributions_`` - and
+        gives the numbers a cold fit gives. A changed ``X`` or setting computes the
+        eigenpairs again. Dask and zarr inputs are always recomputed.
 
     Attributes
     ----------
@@ -168,6 +187,37 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         The diffusion times the predictions average over and their weights (first row:
         the MAP ``t``); None when not averaging (``average_diffusion_time=False``,
         one-vs-rest, a fixed ``diffusion_time``, or ``method="rbf"``).
+
+    Notes
+    -----
+    Memory: the fit keeps the cloud's sparse transition rows (``r`` per point) and the
+    ``s x M`` eigenvector map; eigenvector rows are computed in blocks where they are used
+    (the labelled rows for the hyperparameters, blocks of rows for ``label_distributions_``
+    and ``predict_proba``), so no ``n x M`` array is formed (:func:`flgp.config_context`
+    sets the block size's memory budget).
+
+    Dask: ``X`` (and ``y``, ``X_unlabeled``) may be dask or zarr arrays (``method="flgp"``;
+    ``pip install 'flgp[dask]'``; docs/distributed.md). The engine then runs as Dask tasks
+    on the active scheduler, ``transduction_`` and ``label_distributions_`` are lazy dask
+    arrays, and the fitted model holds no ``n``-sized numpy array. ``predict`` and
+    ``predict_proba`` of a dask array return lazy dask arrays (without the far-point
+    warning, which would need the points computed).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp import FLGPClassifier
+    >>> from flgp.datasets import make_concentric_circles
+    >>> X, y = make_concentric_circles(2400, random_state=0)
+    >>> y_semi = np.full(len(y), -1)                        # -1 marks an unlabelled row
+    >>> labelled = np.random.default_rng(1).choice(len(y), 60, replace=False)
+    >>> y_semi[labelled] = y[labelled]
+    >>> clf = FLGPClassifier(n_induced=600, random_state=0).fit(X, y_semi)
+    >>> unlabelled = y_semi == -1
+    >>> print(np.mean(clf.transduction_[unlabelled] != y[unlabelled]) < 0.02)
+    True
+    >>> clf.predict_proba(X[:3] * 1.01).shape               # any new points
+    (3, 2)
     """
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
@@ -176,7 +226,8 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                  diffusion_time_prior_power=1.0, average_diffusion_time=None,
                  multi_class="multinomial", inference="ep", amplitude=1.0,
                  calibration="loo", max_iter=100,
-                 learning_rate=0.1, random_state=0, backend="auto", verbose=False):
+                 learning_rate=0.1, random_state=0, backend="auto", verbose=False,
+                 induced_points=None, warm_start=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -199,25 +250,25 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.verbose = verbose
+        self.induced_points = induced_points
+        self.warm_start = warm_start
 
     # -- fitting --------------------------------------------------------------------------
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` holds a label per row, ``-1`` for unlabelled rows.
 
         Alternatively pass only labelled rows as ``X, y`` and the unlabelled points as
-        ``X_unlabeled``.
+        ``X_unlabeled``. Any of them may be a dask (or zarr) array (see the class notes).
         """
-        X = check_fit_X(self, X, y)
-        y = column_or_1d(np.asarray(y), warn=True)
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} labels "
-                             f"for {X.shape[0]} rows.")
-        labelled = split_labels(y)
-        if type_of_target(y[labelled]) == "continuous":
-            raise ValueError("Unknown label type: continuous. FLGPClassifier needs class "
-                             "labels; use FLGPRegressor for a continuous target.")
-        X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, -1)
+        if is_lazy(X) or is_lazy(y) or is_lazy(X_unlabeled):
+            with stage("labels"):
+                X, labelled, y_lab = self._lazy_inputs(X, y, X_unlabeled)
+        else:
+            X, labelled, y_lab = self._numpy_inputs(X, y, X_unlabeled)
         check_option(self.method, "method", METHODS)
+        if is_lazy(X) and self.method != "flgp":
+            raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
+                             f"method={self.method!r}.")
         check_option(self.multi_class, "multi_class", ("multinomial", "softmax", "ovr"))
         check_option(self.inference, "inference", ("ep", "laplace"))
         check_positive(self.amplitude, "amplitude", allow_none=True)
@@ -232,11 +283,10 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                 self.average_diffusion_time, (bool, np.bool_)):
             raise TypeError(f"average_diffusion_time must be True, False or None; got "
                             f"{self.average_diffusion_time!r}.")
-        m = int(labelled.sum())
+        m = labelled.size
         if m < 2:
             raise ValueError(f"{m} labelled point(s); at least 2 are needed. Unlabelled rows "
                              f"are marked -1 in y.")
-        y_lab = y[labelled]
         try:
             self.classes_, codes = np.unique(y_lab, return_inverse=True)
         except TypeError as exc:
@@ -245,10 +295,10 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                              f"integers.") from exc
         if self.classes_.size < 2:
             hint = (" -1 marks unlabelled rows, so labels in {-1, +1} must be recoded (e.g. "
-                    "to {0, 1})." if (~labelled).any() else "")
+                    "to {0, 1})." if m < X.shape[0] else "")
             raise ValueError(f"all labelled points have the class {self.classes_[0]!r}; a "
                              f"classifier needs at least two classes among the labels.{hint}")
-        self._labelled = np.flatnonzero(labelled)
+        self._labelled = labelled
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         if self.method == "rbf":
             with single_threaded_blas():
@@ -258,21 +308,22 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             self.eigenpairs_ = None
             self.diffusion_time_weights_ = None
             self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
-            self._unlabelled_mask = np.zeros(X.shape[0], dtype=bool)
             self.transduction_ = self.classes_[self.rbf_.predict_codes(X)]
             self.label_distributions_ = self.rbf_.predict_proba(X)
             return self
         best = None
-        for a, ep in eigenpair_candidates(self, X):
-            with single_threaded_blas():
+        for a, ep in warm_eigenpair_candidates(self, X):
+            with stage("labelled rows"):
+                self._V_lab = ep.eigenvector_rows(labelled)
+            with stage("hyperparameters"), single_threaded_blas():
                 fit = self._fit_time(ep, codes)
             if self.verbose:
                 t_txt = ", ".join(f"{v:.4g}" for v in np.atleast_1d(fit[0]))
                 print(f"[FLGPClassifier] bandwidth scale {a:.3g}: t={t_txt} "
                       f"log evidence={fit[2]:.4f}")
             if best is None or fit[2] > best[2][2]:
-                best = (a, ep, fit)
-        a, ep, (t, amplitude, log_ev, state, mixture) = best
+                best = (a, ep, fit, self._V_lab)
+        a, ep, (t, amplitude, log_ev, state, mixture), self._V_lab = best
         self.eigenpairs_ = ep
         self.eigenvalues_ = ep.eigenvalues
         self.diffusion_time_ = t
@@ -285,19 +336,37 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                          (mixture if mixture is not None else [(t, 1.0, state)])]
         self.diffusion_time_weights_ = (None if mixture is None else
                                         np.array([[tk, wk] for tk, wk, _ in mixture]))
-        self._predictor_cache = {}
         self.predictive_scale_ = self._predictive_scale(codes)
-        self._unlabelled_mask, self._component_has_label = warn_unlabelled_components(
-            ep, self._labelled)
+        self._component_has_label = label_components(ep, labelled)
+        self._predictor = _ClassPredictor(self, Spectrum(ep))
         self._reach = cloud_reach(ep, X)
-        proba = self._proba_from_vectors(ep.eigenvectors, self._unlabelled_mask)
+        with stage("transduction"):
+            proba = ep.map_chunks(self._predictor, n_columns=self.classes_.size,
+                                  parallel=True, project=self._predictor.project)
         self.label_distributions_ = proba
-        self.transduction_ = self.classes_[np.argmax(proba, axis=1)]
+        self.transduction_ = _classes_of(proba, self.classes_)
         return self
 
-    def _gram(self, ep, t, V1, V2):
-        V1, w, V2 = active_columns(V1, spectral_weights(ep, t), V2)
-        return (V1 * w) @ V2.T
+    def _numpy_inputs(self, X, y, X_unlabeled):
+        X = check_fit_X(self, X, y)
+        y = column_or_1d(np.asarray(y), warn=True)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} labels "
+                             f"for {X.shape[0]} rows.")
+        labelled = split_labels(y)
+        _check_class_labels(y[labelled])
+        X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, -1)
+        idx = np.flatnonzero(labelled)
+        return X, idx, y[idx]
+
+    def _lazy_inputs(self, X, y, X_unlabeled):
+        X = lazy_fit_points(self, X, y)
+        if y is not None and not is_lazy(y):
+            y = column_or_1d(np.asarray(y), warn=True)
+        idx, values = labelled_rows(y, X.shape[0], split_labels)
+        values = np.asarray(values)
+        _check_class_labels(values)
+        return stack_unlabeled_lazy(X, X_unlabeled), idx, values
 
     @property
     def _one_vs_rest(self):
@@ -342,11 +411,11 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     def _fit_time_one(self, ep, codes, binary):
         if self._ep:
             return self._fit_ep(ep, codes, binary)
-        Vm = ep.eigenvectors[self._labelled]
+        Vm = self._V_lab
         if self.diffusion_time is not None:
             self._n_evals += 1
             t = float(self.diffusion_time)
-            state = self._laplace(self._gram(ep, t, Vm, Vm), codes, binary=binary)
+            state = self._laplace(_gram(ep, t, Vm, Vm), codes, binary=binary)
             return t, 1.0, state.log_evidence, state, None
         lo, hi = diffusion_time_range(ep.eigenvalues)
         warm = {}
@@ -355,7 +424,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         def neg(log_t):
             # Newton warm-started from the mode at the previous diffusion time
             self._n_evals += 1
-            st = self._laplace(self._gram(ep, np.exp(log_t), Vm, Vm), codes, warm.get("a"),
+            st = self._laplace(_gram(ep, np.exp(log_t), Vm, Vm), codes, warm.get("a"),
                                binary=binary)
             warm["a"] = st.a
             val = -st.log_evidence - self._log_prior_t(log_t)
@@ -363,26 +432,16 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             return val
 
         t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=self.max_iter)
-        state = self._laplace(self._gram(ep, t, Vm, Vm), codes, binary=binary)
+        state = self._laplace(_gram(ep, t, Vm, Vm), codes, binary=binary)
         mixture = None
         if self._average_t and not self._one_vs_rest:
             mixture = diffusion_time_mixture(trace[:_T_GRID], t, state)
         return t, 1.0, state.log_evidence, state, mixture
 
     # -- expectation propagation (probit / multinomial probit) ---------------------------
-    def _features(self, ep, V, t, amplitude):
-        """``√A · V · diag(√(c e^{-tλ}))`` over the modes whose weight is not 0 (the
-        leading ones at any t > 0)."""
-        w = spectral_weights(ep, t)
-        k = nonzero_prefix(w)
-        if k is not None:
-            return V[:, :k] * np.sqrt(amplitude * w[:k])
-        keep = w != 0
-        return V[:, keep] * np.sqrt(amplitude * w[keep])
-
     def _ep_state(self, ep, codes, binary, t, amplitude, init=None, tol=_EP_TOL):
         self._n_evals += 1
-        Phi = self._features(ep, ep.eigenvectors[self._labelled], t, amplitude)
+        Phi = _features(ep, self._V_lab, t, amplitude)
         if binary:
             return ep_probit(Phi, 2.0 * codes - 1.0, init=init, tol=tol,
                              max_sweeps=self.max_iter)
@@ -458,33 +517,6 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
                 ep, codes, binary, tk, amplitude, st, _EP_TOL)) for tk, wk, st in mixture]
         return t, amplitude, state.log_evidence, state, mixture
 
-    # -- predictions ----------------------------------------------------------------------
-    def _component_predict(self, V, t, amplitude, state, cache=None, moments=True,
-                           scale=1.0):
-        """Class probabilities (or the binary ``P(class 1)``), latent means and variances of
-        one posterior (one diffusion time) at points with eigenvector values ``V``; the
-        moments are None when not asked for (multi-class EP computes them only then)."""
-        ep = self.eigenpairs_
-        if self._ep:
-            Phi = self._features(ep, V, t, amplitude)
-            if self.classes_.size == 2 or self._one_vs_rest:
-                mean, var = probit_latent(state, Phi)
-                return probit_probabilities(mean, var, scale), mean, var
-            key = id(state)
-            if cache is not None and key not in cache:
-                cache[key] = multinomial_predictor(state)
-            out = multinomial_predict(state, Phi, None if cache is None else cache[key],
-                                      moments=moments, scale=scale)
-            return out if moments else (out, None, None)
-        Vl = ep.eigenvectors[self._labelled]
-        if self.classes_.size == 2 or self._one_vs_rest:
-            mean, var = binary_predict_low_rank(state, Vl, spectral_weights(ep, t), V)
-            return probit_logistic(mean, var), mean, var
-        K_cross = self._gram(ep, t, Vl, V)
-        k_diag = (V * V) @ spectral_weights(ep, t)
-        mean, var = softmax_predict(state, K_cross, k_diag)
-        return softmax_probabilities(mean, var, random_state=0), mean, var
-
     def _predictive_scale(self, codes):
         """``κ`` by leave-one-out (:func:`flgp.models.ep.fit_predictive_scale`) over the
         mixture of diffusion times (one ``κ`` per class for one-vs-rest); 1 without
@@ -501,79 +533,249 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             terms = [multinomial_loo(c[2], codes) for c in self._mixture]
         return fit_predictive_scale(terms, weights)
 
-    def _predict_vectors(self, V, prior_mask, moments=True):
-        """Class probabilities and latent moments, averaged over the mixture of diffusion
-        times (one component when not averaging). Latent moments are those of the mixture
-        (None for ``moments=False`` where they cost extra: multi-class EP)."""
-        cache = getattr(self, "_predictor_cache", None)
-        if self._one_vs_rest:
-            (t, A, states), = [(c[0], c[3], c[2]) for c in self._mixture]
-            scales = np.broadcast_to(self.predictive_scale_, (len(states),))
-            out = [self._component_predict(V, tc, ac, st, cache, scale=k)
-                   for tc, ac, st, k in zip(t, A, states, scales)]
-            proba = np.stack([o[0] for o in out], 1)
-            proba /= proba.sum(axis=1, keepdims=True)
-            mean = np.stack([o[1] for o in out], 1)
-            var = np.stack([o[2] for o in out], 1)
-        elif (self.classes_.size == 2 and not self._ep and len(self._mixture) > 1):
-            # Laplace, binary: one stacked product serves every diffusion time
-            ep = self.eigenpairs_
-            weights = np.array([c[1] for c in self._mixture])
-            W = spectral_weights(ep, np.array([c[0] for c in self._mixture]))
-            means, variances = binary_predict_low_rank_many(
-                [c[2] for c in self._mixture], ep.eigenvectors[self._labelled], W, V)
-            p1 = probit_logistic(means, variances) @ weights
-            proba = p1
-            mean = means @ weights
-            var = np.maximum((variances + means * means) @ weights - mean * mean, 0.0)
-        else:
-            proba = mean = second = 0.0
-            for t, w, st, A in self._mixture:
-                p, mu, v = self._component_predict(V, t, A, st, cache, moments,
-                                                   self.predictive_scale_)
-                proba = proba + w * p
-                if mu is not None:
-                    mean = mean + w * mu
-                    second = second + w * (v + mu * mu)
-            var = np.maximum(second - mean * mean, 0.0) if mu is not None else None
-        if self.classes_.size == 2:
-            proba = np.c_[1 - proba, proba]
-        if prior_mask is not None and prior_mask.any():
-            proba[prior_mask] = self._prior
-        return proba, mean, var
-
-    def _proba_from_vectors(self, V, prior_mask):
-        return self._predict_vectors(V, prior_mask, moments=False)[0]
-
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):
-        """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map)."""
+        """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map); a dask
+        ``X`` gives a lazy dask array."""
         return self._predict_proba(X)
 
     def _predict_proba(self, X):
         # called from the public methods only: the far-point warning points at their caller
+        if is_lazy(X):
+            X = check_predict_X_lazy(self, X)
+            if self.method == "rbf":
+                raise ValueError("method='rbf' predicts numpy arrays only; compute X first.")
+            return self.eigenpairs_.map_points(X, self._predictor,
+                                               n_columns=self.classes_.size,
+                                               project=self._predictor.project)
         X = check_predict_X(self, X)
         if self.method == "rbf":
             return self.rbf_.predict_proba(X)
-        return self._proba_from_vectors(*extend_with_prior_mask(self, X, stacklevel=5))
+        proba, nearest = self.eigenpairs_.map_points(X, self._predictor,
+                                                     return_nearest=True,
+                                                     project=self._predictor.project)
+        warn_far_points(self, X, nearest, stacklevel=4)
+        return proba
 
     def predict(self, X):
-        """Most probable class at any points."""
-        proba = self._predict_proba(X)
-        return self.classes_[np.argmax(proba, axis=1)]
+        """Most probable class at any points (a lazy dask array for a dask ``X``)."""
+        return _classes_of(self._predict_proba(X), self.classes_)
 
     def predict_latent(self, X):
         """Latent posterior mean and variance: ``(n,)`` each for binary problems,
         ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
         moments of the mixture over the diffusion times."""
-        X = check_predict_X(self, X)
         if self.method == "rbf":
+            check_is_fitted(self, "classes_")
             raise ValueError("predict_latent is available for the heat-kernel methods; "
                              "method='rbf' has no heat-kernel latent.")
-        return self._predict_vectors(extend_with_prior_mask(self, X)[0], None)[1:]
+        width = 1 if self.classes_.size == 2 else self.classes_.size
+        if is_lazy(X):
+            X = check_predict_X_lazy(self, X)
+            out = self.eigenpairs_.map_points(X, self._predictor.latent,
+                                              n_columns=2 * width,
+                                              project=self._predictor.project)
+        else:
+            X = check_predict_X(self, X)
+            out, nearest = self.eigenpairs_.map_points(X, self._predictor.latent,
+                                                       return_nearest=True,
+                                                       project=self._predictor.project)
+            warn_far_points(self, X, nearest, stacklevel=3)
+        mean, var = out[:, :width], out[:, width:]
+        return (mean[:, 0], var[:, 0]) if width == 1 else (mean, var)
+
+    # -- the labelling loop -------------------------------------------------------------
+    def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
+        """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
+        first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
+
+        Strategies: ``"variance_reduction"`` (default) - the expected reduction, if the row
+        were labelled, of the total variance of the class probabilities over the cloud
+        (to first order: each latent's variance weighted by the squared slope of its
+        class probability), computed in the eigenbasis (``M x M`` algebra per class, one
+        pass over the cloud); ``"entropy"`` (or ``"uncertainty"``), ``"margin"``,
+        ``"least_confident"`` - the predictive uncertainty of ``label_distributions_``;
+        ``"random"``. Batches are greedy: after each pick the posterior is conditioned on
+        a label there, so a batch spreads out (:mod:`flgp.models.labelling`;
+        docs/models.md, "The labelling loop"). Deterministic; ``random_state`` (an int, a
+        numpy Generator or None; default: the estimator's) seeds ``"random"``, an int
+        together with the number of labelled rows, so that a loop draws new rows each
+        round. Refit with ``warm_start=True`` to reuse the eigenpairs.
+        """
+        return _suggest_labels(self, n, strategy, random_state, kind="classifier",
+                               post=lambda: classifier_latent_posterior(self, self._V_lab),
+                               uncertainty=lambda: self.label_distributions_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         tags.classifier_tags.multi_label = False
         return tags
+
+
+def _check_class_labels(y_lab):
+    if y_lab.size and type_of_target(y_lab) == "continuous":
+        raise ValueError("Unknown label type: continuous. FLGPClassifier needs class "
+                         "labels; use FLGPRegressor for a continuous target.")
+
+
+def _argmax_classes(proba, classes):
+    return classes[np.argmax(proba, axis=1)]
+
+
+def _classes_of(proba, classes):
+    """The most probable class of each row (lazily for a dask array)."""
+    if not isinstance(proba, np.ndarray):
+        return proba.map_blocks(_argmax_classes, classes, drop_axis=1, dtype=classes.dtype,
+                                meta=np.empty(0, dtype=classes.dtype))
+    return _argmax_classes(proba, classes)
+
+
+def _gram(spectrum, t, V1, V2):
+    V1, w, V2 = active_columns(V1, spectral_weights(spectrum, t), V2)
+    return (V1 * w) @ V2.T
+
+
+def _feature_matrix(spectrum, t, amplitude):
+    """``D`` (``M x d``) with ``V D = √A · V · diag(√(c e^{-tλ}))`` over the modes whose
+    weight is not 0 (the leading ones at any t > 0): the EP features of eigenvector rows."""
+    w = spectral_weights(spectrum, t)
+    k = nonzero_prefix(w)
+    keep = np.arange(k) if k is not None else np.flatnonzero(w != 0)
+    D = np.zeros((w.size, keep.size))
+    D[keep, np.arange(keep.size)] = np.sqrt(amplitude * w[keep])
+    return D
+
+
+def _features(spectrum, V, t, amplitude):
+    """The EP features ``V D`` (:func:`_feature_matrix`), by column selection."""
+    w = spectral_weights(spectrum, t)
+    k = nonzero_prefix(w)
+    if k is not None:
+        return V[:, :k] * np.sqrt(amplitude * w[:k])
+    keep = w != 0
+    return V[:, keep] * np.sqrt(amplitude * w[keep])
+
+
+class _ClassPredictor:
+    """Class probabilities and latent moments of a fitted classifier from eigenvector rows
+    (:meth:`Eigenpairs.map_chunks` / :meth:`~Eigenpairs.map_points` call it on blocks of
+    rows). It holds the posterior over the diffusion times it averages (one when not
+    averaging), the predictive scale, the labelled rows' eigenvectors (Laplace) and which
+    connected components hold a label - no ``n``-sized array - so it is small and
+    picklable: Dask ships it to its tasks.
+
+    With EP everything a prediction needs of a row ``v`` is linear in it (latent means,
+    the factors of the latent covariances), so the predictor declares one ``M x k`` matrix
+    ``project`` and is called with the rows of ``V · project``: for FLGP these come from
+    the ``r``-sparse transition rows and the induced points (``O(r k)`` a point,
+    :meth:`Eigenpairs.map_chunks`). Laplace predictors (``project`` None) get ``V``.
+
+    ``predictor(Z, components) -> (b, n_classes)`` probabilities; rows in a component
+    without labels get the class frequencies of the labels (the prior prediction).
+    """
+
+    def __init__(self, est, spectrum: Spectrum):
+        self.spectrum = spectrum
+        self.n_classes = int(est.classes_.size)
+        self.ep = est._ep
+        self.one_vs_rest = est._one_vs_rest
+        self.mixture = est._mixture
+        self.scale = est.predictive_scale_
+        self.prior = est._prior
+        self.component_has_label = est._component_has_label
+        self.V_lab = None if self.ep else est._V_lab
+        self.project, self._columns = (self._projection() if self.ep else (None, None))
+
+    def _posteriors(self):
+        """``(t, amplitude, state)`` of every EP posterior the predictions use: one per
+        class (one-vs-rest) or per diffusion time of the mixture."""
+        if self.one_vs_rest:
+            (t, A, states), = [(c[0], c[3], c[2]) for c in self.mixture]
+            return list(zip(t, A, states))
+        return [(c[0], c[3], c[2]) for c in self.mixture]
+
+    def _projection(self):
+        blocks, columns, at = [], [], 0
+        multinomial = self.n_classes > 2 and not self.one_vs_rest
+        for t, A, state in self._posteriors():
+            D = _feature_matrix(self.spectrum, t, A)
+            if multinomial:
+                block = D @ multinomial_projection(state)
+            else:
+                block = D @ probit_projection(state)
+            blocks.append(block)
+            columns.append((at, at + block.shape[1], D.shape[1]))
+            at += block.shape[1]
+        return np.ascontiguousarray(np.hstack(blocks)), columns
+
+    def __call__(self, Z, components=None):
+        return self.predict(Z, components, moments=False)[0]
+
+    def latent(self, Z, components=None):
+        """Latent means and variances side by side, ``(b, 2)`` or ``(b, 2 C)``."""
+        _, mean, var = self.predict(Z, None, moments=True)
+        b = Z.shape[0]
+        return np.concatenate([np.reshape(mean, (b, -1)), np.reshape(var, (b, -1))], axis=1)
+
+    def _one(self, Z, j, t, state, moments=True, scale=1.0):
+        """Class probabilities (or the binary ``P(class 1)``), latent means and variances of
+        posterior ``j`` (one diffusion time, or one class of one-vs-rest); the moments are
+        None when not asked for (multi-class EP computes them only then). ``Z``: the rows
+        of ``V · project`` (EP) or ``V`` (Laplace)."""
+        if self.ep:
+            a, b, dim = self._columns[j]
+            if self.n_classes == 2 or self.one_vs_rest:
+                mean, var = probit_latent_projected(Z[:, a:b])
+                return probit_probabilities(mean, var, scale), mean, var
+            out = multinomial_predict_projected(Z[:, a:b], self.n_classes, dim,
+                                                moments=moments, scale=scale)
+            return out if moments else (out, None, None)
+        V, Vl = Z, self.V_lab
+        if self.n_classes == 2 or self.one_vs_rest:
+            mean, var = binary_predict_low_rank(state, Vl, spectral_weights(self.spectrum, t),
+                                                V)
+            return probit_logistic(mean, var), mean, var
+        K_cross = _gram(self.spectrum, t, Vl, V)
+        k_diag = (V * V) @ spectral_weights(self.spectrum, t)
+        mean, var = softmax_predict(state, K_cross, k_diag)
+        return softmax_probabilities(mean, var, random_state=0), mean, var
+
+    def predict(self, Z, components, moments=True):
+        """Class probabilities and latent moments, averaged over the mixture of diffusion
+        times. Latent moments are those of the mixture (None for ``moments=False`` where
+        they cost extra: multi-class EP)."""
+        if self.one_vs_rest:
+            posteriors = self._posteriors()
+            scales = np.broadcast_to(self.scale, (len(posteriors),))
+            out = [self._one(Z, j, t, st, scale=k)
+                   for j, ((t, _, st), k) in enumerate(zip(posteriors, scales))]
+            proba = np.stack([o[0] for o in out], 1)
+            proba /= proba.sum(axis=1, keepdims=True)
+            mean = np.stack([o[1] for o in out], 1)
+            var = np.stack([o[2] for o in out], 1)
+        elif self.n_classes == 2 and not self.ep and len(self.mixture) > 1:
+            # Laplace, binary: one stacked product serves every diffusion time
+            weights = np.array([c[1] for c in self.mixture])
+            W = spectral_weights(self.spectrum, np.array([c[0] for c in self.mixture]))
+            means, variances = binary_predict_low_rank_many(
+                [c[2] for c in self.mixture], self.V_lab, W, Z)
+            proba = probit_logistic(means, variances) @ weights
+            mean = means @ weights
+            var = np.maximum((variances + means * means) @ weights - mean * mean, 0.0)
+        else:
+            proba = mean = second = 0.0
+            for j, (t, w, st, _) in enumerate(self.mixture):
+                p, mu, v = self._one(Z, j, t, st, moments, self.scale)
+                proba = proba + w * p
+                if mu is not None:
+                    mean = mean + w * mu
+                    second = second + w * (v + mu * mu)
+            var = np.maximum(second - mean * mean, 0.0) if mu is not None else None
+        if self.n_classes == 2:
+            proba = np.c_[1 - proba, proba]
+        if components is not None and self.component_has_label is not None:
+            prior = ~self.component_has_label[components]
+            if prior.any():
+                proba[prior] = self.prior
+        return proba, mean, var

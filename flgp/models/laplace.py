@@ -6,7 +6,10 @@ Rasmussen & Williams (2006), *Gaussian Processes for Machine Learning*, Algorith
   likelihood that factorises over points (Bernoulli-logistic, Poisson-log), and the Laplace
   approximation of the log marginal likelihood;
 * :func:`laplace_softmax` - the multi-class softmax version with one latent function per
-  class sharing one covariance.
+  class sharing one covariance;
+* :func:`laplace_weights` - the same mode and evidence in the weight space of a low-rank
+  kernel (``f = b + Φ u``, ``u ~ N(0, I_d)``), ``O(m d² + d³)`` per Newton step, with the
+  evidence's gradient in the log prior weights (``FLGPRegressor(likelihood="poisson")``).
 
 Both take the ``m x m`` covariance of the labelled points. The formulation through
 ``B = I + W^{1/2} K W^{1/2}`` needs no jitter, so the rank-``M`` heat kernel is fine.
@@ -24,6 +27,7 @@ from scipy.special import expit, gammaln, softmax
 from scipy.stats import norm, qmc
 
 __all__ = ["LogisticLikelihood", "PoissonLikelihood", "laplace_binary", "laplace_softmax",
+           "laplace_weights", "laplace_weights_grad", "WeightLaplaceState",
            "binary_predict", "active_columns", "binary_predict_low_rank",
            "binary_predict_low_rank_many",
            "softmax_predict", "softmax_probabilities", "probit_logistic",
@@ -48,12 +52,20 @@ class PoissonLikelihood:
 
     @staticmethod
     def log_prob(y, f):
-        return y * f - np.exp(f) - gammaln(y + 1)
+        with np.errstate(over="ignore"):
+            return y * f - np.exp(f) - gammaln(y + 1)
 
     @staticmethod
     def grad_hess(y, f):
-        mu = np.exp(f)
+        with np.errstate(over="ignore"):
+            mu = np.exp(f)
         return y - mu, mu
+
+    @staticmethod
+    def hess_derivative(y, f):
+        """``dW/df`` of ``W = -d² log p / df²`` (for the evidence's gradient)."""
+        with np.errstate(over="ignore"):
+            return np.exp(f)
 
 
 def _damped_step(psi, K, a, a_new, obj, tol):
@@ -122,6 +134,84 @@ def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, 
     L = _chol_lower(np.eye(m) + sw[:, None] * K * sw[None, :])
     log_ev = -0.5 * a @ f + likelihood.log_prob(y, f).sum() - np.log(np.diag(L)).sum()
     return BinaryLaplaceState(f=f, a=a, grad=g, sqrt_w=sw, chol=L, log_evidence=float(log_ev))
+
+
+@dataclass
+class WeightLaplaceState:
+    u: np.ndarray        # (d,) posterior mode of the weights
+    f: np.ndarray        # (m,) latent at the labelled points, offset included
+    w: np.ndarray        # (m,) W = -d² log p / df² at the mode
+    chol: np.ndarray     # (d, d) lower Cholesky factor of H = I + Φᵀ W Φ
+    log_evidence: float
+    n_iter: int
+
+    def covariance(self) -> np.ndarray:
+        """The weights' posterior covariance ``H⁻¹`` (d, d)."""
+        d = self.chol.shape[0]
+        Linv = scipy.linalg.solve_triangular(self.chol, np.eye(d), lower=True)
+        return Linv.T @ Linv
+
+
+def laplace_weights(Phi: np.ndarray, y: np.ndarray, likelihood=PoissonLikelihood, *,
+                    offset: float = 0.0, u0: np.ndarray | None = None, tol: float = 1e-10,
+                    max_iter: int = 100) -> WeightLaplaceState:
+    """Laplace approximation in weight space: ``f = offset + Φ u``, ``u ~ N(0, I_d)``,
+    ``y_i ~ p(y_i | f_i)`` (log-concave, factorised).
+
+    Newton's method on ``Ψ(u) = -|u|²/2 + Σ log p(y | f)`` (Hessian ``-(I + Φᵀ W Φ)``),
+    damped by step halving; stops when a step moves no weight by more than ``tol``. The
+    log evidence is ``Ψ(û) - log|I + Φᵀ W Φ| / 2`` - the same number as
+    :func:`laplace_binary` with ``K = Φ Φᵀ`` (Sylvester's determinant identity), at
+    ``O(m d² + d³)`` per step. ``u0`` warm-starts Newton (the mode does not depend on it).
+    """
+    Phi = np.asarray(Phi, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    m, d = Phi.shape
+    u = np.zeros(d) if u0 is None else np.array(u0, dtype=np.float64)
+
+    def psi(u_):
+        f_ = offset + Phi @ u_
+        val = -0.5 * u_ @ u_ + likelihood.log_prob(y, f_).sum()
+        return (val if np.isfinite(val) else -np.inf), f_
+
+    obj, f = psi(u)
+    if not np.isfinite(obj):            # a warm start that overflows: start from the prior
+        u = np.zeros(d)
+        obj, f = psi(u)
+    it = 0
+    for it in range(1, max_iter + 1):
+        g, w = likelihood.grad_hess(y, f)
+        L = _chol_lower(np.eye(d) + (Phi * w[:, None]).T @ Phi)
+        step = scipy.linalg.cho_solve((L, True), Phi.T @ g - u, check_finite=False)
+        size = 1.0
+        while True:
+            obj_try, f_try = psi(u + size * step)
+            if obj_try >= obj - 1e-12 * abs(obj) or size < 1e-6:
+                break
+            size *= 0.5
+        if obj_try < obj - 1e-12 * abs(obj):
+            break                                   # no ascent left: at the mode
+        u, f, obj = u + size * step, f_try, obj_try
+        if size * np.max(np.abs(step), initial=0.0) <= tol:
+            break
+    g, w = likelihood.grad_hess(y, f)
+    L = _chol_lower(np.eye(d) + (Phi * w[:, None]).T @ Phi)
+    log_ev = obj - np.log(np.diag(L)).sum()
+    return WeightLaplaceState(u=u, f=f, w=w, chol=L, log_evidence=float(log_ev), n_iter=it)
+
+
+def laplace_weights_grad(state: WeightLaplaceState, Phi: np.ndarray, y: np.ndarray,
+                         likelihood=PoissonLikelihood) -> np.ndarray:
+    """Gradient of :func:`laplace_weights`' log evidence in ``log d_l`` when
+    ``Φ = V diag(√d)``: ``û_l²/2 - (1 - (H⁻¹)_ll)/2 - û_l (H⁻¹ Φᵀ (κ ∘ W'))_l / 2`` with
+    ``κ_i = (Φ H⁻¹ Φᵀ)_ii`` and ``W' = dW/df`` - the explicit terms plus the mode's
+    dependence on ``d`` (R&W Section 5.5.1, in weight space)."""
+    Hinv = state.covariance()
+    PH = Phi @ Hinv
+    kappa = np.einsum("ij,ij->i", PH, Phi)
+    w3 = likelihood.hess_derivative(y, state.f)
+    u = state.u
+    return 0.5 * u * u - 0.5 * (1.0 - np.diag(Hinv)) - 0.5 * u * (PH.T @ (kappa * w3))
 
 
 def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,

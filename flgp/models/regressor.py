@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.special import ndtri
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import column_or_1d
 
+from .._chunks import stage
 from .._validation import check_int, check_option, check_positive
 from ..kernels.heat_kernel import diffusion_time_range
+from ._chunked import (check_predict_X_lazy, is_lazy, label_components, labelled_rows,
+                       lazy_fit_points, stack_unlabeled_lazy)
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      cloud_reach, eigenpair_candidates, extend_with_prior_mask,
-                      single_threaded_blas, spectral_weights, stack_unlabeled,
-                      warn_unlabelled_components)
+                      cloud_reach, single_threaded_blas,
+                      spectral_weights, stack_unlabeled, warn_far_points)
+from ._warm import warm_eigenpair_candidates
 from .gaussian import LowRankGaussianEvidence
+from .labelling import LatentPosterior, suggest_labels as _suggest_labels
 from .laplace import nonzero_prefix
+from .poisson import (check_counts, count_offset, fit_count_hyperparameters,
+                      poisson_interval)
 from ..backends import resolve_backend
 from .rbf import RBFGPRegressor
 
@@ -33,11 +40,24 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     unit mean prior variance), evaluated in ``O(M^3)`` through the Woodbury identity of the
     FLGP appendix. For SE kernels the bandwidth is chosen over a grid by the same likelihood.
 
+    Counts (``likelihood="poisson"``): ``y ~ Poisson(exp(b + f(x)))``, ``f ~ GP(0, s^2 C_t)``,
+    with ``b`` the log of the labels' mean count (:func:`flgp.models.poisson.count_offset`);
+    the posterior is Laplace's approximation (Newton's method in the ``M``-dimensional
+    weight space, ``O(m M^2 + M^3)`` a step) and ``t``, ``s^2`` maximise its marginal
+    likelihood times ``π(t)`` (the same grid, starts and L-BFGS-B, with the evidence's
+    analytic gradient). ``predict`` returns the posterior mean count
+    ``E[exp(b + f)] = exp(b + m + v/2)``; :meth:`predict_interval` an interval for a new
+    count.
+
     Parameters
     ----------
     method, kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
     bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, backend, verbose :
         As in :class:`FLGPClassifier`.
+    induced_points : array-like of shape (n_induced, n_features), optional
+        FLGP's induced points, instead of choosing them (``subsample`` then only picks the
+        normalisation; :func:`flgp.graph.build_cross_graph`). The same points make an
+        in-memory and a Dask fit give the same model.
     diffusion_time_prior_power : float, default=1.0
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
         ``σ^2`` are the MAP with this prior and flat priors on ``log s^2``, ``log σ^2``.
@@ -47,6 +67,17 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         L-BFGS-B iterations per start (Adam steps for ``method="rbf"``).
     learning_rate : float, default=0.1
         Adam step of the ``"rbf"`` baseline.
+    likelihood : {"gaussian", "poisson"}, default="gaussian"
+        ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
+        rows), modelled with a log link (see above). Heat-kernel methods only.
+    warm_start : bool, default=False
+        Keep the graph and eigenpairs (every candidate of the bandwidth grid) after
+        ``fit``, and reuse them when the next ``fit`` gets the same cloud ``X`` (same shape
+        and checksums of its bytes) with the same graph settings: refitting with more or
+        changed labels then reruns only the GP part - the hyperparameter search, the
+        posterior and ``transduction_`` - and gives the numbers a cold fit gives. A
+        changed ``X`` or setting computes the eigenpairs again. Dask and zarr inputs are
+        always recomputed.
 
     Attributes
     ----------
@@ -55,14 +86,50 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     n_features_in_
         ``log_marginal_likelihood_`` is ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the fitted
         values, in the units of ``y`` (the prior on ``t`` is not included, as in
-        :class:`FLGPClassifier`).
+        :class:`FLGPClassifier`). With counts it is Laplace's approximation of
+        ``log p(y | t, s^2)``, ``noise_`` is None, ``outputscale_`` is ``s^2`` on the
+        log-rate scale, and ``transduction_`` / ``transduction_std_`` hold the posterior
+        mean and standard deviation of the rate ``exp(b + f)``.
+    offset_ : float or None
+        ``b``, the log-rate the counts' prior is centred on (None for Gaussian noise).
+
+    Notes
+    -----
+    Memory: the fit keeps the cloud's sparse transition rows (``r`` per point) and the
+    ``s x M`` eigenvector map; eigenvector rows are computed in blocks where they are used
+    (the labelled rows for the evidence, blocks of rows for ``transduction_`` and
+    ``predict``), so no ``n x M`` array is formed (:mod:`flgp._chunks` sets the block size).
+
+    Dask: ``X`` (and ``y``, ``X_unlabeled``) may be dask or zarr arrays (``method="flgp"``;
+    ``pip install 'flgp[dask]'``). The engine then runs as Dask tasks on the active
+    scheduler, ``transduction_`` and ``transduction_std_`` are lazy dask arrays, and the
+    fitted model holds no ``n``-sized numpy array (it references the lazy ``X``, so it
+    pickles small when ``X`` comes from a file, e.g. ``dask.array.from_zarr``).
+    ``predict`` of a dask array returns a lazy dask array (and does not warn about far
+    points, which would need the points computed).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp import FLGPRegressor
+    >>> from flgp.datasets import make_spiral
+    >>> X, y, f = make_spiral(2000, noise=0.5, random_state=0)
+    >>> rng = np.random.default_rng(1)
+    >>> y_semi = np.where(rng.random(len(y)) < 0.05, y, np.nan)   # NaN: unlabelled
+    >>> reg = FLGPRegressor(n_induced=300, n_eigenpairs=50, random_state=0).fit(X, y_semi)
+    >>> mean, std = reg.predict(X, return_std=True)
+    >>> mean.shape, std.shape
+    ((2000,), (2000,))
+    >>> print(np.sqrt(np.mean((mean - f) ** 2)) < 0.5)        # the noise sd is 0.5
+    True
     """
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
                  diffusion_time_prior_power=1.0, noise=None, max_iter=100,
-                 learning_rate=0.1, random_state=0, backend="auto", verbose=False):
+                 learning_rate=0.1, random_state=0, backend="auto", verbose=False,
+                 induced_points=None, likelihood="gaussian", warm_start=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -81,10 +148,146 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.verbose = verbose
+        self.induced_points = induced_points
+        self.likelihood = likelihood
+        self.warm_start = warm_start
 
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` is NaN on unlabelled rows. Or pass the labelled rows
-        as ``X, y`` and the unlabelled points as ``X_unlabeled``."""
+        as ``X, y`` and the unlabelled points as ``X_unlabeled``. Any of them may be a dask
+        (or zarr) array (see the class notes)."""
+        if is_lazy(X) or is_lazy(y) or is_lazy(X_unlabeled):
+            with stage("labels"):
+                X, labelled, y_lab = self._lazy_inputs(X, y, X_unlabeled)
+        else:
+            X, labelled, y_lab = self._numpy_inputs(X, y, X_unlabeled)
+        check_option(self.method, "method", METHODS)
+        if is_lazy(X) and self.method != "flgp":
+            raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
+                             f"method={self.method!r}.")
+        check_int(self.max_iter, "max_iter", low=1)
+        check_hyperparameters(self)
+        check_positive(self.noise, "noise", allow_none=True)
+        check_option(self.likelihood, "likelihood", ("gaussian", "poisson"))
+        m = labelled.size
+        if m < 2:
+            raise ValueError(f"{m} labelled target(s); at least 2 are needed (NaN marks "
+                             f"unlabelled rows).")
+        self._labelled = labelled
+        if self.likelihood == "poisson":
+            return self._fit_counts(X, labelled, y_lab)
+        self.offset_ = None
+        self._y_mean = float(y_lab.mean())
+        self._y_scale = float(y_lab.std()) or 1.0
+        if not (np.isfinite(self._y_mean) and np.isfinite(self._y_scale)):
+            raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
+                             f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
+        z = (y_lab - self._y_mean) / self._y_scale
+        if self.method == "rbf":
+            self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate,
+                                       backend=resolve_backend(self.backend)).fit(
+                X[labelled], y_lab)
+            self.n_iter_ = self.max_iter
+            self.eigenpairs_ = None
+            self.noise_ = self.rbf_.noise_
+            self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
+            self.transduction_, self.transduction_std_ = self.rbf_.predict(X)
+            return self
+        best = None
+        for a, ep in warm_eigenpair_candidates(self, X):
+            with stage("labelled rows"):
+                V_lab = ep.eigenvector_rows(labelled)
+            with stage("hyperparameters"), single_threaded_blas():
+                fit = self._fit_hyper(ep, V_lab, z)
+            if self.verbose:
+                print(f"[FLGPRegressor] bandwidth scale {a:.3g}: t={fit['t']:.4g} "
+                      f"log evidence={-fit['nll']:.4f}")
+            if best is None or fit["nll"] < best[2]["nll"]:
+                best = (a, ep, fit, V_lab)
+        a, ep, fit, V_lab = best
+        self.eigenpairs_ = ep
+        self.eigenvalues_ = ep.eigenvalues
+        self.bandwidth_scale_ = a
+        self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
+        self.diffusion_time_ = fit["t"]
+        self.outputscale_ = fit["s2"] * self._y_scale ** 2
+        self.noise_ = fit["noise"] * self._y_scale ** 2
+        # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
+        # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
+        self.log_marginal_likelihood_ = -fit["nll_evidence"] - m * np.log(self._y_scale)
+        self.n_iter_ = fit["n_iter"]
+        ev = LowRankGaussianEvidence(V_lab, z)
+        sd, w_mean, w_cov = ev.posterior(self._log_weights(ep, fit["t"], fit["s2"]),
+                                         fit["noise"])
+        self._noise_std = fit["noise"]          # noise variance in standardised units
+        self._component_has_label = label_components(ep, labelled)
+        self._predictor = _RegressionPredictor(sd, w_mean, w_cov, self._y_mean,
+                                               self._y_scale, self._component_has_label)
+        return self._transduce(ep, X)
+
+    def _transduce(self, ep, X):
+        """``transduction_`` and ``transduction_std_`` of the cloud from ``_predictor``."""
+        self._reach = cloud_reach(ep, X)
+        with stage("transduction"):
+            out = ep.map_chunks(self._predictor, n_columns=2, parallel=True)
+        if ep.is_dask:
+            self.transduction_, self.transduction_std_ = out[:, 0], out[:, 1]
+        else:
+            self.transduction_ = np.ascontiguousarray(out[:, 0])
+            self.transduction_std_ = np.ascontiguousarray(out[:, 1])
+        return self
+
+    def _fit_counts(self, X, labelled, y_lab):
+        """The Poisson fit (``likelihood="poisson"``): as the Gaussian one, with Laplace's
+        approximation in weight space and no noise variance."""
+        if self.method == "rbf":
+            raise ValueError("likelihood='poisson' works with the heat-kernel methods "
+                             "('flgp', 'glgp', 'nystrom'); method='rbf' is Gaussian only.")
+        if self.noise is not None:
+            raise ValueError("noise is a parameter of likelihood='gaussian'; a Poisson count "
+                             "has no separate noise variance (leave noise=None).")
+        y_lab = check_counts(y_lab, labelled)
+        offset = count_offset(y_lab)
+        self._y_mean, self._y_scale = 0.0, 1.0
+        best = None
+        for a, ep in warm_eigenpair_candidates(self, X):
+            with stage("labelled rows"):
+                V_lab = ep.eigenvector_rows(labelled)
+            with stage("hyperparameters"), single_threaded_blas():
+                fit = fit_count_hyperparameters(
+                    ep, V_lab, y_lab, offset, diffusion_time=self.diffusion_time,
+                    prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter)
+            if self.verbose:
+                print(f"[FLGPRegressor] bandwidth scale {a:.3g}: t={fit['t']:.4g} "
+                      f"log evidence={-fit['nll_evidence']:.4f}")
+            if best is None or fit["nll"] < best[2]["nll"]:
+                best = (a, ep, fit)
+        a, ep, fit = best
+        self.eigenpairs_ = ep
+        self.eigenvalues_ = ep.eigenvalues
+        self.bandwidth_scale_ = a
+        self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
+        self.diffusion_time_ = fit["t"]
+        self.outputscale_ = fit["s2"]
+        self.noise_ = None
+        self.offset_ = offset
+        self.log_marginal_likelihood_ = -fit["nll_evidence"]
+        self.n_iter_ = fit["n_iter"]
+        M = ep.n_eigenpairs
+        kept, state = fit["kept"], fit["state"]
+        sd = np.zeros(M)
+        sd[kept] = np.sqrt(fit["weights"][kept])
+        w_mean = np.zeros(M)
+        w_mean[kept] = state.u
+        w_cov = np.zeros((M, M))
+        w_cov[np.ix_(kept, kept)] = state.covariance()
+        self._noise_std = None
+        self._component_has_label = label_components(ep, labelled)
+        self._predictor = _CountPredictor(sd, w_mean, w_cov, offset,
+                                          self._component_has_label)
+        return self._transduce(ep, X)
+
+    def _numpy_inputs(self, X, y, X_unlabeled):
         X = check_fit_X(self, X, y)
         try:
             y = np.asarray(y, dtype=np.float64)
@@ -99,70 +302,33 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
                              "infinite targets.")
         labelled = ~np.isnan(y)
         X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, np.nan)
-        check_option(self.method, "method", METHODS)
-        check_int(self.max_iter, "max_iter", low=1)
-        check_hyperparameters(self)
-        check_positive(self.noise, "noise", allow_none=True)
-        m = int(labelled.sum())
-        if m < 2:
-            raise ValueError(f"{m} labelled target(s); at least 2 are needed (NaN marks "
-                             f"unlabelled rows).")
-        self._labelled = np.flatnonzero(labelled)
-        y_lab = y[labelled]
-        self._y_mean = float(y_lab.mean())
-        self._y_scale = float(y_lab.std()) or 1.0
-        if not (np.isfinite(self._y_mean) and np.isfinite(self._y_scale)):
-            raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
-                             f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
-        z = (y_lab - self._y_mean) / self._y_scale
-        if self.method == "rbf":
-            self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate,
-                                       backend=resolve_backend(self.backend)).fit(X[labelled],
-                                                                                  y_lab)
-            self.n_iter_ = self.max_iter
-            self.eigenpairs_ = None
-            self.noise_ = self.rbf_.noise_
-            self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
-            self.transduction_, self.transduction_std_ = self.rbf_.predict(X)
-            return self
-        best = None
-        for a, ep in eigenpair_candidates(self, X):
-            with single_threaded_blas():
-                fit = self._fit_hyper(ep, z)
-            if self.verbose:
-                print(f"[FLGPRegressor] bandwidth scale {a:.3g}: t={fit['t']:.4g} "
-                      f"log evidence={-fit['nll']:.4f}")
-            if best is None or fit["nll"] < best[2]["nll"]:
-                best = (a, ep, fit)
-        a, ep, fit = best
-        self.eigenpairs_ = ep
-        self.eigenvalues_ = ep.eigenvalues
-        self.bandwidth_scale_ = a
-        self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
-        self.diffusion_time_ = fit["t"]
-        self.outputscale_ = fit["s2"] * self._y_scale ** 2
-        self.noise_ = fit["noise"] * self._y_scale ** 2
-        # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
-        # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
-        self.log_marginal_likelihood_ = -fit["nll_evidence"] - m * np.log(self._y_scale)
-        self.n_iter_ = fit["n_iter"]
-        ev = LowRankGaussianEvidence(ep.eigenvectors[self._labelled], z)
-        self._sd, self._w_mean, self._w_cov = ev.posterior(self._log_weights(ep, fit["t"],
-                                                                         fit["s2"]),
-                                                           fit["noise"])
-        self._unlabelled_mask, self._component_has_label = warn_unlabelled_components(
-            ep, self._labelled)
-        self._reach = cloud_reach(ep, X)
-        self.transduction_, self.transduction_std_ = self._predict_vectors(
-            ep.eigenvectors, self._unlabelled_mask)
-        return self
+        idx = np.flatnonzero(labelled)
+        return X, idx, y[idx]
+
+    def _lazy_inputs(self, X, y, X_unlabeled):
+        X = lazy_fit_points(self, X, y)
+        if y is not None and not is_lazy(y):
+            try:
+                y = np.asarray(y, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"y must be numeric (NaN marks unlabelled rows): "
+                                 f"{exc}") from exc
+        elif y is not None and not np.issubdtype(y.dtype, np.number):
+            raise ValueError(f"y must be numeric (NaN marks unlabelled rows); got dtype "
+                             f"{y.dtype}.")
+        idx, values = labelled_rows(y, X.shape[0], _not_nan)
+        values = np.asarray(values, dtype=np.float64)
+        if np.isinf(values).any():
+            raise ValueError("y contains infinity; mark unlabelled rows with NaN and remove "
+                             "infinite targets.")
+        return stack_unlabeled_lazy(X, X_unlabeled), idx, values
 
     @staticmethod
     def _log_weights(ep, t, s2):
         return np.log(s2 * ep.kernel_scale) - t * ep.eigenvalues
 
-    def _fit_hyper(self, ep, z):
-        ev = LowRankGaussianEvidence(ep.eigenvectors[self._labelled], z)
+    def _fit_hyper(self, ep, V_lab, z):
+        ev = LowRankGaussianEvidence(V_lab, z)
         lam = ep.eigenvalues
         log_scale = np.log(ep.kernel_scale)
         lo, hi = diffusion_time_range(lam)
@@ -219,32 +385,156 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
                     noise=float(np.exp(log_noise)), nll=float(best.fun),
                     nll_evidence=float(best.fun - prior_term), n_iter=max(1, int(best.nit)))
 
-    def _predict_vectors(self, V, prior_mask):
-        # f(x) = v(x) D^{1/2} u; prior weights below 1e-16 of the largest are dropped (as in
-        # spectral_weights) and so are their columns (active_columns)
-        sd = np.where(self._sd < 1e-8 * self._sd.max(), 0.0, self._sd)
-        k = nonzero_prefix(sd)
-        if k is not None and k < sd.size:   # the dropped ones trail: use views
-            V, sd = V[:, :k], sd[:k]
-            w_mean, w_cov = self._w_mean[:k], self._w_cov[:k, :k]
-        else:
-            w_mean, w_cov = self._w_mean, self._w_cov
-        F = V * sd
-        mean = F @ w_mean
-        var = np.einsum("ij,ij->i", F @ w_cov, F)
-        if prior_mask is not None and prior_mask.any():
-            mean[prior_mask] = 0.0
-            var[prior_mask] = (F[prior_mask] ** 2).sum(1)
-        mean = self._y_mean + self._y_scale * mean
-        std = self._y_scale * np.sqrt(np.maximum(var, 0.0))
-        return mean, std
-
     def predict(self, X, return_std=False):
         """Posterior mean at any points; with ``return_std`` also the posterior standard
-        deviation of ``f(x)`` (add ``noise_`` for that of a new observation)."""
-        X = check_predict_X(self, X)
-        if self.method == "rbf":
-            mean, std = self.rbf_.predict(X)
+        deviation of ``f(x)`` (add ``noise_`` for that of a new observation). With
+        ``likelihood="poisson"``: the posterior mean and standard deviation of the rate
+        ``exp(b + f(x))``, i.e. of the expected count (:meth:`predict_interval` gives an
+        interval for a new count). A dask ``X`` gives lazy dask arrays."""
+        if is_lazy(X):
+            X = check_predict_X_lazy(self, X)
+            if self.method == "rbf":
+                raise ValueError("method='rbf' predicts numpy arrays only; compute X first.")
+            out = self.eigenpairs_.map_points(X, self._predictor, n_columns=2)
         else:
-            mean, std = self._predict_vectors(*extend_with_prior_mask(self, X))
+            X = check_predict_X(self, X)
+            if self.method == "rbf":
+                mean, std = self.rbf_.predict(X)
+                return (mean, std) if return_std else mean
+            out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
+                                                       return_nearest=True)
+            warn_far_points(self, X, nearest, stacklevel=3)
+            out = out.T.copy()              # two contiguous rows: mean, sd
+            mean, std = out[0], out[1]
+            return (mean, std) if return_std else mean
+        mean, std = out[:, 0], out[:, 1]
         return (mean, std) if return_std else mean
+
+    def predict_interval(self, X, coverage=0.9):
+        """Equal-tailed ``coverage`` interval ``(lower, upper)`` for a new observation at
+        each point: ``mean ± z · √(sd² + noise_)`` with Gaussian noise; with
+        ``likelihood="poisson"`` the quantiles of the posterior predictive count (a
+        Poisson–log-normal mixture over the latent's posterior; integers)."""
+        if isinstance(coverage, bool) or not isinstance(coverage, (int, float, np.floating)) \
+                or not 0.0 < coverage < 1.0:
+            raise ValueError(f"coverage must be a probability strictly between 0 and 1 "
+                             f"(e.g. 0.9 for a 90% interval); got {coverage!r}.")
+        if is_lazy(X):
+            raise ValueError("predict_interval takes numpy arrays; compute the dask array "
+                             "first (or call it on blocks).")
+        X = check_predict_X(self, X)
+        if self.likelihood != "poisson":
+            mean, std = self.predict(X, return_std=True)
+            half = ndtri(0.5 + coverage / 2.0) * np.sqrt(std ** 2 + self.noise_)
+            return mean - half, mean + half
+        latent = _CountPredictor.latent_of(self._predictor)
+        out, nearest = self.eigenpairs_.map_points(X, latent, n_columns=2,
+                                                   return_nearest=True)
+        warn_far_points(self, X, nearest, stacklevel=3)
+        return poisson_interval(out[:, 0], out[:, 1], coverage)
+
+    # -- the labelling loop -------------------------------------------------------------
+    def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
+        """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
+        first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
+
+        Strategies: ``"variance_reduction"`` (default) - the expected reduction of the
+        total predictive variance of ``f`` over the cloud if the row were labelled,
+        computed in the eigenbasis (``M x M`` algebra, one pass over the cloud); ``"std"``
+        (or ``"uncertainty"``) - the predictive standard deviation; ``"random"``. Batches
+        are greedy: after each pick the posterior is conditioned on a label there, so a
+        batch spreads out (see :mod:`flgp.models.labelling` and docs/models.md, "The
+        labelling loop"). Deterministic; ``random_state`` (an int, a numpy Generator or
+        None; default: the estimator's) seeds ``"random"``, an int together with the
+        number of labelled rows, so that a loop draws new rows each round. Refit with
+        ``warm_start=True`` to reuse the eigenpairs.
+        """
+        return _suggest_labels(self, n, strategy, random_state, kind="regressor",
+                               post=self._latent_posterior,
+                               uncertainty=lambda: self.transduction_std_)
+
+    def _latent_posterior(self):
+        """The fitted latent ``f`` as a :class:`~flgp.models.labelling.LatentPosterior`
+        (standardised units for Gaussian noise, the log-rate for counts)."""
+        pr = self._predictor
+        M = self.eigenpairs_.n_eigenpairs
+        mean = np.zeros(M)
+        cov = np.zeros((M, M))
+        mean[:pr.k] = pr.sd * pr.w_mean
+        cov[:pr.k, :pr.k] = pr.sd[:, None] * pr.w_cov * pr.sd[None, :]
+        if self.likelihood == "poisson":
+            return LatentPosterior(mean, cov, offset=pr.offset, count_rate=True)
+        return LatentPosterior(mean, cov, precision=1.0 / self._noise_std)
+
+
+def _not_nan(y):
+    return ~np.isnan(y)
+
+
+class _RegressionPredictor:
+    """Posterior mean and sd of ``y`` from eigenvector rows: ``f(x) = v(x) D^{1/2} u`` with
+    ``u ~ N(w_mean, w_cov)``; rows in a component without labels get the prior. Small and
+    picklable (it runs inside Dask tasks); ``__call__(V, components) -> (b, 2)``."""
+
+    def __init__(self, sd, w_mean, w_cov, y_mean, y_scale, component_has_label):
+        # prior weights below 1e-8 of the largest sd (1e-16 of the variance) are dropped
+        # (as in spectral_weights) and so are their columns (active_columns)
+        sd = np.where(sd < 1e-8 * sd.max(), 0.0, sd)
+        k = nonzero_prefix(sd)
+        if k is not None and k < sd.size:   # the dropped ones trail: keep the leading ones
+            sd, w_mean, w_cov = sd[:k], w_mean[:k], w_cov[:k, :k]
+        self.k = sd.size
+        self.sd = sd
+        self.w_mean = w_mean
+        self.w_cov = np.ascontiguousarray(w_cov)
+        self.y_mean = y_mean
+        self.y_scale = y_scale
+        self.component_has_label = component_has_label
+
+    def moments(self, V, components=None):
+        """Posterior mean and variance of the (standardised) latent at rows ``V``."""
+        F = V[:, :self.k] * self.sd
+        mean = F @ self.w_mean
+        var = np.einsum("ij,ij->i", F @ self.w_cov, F)
+        if components is not None and self.component_has_label is not None:
+            prior = ~self.component_has_label[components]
+            if prior.any():
+                mean[prior] = 0.0
+                var[prior] = (F[prior] ** 2).sum(1)
+        return mean, np.maximum(var, 0.0)
+
+    def __call__(self, V, components=None):
+        mean, var = self.moments(V, components)
+        out = np.empty((V.shape[0], 2))
+        out[:, 0] = self.y_mean + self.y_scale * mean
+        out[:, 1] = self.y_scale * np.sqrt(np.maximum(var, 0.0))
+        return out
+
+
+class _CountPredictor(_RegressionPredictor):
+    """Posterior mean and sd of the rate ``exp(b + f(x))`` from eigenvector rows (``latent``:
+    the log-rate's mean and sd instead); picklable, ``__call__(V, components) -> (b, 2)``."""
+
+    def __init__(self, sd, w_mean, w_cov, offset, component_has_label, latent=False):
+        super().__init__(sd, w_mean, w_cov, 0.0, 1.0, component_has_label)
+        self.offset = float(offset)
+        self.latent = latent
+
+    @classmethod
+    def latent_of(cls, pr):
+        out = cls.__new__(cls)
+        out.__dict__.update(pr.__dict__)
+        out.latent = True
+        return out
+
+    def __call__(self, V, components=None):
+        mean, var = self.moments(V, components)
+        out = np.empty((V.shape[0], 2))
+        if self.latent:
+            out[:, 0] = self.offset + mean
+            out[:, 1] = np.sqrt(var)
+            return out
+        log_mean = np.minimum(self.offset + mean + 0.5 * var, 700.0)
+        out[:, 0] = np.exp(log_mean)
+        out[:, 1] = out[:, 0] * np.sqrt(np.expm1(np.minimum(var, 700.0)))
+        return out

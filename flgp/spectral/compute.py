@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from .._chunks import is_dask_array, is_zarr_array
 from .._validation import check_option, check_points
 from ..backends import resolve_backend
 from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
@@ -31,12 +34,16 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
                        subsample: str = "kmeans", kernel: str = "lae",
                        bandwidth: float | None = None, bandwidth_scale: float = 1.0,
                        lae_regularization: float = 1e-3, spectrum: str = "one_step",
-                       random_state=None, backend: str = "auto") -> Eigenpairs:
+                       random_state=None, backend: str = "auto", induced_points=None,
+                       chunk_size: int | None = None) -> Eigenpairs:
     """Heat-kernel eigenpairs of the cloud ``X``.
 
     Parameters
     ----------
-    X : array-like (n_samples, n_features)
+    X : array-like, dask array or zarr array (n_samples, n_features)
+        A dask or zarr array runs the Dask engine (FLGP only; ``pip install
+        'flgp[dask]'``): the passes over the points are Dask tasks on the active scheduler
+        and the eigenvectors stay lazy (:attr:`Eigenpairs.eigenvectors` is a dask array).
     method : {"flgp", "glgp", "nystrom"}, default="flgp"
     n_induced : int, optional
         ``s``; default :func:`default_n_induced` (ignored by GLGP).
@@ -59,10 +66,55 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
         :mod:`flgp.backends`. FLGP: who does the distance work. GLGP: "keops" never stores
         the ``n x n`` matrix (KeOps products inside Lanczos; for GPUs). Nyström: dense
         ``s x s`` either way.
+    induced_points : array-like (n_induced, n_features), optional
+        FLGP: use these induced points (see :func:`flgp.graph.build_cross_graph`).
+    chunk_size : int, optional
+        FLGP: rows per block of the passes over the points; default from the working-memory
+        budget (:func:`flgp.get_config`).
+
+    Returns
+    -------
+    Eigenpairs
+        Eigenvalues ascending in ``[0, 1]`` (the first 0), eigenvectors of the cloud, and
+        the out-of-sample map (:meth:`Eigenpairs.extend`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp import compute_eigenpairs
+    >>> from flgp.datasets import make_spiral
+    >>> X, y, f = make_spiral(1000, random_state=0)
+    >>> ep = compute_eigenpairs(X, n_induced=100, n_eigenpairs=20, random_state=0)
+    >>> ep.eigenvalues.shape, ep.eigenvectors.shape
+    ((20,), (1000, 20))
+    >>> print(round(float(ep.eigenvalues[0]), 6), bool(np.all(np.diff(ep.eigenvalues) >= 0)))
+    0.0 True
+    >>> ep.extend(X[:3] * 1.01).shape      # eigenvectors at new points
+    (3, 20)
     """
     check_option(method, "method", METHODS)
-    X = check_points(X)
+    in_memory = not (is_dask_array(X) or is_zarr_array(X))
+    if not in_memory and method != "flgp":
+        raise ValueError(f"method={method!r} needs the cloud in memory (dense kernels); dask "
+                         f"and zarr arrays run with method='flgp'.")
+    if in_memory:
+        X = check_points(X)
     n = X.shape[0]
+    if method == "flgp":
+        if induced_points is not None:
+            s = n_induced
+            M = (default_n_eigenpairs(np.shape(induced_points)[0]) if n_eigenpairs is None
+                 else n_eigenpairs)
+        else:
+            s = default_n_induced(n) if n_induced is None else n_induced
+            M = default_n_eigenpairs(s) if n_eigenpairs is None else n_eigenpairs
+        graph = build_cross_graph(X, n_induced=s, n_neighbors=n_neighbors,
+                                  subsample=subsample, kernel=kernel, bandwidth=bandwidth,
+                                  bandwidth_scale=bandwidth_scale,
+                                  lae_regularization=lae_regularization,
+                                  random_state=random_state, backend=backend,
+                                  induced_points=induced_points, chunk_size=chunk_size)
+        return flgp_eigenpairs(graph, M, spectrum=spectrum)
     s = default_n_induced(n) if n_induced is None else n_induced
     if method == "glgp":
         M = default_n_eigenpairs(n) if n_eigenpairs is None else n_eigenpairs
@@ -75,14 +127,7 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
                                   bandwidth_scale=bandwidth_scale)
         return glgp_eigenpairs(graph, M)
     M = default_n_eigenpairs(s) if n_eigenpairs is None else n_eigenpairs
-    if method == "nystrom":
-        graph = build_nystrom_graph(X, n_induced=s, subsample=subsample, bandwidth=bandwidth,
-                                    n_neighbors=bandwidth_neighbour_count(n_neighbors, s),
-                                    bandwidth_scale=bandwidth_scale, random_state=random_state)
-        return nystrom_eigenpairs(graph, M, X)
-    graph = build_cross_graph(X, n_induced=s, n_neighbors=n_neighbors, subsample=subsample,
-                              kernel=kernel, bandwidth=bandwidth,
-                              bandwidth_scale=bandwidth_scale,
-                              lae_regularization=lae_regularization, random_state=random_state,
-                              backend=backend)
-    return flgp_eigenpairs(graph, M, spectrum=spectrum)
+    graph = build_nystrom_graph(X, n_induced=s, subsample=subsample, bandwidth=bandwidth,
+                                n_neighbors=bandwidth_neighbour_count(n_neighbors, s),
+                                bandwidth_scale=bandwidth_scale, random_state=random_state)
+    return nystrom_eigenpairs(graph, M, X)

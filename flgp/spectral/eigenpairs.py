@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 import torch
 
-__all__ = ["Eigenpairs", "deterministic_sign_flip", "symmetric_eigh"]
+from .._chunks import default_chunk_size, map_row_ranges, row_bytes, row_ranges
+from ..backends import cpu_threads
+
+__all__ = ["Eigenpairs", "DenseCloud", "deterministic_sign_flip", "symmetric_eigh"]
 
 
-@dataclass
 class Eigenpairs:
     r"""Graph-Laplacian eigenpairs of a point cloud with an out-of-sample map.
 
@@ -21,61 +20,322 @@ class Eigenpairs:
 
     with ``c = kernel_scale`` (``n`` for FLGP and GLGP, ``s`` for Nyström-GLGP).
 
+    FLGP eigenpairs keep the eigenvectors as a *map*, not a matrix: the cloud's sparse
+    transition rows (``r`` entries each; in-memory fits) or the cloud itself (Dask fits)
+    and the ``s x M`` projection ``Λ^{-1/2} W Σ^{-1}``. Eigenvector rows are computed where
+    they are used:
+
+    * :meth:`eigenvector_rows` - the rows of an index set (e.g. the labelled points);
+    * :meth:`iter_chunks` / :meth:`map_chunks` - blocks of rows of the whole cloud, never
+      more than ``chunk_size x M`` numbers at once (``map_chunks`` returns a lazy dask
+      array for a Dask fit);
+    * :meth:`map_points` - the same for new points, through the out-of-sample map;
+    * :attr:`eigenvectors` - all ``n x M`` of them, explicitly (computed on first access
+      and kept; a lazy dask array for a Dask fit).
+
     Attributes
     ----------
     eigenvalues : ndarray (M,)
         ``λ_l`` ascending, in ``[0, 1]``.
-    eigenvectors : ndarray (n, M)
-        ``v_l`` at the cloud's points.
     kernel_scale : float
     extension : callable
         ``extension(X_new) -> ndarray (n_new, M)``: eigenvector values at new points; at a
-        point of the cloud it returns that point's row of ``eigenvectors``.
+        point of the cloud it returns that point's eigenvector row.
     method : str
         "flgp", "glgp" or "nystrom".
     n_components : int
         Connected components of the graph (1 when connected).
     singular_values : ndarray (M,) or None
         FLGP's ``σ_l`` of ``A Λ^{-1/2}``.
-    component_labels : ndarray (n,) or None
-        Connected component of each cloud point (None: one component).
+    component_sizes : ndarray (n_components,) or None
+        Points of the cloud in each connected component (None when not tracked).
     """
 
-    eigenvalues: np.ndarray
-    eigenvectors: np.ndarray
-    kernel_scale: float
-    extension: Callable[[np.ndarray], np.ndarray] = field(repr=False)
-    method: str = "flgp"
-    n_components: int = 1
-    singular_values: np.ndarray | None = None
-    component_labels: np.ndarray | None = None
+    def __init__(self, eigenvalues, eigenvectors=None, kernel_scale=1.0, extension=None,
+                 method: str = "flgp", n_components: int = 1, singular_values=None,
+                 component_labels=None, *, cloud=None, component_sizes=None):
+        if (eigenvectors is None) == (cloud is None):
+            raise TypeError("Eigenpairs needs exactly one of eigenvectors (an n x M array) "
+                            "and cloud (a map to the eigenvector rows).")
+        if cloud is None:
+            cloud = DenseCloud(np.asarray(eigenvectors), component_labels)
+        elif component_labels is not None:
+            raise TypeError("component_labels come from the cloud map when it is given.")
+        self.eigenvalues = eigenvalues
+        self.kernel_scale = kernel_scale
+        self.extension = extension
+        self.method = method
+        self.n_components = int(n_components)
+        self.singular_values = singular_values
+        self.cloud = cloud
+        if component_sizes is None and cloud.tracks_components and not cloud.is_dask:
+            component_sizes = np.bincount(cloud.all_components(),
+                                          minlength=self.n_components)
+        self.component_sizes = component_sizes
+        self._vectors_cache = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_vectors_cache"] = None    # n x M: recomputed from the map if asked for
+        return state
+
+    @property
+    def is_dask(self) -> bool:
+        """Whether the eigenvectors live on a dask array (a Dask fit)."""
+        return self.cloud.is_dask
 
     @property
     def n_samples(self) -> int:
-        return self.eigenvectors.shape[0]
+        return self.cloud.n_samples
 
     @property
     def n_eigenpairs(self) -> int:
         return self.eigenvalues.shape[0]
 
+    @property
+    def eigenvectors(self):
+        """All ``n x M`` eigenvector values at the cloud's points: the explicit "give me
+        all of them" path (computed on first access and kept; a lazy dask array for a Dask
+        fit). Estimators use :meth:`eigenvector_rows` and :meth:`map_chunks`."""
+        if self.cloud.is_dask:
+            return self.cloud.all_vectors()
+        if self._vectors_cache is None:
+            self._vectors_cache = self.cloud.all_vectors()
+        return self._vectors_cache
+
+    @property
+    def component_labels(self):
+        """Connected component of each cloud point (``(n,)`` ints; None: not tracked; a
+        lazy dask array for a Dask fit)."""
+        return self.cloud.all_components() if self.cloud.tracks_components else None
+
+    def eigenvector_rows(self, index) -> np.ndarray:
+        """Eigenvector values at the cloud points ``index`` (integer indices, a boolean
+        mask or a slice): ``(len(index), M)``, the rows of :attr:`eigenvectors`."""
+        return self.cloud.vectors(_as_index(index, self.n_samples))
+
+    def component_rows(self, index):
+        """Connected component of the cloud points ``index`` (None: not tracked)."""
+        if not self.cloud.tracks_components:
+            return None
+        return self.cloud.components(_as_index(index, self.n_samples))
+
+    def iter_chunks(self, chunk_size: int | None = None):
+        """Yield ``(start, stop, vectors, components)`` over blocks of the cloud's rows:
+        ``vectors`` the ``(stop - start, M)`` eigenvector rows, ``components`` their
+        connected components (None: not tracked). In-memory eigenpairs only (a Dask fit
+        maps blocks with :meth:`map_chunks`)."""
+        if self.cloud.is_dask:
+            raise TypeError("these eigenpairs come from a dask array: use map_chunks(func), "
+                            "which returns a lazy dask array, instead of iterating.")
+        chunk = default_chunk_size(row_bytes(0, 3, self.n_eigenpairs), chunk_size)
+        for a, b in row_ranges(self.n_samples, chunk):
+            yield a, b, self.cloud.vectors(slice(a, b)), self.component_rows(slice(a, b))
+
+    def map_chunks(self, func, *, n_columns: int | None = None, dtype=np.float64,
+                   chunk_size: int | None = None, parallel: bool = False, project=None):
+        """``func(vectors, components)`` over blocks of the cloud's rows, joined.
+
+        ``func`` gets a block's ``(b, M)`` eigenvector rows and their components (``(b,)``
+        ints, or None) and returns ``(b,)`` or ``(b, n_columns)`` values. In-memory
+        eigenpairs return a numpy array (``parallel``: blocks on as many threads as torch
+        uses; ``func`` must then be thread-safe); a Dask fit returns a lazy dask array with
+        the cloud's row chunks (``n_columns`` and ``dtype`` describe the output; ``func``
+        runs inside the tasks, so it must pickle).
+
+        ``project``: an ``(M, k)`` matrix ``L``; ``func`` then gets the rows of ``V L``
+        instead of ``V``. FLGP computes them from the sparse transition rows and the
+        ``s x k`` matrix ``P L`` - ``r k`` operations a row instead of ``M k`` - so any
+        prediction that is linear in the eigenvector rows (a posterior mean, the factor of
+        a posterior variance) costs ``O(r)`` per point and output column.
+        """
+        cloud = self.cloud if project is None else self.cloud.projected(
+            _check_project(project, self.n_eigenpairs))
+        if cloud.is_dask:
+            return cloud.map(func, n_columns=n_columns, dtype=dtype, chunk_size=chunk_size)
+        width = self.n_eigenpairs if project is None else project.shape[1]
+        chunk = default_chunk_size(row_bytes(0, 3, width), chunk_size)
+        return _map_into(lambda a, b: func(cloud.vectors(slice(a, b)),
+                                           self.component_rows(slice(a, b))),
+                         self.n_samples, chunk, parallel)
+
+    def reduce_chunks(self, func, shape, *, chunk_size: int | None = None) -> np.ndarray:
+        """``Σ func(vectors, components, start)`` over blocks of the cloud's rows (``start``:
+        the block's first row), each term an array of ``shape`` - e.g. ``Vᵀ G`` for a
+        sketch ``G`` whose rows are drawn from the row numbers. Returns numpy in both
+        engines (a Dask fit sums the blocks' terms with a dask tree reduction)."""
+        if self.cloud.is_dask:
+            return self.cloud.reduce(func, shape, chunk_size=chunk_size)
+        total = np.zeros(shape)
+        for a, _, V, comp in self.iter_chunks(chunk_size):
+            total += func(V, comp, a)
+        return total
+
     def extend(self, X_new) -> np.ndarray:
-        """Eigenvector values at new points, shape ``(n_new, M)``."""
+        """Eigenvector values at new points, shape ``(n_new, M)`` (all at once; see
+        :meth:`map_points` for blocks)."""
         return self.extension(X_new)
 
-    def extend_with_components(self, X_new, return_nearest: bool = False):
+    def extend_with_components(self, X_new, return_nearest: bool = False,
+                               restrict: bool = False):
         """Eigenvector values at new points and their connected component (None when the
         graph's components are not tracked), computed in one pass. ``return_nearest``: also
         each point's squared distance to its nearest induced point where the neighbour
-        search finds it on the way (FLGP), else None."""
+        search finds it on the way (FLGP), else None. ``restrict`` (FLGP): each point's
+        transition row cut to its own component
+        (:meth:`flgp.spectral.flgp.FLGPExtension.with_components`)."""
         fn = getattr(self.extension, "with_components", None)
-        if fn is None or self.component_labels is None:
+        if fn is None or not self.cloud.tracks_components:
             V = self.extension(X_new)
             return (V, None, None) if return_nearest else (V, None)
+        if restrict:
+            return fn(X_new, return_nearest=return_nearest, restrict=True)
         return fn(X_new, return_nearest=return_nearest)
+
+    def _extend(self, X_new, restrict, project, row_map):
+        """``(V or V L, components, nearest squared distances)`` of a block of new points;
+        ``row_map``: the FLGP map already projected by ``project``."""
+        if project is None:
+            return self.extend_with_components(X_new, return_nearest=True, restrict=restrict)
+        fn = getattr(self.extension, "with_components", None)
+        if fn is None or not self.cloud.tracks_components:
+            V = self.extend_with_components(X_new, return_nearest=True, restrict=restrict)
+            return (V[0] @ project,) + tuple(V[1:])
+        return fn(X_new, return_nearest=True, restrict=restrict, row_map=row_map)
+
+    def map_points(self, X_new, func, *, n_columns: int | None = None, dtype=np.float64,
+                   chunk_size: int | None = None, return_nearest: bool = False,
+                   restrict: bool = False, project=None):
+        """``func(vectors, components)`` over blocks of new points (validated ``(n_new,
+        p)`` float64, or a dask array), as :meth:`map_chunks` does for the cloud.
+
+        A numpy ``X_new`` gives a numpy result, with ``return_nearest`` also each point's
+        squared distance to its nearest induced point (``(n_new,)``; None where the map does
+        not find it). A dask ``X_new`` gives a lazy dask array (and None). ``restrict``: see
+        :meth:`extend_with_components`; ``project``: see :meth:`map_chunks`."""
+        from .._chunks import is_dask_array
+
+        if is_dask_array(X_new):
+            from .._dask import map_new_points
+
+            out = map_new_points(self, X_new, func, n_columns=n_columns, dtype=dtype,
+                                 chunk_size=chunk_size, restrict=restrict, project=project)
+            return (out, None) if return_nearest else out
+        n = X_new.shape[0]
+        if project is not None:
+            project = _check_project(project, self.n_eigenpairs)
+        width = self.n_eigenpairs if project is None else project.shape[1]
+        chunk = default_chunk_size(row_bytes(X_new.shape[1], 3, width), chunk_size)
+        nearest = np.empty(n) if return_nearest else None
+        found = [True]
+        row_map = getattr(self.extension, "row_map", None)
+        if row_map is not None and project is not None:
+            row_map = row_map.projected(project)          # once, not per block
+
+        def block(a, b):
+            V, comp, sq = self._extend(X_new[a:b], restrict, project, row_map)
+            if return_nearest:
+                if sq is None:
+                    found[0] = False
+                else:
+                    nearest[a:b] = sq
+            return func(V, comp)
+
+        out = _map_into(block, n, chunk, False)
+        if return_nearest:
+            return out, (nearest if found[0] else None)
+        return out
 
     def __repr__(self) -> str:
         return (f"Eigenpairs(method={self.method!r}, n_samples={self.n_samples}, "
                 f"n_eigenpairs={self.n_eigenpairs}, n_components={self.n_components})")
+
+
+def _check_project(project, M: int) -> np.ndarray:
+    project = np.asarray(project, dtype=np.float64)
+    if project.ndim != 2 or project.shape[0] != M:
+        raise ValueError(f"project must be an (n_eigenpairs, k) = ({M}, k) matrix; got shape "
+                         f"{project.shape}.")
+    return project
+
+
+def _as_index(index, n: int):
+    if isinstance(index, slice):
+        return index
+    index = np.asarray(index)
+    if index.dtype == bool:
+        if index.shape != (n,):
+            raise ValueError(f"a boolean index must have one entry per cloud point ({n}); "
+                             f"got shape {index.shape}.")
+        return np.flatnonzero(index)
+    if index.ndim != 1 or index.dtype.kind not in "iu":
+        raise ValueError(f"index must be a 1-d array of integer row indices, a boolean mask "
+                         f"or a slice; got {index.dtype} of shape {index.shape}.")
+    if index.size and (index.min() < -n or index.max() >= n):
+        raise IndexError(f"row index out of range for a cloud of {n} points.")
+    return index.astype(np.int64)
+
+
+def _map_into(block, n: int, chunk: int, parallel: bool):
+    """Run ``block(start, stop)`` over row blocks and stack the results into one array."""
+    ranges = row_ranges(n, chunk)
+    if not ranges:
+        raise ValueError("no rows to map over.")
+    first = np.asarray(block(*ranges[0]))
+    out = np.empty((n,) + first.shape[1:], dtype=first.dtype)
+    out[ranges[0][0]:ranges[0][1]] = first
+
+    def fill(a, b):
+        out[a:b] = block(a, b)
+
+    map_row_ranges(fill, ranges[1:], cpu_threads() if parallel else 1)
+    return out
+
+
+class DenseCloud:
+    """Eigenvector rows stored as an ``n x M`` array (GLGP, Nyström-GLGP)."""
+
+    is_dask = False
+
+    def __init__(self, vectors: np.ndarray, components=None):
+        self._vectors = vectors
+        self._components = components
+
+    @property
+    def n_samples(self) -> int:
+        return self._vectors.shape[0]
+
+    @property
+    def tracks_components(self) -> bool:
+        return self._components is not None
+
+    def vectors(self, index):
+        return self._vectors[index]
+
+    def components(self, index):
+        return self._components[index]
+
+    def all_vectors(self):
+        return self._vectors
+
+    def all_components(self):
+        return self._components
+
+    def projected(self, project: np.ndarray) -> "DenseCloud":
+        """The rows of ``V L``, computed block by block where they are read."""
+        return _ProjectedDense(self._vectors, project, self._components)
+
+
+class _ProjectedDense(DenseCloud):
+    def __init__(self, vectors, project, components):
+        super().__init__(vectors, components)
+        self._project = project
+
+    def vectors(self, index):
+        return self._vectors[index] @ self._project
+
+    def all_vectors(self):
+        return self._vectors @ self._project
 
 
 def deterministic_sign_flip(vectors: np.ndarray) -> np.ndarray:

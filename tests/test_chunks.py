@@ -1,0 +1,323 @@
+"""The engine in blocks of rows: equal to the dense path it replaced, independent of the
+block size, and never holding an ``n x M`` array."""
+
+import pickle
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import flgp
+from flgp import FLGPClassifier, FLGPRegressor
+from flgp.embedding import DiffusionMap, GPEmbedding
+from flgp.graph import build_cross_graph
+from flgp.spectral import compute_eigenpairs
+
+from _flgp_reference import reference_eigenpairs, reference_regression
+from conftest import assert_allclose_up_to_sign
+
+
+def open_spiral(n, rng, noise=0.02):
+    """A 3-d open curve: simple, well separated low eigenvalues (no cos/sin pairs)."""
+    th = rng.uniform(0.0, 3.0, n)
+    X = np.c_[th * np.cos(3 * th), th * np.sin(3 * th), 0.3 * th]
+    return X + noise * rng.standard_normal((n, 3))
+
+
+def spiral_regression(n, rng, m=150):
+    th = np.sort(rng.uniform(0, 8 * np.pi, n))
+    X = ((th + 4) ** 0.7)[:, None] * np.c_[np.cos(th), np.sin(th)]
+    f = 3 * np.sin(th / 10) + 3 * np.cos(th / 2) + 4 * np.sin(4 * th / 5)
+    y = np.full(n, np.nan)
+    lab = rng.choice(n, m, replace=False)
+    y[lab] = f[lab] + 0.5 * rng.standard_normal(m)
+    return X, y
+
+
+@pytest.mark.parametrize("kernel, subsample", [("lae", "kmeans"), ("se", "kmeans"),
+                                               ("lae", "random"), ("se", "random")])
+@pytest.mark.parametrize("chunk_size", [None, 97])
+def test_chunked_engine_equals_the_dense_path(rng, kernel, subsample, chunk_size):
+    X = open_spiral(1500, rng)
+    ep = compute_eigenpairs(X, n_induced=150, n_eigenpairs=20, kernel=kernel,
+                            subsample=subsample, random_state=0, chunk_size=chunk_size)
+    U = ep.extension.graph.landmarks.points
+    lam, V, comp = reference_eigenpairs(X, U, 20, kernel=kernel,
+                                        sizes_from_nearest=subsample == "kmeans")
+    np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
+    assert_allclose_up_to_sign(ep.eigenvectors, V, atol=1e-10)
+    np.testing.assert_array_equal(ep.component_labels, comp)
+
+
+def test_chunked_components_equal_the_dense_path(rng):
+    X = np.vstack([open_spiral(600, rng), open_spiral(500, rng) + 50.0])
+    with pytest.warns(UserWarning, match="2 connected components"):
+        ep = compute_eigenpairs(X, n_induced=100, n_eigenpairs=10, random_state=0,
+                                chunk_size=128)
+    lam, V, comp = reference_eigenpairs(X, ep.extension.graph.landmarks.points, 10)
+    assert ep.n_components == 2
+    np.testing.assert_array_equal(ep.component_labels, comp)
+    np.testing.assert_array_equal(ep.component_sizes, np.bincount(comp))
+    np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
+
+
+def test_results_do_not_depend_on_the_chunk_size(rng):
+    X = open_spiral(2000, rng)
+    eps = [compute_eigenpairs(X, n_induced=200, n_eigenpairs=30, random_state=1,
+                              chunk_size=c) for c in (1, 333, 2000, 10**6)]
+    for ep in eps[1:]:
+        np.testing.assert_allclose(ep.eigenvalues, eps[0].eigenvalues, atol=1e-12)
+        np.testing.assert_allclose(ep.eigenvectors, eps[0].eigenvectors, atol=1e-10)
+    with flgp.config_context(working_memory=0.01):          # 1024-row blocks
+        small = compute_eigenpairs(X, n_induced=200, n_eigenpairs=30, random_state=1)
+    np.testing.assert_allclose(small.eigenvectors, eps[0].eigenvectors, atol=1e-10)
+
+
+def test_row_access_paths_agree(rng):
+    X = open_spiral(1200, rng)
+    ep = compute_eigenpairs(X, n_induced=100, n_eigenpairs=15, random_state=0)
+    V = ep.eigenvectors
+    idx = np.array([5, 0, 1199, 17, 5])
+    np.testing.assert_array_equal(ep.eigenvector_rows(idx), V[idx])
+    mask = np.zeros(1200, dtype=bool)
+    mask[[3, 9]] = True
+    np.testing.assert_array_equal(ep.eigenvector_rows(mask), V[[3, 9]])
+    blocks = list(ep.iter_chunks(chunk_size=500))
+    assert [(a, b) for a, b, _, _ in blocks] == [(0, 500), (500, 1000), (1000, 1200)]
+    np.testing.assert_array_equal(np.vstack([b[2] for b in blocks]), V)
+    np.testing.assert_array_equal(np.concatenate([b[3] for b in blocks]),
+                                  ep.component_labels)
+    out = ep.map_chunks(lambda v, c: v[:, :2] * 3.0, n_columns=2, chunk_size=77,
+                        parallel=True)
+    np.testing.assert_array_equal(out, 3.0 * V[:, :2])
+    # orthonormal columns, first one constant
+    np.testing.assert_allclose(V.T @ V, np.eye(15), atol=1e-10)
+    np.testing.assert_allclose(V[:, 0], V[0, 0], atol=1e-12)
+    # new points through the same map, in blocks
+    new = ep.map_points(X[:300], lambda v, c: v, n_columns=15, chunk_size=64)
+    np.testing.assert_allclose(new, V[:300], atol=1e-12)
+    with pytest.raises(IndexError, match="out of range"):
+        ep.eigenvector_rows([1200])
+    with pytest.raises(ValueError, match="boolean index"):
+        ep.eigenvector_rows(np.ones(3, dtype=bool))
+
+
+def test_eigenpairs_keep_no_dense_vectors_and_pickle_small(rng):
+    X = open_spiral(3000, rng)
+    ep = compute_eigenpairs(X, n_induced=100, n_eigenpairs=50, random_state=0)
+    size = len(pickle.dumps(ep))
+    _ = ep.eigenvectors                              # the explicit path caches n x M ...
+    assert len(pickle.dumps(ep)) == size             # ... but never pickles it
+    assert size < 3000 * 50 * 8                      # less than the n x M matrix
+    back = pickle.loads(pickle.dumps(ep))
+    np.testing.assert_array_equal(back.eigenvector_rows([1, 2]), ep.eigenvector_rows([1, 2]))
+
+
+def test_user_induced_points_give_the_same_graph(rng):
+    X = open_spiral(1000, rng)
+    a = build_cross_graph(X, n_induced=80, random_state=3)
+    b = build_cross_graph(X, induced_points=a.landmarks.points)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_allclose(a.transition.values, b.transition.values, atol=1e-14)
+    assert b.landmarks.method == "given"
+    with pytest.raises(ValueError, match="features"):
+        build_cross_graph(X, induced_points=a.landmarks.points[:, :2])
+    with pytest.raises(ValueError, match="leave n_induced=None"):
+        build_cross_graph(X, n_induced=5, induced_points=a.landmarks.points)
+
+
+def test_nan_error_names_the_row(rng):
+    X = open_spiral(500, rng)
+    X[[123, 321]] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or infinity in 2 row\(s\) \(first at row 123\)"):
+        compute_eigenpairs(X, n_induced=50)
+
+
+@pytest.mark.parametrize("kernel", ["lae", "se"])
+def test_regressor_transduction_equals_the_dense_prediction(rng, kernel):
+    X, y = spiral_regression(2500, rng)
+    reg = FLGPRegressor(n_induced=300, n_eigenpairs=40, kernel=kernel).fit(X, y)
+    ep = reg.eigenpairs_
+    lab = np.flatnonzero(~np.isnan(y))
+    # the engine's eigenvectors are the dense path's (to 1e-10, up to sign) ...
+    U = ep.extension.graph.landmarks.points
+    lam, V, _ = reference_eigenpairs(X, U, 40, kernel=kernel,
+                                     bandwidth=reg.bandwidth_)
+    np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
+    assert_allclose_up_to_sign(ep.eigenvectors, V, atol=1e-10)
+    # ... and the blockwise predictions are the dense n x M computation's
+    scale2 = np.nanstd(y) ** 2
+    mean, sd = reference_regression(V, lab, y[lab], lam, X.shape[0], reg.diffusion_time_,
+                                    reg.outputscale_ / scale2, reg.noise_ / scale2)
+    np.testing.assert_allclose(reg.transduction_, mean, atol=1e-10)
+    np.testing.assert_allclose(reg.transduction_std_, sd, atol=1e-10)
+    m2, s2 = reg.predict(X[:400], return_std=True)
+    np.testing.assert_allclose(m2, mean[:400], atol=1e-9)
+    np.testing.assert_allclose(s2, sd[:400], atol=1e-9)
+
+
+def test_regressor_with_given_induced_points_and_chunks(rng):
+    X, y = spiral_regression(2000, rng)
+    a = FLGPRegressor(n_induced=200, n_eigenpairs=30).fit(X, y)
+    U = a.eigenpairs_.extension.graph.landmarks.points
+    with flgp.config_context(working_memory=0.01):
+        b = FLGPRegressor(induced_points=U, n_eigenpairs=30).fit(X, y)
+    np.testing.assert_allclose(b.transduction_, a.transduction_, atol=1e-10)
+    np.testing.assert_allclose(b.transduction_std_, a.transduction_std_, atol=1e-10)
+
+
+def spiral_classes(n, rng, m=120, n_classes=3):
+    """The open spiral cut into ``n_classes`` arcs; ``m`` labels, -1 elsewhere."""
+    X = open_spiral(n, rng)
+    radius = np.hypot(X[:, 0], X[:, 1])
+    truth = np.minimum((radius / radius.max() * n_classes).astype(int), n_classes - 1)
+    y = np.full(n, -1)
+    lab = rng.choice(n, m, replace=False)
+    y[lab] = truth[lab]
+    return X, y, truth
+
+
+@pytest.mark.parametrize("n_classes, inference", [(2, "ep"), (3, "ep"), (3, "laplace")])
+def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, inference):
+    """Probabilities from blocks of 97 rows (computed from the stored transition rows)
+    equal the fitted posterior's predictions from the dense path's ``n x M`` eigenvectors
+    (:mod:`_flgp_reference`), and ``predict_proba`` at the cloud's points gives them too."""
+    X, y, _ = spiral_classes(2000, rng, n_classes=n_classes)
+    with flgp.config_context(working_memory=0.01):
+        clf = FLGPClassifier(n_induced=200, n_eigenpairs=30, inference=inference,
+                             amplitude=None if inference == "laplace" else 1.0).fit(X, y)
+    ep = clf.eigenpairs_
+    U = ep.extension.graph.landmarks.points
+    lam, V, _ = reference_eigenpairs(X, U, 30)
+    np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
+    # the reference's signs are its own: align them with the engine's first
+    signs = np.sign(np.sum(V * ep.eigenvectors, axis=0))
+    Vd = V * signs
+    project = clf._predictor.project               # EP: the predictor reads V @ project
+    dense = clf._predictor(Vd if project is None else Vd @ project, ep.component_labels)
+    np.testing.assert_allclose(clf.label_distributions_, dense, atol=1e-10)
+    np.testing.assert_allclose(clf.predict_proba(X[:300]), dense[:300], atol=1e-9)
+    assert np.all(clf.transduction_ == clf.classes_[dense.argmax(1)])
+    # an order-free computation: shuffled rows give the same probabilities
+    perm = rng.permutation(300)
+    np.testing.assert_allclose(clf.predict_proba(X[perm]), dense[perm], atol=1e-9)
+
+
+def _arrays(obj, seen=None):
+    """Every numpy array reachable from ``obj`` (attributes, containers), not looking
+    inside dask collections (a lazy input's graph holds what the user gave it)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or type(obj).__module__.split(".")[0] == "dask":
+        return
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        yield obj
+        return
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _arrays(v, seen)
+    elif isinstance(obj, (list, tuple, set)):
+        for v in obj:
+            yield from _arrays(v, seen)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        yield from _arrays(vars(obj), seen)
+
+
+def test_memory_shape_at_1e5_points(rng):
+    """At n = 10^5 and M = 100 the fit, the transduction and predict never allocate an
+    ``n x M`` array (80 MB): the traced peak stays below half of it with 8 MiB blocks, and
+    the fitted model holds no array with ``n x M`` entries."""
+    n, M = 100_000, 100
+    th = rng.uniform(0, 2 * np.pi, n)
+    X = np.c_[np.cos(th), np.sin(th), np.cos(3 * th)] + 0.01 * rng.standard_normal((n, 3))
+    y = np.full(n, np.nan)
+    y[:200] = np.sin(th[:200])
+    with flgp.config_context(working_memory=8):
+        tracemalloc.start()
+        reg = FLGPRegressor(n_induced=500, n_eigenpairs=M).fit(X, y)
+        reg.predict(X[:50_000])
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < n * M * 8 / 2, f"traced peak {peak / 2**20:.0f} MiB"
+    arrays = list(_arrays(reg))
+    assert max(a.size for a in arrays) < n * M
+    # O(n r): the graph's indices, distances and values (r = 3), the two outputs
+    assert sum(a.size for a in arrays if a.shape and a.shape[0] == n) == 11 * n
+    for est in (DiffusionMap(2, method="flgp", n_eigenpairs=M, n_induced=500),
+                GPEmbedding(2, method="flgp", n_eigenpairs=M, n_induced=500)):
+        with flgp.config_context(working_memory=8):
+            tracemalloc.start()
+            est.fit(X)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+        assert peak < n * M * 8 / 2
+        assert max(a.size for a in _arrays(est)) < n * M
+
+
+def test_classifier_memory_shape_at_1e5_points(rng):
+    """The multi-class EP classifier at n = 10^5, M = 100: no ``n x M`` array during the fit
+    and transduction (traced peak below half of one) nor in the fitted model."""
+    n, M = 100_000, 100
+    th = rng.uniform(0, 2 * np.pi, n)
+    X = np.c_[np.cos(th), np.sin(th), np.cos(3 * th)] + 0.01 * rng.standard_normal((n, 3))
+    y = np.full(n, -1)
+    y[:150] = (th[:150] * 3 / (2 * np.pi)).astype(int)
+    with flgp.config_context(working_memory=8):
+        tracemalloc.start()
+        clf = FLGPClassifier(n_induced=500, n_eigenpairs=M).fit(X, y)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < n * M * 8 / 2, f"traced peak {peak / 2**20:.0f} MiB"
+    arrays = list(_arrays(clf))
+    assert max(a.size for a in arrays) < n * M
+    truth = (th * 3 / (2 * np.pi)).astype(int)
+    assert np.mean(clf.transduction_ != truth) < 0.05
+
+
+def test_transformers_blockwise_equal_the_eigenvector_formula(rng):
+    X = open_spiral(1500, rng)
+    kw = dict(n_induced=120, n_eigenpairs=20, random_state=0)
+    ep = compute_eigenpairs(X, kernel="se", **kw)
+    mu = 1 - ep.eigenvalues
+    with flgp.config_context(working_memory=0.01):
+        dm = DiffusionMap(3, method="flgp", t=4, coordinates="markov", **kw).fit(X)
+        gp = GPEmbedding(4, method="flgp", t=4, sketch="rademacher", **kw).fit(X)
+    assert_allclose_up_to_sign(dm.embedding_, np.sqrt(1500) * ep.eigenvectors[:, 1:4]
+                               * mu[1:4] ** 4, atol=1e-9)
+    gp_big = GPEmbedding(4, method="flgp", t=4, sketch="rademacher", **kw).fit(X)
+    np.testing.assert_allclose(gp.sketch_coefficients_, gp_big.sketch_coefficients_,
+                               atol=1e-10)
+    np.testing.assert_allclose(gp.embedding_, (ep.eigenvectors * mu ** 4)
+                               @ gp.sketch_coefficients_, atol=1e-9)
+
+
+def test_nothing_imports_dask_without_it(tmp_path):
+    """With dask unimportable, flgp imports, fits and predicts on numpy arrays; a zarr-like
+    input asks for the extra."""
+    code = textwrap.dedent("""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("dask", "distributed", "zarr"):
+                    raise ImportError("blocked: " + name)
+        sys.meta_path.insert(0, Block())
+        import numpy as np
+        import flgp
+        from flgp.embedding import DiffusionMap
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((400, 3))
+        y = np.full(400, np.nan); y[:20] = X[:20, 0]
+        flgp.FLGPRegressor(n_induced=40).fit(X, y).predict(X[:5])
+        DiffusionMap(2, method="flgp").fit_transform(X)
+        assert not any(m.split(".")[0] in ("dask", "distributed", "zarr")
+                       for m in sys.modules), "dask was imported"
+        from flgp._chunks import take_rows
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("ok")

@@ -1,0 +1,158 @@
+"""Counts: FLGPRegressor(likelihood="poisson") against a dense-kernel Laplace reference
+(R&W Algorithm 3.1-3.2 on the m x m covariance), the weight-space Laplace evidence and its
+gradient, the predictive interval against numerical integration, and bad counts."""
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from flgp import FLGPRegressor
+from flgp.datasets import make_swiss_roll
+from flgp.models._common import spectral_weights
+from flgp.models.laplace import (PoissonLikelihood, binary_predict, laplace_binary,
+                                 laplace_weights, laplace_weights_grad)
+from flgp.models.poisson import poisson_interval
+
+
+def _offset_poisson(b):
+    class OffsetPoisson:
+        @staticmethod
+        def log_prob(y, f):
+            return PoissonLikelihood.log_prob(y, f + b)
+
+        @staticmethod
+        def grad_hess(y, f):
+            return PoissonLikelihood.grad_hess(y, f + b)
+
+    return OffsetPoisson
+
+
+def _counts(n=400, m=60, seed=0):
+    X, t = make_swiss_roll(n, noise=0.3, random_state=seed)
+    rng = np.random.default_rng(seed)
+    rate = np.exp(1.0 + np.sin(t))
+    y = rng.poisson(rate).astype(float)
+    yy = np.full(n, np.nan)
+    lab = rng.choice(n, m, replace=False)
+    yy[lab] = y[lab]
+    return X, y, yy, rate, lab
+
+
+def test_weight_space_laplace_equals_dense_and_its_gradient_is_exact():
+    rng = np.random.default_rng(0)
+    m, M = 25, 10
+    V = rng.standard_normal((m, M)) / 3
+    log_d = rng.normal(size=M)
+    b = 0.4
+    y = rng.poisson(np.exp(b + V @ (np.exp(0.5 * log_d) * rng.standard_normal(M))))
+    y = y.astype(float)
+
+    def run(ld):
+        return laplace_weights(V * np.exp(0.5 * ld), y, offset=b)
+
+    st = run(log_d)
+    ref = laplace_binary((V * np.exp(log_d)) @ V.T, y, _offset_poisson(b), tol=1e-15)
+    assert st.log_evidence == pytest.approx(ref.log_evidence, abs=1e-9)
+    np.testing.assert_allclose(st.f - b, ref.f, atol=1e-9)
+    grad = laplace_weights_grad(st, V * np.exp(0.5 * log_d), y)
+    h = 1e-5
+    num = [(run(log_d + h * e).log_evidence - run(log_d - h * e).log_evidence) / (2 * h)
+           for e in np.eye(M)]
+    np.testing.assert_allclose(grad, num, atol=1e-6)
+
+
+def test_poisson_regressor_matches_a_dense_laplace_reference():
+    X, y, yy, rate, lab = _counts()
+    reg = FLGPRegressor(likelihood="poisson", n_induced=100, random_state=0).fit(X, yy)
+    ep = reg.eigenpairs_
+    V = ep.eigenvectors
+    b = reg.offset_
+    assert b == pytest.approx(np.log(y[lab].mean()))
+    lab = np.sort(lab)
+    np.testing.assert_array_equal(np.sort(reg._labelled), lab)
+
+    def dense(t, s2):
+        w = s2 * spectral_weights(ep, t)
+        K = (V * w) @ V.T
+        st = laplace_binary(K[np.ix_(lab, lab)], y[lab], _offset_poisson(b), tol=1e-15)
+        return st, K, w
+
+    st, K, w = dense(reg.diffusion_time_, reg.outputscale_)
+    assert reg.log_marginal_likelihood_ == pytest.approx(st.log_evidence, abs=1e-7)
+    mean, var = binary_predict(st, K[lab], (V * V) @ w)
+    np.testing.assert_allclose(reg.transduction_, np.exp(b + mean + var / 2), rtol=1e-7)
+    np.testing.assert_allclose(reg.transduction_std_,
+                               np.exp(b + mean + var / 2) * np.sqrt(np.expm1(var)),
+                               rtol=1e-6)
+    # empirical Bayes: (t, s²) is a maximum of the dense evidence (flat prior in log t)
+    best = st.log_evidence
+    for dt, ds in [(0.1, 0), (-0.1, 0), (0, 0.1), (0, -0.1)]:
+        other = dense(reg.diffusion_time_ * np.exp(dt), reg.outputscale_ * np.exp(ds))[0]
+        assert other.log_evidence <= best + 1e-6
+    # and it recovers the rate on the unlabelled points
+    unl = np.setdiff1d(np.arange(len(y)), lab)
+    assert np.mean(np.abs(reg.transduction_[unl] - rate[unl]) / rate[unl]) < 0.3
+    np.testing.assert_allclose(reg.predict(X[:50]), reg.transduction_[:50], rtol=1e-8)
+
+
+def test_poisson_interval_is_the_poisson_lognormal_quantile():
+    mu = np.array([-1.0, 0.5, 2.0, 4.0, 1.0])
+    sd = np.array([0.3, 1.0, 0.2, 0.5, 0.0])
+    lower, upper = poisson_interval(mu, sd, 0.9)
+
+    def cdf(k, m_, s_):
+        if s_ == 0:
+            return stats.poisson.cdf(k, np.exp(m_))
+        return integrate.quad(lambda z: stats.norm.pdf(z) * stats.poisson.cdf(
+            k, np.exp(m_ + s_ * z)), -12, 12, epsabs=1e-12, limit=200)[0]
+
+    for k in range(mu.size):
+        for q, level in ((lower[k], 0.05), (upper[k], 0.95)):
+            assert q == np.round(q) and q >= 0
+            assert cdf(q, mu[k], sd[k]) >= level - 1e-6
+            assert q == 0 or cdf(q - 1, mu[k], sd[k]) < level + 1e-6
+
+
+def test_counts_interval_covers_and_gaussian_interval():
+    X, y, yy, rate, lab = _counts(n=600, m=120, seed=1)
+    reg = FLGPRegressor(likelihood="poisson", n_induced=120).fit(X, yy)
+    lo, hi = reg.predict_interval(X, coverage=0.9)
+    inside = np.mean((y >= lo) & (y <= hi))
+    assert 0.85 <= inside <= 0.99
+    g = FLGPRegressor(n_induced=120).fit(X, np.log1p(yy))
+    mean, sd = g.predict(X[:20], return_std=True)
+    lo, hi = g.predict_interval(X[:20], coverage=0.8)
+    np.testing.assert_allclose(hi - mean, stats.norm.ppf(0.9) * np.sqrt(sd ** 2 + g.noise_))
+    np.testing.assert_allclose(mean - lo, hi - mean)
+
+
+def test_bad_counts_and_settings_get_clear_errors():
+    X, y, yy, rate, lab = _counts(n=200, m=30)
+    bad = yy.copy()
+    bad[lab[3]] = -2
+    with pytest.raises(ValueError, match=f"negative \\(e.g. -2 at row {lab[3]}\\)"):
+        FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, bad)
+    bad = yy.copy()
+    bad[lab[5]] = 2.5
+    with pytest.raises(ValueError, match="not whole numbers \\(e.g. 2.5"):
+        FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, bad)
+    with pytest.raises(ValueError, match="noise is a parameter of likelihood='gaussian'"):
+        FLGPRegressor(likelihood="poisson", noise=0.1, n_induced=60).fit(X, yy)
+    with pytest.raises(ValueError, match="heat-kernel methods"):
+        FLGPRegressor(likelihood="poisson", method="rbf").fit(X, yy)
+    with pytest.raises(ValueError, match="likelihood"):
+        FLGPRegressor(likelihood="binomial", n_induced=60).fit(X, yy)
+    reg = FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, yy)
+    with pytest.raises(ValueError, match="coverage"):
+        reg.predict_interval(X[:3], coverage=1.5)
+
+
+def test_all_zero_counts_stay_finite():
+    X, y, yy, rate, lab = _counts(n=200, m=30, seed=2)
+    zeros = np.where(np.isnan(yy), np.nan, 0.0)
+    reg = FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, zeros)
+    mean, sd = reg.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(sd))
+    assert mean.max() < 0.2                    # about half a count over 30 labels at most
+    lo, hi = reg.predict_interval(X[:10])
+    assert np.all(lo == 0) and np.all(hi >= 0)
