@@ -200,7 +200,9 @@ def test_zarr_input_and_small_pickles(rng, tmp_path):
     est.fit(zarr.open_array(str(tmp_path / "cloud.zarr"), mode="r"), y)
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
     blob = pickle.dumps(est)
-    assert len(blob) < n * 8 / 4          # a quarter of one float per point
+    # O(s k) - induced points, the projected row map the lazy outputs carry - not O(n):
+    # less than half a float per point (one n-sized float array alone is n * 8 bytes)
+    assert len(blob) < n * 8 / 2
     back = pickle.loads(blob)
     np.testing.assert_allclose(back.transduction_[:1000].compute(), ref.transduction_[:1000],
                                atol=1e-8)

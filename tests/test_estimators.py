@@ -161,6 +161,12 @@ def test_unlabelled_component_gets_prior_with_warning():
         reg = FLGPRegressor(n_induced=40, random_state=0).fit(X, yr)
     np.testing.assert_allclose(reg.transduction_[200:], yr[:10].mean())
     assert np.all(np.isfinite(reg.transduction_std_)) and np.all(reg.transduction_std_ > 0)
+    # there the sd is the prior's: outputscale * C_t(x, x) = s^2 n sum_l e^{-t l} v_l(x)^2
+    ep = reg.eigenpairs_
+    V = ep.eigenvector_rows(np.arange(200, 400))
+    prior_var = reg.outputscale_ * ep.kernel_scale * (
+        V ** 2 @ np.exp(-reg.diffusion_time_ * ep.eigenvalues))
+    np.testing.assert_allclose(reg.transduction_std_[200:], np.sqrt(prior_var), rtol=1e-6)
 
 
 def test_clear_errors():

@@ -229,7 +229,8 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         """``transduction_`` and ``transduction_std_`` of the cloud from ``_predictor``."""
         self._reach = cloud_reach(ep, X)
         with stage("transduction"):
-            out = ep.map_chunks(self._predictor, n_columns=2, parallel=True)
+            out = ep.map_chunks(self._predictor, n_columns=2, parallel=True,
+                                project=self._predictor.project)
         if ep.is_dask:
             self.transduction_, self.transduction_std_ = out[:, 0], out[:, 1]
         else:
@@ -395,14 +396,16 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
             X = check_predict_X_lazy(self, X)
             if self.method == "rbf":
                 raise ValueError("method='rbf' predicts numpy arrays only; compute X first.")
-            out = self.eigenpairs_.map_points(X, self._predictor, n_columns=2)
+            out = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
+                                              project=self._predictor.project)
         else:
             X = check_predict_X(self, X)
             if self.method == "rbf":
                 mean, std = self.rbf_.predict(X)
                 return (mean, std) if return_std else mean
             out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
-                                                       return_nearest=True)
+                                                       return_nearest=True,
+                                                       project=self._predictor.project)
             warn_far_points(self, X, nearest, stacklevel=3)
             out = out.T.copy()              # two contiguous rows: mean, sd
             mean, std = out[0], out[1]
@@ -429,7 +432,8 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
             return mean - half, mean + half
         latent = _CountPredictor.latent_of(self._predictor)
         out, nearest = self.eigenpairs_.map_points(X, latent, n_columns=2,
-                                                   return_nearest=True)
+                                                   return_nearest=True,
+                                                   project=latent.project)
         warn_far_points(self, X, nearest, stacklevel=3)
         return poisson_interval(out[:, 0], out[:, 1], coverage)
 
@@ -474,9 +478,17 @@ def _not_nan(y):
 class _RegressionPredictor:
     """Posterior mean and sd of ``y`` from eigenvector rows: ``f(x) = v(x) D^{1/2} u`` with
     ``u ~ N(w_mean, w_cov)``; rows in a component without labels get the prior. Small and
-    picklable (it runs inside Dask tasks); ``__call__(V, components) -> (b, 2)``."""
+    picklable (it runs inside Dask tasks); ``__call__(Z, components) -> (b, 2)``.
+
+    Both moments are linear in the row before a sum of squares - the mean is
+    ``v D^{1/2} w_mean`` and the variance ``|v D^{1/2} L|²`` with ``L Lᵀ = w_cov`` - so the
+    predictor reads the rows of ``Z = V · project`` (``M x (1 + k)``, plus ``k`` prior
+    columns when a component holds no label), which FLGP computes from the ``r``-sparse
+    transition rows (:meth:`flgp.spectral.Eigenpairs.map_chunks`): ``O(r k)`` a point
+    instead of ``O(k²)``."""
 
     def __init__(self, sd, w_mean, w_cov, y_mean, y_scale, component_has_label):
+        M = sd.size
         # prior weights below 1e-8 of the largest sd (1e-16 of the variance) are dropped
         # (as in spectral_weights) and so are their columns (active_columns)
         sd = np.where(sd < 1e-8 * sd.max(), 0.0, sd)
@@ -490,22 +502,34 @@ class _RegressionPredictor:
         self.y_mean = y_mean
         self.y_scale = y_scale
         self.component_has_label = component_has_label
+        evals, U = np.linalg.eigh(0.5 * (self.w_cov + self.w_cov.T))
+        factor = U * np.sqrt(np.maximum(evals, 0.0))                    # L Lᵀ = w_cov
+        blocks = [(sd * w_mean)[:, None], sd[:, None] * factor]
+        self._with_prior = (component_has_label is not None
+                            and not np.all(component_has_label))
+        if self._with_prior:
+            blocks.append(np.diag(sd))                                  # the prior's rows
+        self.project = np.zeros((M, sum(b.shape[1] for b in blocks)))
+        self.project[:self.k] = np.hstack(blocks)
 
-    def moments(self, V, components=None):
-        """Posterior mean and variance of the (standardised) latent at rows ``V``."""
-        F = V[:, :self.k] * self.sd
-        mean = F @ self.w_mean
-        var = np.einsum("ij,ij->i", F @ self.w_cov, F)
-        if components is not None and self.component_has_label is not None:
+    def moments(self, Z, components=None):
+        """Posterior mean and variance of the (standardised) latent at rows
+        ``Z = V · project``."""
+        k = self.k
+        mean = Z[:, 0].copy()
+        G = Z[:, 1:1 + k]
+        var = np.einsum("ij,ij->i", G, G)
+        if self._with_prior and components is not None:
             prior = ~self.component_has_label[components]
             if prior.any():
+                F = Z[prior, 1 + k:1 + 2 * k]
                 mean[prior] = 0.0
-                var[prior] = (F[prior] ** 2).sum(1)
+                var[prior] = np.einsum("ij,ij->i", F, F)
         return mean, np.maximum(var, 0.0)
 
-    def __call__(self, V, components=None):
-        mean, var = self.moments(V, components)
-        out = np.empty((V.shape[0], 2))
+    def __call__(self, Z, components=None):
+        mean, var = self.moments(Z, components)
+        out = np.empty((Z.shape[0], 2))
         out[:, 0] = self.y_mean + self.y_scale * mean
         out[:, 1] = self.y_scale * np.sqrt(np.maximum(var, 0.0))
         return out
@@ -527,9 +551,9 @@ class _CountPredictor(_RegressionPredictor):
         out.latent = True
         return out
 
-    def __call__(self, V, components=None):
-        mean, var = self.moments(V, components)
-        out = np.empty((V.shape[0], 2))
+    def __call__(self, Z, components=None):
+        mean, var = self.moments(Z, components)
+        out = np.empty((Z.shape[0], 2))
         if self.latent:
             out[:, 0] = self.offset + mean
             out[:, 1] = np.sqrt(var)
