@@ -52,10 +52,11 @@ __all__ = ["as_dask_points", "build_cross_graph_dask", "DaskCrossGraph", "DaskCl
 
 # -- input -----------------------------------------------------------------------------
 
-def as_dask_points(X, name: str = "X"):
+def as_dask_points(X, name: str = "X", min_samples: int = 0):
     """A dask array of points ``(n, p)``, float64, one chunk across the features; a zarr
-    array is opened with ``dask.array.from_zarr``. Shape and dtype are checked here; the
-    values (NaN, size) by :func:`check_blocks`, in a pass over the blocks."""
+    array is opened with ``dask.array.from_zarr``. Shape, dtype and at least
+    ``min_samples`` rows are checked here; the values (NaN, size) by :func:`check_blocks`,
+    in a pass over the blocks."""
     if is_zarr_array(X):
         X = da.from_zarr(X)
     if not is_dask_array(X):
@@ -74,6 +75,9 @@ def as_dask_points(X, name: str = "X"):
         raise ValueError(f"{name} must be numeric; got dtype {X.dtype}.")
     if X.shape[1] == 0:
         raise ValueError(f"{name} has 0 features; it needs at least one column.")
+    if X.shape[0] < min_samples:
+        raise ValueError(f"{name} has {X.shape[0]} sample(s); at least {min_samples} are "
+                         f"required.")
     if X.dtype != np.float64:
         X = X.astype(np.float64)
     if X.numblocks[1] > 1:

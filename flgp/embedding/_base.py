@@ -471,9 +471,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         if lazy:
             from .._dask import as_dask_points
 
-            X = as_dask_points(X)
-            if X.shape[0] < 3:
-                raise ValueError(f"X has {X.shape[0]} sample(s); at least 3 are required.")
+            X = as_dask_points(X, min_samples=3)
             self.n_features_in_ = int(X.shape[1])
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_

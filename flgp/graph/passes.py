@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from .cross_kernel import lae_weights, se_log_weights
 from .neighbors import nearest_landmarks
-from .transition import transition_rows
+from .transition import column_lse, lse_finish, transition_rows
 
 __all__ = ["CrossStep", "products_partial", "merge_partials", "lse_partial", "lse_finish",
            "PRODUCT_ROW_BYTES"]
@@ -92,25 +92,11 @@ class CrossStep:
 
 
 def lse_partial(log_kernel: np.ndarray, idx: np.ndarray, s: int) -> np.ndarray:
-    """Column sums of ``K`` over a block as ``(2, s)``: the column maxima of ``log K`` and
-    ``Σ exp(log K - max)`` (``-inf`` and 0 for columns the block does not touch)."""
+    """Column sums of ``K`` over a block as ``(2, s)`` (:func:`flgp.graph.transition.column_lse`),
+    after checking that the kernel has no NaN or ``+inf``."""
     if not np.all(np.isfinite(log_kernel) | (log_kernel == -np.inf)):
         raise ValueError("kernel values must be finite or zero; got NaN or +inf.")
-    lk = np.ascontiguousarray(log_kernel, dtype=np.float64).ravel()
-    ii = np.ascontiguousarray(idx).ravel()
-    col_max = np.full(s, -np.inf)
-    np.maximum.at(col_max, ii, lk)
-    safe = np.where(np.isfinite(col_max), col_max, 0.0)
-    sums = np.bincount(ii, weights=np.exp(lk - safe[ii]), minlength=s)
-    return np.stack([col_max, sums])
-
-
-def lse_finish(pair: np.ndarray) -> np.ndarray:
-    """``log c_j`` from a merged ``(2, s)`` pair (``-inf`` for unused columns)."""
-    col_max, sums = pair
-    safe = np.where(np.isfinite(col_max), col_max, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(sums) + safe
+    return column_lse(log_kernel, idx, s)
 
 
 def products_partial(idx: np.ndarray, values: np.ndarray, s: int) -> dict:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["CrossTransition", "column_log_sums", "transition_rows", "cross_transition"]
+__all__ = ["CrossTransition", "column_lse", "lse_finish", "column_log_sums", "transition_rows",
+           "cross_transition"]
 
 
 @dataclass
@@ -57,16 +58,32 @@ class CrossTransition:
                              shape=self.shape)
 
 
-def column_log_sums(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int) -> np.ndarray:
-    """``log c_j = log Σ_i K_ij`` over the stored entries (``-inf`` for unused columns)."""
+def column_lse(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int) -> np.ndarray:
+    """Column sums of ``K`` over some rows as a ``(2, s)`` pair: the column maxima of
+    ``log K`` and ``Σ exp(log K - max)`` (``-inf`` and 0 for columns the rows do not touch).
+    Pairs of blocks of rows merge without underflow (:func:`flgp.graph.passes.merge_partials`);
+    :func:`lse_finish` turns a pair into ``log c_j``."""
     lk = np.ascontiguousarray(log_kernel, dtype=np.float64).ravel()
     idx = np.ascontiguousarray(indices).ravel()
     col_max = np.full(n_induced, -np.inf)
     np.maximum.at(col_max, idx, lk)
     safe_max = np.where(np.isfinite(col_max), col_max, 0.0)
     sums = np.bincount(idx, weights=np.exp(lk - safe_max[idx]), minlength=n_induced)
+    return np.stack([col_max, sums])
+
+
+def lse_finish(pair: np.ndarray) -> np.ndarray:
+    """``log c_j`` from a ``(2, s)`` pair of :func:`column_lse` (``-inf`` for unused
+    columns)."""
+    col_max, sums = pair
+    safe = np.where(np.isfinite(col_max), col_max, 0.0)
     with np.errstate(divide="ignore"):
-        return np.log(sums) + safe_max
+        return np.log(sums) + safe
+
+
+def column_log_sums(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int) -> np.ndarray:
+    """``log c_j = log Σ_i K_ij`` over the stored entries (``-inf`` for unused columns)."""
+    return lse_finish(column_lse(log_kernel, indices, n_induced))
 
 
 def transition_rows(log_kernel: np.ndarray, indices: np.ndarray, log_colsum: np.ndarray,

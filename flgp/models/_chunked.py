@@ -29,9 +29,7 @@ def check_fit_X_lazy(est, X):
     engine's first pass over the blocks); sets ``n_features_in_``."""
     from .._dask import as_dask_points
 
-    X = as_dask_points(X)
-    if X.shape[0] < 2:
-        raise ValueError(f"X has {X.shape[0]} sample(s); at least 2 are required.")
+    X = as_dask_points(X, min_samples=2)
     est.n_features_in_ = int(X.shape[1])
     if hasattr(est, "feature_names_in_"):
         del est.feature_names_in_
