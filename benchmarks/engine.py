@@ -43,7 +43,7 @@ def _run_one(args, queue):
     import torch
 
     torch.set_num_threads(int(os.environ.get("FLGP_BENCH_THREADS", "2")))
-    from flgp.graph import kmeans_centres, nearest_landmarks, random_landmarks
+    from flgp.graph import kmeans_centres, nearest_induced_points, random_induced_points
     from flgp.graph.cross_kernel import default_bandwidth, lae_weights, se_log_weights
     from flgp.graph.cross_graph import CrossGraph
     from flgp.graph.transition import cross_transition
@@ -56,9 +56,9 @@ def _run_one(args, queue):
         if subsample == "kmeans":
             lm = kmeans_centres(X, s, random_state=rep)
         else:
-            lm = random_landmarks(X, s, random_state=rep)
+            lm = random_induced_points(X, s, random_state=rep)
         t1 = time.perf_counter()
-        idx, sq = nearest_landmarks(X, lm.points, r)
+        idx, sq = nearest_induced_points(X, lm.points, r)
         sizes = np.bincount(idx[:, 0], minlength=s) if subsample == "kmeans" else None
         t2 = time.perf_counter()
         if kernel == "se":

@@ -44,7 +44,7 @@ def _run_one(args, queue):
     import torch
 
     torch.set_num_threads(int(os.environ.get("FLGP_BENCH_THREADS", "2")))
-    from flgp.graph import kmeans_centres, nearest_landmarks
+    from flgp.graph import kmeans_centres, nearest_induced_points
     from flgp.graph.cross_graph import CrossGraph
     from flgp.graph.cross_kernel import lae_weights
     from flgp.graph.transition import cross_transition
@@ -56,7 +56,7 @@ def _run_one(args, queue):
         t0 = time.perf_counter()
         lm = kmeans_centres(X, S, random_state=rep, backend=backend)
         t1 = time.perf_counter()
-        idx, sq = nearest_landmarks(X, lm.points, R, backend=backend)
+        idx, sq = nearest_induced_points(X, lm.points, R, backend=backend)
         sizes = np.bincount(idx[:, 0], minlength=S)
         t2 = time.perf_counter()
         with np.errstate(divide="ignore"):

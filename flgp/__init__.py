@@ -6,7 +6,7 @@ Data flows one way: points -> :mod:`flgp.graph` (induced points, sparse transiti
 """
 
 from . import datasets, graph, heat, kernels, models, spectral
-from ._chunks import config_context, get_config, set_config
+from ._config import config_context, get_config, set_config
 from .models import FLGPClassifier, FLGPRegressor
 from .spectral import Eigenpairs, compute_eigenpairs
 

@@ -13,13 +13,39 @@ import numpy as np
 __all__ = []  # private module
 
 
-# coordinates beyond this (times sqrt(n_features)) make squared distances overflow float64
-# (max ~1.8e308) once summed and multiplied by the kernels' constants
+# The scale rule for coordinates: squared distances between points must stay inside
+# float64's normal range (about 2e-308 to 1.8e308) with room for the kernels' constants.
+# Coordinates up to 1e150 in magnitude (times sqrt(n_features)) keep every squared distance
+# below 1e300; a spread (the largest range of a feature) of at least 1e-100 keeps the squared
+# distances between neighbours far above the smallest normal number, even with millions of
+# points per unit length. Outside, the graph's weights overflow to inf or underflow to 0.
 _MAX_COORDINATE = 1e150
+_MIN_SPREAD = 1e-100
 
 
-def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64) -> np.ndarray:
-    """Return ``X`` as a C-contiguous 2-d float array, or raise a clear error."""
+def check_coordinate_scale(largest: float, spread: float | None, n_features: int,
+                           name: str = "X") -> None:
+    """Raise when coordinates are too large, or (``spread`` given: a cloud being fitted)
+    too closely spaced, for float64 squared distances (the rule above). ``largest`` is the
+    largest absolute coordinate, ``spread`` the largest range of a feature."""
+    root_p = np.sqrt(max(int(n_features), 1))
+    if largest * root_p > _MAX_COORDINATE:
+        raise ValueError(f"{name} has coordinates as large as {largest:.3g}: squared distances "
+                         f"would overflow float64. Rescale {name} (e.g. standardise each "
+                         f"feature) before fitting and predicting.")
+    if spread is not None and 0 < spread * root_p < _MIN_SPREAD:
+        raise ValueError(f"{name} spans only {spread:.3g} in its widest feature: squared "
+                         f"distances between its points would underflow float64 (below "
+                         f"1e-200), and the graph's weights with them. Rescale {name} (e.g. "
+                         f"standardise each feature) before fitting and predicting.")
+
+
+def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64,
+                 finite: bool = True) -> np.ndarray:
+    """Return ``X`` as a C-contiguous 2-d float array, or raise a clear error.
+
+    Checks the shape, NaN and infinity (``finite=False``: the caller has scanned for them
+    already) and the size of the coordinates (:func:`check_coordinate_scale`)."""
     try:
         import torch
 
@@ -47,17 +73,26 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64) 
     if X.shape[0] < min_samples:
         raise ValueError(f"{name} has {X.shape[0]} sample(s); at least {min_samples} are "
                          f"required.")
-    if not np.isfinite(X).all():
+    if finite and not np.isfinite(X).all():
         rows = ~np.isfinite(X).all(axis=1)
         raise ValueError(f"{name} contains NaN or infinity in {int(rows.sum())} row(s) (first "
                          f"at row {int(np.argmax(rows))}); remove or impute those rows before "
                          f"fitting.")
-    big = float(np.abs(X).max()) if X.size else 0.0
-    if big * np.sqrt(X.shape[1]) > _MAX_COORDINATE:
-        raise ValueError(f"{name} has coordinates as large as {big:.3g}: squared distances "
-                         f"would overflow float64. Rescale {name} (e.g. standardise each "
-                         f"feature) before fitting and predicting.")
+    if X.size:
+        check_coordinate_scale(float(np.abs(X).max()), None, X.shape[1], name)
     return np.ascontiguousarray(X)
+
+
+def check_cloud(X, *, name: str = "X", min_samples: int = 2, finite: bool = True):
+    """:func:`check_points` for a cloud a graph is built on: also the spread of its
+    coordinates (:func:`check_coordinate_scale`) and mostly duplicate rows
+    (:func:`check_duplicates`)."""
+    X = check_points(X, name=name, min_samples=min_samples, finite=finite)
+    if X.shape[0] > 1:
+        spread = float(np.max(np.ptp(X, axis=0)))
+        check_coordinate_scale(0.0, spread, X.shape[1], name)
+    check_duplicates(X, name=name)
+    return X
 
 
 def check_int(value, name: str, *, low: int = 1, high: int | None = None,

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from flgp.graph.cross_kernel import default_bandwidth, lae_weights
-from flgp.graph.neighbors import nearest_landmarks
+from flgp.graph.neighbors import nearest_induced_points
 from flgp.models.gaussian import LowRankGaussianEvidence
 
 
@@ -22,7 +22,7 @@ def reference_transition(X, U, *, r=3, kernel="lae", sizes_from_nearest=True,
                          bandwidth=None, lae_regularization=1e-3):
     """``(indices, A values, degrees, bandwidth)`` of the cloud, whole-array."""
     s = U.shape[0]
-    idx, sq = nearest_landmarks(X, U, r)
+    idx, sq = nearest_induced_points(X, U, r)
     if kernel == "se":
         bandwidth = default_bandwidth(sq) if bandwidth is None else bandwidth
         log_k = -sq / (4.0 * bandwidth ** 2)

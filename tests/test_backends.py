@@ -11,7 +11,7 @@ import pytest
 
 import flgp.backends as backends
 from flgp import compute_eigenpairs
-from flgp.graph import build_cross_graph, kmeans_centres, nearest_landmarks
+from flgp.graph import build_cross_graph, kmeans_centres, nearest_induced_points
 
 from conftest import assert_allclose_up_to_sign
 
@@ -39,8 +39,8 @@ def test_keops_requested_without_pykeops_falls_back_with_a_warning(monkeypatch):
 def test_nearest_landmarks_agree(rng, p):
     X = rng.standard_normal((3000, p))
     U = rng.standard_normal((200, p))
-    i_t, d_t = nearest_landmarks(X, U, 3, backend="torch")
-    i_k, d_k = nearest_landmarks(X, U, 3, backend="keops")
+    i_t, d_t = nearest_induced_points(X, U, 3, backend="torch")
+    i_k, d_k = nearest_induced_points(X, U, 3, backend="keops")
     np.testing.assert_array_equal(i_k, i_t)
     np.testing.assert_allclose(d_k, d_t, rtol=1e-6, atol=1e-6)
 

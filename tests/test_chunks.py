@@ -44,7 +44,7 @@ def test_chunked_engine_equals_the_dense_path(rng, kernel, subsample, chunk_size
     X = open_spiral(1500, rng)
     ep = compute_eigenpairs(X, n_induced=150, n_eigenpairs=20, kernel=kernel,
                             subsample=subsample, random_state=0, chunk_size=chunk_size)
-    U = ep.extension.graph.landmarks.points
+    U = ep.extension.graph.induced.points
     lam, V, comp = reference_eigenpairs(X, U, 20, kernel=kernel,
                                         sizes_from_nearest=subsample == "kmeans")
     np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
@@ -57,7 +57,7 @@ def test_chunked_components_equal_the_dense_path(rng):
     with pytest.warns(UserWarning, match="2 connected components"):
         ep = compute_eigenpairs(X, n_induced=100, n_eigenpairs=10, random_state=0,
                                 chunk_size=128)
-    lam, V, comp = reference_eigenpairs(X, ep.extension.graph.landmarks.points, 10)
+    lam, V, comp = reference_eigenpairs(X, ep.extension.graph.induced.points, 10)
     assert ep.n_components == 2
     np.testing.assert_array_equal(ep.component_labels, comp)
     np.testing.assert_array_equal(ep.component_sizes, np.bincount(comp))
@@ -119,14 +119,14 @@ def test_eigenpairs_keep_no_dense_vectors_and_pickle_small(rng):
 def test_user_induced_points_give_the_same_graph(rng):
     X = open_spiral(1000, rng)
     a = build_cross_graph(X, n_induced=80, random_state=3)
-    b = build_cross_graph(X, induced_points=a.landmarks.points)
+    b = build_cross_graph(X, induced_points=a.induced.points)
     np.testing.assert_array_equal(a.indices, b.indices)
     np.testing.assert_allclose(a.transition.values, b.transition.values, atol=1e-14)
-    assert b.landmarks.method == "given"
+    assert b.induced.method == "given"
     with pytest.raises(ValueError, match="features"):
-        build_cross_graph(X, induced_points=a.landmarks.points[:, :2])
+        build_cross_graph(X, induced_points=a.induced.points[:, :2])
     with pytest.raises(ValueError, match="leave n_induced=None"):
-        build_cross_graph(X, n_induced=5, induced_points=a.landmarks.points)
+        build_cross_graph(X, n_induced=5, induced_points=a.induced.points)
 
 
 def test_nan_error_names_the_row(rng):
@@ -143,7 +143,7 @@ def test_regressor_transduction_equals_the_dense_prediction(rng, kernel):
     ep = reg.eigenpairs_
     lab = np.flatnonzero(~np.isnan(y))
     # the engine's eigenvectors are the dense path's (to 1e-10, up to sign) ...
-    U = ep.extension.graph.landmarks.points
+    U = ep.extension.graph.induced.points
     lam, V, _ = reference_eigenpairs(X, U, 40, kernel=kernel,
                                      bandwidth=reg.bandwidth_)
     np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
@@ -162,7 +162,7 @@ def test_regressor_transduction_equals_the_dense_prediction(rng, kernel):
 def test_regressor_with_given_induced_points_and_chunks(rng):
     X, y = spiral_regression(2000, rng)
     a = FLGPRegressor(n_induced=200, n_eigenpairs=30).fit(X, y)
-    U = a.eigenpairs_.extension.graph.landmarks.points
+    U = a.eigenpairs_.extension.graph.induced.points
     with flgp.config_context(working_memory=0.01):
         b = FLGPRegressor(induced_points=U, n_eigenpairs=30).fit(X, y)
     np.testing.assert_allclose(b.transduction_, a.transduction_, atol=1e-10)
@@ -190,7 +190,7 @@ def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, infe
         clf = FLGPClassifier(n_induced=200, n_eigenpairs=30, inference=inference,
                              amplitude=None if inference == "laplace" else 1.0).fit(X, y)
     ep = clf.eigenpairs_
-    U = ep.extension.graph.landmarks.points
+    U = ep.extension.graph.induced.points
     lam, V, _ = reference_eigenpairs(X, U, 30)
     np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
     # the reference's signs are its own: align them with the engine's first

@@ -38,8 +38,8 @@ def test_dask_eigenpairs_equal_in_memory(rng, kernel, subsample):
               random_state=4)
     ref = compute_eigenpairs(X, **kw)
     lazy = compute_eigenpairs(da.from_array(X, chunks=700), **kw)
-    np.testing.assert_array_equal(lazy.extension.graph.landmarks.points,
-                                  ref.extension.graph.landmarks.points)
+    np.testing.assert_array_equal(lazy.extension.graph.induced.points,
+                                  ref.extension.graph.induced.points)
     _same_eigenpairs(lazy, ref)
     idx = np.array([2999, 0, 1234, 0])
     np.testing.assert_allclose(lazy.eigenvector_rows(idx), ref.eigenvector_rows(idx),
@@ -69,7 +69,7 @@ def test_results_do_not_depend_on_the_dask_chunks(rng):
 def test_regressor_on_dask_equals_in_memory(rng):
     X, y = spiral_regression(3000, rng)
     ref = FLGPRegressor(n_induced=300, n_eigenpairs=40).fit(X, y)
-    U = ref.eigenpairs_.extension.graph.landmarks.points
+    U = ref.eigenpairs_.extension.graph.induced.points
     # fixed hyperparameters: the engine and the predictions alone
     fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_,
                  noise=ref.noise_)
@@ -97,7 +97,7 @@ def test_regressor_on_dask_equals_in_memory(rng):
 def test_classifier_on_dask_equals_in_memory(rng, n_classes):
     X, y, truth = spiral_classes(3000, rng, n_classes=n_classes)
     ref = FLGPClassifier(n_induced=300, n_eigenpairs=40).fit(X, y)
-    U = ref.eigenpairs_.extension.graph.landmarks.points
+    U = ref.eigenpairs_.extension.graph.induced.points
     fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_)
     a = FLGPClassifier(**fixed).fit(X, y)
     b = FLGPClassifier(**fixed).fit(da.from_array(X, chunks=700), da.from_array(y, chunks=500))
@@ -134,7 +134,7 @@ def test_regressor_dask_x_unlabeled_and_bad_input(rng):
     lab = ~np.isnan(y)
     ref = FLGPRegressor(n_induced=150, n_eigenpairs=20, diffusion_time=50.0, noise=0.1)
     ref.fit(X[lab], y[lab], X_unlabeled=X[~lab])
-    U = ref.eigenpairs_.extension.graph.landmarks.points
+    U = ref.eigenpairs_.extension.graph.induced.points
     est = FLGPRegressor(induced_points=U, n_eigenpairs=20, diffusion_time=50.0, noise=0.1)
     est.fit(da.from_array(X[lab]), y[lab], X_unlabeled=da.from_array(X[~lab], chunks=400))
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
@@ -195,7 +195,7 @@ def test_zarr_input_and_small_pickles(rng, tmp_path):
     y[:100] = X[:100, 0]
     ref = FLGPRegressor(n_induced=200, n_eigenpairs=30, diffusion_time=20.0,
                         noise=0.01).fit(X, y)
-    U = ref.eigenpairs_.extension.graph.landmarks.points
+    U = ref.eigenpairs_.extension.graph.induced.points
     est = FLGPRegressor(induced_points=U, n_eigenpairs=30, diffusion_time=20.0, noise=0.01)
     est.fit(zarr.open_array(str(tmp_path / "cloud.zarr"), mode="r"), y)
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
@@ -227,7 +227,7 @@ def test_local_cluster_fit_equals_in_memory(client, rng):
     X, y = spiral_regression(4000, rng)
     ref = FLGPRegressor(n_induced=300, n_eigenpairs=40, diffusion_time=30.0,
                         noise=0.1).fit(X, y)
-    U = ref.eigenpairs_.extension.graph.landmarks.points
+    U = ref.eigenpairs_.extension.graph.induced.points
     est = FLGPRegressor(induced_points=U, n_eigenpairs=40, diffusion_time=30.0, noise=0.1)
     est.fit(da.from_array(X, chunks=500), da.from_array(y, chunks=500))
     _same_eigenpairs(est.eigenpairs_, ref.eigenpairs_)
@@ -240,9 +240,9 @@ def _slow_down_blocks(delay):
     a small fit is still running when a worker is killed."""
     import functools
 
-    import flgp._dask as engine
+    import flgp._chunks._dask as engine
 
-    for name in ("_cloud_block", "_products_block"):
+    for name in ("_reduce_chunk",):
         fn = getattr(engine, name)
 
         @functools.wraps(fn)
@@ -254,9 +254,9 @@ def _slow_down_blocks(delay):
 
 
 def _restore_blocks():
-    import flgp._dask as engine
+    import flgp._chunks._dask as engine
 
-    for name in ("_cloud_block", "_products_block"):
+    for name in ("_reduce_chunk",):
         fn = getattr(engine, name)
         setattr(engine, name, getattr(fn, "__wrapped__", fn))
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from flgp.graph import build_cross_graph, kmeans_centres, lae_weights, nearest_landmarks
+from flgp.graph import build_cross_graph, kmeans_centres, lae_weights, nearest_induced_points
 from flgp.graph.cross_kernel import _project_simplex, _simplex_qp_pgd
 
 import torch
@@ -11,7 +11,7 @@ import torch
 def test_nearest_landmarks_matches_brute_force(rng):
     X = rng.standard_normal((500, 4)) + 100.0  # far from the origin: tests the centring
     U = X[rng.choice(500, 40, replace=False)] + 0.01
-    idx, sq = nearest_landmarks(X, U, 5)
+    idx, sq = nearest_induced_points(X, U, 5)
     d2 = ((X[:, None, :] - U[None]) ** 2).sum(-1)
     ref = np.sort(d2, axis=1)[:, :5]
     np.testing.assert_allclose(sq, ref, rtol=1e-10, atol=1e-12)
@@ -22,7 +22,7 @@ def test_lae_rows_on_simplex_and_match_scipy(rng):
     X = rng.standard_normal((60, 3))
     U = rng.standard_normal((20, 3))
     for r in (2, 3, 5):
-        idx, _ = nearest_landmarks(X, U, r)
+        idx, _ = nearest_induced_points(X, U, r)
         W = lae_weights(X, U, idx)
         assert np.all(W >= 0)
         np.testing.assert_allclose(W.sum(1), 1.0, atol=1e-12)
@@ -55,7 +55,7 @@ def _simplex_qp_reference(G):
 def test_regularized_lae_matches_scipy_and_stays_positive(rng):
     X = rng.standard_normal((40, 2))
     U = np.r_[X[:5], rng.standard_normal((15, 2))]  # some anchors coincide with points
-    idx, _ = nearest_landmarks(X, U, 3)
+    idx, _ = nearest_induced_points(X, U, 3)
     gamma = 1e-3
     W = lae_weights(X, U, idx, regularization=gamma, coincident_regularization=0.0)
     W0 = lae_weights(X, U, idx, coincident_regularization=0.0)
@@ -86,7 +86,7 @@ def test_local_gram_matches_direct_products_across_blocks(rng, monkeypatch):
 def test_rows_on_an_anchor_get_the_coincident_regularization(rng):
     X = rng.standard_normal((40, 6))
     U = np.r_[X[:5], rng.standard_normal((15, 6))]  # rows 0-4 sit on anchors 0-4
-    idx, sq = nearest_landmarks(X, U, 3)
+    idx, sq = nearest_induced_points(X, U, 3)
     W = lae_weights(X, U, idx, regularization=1e-3, coincident_regularization=0.1)
     W_plain = lae_weights(X, U, idx, regularization=1e-3, coincident_regularization=0.0)
     on = sq[:, 0] <= 1e-8 * sq[:, 1]
@@ -133,7 +133,7 @@ def test_transition_is_paper_formula(rng, subsample, kernel):
         if kernel == "se":
             K[i, g.indices[i]] = np.exp(-g.sq_distances[i] / (4 * g.bandwidth ** 2))
         else:
-            K[i, g.indices[i]] = lae_weights(X[i:i + 1], g.landmarks.points, g.indices[i:i + 1],
+            K[i, g.indices[i]] = lae_weights(X[i:i + 1], g.induced.points, g.indices[i:i + 1],
                                              regularization=g.lae_regularization)
     sizes = np.ones(s) if subsample == "random" else np.bincount(g.indices[:, 0], minlength=s)
     colsum = K.sum(0)
@@ -264,7 +264,7 @@ def test_kmeans_refine_is_lloyd_on_all_points(rng, p, atol):
 def test_kmeanspp_matches_a_direct_greedy_seeding(rng, p):
     """Greedy k-means++ (both the per-step GEMM path, p = 3, and the precomputed distance
     matrix, p = 40) against a plain loop drawing the same random numbers."""
-    from flgp.graph.landmarks import _kmeanspp
+    from flgp.graph.induced_points import _kmeanspp
 
     X = rng.standard_normal((300, p))
     k, L = 25, 5

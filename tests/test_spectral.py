@@ -181,7 +181,7 @@ def test_extension_restricted_to_the_point_component(rng):
     np.testing.assert_array_equal(comp, ep.component_labels)
     x = np.array([[50.0, 0.0], [50.2, 0.5]])
     idx, rows = g.transition_rows(x)
-    lab = ext.landmark_components[idx]
+    lab = ext.induced_components[idx]
     assert lab[0].min() != lab[0].max()               # the first row straddles both
     own = lab[np.arange(2), rows.argmax(1)]
     cut = np.where(lab == own[:, None], rows, 0.0)

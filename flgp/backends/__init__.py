@@ -25,7 +25,7 @@ import numpy as np
 from .._validation import check_option
 
 __all__ = ["BACKENDS", "cpu_threads", "resolve_backend", "keops_available", "keops_nearest",
-           "gaussian_matmul", "min_sq_distances"]
+           "pairwise_sq_distances", "gaussian_matmul", "min_sq_distances"]
 
 BACKENDS = ("auto", "torch", "keops")
 
@@ -73,6 +73,13 @@ def resolve_backend(backend: str) -> str:
                       f"(pip install 'flgp[keops]').", RuntimeWarning, stacklevel=3)
         return "torch"
     return "keops"
+
+
+def pairwise_sq_distances(X, U):
+    """Dense squared Euclidean distances ``(n, s)`` between torch tensors, by the GEMM
+    identity ``|x|^2 - 2 x.u + |u|^2``, clamped at zero."""
+    d2 = (X * X).sum(1, keepdim=True) - 2.0 * (X @ U.T) + (U * U).sum(1)[None, :]
+    return d2.clamp_min_(0.0)
 
 
 def keops_nearest(X: np.ndarray, U: np.ndarray, n_neighbors: int,
@@ -129,8 +136,6 @@ def gaussian_matmul(X: np.ndarray, Y: np.ndarray, epsilon: float, M: np.ndarray,
         d2 = ((LazyTensor(Xt[:, None, :]) - LazyTensor(Yt[None, :, :])) ** 2).sum(-1)
         K = (-d2 / float(epsilon) + LazyTensor(st[:, None, None])).exp()
         return (K @ torch.from_numpy(M).to(device)).cpu().numpy()
-    from ..graph.neighbors import pairwise_sq_distances
-
     Yt = torch.from_numpy(np.ascontiguousarray(Y, dtype=np.float64))
     Mt = torch.from_numpy(M)
     out = np.empty((n, M.shape[1]))
@@ -157,8 +162,6 @@ def min_sq_distances(X: np.ndarray, Y: np.ndarray, *, backend: str = "torch",
         Yt = torch.from_numpy(np.ascontiguousarray(Y, dtype=np.float64)).to(device)
         d2 = ((LazyTensor(Xt[:, None, :]) - LazyTensor(Yt[None, :, :])) ** 2).sum(-1)
         return d2.min(dim=1).reshape(-1).cpu().numpy()
-    from ..graph.neighbors import pairwise_sq_distances
-
     Yt = torch.from_numpy(np.ascontiguousarray(Y, dtype=np.float64))
     out = np.empty(X.shape[0])
     rows = max(1, chunk_entries // max(Y.shape[0], 1))

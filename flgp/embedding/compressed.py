@@ -42,7 +42,7 @@ from .._validation import (check_duplicates, check_int, check_option, check_posi
                            check_random_state)
 from ..backends import cpu_threads
 from ..graph.components import KERNEL_FLOOR, Pieces, connected_pieces
-from ..graph.landmarks import kmeans_centres
+from ..graph.induced_points import kmeans_centres
 from ..graph.neighbors import KDTREE_MAX_DIM
 from ._base import DISCONNECTED, _user_stacklevel
 from ._pieces import assemble

@@ -24,7 +24,7 @@ from scipy.sparse.linalg import eigsh
 from scipy.spatial import Delaunay, cKDTree
 
 from .._validation import check_int, check_option, check_points, check_random_state
-from ..graph.landmarks import kmeans_centres
+from ..graph.induced_points import kmeans_centres
 from .compressed import _affinity, gaussian_knn_graph
 from .metrics import align_components, embedding_sse  # re-exported here for convenience
 

@@ -1,6 +1,6 @@
 """Point cloud -> sparse transition operators.
 
-* :mod:`~flgp.graph.landmarks` - induced points (random subsample, k-means centres);
+* :mod:`~flgp.graph.induced_points` - induced points (random subsample, k-means centres);
 * :mod:`~flgp.graph.neighbors` - each point's ``r`` nearest induced points;
 * :mod:`~flgp.graph.cross_kernel` - SE and LAE weights on those pairs;
 * :mod:`~flgp.graph.transition` - ``Z``, ``A``, ``Λ`` (He et al., eq. 4);
@@ -16,11 +16,11 @@ from .components import Pieces, connected_pieces, kernel_pieces
 from .cross_graph import CrossGraph, build_cross_graph
 from .cross_kernel import default_bandwidth, lae_weights
 from .dense import DenseGraph, build_dense_graph, build_nystrom_graph, NystromGraph
-from .landmarks import Landmarks, kmeans_centres, random_landmarks
-from .neighbors import nearest_landmarks
+from .induced_points import InducedPoints, kmeans_centres, random_induced_points
+from .neighbors import nearest_induced_points
 from .transition import CrossTransition
 
 __all__ = ["CrossGraph", "build_cross_graph", "default_bandwidth", "lae_weights",
            "DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph",
-           "Landmarks", "kmeans_centres", "random_landmarks", "nearest_landmarks",
+           "InducedPoints", "kmeans_centres", "random_induced_points", "nearest_induced_points",
            "CrossTransition", "Pieces", "connected_pieces", "kernel_pieces"]

@@ -31,7 +31,7 @@ import torch
 from .._validation import (check_duplicates, check_int, check_option, check_points,
                            check_positive)
 from .components import Pieces
-from .neighbors import nearest_landmarks, pairwise_sq_distances
+from .neighbors import nearest_induced_points, pairwise_sq_distances
 
 __all__ = ["DenseAffinity", "build_dense_affinity", "LazyAffinity", "build_lazy_affinity",
            "PiecewiseAffinity", "build_piecewise_affinity", "default_epsilon",
@@ -50,7 +50,7 @@ def default_epsilon(X: np.ndarray, n_neighbors: int = 10) -> float:
     """
     X = check_points(X)
     r = min(int(n_neighbors), X.shape[0] - 1)
-    _, sq = nearest_landmarks(X, X, r + 1)
+    _, sq = nearest_induced_points(X, X, r + 1)
     value = float(np.mean(sq[:, 1:]))
     if not np.isfinite(value) or value <= 0:
         raise ValueError("every point coincides with its nearest neighbours (mean squared "
@@ -399,7 +399,7 @@ class PiecewiseAffinity:
 
     def assign(self, X_new: np.ndarray) -> np.ndarray:
         """Piece of each new point: that of its nearest point of the cloud."""
-        nearest, _ = nearest_landmarks(X_new, self.points, 1, backend=self.backend)
+        nearest, _ = nearest_induced_points(X_new, self.points, 1, backend=self.backend)
         return self.pieces.labels[nearest[:, 0]]
 
     def apply_rows(self, X_new, W: np.ndarray):

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .neighbors import nearest_landmarks
+from .neighbors import nearest_induced_points
 
 __all__ = ["Pieces", "connected_pieces", "kernel_pieces", "kernel_join_radius",
            "KERNEL_FLOOR"]
@@ -131,7 +131,7 @@ def kernel_pieces(X: np.ndarray, epsilon: float, *, backend: str = "auto") -> Pi
     (:func:`kernel_join_radius`) of one of their 10 nearest neighbours are linked first
     (a sparse graph whose pieces can only be finer than the kernel graph's); pieces are
     then merged breadth-first: every point not yet reached is tested against the points
-    reached in the previous round by a nearest-point search (:func:`nearest_landmarks`),
+    reached in the previous round by a nearest-point search (:func:`nearest_induced_points`),
     and a hit brings its whole sparse piece along. The links found are exactly edges of the
     kernel graph, so :func:`connected_pieces` of the result gives its pieces. Cost: one
     neighbour search, plus, only when the cloud does fall apart, one nearest-point search
@@ -151,7 +151,7 @@ def kernel_pieces(X: np.ndarray, epsilon: float, *, backend: str = "auto") -> Pi
         return Pieces(labels=np.zeros(1, dtype=np.int64), sizes=np.ones(1, dtype=np.int64))
     r2 = kernel_join_radius(epsilon, n)
     k = min(n, _GUESS_NEIGHBOURS + 1)
-    idx, sq = nearest_landmarks(X, X, k, backend=backend)
+    idx, sq = nearest_induced_points(X, X, k, backend=backend)
     keep = sq <= r2
     rows = np.repeat(np.arange(n), k)[keep.ravel()]
     graph = sp.csr_matrix((np.ones(rows.size, dtype=bool), (rows, idx[keep])), shape=(n, n))
@@ -168,7 +168,7 @@ def kernel_pieces(X: np.ndarray, epsilon: float, *, backend: str = "auto") -> Pi
             rest = np.flatnonzero(~reached[guess.labels])
             if rest.size == 0:
                 break
-            near, near_sq = nearest_landmarks(X[rest], X[frontier], 1, backend=backend)
+            near, near_sq = nearest_induced_points(X[rest], X[frontier], 1, backend=backend)
             hit = near_sq[:, 0] <= r2
             if not hit.any():
                 break

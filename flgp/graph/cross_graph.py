@@ -4,11 +4,15 @@
 :class:`CrossGraph`, which also extends the transition to new points with exactly the same
 arithmetic (so a point of the cloud gets back its own row).
 
-Every pass over the points runs over blocks of at most ``chunk_size`` rows
-(:mod:`flgp._chunks`; the per-block functions are in :mod:`flgp.graph.passes`), on as many
-threads as torch uses. A dask array (or a zarr array) goes to the Dask engine
-(:mod:`flgp._dask`), which runs the same block functions as Dask tasks and returns a
-:class:`flgp._dask.DaskCrossGraph` holding no ``n``-sized array.
+The build is written once: every pass over the points is a block function
+(:mod:`flgp.graph.passes`) run by the cloud's driver (:func:`flgp._chunks.blocks_of`) -
+numpy blocks on as many threads as torch uses, or Dask tasks for a dask (or zarr) array.
+An in-memory graph keeps its transition rows (``r`` per point); a Dask graph keeps the
+lazy cloud and recomputes its rows block by block where they are used, holding no
+``n``-sized array.
+
+:func:`build_cross_graph` validates its input and options; the estimators, which validate
+theirs at their own boundary, call :func:`cross_graph` with :class:`GraphOptions`.
 """
 
 from __future__ import annotations
@@ -17,148 +21,227 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._chunks import (default_chunk_size, is_dask_array, is_zarr_array, map_row_ranges,
-                       row_bytes, row_ranges, stage)
-from ..backends import BACKENDS, cpu_threads
-from .._validation import (check_duplicates, check_int, check_option, check_points,
+from .._chunks import InMemoryBlocks, blocks_of, default_chunk_size, is_lazy, stage
+from .._validation import (check_cloud, check_int, check_option, check_points,
                            check_positive)
+from ..backends import BACKENDS, cpu_threads
 from .cross_kernel import bandwidth_from_mean
-from .landmarks import Landmarks, kmeans_centres, random_landmarks
-from .passes import (PRODUCT_ROW_BYTES, CrossStep, lse_finish, lse_partial, merge_partials,
-                     products_partial)
-from .transition import CrossTransition
+from .induced_points import InducedPoints, kmeans_centres, random_induced_points
+from .passes import (CloudRows, ColumnSumPass, CrossStep, NeighbourPass, ProductsPass,
+                     TransitionPass)
+from .transition import CrossTransition, lse_finish
 
-__all__ = ["CrossGraph", "OutOfSampleRows", "build_cross_graph"]
+__all__ = ["CrossGraph", "GraphOptions", "build_cross_graph", "cross_graph",
+           "SUBSAMPLES", "KERNELS"]
 
-SUBSAMPLE_METHODS = ("kmeans", "random")
-KERNELS = ("se", "lae")
+SUBSAMPLES = ("kmeans", "random")
+KERNELS = ("lae", "se")
 
 
-class OutOfSampleRows:
-    """What the in-memory and the Dask graph share: the transition rows of any points
-    from the induced points, the kernel and the cloud's column sums and sizes."""
+@dataclass(frozen=True)
+class GraphOptions:
+    """The FLGP graph's settings, already validated (see :func:`build_cross_graph` for
+    their meaning). ``n_induced`` and ``n_neighbors`` are the resolved ``s`` and ``r``;
+    ``induced_points`` the user's (validated) induced points or None."""
 
-    def _log_sizes(self):
-        if self.sizes is None:
-            return None
-        with np.errstate(divide="ignore"):
-            return np.log(self.sizes.astype(np.float64))
+    n_induced: int
+    n_neighbors: int = 3
+    subsample: str = "kmeans"
+    kernel: str = "lae"
+    bandwidth: float | None = None
+    bandwidth_scale: float = 1.0
+    lae_regularization: float = 1e-3
+    random_state: object = None
+    kmeans_iter: int | None = None
+    backend: str = "auto"
+    induced_points: np.ndarray | None = None
+    chunk_size: int | None = None
+
+
+@dataclass
+class CrossGraph:
+    """Sparse two-step random-walk graph between a cloud ``X`` (n x p) and ``U`` (s x p).
+
+    Attributes
+    ----------
+    induced : InducedPoints
+        ``U`` and how it was chosen.
+    kernel : {"se", "lae"}
+    n_neighbors : int
+        ``r``.
+    bandwidth : float or None
+        SE ``eps`` in ``exp(-d^2 / (4 eps^2))``; None for LAE.
+    sizes : ndarray (s,) or None
+        k-means cluster sizes ``n_j`` (None for random subsampling).
+    log_colsum : ndarray (s,)
+        ``log Σ_q K_qj`` over the cloud.
+    degrees : ndarray (s,)
+        ``Λ_jj = Σ_i A_ij``.
+    nearest_sq_max : float
+        The largest squared distance from a point of the cloud to its nearest induced
+        point.
+    blocks : InMemoryBlocks or DaskBlocks
+        The driver of the cloud's passes.
+    rows : CloudRows or None
+        In-memory graphs: each point's ``r`` nearest induced points, squared distances and
+        transition values. None for a Dask graph, whose rows are recomputed from
+        ``blocks.X`` where they are used.
+    chunk_size : int or None
+        Rows per block of the passes over the cloud (None: from the working-memory budget).
+
+    Notes
+    -----
+    The graph stores ``O(n r)`` numbers (in memory) or none (Dask), never an ``n x s`` or
+    ``n x M`` dense array.
+    """
+
+    induced: InducedPoints
+    kernel: str
+    n_neighbors: int
+    bandwidth: float | None
+    sizes: np.ndarray | None
+    log_colsum: np.ndarray
+    degrees: np.ndarray
+    nearest_sq_max: float
+    blocks: object
+    rows: CloudRows | None
+    lae_regularization: float = 0.0
+    backend: str = "auto"
+    chunk_size: int | None = None
+    _products: dict | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_dask(self) -> bool:
+        return self.blocks.is_dask
+
+    @property
+    def n_samples(self) -> int:
+        return self.blocks.n_samples
+
+    @property
+    def n_induced(self) -> int:
+        return self.induced.points.shape[0]
+
+    @property
+    def indices(self) -> np.ndarray:
+        """``(n, r)`` nearest induced points of each point (in-memory graphs)."""
+        return self._stored().indices
+
+    @property
+    def sq_distances(self) -> np.ndarray:
+        """``(n, r)`` squared distances to them (in-memory graphs)."""
+        return self._stored().sq_distances
+
+    @property
+    def transition(self) -> CrossTransition:
+        """``A`` as ``r`` stored entries per row (in-memory graphs)."""
+        rows = self._stored()
+        return CrossTransition(indices=rows.indices, values=rows.values,
+                               degrees=self.degrees)
+
+    def _stored(self) -> CloudRows:
+        if self.rows is None:
+            raise TypeError("this graph was built on a dask array and keeps no rows; they "
+                            "are recomputed from the points (CrossGraph.block_rows).")
+        return self.rows
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_products"] = None      # s x s; recomputed from the rows if needed
+        return state
 
     def step(self) -> CrossStep:
         """The block functions' view of this graph (induced points, kernel, column sums,
         sizes): everything :meth:`transition_rows` needs, ``O(s p)`` numbers."""
-        return CrossStep(points=self.landmarks.points, kernel=self.kernel,
+        return CrossStep(points=self.induced.points, kernel=self.kernel,
                          n_neighbors=self.n_neighbors, bandwidth=self.bandwidth,
                          lae_regularization=self.lae_regularization, backend=self.backend,
-                         log_colsum=self.log_colsum, log_sizes=self._log_sizes())
-
-    @property
-    def n_induced(self) -> int:
-        return self.landmarks.points.shape[0]
+                         log_colsum=self.log_colsum, log_sizes=_log_sizes(self.sizes))
 
     def transition_rows(self, X_new: np.ndarray, return_sq: bool = False):
         """Indices and values of ``a(x)``, the transition rows of new points to ``U``
         (``return_sq``: also the squared distances to those induced points, nearest
         first)."""
         X_new = check_points(X_new, name="X", min_samples=1)
-        if X_new.shape[1] != self.landmarks.points.shape[1]:
+        if X_new.shape[1] != self.induced.points.shape[1]:
             raise ValueError(f"X has {X_new.shape[1]} features but the graph was built on "
-                             f"{self.landmarks.points.shape[1]}.")
-        step = self.step()
-        idx, sq, log_k = step.rows(X_new)
-        rows = step.transition(idx, log_k)
+                             f"{self.induced.points.shape[1]}.")
+        idx, rows, sq = self.step().transition_rows(X_new)
         return (idx, rows, sq) if return_sq else (idx, rows)
 
-
-@dataclass
-class CrossGraph(OutOfSampleRows):
-    """Sparse two-step random-walk graph between a cloud ``X`` (n x p) and ``U`` (s x p).
-
-    Attributes
-    ----------
-    landmarks : Landmarks
-    kernel : {"se", "lae"}
-    n_neighbors : int
-        ``r``.
-    bandwidth : float or None
-        SE ``eps`` in ``exp(-d^2 / (4 eps^2))``; None for LAE.
-    indices, sq_distances : ndarray (n, r)
-        Each point's nearest induced points and squared distances to them.
-    sizes : ndarray (s,) or None
-        k-means cluster sizes ``n_j`` (None for random subsampling).
-    transition : CrossTransition
-        ``A`` and ``Λ``.
-    log_colsum : ndarray (s,)
-        ``log Σ_q K_qj`` over the cloud.
-    chunk_size : int or None
-        Rows per block of the passes over the cloud (None: from the working-memory budget,
-        :mod:`flgp._chunks`).
-
-    Notes
-    -----
-    The graph stores ``O(n r)`` numbers and never an ``n x s`` or ``n x M`` dense array.
-    """
-
-    landmarks: Landmarks
-    kernel: str
-    n_neighbors: int
-    bandwidth: float | None
-    indices: np.ndarray
-    sq_distances: np.ndarray
-    sizes: np.ndarray | None
-    transition: CrossTransition
-    log_colsum: np.ndarray
-    lae_regularization: float = 0.0
-    backend: str = "auto"
-    chunk_size: int | None = None
-    _products: dict | None = field(default=None, repr=False, compare=False)
-
-    is_dask = False
-
-    @property
-    def n_samples(self) -> int:
-        return self.indices.shape[0]
-
-    @property
-    def degrees(self) -> np.ndarray:
-        """``Λ_jj = Σ_i A_ij``."""
-        return self.transition.degrees
-
-    @property
-    def nearest_sq_max(self) -> float:
-        """The largest squared distance from a point of the cloud to its nearest induced
-        point."""
-        return float(self.sq_distances[:, 0].max())
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_products"] = None      # s x s; recomputed from the stored rows if needed
-        return state
+    def row_source(self) -> "CloudRowSource":
+        """The cloud's transition rows block by block (stored, or recomputed from the
+        points of a Dask graph): small and picklable."""
+        return CloudRowSource(self.step(), self.rows)
 
     def cross_products(self) -> dict:
         """``{"degrees", "gram", "argmax"}``: ``Λ``, the ``s x s`` matrix ``AᵀA`` (dense)
         and the number of points whose largest transition probability goes to each induced
-        point - sums over blocks of rows (:func:`flgp.graph.passes.products_partial`)."""
+        point - sums over blocks of rows (a pass over the cloud unless the build kept
+        them)."""
         if self._products is None:
-            T = self.transition
-            s = self.n_induced
-            chunk = default_chunk_size(PRODUCT_ROW_BYTES, self.chunk_size)
-            parts = map_row_ranges(
-                lambda a, b: products_partial(T.indices[a:b], T.values[a:b], s),
-                row_ranges(self.n_samples, chunk), cpu_threads())
-            self._products = _dense_products(merge_partials(parts), s)
+            if self.rows is not None:
+                pass3 = ProductsPass(self.n_induced, self.rows)
+                blocks = InMemoryBlocks(n_samples=self.n_samples)
+            else:
+                pass3, blocks = TransitionPass(self.step(), None), self.blocks
+            self._products = _products(blocks, pass3, self.chunk_size)
         return self._products
 
     def with_bandwidth(self, bandwidth: float) -> "CrossGraph":
-        """Same induced points and neighbours, new SE bandwidth (cost O(n r))."""
+        """Same induced points and neighbours, new SE bandwidth: the column sums and the
+        transition again (``O(n r)``; two passes over a Dask cloud)."""
         if self.kernel != "se":
             raise ValueError("with_bandwidth applies to the 'se' kernel only.")
         bandwidth = check_positive(bandwidth, "bandwidth")
         step = replace(self.step(), bandwidth=bandwidth, log_colsum=None)
-        transition, log_colsum, products = _finish_numpy(
-            step, self.indices, self.sq_distances, None, self.chunk_size)
-        return replace(self, bandwidth=bandwidth, transition=transition,
-                       log_colsum=log_colsum, _products=products)
+        rows = None if self.rows is None else CloudRows(
+            self.rows.indices, self.rows.sq_distances, np.empty(self.rows.values.shape))
+        step, products = _finish(self.blocks, step, rows, None, self.chunk_size)
+        return replace(self, bandwidth=bandwidth, log_colsum=step.log_colsum,
+                       degrees=products["degrees"], rows=rows, _products=products)
+
+
+class CloudRowSource:
+    """The cloud's transition rows of a block ``(X_block, start, stop)``: the stored
+    ``(indices, values)`` of an in-memory graph, or the block's points through the
+    graph's step (Dask). Picklable: Dask ships it to its tasks."""
+
+    def __init__(self, step: CrossStep, rows: CloudRows | None):
+        self.step = step
+        self.rows = rows
+
+    def __call__(self, Xb, a, b):
+        if self.rows is not None:
+            return self.rows.indices[a:b], self.rows.values[a:b]
+        idx, values, _ = self.step.transition_rows(Xb, workers=1)
+        return idx, values
+
+    def at(self, blocks, index: np.ndarray):
+        """``(indices, values)`` of the cloud rows ``index`` (an index array or a slice)."""
+        if self.rows is not None:
+            return self.rows.indices[index], self.rows.values[index]
+        if isinstance(index, slice):
+            index = np.arange(blocks.n_samples)[index]
+        index = np.asarray(index, dtype=np.int64) % blocks.n_samples
+        idx, values, _ = self.step.transition_rows(blocks.take(index))
+        return idx, values
+
+
+def _log_sizes(sizes):
+    if sizes is None:
+        return None
+    with np.errstate(divide="ignore"):
+        return np.log(sizes.astype(np.float64))
+
+
+def _products(blocks, pass3, chunk_size) -> dict:
+    """Pass 3 (:class:`TransitionPass` or :class:`ProductsPass`) over the cloud: the dense
+    products."""
+    p = blocks.X.shape[1] if blocks.is_dask else 0
+    products = blocks.reduce(pass3, layout=pass3.layout(),
+                             bytes_per_row=pass3.bytes_per_row(p), chunk_size=chunk_size)
+    return _dense_products(products, pass3.n_induced)
 
 
 def _dense_products(products: dict, s: int) -> dict:
@@ -168,56 +251,87 @@ def _dense_products(products: dict, s: int) -> dict:
             "argmax": products["argmax"]}
 
 
-def _finish_numpy(step: CrossStep, idx, sq, log_k, chunk_size):
-    """Steps 3-4 over stored neighbour rows: the column sums (unless ``step`` has them),
-    the transition rows (written over ``log_k``) and the products. Returns
-    ``(CrossTransition, log_colsum, products)``."""
-    n, r = idx.shape
-    s = step.n_induced
-    threads = cpu_threads()
-    ranges = row_ranges(n, default_chunk_size(row_bytes(0, r, 0), chunk_size))
-    if log_k is None:                                   # SE: from the squared distances
-        log_k = np.empty((n, r))
-
-        def fill(a, b):
-            log_k[a:b] = step.log_kernel(None, idx[a:b], sq[a:b])
-            return {"lse": lse_partial(log_k[a:b], idx[a:b], s)}
-
+def _finish(blocks, step: CrossStep, rows: CloudRows | None, lse, chunk_size):
+    """Steps 3-4 once pass 1 has run: the column sums (pass 2, unless ``lse`` holds them)
+    and the transition with its products (pass 3). Returns ``(step, products)``."""
+    p = blocks.X.shape[1] if blocks.is_dask else 0
+    if lse is None:
+        pass2 = ColumnSumPass(step, rows)
         with stage("column sums"):
-            lse = merge_partials(map_row_ranges(fill, ranges, threads))["lse"]
-        step = replace(step, log_colsum=lse_finish(lse))
-    values = log_k
-
-    def rows(a, b):
-        v = step.transition(idx[a:b], log_k[a:b])
-        values[a:b] = v
-        return products_partial(idx[a:b], v, s)
-
-    ranges = row_ranges(n, default_chunk_size(PRODUCT_ROW_BYTES, chunk_size))
+            lse = blocks.reduce(pass2, layout=pass2.layout(),
+                                bytes_per_row=pass2.bytes_per_row(p),
+                                chunk_size=chunk_size)["lse"]
+    step = replace(step, log_colsum=lse_finish(lse))
     with stage("transition + products"):
-        products = _dense_products(merge_partials(map_row_ranges(rows, ranges, threads)), s)
-    return (CrossTransition(indices=idx, values=values, degrees=products["degrees"]),
-            step.log_colsum, products)
+        return step, _products(blocks, TransitionPass(step, rows), chunk_size)
 
 
-def check_graph_options(n, *, n_induced, n_neighbors, subsample, kernel, bandwidth,
-                        bandwidth_scale, lae_regularization, backend, induced_points,
-                        n_features):
-    """Validate the graph options (shared by the in-memory and the Dask engine); returns
-    ``(s, r, induced_points or None)``."""
-    check_option(subsample, "subsample", SUBSAMPLE_METHODS)
+def choose_induced_points(cloud, options: GraphOptions) -> InducedPoints:
+    """The induced points: the user's, a random subsample, or k-means centres (``cloud``: a
+    numpy or dask array)."""
+    if options.induced_points is not None:
+        return InducedPoints(points=options.induced_points, method="given")
+    if options.subsample == "random":
+        return random_induced_points(cloud, options.n_induced, options.random_state)
+    return kmeans_centres(cloud, options.n_induced, random_state=options.random_state,
+                          n_iter=options.kmeans_iter, backend=options.backend)
+
+
+def cross_graph(X, options: GraphOptions) -> CrossGraph:
+    """Steps 1-4 of FLGP on a validated cloud (a numpy array checked by
+    :func:`flgp._validation.check_cloud`, or a dask array checked by
+    :func:`flgp._chunks._dask.as_dask_points` and its driver's ``check``) with validated
+    :class:`GraphOptions`. :func:`build_cross_graph` is the validating entry point."""
+    blocks = blocks_of(X)
+    n, p = X.shape
+    r, kernel = options.n_neighbors, options.kernel
+    with stage("induced points"):
+        induced = choose_induced_points(X, options)
+    step = CrossStep(points=induced.points, kernel=kernel, n_neighbors=r,
+                     bandwidth=options.bandwidth,
+                     lae_regularization=float(options.lae_regularization),
+                     backend=options.backend)
+    kmeans = options.subsample == "kmeans"
+    rows = None if blocks.is_dask else CloudRows.empty(n, r)
+    threads = cpu_threads()
+    pass1 = NeighbourPass(step, kmeans, rows,
+                          workers=1 if (blocks.is_dask or threads > 1) else None)
+    known = kernel == "lae" or options.bandwidth is not None
+    with stage("neighbours + kernel"):
+        first = blocks.reduce(pass1, layout=pass1.layout(known),
+                              bytes_per_row=pass1.bytes_per_row(p),
+                              chunk_size=options.chunk_size)
+    sizes = np.rint(first["sizes"]).astype(np.int64) if kmeans else None
+    bandwidth = options.bandwidth
+    if kernel == "se" and bandwidth is None:
+        bandwidth = bandwidth_from_mean(first["sq_sum"][0] / first["count"][0],
+                                        options.bandwidth_scale)
+    step = replace(step, bandwidth=bandwidth, log_sizes=_log_sizes(sizes))
+    if not blocks.is_dask:
+        blocks = InMemoryBlocks(n_samples=n)          # the passes below read stored rows
+    step, products = _finish(blocks, step, rows, first["lse"] if known else None,
+                             options.chunk_size)
+    return CrossGraph(induced=induced, kernel=kernel, n_neighbors=r,
+                      bandwidth=bandwidth if kernel == "se" else None, sizes=sizes,
+                      log_colsum=step.log_colsum, degrees=products["degrees"],
+                      nearest_sq_max=float(first["nearest_max"][0]), blocks=blocks,
+                      rows=rows, lae_regularization=float(options.lae_regularization),
+                      backend=options.backend, chunk_size=options.chunk_size,
+                      _products=products)
+
+
+def check_graph_options(n: int, n_features: int, *, n_induced, n_neighbors, subsample,
+                        kernel, bandwidth, bandwidth_scale, lae_regularization, backend,
+                        induced_points, random_state=None, kmeans_iter=None,
+                        chunk_size=None) -> GraphOptions:
+    """Validate the graph options against a cloud of ``n`` points with ``n_features``
+    features; returns :class:`GraphOptions`."""
+    check_option(subsample, "subsample", SUBSAMPLES)
     check_option(kernel, "kernel", KERNELS)
-    if induced_points is not None:
-        U = check_points(induced_points, name="induced_points", min_samples=2)
-        if U.shape[1] != n_features:
-            raise ValueError(f"induced_points has {U.shape[1]} features but X has "
-                             f"{n_features}; pass an (n_induced, {n_features}) array.")
-        if n_induced is not None and int(n_induced) != U.shape[0]:
-            raise ValueError(f"n_induced={n_induced} but induced_points has {U.shape[0]} "
-                             f"rows; leave n_induced=None when passing induced_points.")
+    U = validate_induced_points(induced_points, n_induced, n_features)
+    if U is not None:
         s = U.shape[0]
     else:
-        U = None
         if n_induced is None:
             raise TypeError("build_cross_graph needs n_induced (or induced_points).")
         s = check_int(n_induced, "n_induced", low=2, high=n, high_name="n_samples",
@@ -230,17 +344,41 @@ def check_graph_options(n, *, n_induced, n_neighbors, subsample, kernel, bandwid
         raise ValueError(f"lae_regularization must be a finite number >= 0; got "
                          f"{lae_regularization}.")
     check_option(backend, "backend", BACKENDS)
-    return s, r, U
+    default_chunk_size(1, chunk_size)                      # validates chunk_size
+    return GraphOptions(n_induced=s, n_neighbors=r, subsample=subsample, kernel=kernel,
+                        bandwidth=None if bandwidth is None else float(bandwidth),
+                        bandwidth_scale=float(bandwidth_scale),
+                        lae_regularization=float(lae_regularization),
+                        random_state=random_state, kmeans_iter=kmeans_iter, backend=backend,
+                        induced_points=U, chunk_size=chunk_size)
 
 
-def choose_landmarks(X, s, subsample, induced_points, random_state, kmeans_iter, backend):
-    """The induced points: the user's, a random subsample, or k-means centres."""
-    if induced_points is not None:
-        return Landmarks(points=induced_points, method="given")
-    if subsample == "random":
-        return random_landmarks(X, s, random_state)
-    return kmeans_centres(X, s, random_state=random_state, n_iter=kmeans_iter,
-                          backend=backend)
+def validate_induced_points(induced_points, n_induced, n_features: int):
+    """The user's induced points as a checked ``(s, p)`` array, or None."""
+    if induced_points is None:
+        return None
+    U = check_points(induced_points, name="induced_points", min_samples=2)
+    if U.shape[1] != n_features:
+        raise ValueError(f"induced_points has {U.shape[1]} features but X has "
+                         f"{n_features}; pass an (n_induced, {n_features}) array.")
+    if n_induced is not None and int(n_induced) != U.shape[0]:
+        raise ValueError(f"n_induced={n_induced} but induced_points has {U.shape[0]} "
+                         f"rows; leave n_induced=None when passing induced_points.")
+    return U
+
+
+def validate_cloud(X, name: str = "X", min_samples: int = 2):
+    """A cloud to build a graph on, checked once: a numpy array by
+    :func:`flgp._validation.check_cloud`, a dask or zarr array by its shape and one pass
+    over its chunks (:meth:`flgp._chunks._dask.DaskBlocks.check`)."""
+    if is_lazy(X):
+        from .._chunks._dask import DaskBlocks, as_dask_points
+
+        X = as_dask_points(X, name=name)
+        with stage("check"):
+            DaskBlocks(X).check(name, min_samples=min_samples)
+        return X
+    return check_cloud(X, name=name, min_samples=min_samples)
 
 
 def build_cross_graph(X, *, n_induced: int | None = None, n_neighbors: int = 3,
@@ -248,15 +386,15 @@ def build_cross_graph(X, *, n_induced: int | None = None, n_neighbors: int = 3,
                       bandwidth: float | None = None, bandwidth_scale: float = 1.0,
                       lae_regularization: float = 1e-3, random_state=None,
                       kmeans_iter: int | None = None, backend: str = "auto",
-                      induced_points=None, chunk_size: int | None = None):
+                      induced_points=None, chunk_size: int | None = None) -> CrossGraph:
     """Steps 1-4 of FLGP: induced points, sparse cross kernel, ``Z``, ``A`` and ``Λ``.
 
     Parameters
     ----------
     X : array-like, dask array or zarr array of shape (n_samples, n_features)
         The whole cloud (labelled and unlabelled points). A dask or zarr array runs the
-        Dask engine (:mod:`flgp._dask`; ``pip install 'flgp[dask]'``) and returns a
-        :class:`flgp._dask.DaskCrossGraph`.
+        passes as Dask tasks (``pip install 'flgp[dask]'``); the graph then keeps the lazy
+        cloud instead of its rows.
     n_induced : int
         ``s``, number of induced points (``2 <= s <= n``); may be left out when
         ``induced_points`` is given.
@@ -275,10 +413,10 @@ def build_cross_graph(X, *, n_induced: int | None = None, n_neighbors: int = 3,
         The multiplier ``a`` of that rule.
     lae_regularization : float, default=1e-3
         ``γ`` of the LAE local Gram ``G + γ tr(G) I`` (see
-        :func:`flgp.graph.cross_kernel.lae_weights`); 0 is the paper's exact LAE. Exact LAE
-        gives a point that coincides with an induced point (every induced point under random
-        subsampling) weight 1 on it alone, which splits the graph into many pieces.
+        :func:`flgp.graph.cross_kernel.lae_weights`); 0 is the paper's exact LAE.
     random_state : int, Generator or None
+    kmeans_iter : int, optional
+        Lloyd iterations of the k-means induced points (:func:`kmeans_centres`).
     backend : {"auto", "torch", "keops"}, default="auto"
         Who does the distance work (k-means assignments, nearest induced points); see
         :mod:`flgp.backends`.
@@ -289,60 +427,11 @@ def build_cross_graph(X, *, n_induced: int | None = None, n_neighbors: int = 3,
         Rows per block of each pass; default from the working-memory budget
         (:func:`flgp.get_config`). The result does not depend on it beyond rounding.
     """
-    if is_dask_array(X) or is_zarr_array(X):
-        from .._dask import build_cross_graph_dask
-
-        return build_cross_graph_dask(
-            X, n_induced=n_induced, n_neighbors=n_neighbors, subsample=subsample,
-            kernel=kernel, bandwidth=bandwidth, bandwidth_scale=bandwidth_scale,
-            lae_regularization=lae_regularization, random_state=random_state,
-            kmeans_iter=kmeans_iter, backend=backend, induced_points=induced_points,
-            chunk_size=chunk_size)
-    X = check_points(X)
-    n, p = X.shape
-    s, r, U = check_graph_options(
-        n, n_induced=n_induced, n_neighbors=n_neighbors, subsample=subsample, kernel=kernel,
-        bandwidth=bandwidth, bandwidth_scale=bandwidth_scale,
-        lae_regularization=lae_regularization, backend=backend,
-        induced_points=induced_points, n_features=p)
-    default_chunk_size(1, chunk_size)                      # validates chunk_size
-    check_duplicates(X)
-    with stage("induced points"):
-        landmarks = choose_landmarks(X, s, subsample, U, random_state, kmeans_iter, backend)
-    step = CrossStep(points=landmarks.points, kernel=kernel, n_neighbors=r,
-                     bandwidth=bandwidth, lae_regularization=float(lae_regularization),
-                     backend=backend)
-    threads = cpu_threads()
-    workers = 1 if threads > 1 else None
-    idx = np.empty((n, r), dtype=np.int64)
-    sq = np.empty((n, r))
-    log_k = np.empty((n, r)) if (kernel == "lae" or bandwidth is not None) else None
-    kmeans = subsample == "kmeans"
-
-    def first(a, b):
-        i, d, lk = step.rows(X[a:b], workers)
-        idx[a:b] = i
-        sq[a:b] = d
-        if lk is not None:
-            log_k[a:b] = lk
-        return step.cloud_partial(i, d, lk, sizes=kmeans)
-
-    ranges = row_ranges(n, default_chunk_size(row_bytes(p, r, 0), chunk_size))
-    with stage("neighbours + kernel"):
-        first_pass = merge_partials(map_row_ranges(first, ranges, threads))
-    sizes = first_pass["sizes"].astype(np.int64) if kmeans else None
-    if kernel == "se" and bandwidth is None:
-        bandwidth = bandwidth_from_mean(first_pass["sq_sum"][0] / first_pass["count"][0],
-                                        bandwidth_scale)
-        step = replace(step, bandwidth=bandwidth)
-    if log_k is not None:
-        step = replace(step, log_colsum=lse_finish(first_pass["lse"]))
-    if sizes is not None:
-        with np.errstate(divide="ignore"):
-            step = replace(step, log_sizes=np.log(sizes.astype(np.float64)))
-    transition, log_colsum, products = _finish_numpy(step, idx, sq, log_k, chunk_size)
-    return CrossGraph(landmarks=landmarks, kernel=kernel, n_neighbors=r,
-                      bandwidth=bandwidth if kernel == "se" else None, indices=idx,
-                      sq_distances=sq, sizes=sizes, transition=transition,
-                      log_colsum=log_colsum, lae_regularization=float(lae_regularization),
-                      backend=backend, chunk_size=chunk_size, _products=products)
+    X = validate_cloud(X)
+    options = check_graph_options(
+        X.shape[0], X.shape[1], n_induced=n_induced, n_neighbors=n_neighbors,
+        subsample=subsample, kernel=kernel, bandwidth=bandwidth,
+        bandwidth_scale=bandwidth_scale, lae_regularization=lae_regularization,
+        backend=backend, induced_points=induced_points, random_state=random_state,
+        kmeans_iter=kmeans_iter, chunk_size=chunk_size)
+    return cross_graph(X, options)

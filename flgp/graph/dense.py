@@ -23,8 +23,8 @@ import torch
 from .._validation import (check_duplicates, check_int, check_option, check_points,
                            check_positive)
 from .cross_kernel import default_bandwidth
-from .landmarks import Landmarks, kmeans_centres, random_landmarks
-from .neighbors import nearest_landmarks, pairwise_sq_distances
+from .induced_points import InducedPoints, kmeans_centres, random_induced_points
+from .neighbors import nearest_induced_points, pairwise_sq_distances
 
 __all__ = ["DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph",
            "neighbour_bandwidth"]
@@ -91,14 +91,14 @@ class DenseGraph:
 class NystromGraph:
     """Nyström graph: ``A'`` (s x s, via ``S'``) and the rule that builds ``A^nys`` rows."""
 
-    landmarks: Landmarks
+    induced: InducedPoints
     bandwidth: float
     symmetric: np.ndarray
     row_sums: np.ndarray
     log_colsum: np.ndarray
 
     def transition_rows(self, X_new):
-        return _rows(X_new, self.landmarks.points, self.bandwidth, self.log_colsum)
+        return _rows(X_new, self.induced.points, self.bandwidth, self.log_colsum)
 
 
 def bandwidth_neighbour_count(n_neighbors: int, available: int) -> int:
@@ -113,7 +113,7 @@ def neighbour_bandwidth(X, Y, r, scale=1.0, skip_self=False):
     """The FLGP bandwidth rule ``4 eps^2 = scale * mean d^2`` over each row of ``X``'s ``r``
     nearest rows of ``Y`` (``skip_self``: ``Y`` is ``X``, its own row left out) — GLGP's
     and Nyström's default."""
-    idx, sq = nearest_landmarks(X, Y, r + int(skip_self))
+    idx, sq = nearest_induced_points(X, Y, r + int(skip_self))
     if skip_self:
         sq = sq[:, 1:]
     return default_bandwidth(sq, scale)
@@ -145,12 +145,12 @@ def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 1
 def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
                         bandwidth: float | None = None, n_neighbors: int = 10,
                         bandwidth_scale: float = 1.0, random_state=None,
-                        landmarks: Landmarks | None = None,
+                        induced: InducedPoints | None = None,
                         backend: str = "auto") -> NystromGraph:
     """The Nyström-GLGP graph on ``s`` induced points (default k-means, as in the paper).
 
     Default bandwidth: ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's
-    ``n_neighbors`` nearest induced points (the FLGP rule). Pass ``landmarks`` to reuse
+    ``n_neighbors`` nearest induced points (the FLGP rule). Pass ``induced`` to reuse
     induced points (e.g. while searching over the bandwidth).
     """
     X = check_points(X)
@@ -159,16 +159,16 @@ def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
     s = check_int(n_induced, "n_induced", low=2, high=n, high_name="n_samples")
     r = check_int(n_neighbors, "n_neighbors", low=1, high=s, high_name="n_induced")
     check_duplicates(X)
-    if landmarks is not None:
+    if induced is not None:
         pass
     elif subsample == "random":
-        landmarks = random_landmarks(X, s, random_state)
+        induced = random_induced_points(X, s, random_state)
     else:
-        landmarks = kmeans_centres(X, s, random_state=random_state, backend=backend)
+        induced = kmeans_centres(X, s, random_state=random_state, backend=backend)
     if bandwidth is None:
-        bandwidth = neighbour_bandwidth(X, landmarks.points, r, bandwidth_scale)
+        bandwidth = neighbour_bandwidth(X, induced.points, r, bandwidth_scale)
     bandwidth = check_positive(bandwidth, "bandwidth")
-    U = landmarks.points
+    U = induced.points
     S, log_c, d = _symmetric_operator(_log_se(U, U, bandwidth))
-    return NystromGraph(landmarks=landmarks, bandwidth=bandwidth, symmetric=S, row_sums=d,
+    return NystromGraph(induced=induced, bandwidth=bandwidth, symmetric=S, row_sums=d,
                         log_colsum=log_c)

@@ -14,26 +14,20 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
-from ..backends import cpu_threads, keops_nearest, resolve_backend
+from ..backends import cpu_threads, keops_nearest, pairwise_sq_distances, resolve_backend
 
-__all__ = ["nearest_landmarks", "pairwise_sq_distances"]
+__all__ = ["nearest_induced_points", "pairwise_sq_distances", "KDTREE_MAX_DIM"]
 
-# number of distance entries (rows x landmarks) computed at once
+# number of distance entries (rows x induced points) computed at once
 _CHUNK_ENTRIES = 2_000_000
 # up to this dimension a k-d tree beats brute force
 KDTREE_MAX_DIM = 16
 
 
-def pairwise_sq_distances(X: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
-    """Dense squared Euclidean distances ``(n, s)``, clamped at zero."""
-    d2 = (X * X).sum(1, keepdim=True) - 2.0 * (X @ U.T) + (U * U).sum(1)[None, :]
-    return d2.clamp_min_(0.0)
-
-
-def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
+def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
                       search_dtype=torch.float32, backend: str = "auto",
                       workers: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and exact squared distances of each point's ``n_neighbors`` nearest landmarks.
+    """Indices and exact squared distances of each point's ``n_neighbors`` nearest induced points.
 
     Parameters
     ----------
@@ -67,7 +61,7 @@ def nearest_landmarks(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         _, indices = cKDTree(U).query(X, k=r,
                                       workers=cpu_threads() if workers is None else workers)
         return _sorted_exact(X, U, np.asarray(indices, dtype=np.int64).reshape(n, r))
-    # centre both sets on the landmarks' mean: the GEMM identity loses digits far from 0
+    # centre both sets on the induced points' mean: the GEMM identity loses digits far from 0
     centre = U.mean(axis=0, keepdims=True)
     Ut = torch.from_numpy(U - centre).to(search_dtype)
     u2 = (Ut * Ut).sum(1)

@@ -1,22 +1,27 @@
-r"""The FLGP graph as functions of a block of rows, and the sums that join the blocks.
+r"""The FLGP graph as functions of a block of rows, and the partials that join the blocks.
 
-Every pass over the cloud is one of these functions applied to a block of rows ``X_b``
-(``b`` rows); every global quantity is a combination of per-block *partials* — ``s``-vectors
-and ``s x s`` matrices — by :func:`merge_partials`. The in-memory engine
-(:func:`flgp.graph.build_cross_graph`) runs them over numpy blocks; the Dask engine
-(:mod:`flgp._dask`) runs the very same functions as Dask tasks.
+Every pass over the cloud is one of the callables below applied to a block of rows
+``(X_block, start, stop)`` by a driver (:mod:`flgp._chunks`: numpy blocks on threads, or
+Dask chunks as tasks); every global quantity is a combination of per-block *partials* —
+``s``-vectors and ``s x s`` matrices — merged by :func:`flgp._chunks.merge_partials`.
 
 Passes (He et al., Algorithm 1, steps 2-4):
 
-1. :meth:`CrossStep.rows` - each point's ``r`` nearest induced points, squared distances
-   and log cross-kernel; partial :meth:`CrossStep.cloud_partial`: cluster sizes ``n_j``
-   (k-means), the sum of the kept squared distances (SE default bandwidth), the largest
-   nearest distance, and the column sums ``c_j = Σ_i K_ij`` as ``(max, Σ exp(· - max))``
-   pairs so that no column underflows;
-2. (SE with the default bandwidth only) the column sums, once the bandwidth is known;
-3. :meth:`CrossStep.transition` - the rows of ``A``; partial :func:`products_partial`:
-   ``Λ_jj = Σ_i A_ij``, the Gram matrix ``AᵀA`` (``s x s``) and how many points move to each
-   induced point with the largest probability (the size of each connected component).
+1. :class:`NeighbourPass` - each point's ``r`` nearest induced points, squared distances and
+   log cross-kernel (:meth:`CrossStep.rows`); partial :meth:`CrossStep.cloud_partial`:
+   cluster sizes ``n_j`` (k-means), the sum of the kept squared distances (SE default
+   bandwidth), the largest nearest distance, and the column sums ``c_j = Σ_i K_ij`` as
+   ``(max, Σ exp(· - max))`` pairs so that no column underflows;
+2. :class:`ColumnSumPass` (SE with the default bandwidth only) - the column sums, once the
+   bandwidth is known;
+3. :class:`TransitionPass` - the rows of ``A`` (:meth:`CrossStep.transition`); partial
+   :func:`products_partial`: ``Λ_jj = Σ_i A_ij``, the Gram matrix ``AᵀA`` (``s x s``) and how
+   many points move to each induced point with the largest probability (the size of each
+   connected component).
+
+An in-memory cloud keeps its rows (:class:`CloudRows`, ``O(n r)``): pass 1 stores them and
+passes 2-3 read them. A Dask cloud keeps none (``O(n r)`` numbers would not fit where ``X``
+itself does not): each pass recomputes its block's rows from the points.
 
 Nothing here imports dask, GPyTorch or scikit-learn.
 """
@@ -28,12 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .._chunks import row_bytes
 from .cross_kernel import lae_weights, se_log_weights
-from .neighbors import nearest_landmarks
-from .transition import column_lse, lse_finish, transition_rows
+from .neighbors import nearest_induced_points
+from .transition import column_lse, transition_rows
 
-__all__ = ["CrossStep", "products_partial", "merge_partials", "lse_partial", "lse_finish",
-           "PRODUCT_ROW_BYTES"]
+__all__ = ["CrossStep", "CloudRows", "NeighbourPass", "ColumnSumPass", "TransitionPass",
+           "ProductsPass", "products_partial", "lse_partial", "PRODUCT_ROW_BYTES"]
 
 # bytes per row of the products pass (the block's sparse rows and the product's entries)
 PRODUCT_ROW_BYTES = 8 * (4 * 9 + 6)
@@ -63,8 +69,8 @@ class CrossStep:
     def rows(self, X: np.ndarray, workers: int | None = None):
         """``(indices, sq_distances, log_kernel)`` of a block (``log_kernel`` None for SE
         while its bandwidth is unknown)."""
-        idx, sq = nearest_landmarks(X, self.points, self.n_neighbors, backend=self.backend,
-                                    workers=workers)
+        idx, sq = nearest_induced_points(X, self.points, self.n_neighbors,
+                                         backend=self.backend, workers=workers)
         return idx, sq, self.log_kernel(X, idx, sq)
 
     def log_kernel(self, X, idx, sq):
@@ -90,6 +96,136 @@ class CrossStep:
         """Rows of ``A`` (``r`` values each) from the log kernel."""
         return transition_rows(log_kernel, idx, self.log_colsum, self.log_sizes)
 
+    def transition_rows(self, X: np.ndarray, workers: int | None = None):
+        """``(indices, values, sq_distances)``: the rows of ``A`` of any points, recomputed
+        from their coordinates (nearest first)."""
+        idx, sq, log_k = self.rows(X, workers)
+        return idx, self.transition(idx, log_k), sq
+
+
+@dataclass
+class CloudRows:
+    """The rows an in-memory cloud keeps (``(n, r)`` each): nearest induced points, squared
+    distances to them and ``values`` - the log cross kernel while the graph is built, the
+    rows of ``A`` once pass 3 has run (written in place)."""
+
+    indices: np.ndarray
+    sq_distances: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int, r: int) -> "CloudRows":
+        return cls(np.empty((n, r), dtype=np.int64), np.empty((n, r)), np.empty((n, r)))
+
+
+def layout_of_cloud_partial(s: int, sizes: bool, lse: bool) -> list:
+    """The Dask driver's layout of :meth:`CrossStep.cloud_partial`."""
+    out = [("sq_sum", (1,)), ("count", (1,)), ("nearest_max", (1,))]
+    if sizes:
+        out.append(("sizes", (s,)))
+    if lse:
+        out.append(("lse", (2, s)))
+    return out
+
+
+class NeighbourPass:
+    """Pass 1 over a block of points: neighbours, squared distances, log kernel (stored in
+    ``rows`` when the cloud keeps them) and :meth:`CrossStep.cloud_partial`."""
+
+    def __init__(self, step: CrossStep, sizes: bool, rows: CloudRows | None,
+                 workers: int | None):
+        self.step, self.sizes, self.rows, self.workers = step, sizes, rows, workers
+
+    def bytes_per_row(self, n_features: int) -> int:
+        return row_bytes(n_features, self.step.n_neighbors, 0)
+
+    def layout(self, lse: bool) -> list:
+        return layout_of_cloud_partial(self.step.n_induced, self.sizes, lse)
+
+    def __call__(self, Xb, a, b):
+        idx, sq, log_k = self.step.rows(Xb, self.workers)
+        if self.rows is not None:
+            self.rows.indices[a:b] = idx
+            self.rows.sq_distances[a:b] = sq
+            if log_k is not None:
+                self.rows.values[a:b] = log_k
+        return self.step.cloud_partial(idx, sq, log_k, sizes=self.sizes)
+
+
+class ColumnSumPass:
+    """Pass 2 (SE with the default bandwidth): the log kernel at the now known bandwidth
+    (stored in ``rows`` when the cloud keeps them) and its column sums."""
+
+    def __init__(self, step: CrossStep, rows: CloudRows | None):
+        self.step, self.rows = step, rows
+
+    def bytes_per_row(self, n_features: int) -> int:
+        return row_bytes(0 if self.rows is not None else n_features, self.step.n_neighbors, 0)
+
+    def layout(self) -> list:
+        return [("lse", (2, self.step.n_induced))]
+
+    def __call__(self, Xb, a, b):
+        if self.rows is None:
+            idx, _, log_k = self.step.rows(Xb, workers=1)
+        else:
+            idx = self.rows.indices[a:b]
+            log_k = self.step.log_kernel(None, idx, self.rows.sq_distances[a:b])
+            self.rows.values[a:b] = log_k
+        return {"lse": lse_partial(log_k, idx, self.step.n_induced)}
+
+
+class TransitionPass:
+    """Pass 3: the rows of ``A`` (stored over the log kernel in ``rows`` when the cloud
+    keeps them) and :func:`products_partial`."""
+
+    def __init__(self, step: CrossStep, rows: CloudRows | None):
+        self.step, self.rows = step, rows
+
+    def bytes_per_row(self, n_features: int) -> int:
+        if self.rows is not None:
+            return PRODUCT_ROW_BYTES
+        return row_bytes(n_features, self.step.n_neighbors, 0)
+
+    @property
+    def n_induced(self) -> int:
+        return self.step.n_induced
+
+    def layout(self) -> list:
+        return products_layout(self.n_induced)
+
+    def __call__(self, Xb, a, b):
+        if self.rows is None:
+            idx, _, log_k = self.step.rows(Xb, workers=1)
+        else:
+            idx, log_k = self.rows.indices[a:b], self.rows.values[a:b]
+        values = self.step.transition(idx, log_k)
+        if self.rows is not None:
+            self.rows.values[a:b] = values
+        return products_partial(idx, values, self.step.n_induced)
+
+
+class ProductsPass:
+    """:func:`products_partial` of stored transition rows (the products of an in-memory
+    graph that was unpickled without them)."""
+
+    def __init__(self, n_induced: int, rows: CloudRows):
+        self.n_induced, self.rows = int(n_induced), rows
+
+    def bytes_per_row(self, n_features: int) -> int:
+        return PRODUCT_ROW_BYTES
+
+    def layout(self) -> list:
+        return products_layout(self.n_induced)
+
+    def __call__(self, Xb, a, b):
+        return products_partial(self.rows.indices[a:b], self.rows.values[a:b],
+                                self.n_induced)
+
+
+def products_layout(s: int) -> list:
+    return [("degrees", (s,)), ("gram", (s, s)), ("argmax", (s,))]
+
 
 def lse_partial(log_kernel: np.ndarray, idx: np.ndarray, s: int) -> np.ndarray:
     """Column sums of ``K`` over a block as ``(2, s)`` (:func:`flgp.graph.transition.column_lse`),
@@ -111,37 +247,3 @@ def products_partial(idx: np.ndarray, values: np.ndarray, s: int) -> dict:
     return {"degrees": np.bincount(idx.ravel(), weights=values.ravel(), minlength=s),
             "gram": gram,
             "argmax": np.bincount(top, minlength=s).astype(np.float64)}
-
-
-# how each partial combines across blocks
-_MAX_FIELDS = ("nearest_max",)
-_LSE_FIELDS = ("lse",)
-
-
-def merge_partials(parts: list[dict]) -> dict:
-    """Combine block partials: sums, maxima (``nearest_max``) and log-sum-exp pairs
-    (``lse``, see :func:`lse_partial`)."""
-    parts = [p for p in parts if p]
-    if not parts:
-        return {}
-    out = {}
-    for key in parts[0]:
-        vals = [p[key] for p in parts]
-        if key in _MAX_FIELDS:
-            out[key] = np.max(np.stack(vals), axis=0)
-        elif key in _LSE_FIELDS:
-            maxima = np.stack([v[0] for v in vals])
-            col_max = maxima.max(axis=0)
-            safe = np.where(np.isfinite(col_max), col_max, 0.0)
-            with np.errstate(invalid="ignore"):
-                scale = np.where(np.isfinite(maxima), np.exp(maxima - safe), 0.0)
-            out[key] = np.stack([col_max, (np.stack([v[1] for v in vals]) * scale).sum(0)])
-        else:
-            total = vals[0].copy() if not sp.issparse(vals[0]) else vals[0]
-            for v in vals[1:]:
-                if sp.issparse(total) and not sp.issparse(v):
-                    total = v + total.toarray()
-                else:
-                    total = total + v
-            out[key] = total
-    return out

@@ -27,7 +27,7 @@ def is_lazy(X) -> bool:
 def check_fit_X_lazy(est, X):
     """Shape and dtype of a dask/zarr ``X`` at fit time (the values are checked in the
     engine's first pass over the blocks); sets ``n_features_in_``."""
-    from .._dask import as_dask_points
+    from .._chunks._dask import as_dask_points
 
     X = as_dask_points(X, min_samples=2)
     est.n_features_in_ = int(X.shape[1])
@@ -50,7 +50,7 @@ def lazy_fit_points(est, X, y):
 
 def check_predict_X_lazy(est, X):
     """A dask/zarr ``X`` at predict time: fitted, same number of features."""
-    from .._dask import as_dask_points
+    from .._chunks._dask import as_dask_points
 
     check_is_fitted(est, "n_features_in_")
     X = as_dask_points(X)
@@ -66,7 +66,7 @@ def stack_unlabeled_lazy(X, X_unlabeled):
         return X
     import dask.array as da
 
-    from .._dask import as_dask_points
+    from .._chunks._dask import as_dask_points
 
     Xu = as_dask_points(X_unlabeled if is_lazy(X_unlabeled)
                         else da.from_array(np.asarray(X_unlabeled, dtype=np.float64)),
@@ -91,7 +91,7 @@ def labelled_rows(y, n: int, is_labelled):
         raise ValueError(f"y must have one entry per row of X; got {shape[0]} targets for "
                          f"{n} rows.")
     if is_lazy(y):
-        from .._dask import labelled_rows as dask_labelled_rows
+        from .._chunks._dask import flatnonzero_blocks as dask_labelled_rows
 
         return dask_labelled_rows(y, is_labelled)
     y = np.asarray(y)

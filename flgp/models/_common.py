@@ -15,7 +15,7 @@ from .._validation import check_option, check_points, check_positive
 from ..backends import resolve_backend
 from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
 from ..graph.dense import bandwidth_neighbour_count, neighbour_bandwidth
-from ..graph.neighbors import nearest_landmarks
+from ..graph.neighbors import nearest_induced_points
 from ..spectral import flgp_eigenpairs, glgp_eigenpairs, nystrom_eigenpairs
 from ..spectral.dense import TooFewEigenvaluesError, glgp_eigenpairs_lazy
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
@@ -101,7 +101,7 @@ def _candidate_makers(est, X: np.ndarray):
             for a in grid:
                 g = g0 if a == 1.0 else build_nystrom_graph(
                     X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a), n_neighbors=r,
-                    landmarks=g0.landmarks)
+                    induced=g0.induced)
                 yield a, lambda g=g: nystrom_eigenpairs(g, M, X)
         elif resolve_backend(est.backend) == "keops":  # glgp, never stored
             r = bandwidth_neighbour_count(est.n_neighbors, n - 1)
@@ -287,12 +287,12 @@ def cloud_reach(eigenpairs, X: np.ndarray):
     points = landmarks.points if landmarks is not None else getattr(graph, "points", None)
     if points is None or points.shape[0] < 2:
         return None
-    _, own = nearest_landmarks(points, points, 2)          # nearest other reference point
+    _, own = nearest_induced_points(points, points, 2)          # nearest other reference point
     reach_sq = float(own[:, 1].max())
     if landmarks is not None:
         near = getattr(graph, "nearest_sq_max", None)      # FLGP: found while building
         if near is None:                                    # Nyström
-            near = float(nearest_landmarks(X, points, 1)[1][:, 0].max())
+            near = float(nearest_induced_points(X, points, 1)[1][:, 0].max())
         reach_sq = max(reach_sq, float(near))
     return points, reach_sq
 
@@ -309,7 +309,7 @@ def warn_far_points(est, X: np.ndarray, nearest_sq: np.ndarray | None = None,
         return
     points, reach_sq = reach
     if nearest_sq is None:
-        nearest_sq = nearest_landmarks(X, points, 1)[1][:, 0]
+        nearest_sq = nearest_induced_points(X, points, 1)[1][:, 0]
     far = nearest_sq > FAR_FACTOR ** 2 * max(reach_sq, np.finfo(float).tiny)
     if far.any():
         warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far outside the "

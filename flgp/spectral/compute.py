@@ -97,7 +97,7 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     if not in_memory and method != "flgp":
         raise ValueError(f"method={method!r} needs the cloud in memory (dense kernels); dask "
                          f"and zarr arrays run with method='flgp'.")
-    if in_memory:
+    if in_memory and method != "flgp":
         X = check_points(X)
     n = X.shape[0]
     if method == "flgp":

@@ -145,7 +145,7 @@ def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
 
 def nystrom_eigenpairs(graph: NystromGraph, n_eigenpairs: int, X) -> Eigenpairs:
     """Top ``M`` Nyström-GLGP eigenpairs, extended to the cloud ``X`` (n x p)."""
-    s = graph.landmarks.points.shape[0]
+    s = graph.induced.points.shape[0]
     M = check_int(n_eigenpairs, "n_eigenpairs", low=1, high=s - 1, high_name="n_induced - 1",
                   fix="Use more induced points or fewer eigenpairs.")
     mu, Vs = _transition_eigenvectors(graph.symmetric, graph.row_sums, M, "Nyström")

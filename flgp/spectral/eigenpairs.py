@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._chunks import default_chunk_size, map_row_ranges, row_bytes, row_ranges
-from ..backends import cpu_threads
+from .._chunks import InMemoryBlocks, default_chunk_size, is_dask_array, row_bytes, row_ranges
 
 __all__ = ["Eigenpairs", "DenseCloud", "deterministic_sign_flip", "symmetric_eigh"]
 
@@ -151,25 +150,15 @@ class Eigenpairs:
         """
         cloud = self.cloud if project is None else self.cloud.projected(
             _check_project(project, self.n_eigenpairs))
-        if cloud.is_dask:
-            return cloud.map(func, n_columns=n_columns, dtype=dtype, chunk_size=chunk_size)
-        width = self.n_eigenpairs if project is None else project.shape[1]
-        chunk = default_chunk_size(row_bytes(0, 3, width), chunk_size)
-        return _map_into(lambda a, b: func(cloud.vectors(slice(a, b)),
-                                           self.component_rows(slice(a, b))),
-                         self.n_samples, chunk, parallel)
+        return cloud.map(func, n_columns=n_columns, dtype=dtype, chunk_size=chunk_size,
+                         parallel=parallel)
 
     def reduce_chunks(self, func, shape, *, chunk_size: int | None = None) -> np.ndarray:
         """``Σ func(vectors, components, start)`` over blocks of the cloud's rows (``start``:
         the block's first row), each term an array of ``shape`` - e.g. ``Vᵀ G`` for a
         sketch ``G`` whose rows are drawn from the row numbers. Returns numpy in both
         engines (a Dask fit sums the blocks' terms with a dask tree reduction)."""
-        if self.cloud.is_dask:
-            return self.cloud.reduce(func, shape, chunk_size=chunk_size)
-        total = np.zeros(shape)
-        for a, _, V, comp in self.iter_chunks(chunk_size):
-            total += func(V, comp, a)
-        return total
+        return self.cloud.reduce(func, shape, chunk_size=chunk_size)
 
     def extend(self, X_new) -> np.ndarray:
         """Eigenvector values at new points, shape ``(n_new, M)`` (all at once; see
@@ -213,27 +202,29 @@ class Eigenpairs:
         squared distance to its nearest induced point (``(n_new,)``; None where the map does
         not find it). A dask ``X_new`` gives a lazy dask array (and None). ``restrict``: see
         :meth:`extend_with_components`; ``project``: see :meth:`map_chunks`."""
-        from .._chunks import is_dask_array
-
         if is_dask_array(X_new):
-            from .._dask import map_new_points
-
-            out = map_new_points(self, X_new, func, n_columns=n_columns, dtype=dtype,
-                                 chunk_size=chunk_size, restrict=restrict, project=project)
+            map_lazy = getattr(self.extension, "map_points", None)
+            if map_lazy is None:
+                raise ValueError(f"dask arrays of new points need FLGP eigenpairs; these are "
+                                 f"{self.method!r}. Compute the points first (X.compute()) or "
+                                 f"fit with method='flgp'.")
+            out = map_lazy(X_new, func, n_columns=n_columns, dtype=dtype,
+                           chunk_size=chunk_size, restrict=restrict,
+                           project=None if project is None
+                           else _check_project(project, self.n_eigenpairs))
             return (out, None) if return_nearest else out
         n = X_new.shape[0]
         if project is not None:
             project = _check_project(project, self.n_eigenpairs)
         width = self.n_eigenpairs if project is None else project.shape[1]
-        chunk = default_chunk_size(row_bytes(X_new.shape[1], 3, width), chunk_size)
         nearest = np.empty(n) if return_nearest else None
         found = [True]
         row_map = getattr(self.extension, "row_map", None)
         if row_map is not None and project is not None:
             row_map = row_map.projected(project)          # once, not per block
 
-        def block(a, b):
-            V, comp, sq = self._extend(X_new[a:b], restrict, project, row_map)
+        def block(Xb, a, b):
+            V, comp, sq = self._extend(Xb, restrict, project, row_map)
             if return_nearest:
                 if sq is None:
                     found[0] = False
@@ -241,7 +232,8 @@ class Eigenpairs:
                     nearest[a:b] = sq
             return func(V, comp)
 
-        out = _map_into(block, n, chunk, False)
+        out = InMemoryBlocks(X_new).map(block, chunk_size=chunk_size,
+                                        bytes_per_row=row_bytes(X_new.shape[1], 3, width))
         if return_nearest:
             return out, (nearest if found[0] else None)
         return out
@@ -274,22 +266,6 @@ def _as_index(index, n: int):
     if index.size and (index.min() < -n or index.max() >= n):
         raise IndexError(f"row index out of range for a cloud of {n} points.")
     return index.astype(np.int64)
-
-
-def _map_into(block, n: int, chunk: int, parallel: bool):
-    """Run ``block(start, stop)`` over row blocks and stack the results into one array."""
-    ranges = row_ranges(n, chunk)
-    if not ranges:
-        raise ValueError("no rows to map over.")
-    first = np.asarray(block(*ranges[0]))
-    out = np.empty((n,) + first.shape[1:], dtype=first.dtype)
-    out[ranges[0][0]:ranges[0][1]] = first
-
-    def fill(a, b):
-        out[a:b] = block(a, b)
-
-    map_row_ranges(fill, ranges[1:], cpu_threads() if parallel else 1)
-    return out
 
 
 class DenseCloud:
@@ -325,6 +301,33 @@ class DenseCloud:
         """The rows of ``V L``, computed block by block where they are read."""
         return _ProjectedDense(self._vectors, project, self._components)
 
+    def _width(self) -> int:
+        return self._vectors.shape[1]
+
+    def map(self, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
+            parallel=False):
+        """``func(vectors, components)`` over blocks of rows, stacked."""
+        def block(Xb, a, b):
+            comp = None if self._components is None else self._components[a:b]
+            return func(self.vectors(slice(a, b)), comp)
+
+        return InMemoryBlocks(n_samples=self.n_samples).map(
+            block, bytes_per_row=row_bytes(0, 3, self._width()), chunk_size=chunk_size,
+            parallel=parallel)
+
+    def reduce(self, func, shape, *, chunk_size=None) -> np.ndarray:
+        """``Σ func(vectors, components, start)`` over blocks of rows."""
+        shape = tuple(int(v) for v in np.atleast_1d(shape))
+
+        def block(Xb, a, b):
+            comp = None if self._components is None else self._components[a:b]
+            return {"total": np.asarray(func(self.vectors(slice(a, b)), comp, a),
+                                        dtype=np.float64).reshape(shape)}
+
+        return InMemoryBlocks(n_samples=self.n_samples).reduce(
+            block, bytes_per_row=row_bytes(0, 3, self._width()), chunk_size=chunk_size,
+            threads=1)["total"]
+
 
 class _ProjectedDense(DenseCloud):
     def __init__(self, vectors, project, components):
@@ -333,6 +336,9 @@ class _ProjectedDense(DenseCloud):
 
     def vectors(self, index):
         return self._vectors[index] @ self._project
+
+    def _width(self) -> int:
+        return self._project.shape[1]
 
     def all_vectors(self):
         return self._vectors @ self._project

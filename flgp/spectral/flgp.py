@@ -14,9 +14,9 @@ Two spectra (``spectrum=``):
   what the authors' package uses by default and made the paper's tables with.
 
 Out of sample, ``v(x) = a(x) Λ^{-1/2} W Σ^{-1}``: :class:`FLGPExtension`. The cloud's own
-eigenvectors are the same map applied to its stored transition rows
-(:class:`StoredRowsCloud`) or, for a Dask fit, to rows recomputed from the cloud's blocks
-(:class:`flgp._dask.DaskCloud`); no ``n x M`` array is formed unless asked for.
+eigenvectors are the same map applied to the cloud's transition rows - stored by an
+in-memory graph, recomputed from the blocks of a Dask one (:class:`GraphCloud`); no
+``n x M`` array is formed unless asked for.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from .._chunks import default_chunk_size, row_bytes, row_ranges, stage
+from .._chunks import row_bytes, stage
 from .._validation import check_int, check_option
 from ..graph.components import connected_pieces
 from .eigenpairs import Eigenpairs, deterministic_sign_flip, symmetric_eigh
 
-__all__ = ["flgp_eigenpairs", "FLGPExtension", "FLGPRowMap", "StoredRowsCloud", "SPECTRA"]
+__all__ = ["flgp_eigenpairs", "FLGPExtension", "FLGPRowMap", "GraphCloud", "SPECTRA"]
 
 SPECTRA = ("one_step", "two_step")
 
@@ -45,9 +45,9 @@ class FLGPRowMap:
     the largest probability). Small (``O(s M)``) and picklable: the Dask engine ships it to
     its tasks."""
 
-    def __init__(self, projection: np.ndarray, landmark_components: np.ndarray):
+    def __init__(self, projection: np.ndarray, induced_components: np.ndarray):
         self.projection = projection
-        self.landmark_components = landmark_components
+        self.induced_components = induced_components
 
     def vectors(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
         """``(b, M)`` eigenvector rows of ``b`` transition rows (``r`` entries each): the
@@ -60,76 +60,137 @@ class FLGPRowMap:
 
     def components(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
         top = idx[np.arange(idx.shape[0]), values.argmax(axis=1)]
-        return self.landmark_components[top]
+        return self.induced_components[top]
 
     def projected(self, project: np.ndarray) -> "FLGPRowMap":
         """The map to ``v L`` for an ``M x k`` matrix ``L``: ``a (P L)``, ``r k`` operations
         a row instead of ``r M + M k`` (every linear function of the eigenvector rows moves
         onto the ``s`` induced points)."""
         return FLGPRowMap(np.ascontiguousarray(self.projection @ project),
-                          self.landmark_components)
+                          self.induced_components)
 
 
-class StoredRowsCloud:
-    """Eigenvector rows of an in-memory FLGP fit: the stored transition rows (``r`` per
-    point) through an :class:`FLGPRowMap`."""
+class GraphCloud:
+    """Eigenvector rows of an FLGP fit: the cloud's transition rows - stored by an
+    in-memory graph, recomputed from the points of a Dask graph
+    (:meth:`flgp.graph.CrossGraph.row_source`) - through an :class:`FLGPRowMap`. Every
+    pass runs on the graph's driver (:mod:`flgp._chunks`)."""
 
-    is_dask = False
     tracks_components = True
 
-    def __init__(self, transition, row_map: FLGPRowMap, chunk_size: int | None = None):
-        self.transition = transition
+    def __init__(self, graph, row_map: FLGPRowMap):
+        self.graph = graph
         self.row_map = row_map
-        self.chunk_size = chunk_size
+        self.source = graph.row_source()
+
+    @property
+    def is_dask(self) -> bool:
+        return self.graph.is_dask
 
     @property
     def n_samples(self) -> int:
-        return self.transition.indices.shape[0]
+        return self.graph.n_samples
+
+    def _rows(self, index):
+        return self.source.at(self.graph.blocks, index)
 
     def vectors(self, index):
-        T = self.transition
-        return self.row_map.vectors(T.indices[index], T.values[index])
+        return self.row_map.vectors(*self._rows(index))
 
     def components(self, index):
-        T = self.transition
-        return self.row_map.components(T.indices[index], T.values[index])
+        return self.row_map.components(*self._rows(index))
 
-    def projected(self, project: np.ndarray) -> "StoredRowsCloud":
+    def projected(self, project: np.ndarray) -> "GraphCloud":
         """The rows of ``V L`` (see :meth:`FLGPRowMap.projected`)."""
-        return StoredRowsCloud(self.transition, self.row_map.projected(project),
-                               self.chunk_size)
+        return GraphCloud(self.graph, self.row_map.projected(project))
+
+    def _bytes_per_row(self, width: int) -> int:
+        p = self.graph.induced.points.shape[1] if self.is_dask else 0
+        r = self.graph.n_neighbors if self.is_dask else 3
+        return row_bytes(p, r, width)
+
+    def map(self, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
+            parallel=False):
+        """``func(vectors, components)`` over blocks of the cloud's rows (numpy, or a lazy
+        dask array for a Dask graph)."""
+        width = self.row_map.projection.shape[1]
+        if chunk_size is None and self.is_dask:
+            chunk_size = self.graph.chunk_size
+        return self.graph.blocks.map(_RowsThrough(self.source, self.row_map, func),
+                                     bytes_per_row=self._bytes_per_row(width),
+                                     chunk_size=chunk_size, n_columns=n_columns, dtype=dtype,
+                                     parallel=parallel)
+
+    def reduce(self, func, shape, *, chunk_size=None) -> np.ndarray:
+        """``Σ func(vectors, components, start)`` over blocks of the cloud's rows, each term
+        an array of ``shape`` (numpy in both engines)."""
+        shape = tuple(int(v) for v in np.atleast_1d(shape))
+        width = self.row_map.projection.shape[1]
+        if chunk_size is None and self.is_dask:
+            chunk_size = self.graph.chunk_size
+        term = _SumThrough(self.source, self.row_map, func, shape)
+        return self.graph.blocks.reduce(term, layout=[("total", shape)],
+                                        bytes_per_row=self._bytes_per_row(width),
+                                        chunk_size=chunk_size, threads=1)["total"]
 
     def all_vectors(self):
-        M = self.row_map.projection.shape[1]
-        out = np.empty((self.n_samples, M))
-        chunk = default_chunk_size(row_bytes(0, 3, M), self.chunk_size)
-        for a, b in row_ranges(self.n_samples, chunk):
-            out[a:b] = self.vectors(slice(a, b))
-        return out
+        return self.map(_vectors_only, n_columns=self.row_map.projection.shape[1],
+                        chunk_size=self.graph.chunk_size)
 
     def all_components(self):
-        out = np.empty(self.n_samples, dtype=np.int64)
-        chunk = default_chunk_size(row_bytes(0, 3, 0), self.chunk_size)
-        for a, b in row_ranges(self.n_samples, chunk):
-            out[a:b] = self.components(slice(a, b))
-        return out
+        return self.map(_components_only, dtype=np.int64, chunk_size=self.graph.chunk_size)
+
+
+class _RowsThrough:
+    """``func(vectors, components)`` of a block's transition rows: small and picklable
+    (Dask ships it to its tasks)."""
+
+    def __init__(self, source, row_map: FLGPRowMap, func):
+        self.source, self.row_map, self.func = source, row_map, func
+
+    def __call__(self, Xb, a, b):
+        idx, values = self.source(Xb, a, b)
+        return self.func(self.row_map.vectors(idx, values),
+                         self.row_map.components(idx, values))
+
+
+class _SumThrough(_RowsThrough):
+    """``{"total": func(vectors, components, start)}`` of a block (a partial)."""
+
+    def __init__(self, source, row_map, func, shape):
+        super().__init__(source, row_map, func)
+        self.shape = shape
+
+    def __call__(self, Xb, a, b):
+        idx, values = self.source(Xb, a, b)
+        term = self.func(self.row_map.vectors(idx, values),
+                         self.row_map.components(idx, values), a)
+        return {"total": np.asarray(term, dtype=np.float64).reshape(self.shape)}
+
+
+def _vectors_only(V, comp):
+    return V
+
+
+def _components_only(V, comp):
+    return comp
 
 
 class FLGPExtension:
     """``v(x) = a(x) P`` with ``P = Λ^{-1/2} W Σ^{-1}`` (``s x M``).
 
-    ``landmark_components`` labels the connected component of each induced point; a point
+    ``induced_components`` labels the connected component of each induced point; a point
     belongs to the component of the induced point it moves to with the largest probability.
     """
 
-    def __init__(self, graph, projection: np.ndarray, landmark_components: np.ndarray):
+    def __init__(self, graph, projection: np.ndarray, induced_components: np.ndarray):
         self.graph = graph
         self.projection = projection
-        self.landmark_components = landmark_components
+        self.induced_components = induced_components
 
     @property
     def row_map(self) -> FLGPRowMap:
-        return FLGPRowMap(self.projection, self.landmark_components)
+        return FLGPRowMap(self.projection, self.induced_components)
 
     def __call__(self, X_new) -> np.ndarray:
         return self.with_components(X_new)[0]
@@ -150,13 +211,44 @@ class FLGPExtension:
         return rows_to_vectors(self.row_map if row_map is None else row_map, idx, values, sq,
                                return_nearest, restrict)
 
+    def map_points(self, X_new, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
+                   restrict: bool = False, project=None):
+        """``func(vectors, components)`` over the blocks of a dask array of new points: a
+        lazy dask array (the map is small enough to ship to the tasks)."""
+        from .._chunks._dask import DaskBlocks, as_dask_points
+
+        X_new = as_dask_points(X_new)
+        p = self.graph.induced.points.shape[1]
+        if X_new.shape[1] != p:
+            raise ValueError(f"X has {X_new.shape[1]} features but the graph was built on "
+                             f"{p}.")
+        row_map = self.row_map if project is None else self.row_map.projected(project)
+        width = row_map.projection.shape[1]
+        return DaskBlocks(X_new).map(
+            _NewPointRows(self.graph.step(), row_map, func, restrict),
+            bytes_per_row=row_bytes(p, self.graph.n_neighbors, width),
+            chunk_size=chunk_size, n_columns=n_columns, dtype=dtype)
+
+
+class _NewPointRows:
+    """``func(vectors, components)`` of a block of new points (their transition rows
+    recomputed through the graph's step): small and picklable."""
+
+    def __init__(self, step, row_map: FLGPRowMap, func, restrict: bool):
+        self.step, self.row_map, self.func, self.restrict = step, row_map, func, restrict
+
+    def __call__(self, Xb, a, b):
+        idx, values, sq = self.step.transition_rows(Xb, workers=1)
+        V, comp = rows_to_vectors(self.row_map, idx, values, sq, False, self.restrict)
+        return self.func(V, comp)
+
 
 def rows_to_vectors(row_map: FLGPRowMap, idx, values, sq, return_nearest=False,
                     restrict=False):
     """:meth:`FLGPExtension.with_components` from transition rows already computed."""
     comp = row_map.components(idx, values)
     if restrict:
-        values = np.where(row_map.landmark_components[idx] == comp[:, None], values, 0.0)
+        values = np.where(row_map.induced_components[idx] == comp[:, None], values, 0.0)
         values = values / values.sum(axis=1, keepdims=True)
     vectors = row_map.vectors(idx, values)
     return (vectors, comp, sq[:, 0]) if return_nearest else (vectors, comp)
@@ -211,7 +303,7 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     gram = inv_sqrt[:, None] * products["gram"] * inv_sqrt[None, :]
     gram = 0.5 * (gram + gram.T)
     n_used = int(used.sum())
-    n_comp, landmark_comp = _components(gram, used)
+    n_comp, induced_comp = _components(gram, used)
     if n_comp > 1:
         warnings.warn(f"the graph has {n_comp} connected components; each contributes an "
                       f"eigenvalue 0 and the heat kernel does not connect points in different "
@@ -240,12 +332,11 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     lam = np.clip(lam, 0.0, 1.0)
     # points per component: each point joins the component of its most probable induced
     # point, counted in the products pass
-    sizes = np.bincount(landmark_comp[used], weights=products["argmax"][used],
+    sizes = np.bincount(induced_comp[used], weights=products["argmax"][used],
                         minlength=n_comp).round().astype(np.int64)
-    row_map = FLGPRowMap(projection, landmark_comp)
-    cloud = (graph.eigen_cloud(row_map) if getattr(graph, "is_dask", False)
-             else StoredRowsCloud(graph.transition, row_map, graph.chunk_size))
+    row_map = FLGPRowMap(projection, induced_comp)
+    cloud = GraphCloud(graph, row_map)
     return Eigenpairs(eigenvalues=lam, kernel_scale=float(graph.n_samples),
-                      extension=FLGPExtension(graph, projection, landmark_comp),
+                      extension=FLGPExtension(graph, projection, induced_comp),
                       method="flgp", n_components=n_comp, singular_values=sigma,
                       cloud=cloud, component_sizes=sizes)

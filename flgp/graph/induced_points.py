@@ -1,11 +1,12 @@
-"""Induced points (landmarks): random subsample or k-means centres.
+"""Induced points: a random subsample of the cloud or k-means centres (the Nyström
+literature calls them landmarks).
 
 k-means is written to scale to millions of points: centres are fitted by Lloyd's algorithm
 with GEMM distances (torch) on a random subsample of at most ``max_fit_samples`` points,
 seeded by greedy k-means++ on a smaller subsample, then refined by ``n_refine`` Lloyd
 iterations on up to ``100 s`` points; the cluster sizes ``n_j`` that the
 k-means normalisation needs are then counted by assigning *every* point to its nearest
-centre, which is the first column of the neighbour search (:func:`nearest_landmarks`), so the
+centre, which is the first column of the neighbour search (:func:`nearest_induced_points`), so the
 assignment costs no extra pass.
 """
 
@@ -22,9 +23,9 @@ from ..backends import cpu_threads, keops_nearest, resolve_backend
 
 from .._chunks import is_dask_array, take_rows
 from .._validation import check_random_state
-from .neighbors import KDTREE_MAX_DIM, nearest_landmarks
+from .neighbors import KDTREE_MAX_DIM, nearest_induced_points
 
-__all__ = ["Landmarks", "random_landmarks", "kmeans_centres"]
+__all__ = ["InducedPoints", "random_induced_points", "kmeans_centres"]
 
 # k-means++ seeds s centres from a uniform subsample of this many times s points
 _SEED_SAMPLE_FACTOR = 4
@@ -33,7 +34,7 @@ _SEED_DIST_BYTES = 256 * 2**20
 
 
 @dataclass
-class Landmarks:
+class InducedPoints:
     """The induced points ``U`` (s x p) and how they were chosen."""
 
     points: np.ndarray
@@ -41,18 +42,18 @@ class Landmarks:
     sample_indices: np.ndarray | None = None  # rows of X for "random"
 
 
-def random_landmarks(X: np.ndarray, n_induced: int, random_state=None) -> Landmarks:
+def random_induced_points(X: np.ndarray, n_induced: int, random_state=None) -> InducedPoints:
     """``n_induced`` rows of ``X`` drawn uniformly without replacement."""
     rng = check_random_state(random_state)
     idx = np.sort(rng.choice(X.shape[0], size=n_induced, replace=False))
-    return Landmarks(points=take_rows(X, idx), method="random", sample_indices=idx)
+    return InducedPoints(points=take_rows(X, idx), method="random", sample_indices=idx)
 
 
 def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
                    n_iter: int | None = None, tol: float = 1e-3,
                    max_fit_samples: int | None = None, n_refine: int = 2,
                    max_refine_samples: int | None = None,
-                   dtype=torch.float32, backend: str = "auto") -> Landmarks:
+                   dtype=torch.float32, backend: str = "auto") -> InducedPoints:
     """k-means centres by Lloyd's algorithm with k-means++ seeding.
 
     Parameters
@@ -141,7 +142,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     if resolve_backend(backend) == "keops":
         def assign(Xc, C):
             lab = keops_nearest(Xc, C, 1)       # None (after a warning) if KeOps fails
-            return lab[:, 0] if lab is not None else nearest_landmarks(
+            return lab[:, 0] if lab is not None else nearest_induced_points(
                 Xc, C, 1, backend="torch")[0][:, 0]
     elif Xf.shape[1] <= KDTREE_MAX_DIM:
         workers = cpu_threads()
@@ -152,12 +153,12 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         C = torch.from_numpy(C0).to(dtype)
         for Xs, iters in stages:
             C = _lloyd_gemm(torch.from_numpy(Xs - centre).to(dtype), C, iters, tol)
-        return Landmarks(points=np.ascontiguousarray(C.double().numpy() + centre),
+        return InducedPoints(points=np.ascontiguousarray(C.double().numpy() + centre),
                          method="kmeans")
     C = C0
     for Xs, iters in stages:
         C = _lloyd(Xs - centre, C, iters, assign, tol)
-    return Landmarks(points=C + centre, method="kmeans")
+    return InducedPoints(points=C + centre, method="kmeans")
 
 
 def _lloyd_gemm(Xt: torch.Tensor, C: torch.Tensor, n_iter: int, tol: float) -> torch.Tensor:

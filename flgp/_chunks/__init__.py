@@ -1,0 +1,257 @@
+"""Blocks of rows: how big a block one pass works on, and the one driver that runs a pass.
+
+Every pass of flgp over the points of a cloud (neighbour search, cross-kernel weights,
+column sums, the ``s x s`` Gram matrix, eigenvector rows, predictions) is a function of a
+block of rows, ``fn(X_block, start, stop)``; every global quantity is a combination of
+per-block *partials* (``s``-vectors, ``s x s`` matrices, by :func:`merge_partials`). A
+*driver* runs such a function over a cloud:
+
+* :class:`InMemoryBlocks` - a numpy array (or only a number of rows, when the pass reads
+  rows that an earlier pass stored): blocks on threads, partials merged in order;
+* :class:`flgp._chunks._dask.DaskBlocks` - a dask array: one Dask task per chunk (itself
+  split into blocks of the budgeted size), partials merged by a tree reduction, mapped
+  outputs returned as lazy dask arrays.
+
+:func:`blocks_of` picks the driver for an array. The graph, the eigenpairs and the
+estimators are written once against this interface; nothing but
+:mod:`flgp._chunks._dask` imports dask, and only when a dask (or zarr) array is passed.
+
+Block size
+----------
+``chunk_size`` (rows) is, unless given, chosen from a memory budget: the largest number of
+rows whose working set, estimated by :func:`row_bytes`, fits in ``working_memory`` MiB
+(:func:`flgp.get_config`; 64 MiB by default), clipped to ``[1024, 2**20]``. At the package
+defaults (``p = 3``, ``r = 3``, ``M = 100``) a row costs about 5 kB, so a block holds about
+13,000 rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._config import working_memory_bytes
+
+__all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_row_ranges",
+           "is_dask_array", "is_zarr_array", "is_lazy", "take_rows", "merge_partials",
+           "InMemoryBlocks", "blocks_of", "record_stages", "stage"]
+
+_MIN_CHUNK = 1024
+_MAX_CHUNK = 2**20
+
+
+def row_bytes(n_features: int, n_neighbors: int = 3, n_eigenpairs: int = 100) -> int:
+    """Estimated bytes one row occupies while a block is processed: its coordinates and
+    neighbour arrays, the LAE solver's temporaries (about ``30 r^2`` floats), and an
+    eigenvector row with the products made from it (about ``6 M`` floats)."""
+    p, r, m = int(n_features), int(n_neighbors), int(n_eigenpairs)
+    return 8 * (4 * p + 30 * r * r + 6 * m + 16)
+
+
+def default_chunk_size(bytes_per_row: int, chunk_size: int | None = None) -> int:
+    """``chunk_size`` when given (validated), else the rows that fit in the working-memory
+    budget (:func:`flgp.get_config`), clipped to ``[1024, 2**20]``."""
+    if chunk_size is not None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+                or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive number of rows (or None for "
+                             f"the working-memory budget); got {chunk_size!r}.")
+        return int(chunk_size)
+    budget = working_memory_bytes()
+    return int(np.clip(budget // max(int(bytes_per_row), 1), _MIN_CHUNK, _MAX_CHUNK))
+
+
+def row_ranges(n: int, chunk_size: int) -> list[tuple[int, int]]:
+    """``[(start, stop), ...]`` covering ``range(n)`` in blocks of ``chunk_size`` rows."""
+    return [(a, min(n, a + chunk_size)) for a in range(0, n, chunk_size)]
+
+
+def map_row_ranges(fn, ranges, threads: int = 1) -> list:
+    """``[fn(start, stop) for start, stop in ranges]``, on ``threads`` threads when there is
+    more than one block (numpy and scipy release the GIL in the heavy parts). BLAS runs on
+    one thread meanwhile: each block's products are small, and two levels of threads on the
+    same cores slowed a pass down 2x on a loaded machine. Results keep the order of
+    ``ranges``; the first exception is re-raised."""
+    if threads <= 1 or len(ranges) <= 1:
+        return [fn(a, b) for a, b in ranges]
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"), \
+            ThreadPoolExecutor(max_workers=min(threads, len(ranges))) as pool:
+        return list(pool.map(lambda ab: fn(*ab), ranges))
+
+
+def is_dask_array(X) -> bool:
+    """Whether ``X`` is a dask array (checked without importing dask)."""
+    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "__dask_graph__") \
+        and hasattr(X, "chunks")
+
+
+def is_zarr_array(X) -> bool:
+    """Whether ``X`` is a zarr array (checked without importing zarr)."""
+    return type(X).__module__.split(".")[0] == "zarr" and hasattr(X, "shape")
+
+
+def is_lazy(X) -> bool:
+    """A dask or zarr array: the passes over it run as Dask tasks."""
+    return X is not None and (is_dask_array(X) or is_zarr_array(X))
+
+
+def take_rows(X, index: np.ndarray) -> np.ndarray:
+    """``X[index]`` as a float64 numpy array, in the order of ``index``: numpy fancy
+    indexing, or one dask computation reading only the blocks that hold the rows."""
+    index = np.asarray(index, dtype=np.int64)
+    if not is_dask_array(X):
+        return np.ascontiguousarray(X[index], dtype=np.float64)
+    order = np.argsort(index, kind="stable")
+    rows = np.asarray(X[index[order]].compute(), dtype=np.float64)
+    out = np.empty_like(rows)
+    out[order] = rows
+    return out
+
+
+# -- partials --------------------------------------------------------------------------
+
+# how a partial's field combines across blocks (every other field is summed)
+MAX_FIELDS = ("nearest_max",)
+LSE_FIELDS = ("lse",)
+
+
+def merge_partials(parts: list[dict]) -> dict:
+    """Combine block partials: sums, maxima (``nearest_max``) and log-sum-exp pairs
+    (``lse``: column maxima and sums of ``exp(value - maximum)``, merged without
+    underflow)."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return {}
+    out = {}
+    for key in parts[0]:
+        vals = [p[key] for p in parts]
+        if key in MAX_FIELDS:
+            out[key] = np.max(np.stack(vals), axis=0)
+        elif key in LSE_FIELDS:
+            maxima = np.stack([v[0] for v in vals])
+            col_max = maxima.max(axis=0)
+            safe = np.where(np.isfinite(col_max), col_max, 0.0)
+            with np.errstate(invalid="ignore"):
+                scale = np.where(np.isfinite(maxima), np.exp(maxima - safe), 0.0)
+            out[key] = np.stack([col_max, (np.stack([v[1] for v in vals]) * scale).sum(0)])
+        else:
+            total = vals[0].copy() if not sp.issparse(vals[0]) else vals[0]
+            for v in vals[1:]:
+                if sp.issparse(total) and not sp.issparse(v):
+                    total = v + total.toarray()
+                else:
+                    total = total + v
+            out[key] = total
+    return out
+
+
+# -- the drivers --------------------------------------------------------------------------
+
+def _threads() -> int:
+    from ..backends import cpu_threads
+
+    return cpu_threads()
+
+
+class InMemoryBlocks:
+    """The rows of an in-memory cloud as blocks.
+
+    ``X`` is the numpy array of points, or None when the passes read rows that an earlier
+    pass stored (then ``n_samples`` says how many rows there are and every block function
+    gets ``None`` for its points).
+    """
+
+    is_dask = False
+
+    def __init__(self, X: np.ndarray | None = None, n_samples: int | None = None):
+        self.X = X
+        self.n_samples = int(X.shape[0] if X is not None else n_samples)
+
+    def _block(self, a: int, b: int):
+        return None if self.X is None else self.X[a:b]
+
+    def reduce(self, fn, *, bytes_per_row: int, chunk_size: int | None = None,
+               layout=None, threads: int | None = None) -> dict:
+        """:func:`merge_partials` of ``fn(X_block, start, stop)`` over the blocks (on as
+        many threads as torch uses, or ``threads``; ``layout`` is the Dask driver's and
+        ignored here)."""
+        ranges = row_ranges(self.n_samples, default_chunk_size(bytes_per_row, chunk_size))
+        threads = _threads() if threads is None else threads
+        return merge_partials(map_row_ranges(lambda a, b: fn(self._block(a, b), a, b),
+                                             ranges, threads))
+
+    def map(self, fn, *, bytes_per_row: int, chunk_size: int | None = None,
+            n_columns: int | None = None, dtype=np.float64, parallel: bool = False):
+        """``fn(X_block, start, stop)`` over the blocks, stacked into one array (blocks on
+        threads with ``parallel``; ``fn`` must then be thread-safe). ``n_columns`` and
+        ``dtype`` describe the output for the Dask driver; here the first block does."""
+        ranges = row_ranges(self.n_samples, default_chunk_size(bytes_per_row, chunk_size))
+        if not ranges:
+            raise ValueError("no rows to map over.")
+        a0, b0 = ranges[0]
+        first = np.asarray(fn(self._block(a0, b0), a0, b0))
+        out = np.empty((self.n_samples,) + first.shape[1:], dtype=first.dtype)
+        out[a0:b0] = first
+
+        def fill(a, b):
+            out[a:b] = fn(self._block(a, b), a, b)
+
+        map_row_ranges(fill, ranges[1:], _threads() if parallel else 1)
+        return out
+
+    def take(self, index) -> np.ndarray:
+        """Rows ``index`` of the points (float64)."""
+        return take_rows(self.X, index)
+
+
+def blocks_of(X):
+    """The driver of a cloud: :class:`InMemoryBlocks` for a numpy array, the Dask driver
+    for a dask (or zarr) array (whose shape must have been checked with
+    :func:`flgp._chunks._dask.as_dask_points`)."""
+    if is_lazy(X):
+        from ._dask import DaskBlocks
+
+        return DaskBlocks(X)
+    return InMemoryBlocks(X)
+
+
+# -- stage timers ---------------------------------------------------------------------------
+
+_RECORDER: list | None = None
+
+
+@contextlib.contextmanager
+def record_stages():
+    """Collect ``(stage, seconds)`` of the passes that run while active (the benchmarks'
+    stage timers; a fit records its induced points, each pass over the points, the
+    eigendecomposition, the hyperparameter search and the transduction)::
+
+        with record_stages() as stages:
+            model.fit(X, y)
+    """
+    global _RECORDER
+    previous, _RECORDER = _RECORDER, []
+    try:
+        yield _RECORDER
+    finally:
+        _RECORDER = previous
+
+
+@contextlib.contextmanager
+def stage(name: str):
+    """Time a stage into the active :func:`record_stages` list (no cost otherwise)."""
+    recorder = _RECORDER
+    if recorder is None:
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        recorder.append((name, time.perf_counter() - start))
