@@ -1,11 +1,21 @@
 """flgp - heat-kernel Gaussian processes and diffusion embeddings on point clouds.
 
-Data flows one way: points -> :mod:`flgp.graph` (induced points, sparse transition) ->
-:mod:`flgp.spectral` (eigenpairs with an out-of-sample map) -> :mod:`flgp.heat` (heat kernel)
--> Gaussian processes and embeddings.
+Data flows one way, each layer knowing only those before it:
+
+1. :mod:`flgp.graph` - points -> induced points, the sparse transition between them;
+2. :mod:`flgp.spectral` - graph -> eigenpairs with an out-of-sample map, and the spectrum
+   of the priors built on them (:mod:`flgp.spectral.families`: the heat kernel
+   ``c Σ e^{-tλ} v vᵀ``);
+3. :mod:`flgp.kernels` - the priors as GPyTorch kernels;
+4. :mod:`flgp.models` (Gaussian-process estimators) and :mod:`flgp.embedding`
+   (scikit-learn transformers).
+
+Beneath them: :mod:`flgp.backends` (who does the distance work), ``flgp._chunks`` (the
+block driver every pass over the points runs on, numpy or Dask), ``flgp._validation``
+(input checks) and :mod:`flgp.datasets`.
 """
 
-from . import datasets, graph, heat, kernels, models, spectral
+from . import datasets, graph, kernels, models, spectral
 from ._config import config_context, get_config, set_config
 from .models import FLGPClassifier, FLGPRegressor
 from .spectral import Eigenpairs, compute_eigenpairs
@@ -13,5 +23,5 @@ from .spectral import Eigenpairs, compute_eigenpairs
 __version__ = "0.1.0"
 
 __all__ = ["FLGPClassifier", "FLGPRegressor", "Eigenpairs", "compute_eigenpairs", "datasets",
-           "graph", "heat", "kernels", "models", "spectral", "config_context", "get_config",
+           "graph", "kernels", "models", "spectral", "config_context", "get_config",
            "set_config", "__version__"]

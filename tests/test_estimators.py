@@ -7,7 +7,7 @@ from sklearn.exceptions import NotFittedError
 
 from flgp import FLGPClassifier, FLGPRegressor
 from flgp.datasets import make_concentric_circles, make_spiral
-from flgp.kernels import default_diffusion_time
+from flgp.spectral import default_diffusion_time
 
 
 def _standardise(X):
@@ -344,7 +344,7 @@ def test_rbf_regressor_does_not_depend_on_the_units_of_y():
 def test_spectral_weights_drop_negligible_and_subnormal_values():
     from types import SimpleNamespace
 
-    from flgp.models._common import spectral_weights
+    from flgp.spectral.families import spectral_weights
 
     ep = SimpleNamespace(kernel_scale=3.0,
                          eigenvalues=np.array([0.0, 1e-3, 3.6e-3, 3.8e-3, 0.05, 0.9]))

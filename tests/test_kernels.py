@@ -104,7 +104,7 @@ def test_gradient_and_gradcheck(cloud):
     def f(raw):
         k.raw_diffusion_time.data = raw.detach()
         t = k.raw_diffusion_time_constraint.transform(raw)
-        from flgp.heat import heat_kernel
+        from flgp.spectral.families import heat_kernel
         v = k.eigenvector_values(x)
         return heat_kernel(v, v, k.eigenvalues, t.squeeze(-1), k.kernel_scale)
 

@@ -8,7 +8,7 @@ from scipy import integrate, stats
 
 from flgp import FLGPRegressor
 from flgp.datasets import make_swiss_roll
-from flgp.models._common import spectral_weights
+from flgp.spectral.families import spectral_weights
 from flgp.models.laplace import (PoissonLikelihood, binary_predict, laplace_binary,
                                  laplace_weights, laplace_weights_grad)
 from flgp.models.poisson import poisson_interval

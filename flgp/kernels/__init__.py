@@ -2,7 +2,6 @@
 GPyTorch."""
 
 from .flgp_kernels import HeatKernelFLGP, HeatKernelGLGP, HeatKernelNystrom
-from .heat_kernel import HeatKernel, default_diffusion_time, diffusion_time_range
+from .heat_kernel import HeatKernel
 
-__all__ = ["HeatKernel", "HeatKernelFLGP", "HeatKernelGLGP", "HeatKernelNystrom",
-           "default_diffusion_time", "diffusion_time_range"]
+__all__ = ["HeatKernel", "HeatKernelFLGP", "HeatKernelGLGP", "HeatKernelNystrom"]

@@ -8,31 +8,10 @@ from gpytorch.constraints import Positive
 from gpytorch.kernels import Kernel
 from linear_operator.operators import LowRankRootLinearOperator, MatmulLinearOperator
 
-from ..heat import heat_features
+from ..spectral.families import default_diffusion_time, heat_features
 from ..spectral import Eigenpairs
 
-__all__ = ["HeatKernel", "default_diffusion_time", "diffusion_time_range"]
-
-
-def diffusion_time_range(eigenvalues: np.ndarray) -> tuple[float, float]:
-    r"""A data-driven range ``[t_lo, t_hi]`` for the diffusion time.
-
-    ``t_lo = 0.1 / λ_M`` (every kept mode weighted at least ``e^{-0.1}``: the roughest prior
-    the eigenpairs can express) and ``t_hi = 10 / λ_2`` (every non-constant mode damped by
-    at least ``e^{-10}``: nearly constant on each connected component), with ``λ_2`` the
-    smallest eigenvalue above ``1e-10``.
-    """
-    lam = np.asarray(eigenvalues, dtype=np.float64)
-    pos = lam[lam > 1e-10]
-    if pos.size == 0:
-        return 1.0, 10.0
-    return float(0.1 / pos.max()), float(10.0 / pos.min())
-
-
-def default_diffusion_time(eigenvalues: np.ndarray) -> float:
-    """Geometric middle of :func:`diffusion_time_range`: the initial ``t``."""
-    lo, hi = diffusion_time_range(eigenvalues)
-    return float(np.sqrt(lo * hi))
+__all__ = ["HeatKernel"]
 
 
 class HeatKernel(Kernel):
@@ -55,7 +34,7 @@ class HeatKernel(Kernel):
         The default optimises ``log t`` (``t = exp(raw)``): sensible diffusion times span
         orders of magnitude, and a softplus transform would make Adam crawl at large ``t``.
     diffusion_time : float, optional
-        Initial ``t``; default :func:`default_diffusion_time`.
+        Initial ``t``; default :func:`flgp.spectral.default_diffusion_time`.
 
     Notes
     -----

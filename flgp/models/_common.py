@@ -223,30 +223,6 @@ def parabolic_refine(fun, grid: np.ndarray, vals: np.ndarray, k: int, steps: int
     return min(pts + [(float(grid[k]), float(vals[k]))], key=lambda p: p[1])[0]
 
 
-class Spectrum:
-    """What the heat kernel's weights need of the eigenpairs - ``eigenvalues`` and
-    ``kernel_scale`` - without the eigenvectors: small and picklable, for predictors that
-    run inside Dask tasks (:func:`spectral_weights` takes either)."""
-
-    def __init__(self, eigenpairs):
-        self.eigenvalues = np.asarray(eigenpairs.eigenvalues, dtype=np.float64)
-        self.kernel_scale = float(eigenpairs.kernel_scale)
-
-
-def spectral_weights(eigenpairs, t) -> np.ndarray:
-    """Heat-kernel weights ``c exp(-t λ)`` (shape ``t.shape + (M,)``), with every weight
-    below ``1e-16`` times the largest set to 0: below float64 resolution of the constant
-    mode's term, which every prior variance contains, so no kernel value moves by more
-    than rounding. As subnormal numbers (``exp(-t λ)`` at a long diffusion time) such
-    weights made each BLAS product about 10x slower (SKFLGP on the circles: 57 ms instead
-    of 6 ms per prediction), and the predictions skip the zeroed columns
-    (:func:`flgp.models.laplace.active_columns`)."""
-    t = np.asarray(t, dtype=np.float64)
-    w = eigenpairs.kernel_scale * np.exp(-np.multiply.outer(t, eigenpairs.eigenvalues))
-    w[w < 1e-16 * w.max(axis=-1, keepdims=True)] = 0.0
-    return w
-
-
 def diffusion_time_mixture(grid, t_map, state_map, mass: float = 0.99):
     """Posterior weights over a uniform log-``t`` grid: ``grid`` holds ``(t, -log posterior,
     state)`` per grid value; returns ``[(t, weight, state), ...]``, heaviest first, for the

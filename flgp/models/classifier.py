@@ -11,21 +11,22 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._chunks import stage
 from .._validation import check_int, check_option, check_positive
-from ..kernels.heat_kernel import diffusion_time_range
+from ..spectral.families import (Spectrum, active_columns, diffusion_time_range,
+                                 nonzero_prefix, spectral_weights)
 from ._chunked import (check_predict_X_lazy, is_lazy, label_components, labelled_rows,
                        lazy_fit_points, stack_unlabeled_lazy)
-from ._common import (METHODS, Spectrum, check_fit_X, check_hyperparameters,
+from ._common import (METHODS, check_fit_X, check_hyperparameters,
                       check_predict_X, cloud_reach, diffusion_time_mixture,
                       parabolic_refine, search_log_scalar,
-                      single_threaded_blas, spectral_weights, stack_unlabeled,
+                      single_threaded_blas, stack_unlabeled,
                       warn_far_points)
 from .ep import (ep_multinomial_probit, ep_probit, fit_predictive_scale, multinomial_loo,
                  multinomial_predict_projected, multinomial_projection,
                  probit_latent_projected, probit_loo, probit_probabilities,
                  probit_projection)
-from .laplace import (LogisticLikelihood, active_columns, binary_predict_low_rank,
+from .laplace import (LogisticLikelihood, binary_predict_low_rank,
                       binary_predict_low_rank_many, laplace_binary, laplace_softmax,
-                      nonzero_prefix, probit_logistic, softmax_predict,
+                      probit_logistic, softmax_predict,
                       softmax_probabilities)
 from ._warm import warm_eigenpair_candidates
 from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels

@@ -229,7 +229,7 @@ def classifier_latent_posterior(est, V_lab: np.ndarray | None = None) -> LatentP
     diffusion time (the first component of its mixture over ``t``; one binary latent per
     class for one-vs-rest). ``V_lab``: the eigenvector rows of the labelled points (read
     from the eigenpairs when None)."""
-    from ._common import spectral_weights
+    from ..spectral.families import spectral_weights
 
     ep = est.eigenpairs_
     if V_lab is None:

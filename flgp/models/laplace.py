@@ -26,9 +26,11 @@ import scipy.linalg.lapack
 from scipy.special import expit, gammaln, softmax
 from scipy.stats import norm, qmc
 
+from ..spectral.families import active_columns
+
 __all__ = ["LogisticLikelihood", "PoissonLikelihood", "laplace_binary", "laplace_softmax",
            "laplace_weights", "laplace_weights_grad", "WeightLaplaceState",
-           "binary_predict", "active_columns", "binary_predict_low_rank",
+           "binary_predict", "binary_predict_low_rank",
            "binary_predict_low_rank_many",
            "softmax_predict", "softmax_probabilities", "probit_logistic",
            "BinaryLaplaceState", "SoftmaxLaplaceState"]
@@ -225,33 +227,6 @@ def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,
     v = scipy.linalg.solve_triangular(state.chol, state.sqrt_w[:, None] * K_cross, lower=True)
     var = np.maximum(k_diag - (v * v).sum(0), 0.0)
     return mean, var
-
-
-def active_columns(V_lab: np.ndarray, w: np.ndarray, V: np.ndarray):
-    """Drop the eigenvector columns whose spectral weight is exactly 0 (``spectral_weights``
-    zeroes those below float64 resolution of the largest): they add nothing to any kernel
-    value, and at long diffusion times most columns are such (SKFLGP / LKFLGP on the
-    circles keep 10-50 of 100), so every product over them shrinks."""
-    w = np.asarray(w)
-    if w.ndim != 1 or V_lab.shape[1] != w.size or V.shape[1] != w.size:
-        raise ValueError(f"w must hold one weight per column of V_lab and V; got {w.shape} "
-                         f"weights for {V_lab.shape[1]} / {V.shape[1]} columns.")
-    keep = w != 0
-    if keep.all():
-        return V_lab, w, V
-    k = nonzero_prefix(w)
-    if k is not None:
-        # a slice is a view: copying the kept columns of a large V costs more than the
-        # product over them
-        return V_lab[:, :k], w[:k], V[:, :k]
-    return V_lab[:, keep], w[keep], V[:, keep]
-
-
-def nonzero_prefix(w: np.ndarray) -> int | None:
-    """``k`` when exactly the first ``k`` weights are non-zero (eigenvalues ascending, so a
-    long diffusion time zeroes a tail), else None."""
-    k = int(np.count_nonzero(w))
-    return k if np.all(w[:k] != 0) else None
 
 
 def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.ndarray,

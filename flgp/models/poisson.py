@@ -24,8 +24,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import pdtr
 
-from ..kernels.heat_kernel import diffusion_time_range
-from ._common import spectral_weights
+from ..spectral.families import diffusion_time_range, spectral_weights
 from .laplace import PoissonLikelihood, laplace_weights, laplace_weights_grad
 
 __all__ = ["check_counts", "count_offset", "fit_count_hyperparameters", "poisson_interval"]

@@ -11,16 +11,14 @@ from sklearn.utils.validation import column_or_1d
 
 from .._chunks import stage
 from .._validation import check_int, check_option, check_positive
-from ..kernels.heat_kernel import diffusion_time_range
+from ..spectral.families import diffusion_time_range, nonzero_prefix, spectral_weights
 from ._chunked import (check_predict_X_lazy, is_lazy, label_components, labelled_rows,
                        lazy_fit_points, stack_unlabeled_lazy)
 from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      cloud_reach, single_threaded_blas,
-                      spectral_weights, stack_unlabeled, warn_far_points)
+                      cloud_reach, single_threaded_blas, stack_unlabeled, warn_far_points)
 from ._warm import warm_eigenpair_candidates
 from .gaussian import LowRankGaussianEvidence
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
-from .laplace import nonzero_prefix
 from .poisson import (check_counts, count_offset, fit_count_hyperparameters,
                       poisson_interval)
 from ..backends import resolve_backend

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ..datasets import make_concentric_circles
 from ..models import FLGPClassifier
+from ..spectral.families import heat_weights
 
 __all__ = ["METHODS", "PAPER_ERROR", "PAPER_TIME", "make_method", "run_circles",
            "summarise", "format_table", "plot_covariances", "standardise"]
@@ -216,5 +217,5 @@ def _covariance_to(est, X, ref):
         return r.outputscale_ * np.exp(-d2 / (2 * r.lengthscale_ ** 2))
     ep = est.eigenpairs_
     V = ep.eigenvectors
-    w = ep.kernel_scale * np.exp(-est.diffusion_time_ * ep.eigenvalues)
+    w = ep.kernel_scale * heat_weights(ep.eigenvalues, est.diffusion_time_)
     return (V * w) @ V[ref]
