@@ -40,6 +40,19 @@ def check_coordinate_scale(largest: float, spread: float | None, n_features: int
                          f"standardise each feature) before fitting and predicting.")
 
 
+def power_of_two_unit(values) -> float:
+    """The unit a quantity whose squares are formed (regression targets) is measured in:
+    1 while its largest magnitude lies in ``[1e-100, 1e150]`` (the range of the scale rule
+    above), else the power of two nearest to it - dividing by it is exact in floating
+    point and brings the values to magnitude ~1, where squares neither underflow nor
+    overflow."""
+    values = np.asarray(values, dtype=np.float64)
+    big = float(np.max(np.abs(values))) if values.size else 0.0
+    if big == 0.0 or not np.isfinite(big) or _MIN_SPREAD <= big <= _MAX_COORDINATE:
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(big)[1]) - 1))     # big / unit in [1, 2)
+
+
 def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64,
                  finite: bool = True) -> np.ndarray:
     """Return ``X`` as a C-contiguous 2-d float array, or raise a clear error.

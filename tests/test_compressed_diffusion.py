@@ -8,9 +8,10 @@ import scipy.sparse as sp
 
 from flgp.datasets import make_swiss_roll
 from flgp.embedding import compressed
+from flgp.graph.knn import gaussian_knn_graph
 from flgp.embedding.compressed import (CompressedDiffusionMap, _affinity, assign_partitions,
                                        compressed_kernel, diffusion_coherence,
-                                       gaussian_knn_graph, kmeans_centroids)
+                                       snapped_kmeans_centroids)
 from flgp.embedding.compressed_baselines import (align_components,
                                                  centroid_interpolation_diffusion_map,
                                                  embedding_sse, exact_diffusion_map,
@@ -198,7 +199,7 @@ def test_kmeans_centroids_give_even_regions_and_a_smaller_error():
     puts each centroid in its own region (Cauchy-Schwarz: a^{2t}(y, z) <= sqrt(rho(y) rho(z)));
     regions are far more even than with coherence sampling, and the error is lower."""
     X, _ = make_swiss_roll(1500, random_state=0)
-    idx = kmeans_centroids(X, 60, random_state=0)
+    idx = snapped_kmeans_centroids(X, 60, random_state=0)
     assert idx.size == 60 and np.unique(idx).size == 60
     ref, _ = exact_diffusion_map(X, 8)
     fits = {c: CompressedDiffusionMap(8, 60, centroids=c, random_state=0).fit(X)

@@ -1,5 +1,5 @@
 """Expectation propagation for probit and multinomial-probit GP classification
-(:mod:`flgp.models.ep`) against independent computations: the textbook sequential EP in
+(:mod:`flgp.models.inference.ep`) against independent computations: the textbook sequential EP in
 function space (R&W Algorithm 3.5), importance sampling of the exact posterior, Genz's
 multivariate normal probabilities, and the posterior covariance formed and inverted
 densely."""
@@ -10,7 +10,7 @@ from numpy.polynomial.hermite import hermgauss
 from scipy.special import log_ndtr, logsumexp, ndtr
 from scipy.stats import multivariate_normal
 
-from flgp.models.ep import (_outer_sites, ep_multinomial_probit, ep_probit,
+from flgp.models.inference.ep import (_outer_sites, ep_multinomial_probit, ep_probit,
                             multinomial_latent, multinomial_predict,
                             multinomial_predict_projected, multinomial_projection,
                             orthant_log_probability, probit_latent, probit_latent_projected,

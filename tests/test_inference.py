@@ -5,8 +5,8 @@ import pytest
 import scipy.stats
 from scipy.special import expit, softmax
 
-from flgp.models.gaussian import LowRankGaussianEvidence
-from flgp.models.laplace import (LogisticLikelihood, PoissonLikelihood, binary_predict,
+from flgp.models.inference.gaussian import LowRankGaussianEvidence
+from flgp.models.inference.laplace import (LogisticLikelihood, PoissonLikelihood, binary_predict,
                                  active_columns, binary_predict_low_rank,
                                  binary_predict_low_rank_many,
                                  laplace_binary, laplace_softmax, softmax_predict)
@@ -162,7 +162,7 @@ def test_softmax_probabilities_match_independent_integrals(rng):
     """The quasi-Monte-Carlo ``E[softmax(f)]``, f_c ~ N(mu_c, var_c) independent, against
     (i) plain Monte Carlo with 40,000 samples, (ii) Gauss-Hermite quadrature of the
     logistic-normal integral for two classes, (iii) the softmax itself at zero variance."""
-    from flgp.models.laplace import softmax_probabilities
+    from flgp.models.inference.laplace import softmax_probabilities
     mu = 2.0 * rng.standard_normal((600, 5))
     var = rng.uniform(0.0, 6.0, (600, 5))
     eps = np.random.default_rng(9).standard_normal((40_000, 5))

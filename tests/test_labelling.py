@@ -11,7 +11,8 @@ from sklearn.exceptions import NotFittedError
 import flgp.models.labelling as labelling
 from flgp import FLGPClassifier, FLGPRegressor
 from flgp.datasets import make_swiss_roll
-from flgp.models.labelling import classifier_latent_posterior, uncertainty_scores
+from flgp.models.labelling import uncertainty_scores
+from flgp.spectral.families import spectral_weights
 
 
 def _roll(n=500, seed=0):
@@ -51,9 +52,9 @@ def _dense_regression_posterior(reg):
     ep = reg.eigenpairs_
     V = ep.eigenvectors
     s2 = reg.outputscale_ / reg._y_scale ** 2
-    w = np.exp(reg._log_weights(ep, reg.diffusion_time_, s2))
+    w = s2 * spectral_weights(ep, reg.diffusion_time_)
     K = (V * w) @ V.T
-    return K, np.asarray(reg._labelled), reg.noise_ / reg._y_scale ** 2
+    return K, np.asarray(reg.labelled_indices_), reg.noise_ / reg._y_scale ** 2
 
 
 def _condition(K, rows, noise):
@@ -113,7 +114,7 @@ def test_classifier_posterior_matches_its_predictions(kw, C):
         pytest.skip("one-vs-rest needs three classes")
     X, y, yy = _classes(C=C)
     clf = FLGPClassifier(n_induced=120, random_state=0, **kw).fit(X, yy)
-    post = classifier_latent_posterior(clf)
+    post = clf.latent_posterior()
     V = clf.eigenpairs_.eigenvector_rows(np.arange(100))
     mean = V @ post.mean
     var = np.einsum("ij,kjl,il->ik", V, post.cov, V)
@@ -128,7 +129,7 @@ def test_classifier_variance_reduction_is_the_dense_greedy_rule():
 
     X, y, yy = _classes(C=3, seed=2)
     clf = FLGPClassifier(n_induced=120, random_state=0).fit(X, yy)
-    post = classifier_latent_posterior(clf)
+    post = clf.latent_posterior()
     V = clf.eigenpairs_.eigenvectors
     Ps = [V @ S @ V.T for S in post.cov]                 # latent covariance per class
     # weights: the squared slope of each class probability in its latent (probit link)

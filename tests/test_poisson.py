@@ -9,9 +9,9 @@ from scipy import integrate, stats
 from flgp import FLGPRegressor
 from flgp.datasets import make_swiss_roll
 from flgp.spectral.families import spectral_weights
-from flgp.models.laplace import (PoissonLikelihood, binary_predict, laplace_binary,
+from flgp.models.inference.laplace import (PoissonLikelihood, binary_predict, laplace_binary,
                                  laplace_weights, laplace_weights_grad)
-from flgp.models.poisson import poisson_interval
+from flgp.models.inference.poisson import poisson_interval
 
 
 def _offset_poisson(b):
@@ -69,7 +69,7 @@ def test_poisson_regressor_matches_a_dense_laplace_reference():
     b = reg.offset_
     assert b == pytest.approx(np.log(y[lab].mean()))
     lab = np.sort(lab)
-    np.testing.assert_array_equal(np.sort(reg._labelled), lab)
+    np.testing.assert_array_equal(np.sort(reg.labelled_indices_), lab)
 
     def dense(t, s2):
         w = s2 * spectral_weights(ep, t)

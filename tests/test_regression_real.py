@@ -54,7 +54,7 @@ def _dense_log_evidence(est, C_lab, y_lab, t=None, s2=None, noise=None):
     s2 = est.outputscale_ if s2 is None else s2
     noise = est.noise_ if noise is None else noise
     ep = est.eigenpairs_
-    V = ep.eigenvectors[est._labelled]
+    V = ep.eigenvectors[est.labelled_indices_]
     K = (V * (s2 * ep.kernel_scale * np.exp(-t * ep.eigenvalues))) @ V.T
     K += noise * np.eye(len(y_lab))
     return scipy.stats.multivariate_normal(np.full(len(y_lab), y_lab.mean()), K).logpdf(y_lab)

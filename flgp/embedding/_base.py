@@ -20,20 +20,19 @@ import sys
 import warnings
 
 import numpy as np
-import scipy.sparse
-import scipy.sparse.linalg
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._chunks import is_dask_array, is_zarr_array
-from .._validation import (check_int, check_option, check_points, check_positive,
-                           check_random_state)
+from .._validation import check_int, check_points
 from ..backends import BACKENDS, resolve_backend
-from ..graph.affinity import (NORMALIZATIONS, build_dense_affinity, build_lazy_affinity,
-                              build_piecewise_affinity, default_epsilon)
+from ..graph.affinity import (NORMALIZATIONS, affinity, build_piecewise_affinity,
+                              check_dense_affinity_size, epsilon_rule)
 from ..graph.components import Pieces, kernel_pieces
-from ..spectral.compute import compute_eigenpairs
-from ..spectral.dense import _top_eigh
+from ..graph.cross_graph import check_graph_options, cross_graph, validate_cloud
+from ..spectral.flgp import flgp_eigenpairs
+from ..spectral.dense import top_eigenpairs, top_eigenpairs_lanczos
 from ._pieces import assemble, unit_basis
 
 __all__ = []
@@ -52,6 +51,25 @@ TAIL_FRACTION = 0.1
 # the k-th eigenvalue, e.g. k = 1 on a circle, would otherwise ask for t -> infinity)
 MIN_FIRST_WEIGHT = 1e-3
 _UNIT = 1.0 - 1e-9
+POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+
+
+# the most work a transformer does by powering a diffusion operator step by step: about
+# 10^12 multiply-adds (minutes on two cores); each step also costs ~10^4 operations' worth
+# of overhead (a sparse or small dense product's set-up)
+MAX_POWERING_WORK = 1e12
+STEP_OVERHEAD = 1e4
+
+
+def check_powering_cost(steps: int, work_per_step: float, *, what: str, fix: str) -> None:
+    """Refuse, before any work, to power a diffusion operator ``steps`` times when
+    ``steps x (work_per_step + overhead)`` exceeds :data:`MAX_POWERING_WORK`: the one cost
+    guard of the transformers that diffuse step by step (the dense GP embedding, the
+    compressed diffusion map). ``what`` names the operator, ``fix`` says what to change."""
+    cost = float(steps) * (float(work_per_step) + STEP_OVERHEAD)
+    if cost > MAX_POWERING_WORK:
+        raise ValueError(f"{int(steps)} products with {what} (about {cost:.2g} multiply-adds) "
+                         f"would run for hours. {fix}")
 
 
 def auto_diffusion_time(mu: np.ndarray, n_components: int) -> int:
@@ -238,9 +256,9 @@ def _top_pairs(aff, m: int, random_state):
     n = aff.points.shape[0]
     m = min(m, n)
     if hasattr(aff, "matrix"):
-        mu, phi = _top_eigh(aff.matrix, m)
+        mu, phi = top_eigenpairs(aff.matrix, m)
     else:
-        mu, phi = _lanczos_top(aff, m, random_state)
+        mu, phi = top_eigenpairs_lanczos(aff.matmat, n, m, random_state)
     return np.clip(mu, 0.0, 1.0), _sign_columns(phi)
 
 
@@ -250,19 +268,14 @@ def _dense_spectrum(X, n_eig, est) -> _Spectrum:
     apart (:func:`flgp.graph.kernel_pieces`) gets the block-diagonal affinity of its
     pieces (:class:`flgp.graph.affinity.PiecewiseAffinity`)."""
     lazy = resolve_backend(est.backend) == "keops"
-    epsilon = (default_epsilon(X) if est.epsilon is None
-               else check_positive(est.epsilon, "epsilon"))
+    epsilon = epsilon_rule(X) if est.epsilon is None else float(est.epsilon)
     pieces = kernel_pieces(X, epsilon, backend=est.backend)
     if pieces.n_pieces > 1:
         return _piecewise_dense_spectrum(X, n_eig, est, pieces, epsilon, lazy)
-    if lazy:
-        # never stores the n x n matrix: KeOps products, Lanczos for the eigenpairs
-        aff = build_lazy_affinity(X, epsilon=epsilon, normalization=est._normalization,
-                                  alpha=est.alpha, tol=est.tol, max_iter=est.max_iter,
-                                  backend="keops")
-    else:
-        aff = build_dense_affinity(X, epsilon=epsilon, normalization=est._normalization,
-                                   alpha=est.alpha, tol=est.tol, max_iter=est.max_iter)
+    if not lazy:      # KeOps never stores the n x n matrix (Lanczos for the eigenpairs)
+        check_dense_affinity_size(X.shape[0])
+    aff = affinity(X, epsilon=epsilon, normalization=est._normalization, alpha=est.alpha,
+                   tol=est.tol, max_iter=est.max_iter, lazy=lazy, backend="keops")
     if n_eig is None:
         return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
     mu, phi = _top_pairs(aff, n_eig, est.random_state)
@@ -301,17 +314,6 @@ def _piecewise_dense_spectrum(X, n_eig, est, pieces, epsilon, lazy) -> _Spectrum
                      epsilon, affinity=aff, pieces=pieces)
 
 
-def _lanczos_top(aff, m: int, random_state):
-    """Top ``m`` eigenpairs (descending) of an operator known only through products."""
-    n = aff.points.shape[0]
-    op = scipy.sparse.linalg.LinearOperator((n, n), matvec=aff.matmat, matmat=aff.matmat,
-                                            dtype=np.float64)
-    v0 = check_random_state(random_state).standard_normal(n)
-    mu, phi = scipy.sparse.linalg.eigsh(op, k=m, which="LA", v0=v0, tol=1e-10)
-    order = np.argsort(mu)[::-1]
-    return mu[order], phi[:, order]
-
-
 class _NystromExtension:
     """``phi_l(x) = a(x) . phi_l / mu_l`` and ``log`` of the new points' degrees."""
 
@@ -325,13 +327,15 @@ class _NystromExtension:
 
 def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
     bandwidth = None if est.epsilon is None else float(np.sqrt(est.epsilon / 4.0))
+    induced = getattr(est, "induced_points", None)
+    options = check_graph_options(
+        X.shape[0], X.shape[1], n_induced=est._n_induced, n_neighbors=est.n_neighbors,
+        subsample="kmeans", kernel="se", bandwidth=bandwidth, bandwidth_scale=1.0,
+        lae_regularization=1e-3, backend=est.backend, induced_points=induced,
+        random_state=est.random_state)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*connected components.*")
-        ep = compute_eigenpairs(X, method="flgp", kernel="se", subsample="kmeans",
-                                n_induced=est._n_induced, n_eigenpairs=n_eig,
-                                n_neighbors=est.n_neighbors, bandwidth=bandwidth,
-                                random_state=est.random_state, backend=est.backend,
-                                induced_points=getattr(est, "induced_points", None))
+        ep = flgp_eigenpairs(cross_graph(X, options), n_eig)
     mu = np.clip(1.0 - ep.eigenvalues, 0.0, 1.0)
     epsilon = 4.0 * ep.extension.graph.bandwidth ** 2
     if ep.n_components == 1:
@@ -366,7 +370,27 @@ def embedding_n_induced(n_samples: int, n_eigenpairs: int) -> int:
 
 
 class _HeatEmbedding(TransformerMixin, BaseEstimator):
-    """Shared fit/transform plumbing of :class:`DiffusionMap` and :class:`GPEmbedding`."""
+    """Shared fit/transform plumbing of :class:`DiffusionMap` and :class:`GPEmbedding`:
+    the parameters' constraints (checked once when ``fit`` starts), the input checks, the
+    spectrum (dense or FLGP) and the diffusion-time rule."""
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "method": [StrOptions(set(METHODS))],
+        "epsilon": [POSITIVE, None],
+        "t": [StrOptions({"auto"}), POSITIVE],
+        "normalization": [StrOptions(set(NORMALIZATIONS)), None],
+        "alpha": [Interval(numbers.Real, None, None, closed="neither"), None],
+        "tol": [POSITIVE],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_eigenpairs": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "disconnected": [StrOptions(set(DISCONNECTED))],
+        "backend": [StrOptions(set(BACKENDS))],
+        "random_state": ["random_state", np.random.Generator],
+        "induced_points": ["array-like", None],
+    }
 
     _dense_cost_grows_with_t = False
     # diffusion coordinates are eigenvectors (k < n - 1 of them); a sketch can have any k
@@ -381,7 +405,6 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         return False
 
     def _resolve_method(self, n: int) -> str:
-        check_option(self.method, "method", METHODS)
         if self.method != "auto":
             return self.method
         if self._needs_dense():
@@ -391,19 +414,24 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         return "dense"
 
     def _check_params(self, n: int):
+        """What the constraints cannot say: finite numbers, and what depends on the cloud
+        or on the method the fit resolved to."""
+        for name in ("epsilon", "alpha", "tol"):
+            value = getattr(self, name)
+            if value is not None and not np.isfinite(value):
+                raise ValueError(f"{name} must be finite; got {value!r}.")
+        if not isinstance(self.t, str) and not np.isfinite(self.t):
+            raise ValueError(f"t must be 'auto' or a finite positive number; got {self.t!r}.")
         method = self._method
-        check_option(self.backend, "backend", BACKENDS)
-        check_option(self.disconnected, "disconnected", DISCONNECTED)
         if self._components_are_eigenvectors:
             k = check_int(self.n_components, "n_components", low=1, high=n - 2,
                           high_name="n_samples - 2",
                           fix="Diffusion maps of n points have at most n - 2 coordinates.")
         else:
-            k = check_int(self.n_components, "n_components", low=1)
+            k = int(self.n_components)
         if self.normalization is None:
             self._normalization = "symmetric" if method == "dense" else "bistochastic"
         else:
-            check_option(self.normalization, "normalization", NORMALIZATIONS)
             if method == "flgp" and self.normalization != "bistochastic":
                 raise ValueError(
                     "method='flgp' has one normalisation: FLGP's two-step operator "
@@ -414,13 +442,6 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         if method == "flgp" and self.alpha is not None:
             raise ValueError("alpha (density normalisation) applies to method='dense' only; "
                              "leave alpha=None with method='flgp'.")
-        if self.epsilon is not None:
-            check_positive(self.epsilon, "epsilon")
-        t = self.t
-        if not (isinstance(t, str) and t == "auto"):
-            if isinstance(t, bool) or not isinstance(t, numbers.Real):
-                raise TypeError(f"t must be 'auto' or a positive number; got {t!r}.")
-            check_positive(t, "t")
         return k
 
     def _auto_eigenpairs(self, k: int) -> int:
@@ -476,8 +497,8 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
         else:
-            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
-            X = check_points(X, min_samples=3)
+            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3,
+                              ensure_all_finite=False)
         n = X.shape[0]
         self._method = self._resolve_method(n)
         if lazy and self.method == "auto" and not self._needs_dense():
@@ -487,6 +508,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
                              f"in n); method={self.method!r} resolves to "
                              f"{self._method!r}.")
         k = self._check_params(n)
+        X = validate_cloud(X, min_samples=3)          # once: NaN, scale, duplicates
         m = self._n_eigenpairs(n, k)
         spec = (_dense_spectrum if self._method == "dense" else _flgp_spectrum)(X, m, self)
         c = spec.n_pieces
@@ -553,7 +575,9 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return check_points(X, min_samples=1)
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
+        """Fit on ``X`` (see ``fit_transform``); returns the transformer."""
         self.fit_transform(X)
         return self
 

@@ -28,27 +28,26 @@ The pipeline, with where each step is in the paper:
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
-from scipy.spatial import cKDTree
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.neighbors import NearestNeighbors
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import (check_duplicates, check_int, check_option, check_positive,
-                           check_random_state)
-from ..backends import cpu_threads
+from .._validation import check_cloud, check_int, check_random_state
 from ..graph.components import KERNEL_FLOOR, Pieces, connected_pieces
+from ..graph.knn import gaussian_knn_graph
 from ..graph.induced_points import kmeans_centres
-from ..graph.neighbors import KDTREE_MAX_DIM
-from ._base import DISCONNECTED, _user_stacklevel
+from ._base import DISCONNECTED, POSITIVE, _user_stacklevel, check_powering_cost
 from ._pieces import assemble
 
-__all__ = ["CompressedDiffusionMap", "gaussian_knn_graph", "compressed_kernel",
-           "diffusion_coherence", "sample_centroids", "kmeans_centroids",
+__all__ = ["CompressedDiffusionMap", "compressed_kernel",
+           "diffusion_coherence", "sample_centroids", "snapped_kmeans_centroids",
            "assign_partitions", "region_diffusion_map"]
 
 INTERPOLATIONS = ("point_to_region", "region_to_point")
@@ -59,83 +58,6 @@ _ASSIGN_CHUNK = 256
 
 
 # --------------------------------------------------------------------------- graph
-
-
-def default_bandwidth(sq_dist: np.ndarray, n_neighbors: int) -> float:
-    """``eps = mean_x d_m(x)^2`` with ``d_m`` the distance to the ``m = ceil(k / 3)``-th
-    nearest other point.
-
-    On a d-dimensional manifold the squared distance to the k-th neighbour is about
-    ``(k / m)^{2/d}`` times that to the m-th, so the weight at the truncation radius is about
-    ``exp(-3)`` for d = 2: the kept graph carries nearly the whole Gaussian.
-    """
-    m = max(1, int(np.ceil(n_neighbors / 3)))
-    return float(np.mean(sq_dist[:, m]))
-
-
-class NeighborIndex:
-    """Exact k-nearest-neighbour search over a fixed cloud.
-
-    A k-d tree (``scipy.spatial.cKDTree``, as many workers as torch has threads) up to
-    ``KDTREE_MAX_DIM`` features - about 2x faster than scikit-learn's tree on a 3-d cloud -
-    and scikit-learn's ``NearestNeighbors`` (which picks brute force or a ball tree) above.
-    The tree splits at the sliding midpoint (``balanced_tree=False``): build and 16-NN
-    query of a 10^4 / 10^5-point Swiss roll take 11% less time than with median splits.
-    """
-
-    def __init__(self, X: np.ndarray):
-        if X.shape[1] <= KDTREE_MAX_DIM:
-            self._tree, self._nn = cKDTree(X, balanced_tree=False), None
-        else:
-            self._tree, self._nn = None, NearestNeighbors().fit(X)
-
-    def kneighbors(self, X: np.ndarray, n_neighbors: int):
-        """``(distances, indices)``, both ``(len(X), n_neighbors)``, nearest first."""
-        k = int(n_neighbors)
-        if self._tree is None:
-            return self._nn.kneighbors(X, n_neighbors=k)
-        dist, ind = self._tree.query(X, k=k, workers=cpu_threads())
-        return (np.asarray(dist, dtype=np.float64).reshape(-1, k),
-                np.asarray(ind, dtype=np.int64).reshape(-1, k))
-
-
-def gaussian_knn_graph(X: np.ndarray, n_neighbors: int, bandwidth: float | None = None):
-    r"""Sparse symmetric Gaussian graph on the k nearest neighbours (Sec. II-A).
-
-    ``G_xy = exp(-||x - y||^2 / eps)`` whenever ``y`` is among the ``k`` nearest neighbours
-    of ``x`` or ``x`` among those of ``y``; ``G_xx = 1``.
-
-    Returns
-    -------
-    G : csr_matrix (n, n), float64, symmetric
-    eps : float
-    nn : :class:`NeighborIndex` over ``X`` (search ``k + 1`` neighbours, self included)
-    kth_sq_dist : ndarray (n,)
-        Squared distance from each point to the last of its ``k + 1`` neighbours (self
-        included): ``x in kNN(y)`` iff ``||x - y||^2 <= kth_sq_dist[y]``.
-    """
-    n = X.shape[0]
-    k = int(n_neighbors)
-    nn = NeighborIndex(X)
-    dist, ind = nn.kneighbors(X, k + 1)
-    sq = dist ** 2
-    if bandwidth is None:
-        eps = default_bandwidth(sq, k)
-        if not eps > 0:
-            raise ValueError("the default bandwidth is 0: most points coincide with their "
-                             "nearest neighbours. Remove duplicate rows or pass bandwidth=.")
-    else:
-        eps = float(bandwidth)
-    rows = np.repeat(np.arange(n), k + 1)
-    G = sp.csr_matrix((np.exp(-sq.ravel() / eps), (rows, ind.ravel())), shape=(n, n))
-    # symmetrise (union of the k-NN sets; g is symmetric) and set g(x, x) = 1 even where a
-    # duplicate displaced x from its own neighbour list (all weights are <= 1)
-    G = G.maximum(G.T)
-    if not np.array_equal(ind[:, 0], np.arange(n)):
-        G = G.maximum(sp.identity(n, format="csr"))
-    G = G.tocsr()
-    G.sort_indices()
-    return G, eps, nn, sq[:, -1].copy()
 
 
 def _affinity(G: sp.csr_matrix, q: np.ndarray) -> sp.csr_matrix:
@@ -176,7 +98,7 @@ def sample_centroids(coherence: np.ndarray, n_partitions: int, random_state=None
     return np.sort(rng.choice(p.size, size=n_partitions, replace=False, p=p))
 
 
-def kmeans_centroids(X: np.ndarray, n_partitions: int, random_state=None) -> np.ndarray:
+def snapped_kmeans_centroids(X: np.ndarray, n_partitions: int, random_state=None) -> np.ndarray:
     """Centroids at k-means centres, each snapped to a distinct data point (not the paper's
     rule, which is :func:`sample_centroids`; an option, see docs/compressed_diffusion.md).
 
@@ -523,7 +445,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         ``k`` of the nearest-neighbour Gaussian graph (capped at ``n_samples - 1``).
     bandwidth : float or None, default=None
         ``eps`` in ``exp(-d^2 / eps)``; ``None``: the mean squared distance to the
-        ``ceil(k / 3)``-th nearest neighbour (see :func:`default_bandwidth`).
+        ``ceil(k / 3)``-th nearest neighbour (see :func:`flgp.graph.knn.knn_epsilon`).
     interpolation : {"point_to_region", "region_to_point"}, default="point_to_region"
         How region coordinates reach the points. ``"region_to_point"`` is Sec. V's formula
         literally, ``Phi(x) = sum_j Phi_S(S_j) Pr[S_j -> x]`` with
@@ -538,7 +460,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         How the ``n_partitions`` centroids are chosen. ``"coherence"`` is Sec. V's rule:
         random sampling without replacement with probability proportional to ``rho_t``.
         ``"kmeans"`` (not in the paper) snaps k-means centres to data points
-        (:func:`kmeans_centroids`); the partition is then still Definition 5's. Random
+        (:func:`snapped_kmeans_centroids`); the partition is then still Definition 5's. Random
         centroids give regions of very unequal size, which distorts ``P_S``; k-means
         centroids give regular regions and a much lower error at the price of a k-means run
         (see docs/compressed_diffusion.md for the measured difference).
@@ -608,8 +530,25 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
 
     # -- validation ------------------------------------------------------------------
 
+    _parameter_constraints: dict = {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_partitions": [Interval(numbers.Integral, 2, None, closed="left"), None],
+        "t": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "bandwidth": [POSITIVE, None],
+        "interpolation": [StrOptions(set(INTERPOLATIONS))],
+        "centroids": [StrOptions(set(CENTROIDS))],
+        "n_probes": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_assign_steps": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "disconnected": [StrOptions(set(DISCONNECTED))],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
     def _check_params(self, n):
-        k = check_int(self.n_components, "n_components", low=1)
+        """What depends on the cloud: the regions and coordinates it can hold."""
+        if self.bandwidth is not None and not np.isfinite(self.bandwidth):
+            raise ValueError(f"bandwidth must be finite; got {self.bandwidth!r}.")
+        k = int(self.n_components)
         if self.n_partitions is None:
             N = min(150, n)
         else:
@@ -621,26 +560,30 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
                              f"n_partitions={N}: the region diffusion map has at most "
                              f"{N - 1} non-constant coordinates. Lower n_components or raise "
                              f"n_partitions.")
-        t = check_int(self.t, "t", low=1)
-        nn = check_int(self.n_neighbors, "n_neighbors", low=1)
-        if self.bandwidth is not None:
-            check_positive(self.bandwidth, "bandwidth")
-        check_option(self.interpolation, "interpolation", INTERPOLATIONS)
-        check_option(self.centroids, "centroids", CENTROIDS)
-        check_int(self.n_probes, "n_probes", low=1)
-        if self.max_assign_steps is not None:
-            check_int(self.max_assign_steps, "max_assign_steps", low=1)
-        check_option(self.disconnected, "disconnected", DISCONNECTED)
-        return k, N, t, min(nn, n - 1)
+        return k, N, int(self.t), min(int(self.n_neighbors), n - 1)
+
+    def _check_cost(self, A, t: int, N: int) -> None:
+        """The coherence (``t`` products with ``n_probes`` columns, for ``t > 1``) and the
+        assignment (at least ``2 t`` products with up to 256 centroid columns) power the
+        sparse operator: refuse a ``t`` that would take hours
+        (:func:`flgp.embedding._base.check_powering_cost`)."""
+        steps = (t if t > 1 else 0) + (2 * t if N < A.shape[0] else 0)
+        work = A.nnz * max(int(self.n_probes), min(N, _ASSIGN_CHUNK))
+        check_powering_cost(steps, work, what="the sparse diffusion operator",
+                            fix=f"Use a smaller t (t={t} diffuses over {t} steps of the "
+                                f"nearest-neighbour graph), or a larger bandwidth, which "
+                                f"shortens the time scale.")
 
     # -- fit -------------------------------------------------------------------------
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Partition the cloud, compress the kernel and embed the regions and the points."""
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=3,
+                          ensure_all_finite=False)
+        X = check_cloud(X, min_samples=3)        # once: NaN, scale, duplicates
         n = X.shape[0]
         k, N, t, nn = self._check_params(n)
-        check_duplicates(X)
         rng = check_random_state(self.random_state)
 
         G, eps, nbrs, kth = gaussian_knn_graph(X, nn, self.bandwidth)
@@ -663,6 +606,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
             G = _within_pieces(G, pieces.labels)
         q = np.asarray(G.sum(axis=1)).ravel()
         A = _affinity(G, q)
+        self._check_cost(A, t, N)
         rho = diffusion_coherence(A, t, n_probes=self.n_probes, random_state=rng)
         if N == n:
             centroids = np.arange(n)
@@ -670,7 +614,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
             centroids = self._piece_centroids(X, rho, pieces, N, rng)
             N = centroids.size
         elif self.centroids == "kmeans":
-            centroids = kmeans_centroids(X, N, rng)
+            centroids = snapped_kmeans_centroids(X, N, rng)
         else:
             centroids = sample_centroids(rho, N, rng)
         if N == n:
@@ -729,7 +673,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
             if N_j == idx.size:
                 out.append(idx)
             elif self.centroids == "kmeans":
-                out.append(idx[kmeans_centroids(X[idx], N_j, rng)])
+                out.append(idx[snapped_kmeans_centroids(X[idx], N_j, rng)])
             else:
                 out.append(idx[sample_centroids(rho[idx], N_j, rng)])
         return np.sort(np.concatenate(out))

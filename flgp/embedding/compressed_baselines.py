@@ -25,7 +25,8 @@ from scipy.spatial import Delaunay, cKDTree
 
 from .._validation import check_int, check_option, check_points, check_random_state
 from ..graph.induced_points import kmeans_centres
-from .compressed import _affinity, gaussian_knn_graph
+from ..graph.knn import gaussian_knn_graph
+from .compressed import _affinity
 from .metrics import align_components, embedding_sse  # re-exported here for convenience
 
 __all__ = ["exact_diffusion_map", "nystrom_diffusion_map",

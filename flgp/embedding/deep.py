@@ -32,14 +32,14 @@ import warnings
 
 import numpy as np
 from scipy.spatial.distance import pdist
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import (check_int, check_option, check_points, check_positive,
-                           check_random_state)
-from ..graph.affinity import build_dense_affinity, build_piecewise_affinity
+from .._validation import check_cloud, check_int, check_points, check_random_state
+from ..graph.affinity import affinity, build_piecewise_affinity, check_dense_affinity_size
 from ..graph.components import kernel_pieces
-from ._base import DISCONNECTED, _user_stacklevel
+from ._base import DISCONNECTED, POSITIVE, _user_stacklevel
 
 __all__ = ["DeepDiffusionMap", "deep_diffusion_cost"]
 
@@ -101,8 +101,8 @@ def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int, piec
         pieces = kernel_pieces(X, epsilon, backend="torch")
     if pieces.n_pieces == 1:
         # eqs. (5)-(12) are the shared dense affinity with epsilon = 2 sigma^2, this alpha
-        aff = build_dense_affinity(X, epsilon=epsilon, normalization="symmetric",
-                                   alpha=alpha)
+        check_dense_affinity_size(X.shape[0])
+        aff = affinity(X, epsilon=epsilon, normalization="symmetric", alpha=alpha)
         A = aff.matrix                                           # eq. (12)
     else:
         aff = build_piecewise_affinity(X, pieces, epsilon=epsilon, normalization="symmetric",
@@ -332,32 +332,38 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
 
     # -- validation ---------------------------------------------------------------------
 
+    _parameter_constraints: dict = {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "quantile": [Interval(numbers.Real, 0, 1, closed="right")],
+        "sigma": [POSITIVE, None],
+        "alpha": [Interval(numbers.Real, None, None, closed="neither")],
+        "t": [Interval(numbers.Integral, 1, None, closed="left")],
+        "network": [None, callable],
+        "hidden_layer_sizes": ["array-like", Interval(numbers.Integral, 1, None, closed="left")],
+        "standardize": ["boolean"],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "learning_rate": [POSITIVE],
+        "max_epochs": [Interval(numbers.Integral, 1, None, closed="left")],
+        "patience": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "tol": [Interval(numbers.Real, 0, 1, closed="left")],
+        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="left")],
+        "disconnected": [StrOptions(set(DISCONNECTED))],
+        "device": "no_validation",
+        "progress": ["boolean"],
+        "random_state": ["random_state", np.random.Generator],
+    }
+
     def _check_params(self, n: int):
+        """What the constraints cannot say: finite numbers, the coordinates the sample can
+        hold, the network's layer sizes."""
+        for name in ("sigma", "alpha", "learning_rate"):
+            value = getattr(self, name)
+            if value is not None and not np.isfinite(value):
+                raise ValueError(f"{name} must be finite; got {value!r}.")
         d = check_int(self.n_components, "n_components", low=1, high=n - 1,
                       high_name="n_samples - 1",
                       fix="The diffusion map of n points has at most n - 1 non-trivial "
                           "coordinates; lower n_components or pass more points.")
-        if isinstance(self.quantile, bool) or not isinstance(self.quantile, numbers.Real) \
-                or not (0.0 < float(self.quantile) <= 1.0):
-            raise ValueError(f"quantile must be a number in (0, 1]; got {self.quantile!r}.")
-        check_positive(self.sigma, "sigma", allow_none=True)
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, numbers.Real) \
-                or not np.isfinite(self.alpha):
-            raise ValueError(f"alpha must be a finite real number (0, 0.5 and 1 are usual); "
-                             f"got {self.alpha!r}.")
-        check_int(self.t, "t", low=1)
-        check_int(self.batch_size, "batch_size", low=1)
-        check_positive(self.learning_rate, "learning_rate")
-        check_int(self.max_epochs, "max_epochs", low=1)
-        if self.patience is not None:
-            check_int(self.patience, "patience", low=1)
-        if isinstance(self.tol, bool) or not isinstance(self.tol, numbers.Real) \
-                or not (0.0 <= float(self.tol) < 1.0):
-            raise ValueError(f"tol must be a number in [0, 1); got {self.tol!r}.")
-        vf = self.validation_fraction
-        if isinstance(vf, bool) or not isinstance(vf, numbers.Real) or not 0.0 <= vf < 1.0:
-            raise ValueError(f"validation_fraction must be a number in [0, 1); got {vf!r}.")
-        check_option(self.disconnected, "disconnected", DISCONNECTED)
         if self.network is None:
             sizes = self.hidden_layer_sizes
             if isinstance(sizes, numbers.Integral):
@@ -391,6 +397,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
 
     # -- fit ----------------------------------------------------------------------------
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Train the network on cost (38) of the training sample ``X``.
 
@@ -406,8 +413,9 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         import torch
         from tqdm.auto import tqdm
 
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        X = check_points(X, min_samples=3)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2,
+                          ensure_all_finite=False)
+        X = check_cloud(X, min_samples=3)        # once: NaN, scale, duplicates
         n, p = X.shape
         d = self._check_params(n)
         t = int(self.t)

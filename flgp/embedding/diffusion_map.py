@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_option
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
+
 from ._base import _HeatEmbedding
 
 __all__ = ["DiffusionMap"]
@@ -156,8 +158,15 @@ class DiffusionMap(_HeatEmbedding):
             1.0 / spec.n_samples if uniform else None,
             None if uniform else self._log_total_degree)
 
+    _parameter_constraints: dict = {
+        **_HeatEmbedding._parameter_constraints,
+        "coordinates": [StrOptions(set(COORDINATES))],
+    }
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
-        check_option(self.coordinates, "coordinates", COORDINATES)
+        """Fit on ``X`` and return its diffusion coordinates ``(n_samples,
+        n_components)`` (a lazy dask array for a dask ``X``)."""
         X, k, spec = self._fit_spectrum(X)
         if spec.affinity is not None:
             self._log_total_degree = float(np.log(np.sum(spec.affinity.degrees)))

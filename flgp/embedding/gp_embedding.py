@@ -18,15 +18,14 @@ import numbers
 
 import numpy as np
 
-from .._validation import check_option, check_random_state
-from ._base import _HeatEmbedding
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import StrOptions
+
+from .._validation import check_random_state
+from ._base import _HeatEmbedding, check_powering_cost
 
 __all__ = ["GPEmbedding", "SKETCHES"]
 
-# Algorithm 2 refuses more multiply-adds than this (minutes on two cores), or more
-# products than _MAX_DENSE_STEPS (each also costs a few microseconds of overhead)
-_MAX_DENSE_WORK = 1e12
-_MAX_DENSE_STEPS = 10**7
 
 SKETCHES = ("gaussian", "rademacher")
 
@@ -152,8 +151,15 @@ class GPEmbedding(_HeatEmbedding):
     def _dense_eigenpairs_without_auto(self, k: int):
         return None                     # products with A only: no eigendecomposition
 
+    _parameter_constraints: dict = {
+        **_HeatEmbedding._parameter_constraints,
+        "sketch": [StrOptions(set(SKETCHES))],
+    }
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
-        check_option(self.sketch, "sketch", SKETCHES)
+        """Fit on ``X`` and return its embedding ``(n_samples, n_components)`` (a lazy dask
+        array for a dask ``X``)."""
         X, k, spec = self._fit_spectrum(X)
         rng = check_random_state(self.random_state)
         if self._method == "flgp":
@@ -166,12 +172,10 @@ class GPEmbedding(_HeatEmbedding):
         aff = spec.affinity
         steps = int(round(self.t_))
         n = X.shape[0]
-        if steps * float(n) * n * k > _MAX_DENSE_WORK or steps > _MAX_DENSE_STEPS:
-            auto = "" if self.t == "auto" else " t='auto',"
-            raise ValueError(f"t={steps} products with the dense {n} x {n} affinity "
-                             f"({steps * float(n) * n * k:.2g} multiply-adds) would run for "
-                             f"hours. Use method='flgp' (the same cost at any t),{auto} or a "
-                             f"larger epsilon, which shortens the time scale.")
+        auto = "" if self.t == "auto" else " t='auto',"
+        check_powering_cost(steps, float(n) * n * k, what=f"the dense {n} x {n} affinity",
+                            fix=f"Use method='flgp' (the same cost at any t),{auto} or a "
+                                f"larger epsilon, which shortens the time scale.")
         H = sketch_matrix((X.shape[0], k), self.sketch, rng) / np.sqrt(k)
         for _ in range(steps - 1):
             H = aff.matmat(H)

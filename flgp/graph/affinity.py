@@ -28,16 +28,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._validation import (check_duplicates, check_int, check_option, check_points,
-                           check_positive)
+from .._validation import check_cloud, check_int, check_option, check_points, check_positive
 from .components import Pieces
-from .neighbors import nearest_induced_points, pairwise_sq_distances
+from .neighbors import mean_neighbour_sq_distance, nearest_induced_points, pairwise_sq_distances
 
-__all__ = ["DenseAffinity", "build_dense_affinity", "LazyAffinity", "build_lazy_affinity",
-           "PiecewiseAffinity", "build_piecewise_affinity", "default_epsilon",
+__all__ = ["DenseAffinity", "build_dense_affinity", "dense_affinity", "affinity",
+           "check_dense_affinity_size", "LazyAffinity",
+           "build_lazy_affinity", "lazy_affinity", "PiecewiseAffinity",
+           "build_piecewise_affinity", "default_epsilon", "epsilon_rule",
            "NORMALIZATIONS"]
 
 NORMALIZATIONS = ("symmetric", "bistochastic")
+# the dense n x n affinity is refused beyond this many points (8 n^2 bytes: 3 GiB)
+DENSE_MAX_SAMPLES = 20_000
 
 
 def default_epsilon(X: np.ndarray, n_neighbors: int = 10) -> float:
@@ -49,9 +52,13 @@ def default_epsilon(X: np.ndarray, n_neighbors: int = 10) -> float:
     unit-free and keeps each point's neighbourhood at a few tens of effective neighbours.
     """
     X = check_points(X)
+    return epsilon_rule(X, n_neighbors)
+
+
+def epsilon_rule(X: np.ndarray, n_neighbors: int = 10) -> float:
+    """:func:`default_epsilon` of a validated cloud."""
     r = min(int(n_neighbors), X.shape[0] - 1)
-    _, sq = nearest_induced_points(X, X, r + 1)
-    value = float(np.mean(sq[:, 1:]))
+    value = mean_neighbour_sq_distance(X, X, r, skip_self=True)
     if not np.isfinite(value) or value <= 0:
         raise ValueError("every point coincides with its nearest neighbours (mean squared "
                          "distance 0); pass epsilon= explicitly or remove duplicate points.")
@@ -171,34 +178,57 @@ def _bistochastic_scaling(K: np.ndarray, tol: float, max_iter: int):
 def build_dense_affinity(X, *, epsilon: float | None = None,
                          normalization: str = "symmetric", alpha: float | None = None,
                          tol: float = 1e-8, max_iter: int = 1000,
-                         max_samples: int = 20_000) -> DenseAffinity:
+                         max_samples: int = DENSE_MAX_SAMPLES) -> DenseAffinity:
     """The dense ``n x n`` normalised affinity of Algorithm 1 or 2 (memory ``8 n^2``
     bytes; refused beyond ``max_samples`` points).
 
     ``epsilon`` defaults to :func:`default_epsilon`; ``alpha`` to 1 for "symmetric"
     (Algorithm 1) and 0 for "bistochastic" (Algorithm 2).
     """
-    X = check_points(X)
-    n = X.shape[0]
+    X = check_cloud(X)
     check_option(normalization, "normalization", NORMALIZATIONS)
+    check_dense_affinity_size(X.shape[0], max_samples)
+    epsilon = None if epsilon is None else check_positive(epsilon, "epsilon")
+    alpha, tol, max_iter = _check_normalisation_options(alpha, tol, max_iter)
+    return affinity(X, epsilon=epsilon, normalization=normalization, alpha=alpha, tol=tol,
+                    max_iter=max_iter)
+
+
+
+def check_dense_affinity_size(n: int, max_samples: int = DENSE_MAX_SAMPLES) -> None:
+    """The dense affinity is refused beyond ``max_samples`` points."""
     if n > max_samples:
         raise ValueError(f"the dense affinity is an {n} x {n} matrix "
                          f"({8 * n * n / 2**30:.1f} GiB); it is meant for n <= {max_samples}. "
                          f"Use method='flgp' for larger clouds.")
-    check_duplicates(X)
-    epsilon = default_epsilon(X) if epsilon is None else check_positive(epsilon, "epsilon")
+
+
+def _check_normalisation_options(alpha, tol, max_iter):
+    if alpha is not None:
+        alpha = float(alpha)
+        if not np.isfinite(alpha):
+            raise ValueError(f"alpha must be finite; got {alpha}.")
+    return alpha, check_positive(tol, "tol"), check_int(max_iter, "max_iter", low=1)
+
+
+def affinity(X: np.ndarray, *, epsilon: float | None, normalization: str,
+             alpha: float | None, tol: float = 1e-8, max_iter: int = 1000,
+             lazy: bool = False, backend: str = "keops"):
+    """The normalised affinity of a validated cloud with validated options: stored
+    (:func:`dense_affinity`) or, with ``lazy``, applied by products
+    (:func:`lazy_affinity`). ``epsilon`` None: :func:`epsilon_rule`; ``alpha`` None: 1
+    for "symmetric", 0 for "bistochastic"."""
+    if epsilon is None:
+        epsilon = epsilon_rule(X)
     if alpha is None:
         alpha = 1.0 if normalization == "symmetric" else 0.0
-    alpha = float(alpha)
-    if not np.isfinite(alpha):
-        raise ValueError(f"alpha must be finite; got {alpha}.")
-    tol = check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
-    return _dense_affinity(X, epsilon, normalization, alpha, tol, max_iter)
+    if lazy:
+        return lazy_affinity(X, epsilon, normalization, float(alpha), tol, max_iter, backend)
+    return dense_affinity(X, epsilon, normalization, float(alpha), tol, max_iter)
 
 
-def _dense_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: float,
-                    tol: float, max_iter: int) -> DenseAffinity:
+def dense_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: float,
+                   tol: float = 1e-8, max_iter: int = 1000) -> DenseAffinity:
     """:func:`build_dense_affinity` on checked arguments (also for one piece of a cloud)."""
     K = _log_kernel(X, X, epsilon).exp_()           # diagonal exp(0) = 1: no row sum is 0
     q = K.sum(1)
@@ -302,20 +332,17 @@ def build_lazy_affinity(X, *, epsilon: float | None = None,
                         backend: str = "keops") -> LazyAffinity:
     """Algorithm 1 or 2 without the ``n x n`` matrix (see :class:`LazyAffinity`); the
     same parameters as :func:`build_dense_affinity`."""
-    X = check_points(X)
+    X = check_cloud(X)
     check_option(normalization, "normalization", NORMALIZATIONS)
-    check_duplicates(X)
-    epsilon = default_epsilon(X) if epsilon is None else check_positive(epsilon, "epsilon")
-    alpha = (1.0 if normalization == "symmetric" else 0.0) if alpha is None else float(alpha)
-    if not np.isfinite(alpha):
-        raise ValueError(f"alpha must be finite; got {alpha}.")
-    tol = check_positive(tol, "tol")
-    max_iter = check_int(max_iter, "max_iter", low=1)
-    return _lazy_affinity(X, epsilon, normalization, alpha, tol, max_iter, backend)
+    epsilon = None if epsilon is None else check_positive(epsilon, "epsilon")
+    alpha, tol, max_iter = _check_normalisation_options(alpha, tol, max_iter)
+    return affinity(X, epsilon=epsilon, normalization=normalization, alpha=alpha, tol=tol,
+                    max_iter=max_iter, lazy=True, backend=backend)
 
 
-def _lazy_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: float,
-                   tol: float, max_iter: int, backend: str) -> LazyAffinity:
+def lazy_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: float,
+                  tol: float = 1e-8, max_iter: int = 1000,
+                  backend: str = "keops") -> LazyAffinity:
     """:func:`build_lazy_affinity` on checked arguments (also for one piece of a cloud)."""
     from ..backends import gaussian_matmul
 
@@ -435,9 +462,9 @@ def build_piecewise_affinity(X: np.ndarray, pieces: Pieces, *, epsilon: float,
     for j in range(pieces.n_pieces):
         Xj = X[pieces.members(j)]
         if lazy and Xj.shape[0] > _LAZY_MIN_PIECE:
-            parts.append(_lazy_affinity(Xj, epsilon, normalization, alpha, tol, max_iter,
+            parts.append(lazy_affinity(Xj, epsilon, normalization, alpha, tol, max_iter,
                                         backend))
         else:
-            parts.append(_dense_affinity(Xj, epsilon, normalization, alpha, tol, max_iter))
+            parts.append(dense_affinity(Xj, epsilon, normalization, alpha, tol, max_iter))
     return PiecewiseAffinity(points=X, epsilon=float(epsilon), normalization=normalization,
                              alpha=alpha, pieces=pieces, parts=parts, backend=backend)

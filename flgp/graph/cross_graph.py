@@ -25,7 +25,7 @@ from .._chunks import InMemoryBlocks, blocks_of, default_chunk_size, is_lazy, st
 from .._validation import (check_cloud, check_int, check_option, check_points,
                            check_positive)
 from ..backends import BACKENDS, cpu_threads
-from .cross_kernel import bandwidth_from_mean
+from .cross_kernel import bandwidth_from_mean, check_bandwidth
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
 from .passes import (CloudRows, ColumnSumPass, CrossStep, NeighbourPass, ProductsPass,
                      TransitionPass)
@@ -193,7 +193,7 @@ class CrossGraph:
         transition again (``O(n r)``; two passes over a Dask cloud)."""
         if self.kernel != "se":
             raise ValueError("with_bandwidth applies to the 'se' kernel only.")
-        bandwidth = check_positive(bandwidth, "bandwidth")
+        bandwidth = check_bandwidth(bandwidth)
         step = replace(self.step(), bandwidth=bandwidth, log_colsum=None)
         rows = None if self.rows is None else CloudRows(
             self.rows.indices, self.rows.sq_distances, np.empty(self.rows.values.shape))
@@ -338,7 +338,8 @@ def check_graph_options(n: int, n_features: int, *, n_induced, n_neighbors, subs
                       fix="Use at most as many induced points as there are points.")
     r = check_int(n_neighbors, "n_neighbors", low=1, high=s, high_name="n_induced",
                   fix="Each point can keep at most n_induced nearest induced points.")
-    check_positive(bandwidth, "bandwidth", allow_none=True)
+    if bandwidth is not None:
+        bandwidth = check_bandwidth(bandwidth)
     check_positive(bandwidth_scale, "bandwidth_scale")
     if not (np.isfinite(lae_regularization) and lae_regularization >= 0):
         raise ValueError(f"lae_regularization must be a finite number >= 0; got "

@@ -11,12 +11,13 @@ Two kernels, as in He et al. (FLGP, Sec. 3.2):
 from __future__ import annotations
 
 import itertools
+import numbers
 
 import numpy as np
 import torch
 
-__all__ = ["default_bandwidth", "bandwidth_from_mean", "se_log_weights", "lae_weights",
-           "local_gram"]
+__all__ = ["default_bandwidth", "bandwidth_from_mean", "check_bandwidth", "se_log_weights",
+           "lae_weights", "local_gram"]
 
 # a row "sits on" its nearest anchor when d_1^2 <= _COINCIDENT_RATIO * d_2^2
 _COINCIDENT_RATIO = 1e-8
@@ -45,6 +46,24 @@ def bandwidth_from_mean(mean_d2: float, scale: float = 1.0) -> float:
                          "distance 0); the SE bandwidth cannot be set from the data. Pass "
                          "bandwidth= explicitly or remove duplicate points.")
     return float(np.sqrt(scale * mean_d2 / 4.0))
+
+
+def check_bandwidth(bandwidth, name: str = "bandwidth") -> float:
+    """A positive SE bandwidth ``eps`` whose ``4 eps^2`` is a normal float64 number (so
+    that ``-d^2 / (4 eps^2)`` is never ``0 / 0``)."""
+    if isinstance(bandwidth, bool) or not isinstance(bandwidth, numbers.Real):
+        raise TypeError(f"{name} must be a positive number; got {bandwidth!r}.")
+    bandwidth = float(bandwidth)
+    if not np.isfinite(bandwidth) or bandwidth <= 0:
+        raise ValueError(f"{name} must be a finite positive number; got {bandwidth}.")
+    four_eps2 = 4.0 * bandwidth * bandwidth
+    if not (np.isfinite(four_eps2) and four_eps2 >= np.finfo(np.float64).tiny):
+        flow = "overflows" if four_eps2 > 1 else "underflows"
+        raise ValueError(f"{name}={bandwidth:.3g} is out of float64's range for the SE kernel "
+                         f"exp(-d^2 / (4 {name}^2)): 4 {name}^2 {flow}. Choose a {name} "
+                         f"comparable to the distances between neighbouring points, or "
+                         f"leave {name}=None for the data-driven rule.")
+    return bandwidth
 
 
 def se_log_weights(sq_distances: np.ndarray, bandwidth: float) -> np.ndarray:

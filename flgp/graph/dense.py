@@ -20,14 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._validation import (check_duplicates, check_int, check_option, check_points,
-                           check_positive)
-from .cross_kernel import default_bandwidth
+from .._validation import check_cloud, check_int, check_option, check_positive
+from .cross_kernel import bandwidth_from_mean, check_bandwidth
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
-from .neighbors import nearest_induced_points, pairwise_sq_distances
+from .neighbors import mean_neighbour_sq_distance, pairwise_sq_distances
 
-__all__ = ["DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph",
-           "neighbour_bandwidth"]
+__all__ = ["DenseGraph", "build_dense_graph", "dense_graph", "NystromGraph",
+           "build_nystrom_graph", "nystrom_graph", "neighbour_bandwidth",
+           "bandwidth_neighbour_count", "check_dense_size"]
 
 
 def _log_se(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> torch.Tensor:
@@ -113,10 +113,7 @@ def neighbour_bandwidth(X, Y, r, scale=1.0, skip_self=False):
     """The FLGP bandwidth rule ``4 eps^2 = scale * mean d^2`` over each row of ``X``'s ``r``
     nearest rows of ``Y`` (``skip_self``: ``Y`` is ``X``, its own row left out) — GLGP's
     and Nyström's default."""
-    idx, sq = nearest_induced_points(X, Y, r + int(skip_self))
-    if skip_self:
-        sq = sq[:, 1:]
-    return default_bandwidth(sq, scale)
+    return bandwidth_from_mean(mean_neighbour_sq_distance(X, Y, r, skip_self), scale)
 
 
 def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 10,
@@ -127,17 +124,29 @@ def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 1
     ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's ``n_neighbors`` nearest other
     points.
     """
-    X = check_points(X)
+    X = check_cloud(X)
     n = X.shape[0]
+    check_dense_size(n, max_samples)
+    r = check_int(n_neighbors, "n_neighbors", low=1, high=n - 1, high_name="n_samples - 1")
+    check_positive(bandwidth, "bandwidth", allow_none=True)
+    check_positive(bandwidth_scale, "bandwidth_scale")
+    return dense_graph(X, bandwidth=bandwidth, n_neighbors=r, bandwidth_scale=bandwidth_scale)
+
+
+def check_dense_size(n: int, max_samples: int = 20_000) -> None:
+    """GLGP's dense ``n x n`` matrix is refused beyond ``max_samples`` points."""
     if n > max_samples:
         raise ValueError(f"GLGP builds a dense {n} x {n} matrix ({8 * n * n / 2**30:.1f} GiB); "
                          f"it is meant for n <= {max_samples}. Use the FLGP or Nyström "
                          f"methods for larger clouds, or raise max_samples.")
-    check_duplicates(X)
-    r = check_int(n_neighbors, "n_neighbors", low=1, high=n - 1, high_name="n_samples - 1")
+
+
+def dense_graph(X: np.ndarray, *, bandwidth: float | None, n_neighbors: int,
+                bandwidth_scale: float = 1.0) -> DenseGraph:
+    """:func:`build_dense_graph` on a validated cloud with validated options."""
     if bandwidth is None:
-        bandwidth = neighbour_bandwidth(X, X, r, bandwidth_scale, skip_self=True)
-    bandwidth = check_positive(bandwidth, "bandwidth")
+        bandwidth = neighbour_bandwidth(X, X, n_neighbors, bandwidth_scale, skip_self=True)
+    bandwidth = check_bandwidth(bandwidth)
     S, log_c, d = _symmetric_operator(_log_se(X, X, bandwidth))
     return DenseGraph(points=X, bandwidth=bandwidth, symmetric=S, row_sums=d, log_colsum=log_c)
 
@@ -153,21 +162,32 @@ def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
     ``n_neighbors`` nearest induced points (the FLGP rule). Pass ``induced`` to reuse
     induced points (e.g. while searching over the bandwidth).
     """
-    X = check_points(X)
+    X = check_cloud(X)
     n = X.shape[0]
     check_option(subsample, "subsample", ("kmeans", "random"))
     s = check_int(n_induced, "n_induced", low=2, high=n, high_name="n_samples")
     r = check_int(n_neighbors, "n_neighbors", low=1, high=s, high_name="n_induced")
-    check_duplicates(X)
+    check_positive(bandwidth, "bandwidth", allow_none=True)
+    check_positive(bandwidth_scale, "bandwidth_scale")
+    return nystrom_graph(X, n_induced=s, subsample=subsample, bandwidth=bandwidth,
+                         n_neighbors=r, bandwidth_scale=bandwidth_scale,
+                         random_state=random_state, induced=induced, backend=backend)
+
+
+def nystrom_graph(X: np.ndarray, *, n_induced: int, subsample: str = "kmeans",
+                  bandwidth: float | None = None, n_neighbors: int = 10,
+                  bandwidth_scale: float = 1.0, random_state=None,
+                  induced: InducedPoints | None = None, backend: str = "auto") -> NystromGraph:
+    """:func:`build_nystrom_graph` on a validated cloud with validated options."""
     if induced is not None:
         pass
     elif subsample == "random":
-        induced = random_induced_points(X, s, random_state)
+        induced = random_induced_points(X, n_induced, random_state)
     else:
-        induced = kmeans_centres(X, s, random_state=random_state, backend=backend)
+        induced = kmeans_centres(X, n_induced, random_state=random_state, backend=backend)
     if bandwidth is None:
-        bandwidth = neighbour_bandwidth(X, induced.points, r, bandwidth_scale)
-    bandwidth = check_positive(bandwidth, "bandwidth")
+        bandwidth = neighbour_bandwidth(X, induced.points, n_neighbors, bandwidth_scale)
+    bandwidth = check_bandwidth(bandwidth)
     U = induced.points
     S, log_c, d = _symmetric_operator(_log_se(U, U, bandwidth))
     return NystromGraph(induced=induced, bandwidth=bandwidth, symmetric=S, row_sums=d,

@@ -16,7 +16,8 @@ from scipy.spatial import cKDTree
 
 from ..backends import cpu_threads, keops_nearest, pairwise_sq_distances, resolve_backend
 
-__all__ = ["nearest_induced_points", "pairwise_sq_distances", "KDTREE_MAX_DIM"]
+__all__ = ["nearest_induced_points", "mean_neighbour_sq_distance", "pairwise_sq_distances",
+           "KDTREE_MAX_DIM"]
 
 # number of distance entries (rows x induced points) computed at once
 _CHUNK_ENTRIES = 2_000_000
@@ -77,6 +78,15 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
             idx = torch.topk(d2, r, dim=1, largest=False, sorted=False).indices
         indices[start:stop] = idx.numpy()
     return _sorted_exact(X, U, indices)
+
+
+def mean_neighbour_sq_distance(X: np.ndarray, Y: np.ndarray, n_neighbors: int,
+                               skip_self: bool = False) -> float:
+    """The mean squared distance from each row of ``X`` to its ``n_neighbors`` nearest rows
+    of ``Y`` (``skip_self``: ``Y`` is ``X`` and each row's own entry is left out) - the
+    scale every data-driven Gaussian bandwidth of flgp is set from."""
+    _, sq = nearest_induced_points(X, Y, int(n_neighbors) + int(skip_self))
+    return float(np.mean(sq[:, 1:] if skip_self else sq))
 
 
 def _sorted_exact(X: np.ndarray, U: np.ndarray, indices: np.ndarray):

@@ -11,7 +11,14 @@ from linear_operator.operators import LowRankRootLinearOperator, MatmulLinearOpe
 from ..spectral.families import default_diffusion_time, heat_features
 from ..spectral import Eigenpairs
 
-__all__ = ["HeatKernel"]
+__all__ = ["HeatKernel", "output_dtype"]
+
+
+def output_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype rule of flgp's kernels: a floating input keeps its dtype; integer or
+    boolean coordinates are promoted to torch's default floating dtype (as ``x * 1.0``
+    would be), so that the kernel's values are never truncated to integers."""
+    return x.dtype if (x.is_floating_point() or x.is_complex()) else torch.get_default_dtype()
 
 
 class HeatKernel(Kernel):
@@ -96,7 +103,8 @@ class HeatKernel(Kernel):
 
     # -- eigenvector values at coordinates ---------------------------------------------
     def eigenvector_values(self, x: torch.Tensor) -> torch.Tensor:
-        """``v(x)`` for inputs ``... x N x p``, shape ``... x N x M`` in ``x``'s dtype."""
+        """``v(x)`` for inputs ``... x N x p``, shape ``... x N x M``, in the kernel's
+        dtype for ``x`` (:func:`output_dtype`)."""
         # keyed on the values themselves: a tensor's address is reused once it is freed, and
         # writes through a numpy view do not bump its version counter
         xd = x.detach()
@@ -106,7 +114,7 @@ class HeatKernel(Kernel):
                 return v
         flat = xd.reshape(-1, x.shape[-1]).cpu().numpy().astype(np.float64)
         vals = self.eigenpairs.extend(flat)
-        out = torch.as_tensor(vals, dtype=x.dtype, device=x.device)
+        out = torch.as_tensor(vals, dtype=output_dtype(x), device=x.device)
         out = out.reshape(*x.shape[:-1], vals.shape[-1])
         self._cache = [(xd.clone(), out)] + self._cache[:3]
         return out

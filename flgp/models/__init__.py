@@ -1,8 +1,15 @@
-"""Estimators and inference: :class:`FLGPRegressor`, :class:`FLGPClassifier`, the
-expectation-propagation, Laplace and low-rank Gaussian inference they use, the RBF
-baselines, and :class:`MultinomialProbitLikelihood` for users' own GPyTorch models. The
-labelling loop's suggestions live in :mod:`flgp.models.labelling`, the count model in
-:mod:`flgp.models.poisson`."""
+"""Gaussian-process estimators on a point cloud, by role:
+
+* the estimators - :class:`FLGPClassifier`, :class:`FLGPRegressor` - over one shared core
+  (``flgp.models._base``: inputs validated once, candidate eigenpairs, warm start);
+* :mod:`flgp.models.inference` - the inference engines they use (expectation
+  propagation, Laplace, exact low-rank Gaussian, Poisson counts), which know nothing of
+  estimators;
+* :mod:`flgp.models.baselines` - the extrinsic RBF-kernel GPs;
+* :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
+  interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
+* :class:`MultinomialProbitLikelihood` for users' own GPyTorch models.
+"""
 
 from .classifier import FLGPClassifier
 from .likelihoods import MultinomialProbitLikelihood

@@ -5,32 +5,26 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 
-from .._chunks import stage
-from .._validation import check_int, check_option, check_positive
+from .._chunks import is_lazy, stage
 from ..spectral.families import (Spectrum, active_columns, diffusion_time_range,
                                  nonzero_prefix, spectral_weights)
-from ._chunked import (check_predict_X_lazy, is_lazy, label_components, labelled_rows,
-                       lazy_fit_points, stack_unlabeled_lazy)
-from ._common import (METHODS, check_fit_X, check_hyperparameters,
-                      check_predict_X, cloud_reach, diffusion_time_mixture,
-                      parabolic_refine, search_log_scalar,
-                      single_threaded_blas, stack_unlabeled,
-                      warn_far_points)
-from .ep import (ep_multinomial_probit, ep_probit, fit_predictive_scale, multinomial_loo,
-                 multinomial_predict_projected, multinomial_projection,
-                 probit_latent_projected, probit_loo, probit_probabilities,
-                 probit_projection)
-from .laplace import (LogisticLikelihood, binary_predict_low_rank,
-                      binary_predict_low_rank_many, laplace_binary, laplace_softmax,
-                      probit_logistic, softmax_predict,
-                      softmax_probabilities)
-from ._warm import warm_eigenpair_candidates
+from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
+from ._search import (diffusion_time_mixture, parabolic_refine, search_log_scalar,
+                      single_threaded_blas)
+from .baselines import RBFLaplaceClassifier
+from .inference.ep import (ep_multinomial_probit, ep_probit, fit_predictive_scale,
+                           multinomial_loo, multinomial_predict_projected,
+                           multinomial_projection, probit_latent_projected, probit_loo,
+                           probit_probabilities, probit_projection)
+from .inference.laplace import (LogisticLikelihood, binary_predict_low_rank,
+                                binary_predict_low_rank_many, laplace_binary, laplace_softmax,
+                                probit_logistic, softmax_predict, softmax_probabilities)
 from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels
-from .rbf import RBFLaplaceClassifier
 
 __all__ = ["FLGPClassifier", "split_labels"]
 
@@ -47,13 +41,24 @@ _EP_TOL = 1e-7
 
 
 def split_labels(y, unlabeled_label=-1):
-    """Boolean mask of labelled entries: ``y != -1`` (numbers) or not -1/"-1"/None/NaN."""
+    """Boolean mask of labelled entries: ``y != -1`` (numbers) or not -1/"-1"/None/NaN.
+
+    Unsigned integer labels cannot hold -1; an unsigned ``y`` whose largest value is the
+    dtype's maximum (``-1`` wrapped around) is refused."""
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be 1-d; got shape {y.shape}.")
     if y.dtype.kind in "fc":
         return ~(np.isnan(y) | (y == unlabeled_label))
-    if y.dtype.kind in "iub":
+    if y.dtype.kind == "u":
+        wrapped = np.iinfo(y.dtype).max
+        if y.size and y.max() == wrapped:
+            raise ValueError(f"y has the unsigned dtype {y.dtype} and holds {wrapped}, which "
+                             f"is -1 wrapped around: an unsigned type cannot hold the -1 that "
+                             f"marks unlabelled rows. Pass a signed integer y (e.g. "
+                             f"y.astype(np.int64) before setting -1).")
+        return np.ones(y.shape, dtype=bool)
+    if y.dtype.kind in "ib":
         return y != unlabeled_label
     return np.array([not (v is None or (isinstance(v, float) and np.isnan(v))
                           or (isinstance(v, numbers.Number) and v == unlabeled_label)
@@ -61,7 +66,18 @@ def split_labels(y, unlabeled_label=-1):
                      for v in y], dtype=bool)
 
 
-class FLGPClassifier(ClassifierMixin, BaseEstimator):
+def encode_classes(y_lab):
+    """``(classes, codes)`` of labelled values: the sorted distinct labels and each
+    value's index among them, with flgp's message for labels of types that cannot be
+    ordered (``"a"`` and ``1``, say)."""
+    try:
+        return np.unique(y_lab, return_inverse=True)
+    except TypeError as exc:
+        raise ValueError(f"the labels mix types that cannot be ordered ({exc}); use one type "
+                         f"for every label, e.g. all strings or all integers.") from exc
+
+
+class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     """Heat-kernel Gaussian-process classifier on a point cloud (FLGP and baselines).
 
     By default (``inference="ep"``) binary labels use the probit likelihood
@@ -71,21 +87,22 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     expectation propagation (nested EP for several classes), whose marginal likelihood
     selects the diffusion time ``t``, the amplitude ``A`` and, for SE kernels, the
     bandwidth. ``inference="laplace"`` is the earlier model: logistic / softmax likelihood,
-    amplitude 1, Laplace's approximation, whose probabilities are far less confident than
-    its predictions are right (``docs/models.md``, "Calibration").
+    amplitude 1, Laplace's approximation (docs/models.md, "Calibration").
 
     Parameters
     ----------
     method : {"flgp", "glgp", "nystrom", "rbf"}, default="flgp"
-        ``"rbf"`` is the extrinsic baseline: an RBF-kernel GP on the labelled points only,
+        The prior: FLGP's heat kernel, GLGP's (dense ``n x n`` graph), Nyström-GLGP's, or
+        ``"rbf"`` - the extrinsic baseline, an RBF-kernel GP on the labelled points only,
         length-scale and amplitude fitted by the same approximate marginal likelihood.
     kernel : {"lae", "se"}, default="lae"
         FLGP cross kernel (LKFLGP/LRFLGP vs SKFLGP/SRFLGP).
     subsample : {"kmeans", "random"}, default="kmeans"
+        How the induced points are chosen (and the normalisation that goes with it).
     n_induced : int, optional
         ``s``; default ``min(n, max(10, min(1000, n // 4)))``.
     n_neighbors : int, default=3
-        ``r``.
+        ``r``, induced points kept per point.
     n_eigenpairs : int, optional
         ``M``; default ``min(100, s - 1)``.
     bandwidth : float, optional
@@ -97,97 +114,98 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         LLE-style regularisation of the LAE weights (0: the paper's exact LAE); see
         :func:`flgp.graph.build_cross_graph`.
     spectrum : {"one_step", "two_step"}, default="one_step"
+        FLGP's eigenvalue rule ``λ = 1 - σ`` or ``1 - σ^2`` (:mod:`flgp.spectral.flgp`).
     diffusion_time : float, optional
         Fix ``t`` instead of fitting it.
     diffusion_time_prior_power : float, default=1.0
-        ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s prior, eq.
-        3); ``t`` maximises the approximate marginal likelihood times this prior (MAP in
-        ``log t``). The default ``1`` is flat in ``log t``: empirical Bayes, as in the
-        paper's algorithm. ``a0 > 1`` pulls ``t`` down by ``(a0 - 1)`` nats per e-fold;
-        with few labels that pull can beat the evidence and leave ``t`` at the bottom of
-        its range (docs/models.md).
+        ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s prior,
+        eq. 3); ``t`` maximises the approximate marginal likelihood times this prior (MAP
+        in ``log t``). ``1`` is flat in ``log t`` (empirical Bayes); ``a0 > 1`` pulls ``t``
+        down by ``a0 - 1`` nats per e-fold.
     average_diffusion_time : bool or None, default=None
-        None: False with EP, True with Laplace (measured: with EP the average gains
-        nothing in error - LRFLGP on the circles, n = 4800, 50 labels, 6 draws: 28.4%
-        averaged against 28.8% with the MAP ``t``, Laplace 29.4 / 32.2% - and costs
-        calibration on sparse labels: two moons, 20 labels, ECE 0.053 against 0.035).
-        True: average the class probabilities over the diffusion times of the search grid (12
-        values log-spaced over the data-driven range), each weighted by its posterior
-        probability (evidence times prior), the best grid value replaced by the refined
-        MAP ``t``; only the smallest set of grid values holding 99% of the posterior mass
-        is kept. This integrates ``t`` out instead of plugging in one value. When the
-        evidence is peaked (enough labels) one value holds the mass and nothing changes;
-        when it is flat (few labels) the average does much better than the MAP ``t``
-        (LRFLGP on the circles, n = 4800, 50 labels, 10 draws: 31.7% against 35.7%
-        error). ``False``: the MAP ``t`` alone. Not used for one-vs-rest (each class
-        keeps its MAP ``t``) or a fixed ``diffusion_time``.
+        True: average the class probabilities over the diffusion times of the search grid
+        (12 values log-spaced over the data-driven range), each weighted by its posterior
+        probability (evidence times prior), the best grid value replaced by the refined MAP
+        ``t``, keeping the smallest set of grid values that holds 99% of the posterior
+        mass: ``t`` integrated out instead of plugged in. False: the MAP ``t`` alone. None:
+        False with EP, True with Laplace (what each gains is measured in docs/models.md).
+        Not used for one-vs-rest (each class keeps its MAP ``t``) or a fixed
+        ``diffusion_time``.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
-        (``"multinomial"``: multinomial probit with EP, softmax with Laplace; ``"softmax"``
-        is accepted as another name for it), or one binary GP per class against the rest,
-        each with its own ``t`` (``"ovr"``; the class probabilities are normalised to sum
-        to one, and ``diffusion_time_`` holds one ``t`` per class). Ignored for two
-        classes. Not used by ``method="rbf"``. With many classes prefer the joint model:
-        the per-class ``t`` make the binary probabilities incomparable (50 arcs of a
-        circle, 150 labels, Laplace: one-vs-rest predicted 12 of the 50 classes, 80%
-        error; softmax 25%, 1-NN 22%).
+        (multinomial probit with EP, softmax with Laplace; ``"softmax"`` is accepted as
+        another name), or one binary GP per class against the rest, each with its own ``t``
+        (``"ovr"``; probabilities normalised to sum to one, ``diffusion_time_`` one ``t``
+        per class). Ignored for two classes and by ``method="rbf"``. Prefer the joint
+        model with many classes: per-class ``t`` make the binary probabilities
+        incomparable (docs/models.md).
     inference : {"ep", "laplace"}, default="ep"
         ``"ep"``: probit / multinomial-probit likelihood, expectation propagation, the
         amplitude ``A`` fitted with ``t``. ``"laplace"``: logistic / softmax likelihood with
-        amplitude 1 and Laplace's approximation (the default before 2026-11-25).
+        amplitude 1 and Laplace's approximation.
     amplitude : float or None, default=1.0
-        ``A`` of the prior ``f ~ GP(0, A C_t)`` (EP only; the probit noise has variance 1).
-        The default 1 is the paper's heat kernel as it is (``C_t(x, x) ≈ 1-10``). None:
-        the value of ``(1, 10, 100, 1000)`` with the highest EP marginal likelihood; the
-        evidence prefers large amplitudes (nearly noise-free labels), which is more
-        accurate on clean clusters (Swiss roll) and less on MNIST (docs/models.md).
+        ``A`` of the prior ``f ~ GP(0, A C_t)`` (EP only; the probit noise has variance
+        1). The default 1 is the paper's heat kernel as it is. None: the value of
+        ``(1, 10, 100, 1000)`` with the highest EP marginal likelihood.
     calibration : {"loo", None}, default="loo"
         EP only. ``"loo"``: divide the spread of every predictive distribution by ``κ``,
         the mode of the leave-one-out predictive likelihood of the labelled points (EP's
         cavities, free) under a log-normal prior with median 1 and sd ``log 2``
-        (:func:`flgp.models.ep.fit_predictive_scale`). The heat-kernel GP is
-        systematically under-confident on clustered data (its prior cannot say "one label
-        per cluster" without smoothing across clusters); the labelled points measure by how
-        much. It assumes the labelled points are a random sample of the cloud. ``None``:
-        the EP posterior predictive as it is.
+        (:func:`flgp.models.inference.ep.fit_predictive_scale`); it assumes the labelled
+        points are a random sample of the cloud. ``None``: the EP posterior predictive as
+        it is.
     max_iter : int, default=100
         Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
         search.
     learning_rate : float, default=0.1
-        Unused by the Laplace classifiers (kept for a uniform API with the regressor).
-    random_state : int or None, default=0
+        Unused by the classifiers (kept for a uniform API with the regressor).
+    random_state : int, Generator or None, default=0
+        Seeds the induced points.
     backend : {"auto", "torch", "keops"}, default="auto"
-        Who does the distance work (:mod:`flgp.backends`; "auto" is KeOps only with a GPU):
-        k-means and neighbours (FLGP, Nyström), the never-stored dense kernel (GLGP)
-        and, for the regressor, GPyTorch's KeOps RBF kernel (``method="rbf"``).
+        Who does the distance work (:mod:`flgp.backends`; "auto" is KeOps only with a GPU).
     verbose : bool, default=False
+        Print each bandwidth candidate's ``t`` and evidence.
     induced_points : array-like of shape (n_induced, n_features), optional
         FLGP's induced points, instead of choosing them (``subsample`` then only picks the
-        normalisation; :func:`flgp.graph.build_cross_graph`). The same points make an
-        in-memory and a Dask fit give the same model.
+        normalisation). The same points make an in-memory and a Dask fit give the same
+        model.
     warm_start : bool, default=False
         Keep the graph and eigenpairs (every candidate of the bandwidth grid) after
         ``fit``, and reuse them when the next ``fit`` gets the same cloud ``X`` (same shape
         and checksums of its bytes) with the same graph settings: refitting with more or
         changed labels (the labelling loop, :meth:`suggest_labels`) then reruns only the
-        GP part - the search over ``t``, the posterior and ``label_distributions_`` - and
-        gives the numbers a cold fit gives. A changed ``X`` or setting computes the
-        eigenpairs again. Dask and zarr inputs are always recomputed.
+        GP part and gives the numbers a cold fit gives. Dask and zarr inputs are always
+        recomputed.
 
     Attributes
     ----------
-    classes_, eigenpairs_, eigenvalues_, diffusion_time_, bandwidth_, bandwidth_scale_,
-    log_marginal_likelihood_, transduction_, label_distributions_, n_features_in_
-        ``diffusion_time_`` is the MAP ``t`` and ``log_marginal_likelihood_`` the evidence
-        there.
+    classes_ : ndarray (n_classes,)
+    eigenpairs_ : Eigenpairs
+        The fitted cloud's eigenpairs (the best bandwidth candidate).
+    eigenvalues_ : ndarray (n_eigenpairs,)
+    diffusion_time_ : float or ndarray
+        The MAP ``t`` (one per class for one-vs-rest).
     amplitude_ : float or ndarray
         The prior amplitude ``A`` (one per class for one-vs-rest; 1 for Laplace).
     predictive_scale_ : float or ndarray
         ``κ`` of ``calibration="loo"`` (one per class for one-vs-rest; 1 without).
+    bandwidth_, bandwidth_scale_ : float or None
+        The SE bandwidth and its scale ``a`` (None / 1 for LAE).
+    log_marginal_likelihood_ : float
+        The evidence at the MAP ``t`` (the prior on ``t`` not included).
     diffusion_time_weights_ : ndarray of shape (k, 2) or None
         The diffusion times the predictions average over and their weights (first row:
-        the MAP ``t``); None when not averaging (``average_diffusion_time=False``,
-        one-vs-rest, a fixed ``diffusion_time``, or ``method="rbf"``).
+        the MAP ``t``); None when not averaging.
+    labelled_indices_ : ndarray of int
+        The rows of the fitted cloud (``X``, or ``X`` stacked above ``X_unlabeled``) that
+        carry a label.
+    transduction_ : ndarray (n_samples,)
+        The most probable class of every row of the cloud.
+    label_distributions_ : ndarray (n_samples, n_classes)
+        Their class probabilities.
+    n_features_in_ : int
+    n_iter_ : int
+        Posterior evaluations of the hyperparameter search (its best candidate).
 
     Notes
     -----
@@ -220,6 +238,18 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
     >>> clf.predict_proba(X[:3] * 1.01).shape               # any new points
     (3, 2)
     """
+
+    _parameter_constraints: dict = {
+        **HeatGPEstimator._parameter_constraints,
+        "average_diffusion_time": ["boolean", None],
+        "multi_class": [StrOptions({"multinomial", "softmax", "ovr"})],
+        "inference": [StrOptions({"ep", "laplace"})],
+        "amplitude": [_POSITIVE, None],
+        "calibration": [StrOptions({"loo"}), None],
+    }
+    _finite_parameters = HeatGPEstimator._finite_parameters + ("amplitude",)
+    _unlabelled_fill = -1
+    _is_labelled = staticmethod(split_labels)
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
@@ -254,120 +284,83 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         self.induced_points = induced_points
         self.warm_start = warm_start
 
+    # -- inputs ---------------------------------------------------------------------------
+    def _check_parameters(self):
+        super()._check_parameters()
+        if self.inference == "laplace" and self.amplitude not in (None, 1, 1.0):
+            raise ValueError("amplitude is a parameter of inference='ep'; the Laplace "
+                             "classifier's kernel has amplitude 1 (leave amplitude=None).")
+
+    def _target_array(self, y):
+        return target_vector(y)
+
+    def _check_labelled_values(self, values):
+        values = np.asarray(values)
+        encode_classes(values)                          # orderable labels, or a clear error
+        if values.size and type_of_target(values) == "continuous":
+            raise ValueError("Unknown label type: continuous. FLGPClassifier needs class "
+                             "labels; use FLGPRegressor for a continuous target.")
+        return values
+
     # -- fitting --------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` holds a label per row, ``-1`` for unlabelled rows.
 
         Alternatively pass only labelled rows as ``X, y`` and the unlabelled points as
         ``X_unlabeled``. Any of them may be a dask (or zarr) array (see the class notes).
         """
-        if is_lazy(X) or is_lazy(y) or is_lazy(X_unlabeled):
-            with stage("labels"):
-                X, labelled, y_lab = self._lazy_inputs(X, y, X_unlabeled)
-        else:
-            X, labelled, y_lab = self._numpy_inputs(X, y, X_unlabeled)
-        check_option(self.method, "method", METHODS)
-        if is_lazy(X) and self.method != "flgp":
-            raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
-                             f"method={self.method!r}.")
-        check_option(self.multi_class, "multi_class", ("multinomial", "softmax", "ovr"))
-        check_option(self.inference, "inference", ("ep", "laplace"))
-        check_positive(self.amplitude, "amplitude", allow_none=True)
-        if self.calibration not in (None, "loo"):
-            raise ValueError(f"calibration must be 'loo' or None; got {self.calibration!r}.")
-        if self.inference == "laplace" and self.amplitude not in (None, 1, 1.0):
-            raise ValueError("amplitude is a parameter of inference='ep'; the Laplace "
-                             "classifier's kernel has amplitude 1 (leave amplitude=None).")
-        check_int(self.max_iter, "max_iter", low=1)
-        check_hyperparameters(self)
-        if self.average_diffusion_time is not None and not isinstance(
-                self.average_diffusion_time, (bool, np.bool_)):
-            raise TypeError(f"average_diffusion_time must be True, False or None; got "
-                            f"{self.average_diffusion_time!r}.")
+        self._clear_fit()
+        self._check_parameters()
+        X, labelled, y_lab = self._fit_inputs(X, y, X_unlabeled)
         m = labelled.size
         if m < 2:
             raise ValueError(f"{m} labelled point(s); at least 2 are needed. Unlabelled rows "
                              f"are marked -1 in y.")
-        try:
-            self.classes_, codes = np.unique(y_lab, return_inverse=True)
-        except TypeError as exc:
-            raise ValueError(f"the labels mix types that cannot be ordered ({exc}); use one "
-                             f"type for every label, e.g. all strings or all "
-                             f"integers.") from exc
+        self.classes_, codes = encode_classes(y_lab)
         if self.classes_.size < 2:
             hint = (" -1 marks unlabelled rows, so labels in {-1, +1} must be recoded (e.g. "
                     "to {0, 1})." if m < X.shape[0] else "")
             raise ValueError(f"all labelled points have the class {self.classes_[0]!r}; a "
                              f"classifier needs at least two classes among the labels.{hint}")
-        self._labelled = labelled
+        self.labelled_indices_ = labelled
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         if self.method == "rbf":
-            with single_threaded_blas():
-                self.rbf_ = RBFLaplaceClassifier(max_iter=self.max_iter).fit(X[labelled],
-                                                                              codes)
-            self.n_iter_ = 1
-            self.eigenpairs_ = None
-            self.diffusion_time_weights_ = None
-            self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
-            self.transduction_ = self.classes_[self.rbf_.predict_codes(X)]
-            self.label_distributions_ = self.rbf_.predict_proba(X)
-            return self
-        best = None
-        for a, ep in warm_eigenpair_candidates(self, X):
-            with stage("labelled rows"):
-                self._V_lab = ep.eigenvector_rows(labelled)
-            with stage("hyperparameters"), single_threaded_blas():
-                fit = self._fit_time(ep, codes)
-            if self.verbose:
-                t_txt = ", ".join(f"{v:.4g}" for v in np.atleast_1d(fit[0]))
-                print(f"[FLGPClassifier] bandwidth scale {a:.3g}: t={t_txt} "
-                      f"log evidence={fit[2]:.4f}")
-            if best is None or fit[2] > best[2][2]:
-                best = (a, ep, fit, self._V_lab)
-        a, ep, (t, amplitude, log_ev, state, mixture), self._V_lab = best
-        self.eigenpairs_ = ep
-        self.eigenvalues_ = ep.eigenvalues
+            return self._fit_rbf(X, labelled, codes)
+        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, codes)
+        self._set_engine(a, eigenpairs, X, labelled)
+        t, amplitude, log_ev, state, mixture, n_evals = fit.result
+        self._V_lab = V_lab
         self.diffusion_time_ = t
         self.amplitude_ = amplitude
-        self.bandwidth_scale_ = a
-        self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
         self.log_marginal_likelihood_ = log_ev
-        self.n_iter_ = self._n_evals
+        self.n_iter_ = n_evals
         self._mixture = [(tk, wk, st, amplitude) for tk, wk, st in
                          (mixture if mixture is not None else [(t, 1.0, state)])]
         self.diffusion_time_weights_ = (None if mixture is None else
                                         np.array([[tk, wk] for tk, wk, _ in mixture]))
         self.predictive_scale_ = self._predictive_scale(codes)
-        self._component_has_label = label_components(ep, labelled)
-        self._predictor = _ClassPredictor(self, Spectrum(ep))
-        self._reach = cloud_reach(ep, X)
+        self._predictor = _ClassPredictor(
+            Spectrum(eigenpairs), self.classes_.size, self._ep, self._one_vs_rest,
+            self._mixture, self.predictive_scale_, self._prior, self._component_has_label,
+            V_lab)
         with stage("transduction"):
-            proba = ep.map_chunks(self._predictor, n_columns=self.classes_.size,
-                                  parallel=True, project=self._predictor.project)
+            proba = eigenpairs.map_chunks(self._predictor, n_columns=self.classes_.size,
+                                          parallel=True, project=self._predictor.project)
         self.label_distributions_ = proba
         self.transduction_ = _classes_of(proba, self.classes_)
         return self
 
-    def _numpy_inputs(self, X, y, X_unlabeled):
-        X = check_fit_X(self, X, y)
-        y = column_or_1d(np.asarray(y), warn=True)
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} labels "
-                             f"for {X.shape[0]} rows.")
-        labelled = split_labels(y)
-        _check_class_labels(y[labelled])
-        X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, -1)
-        idx = np.flatnonzero(labelled)
-        return X, idx, y[idx]
-
-    def _lazy_inputs(self, X, y, X_unlabeled):
-        X = lazy_fit_points(self, X, y)
-        if y is not None and not is_lazy(y):
-            y = column_or_1d(np.asarray(y), warn=True)
-        idx, values = labelled_rows(y, X.shape[0], split_labels)
-        values = np.asarray(values)
-        _check_class_labels(values)
-        return stack_unlabeled_lazy(X, X_unlabeled), idx, values
+    def _fit_rbf(self, X, labelled, codes):
+        with single_threaded_blas():
+            self.rbf_ = RBFLaplaceClassifier(max_iter=self.max_iter).fit(X[labelled], codes)
+        self.n_iter_ = 1
+        self.eigenpairs_ = None
+        self.diffusion_time_weights_ = None
+        self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
+        self.transduction_ = self.classes_[self.rbf_.predict_codes(X)]
+        self.label_distributions_ = self.rbf_.predict_proba(X)
+        return self
 
     @property
     def _one_vs_rest(self):
@@ -379,89 +372,216 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
 
     @property
     def _average_t(self):
-        # None: average over t with Laplace (as before 2026-11-25), the MAP t with EP
+        # None: average over t with Laplace, the MAP t with EP
         if self.average_diffusion_time is None:
             return not self._ep
         return bool(self.average_diffusion_time)
 
-    def _laplace(self, K, codes, a0=None, binary=None):
-        if binary is None:
-            binary = self.classes_.size == 2
-        if binary:
-            return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood, a0=a0,
-                                  max_iter=self.max_iter)
-        Y = np.eye(self.classes_.size)[codes]
-        return laplace_softmax(K, Y, a0=a0, max_iter=self.max_iter)
-
-    def _fit_time(self, ep, codes):
-        """``(t, amplitude, log evidence, state, mixture)``; for one-vs-rest ``t`` and the
-        amplitude hold one value per class, the evidence is the sum over the binary
+    def _fit_gp(self, eigenpairs, V_lab, codes) -> CandidateFit:
+        """``t`` and the amplitude on one candidate's eigenpairs; for one-vs-rest ``t`` and
+        the amplitude hold one value per class, the evidence is the sum over the binary
         problems and the state a list."""
-        self._n_evals = 0
+        search = _TimeSearch(self, eigenpairs, V_lab)
         if not self._one_vs_rest:
-            return self._fit_time_one(ep, codes, self.classes_.size == 2)
-        fits = [self._fit_time_one(ep, (codes == c).astype(np.int64), True)
-                for c in range(self.classes_.size)]
-        return (np.array([f[0] for f in fits]), np.array([f[1] for f in fits]),
-                float(sum(f[2] for f in fits)), [f[3] for f in fits], None)
+            t, amplitude, log_ev, state, mixture = search.fit(codes, self.classes_.size == 2)
+        else:
+            fits = [search.fit((codes == c).astype(np.int64), True)
+                    for c in range(self.classes_.size)]
+            t = np.array([f[0] for f in fits])
+            amplitude = np.array([f[1] for f in fits])
+            log_ev = float(sum(f[2] for f in fits))
+            state, mixture = [f[3] for f in fits], None
+        return CandidateFit(score=log_ev, t=t, log_evidence=log_ev,
+                            result=(t, amplitude, log_ev, state, mixture, search.n_evals))
+
+    def _predictive_scale(self, codes):
+        """``κ`` by leave-one-out (:func:`flgp.models.inference.ep.fit_predictive_scale`)
+        over the mixture of diffusion times (one ``κ`` per class for one-vs-rest); 1
+        without calibration or with Laplace."""
+        if not self._ep or self.calibration is None:
+            return 1.0
+        if self._one_vs_rest:
+            states = self._mixture[0][2]
+            return np.array([fit_predictive_scale([probit_loo(st)]) for st in states])
+        weights = [c[1] for c in self._mixture]
+        if self.classes_.size == 2:
+            terms = [probit_loo(c[2]) for c in self._mixture]
+        else:
+            terms = [multinomial_loo(c[2], codes) for c in self._mixture]
+        return fit_predictive_scale(terms, weights)
+
+    # -- prediction -----------------------------------------------------------------------
+    def predict_proba(self, X):
+        """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map); a dask
+        ``X`` gives a lazy dask array."""
+        return self._predict_proba(X)
+
+    def _predict_proba(self, X):
+        # called from the public methods only: the far-point warning points at their caller
+        X = self._predict_points(X)
+        if is_lazy(X):
+            return self.eigenpairs_.map_points(X, self._predictor,
+                                               n_columns=self.classes_.size,
+                                               project=self._predictor.project)
+        if self.method == "rbf":
+            return self.rbf_.predict_proba(X)
+        proba, nearest = self.eigenpairs_.map_points(X, self._predictor,
+                                                     return_nearest=True,
+                                                     project=self._predictor.project)
+        self._warn_far_points(X, nearest, stacklevel=4)
+        return proba
+
+    def predict(self, X):
+        """Most probable class at any points (a lazy dask array for a dask ``X``)."""
+        return _classes_of(self._predict_proba(X), self.classes_)
+
+    def predict_latent(self, X):
+        """Latent posterior mean and variance: ``(n,)`` each for binary problems,
+        ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
+        moments of the mixture over the diffusion times."""
+        check_is_fitted(self, "classes_")
+        if self.method == "rbf":
+            raise ValueError("predict_latent is available for the heat-kernel methods; "
+                             "method='rbf' has no heat-kernel latent.")
+        width = 1 if self.classes_.size == 2 else self.classes_.size
+        X = self._predict_points(X)
+        if is_lazy(X):
+            out = self.eigenpairs_.map_points(X, self._predictor.latent,
+                                              n_columns=2 * width,
+                                              project=self._predictor.project)
+        else:
+            out, nearest = self.eigenpairs_.map_points(X, self._predictor.latent,
+                                                       return_nearest=True,
+                                                       project=self._predictor.project)
+            self._warn_far_points(X, nearest, stacklevel=3)
+        mean, var = out[:, :width], out[:, width:]
+        return (mean[:, 0], var[:, 0]) if width == 1 else (mean, var)
+
+    # -- the labelling loop ---------------------------------------------------------------
+    def latent_posterior(self):
+        """The fitted latent functions as a Gaussian in the eigenbasis
+        (:class:`flgp.models.labelling.LatentPosterior`): ``f_k(x) = v(x)ᵀ β_k`` with
+        ``β_k`` of mean ``mean[:, k]`` and covariance ``cov[k]``, one ``k`` per latent (one
+        for two classes, one per class otherwise), at the MAP diffusion time; with the
+        precision a new label adds to each. What :meth:`suggest_labels` scores with."""
+        check_is_fitted(self, "classes_")
+        if self.method == "rbf":
+            raise ValueError("latent_posterior needs the heat-kernel posterior over the "
+                             "cloud; method='rbf' has none.")
+        t, _, state, amplitude = self._mixture[0]
+        return classifier_latent_posterior(self.eigenpairs_, self._V_lab, t, state,
+                                           amplitude, n_classes=self.classes_.size,
+                                           ep=self._ep, one_vs_rest=self._one_vs_rest)
+
+    def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
+        """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
+        first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
+
+        Strategies: ``"variance_reduction"`` (default) - the expected reduction, if the row
+        were labelled, of the total variance of the class probabilities over the cloud
+        (to first order: each latent's variance weighted by the squared slope of its
+        class probability), computed in the eigenbasis (``M x M`` algebra per class, one
+        pass over the cloud); ``"entropy"`` (or ``"uncertainty"``), ``"margin"``,
+        ``"least_confident"`` - the predictive uncertainty of ``label_distributions_``;
+        ``"random"``. Batches are greedy: after each pick the posterior is conditioned on
+        a label there, so a batch spreads out (:mod:`flgp.models.labelling`;
+        docs/models.md, "The labelling loop"). Deterministic; ``random_state`` (an int, a
+        numpy Generator or None; default: the estimator's) seeds ``"random"``, an int
+        together with the number of labelled rows, so that a loop draws new rows each
+        round. Refit with ``warm_start=True`` to reuse the eigenpairs.
+        """
+        return _suggest_labels(self, n, strategy, random_state)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.classifier_tags.multi_label = False
+        return tags
+
+
+class _TimeSearch:
+    """The diffusion time (and the amplitude, EP) of one candidate's eigenpairs, by the
+    approximate marginal likelihood times the prior on ``t``; ``n_evals`` counts the
+    posteriors computed."""
+
+    def __init__(self, est: FLGPClassifier, eigenpairs, V_lab):
+        self.est = est
+        self.spectrum = eigenpairs
+        self.V_lab = V_lab
+        self.n_classes = est.classes_.size
+        self.n_evals = 0
 
     def _log_prior_t(self, log_t):
         # π(t) ∝ t^{-a0} is ∝ t^{1-a0} in log t
-        return -(self.diffusion_time_prior_power - 1.0) * log_t
+        return -(self.est.diffusion_time_prior_power - 1.0) * log_t
 
-    def _fit_time_one(self, ep, codes, binary):
-        if self._ep:
-            return self._fit_ep(ep, codes, binary)
-        Vm = self._V_lab
-        if self.diffusion_time is not None:
-            self._n_evals += 1
-            t = float(self.diffusion_time)
-            state = self._laplace(_gram(ep, t, Vm, Vm), codes, binary=binary)
+    def fit(self, codes, binary):
+        """``(t, amplitude, log evidence, state, mixture)``."""
+        if self.est._ep:
+            return self._fit_ep(codes, binary)
+        return self._fit_laplace(codes, binary)
+
+    # -- Laplace (logistic / softmax) ----------------------------------------------------
+    def _laplace(self, K, codes, a0=None, binary=True):
+        if binary:
+            return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood, a0=a0,
+                                  max_iter=self.est.max_iter)
+        Y = np.eye(self.n_classes)[codes]
+        return laplace_softmax(K, Y, a0=a0, max_iter=self.est.max_iter)
+
+    def _fit_laplace(self, codes, binary):
+        est, Vm = self.est, self.V_lab
+        if est.diffusion_time is not None:
+            self.n_evals += 1
+            t = float(est.diffusion_time)
+            state = self._laplace(_gram(self.spectrum, t, Vm, Vm), codes, binary=binary)
             return t, 1.0, state.log_evidence, state, None
-        lo, hi = diffusion_time_range(ep.eigenvalues)
+        lo, hi = diffusion_time_range(self.spectrum.eigenvalues)
         warm = {}
         trace = []
 
         def neg(log_t):
             # Newton warm-started from the mode at the previous diffusion time
-            self._n_evals += 1
-            st = self._laplace(_gram(ep, np.exp(log_t), Vm, Vm), codes, warm.get("a"),
-                               binary=binary)
+            self.n_evals += 1
+            st = self._laplace(_gram(self.spectrum, np.exp(log_t), Vm, Vm), codes,
+                               warm.get("a"), binary=binary)
             warm["a"] = st.a
             val = -st.log_evidence - self._log_prior_t(log_t)
             trace.append((float(np.exp(log_t)), val, st))
             return val
 
-        t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=self.max_iter)
-        state = self._laplace(_gram(ep, t, Vm, Vm), codes, binary=binary)
+        t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=est.max_iter)
+        state = self._laplace(_gram(self.spectrum, t, Vm, Vm), codes, binary=binary)
         mixture = None
-        if self._average_t and not self._one_vs_rest:
+        if est._average_t and not est._one_vs_rest:
             mixture = diffusion_time_mixture(trace[:_T_GRID], t, state)
         return t, 1.0, state.log_evidence, state, mixture
 
     # -- expectation propagation (probit / multinomial probit) ---------------------------
-    def _ep_state(self, ep, codes, binary, t, amplitude, init=None, tol=_EP_TOL):
-        self._n_evals += 1
-        Phi = _features(ep, self._V_lab, t, amplitude)
+    def _ep_state(self, codes, binary, t, amplitude, init=None, tol=_EP_TOL):
+        self.n_evals += 1
+        Phi = _features(self.spectrum, self.V_lab, t, amplitude)
         if binary:
             return ep_probit(Phi, 2.0 * codes - 1.0, init=init, tol=tol,
-                             max_sweeps=self.max_iter)
-        return ep_multinomial_probit(Phi, codes, self.classes_.size, init=init, tol=tol,
-                                     max_sweeps=self.max_iter)
+                             max_sweeps=self.est.max_iter)
+        return ep_multinomial_probit(Phi, codes, self.n_classes, init=init, tol=tol,
+                                     max_sweeps=self.est.max_iter)
 
-    def _fit_ep(self, ep, codes, binary):
+    def _fit_ep(self, codes, binary):
         """``t`` and the amplitude ``A`` by the EP marginal likelihood: a 12-point log grid
         over ``t`` at ``A = 100``, the amplitude grid at the best ``t`` (the grid over ``t``
         again if another ``A`` wins), then two steps of parabolic interpolation in
-        ``log t`` (:func:`parabolic_refine`; an EP run costs as much as ~20 Laplace fits,
-        Brent's ~8 evaluations would double the search). Each EP run starts from the sites
-        of the previous one and stops at a looser tolerance than the final posteriors."""
-        fixed_t = self.diffusion_time
-        fixed_a = self.amplitude
+        ``log t`` (:func:`flgp.models._search.parabolic_refine`; an EP run costs as much as
+        ~20 Laplace fits, Brent's ~8 evaluations would double the search). Each EP run
+        starts from the sites of the previous one and stops at a looser tolerance than the
+        final posteriors."""
+        est = self.est
+        fixed_t = est.diffusion_time
+        fixed_a = est.amplitude
         warm = {}
 
         def run(t, amplitude, tol=_EP_SEARCH_TOL):
-            st = self._ep_state(ep, codes, binary, t, amplitude, warm.get("state"), tol)
+            st = self._ep_state(codes, binary, t, amplitude, warm.get("state"), tol)
             warm["state"] = st
             return st
 
@@ -486,7 +606,7 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
             amps = [(a, run(t, a, _EP_TOL)) for a in AMPLITUDE_GRID]
             amplitude, st = max(amps, key=lambda p: p[1].log_evidence)
             return t, amplitude, st.log_evidence, st, None
-        lo, hi = diffusion_time_range(ep.eigenvalues)
+        lo, hi = diffusion_time_range(self.spectrum.eigenvalues)
         amplitude = _A_START if fixed_a is None else float(fixed_a)
         trace = grid_t(amplitude)
         if fixed_a is None:
@@ -511,113 +631,12 @@ class FLGPClassifier(ClassifierMixin, BaseEstimator):
         warm["state"] = trace[k][2]
         state = run(t, amplitude, _EP_TOL)
         mixture = None
-        if self._average_t and not self._one_vs_rest:
+        if est._average_t and not est._one_vs_rest:
             mixture = diffusion_time_mixture(trace, t, state)
             # the kept grid values' posteriors to full precision
             mixture = [(tk, wk, st if tk == t else self._ep_state(
-                ep, codes, binary, tk, amplitude, st, _EP_TOL)) for tk, wk, st in mixture]
+                codes, binary, tk, amplitude, st, _EP_TOL)) for tk, wk, st in mixture]
         return t, amplitude, state.log_evidence, state, mixture
-
-    def _predictive_scale(self, codes):
-        """``κ`` by leave-one-out (:func:`flgp.models.ep.fit_predictive_scale`) over the
-        mixture of diffusion times (one ``κ`` per class for one-vs-rest); 1 without
-        calibration or with Laplace."""
-        if not self._ep or self.calibration is None:
-            return 1.0
-        if self._one_vs_rest:
-            states = self._mixture[0][2]
-            return np.array([fit_predictive_scale([probit_loo(st)]) for st in states])
-        weights = [c[1] for c in self._mixture]
-        if self.classes_.size == 2:
-            terms = [probit_loo(c[2]) for c in self._mixture]
-        else:
-            terms = [multinomial_loo(c[2], codes) for c in self._mixture]
-        return fit_predictive_scale(terms, weights)
-
-    # -- prediction -----------------------------------------------------------------------
-    def predict_proba(self, X):
-        """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map); a dask
-        ``X`` gives a lazy dask array."""
-        return self._predict_proba(X)
-
-    def _predict_proba(self, X):
-        # called from the public methods only: the far-point warning points at their caller
-        if is_lazy(X):
-            X = check_predict_X_lazy(self, X)
-            if self.method == "rbf":
-                raise ValueError("method='rbf' predicts numpy arrays only; compute X first.")
-            return self.eigenpairs_.map_points(X, self._predictor,
-                                               n_columns=self.classes_.size,
-                                               project=self._predictor.project)
-        X = check_predict_X(self, X)
-        if self.method == "rbf":
-            return self.rbf_.predict_proba(X)
-        proba, nearest = self.eigenpairs_.map_points(X, self._predictor,
-                                                     return_nearest=True,
-                                                     project=self._predictor.project)
-        warn_far_points(self, X, nearest, stacklevel=4)
-        return proba
-
-    def predict(self, X):
-        """Most probable class at any points (a lazy dask array for a dask ``X``)."""
-        return _classes_of(self._predict_proba(X), self.classes_)
-
-    def predict_latent(self, X):
-        """Latent posterior mean and variance: ``(n,)`` each for binary problems,
-        ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
-        moments of the mixture over the diffusion times."""
-        if self.method == "rbf":
-            check_is_fitted(self, "classes_")
-            raise ValueError("predict_latent is available for the heat-kernel methods; "
-                             "method='rbf' has no heat-kernel latent.")
-        width = 1 if self.classes_.size == 2 else self.classes_.size
-        if is_lazy(X):
-            X = check_predict_X_lazy(self, X)
-            out = self.eigenpairs_.map_points(X, self._predictor.latent,
-                                              n_columns=2 * width,
-                                              project=self._predictor.project)
-        else:
-            X = check_predict_X(self, X)
-            out, nearest = self.eigenpairs_.map_points(X, self._predictor.latent,
-                                                       return_nearest=True,
-                                                       project=self._predictor.project)
-            warn_far_points(self, X, nearest, stacklevel=3)
-        mean, var = out[:, :width], out[:, width:]
-        return (mean[:, 0], var[:, 0]) if width == 1 else (mean, var)
-
-    # -- the labelling loop -------------------------------------------------------------
-    def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
-        """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
-        first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
-
-        Strategies: ``"variance_reduction"`` (default) - the expected reduction, if the row
-        were labelled, of the total variance of the class probabilities over the cloud
-        (to first order: each latent's variance weighted by the squared slope of its
-        class probability), computed in the eigenbasis (``M x M`` algebra per class, one
-        pass over the cloud); ``"entropy"`` (or ``"uncertainty"``), ``"margin"``,
-        ``"least_confident"`` - the predictive uncertainty of ``label_distributions_``;
-        ``"random"``. Batches are greedy: after each pick the posterior is conditioned on
-        a label there, so a batch spreads out (:mod:`flgp.models.labelling`;
-        docs/models.md, "The labelling loop"). Deterministic; ``random_state`` (an int, a
-        numpy Generator or None; default: the estimator's) seeds ``"random"``, an int
-        together with the number of labelled rows, so that a loop draws new rows each
-        round. Refit with ``warm_start=True`` to reuse the eigenpairs.
-        """
-        return _suggest_labels(self, n, strategy, random_state, kind="classifier",
-                               post=lambda: classifier_latent_posterior(self, self._V_lab),
-                               uncertainty=lambda: self.label_distributions_)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.classifier_tags.multi_label = False
-        return tags
-
-
-def _check_class_labels(y_lab):
-    if y_lab.size and type_of_target(y_lab) == "continuous":
-        raise ValueError("Unknown label type: continuous. FLGPClassifier needs class "
-                         "labels; use FLGPRegressor for a continuous target.")
 
 
 def _argmax_classes(proba, classes):
@@ -676,16 +695,17 @@ class _ClassPredictor:
     without labels get the class frequencies of the labels (the prior prediction).
     """
 
-    def __init__(self, est, spectrum: Spectrum):
+    def __init__(self, spectrum: Spectrum, n_classes: int, ep: bool, one_vs_rest: bool,
+                 mixture, scale, prior, component_has_label, V_lab):
         self.spectrum = spectrum
-        self.n_classes = int(est.classes_.size)
-        self.ep = est._ep
-        self.one_vs_rest = est._one_vs_rest
-        self.mixture = est._mixture
-        self.scale = est.predictive_scale_
-        self.prior = est._prior
-        self.component_has_label = est._component_has_label
-        self.V_lab = None if self.ep else est._V_lab
+        self.n_classes = int(n_classes)
+        self.ep = ep
+        self.one_vs_rest = one_vs_rest
+        self.mixture = mixture
+        self.scale = scale
+        self.prior = prior
+        self.component_has_label = component_has_label
+        self.V_lab = None if self.ep else V_lab
         self.project, self._columns = (self._projection() if self.ep else (None, None))
 
     def _posteriors(self):

@@ -62,10 +62,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 from scipy.special import ndtri
+from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int
-from ._common import single_threaded_blas
+from ._search import single_threaded_blas
 
 __all__ = ["LatentPosterior", "suggest_labels", "classifier_latent_posterior",
            "probit_ep_posterior", "multinomial_ep_posterior", "laplace_binary_posterior",
@@ -150,7 +151,7 @@ def _kept_scale(w: np.ndarray, amplitude: float = 1.0):
 
 def probit_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
     """Eigenbasis mean ``(M,)``, covariance ``(M, M)`` and mean site precision of a binary
-    probit EP state (:func:`flgp.models.ep.ep_probit`) whose features were
+    probit EP state (:func:`flgp.models.inference.ep.ep_probit`) whose features were
     ``√A · V · diag(√w)`` over the columns where the spectral weights ``w`` are not 0."""
     kept, scale = _kept_scale(np.asarray(w, dtype=np.float64), amplitude)
     d = state.chol.shape[0]
@@ -164,7 +165,7 @@ def probit_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
 
 def multinomial_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
     """Per-class eigenbasis means ``(M, C)``, marginal covariances ``(C, M, M)`` and mean
-    site precisions ``(C,)`` of a nested-EP state (:func:`flgp.models.ep.ep_multinomial_probit`).
+    site precisions ``(C,)`` of a nested-EP state (:func:`flgp.models.inference.ep.ep_multinomial_probit`).
 
     The class-``c`` weights have covariance ``P_c⁻¹ + P_c⁻¹ Φᵀ diag(r_c) M⁻¹ diag(r_c) Φ
     P_c⁻¹`` (the posterior's between-class covariances are left out); the precision a label
@@ -196,7 +197,7 @@ def multinomial_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
 
 def laplace_binary_posterior(state, V_lab: np.ndarray, w: np.ndarray):
     """Eigenbasis mean, covariance and mean ``W`` of a binary Laplace state
-    (:func:`flgp.models.laplace.laplace_binary`) for the kernel ``V_lab diag(w) V_labᵀ``:
+    (:func:`flgp.models.inference.laplace.laplace_binary`) for the kernel ``V_lab diag(w) V_labᵀ``:
     ``Σ = diag(w) - Rᵀ R``, ``R = L⁻¹ W^{1/2} V_lab diag(w)``; mean ``diag(w) V_labᵀ ∇``."""
     w = np.asarray(w, dtype=np.float64)
     Vw = V_lab * w
@@ -207,7 +208,7 @@ def laplace_binary_posterior(state, V_lab: np.ndarray, w: np.ndarray):
 
 def laplace_softmax_posterior(state, V_lab: np.ndarray, w: np.ndarray):
     """Per-class eigenbasis means ``(M, C)``, covariances ``(C, M, M)`` and mean
-    ``π_c (1 - π_c)`` of a softmax Laplace state (:func:`flgp.models.laplace.laplace_softmax`):
+    ``π_c (1 - π_c)`` of a softmax Laplace state (:func:`flgp.models.inference.laplace.laplace_softmax`):
     ``Σ_c = diag(w) - diag(w) V_labᵀ Q_c V_lab diag(w)`` with R&W Algorithm 3.4's
     ``Q_c = E_c - E_c (Σ_c E_c)⁻¹ E_c``."""
     w = np.asarray(w, dtype=np.float64)
@@ -224,30 +225,27 @@ def laplace_softmax_posterior(state, V_lab: np.ndarray, w: np.ndarray):
     return means, covs, np.mean(state.pi * (1 - state.pi), axis=0)
 
 
-def classifier_latent_posterior(est, V_lab: np.ndarray | None = None) -> LatentPosterior:
-    """The :class:`LatentPosterior` of a fitted :class:`~flgp.FLGPClassifier` at its MAP
-    diffusion time (the first component of its mixture over ``t``; one binary latent per
-    class for one-vs-rest). ``V_lab``: the eigenvector rows of the labelled points (read
-    from the eigenpairs when None)."""
+def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitude, *,
+                                n_classes: int, ep: bool = True,
+                                one_vs_rest: bool = False) -> LatentPosterior:
+    """The :class:`LatentPosterior` of a classifier's inference state at diffusion time
+    ``t`` (one binary latent per class for one-vs-rest: ``t``, ``amplitude`` and ``state``
+    then hold one entry per class). ``V_lab``: the eigenvector rows of the labelled
+    points; ``ep``: EP states (else Laplace)."""
     from ..spectral.families import spectral_weights
 
-    ep = est.eigenpairs_
-    if V_lab is None:
-        V_lab = ep.eigenvector_rows(est._labelled)
-    t, _, state, amplitude = est._mixture[0]
-    ep_inference = est.inference == "ep"
-    C = est.classes_.size
-    if est.multi_class == "ovr" and C > 2:
-        parts = [_binary_posterior(ep_inference, st, V_lab, spectral_weights(ep, tc), ac)
+    C = int(n_classes)
+    if one_vs_rest and C > 2:
+        parts = [_binary_posterior(ep, st, V_lab, spectral_weights(eigenpairs, tc), ac)
                  for tc, ac, st in zip(np.atleast_1d(t), np.broadcast_to(amplitude, (C,)),
                                        state)]
         return LatentPosterior(np.stack([p[0] for p in parts], 1),
                                np.stack([p[1] for p in parts]),
                                np.array([p[2] for p in parts]))
-    w = spectral_weights(ep, t)
+    w = spectral_weights(eigenpairs, t)
     if C == 2:
-        return LatentPosterior(*_binary_posterior(ep_inference, state, V_lab, w, amplitude))
-    if ep_inference:
+        return LatentPosterior(*_binary_posterior(ep, state, V_lab, w, amplitude))
+    if ep:
         return LatentPosterior(*multinomial_ep_posterior(state, w, amplitude))
     return LatentPosterior(*laplace_softmax_posterior(state, V_lab, w))
 
@@ -327,15 +325,7 @@ def _work_dtype(ep, post):
 def _sum_over_cloud(ep, block, shape):
     """``Σ block(V, start)`` over blocks of the cloud's eigenvector rows, the blocks on as
     many threads as torch uses (BLAS on one thread each), or Dask's tree reduction."""
-    if ep.is_dask:
-        return ep.reduce_chunks(lambda V, comp, start: block(V, start), shape)
-    from .._chunks import default_chunk_size, map_row_ranges, row_bytes, row_ranges
-    from ..backends import cpu_threads
-
-    chunk = default_chunk_size(row_bytes(0, 3, ep.n_eigenpairs))
-    parts = map_row_ranges(lambda a, b: block(ep.eigenvector_rows(slice(a, b)), a),
-                           row_ranges(ep.n_samples, chunk), cpu_threads())
-    return np.sum(parts, axis=0) if parts else np.zeros(shape)
+    return ep.reduce_chunks(lambda V, comp, start: block(V, start), shape, parallel=True)
 
 
 def weighted_grams(ep, post: "LatentPosterior", proba) -> np.ndarray:
@@ -533,14 +523,16 @@ def greedy_uncertainty(ep, post: LatentPosterior, index: np.ndarray, base: np.nd
 
 
 # -- the entry point the estimators call ----------------------------------------------------
-def suggest_labels(est, n, strategy, random_state, *, kind: str, post=None, uncertainty=None):
-    """Rows of the fitted cloud to label next (see the module docstring).
+def suggest_labels(est, n, strategy, random_state):
+    """Rows of a fitted estimator's cloud to label next (see the module docstring).
 
-    ``kind``: ``"classifier"`` or ``"regressor"``; ``post``: a callable returning the
-    :class:`LatentPosterior`; ``uncertainty``: a callable returning the per-row predictive
-    probabilities (classifier) or standard deviations (regressor) of the fitted cloud."""
+    ``est`` is a fitted :class:`~flgp.FLGPClassifier` or :class:`~flgp.FLGPRegressor`,
+    read through its documented interface only: ``eigenpairs_``, ``labelled_indices_``,
+    :meth:`latent_posterior`, and the predictive uncertainty of the fitted cloud
+    (``label_distributions_`` of a classifier, ``transduction_std_`` of a regressor)."""
     name = type(est).__name__
     check_is_fitted(est, "n_features_in_")
+    kind = "classifier" if is_classifier(est) else "regressor"
     strategies = CLASSIFIER_STRATEGIES if kind == "classifier" else REGRESSOR_STRATEGIES
     if not isinstance(strategy, str) or (strategy not in strategies
                                          and strategy not in _ALIASES):
@@ -553,10 +545,10 @@ def suggest_labels(est, n, strategy, random_state, *, kind: str, post=None, unce
         raise ValueError(f"suggest_labels needs the heat-kernel posterior over the cloud; "
                          f"{name}(method='rbf') has none. Use method='flgp', 'glgp' or "
                          f"'nystrom'.")
-    ep = est.eigenpairs_
-    n_rows = ep.n_samples
+    eigenpairs = est.eigenpairs_
+    n_rows = eigenpairs.n_samples
     labelled = np.zeros(n_rows, dtype=bool)
-    labelled[np.asarray(est._labelled)] = True
+    labelled[np.asarray(est.labelled_indices_)] = True
     index = np.flatnonzero(~labelled)
     if index.size == 0:
         raise ValueError(f"{name} was fitted without unlabelled rows (all {n_rows} rows of "
@@ -572,28 +564,32 @@ def suggest_labels(est, n, strategy, random_state, *, kind: str, post=None, unce
         return np.asarray(_generator(seed, labelled.sum()).choice(index, size=n,
                                                                    replace=False),
                           dtype=np.int64)
+    if kind == "classifier":
+        uncertainty = est.label_distributions_
+    else:
+        uncertainty = est.transduction_std_
     # the M x M algebra on one BLAS thread (the passes over the cloud run their blocks on
     # threads of their own): small factorisations on two threads contend for the cores
     with single_threaded_blas():
-        return _suggest(est, ep, index, n, strategy, kind, post, uncertainty)
+        return _suggest(eigenpairs, index, n, strategy, kind, est.latent_posterior(),
+                        uncertainty)
 
 
-def _suggest(est, ep, index, n, strategy, kind, post, uncertainty):
-    latent = post()
+def _suggest(eigenpairs, index, n, strategy, kind, latent, uncertainty):
     if strategy == "variance_reduction":
         if kind == "classifier":
-            grams = weighted_grams(ep, latent, np.asarray(uncertainty()))
+            grams = weighted_grams(eigenpairs, latent, np.asarray(uncertainty))
         else:
-            G = eigenvector_gram(ep)
+            G = eigenvector_gram(eigenpairs)
             grams = None if G is None else G[None, :latent.n_active, :latent.n_active]
-        return greedy_variance_reduction(ep, latent, index, n, grams)
-    values = np.asarray(uncertainty(), dtype=np.float64)
+        return greedy_variance_reduction(eigenpairs, latent, index, n, grams)
+    values = np.asarray(uncertainty, dtype=np.float64)
     if kind == "classifier":
         base = uncertainty_scores(values[index], strategy)
     else:
         base = values[index]
     base = np.where(np.isfinite(base), base, 0.0)
-    return greedy_uncertainty(ep, latent, index, base, n)
+    return greedy_uncertainty(eigenpairs, latent, index, base, n)
 
 
 def _generator(seed, n_labelled: int) -> np.random.Generator:

@@ -2,32 +2,30 @@
 
 from __future__ import annotations
 
+import warnings
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import ndtri
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import column_or_1d
+from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted
 
-from .._chunks import stage
-from .._validation import check_int, check_option, check_positive
-from ..spectral.families import diffusion_time_range, nonzero_prefix, spectral_weights
-from ._chunked import (check_predict_X_lazy, is_lazy, label_components, labelled_rows,
-                       lazy_fit_points, stack_unlabeled_lazy)
-from ._common import (METHODS, check_fit_X, check_hyperparameters, check_predict_X,
-                      cloud_reach, single_threaded_blas, stack_unlabeled, warn_far_points)
-from ._warm import warm_eigenpair_candidates
-from .gaussian import LowRankGaussianEvidence
-from .labelling import LatentPosterior, suggest_labels as _suggest_labels
-from .poisson import (check_counts, count_offset, fit_count_hyperparameters,
-                      poisson_interval)
+from .._chunks import is_lazy, stage
+from .._validation import power_of_two_unit
 from ..backends import resolve_backend
-from .rbf import RBFGPRegressor
+from ..spectral.families import diffusion_time_range, nonzero_prefix, spectral_weights
+from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
+from .baselines import RBFGPRegressor
+from .inference.gaussian import LowRankGaussianEvidence
+from .inference.poisson import (check_counts, count_offset, fit_count_hyperparameters,
+                                poisson_interval)
+from .labelling import LatentPosterior, suggest_labels as _suggest_labels
 
 __all__ = ["FLGPRegressor"]
 
 
-class FLGPRegressor(RegressorMixin, BaseEstimator):
+class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     r"""Heat-kernel Gaussian-process regression on a point cloud (FLGP and baselines).
 
     Model: ``y = μ + f(x) + noise``, ``f ~ GP(0, s^2 C_t)`` with ``C_t`` the heat kernel of
@@ -39,23 +37,20 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     FLGP appendix. For SE kernels the bandwidth is chosen over a grid by the same likelihood.
 
     Counts (``likelihood="poisson"``): ``y ~ Poisson(exp(b + f(x)))``, ``f ~ GP(0, s^2 C_t)``,
-    with ``b`` the log of the labels' mean count (:func:`flgp.models.poisson.count_offset`);
-    the posterior is Laplace's approximation (Newton's method in the ``M``-dimensional
-    weight space, ``O(m M^2 + M^3)`` a step) and ``t``, ``s^2`` maximise its marginal
-    likelihood times ``π(t)`` (the same grid, starts and L-BFGS-B, with the evidence's
-    analytic gradient). ``predict`` returns the posterior mean count
-    ``E[exp(b + f)] = exp(b + m + v/2)``; :meth:`predict_interval` an interval for a new
-    count.
+    with ``b`` the log of the labels' mean count
+    (:func:`flgp.models.inference.poisson.count_offset`); the posterior is Laplace's
+    approximation (Newton's method in the ``M``-dimensional weight space, ``O(m M^2 + M^3)``
+    a step) and ``t``, ``s^2`` maximise its marginal likelihood times ``π(t)`` (the same
+    grid, starts and L-BFGS-B, with the evidence's analytic gradient). ``predict`` returns
+    the posterior mean count ``E[exp(b + f)] = exp(b + m + v/2)``; :meth:`predict_interval`
+    an interval for a new count.
 
     Parameters
     ----------
     method, kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
-    bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, backend, verbose :
+    bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, backend,
+    verbose, induced_points, warm_start :
         As in :class:`FLGPClassifier`.
-    induced_points : array-like of shape (n_induced, n_features), optional
-        FLGP's induced points, instead of choosing them (``subsample`` then only picks the
-        normalisation; :func:`flgp.graph.build_cross_graph`). The same points make an
-        in-memory and a Dask fit give the same model.
     diffusion_time_prior_power : float, default=1.0
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
         ``σ^2`` are the MAP with this prior and flat priors on ``log s^2``, ``log σ^2``.
@@ -68,35 +63,40 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     likelihood : {"gaussian", "poisson"}, default="gaussian"
         ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
         rows), modelled with a log link (see above). Heat-kernel methods only.
-    warm_start : bool, default=False
-        Keep the graph and eigenpairs (every candidate of the bandwidth grid) after
-        ``fit``, and reuse them when the next ``fit`` gets the same cloud ``X`` (same shape
-        and checksums of its bytes) with the same graph settings: refitting with more or
-        changed labels then reruns only the GP part - the hyperparameter search, the
-        posterior and ``transduction_`` - and gives the numbers a cold fit gives. A
-        changed ``X`` or setting computes the eigenpairs again. Dask and zarr inputs are
-        always recomputed.
 
     Attributes
     ----------
-    eigenpairs_, eigenvalues_, diffusion_time_, outputscale_, noise_, bandwidth_,
-    bandwidth_scale_, log_marginal_likelihood_, transduction_, transduction_std_,
-    n_features_in_
-        ``log_marginal_likelihood_`` is ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the fitted
-        values, in the units of ``y`` (the prior on ``t`` is not included, as in
-        :class:`FLGPClassifier`). With counts it is Laplace's approximation of
-        ``log p(y | t, s^2)``, ``noise_`` is None, ``outputscale_`` is ``s^2`` on the
-        log-rate scale, and ``transduction_`` / ``transduction_std_`` hold the posterior
-        mean and standard deviation of the rate ``exp(b + f)``.
+    eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_, labelled_indices_,
+    n_features_in_ :
+        As in :class:`FLGPClassifier`.
+    diffusion_time_ : float
+    outputscale_ : float
+        ``s^2`` in units of ``y^2`` (on the log-rate scale for counts).
+    noise_ : float or None
+        ``σ^2`` in units of ``y^2`` (None for counts).
+    log_marginal_likelihood_ : float
+        ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the fitted values, in the units of ``y`` (the
+        prior on ``t`` is not included, as in :class:`FLGPClassifier`). With counts,
+        Laplace's approximation of ``log p(y | t, s^2)``.
     offset_ : float or None
         ``b``, the log-rate the counts' prior is centred on (None for Gaussian noise).
+    transduction_, transduction_std_ : ndarray (n_samples,)
+        Posterior mean and standard deviation of ``f`` on every row of the cloud (of the
+        rate ``exp(b + f)`` for counts).
+    n_iter_ : int
+        L-BFGS-B iterations of the best start.
 
     Notes
     -----
+    Targets at any scale: ``y`` is standardised after an exact rescaling by a power of two
+    when its magnitude leaves ``[1e-100, 1e150]`` (:func:`flgp._validation.power_of_two_unit`),
+    so tiny or huge targets neither underflow nor overflow (``outputscale_`` and ``noise_``
+    are then reported in units of ``y^2`` as far as float64 can hold them).
+
     Memory: the fit keeps the cloud's sparse transition rows (``r`` per point) and the
     ``s x M`` eigenvector map; eigenvector rows are computed in blocks where they are used
     (the labelled rows for the evidence, blocks of rows for ``transduction_`` and
-    ``predict``), so no ``n x M`` array is formed (:mod:`flgp._chunks` sets the block size).
+    ``predict``), so no ``n x M`` array is formed.
 
     Dask: ``X`` (and ``y``, ``X_unlabeled``) may be dask or zarr arrays (``method="flgp"``;
     ``pip install 'flgp[dask]'``). The engine then runs as Dask tasks on the active
@@ -121,6 +121,18 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
     >>> print(np.sqrt(np.mean((mean - f) ** 2)) < 0.5)        # the noise sd is 0.5
     True
     """
+
+    _parameter_constraints: dict = {
+        **HeatGPEstimator._parameter_constraints,
+        "noise": [_POSITIVE, None],
+        "likelihood": [StrOptions({"gaussian", "poisson"})],
+    }
+    _finite_parameters = HeatGPEstimator._finite_parameters + ("noise",)
+    _unlabelled_fill = np.nan
+
+    @staticmethod
+    def _is_labelled(y):
+        return ~np.isnan(y)
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
@@ -150,37 +162,62 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         self.likelihood = likelihood
         self.warm_start = warm_start
 
+    # -- inputs ---------------------------------------------------------------------------
+    def _check_parameters(self):
+        super()._check_parameters()
+        if self.likelihood == "poisson":
+            if self.method == "rbf":
+                raise ValueError("likelihood='poisson' works with the heat-kernel methods "
+                                 "('flgp', 'glgp', 'nystrom'); method='rbf' is Gaussian only.")
+            if self.noise is not None:
+                raise ValueError("noise is a parameter of likelihood='gaussian'; a Poisson "
+                                 "count has no separate noise variance (leave noise=None).")
+
+    def _target_array(self, y):
+        try:
+            y = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"y must be numeric (NaN marks unlabelled rows): {exc}") from exc
+        return target_vector(y)
+
+    def _check_lazy_targets(self, y):
+        if not np.issubdtype(y.dtype, np.number):
+            raise ValueError(f"y must be numeric (NaN marks unlabelled rows); got dtype "
+                             f"{y.dtype}.")
+
+    def _check_labelled_values(self, values):
+        values = np.asarray(values, dtype=np.float64)
+        if np.isinf(values).any():
+            raise ValueError("y contains infinity; mark unlabelled rows with NaN and remove "
+                             "infinite targets.")
+        return values
+
+    # -- fitting --------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` is NaN on unlabelled rows. Or pass the labelled rows
         as ``X, y`` and the unlabelled points as ``X_unlabeled``. Any of them may be a dask
         (or zarr) array (see the class notes)."""
-        if is_lazy(X) or is_lazy(y) or is_lazy(X_unlabeled):
-            with stage("labels"):
-                X, labelled, y_lab = self._lazy_inputs(X, y, X_unlabeled)
-        else:
-            X, labelled, y_lab = self._numpy_inputs(X, y, X_unlabeled)
-        check_option(self.method, "method", METHODS)
-        if is_lazy(X) and self.method != "flgp":
-            raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
-                             f"method={self.method!r}.")
-        check_int(self.max_iter, "max_iter", low=1)
-        check_hyperparameters(self)
-        check_positive(self.noise, "noise", allow_none=True)
-        check_option(self.likelihood, "likelihood", ("gaussian", "poisson"))
+        self._clear_fit()
+        self._check_parameters()
+        X, labelled, y_lab = self._fit_inputs(X, y, X_unlabeled)
         m = labelled.size
         if m < 2:
             raise ValueError(f"{m} labelled target(s); at least 2 are needed (NaN marks "
                              f"unlabelled rows).")
-        self._labelled = labelled
+        self.labelled_indices_ = labelled
         if self.likelihood == "poisson":
             return self._fit_counts(X, labelled, y_lab)
         self.offset_ = None
-        self._y_mean = float(y_lab.mean())
-        self._y_scale = float(y_lab.std()) or 1.0
+        # targets at any scale: an exact power-of-two unit first (1 for ordinary data)
+        self._y_unit = unit = power_of_two_unit(y_lab)
+        y_pre = y_lab / unit
+        self._y_mean = float(y_pre.mean()) * unit
+        self._y_scale = (float(y_pre.std()) or 1.0) * unit
         if not (np.isfinite(self._y_mean) and np.isfinite(self._y_scale)):
             raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
                              f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
-        z = (y_lab - self._y_mean) / self._y_scale
+        z = (y_pre - self._y_mean / unit) / (self._y_scale / unit)
         if self.method == "rbf":
             self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate,
                                        backend=resolve_backend(self.backend)).fit(
@@ -191,88 +228,76 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
             self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
             self.transduction_, self.transduction_std_ = self.rbf_.predict(X)
             return self
-        best = None
-        for a, ep in warm_eigenpair_candidates(self, X):
-            with stage("labelled rows"):
-                V_lab = ep.eigenvector_rows(labelled)
-            with stage("hyperparameters"), single_threaded_blas():
-                fit = self._fit_hyper(ep, V_lab, z)
-            if self.verbose:
-                print(f"[FLGPRegressor] bandwidth scale {a:.3g}: t={fit['t']:.4g} "
-                      f"log evidence={-fit['nll']:.4f}")
-            if best is None or fit["nll"] < best[2]["nll"]:
-                best = (a, ep, fit, V_lab)
-        a, ep, fit, V_lab = best
-        self.eigenpairs_ = ep
-        self.eigenvalues_ = ep.eigenvalues
-        self.bandwidth_scale_ = a
-        self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
+        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, z)
+        self._set_engine(a, eigenpairs, X, labelled)
+        fit = fit.result
+        y_scale_pre = self._y_scale / unit
         self.diffusion_time_ = fit["t"]
-        self.outputscale_ = fit["s2"] * self._y_scale ** 2
-        self.noise_ = fit["noise"] * self._y_scale ** 2
+        self.outputscale_ = fit["s2"] * y_scale_pre ** 2 * unit * unit
+        self._noise_pre = fit["noise"] * y_scale_pre ** 2     # in units of y / unit
+        self.noise_ = self._noise_pre * unit * unit
         # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
         # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
-        self.log_marginal_likelihood_ = -fit["nll_evidence"] - m * np.log(self._y_scale)
+        self.log_marginal_likelihood_ = (-fit["nll_evidence"] - m * np.log(y_scale_pre)
+                                         - m * np.log(unit))
         self.n_iter_ = fit["n_iter"]
         ev = LowRankGaussianEvidence(V_lab, z)
-        sd, w_mean, w_cov = ev.posterior(self._log_weights(ep, fit["t"], fit["s2"]),
+        sd, w_mean, w_cov = ev.posterior(_log_weights(eigenpairs, fit["t"], fit["s2"]),
                                          fit["noise"])
         self._noise_std = fit["noise"]          # noise variance in standardised units
-        self._component_has_label = label_components(ep, labelled)
         self._predictor = _RegressionPredictor(sd, w_mean, w_cov, self._y_mean,
                                                self._y_scale, self._component_has_label)
-        return self._transduce(ep, X)
+        return self._transduce(eigenpairs)
 
-    def _transduce(self, ep, X):
+    def _transduce(self, eigenpairs):
         """``transduction_`` and ``transduction_std_`` of the cloud from ``_predictor``."""
-        self._reach = cloud_reach(ep, X)
         with stage("transduction"):
-            out = ep.map_chunks(self._predictor, n_columns=2, parallel=True,
-                                project=self._predictor.project)
-        if ep.is_dask:
+            out = eigenpairs.map_chunks(self._predictor, n_columns=2, parallel=True,
+                                        project=self._predictor.project)
+        if eigenpairs.is_dask:
             self.transduction_, self.transduction_std_ = out[:, 0], out[:, 1]
         else:
             self.transduction_ = np.ascontiguousarray(out[:, 0])
             self.transduction_std_ = np.ascontiguousarray(out[:, 1])
+            if self.likelihood == "poisson":
+                self._warn_counts(self.transduction_, stacklevel=5)
         return self
+
+    def _warn_counts(self, mean, stacklevel):
+        if np.isfinite(mean).all():
+            return
+        latent = _CountPredictor.latent_of(self._predictor)
+        sd = self.eigenpairs_.map_chunks(latent, n_columns=2, project=latent.project)[:, 1]
+        warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
+                                    stacklevel=stacklevel + 1)
+
+    def _fit_gp(self, eigenpairs, V_lab, targets) -> CandidateFit:
+        if self.likelihood == "poisson":
+            y_lab, offset = targets
+            fit = fit_count_hyperparameters(
+                eigenpairs, V_lab, y_lab, offset, diffusion_time=self.diffusion_time,
+                prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter)
+        else:
+            fit = self._fit_hyper(eigenpairs, V_lab, targets)
+        return CandidateFit(score=-fit["nll"], t=fit["t"], log_evidence=-fit["nll_evidence"],
+                            result=fit)
 
     def _fit_counts(self, X, labelled, y_lab):
         """The Poisson fit (``likelihood="poisson"``): as the Gaussian one, with Laplace's
         approximation in weight space and no noise variance."""
-        if self.method == "rbf":
-            raise ValueError("likelihood='poisson' works with the heat-kernel methods "
-                             "('flgp', 'glgp', 'nystrom'); method='rbf' is Gaussian only.")
-        if self.noise is not None:
-            raise ValueError("noise is a parameter of likelihood='gaussian'; a Poisson count "
-                             "has no separate noise variance (leave noise=None).")
         y_lab = check_counts(y_lab, labelled)
         offset = count_offset(y_lab)
-        self._y_mean, self._y_scale = 0.0, 1.0
-        best = None
-        for a, ep in warm_eigenpair_candidates(self, X):
-            with stage("labelled rows"):
-                V_lab = ep.eigenvector_rows(labelled)
-            with stage("hyperparameters"), single_threaded_blas():
-                fit = fit_count_hyperparameters(
-                    ep, V_lab, y_lab, offset, diffusion_time=self.diffusion_time,
-                    prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter)
-            if self.verbose:
-                print(f"[FLGPRegressor] bandwidth scale {a:.3g}: t={fit['t']:.4g} "
-                      f"log evidence={-fit['nll_evidence']:.4f}")
-            if best is None or fit["nll"] < best[2]["nll"]:
-                best = (a, ep, fit)
-        a, ep, fit = best
-        self.eigenpairs_ = ep
-        self.eigenvalues_ = ep.eigenvalues
-        self.bandwidth_scale_ = a
-        self.bandwidth_ = getattr(getattr(ep.extension, "graph", None), "bandwidth", None)
+        self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
+        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, (y_lab, offset))
+        self._set_engine(a, eigenpairs, X, labelled)
+        fit = fit.result
         self.diffusion_time_ = fit["t"]
         self.outputscale_ = fit["s2"]
         self.noise_ = None
         self.offset_ = offset
         self.log_marginal_likelihood_ = -fit["nll_evidence"]
         self.n_iter_ = fit["n_iter"]
-        M = ep.n_eigenpairs
+        M = eigenpairs.n_eigenpairs
         kept, state = fit["kept"], fit["state"]
         sd = np.zeros(M)
         sd[kept] = np.sqrt(fit["weights"][kept])
@@ -281,58 +306,19 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         w_cov = np.zeros((M, M))
         w_cov[np.ix_(kept, kept)] = state.covariance()
         self._noise_std = None
-        self._component_has_label = label_components(ep, labelled)
         self._predictor = _CountPredictor(sd, w_mean, w_cov, offset,
                                           self._component_has_label)
-        return self._transduce(ep, X)
+        return self._transduce(eigenpairs)
 
-    def _numpy_inputs(self, X, y, X_unlabeled):
-        X = check_fit_X(self, X, y)
-        try:
-            y = np.asarray(y, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"y must be numeric (NaN marks unlabelled rows): {exc}") from exc
-        y = column_or_1d(y, warn=True)
-        if y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} targets "
-                             f"for {X.shape[0]} rows.")
-        if np.isinf(y).any():
-            raise ValueError("y contains infinity; mark unlabelled rows with NaN and remove "
-                             "infinite targets.")
-        labelled = ~np.isnan(y)
-        X, labelled, y = stack_unlabeled(X, X_unlabeled, labelled, y, np.nan)
-        idx = np.flatnonzero(labelled)
-        return X, idx, y[idx]
-
-    def _lazy_inputs(self, X, y, X_unlabeled):
-        X = lazy_fit_points(self, X, y)
-        if y is not None and not is_lazy(y):
-            try:
-                y = np.asarray(y, dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"y must be numeric (NaN marks unlabelled rows): "
-                                 f"{exc}") from exc
-        elif y is not None and not np.issubdtype(y.dtype, np.number):
-            raise ValueError(f"y must be numeric (NaN marks unlabelled rows); got dtype "
-                             f"{y.dtype}.")
-        idx, values = labelled_rows(y, X.shape[0], _not_nan)
-        values = np.asarray(values, dtype=np.float64)
-        if np.isinf(values).any():
-            raise ValueError("y contains infinity; mark unlabelled rows with NaN and remove "
-                             "infinite targets.")
-        return stack_unlabeled_lazy(X, X_unlabeled), idx, values
-
-    @staticmethod
-    def _log_weights(ep, t, s2):
-        return np.log(s2 * ep.kernel_scale) - t * ep.eigenvalues
-
-    def _fit_hyper(self, ep, V_lab, z):
+    def _fit_hyper(self, eigenpairs, V_lab, z):
         ev = LowRankGaussianEvidence(V_lab, z)
-        lam = ep.eigenvalues
-        log_scale = np.log(ep.kernel_scale)
+        lam = eigenpairs.eigenvalues
+        log_scale = np.log(eigenpairs.kernel_scale)
         lo, hi = diffusion_time_range(lam)
         fixed_t = self.diffusion_time
-        fixed_noise = None if self.noise is None else self.noise / self._y_scale ** 2
+        y_scale_pre = self._y_scale / self._y_unit
+        fixed_noise = (None if self.noise is None
+                       else self.noise / self._y_unit / self._y_unit / y_scale_pre ** 2)
         # theta = (log t, log s^2, log noise); fixed entries are held by tight bounds
         bounds = [(np.log(lo), np.log(hi)), (np.log(1e-4), np.log(1e4)),
                   (np.log(1e-6), np.log(10.0))]
@@ -362,7 +348,7 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
 
         def matched_log_s2(log_t):
             # outputscale at which the mean prior variance of the labelled points is 1
-            prior_var = Vm2 @ spectral_weights(ep, np.exp(log_t))
+            prior_var = Vm2 @ spectral_weights(eigenpairs, np.exp(log_t))
             return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
 
         if fixed_t is not None:
@@ -390,25 +376,26 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         ``likelihood="poisson"``: the posterior mean and standard deviation of the rate
         ``exp(b + f(x))``, i.e. of the expected count (:meth:`predict_interval` gives an
         interval for a new count). A dask ``X`` gives lazy dask arrays."""
+        X = self._predict_points(X)
         if is_lazy(X):
-            X = check_predict_X_lazy(self, X)
-            if self.method == "rbf":
-                raise ValueError("method='rbf' predicts numpy arrays only; compute X first.")
             out = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
                                               project=self._predictor.project)
-        else:
-            X = check_predict_X(self, X)
-            if self.method == "rbf":
-                mean, std = self.rbf_.predict(X)
-                return (mean, std) if return_std else mean
-            out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
-                                                       return_nearest=True,
-                                                       project=self._predictor.project)
-            warn_far_points(self, X, nearest, stacklevel=3)
-            out = out.T.copy()              # two contiguous rows: mean, sd
-            mean, std = out[0], out[1]
+            mean, std = out[:, 0], out[:, 1]
             return (mean, std) if return_std else mean
-        mean, std = out[:, 0], out[:, 1]
+        if self.method == "rbf":
+            mean, std = self.rbf_.predict(X)
+            return (mean, std) if return_std else mean
+        out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
+                                                   return_nearest=True,
+                                                   project=self._predictor.project)
+        self._warn_far_points(X, nearest, stacklevel=3)
+        out = out.T.copy()              # two contiguous rows: mean, sd
+        mean, std = out[0], out[1]
+        if self.likelihood == "poisson" and not np.isfinite(mean).all():
+            latent = _CountPredictor.latent_of(self._predictor)
+            sd = self.eigenpairs_.map_points(X, latent, n_columns=2,
+                                             project=latent.project)[:, 1]
+            warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()))
         return (mean, std) if return_std else mean
 
     def predict_interval(self, X, coverage=0.9):
@@ -423,19 +410,43 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         if is_lazy(X):
             raise ValueError("predict_interval takes numpy arrays; compute the dask array "
                              "first (or call it on blocks).")
-        X = check_predict_X(self, X)
+        check_is_fitted(self, "n_features_in_")
         if self.likelihood != "poisson":
             mean, std = self.predict(X, return_std=True)
-            half = ndtri(0.5 + coverage / 2.0) * np.sqrt(std ** 2 + self.noise_)
+            if self.method == "rbf":
+                unit, noise = 1.0, self.noise_
+            else:
+                unit, noise = self._y_unit, self._noise_pre
+            half = ndtri(0.5 + coverage / 2.0) * np.sqrt((std / unit) ** 2 + noise) * unit
             return mean - half, mean + half
+        X = self._predict_points(X)
         latent = _CountPredictor.latent_of(self._predictor)
         out, nearest = self.eigenpairs_.map_points(X, latent, n_columns=2,
                                                    return_nearest=True,
                                                    project=latent.project)
-        warn_far_points(self, X, nearest, stacklevel=3)
+        self._warn_far_points(X, nearest, stacklevel=3)
         return poisson_interval(out[:, 0], out[:, 1], coverage)
 
-    # -- the labelling loop -------------------------------------------------------------
+    # -- the labelling loop ---------------------------------------------------------------
+    def latent_posterior(self):
+        """The fitted latent ``f`` as a Gaussian in the eigenbasis
+        (:class:`flgp.models.labelling.LatentPosterior`; standardised units for Gaussian
+        noise, the log-rate for counts), with the precision a new label adds: what
+        :meth:`suggest_labels` scores with."""
+        check_is_fitted(self, "n_features_in_")
+        if self.method == "rbf":
+            raise ValueError("latent_posterior needs the heat-kernel posterior over the "
+                             "cloud; method='rbf' has none.")
+        pr = self._predictor
+        M = self.eigenpairs_.n_eigenpairs
+        mean = np.zeros(M)
+        cov = np.zeros((M, M))
+        mean[:pr.k] = pr.sd * pr.w_mean
+        cov[:pr.k, :pr.k] = pr.sd[:, None] * pr.w_cov * pr.sd[None, :]
+        if self.likelihood == "poisson":
+            return LatentPosterior(mean, cov, offset=pr.offset, count_rate=True)
+        return LatentPosterior(mean, cov, precision=1.0 / self._noise_std)
+
     def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
         first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
@@ -451,26 +462,12 @@ class FLGPRegressor(RegressorMixin, BaseEstimator):
         number of labelled rows, so that a loop draws new rows each round. Refit with
         ``warm_start=True`` to reuse the eigenpairs.
         """
-        return _suggest_labels(self, n, strategy, random_state, kind="regressor",
-                               post=self._latent_posterior,
-                               uncertainty=lambda: self.transduction_std_)
-
-    def _latent_posterior(self):
-        """The fitted latent ``f`` as a :class:`~flgp.models.labelling.LatentPosterior`
-        (standardised units for Gaussian noise, the log-rate for counts)."""
-        pr = self._predictor
-        M = self.eigenpairs_.n_eigenpairs
-        mean = np.zeros(M)
-        cov = np.zeros((M, M))
-        mean[:pr.k] = pr.sd * pr.w_mean
-        cov[:pr.k, :pr.k] = pr.sd[:, None] * pr.w_cov * pr.sd[None, :]
-        if self.likelihood == "poisson":
-            return LatentPosterior(mean, cov, offset=pr.offset, count_rate=True)
-        return LatentPosterior(mean, cov, precision=1.0 / self._noise_std)
+        return _suggest_labels(self, n, strategy, random_state)
 
 
-def _not_nan(y):
-    return ~np.isnan(y)
+def _log_weights(eigenpairs, t, s2):
+    """``log(s^2 c e^{-tλ})``: the prior weights of the eigenbasis in log space."""
+    return np.log(s2 * eigenpairs.kernel_scale) - t * eigenpairs.eigenvalues
 
 
 class _RegressionPredictor:
@@ -556,7 +553,27 @@ class _CountPredictor(_RegressionPredictor):
             out[:, 0] = self.offset + mean
             out[:, 1] = np.sqrt(var)
             return out
-        log_mean = np.minimum(self.offset + mean + 0.5 * var, 700.0)
-        out[:, 0] = np.exp(log_mean)
-        out[:, 1] = out[:, 0] * np.sqrt(np.expm1(np.minimum(var, 700.0)))
+        # the log-normal's moments, inf where they leave float64 (no overflow warning here:
+        # the estimator reports such points once, with the reason)
+        log_mean = self.offset + mean + 0.5 * var
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[:, 0] = np.exp(log_mean)
+            out[:, 1] = out[:, 0] * np.sqrt(np.expm1(var))
+            bad = ~np.isfinite(out[:, 1])
+            if bad.any():               # the product overflowed or met 0 * inf: in logs
+                out[bad, 1] = np.exp(log_mean[bad] + 0.5 * (var[bad] + np.log(
+                    -np.expm1(-np.maximum(var[bad], 1e-300)))))
         return out
+
+
+def warn_unrepresentable_counts(mean, sd_latent_max, stacklevel: int = 3) -> None:
+    """Warn when posterior mean counts overflow float64 (returned as inf)."""
+    over = ~np.isfinite(mean)
+    if over.any():
+        warnings.warn(f"{int(over.sum())} point(s) have a posterior mean count beyond "
+                      f"float64 (returned as inf): E[exp f] = exp(m + v/2) with the "
+                      f"log-rate's posterior sd up to {sd_latent_max:.3g} there. The prior "
+                      f"variance of the heat kernel is large at those points for the fitted "
+                      f"diffusion time; predict_interval gives the count's quantiles, and "
+                      f"more labels near them narrow the posterior.", UserWarning,
+                      stacklevel=stacklevel)

@@ -13,12 +13,13 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from .._validation import check_int, check_points, check_positive
+from .._validation import check_cloud, check_int, check_points, check_random_state
+from ..graph.cross_kernel import check_bandwidth
 from ..graph.dense import DenseGraph, NystromGraph
 from .eigenpairs import Eigenpairs, deterministic_sign_flip
 
-__all__ = ["glgp_eigenpairs", "glgp_eigenpairs_lazy", "nystrom_eigenpairs",
-           "TooFewEigenvaluesError"]
+__all__ = ["glgp_eigenpairs", "glgp_eigenpairs_lazy", "glgp_lazy", "nystrom_eigenpairs",
+           "TooFewEigenvaluesError", "top_eigenpairs", "top_eigenpairs_lanczos"]
 
 
 class TooFewEigenvaluesError(ValueError):
@@ -33,7 +34,7 @@ class TooFewEigenvaluesError(ValueError):
 _MU_FLOOR = 1e-10
 
 
-def _top_eigh(S: np.ndarray, M: int, random_state: int = 0):
+def top_eigenpairs(S: np.ndarray, M: int, random_state: int = 0):
     """Top ``M`` eigenpairs of a transition-like symmetric matrix (spectrum in [0, 1]),
     largest first.
 
@@ -69,7 +70,7 @@ class _DenseExtension:
 
 
 def _transition_eigenvectors(S: np.ndarray, d: np.ndarray, M: int, what: str):
-    mu, psi = _top_eigh(S, M)
+    mu, psi = top_eigenpairs(S, M)
     if mu[-1] <= _MU_FLOOR:
         keep = mu > _MU_FLOOR
         raise TooFewEigenvaluesError(
@@ -107,6 +108,19 @@ class _LazyMarkovExtension:
         return self.affinity.markov_apply_rows(X_new, self.vectors_over_mu)
 
 
+def top_eigenpairs_lanczos(matmat, n: int, M: int, random_state=0):
+    """Top ``M`` eigenpairs (largest first) of a symmetric ``n x n`` operator known only
+    through products ``matmat(B)`` (``eigsh``, largest algebraic, tolerance 1e-10, start
+    vector drawn from ``random_state``)."""
+    import scipy.sparse.linalg as spla
+
+    op = spla.LinearOperator((n, n), matvec=matmat, matmat=matmat, dtype=np.float64)
+    v0 = check_random_state(random_state).standard_normal(n)
+    mu, psi = spla.eigsh(op, k=M, which="LA", v0=v0, tol=1e-10)
+    order = np.argsort(mu)[::-1]
+    return mu[order], psi[:, order]
+
+
 def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
                          backend: str = "keops", random_state: int = 0) -> Eigenpairs:
     """GLGP's eigenpairs without the ``n x n`` matrix: its ``S`` is Algorithm 1's
@@ -114,21 +128,22 @@ def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
     row chunks) inside a Lanczos iteration (``eigsh``, largest algebraic). Memory
     ``O(n M)``; each product costs ``O(n^2 p)``, so this is for GPUs (or patience): the
     wanted eigenvalues cluster near 1, where Lanczos needs many products."""
-    import scipy.sparse.linalg as spla
-
-    from ..graph.affinity import build_lazy_affinity
-
-    X = check_points(X, min_samples=3)
+    X = check_cloud(X, min_samples=3)
     n = X.shape[0]
     M = check_int(n_eigenpairs, "n_eigenpairs", low=1, high=n - 2, high_name="n_samples - 2")
-    bandwidth = check_positive(bandwidth, "bandwidth")
-    aff = build_lazy_affinity(X, epsilon=4.0 * bandwidth * bandwidth,
-                              normalization="symmetric", alpha=1.0, backend=backend)
-    op = spla.LinearOperator((n, n), matvec=aff.matmat, matmat=aff.matmat, dtype=np.float64)
-    v0 = np.random.default_rng(random_state).standard_normal(n)
-    mu, psi = spla.eigsh(op, k=M, which="LA", v0=v0, tol=1e-10)
-    order = np.argsort(mu)[::-1]
-    mu, psi = mu[order], psi[:, order]
+    bandwidth = check_bandwidth(bandwidth)
+    return glgp_lazy(X, M, bandwidth=bandwidth, backend=backend, random_state=random_state)
+
+
+def glgp_lazy(X: np.ndarray, M: int, *, bandwidth: float, backend: str = "keops",
+              random_state: int = 0) -> Eigenpairs:
+    """:func:`glgp_eigenpairs_lazy` on a validated cloud with validated options."""
+    from ..graph.affinity import lazy_affinity
+
+    n = X.shape[0]
+    aff = lazy_affinity(X, epsilon=4.0 * bandwidth * bandwidth, normalization="symmetric",
+                        alpha=1.0, backend=backend)
+    mu, psi = top_eigenpairs_lanczos(aff.matmat, n, M, random_state)
     if mu[-1] <= _MU_FLOOR:
         raise TooFewEigenvaluesError(
             f"only {int(np.sum(mu > _MU_FLOOR))} GLGP eigenvalues are positive: the Gaussian "

@@ -153,12 +153,13 @@ class Eigenpairs:
         return cloud.map(func, n_columns=n_columns, dtype=dtype, chunk_size=chunk_size,
                          parallel=parallel)
 
-    def reduce_chunks(self, func, shape, *, chunk_size: int | None = None) -> np.ndarray:
+    def reduce_chunks(self, func, shape, *, chunk_size: int | None = None,
+                      parallel: bool = False) -> np.ndarray:
         """``Σ func(vectors, components, start)`` over blocks of the cloud's rows (``start``:
         the block's first row), each term an array of ``shape`` - e.g. ``Vᵀ G`` for a
         sketch ``G`` whose rows are drawn from the row numbers. Returns numpy in both
         engines (a Dask fit sums the blocks' terms with a dask tree reduction)."""
-        return self.cloud.reduce(func, shape, chunk_size=chunk_size)
+        return self.cloud.reduce(func, shape, chunk_size=chunk_size, parallel=parallel)
 
     def extend(self, X_new) -> np.ndarray:
         """Eigenvector values at new points, shape ``(n_new, M)`` (all at once; see
@@ -315,8 +316,9 @@ class DenseCloud:
             block, bytes_per_row=row_bytes(0, 3, self._width()), chunk_size=chunk_size,
             parallel=parallel)
 
-    def reduce(self, func, shape, *, chunk_size=None) -> np.ndarray:
-        """``Σ func(vectors, components, start)`` over blocks of rows."""
+    def reduce(self, func, shape, *, chunk_size=None, parallel=False) -> np.ndarray:
+        """``Σ func(vectors, components, start)`` over blocks of rows (on threads with
+        ``parallel``; ``func`` must then be thread-safe)."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
 
         def block(Xb, a, b):
@@ -326,7 +328,7 @@ class DenseCloud:
 
         return InMemoryBlocks(n_samples=self.n_samples).reduce(
             block, bytes_per_row=row_bytes(0, 3, self._width()), chunk_size=chunk_size,
-            threads=1)["total"]
+            threads=None if parallel else 1)["total"]
 
 
 class _ProjectedDense(DenseCloud):

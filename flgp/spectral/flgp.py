@@ -121,9 +121,10 @@ class GraphCloud:
                                      chunk_size=chunk_size, n_columns=n_columns, dtype=dtype,
                                      parallel=parallel)
 
-    def reduce(self, func, shape, *, chunk_size=None) -> np.ndarray:
+    def reduce(self, func, shape, *, chunk_size=None, parallel=False) -> np.ndarray:
         """``Σ func(vectors, components, start)`` over blocks of the cloud's rows, each term
-        an array of ``shape`` (numpy in both engines)."""
+        an array of ``shape`` (numpy in both engines; in-memory blocks on threads with
+        ``parallel``, ``func`` then thread-safe)."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
         width = self.row_map.projection.shape[1]
         if chunk_size is None and self.is_dask:
@@ -131,7 +132,8 @@ class GraphCloud:
         term = _SumThrough(self.source, self.row_map, func, shape)
         return self.graph.blocks.reduce(term, layout=[("total", shape)],
                                         bytes_per_row=self._bytes_per_row(width),
-                                        chunk_size=chunk_size, threads=1)["total"]
+                                        chunk_size=chunk_size,
+                                        threads=None if parallel else 1)["total"]
 
     def all_vectors(self):
         return self.map(_vectors_only, n_columns=self.row_map.projection.shape[1],

@@ -15,7 +15,7 @@ import gpytorch
 import numpy as np
 import torch
 
-from .laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
+from .inference.laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
 
 __all__ = ["RBFLaplaceClassifier", "RBFGPRegressor"]

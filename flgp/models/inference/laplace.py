@@ -26,7 +26,7 @@ import scipy.linalg.lapack
 from scipy.special import expit, gammaln, softmax
 from scipy.stats import norm, qmc
 
-from ..spectral.families import active_columns
+from ...spectral.families import active_columns
 
 __all__ = ["LogisticLikelihood", "PoissonLikelihood", "laplace_binary", "laplace_softmax",
            "laplace_weights", "laplace_weights_grad", "WeightLaplaceState",

@@ -7,12 +7,12 @@ kernel, so ``f = v(x)ᵀ diag(√d) u`` with ``u ~ N(0, I_M)`` and ``d = s² c e
 constant eigenvector lets the posterior move the overall level away from it.
 
 * Posterior: Laplace's approximation in weight space
-  (:func:`flgp.models.laplace.laplace_weights`), ``O(m M² + M³)`` per Newton step.
+  (:func:`flgp.models.inference.laplace.laplace_weights`), ``O(m M² + M³)`` per Newton step.
 * ``t`` and ``s²``: the Laplace marginal likelihood times the prior ``π(t) ∝ t^{-a0}``,
   maximised as the Gaussian regressor does it (a 12-point log grid over ``t`` with the
   outputscale that gives the labelled points unit mean prior variance, then L-BFGS-B from
   the best two), with the evidence's analytic gradient
-  (:func:`flgp.models.laplace.laplace_weights_grad`).
+  (:func:`flgp.models.inference.laplace.laplace_weights_grad`).
 * Predictions: the latent is ``N(m, v)`` at a point, so the rate ``exp(b + f)`` has mean
   ``exp(b + m + v/2)`` and standard deviation ``mean · √(e^v - 1)``, and a new count
   follows the Poisson–log-normal mixture whose quantiles :func:`poisson_interval` finds.
@@ -24,7 +24,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import pdtr
 
-from ..spectral.families import diffusion_time_range, spectral_weights
+from ...spectral.families import diffusion_time_range, spectral_weights
 from .laplace import PoissonLikelihood, laplace_weights, laplace_weights_grad
 
 __all__ = ["check_counts", "count_offset", "fit_count_hyperparameters", "poisson_interval"]
@@ -61,15 +61,15 @@ def count_offset(y: np.ndarray) -> float:
     return float(np.log(mean if mean > 0 else 0.5 / y.size))
 
 
-def fit_count_hyperparameters(ep, V_lab: np.ndarray, y: np.ndarray, offset: float, *,
+def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offset: float, *,
                               diffusion_time=None, prior_power: float = 1.0,
                               max_iter: int = 100) -> dict:
     """``t`` and ``s²`` by the Laplace marginal likelihood (see the module docstring).
 
     Returns ``dict(t, s2, nll, nll_evidence, n_iter, state, weights)``: ``state`` the
-    :class:`~flgp.models.laplace.WeightLaplaceState` at the optimum over the columns where
+    :class:`~flgp.models.inference.laplace.WeightLaplaceState` at the optimum over the columns where
     ``weights = s² c e^{-tλ}`` is not 0."""
-    lam = ep.eigenvalues
+    lam = eigenpairs.eigenvalues
     M = lam.size
     lo, hi = diffusion_time_range(lam)
     bounds = [(np.log(lo), np.log(hi)), (np.log(1e-4), np.log(1e4))]
@@ -81,7 +81,7 @@ def fit_count_hyperparameters(ep, V_lab: np.ndarray, y: np.ndarray, offset: floa
 
     def evaluate(theta):
         t, s2 = np.exp(theta)
-        w = s2 * spectral_weights(ep, t)
+        w = s2 * spectral_weights(eigenpairs, t)
         kept = w != 0
         Phi = V_lab[:, kept] * np.sqrt(w[kept])
         st = laplace_weights(Phi, y, PoissonLikelihood, offset=offset, u0=warm[kept],
@@ -105,7 +105,7 @@ def fit_count_hyperparameters(ep, V_lab: np.ndarray, y: np.ndarray, offset: floa
         return nll, grad
 
     def matched_log_s2(log_t):
-        prior_var = V2 @ spectral_weights(ep, np.exp(log_t))
+        prior_var = V2 @ spectral_weights(eigenpairs, np.exp(log_t))
         return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
 
     if diffusion_time is not None:

@@ -520,9 +520,9 @@ def _predict_chunk(n_classes: int, width: int) -> int:
     """Rows of new points handled at once by :func:`multinomial_predict`: its work array
     holds ``rows * C * (d + m)`` float64 numbers, kept within flgp's working-memory
     budget (:func:`flgp.get_config`; 64 MiB: 4,096 rows at ``C = 10``, ``d = m = 100``)."""
-    from .._chunks import get_config
+    from ..._config import working_memory_bytes
 
-    budget = get_config()["working_memory"] * 2**20
+    budget = working_memory_bytes()
     return int(max(64, budget // (8 * n_classes * width)))
 
 

@@ -1,0 +1,515 @@
+"""What :class:`~flgp.FLGPClassifier` and :class:`~flgp.FLGPRegressor` share.
+
+:class:`HeatGPEstimator` is their common core:
+
+* the parameters of the engine and their constraints (scikit-learn's
+  ``_parameter_constraints``, checked once when ``fit`` starts, before any work);
+* the inputs, validated once at the boundary - a numpy cloud by ``validate_data`` and
+  :func:`flgp._validation.check_cloud` (one scan for NaN and infinity), a dask or zarr
+  cloud by its shape and one pass over its chunks - with the labelled rows and values of
+  ``y``, and ``X_unlabeled`` stacked below ``X``;
+* one place that clears what a previous fit left (:meth:`HeatGPEstimator._clear_fit`);
+* the candidate eigenpairs - one per value of the SE bandwidth grid - built by the graph
+  and spectral cores on the already valid cloud, kept across fits with ``warm_start``;
+* the loop that fits the GP part on each candidate and keeps the best by its evidence;
+* the fitted engine's attributes, the connected components without labels and the
+  far-point warning of predictions.
+
+The subclasses supply the GP part: targets, the hyperparameter fit on one candidate, the
+posterior and the predictions.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from .._chunks import is_lazy, stage
+from .._validation import check_cloud, check_points
+from ..backends import resolve_backend
+from ..graph.cross_graph import KERNELS, SUBSAMPLES, check_graph_options, cross_graph
+from ..graph.dense import (bandwidth_neighbour_count, check_dense_size, dense_graph,
+                           neighbour_bandwidth, nystrom_graph)
+from ..graph.neighbors import nearest_induced_points
+from ..spectral.compute import default_n_eigenpairs, default_n_induced
+from ..spectral.dense import (TooFewEigenvaluesError, glgp_eigenpairs, glgp_lazy,
+                              nystrom_eigenpairs)
+from ..spectral.flgp import SPECTRA, flgp_eigenpairs
+from ._search import single_threaded_blas
+
+__all__ = ["HeatGPEstimator", "METHODS", "DEFAULT_BANDWIDTH_GRID"]
+
+METHODS = ("flgp", "glgp", "nystrom", "rbf")
+DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
+# a new point farther than this many times the cloud's reach from every reference point
+# is reported as an extrapolation
+FAR_FACTOR = 3.0
+_POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+
+
+@dataclass
+class CandidateFit:
+    """The GP part fitted on one candidate's eigenpairs: ``score`` (higher is better; the
+    candidate with the highest is kept), ``t`` and ``log_evidence`` for the verbose line,
+    and whatever the subclass needs to finish (``result``)."""
+
+    score: float
+    t: object
+    log_evidence: float
+    result: object
+
+
+class HeatGPEstimator(BaseEstimator):
+    """The shared core of the heat-kernel GP estimators (see the module notes)."""
+
+    _parameter_constraints: dict = {
+        "method": [StrOptions(set(METHODS))],
+        "kernel": [StrOptions(set(KERNELS))],
+        "subsample": [StrOptions(set(SUBSAMPLES))],
+        "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_eigenpairs": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "bandwidth": [_POSITIVE, None],
+        "bandwidth_grid": ["array-like", _POSITIVE, None],
+        "lae_regularization": [Interval(numbers.Real, 0, None, closed="left")],
+        "spectrum": [StrOptions(set(SPECTRA))],
+        "diffusion_time": [_POSITIVE, None],
+        "diffusion_time_prior_power": [Interval(numbers.Real, None, None, closed="neither")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "learning_rate": [_POSITIVE],
+        "random_state": ["random_state", np.random.Generator],
+        "backend": [StrOptions({"auto", "torch", "keops"})],
+        "verbose": ["verbose"],
+        "induced_points": ["array-like", None],
+        "warm_start": ["boolean"],
+    }
+    # numeric parameters that must also be finite (Interval lets infinity through)
+    _finite_parameters = ("bandwidth", "diffusion_time", "diffusion_time_prior_power",
+                          "learning_rate", "lae_regularization")
+
+    # -- what the subclasses define -----------------------------------------------------
+    _unlabelled_fill = None            # the mark of unlabelled rows in y, for X_unlabeled
+
+    @staticmethod
+    def _is_labelled(y):               # pragma: no cover - defined by the subclasses
+        raise NotImplementedError
+
+    # -- parameters -----------------------------------------------------------------------
+    def _check_parameters(self) -> None:
+        """What the constraints cannot say: finite numbers, a bandwidth grid of positive
+        finite scales."""
+        for name in self._finite_parameters:
+            value = getattr(self, name, None)
+            if value is not None and not np.isfinite(value):
+                raise ValueError(f"{name} must be finite; got {value!r}.")
+        if self.bandwidth_grid is not None:
+            grid = np.asarray(self.bandwidth_grid, dtype=np.float64).ravel()
+            if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+                raise ValueError(f"bandwidth_grid must hold at least one finite positive "
+                                 f"bandwidth scale a (4 eps^2 = a mean d^2); got "
+                                 f"{self.bandwidth_grid!r}.")
+
+    # -- fitted state ---------------------------------------------------------------------
+    _CACHE = "_eigenpair_cache"
+
+    # private state a fit sets (the public fitted attributes end with "_")
+    _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_component_has_label",
+                     "_reach", "_y_mean", "_y_scale", "_y_unit", "_noise_std", "_noise_pre")
+
+    def _clear_fit(self) -> None:
+        """Forget everything a previous fit set (the public ``name_`` attributes and the
+        private fitted state), keeping only the ``warm_start`` cache, so that a refit -
+        after ``set_params(method=...)``, say - never shows stale attributes."""
+        for name in list(vars(self)):
+            if (name.endswith("_") and not name.startswith("_")) or name in self._FITTED_STATE:
+                delattr(self, name)
+
+    # -- inputs -------------------------------------------------------------------------
+    def _fit_inputs(self, X, y, X_unlabeled):
+        """``(X, labelled rows, labelled values)`` with the cloud validated once: ``X``
+        with ``X_unlabeled`` stacked below, numpy or dask."""
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
+                             f"y is None.")
+        if is_lazy(X) or is_lazy(y) or is_lazy(X_unlabeled):
+            with stage("labels"):
+                return self._lazy_inputs(X, y, X_unlabeled)
+        return self._numpy_inputs(X, y, X_unlabeled)
+
+    def _numpy_inputs(self, X, y, X_unlabeled):
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2,
+                          ensure_all_finite=False)
+        X = check_points(X)                                     # the one scan for NaN
+        y = self._target_array(y)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} targets "
+                             f"for {X.shape[0]} rows.")
+        labelled = self._is_labelled(y)
+        self._check_labelled_values(y[labelled])
+        if X_unlabeled is not None:
+            Xu = check_points(X_unlabeled, name="X_unlabeled", min_samples=1)
+            if Xu.shape[1] != X.shape[1]:
+                raise ValueError(f"X_unlabeled has {Xu.shape[1]} features, X has "
+                                 f"{X.shape[1]}.")
+            fill = np.full(Xu.shape[0], self._unlabelled_fill,
+                           dtype=y.dtype if y.dtype.kind in "iuf" else object)
+            X = np.vstack([X, Xu])
+            labelled = np.r_[labelled, np.zeros(Xu.shape[0], dtype=bool)]
+            y = np.r_[y, fill]
+        if self.method != "rbf":                # the graph's own checks: spread, duplicates
+            X = check_cloud(X, finite=False)
+        idx = np.flatnonzero(labelled)
+        return X, idx, y[idx]
+
+    def _lazy_inputs(self, X, y, X_unlabeled):
+        import dask.array as da
+
+        from .._chunks._dask import DaskBlocks, as_dask_points, flatnonzero_blocks
+
+        if self.method != "flgp":
+            raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
+                             f"method={self.method!r}.")
+        if not is_lazy(X):
+            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2,
+                              ensure_all_finite=False)
+            X = da.from_array(check_points(X))
+        X = as_dask_points(X, min_samples=2)
+        self.n_features_in_ = int(X.shape[1])
+        if not is_lazy(y):
+            y = self._target_array(y)
+        else:
+            self._check_lazy_targets(y)
+        shape = tuple(y.shape)
+        if len(shape) == 2 and shape[1] == 1:
+            y = y[:, 0]
+            shape = (shape[0],)
+        if len(shape) != 1:
+            raise ValueError(f"y must be 1-d (one target per row of X); got shape {shape}.")
+        if shape[0] != X.shape[0]:
+            raise ValueError(f"y must have one entry per row of X; got {shape[0]} targets "
+                             f"for {X.shape[0]} rows.")
+        if is_lazy(y):
+            idx, values = flatnonzero_blocks(y, self._is_labelled)
+        else:
+            idx = np.flatnonzero(self._is_labelled(y))
+            values = y[idx]
+        values = self._check_labelled_values(np.asarray(values))
+        if X_unlabeled is not None:
+            Xu = as_dask_points(X_unlabeled if is_lazy(X_unlabeled)
+                                else da.from_array(np.asarray(X_unlabeled, dtype=np.float64)),
+                                name="X_unlabeled")
+            if Xu.shape[1] != X.shape[1]:
+                raise ValueError(f"X_unlabeled has {Xu.shape[1]} features, X has "
+                                 f"{X.shape[1]}.")
+            X = da.concatenate([X, Xu], axis=0)
+        with stage("check"):
+            DaskBlocks(X).check()                    # the one pass over the values
+        return X, idx, values
+
+    def _target_array(self, y):                # pragma: no cover - the subclasses'
+        raise NotImplementedError
+
+    def _check_lazy_targets(self, y) -> None:
+        """A dask ``y`` before its labelled entries are read (dtype checks)."""
+
+    def _check_labelled_values(self, values):
+        return values
+
+    def _predict_points(self, X):
+        """``X`` at predict time: fitted, validated, the same number of features (a dask
+        ``X``: its shape only)."""
+        check_is_fitted(self, "n_features_in_")
+        if is_lazy(X):
+            from .._chunks._dask import as_dask_points
+
+            X = as_dask_points(X)
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} "
+                                 f"is expecting {self.n_features_in_} features as input.")
+            if self.method == "rbf":
+                raise ValueError("method='rbf' predicts numpy arrays only; compute X first.")
+            return X
+        X = validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite=False)
+        return check_points(X, min_samples=1)
+
+    # -- the engine -----------------------------------------------------------------------
+    def _engine_sizes(self, n: int) -> tuple[int, int]:
+        if self.induced_points is not None and self.method == "flgp":
+            s = np.shape(self.induced_points)[0]
+        else:
+            s = default_n_induced(n) if self.n_induced is None else self.n_induced
+        if self.method == "glgp":
+            M = default_n_eigenpairs(n) if self.n_eigenpairs is None else self.n_eigenpairs
+        else:
+            M = default_n_eigenpairs(s) if self.n_eigenpairs is None else self.n_eigenpairs
+        return s, M
+
+    def _bandwidth_grid(self) -> tuple:
+        uses_se = self.method in ("glgp", "nystrom") or self.kernel == "se"
+        if not uses_se or self.bandwidth is not None:
+            return (1.0,)
+        if self.bandwidth_grid is None:
+            return DEFAULT_BANDWIDTH_GRID
+        return tuple(np.atleast_1d(np.asarray(self.bandwidth_grid, dtype=np.float64)).ravel())
+
+    def _candidate_makers(self, X):
+        """``(a, make)`` per candidate: ``make()`` computes its eigenpairs (graphs shared
+        across the grid are built on the way) from the validated cloud ``X``."""
+        n = X.shape[0]
+        s, M = self._engine_sizes(n)
+        if self.method != "flgp" and self.induced_points is not None:
+            raise ValueError(f"induced_points work with method='flgp' only; got "
+                             f"method={self.method!r}.")
+        grid = self._bandwidth_grid()
+        if self.method == "flgp":
+            options = check_graph_options(
+                n, X.shape[1], n_induced=None if self.induced_points is not None else s,
+                n_neighbors=self.n_neighbors, subsample=self.subsample, kernel=self.kernel,
+                bandwidth=self.bandwidth, bandwidth_scale=1.0,
+                lae_regularization=self.lae_regularization, backend=self.backend,
+                induced_points=self.induced_points, random_state=self.random_state)
+            base = cross_graph(X, options)
+            for a in grid:
+                g = base if a == 1.0 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
+                yield a, lambda g=g: flgp_eigenpairs(g, M, spectrum=self.spectrum)
+            return
+        if self.method == "nystrom":
+            _check_size(s, 2, n, "n_induced", "n_samples")
+            r = bandwidth_neighbour_count(self.n_neighbors, s)
+            _check_size(r, 1, s, "n_neighbors", "n_induced")
+            g0 = nystrom_graph(X, n_induced=s, subsample=self.subsample,
+                               bandwidth=self.bandwidth, n_neighbors=r,
+                               random_state=self.random_state, backend=self.backend)
+            for a in grid:
+                g = g0 if a == 1.0 else nystrom_graph(
+                    X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a), n_neighbors=r,
+                    induced=g0.induced)
+                yield a, lambda g=g: nystrom_eigenpairs(g, M, X)
+            return
+        r = bandwidth_neighbour_count(self.n_neighbors, n - 1)
+        _check_size(r, 1, n - 1, "n_neighbors", "n_samples - 1")
+        if resolve_backend(self.backend) == "keops":       # never stored
+            _check_size(M, 1, n - 2, "n_eigenpairs", "n_samples - 2")
+            base = self.bandwidth
+            if base is None:
+                base = neighbour_bandwidth(X, X, r, grid[0], skip_self=True)
+            for a in grid:
+                yield a, lambda a=a: glgp_lazy(X, M, bandwidth=base * np.sqrt(a / grid[0]),
+                                               backend="keops")
+            return
+        check_dense_size(n)
+        g0 = None
+        for a in grid:
+            if g0 is None:
+                g0 = dense_graph(X, bandwidth=self.bandwidth, n_neighbors=r,
+                                 bandwidth_scale=a)
+                g = g0
+            else:
+                g = dense_graph(X, bandwidth=g0.bandwidth * np.sqrt(a / grid[0]),
+                                n_neighbors=r)
+            yield a, lambda g=g: glgp_eigenpairs(g, M)
+
+    def _eigenpair_candidates(self, X):
+        """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed
+        bandwidth, one per grid value of ``a`` (``4 eps^2 = a mean d^2``) for the SE kernels
+        otherwise. Induced points and neighbour searches are computed once and reused across
+        the grid.
+
+        GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
+        kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
+        eigenvalues. That grid value is then skipped (the evidence could not be compared
+        with fewer eigenpairs); only when every value fails is an error raised, the one of
+        the value that came closest."""
+        best_failure = None
+        yielded = 0
+        with warnings.catch_warnings():
+            # the estimator warns only about components that hold no label
+            # (_label_components): a component with labels is predicted from them
+            warnings.filterwarnings("ignore", message=".*connected components.*")
+            for a, make in self._candidate_makers(X):
+                try:
+                    eigenpairs = make()
+                except TooFewEigenvaluesError as err:
+                    # keep the message, not the traceback: its frames hold the dense graph
+                    if best_failure is None or err.n_positive > best_failure.n_positive:
+                        best_failure = err.with_traceback(None)
+                    continue
+                yielded += 1
+                yield a, eigenpairs
+        if yielded == 0 and best_failure is not None:
+            raise best_failure
+
+    def _warm_candidates(self, X):
+        """:meth:`_eigenpair_candidates`, or the cached candidates of the previous fit when
+        ``warm_start`` is set and neither the cloud nor the graph settings changed
+        (see ``warm_start`` in the estimators' docs)."""
+        if not self.warm_start:
+            if hasattr(self, self._CACHE):
+                delattr(self, self._CACHE)
+            yield from self._eigenpair_candidates(X)
+            return
+        key = self._cache_key(X)
+        cached = getattr(self, self._CACHE, None)
+        if key is not None and cached is not None and cached[0] == key:
+            yield from cached[1]
+            return
+        if hasattr(self, self._CACHE):
+            delattr(self, self._CACHE)          # free the old eigenpairs before new ones
+        found = []
+        for a, eigenpairs in self._eigenpair_candidates(X):
+            found.append((a, eigenpairs))
+            yield a, eigenpairs
+        if key is not None:
+            setattr(self, self._CACHE, (key, found))
+
+    # the parameters that change the graph or its eigenpairs (never the labels')
+    GRAPH_PARAMETERS = ("method", "kernel", "subsample", "n_induced", "n_neighbors",
+                        "n_eigenpairs", "bandwidth", "bandwidth_grid", "lae_regularization",
+                        "spectrum", "random_state", "backend", "induced_points")
+
+    def _cache_key(self, X) -> tuple | None:
+        """The warm-start key of the cloud ``X`` and the graph settings: the cloud's shape,
+        dtype and two checksums of its bytes (CRC-32 and Adler-32 - about 25 ms for
+        70,000 x 100 floats; both agreeing on a different cloud is a 1-in-2^64 event);
+        None for a dask cloud (not fingerprinted)."""
+        if not isinstance(X, np.ndarray):
+            return None
+        return (array_fingerprint(X),) + tuple(
+            (name, _value_key(getattr(self, name, None))) for name in self.GRAPH_PARAMETERS)
+
+    def _fit_candidates(self, X, labelled, targets):
+        """Fit the GP part on every candidate (:meth:`_fit_gp`) and keep the one with the
+        highest score: ``(bandwidth scale, eigenpairs, eigenvector rows of the labelled
+        points, CandidateFit)``."""
+        best = None
+        name = type(self).__name__
+        for a, eigenpairs in self._warm_candidates(X):
+            with stage("labelled rows"):
+                V_lab = eigenpairs.eigenvector_rows(labelled)
+            with stage("hyperparameters"), single_threaded_blas():
+                fit = self._fit_gp(eigenpairs, V_lab, targets)
+            if self.verbose:
+                t_txt = ", ".join(f"{v:.4g}" for v in np.atleast_1d(fit.t))
+                print(f"[{name}] bandwidth scale {a:.3g}: t={t_txt} "
+                      f"log evidence={fit.log_evidence:.4f}")
+            if best is None or fit.score > best[3].score:
+                best = (a, eigenpairs, V_lab, fit)
+        return best
+
+    def _fit_gp(self, eigenpairs, V_lab, targets) -> CandidateFit:  # pragma: no cover
+        raise NotImplementedError
+
+    def _set_engine(self, a, eigenpairs, X, labelled) -> None:
+        """The fitted engine's attributes: ``eigenpairs_``, ``eigenvalues_``,
+        ``bandwidth_scale_``, ``bandwidth_``, ``labelled_indices_``, the components that
+        hold a label and the cloud's reach (for the far-point warning)."""
+        self.eigenpairs_ = eigenpairs
+        self.eigenvalues_ = eigenpairs.eigenvalues
+        self.bandwidth_scale_ = a
+        self.bandwidth_ = getattr(getattr(eigenpairs.extension, "graph", None), "bandwidth",
+                                  None)
+        self.labelled_indices_ = np.asarray(labelled, dtype=np.int64)
+        self._component_has_label = _label_components(eigenpairs, labelled, stacklevel=5)
+        self._reach = cloud_reach(eigenpairs, X)
+
+    def _warn_far_points(self, X, nearest_sq=None, stacklevel: int = 4) -> None:
+        """Warn when new points lie farther than ``FAR_FACTOR`` times the cloud's reach
+        from its reference points: the heat kernel is estimated on the cloud, and such a
+        point only inherits the values of the nearest part of it (its uncertainty does not
+        grow with the distance). ``nearest_sq``: the squared distances to the nearest
+        reference point when the out-of-sample map has already found them."""
+        reach = getattr(self, "_reach", None)
+        if reach is None or X.shape[0] == 0:
+            return
+        points, reach_sq = reach
+        if nearest_sq is None:
+            nearest_sq = nearest_induced_points(X, points, 1)[1][:, 0]
+        far = nearest_sq > FAR_FACTOR ** 2 * max(reach_sq, np.finfo(float).tiny)
+        if far.any():
+            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far outside the "
+                          f"fitted cloud: up to {np.sqrt(nearest_sq[far].max()):.3g} from its "
+                          f"nearest reference point, where no point of the cloud is farther "
+                          f"than {np.sqrt(reach_sq):.3g}. The heat kernel carries the values "
+                          f"of the nearest part of the cloud out to them, so their "
+                          f"predictions are extrapolations (their uncertainty does not grow "
+                          f"with the distance).", UserWarning, stacklevel=stacklevel)
+
+
+def _check_size(value, low: int, high: int, name: str, high_name: str) -> None:
+    if value > high:
+        raise ValueError(f"{name}={value} exceeds {high_name}={high}.")
+
+
+def cloud_reach(eigenpairs, X: np.ndarray):
+    """``(reference points, reach^2)`` of a fitted cloud: the induced points (FLGP,
+    Nyström) or the cloud itself (GLGP), and the squared reach - the largest distance from
+    a point of the cloud to its nearest reference point (other than itself), and at least
+    the largest distance from a reference point to its nearest other one (so that induced
+    points that nearly coincide with the cloud still leave room between them). None when
+    the eigenpairs carry no graph to read them from."""
+    graph = getattr(eigenpairs.extension, "graph", None)
+    if graph is None:
+        return None
+    induced = getattr(graph, "induced", None)
+    points = induced.points if induced is not None else getattr(graph, "points", None)
+    if points is None or points.shape[0] < 2:
+        return None
+    _, own = nearest_induced_points(points, points, 2)      # nearest other reference point
+    reach_sq = float(own[:, 1].max())
+    if induced is not None:
+        near = getattr(graph, "nearest_sq_max", None)      # FLGP: found while building
+        if near is None:                                    # Nyström
+            near = float(nearest_induced_points(X, points, 1)[1][:, 0].max())
+        reach_sq = max(reach_sq, float(near))
+    return points, reach_sq
+
+
+def _label_components(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
+    """Which connected components hold a labelled point (``(n_components,)`` bool; None
+    when components are not tracked), warning with the number of points in the others -
+    counted from the components' sizes, without an ``n``-sized mask."""
+    comp = eigenpairs.component_rows(labelled)
+    sizes = getattr(eigenpairs, "component_sizes", None)
+    if comp is None or sizes is None:
+        return None
+    has_label = np.zeros(max(eigenpairs.n_components, int(comp.max()) + 1), dtype=bool)
+    has_label[comp] = True
+    sizes = np.asarray(sizes)
+    empty = ~has_label[:sizes.size] & (sizes > 0)
+    if empty.any():
+        warnings.warn(f"{int(sizes[empty].sum())} point(s) lie in {int(empty.sum())} "
+                      f"connected part(s) of the graph that hold no labelled point; they get "
+                      f"the prior prediction. Label a point there, or connect the graph "
+                      f"(larger n_neighbors or bandwidth).", UserWarning, stacklevel=stacklevel)
+    return has_label
+
+
+def array_fingerprint(X) -> tuple:
+    """``(shape, dtype, crc32, adler32)`` of an array's bytes."""
+    A = np.ascontiguousarray(X)
+    buf = memoryview(A).cast("B") if A.size else b""
+    return (A.shape, A.dtype.str, zlib.crc32(buf), zlib.adler32(buf))
+
+
+def _value_key(value):
+    if value is None or isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+        return value
+    if isinstance(value, (np.random.RandomState, np.random.Generator)):
+        return ("rng", id(value))            # the same generator object, nothing more
+    try:
+        return ("array", array_fingerprint(np.asarray(value)))
+    except (TypeError, ValueError):
+        return ("object", id(value))
+
+
+def target_vector(y, warn: bool = True) -> np.ndarray:
+    """``y`` as a 1-d numpy array (a column vector is raveled with scikit-learn's
+    warning)."""
+    return column_or_1d(np.asarray(y), warn=warn)

@@ -1,0 +1,12 @@
+"""Inference engines of the estimators, each on the labelled points' features in the
+eigenbasis and knowing nothing of estimators:
+
+* :mod:`~flgp.models.inference.ep` - expectation propagation for the probit and the
+  multinomial probit (nested EP), with the leave-one-out predictive scale;
+* :mod:`~flgp.models.inference.laplace` - Laplace's approximation (logistic, softmax,
+  Poisson);
+* :mod:`~flgp.models.inference.gaussian` - exact Gaussian regression with a low-rank
+  covariance (the FLGP appendix's Woodbury identities);
+* :mod:`~flgp.models.inference.poisson` - the count model's hyperparameters and
+  predictive intervals.
+"""

@@ -1,0 +1,170 @@
+"""Inputs that used to slip through (issue 24): each fixed where it belongs, each with a
+test that failed on the code before the fix."""
+
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from flgp import FLGPClassifier, FLGPRegressor
+from flgp.datasets import make_concentric_circles, make_spiral, make_swiss_roll
+from flgp.embedding import CompressedDiffusionMap
+from flgp.kernels import HeatKernelFLGP
+
+
+def _spiral(n=600, m=60, seed=0):
+    X, y, f = make_spiral(n, noise=0.3, random_state=seed)
+    rng = np.random.default_rng(seed)
+    semi = np.full(n, np.nan)
+    lab = rng.choice(n, m, replace=False)
+    semi[lab] = y[lab]
+    return X, semi
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_regression_targets_at_any_scale(scale):
+    """Targets scaled by 1e-200 (their variance underflowed: the mean was off by 71% of the
+    data's scale) or 1e200 (their variance overflowed: an error) give the predictions of
+    the unscaled targets, scaled: the GP is equivariant to the units of y."""
+    X, y = _spiral()
+    ref = FLGPRegressor(n_induced=100, n_eigenpairs=30).fit(X, y)
+    big = FLGPRegressor(n_induced=100, n_eigenpairs=30).fit(X, y * scale)
+    mean0, sd0 = ref.predict(X[:50] * 1.01, return_std=True)
+    mean1, sd1 = big.predict(X[:50] * 1.01, return_std=True)
+    np.testing.assert_allclose(mean1 / scale, mean0, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sd1 / scale, sd0, rtol=1e-9)
+    np.testing.assert_allclose(big.transduction_ / scale, ref.transduction_, rtol=1e-9,
+                               atol=1e-12)
+    lo0, hi0 = ref.predict_interval(X[:20], coverage=0.9)
+    lo1, hi1 = big.predict_interval(X[:20], coverage=0.9)
+    np.testing.assert_allclose(lo1 / scale, lo0, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(hi1 / scale, hi0, rtol=1e-9, atol=1e-12)
+    assert big.diffusion_time_ == pytest.approx(ref.diffusion_time_, rel=1e-9)
+
+
+def test_heat_kernel_of_integer_coordinates_is_not_truncated():
+    """Integer coordinates are promoted to torch's default float dtype (the kernel of
+    ``[[1, 0], [0, 1]]`` was all zeros: eigenvector values cast to int64)."""
+    X = np.random.default_rng(0).standard_normal((200, 2))
+    X[:2] = [[1.0, 0.0], [0.0, 1.0]]
+    k = HeatKernelFLGP(X, n_induced=40, n_eigenpairs=10, random_state=0)
+    K_int = k(torch.tensor([[1, 0], [0, 1]])).to_dense()
+    K_float = k(torch.tensor([[1.0, 0.0], [0.0, 1.0]])).to_dense()
+    assert K_int.dtype == torch.get_default_dtype()
+    assert torch.abs(K_float).max() > 0.1
+    torch.testing.assert_close(K_int, K_float)
+
+
+def test_compressed_diffusion_refuses_a_time_it_cannot_reach():
+    """t = 10^6 on 300 points ran past 120 s; now it is refused before any diffusing,
+    naming t."""
+    X, _ = make_swiss_roll(300, random_state=0)[:2]
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="smaller t"):
+        CompressedDiffusionMap(2, n_partitions=30, t=10**6, random_state=0).fit(X)
+    assert time.perf_counter() - start < 30.0     # the guard, not the diffusion, answered
+    # an ordinary t still runs
+    Y = CompressedDiffusionMap(2, n_partitions=30, t=3, random_state=0).fit_transform(X)
+    assert np.all(np.isfinite(Y))
+
+
+@pytest.mark.parametrize("Est", [FLGPClassifier, FLGPRegressor])
+def test_tiny_coordinates_get_a_clear_error(Est):
+    """Coordinates scaled by 1e-160 made squared distances underflow (classifier error 0 ->
+    32%, sds exactly 0, a warning about unlabelled components); they now fail like huge
+    coordinates do, saying to rescale X."""
+    X, y = make_concentric_circles(600, random_state=0)
+    target = np.where(np.arange(600) % 10 == 0, y, -1 if Est is FLGPClassifier else np.nan)
+    with pytest.raises(ValueError, match="underflow.*Rescale X"):
+        Est(n_induced=100).fit(X * 1e-160, target.astype(float) if Est is FLGPRegressor
+                               else target)
+    with pytest.raises(ValueError, match="overflow.*Rescale X"):
+        Est(n_induced=100).fit(X * 1e160, target.astype(float) if Est is FLGPRegressor
+                               else target)
+
+
+def test_labels_mixing_strings_and_integers_get_flgps_message():
+    X, _ = make_concentric_circles(300, random_state=0)
+    y = np.full(300, -1, dtype=object)
+    y[:6] = [-1, "a", 1, "a", 1, "a"]
+    with pytest.raises(ValueError, match="mix types that cannot be ordered"):
+        FLGPClassifier(n_induced=50).fit(X, y)
+
+
+def test_a_bandwidth_out_of_range_is_named():
+    X, y = make_concentric_circles(300, random_state=0)
+    semi = np.where(np.arange(300) % 10 == 0, y, -1)
+    with pytest.raises(ValueError, match="bandwidth=1e-300 is out of float64's range"):
+        FLGPClassifier(kernel="se", bandwidth=1e-300, n_induced=50).fit(X, semi)
+    from flgp import compute_eigenpairs
+    with pytest.raises(ValueError, match="bandwidth=1e-300"):
+        compute_eigenpairs(X, kernel="se", bandwidth=1e-300, n_induced=50)
+
+
+def test_switching_method_clears_the_previous_fit():
+    """set_params(method=...) then fit used to keep the other method's attributes."""
+    X, y = make_concentric_circles(600, random_state=0)
+    semi = np.where(np.arange(600) % 12 == 0, y, -1)
+    clf = FLGPClassifier(n_induced=100).fit(X, semi)
+    heat_only = ("diffusion_time_", "eigenvalues_", "bandwidth_", "bandwidth_scale_",
+                 "amplitude_", "predictive_scale_")
+    assert all(hasattr(clf, a) for a in heat_only)
+    clf.set_params(method="rbf").fit(X, semi)
+    assert not any(hasattr(clf, a) for a in heat_only)
+    assert hasattr(clf, "rbf_") and clf.eigenpairs_ is None
+    clf.set_params(method="flgp").fit(X, semi)
+    assert not hasattr(clf, "rbf_")
+    assert all(hasattr(clf, a) for a in heat_only)
+    reg = FLGPRegressor(n_induced=100).fit(*_spiral())
+    reg.set_params(method="rbf", max_iter=20).fit(*_spiral())
+    assert not hasattr(reg, "diffusion_time_") and not hasattr(reg, "outputscale_")
+
+
+def test_unsigned_labels_with_a_wrapped_minus_one_are_refused():
+    """-1 stored in uint64 wraps to 2**64 - 1, which became a third class predicted
+    everywhere."""
+    X, y = make_concentric_circles(300, random_state=0)
+    semi = np.where(np.arange(300) % 10 == 0, y, -1).astype(np.int64).astype(np.uint64)
+    assert semi.max() == np.iinfo(np.uint64).max
+    with pytest.raises(ValueError, match="wrapped around"):
+        FLGPClassifier(n_induced=50).fit(X, semi)
+    # unsigned labels without the wrapped value are ordinary labels
+    labels = np.where(np.arange(300) % 10 == 0, y, 0).astype(np.uint8)
+    clf = FLGPClassifier(n_induced=50).fit(X, labels)
+    assert clf.classes_.dtype == np.uint8
+
+
+def test_count_means_beyond_float64_are_reported_not_overflowed():
+    """Counts of a few million with a sharp jump: the posterior mean count exp(m + v/2)
+    leaves float64 at points where the latent variance is large. It used to come back as
+    1e304 (a clip) with numpy's overflow RuntimeWarning and an infinite sd; now such points
+    are inf with one UserWarning that says why, and no RuntimeWarning."""
+    X, t = make_swiss_roll(2000, random_state=0)[:2]
+    tt = (t - t.min()) / np.ptp(t)
+    counts = np.random.default_rng(0).poisson(np.where(tt > 0.5, 3e6, 1.0)).astype(float)
+    y = np.full(2000, np.nan)
+    lab = np.random.default_rng(5).choice(2000, 30, replace=False)
+    y[lab] = counts[lab]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reg = FLGPRegressor(likelihood="poisson").fit(X, y)
+    kinds = {type(w.message) for w in caught if issubclass(w.category, Warning)}
+    assert not any(issubclass(k, RuntimeWarning) for k in kinds), caught
+    over = ~np.isfinite(reg.transduction_)
+    assert over.any()                         # this fit does leave float64 somewhere
+    assert np.all(reg.transduction_[over] == np.inf)
+    assert not np.isnan(reg.transduction_).any() and not np.isnan(reg.transduction_std_).any()
+    assert any("beyond float64" in str(w.message) for w in caught)
+    # where the mean is representable it is the log-normal mean exp(m + v/2)
+    from flgp.models.regressor import _CountPredictor
+    latent = _CountPredictor.latent_of(reg._predictor)
+    lat = reg.eigenpairs_.map_chunks(latent, n_columns=2, project=latent.project)
+    ok = ~over
+    np.testing.assert_allclose(reg.transduction_[ok],
+                               np.exp(lat[ok, 0] + 0.5 * lat[ok, 1] ** 2), rtol=1e-10)
+    # at the labelled points the means follow the counts
+    at = reg.transduction_[lab]
+    big = counts[lab] > 1e5
+    np.testing.assert_allclose(at[big], counts[lab][big], rtol=0.05)
