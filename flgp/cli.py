@@ -12,10 +12,10 @@ import time
 
 
 def _circles(args) -> int:
-    from .reproduce.circles import METHODS, format_table, plot_covariances, run_circles, summarise
+    from .reproduce.circles import TABLE1_METHODS, format_table, plot_covariances, run_circles, summarise
 
     os.makedirs(args.out, exist_ok=True)
-    methods = METHODS if not args.methods else args.methods.split(",")
+    methods = TABLE1_METHODS if not args.methods else args.methods.split(",")
     print(f"Six concentric circles, n = {args.n}, m = {args.m} labels, "
           f"{args.repetitions} repetition(s), methods: {', '.join(methods)}")
     t0 = time.perf_counter()

@@ -168,3 +168,47 @@ def test_count_means_beyond_float64_are_reported_not_overflowed():
     at = reg.transduction_[lab]
     big = counts[lab] > 1e5
     np.testing.assert_allclose(at[big], counts[lab][big], rtol=0.05)
+
+
+def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch):
+    """The cloud is validated once, at the estimator's boundary: one scan for NaN or
+    infinity by flgp's checks, none by scikit-learn's (told not to), none below."""
+    import sys
+
+    X, y = make_concentric_circles(1200, random_state=0)
+    semi = np.where(np.arange(1200) % 20 == 0, y, -1)
+    scans = []
+    real = np.isfinite
+
+    def counting(x, *args, **kwargs):
+        caller = sys._getframe(1).f_code.co_filename
+        # the checks of flgp and scikit-learn (scipy's k-d tree checks its own input)
+        if getattr(x, "shape", None) == X.shape and np.array_equal(x, X) and (
+                caller.endswith("_validation.py") or "sklearn" in caller):
+            scans.append(caller)
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(np, "isfinite", counting)
+    for est in (FLGPClassifier(n_induced=200),
+                FLGPClassifier(method="nystrom", n_induced=100)):
+        scans.clear()
+        est.fit(X, semi)
+        assert len(scans) == 1, scans
+
+
+def test_a_bad_parameter_fails_before_any_work(monkeypatch):
+    """Parameters are checked when fit starts (scikit-learn's constraints): a bad spectrum
+    used to be rejected only after the graph and k-means were built."""
+    import flgp.models._base as base
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    def no_graph(*args, **kwargs):
+        raise AssertionError("the graph was built before the parameters were checked")
+
+    monkeypatch.setattr(base, "cross_graph", no_graph)
+    X, y = make_concentric_circles(300, random_state=0)
+    semi = np.where(np.arange(300) % 10 == 0, y, -1)
+    with pytest.raises(InvalidParameterError, match="'spectrum' parameter"):
+        FLGPClassifier(spectrum="bogus").fit(X, semi)
+    with pytest.raises(InvalidParameterError, match="'likelihood' parameter"):
+        FLGPRegressor(likelihood="cauchy").fit(X, np.where(semi >= 0, 1.0, np.nan))

@@ -345,10 +345,10 @@ def test_nystrom_extension_reproduces_landmark_eigenvectors(landmarks):
 
 @pytest.mark.parametrize("params, err, match", [
     (dict(n_partitions=301), ValueError, "n_partitions=301 exceeds n_samples=300"),
-    (dict(n_partitions=1), ValueError, "at least 2"),
+    (dict(n_partitions=1), ValueError, "'n_partitions' parameter"),
     (dict(n_components=10, n_partitions=10), ValueError, "smaller than the number of regions"),
-    (dict(t=0), ValueError, "t=0"),
-    (dict(t=1.5), TypeError, "t must be an integer"),
+    (dict(t=0), ValueError, "'t' parameter"),
+    (dict(t=1.5), TypeError, "'t' parameter"),
     (dict(n_neighbors=0), ValueError, "n_neighbors"),
     (dict(bandwidth=-1.0), ValueError, "bandwidth"),
     (dict(interpolation="nearest"), ValueError, "interpolation"),
@@ -424,7 +424,7 @@ def test_disconnected_graph_is_an_error_on_request(rng):
     with pytest.raises(ValueError, match=r"falls apart into 2 pieces \(sizes 60, 50\)"):
         CompressedDiffusionMap(2, 10, n_neighbors=5, disconnected="raise",
                                random_state=0).fit(X)
-    with pytest.raises(ValueError, match="disconnected="):
+    with pytest.raises(ValueError, match="'disconnected' parameter"):
         CompressedDiffusionMap(2, 10, disconnected="embed").fit(X)
 
 

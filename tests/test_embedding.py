@@ -266,13 +266,13 @@ def test_bad_inputs(circle):
         DiffusionMap(method="flgp", normalization="symmetric").fit(circle)
     with pytest.raises(ValueError, match="integer powers"):
         GPEmbedding(method="dense", t=2.5).fit(circle)
-    with pytest.raises(ValueError, match="disconnected="):
+    with pytest.raises(ValueError, match="'disconnected' parameter"):
         DiffusionMap(disconnected="ignore").fit(circle)
     with pytest.raises(ValueError, match="sketch"):
         GPEmbedding(sketch="sparse").fit(circle)
     with pytest.raises(ValueError, match="epsilon"):
         DiffusionMap(epsilon=-1.0).fit(circle)
-    with pytest.raises(TypeError, match="t must be"):
+    with pytest.raises(TypeError, match="'t' parameter"):
         DiffusionMap(t="long").fit(circle)
     with pytest.raises(ValueError, match="vanishes at t=1e"):
         DiffusionMap(2, t=1e6).fit(circle)                    # mu_1^t underflows

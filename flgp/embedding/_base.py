@@ -37,7 +37,7 @@ from ._pieces import assemble, unit_basis
 
 __all__ = []
 
-METHODS = ("auto", "dense", "flgp")
+EMBEDDING_METHODS = ("auto", "dense", "flgp")
 DISCONNECTED = ("warn", "raise")
 # method="auto": the dense algorithm up to this many points, FLGP eigenpairs above
 # (benchmarks/embedding.py; docs/embedding.md, "Which method")
@@ -335,13 +335,13 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
         random_state=est.random_state)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*connected components.*")
-        ep = flgp_eigenpairs(cross_graph(X, options), n_eig)
-    mu = np.clip(1.0 - ep.eigenvalues, 0.0, 1.0)
-    epsilon = 4.0 * ep.extension.graph.bandwidth ** 2
-    if ep.n_components == 1:
-        return _Spectrum(mu, None, None, epsilon, eigenpairs=ep, phi_map=_PhiMap())
-    pieces = Pieces(labels=ep.component_labels,
-                    sizes=np.asarray(ep.component_sizes, dtype=np.int64))
+        eigenpairs = flgp_eigenpairs(cross_graph(X, options), n_eig)
+    mu = np.clip(1.0 - eigenpairs.eigenvalues, 0.0, 1.0)
+    epsilon = 4.0 * eigenpairs.extension.graph.bandwidth ** 2
+    if eigenpairs.n_components == 1:
+        return _Spectrum(mu, None, None, epsilon, eigenpairs=eigenpairs, phi_map=_PhiMap())
+    pieces = Pieces(labels=eigenpairs.component_labels,
+                    sizes=np.asarray(eigenpairs.component_sizes, dtype=np.int64))
     if est.disconnected == "raise":
         raise ValueError(
             f"the FLGP graph falls apart into {pieces.describe()}; the embedding would "
@@ -358,7 +358,7 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
     R = unit_basis(pieces.sizes.astype(np.float64))
     unit_rows = R[:, :n_unit] / np.sqrt(pieces.sizes)[:, None]
     mu[:n_unit] = 1.0
-    return _Spectrum(mu, None, None, epsilon, eigenpairs=ep, pieces=pieces,
+    return _Spectrum(mu, None, None, epsilon, eigenpairs=eigenpairs, pieces=pieces,
                      phi_map=_PhiMap(unit_rows, n_unit))
 
 
@@ -376,7 +376,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
-        "method": [StrOptions(set(METHODS))],
+        "method": [StrOptions(set(EMBEDDING_METHODS))],
         "epsilon": [POSITIVE, None],
         "t": [StrOptions({"auto"}), POSITIVE],
         "normalization": [StrOptions(set(NORMALIZATIONS)), None],

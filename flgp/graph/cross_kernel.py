@@ -88,13 +88,11 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
 
     A row that sits on its nearest anchor (``d_1^2 <= 1e-8 d_2^2``: a k-means centre of a
     one-point cluster, or a random induced point's own row) gets
-    ``γ = max(regularization, coincident_regularization)``. With the small global ``γ``
-    such a point puts ~99.9% of its weight on an anchor that, in high dimension, no other
-    point uses: it is all but cut off from the graph. The low eigenvectors then localise on it,
-    with eigenvalue ~0, and predictions there blow up. Measured on a circle embedded in
-    22-D with noise (n = 3000): regression R^2 went from -858 to 0.98, and two 50-D blobs
-    went from 50% to 6% error. At ``γ = 0.1`` the point keeps about 3/4 of its weight on its
-    own anchor. The circles, the spiral and MNIST do not change (docs/engine.md).
+    ``γ = max(regularization, coincident_regularization)``: with the small global ``γ``
+    such a point puts ~99.9% of its weight on an anchor that no other point uses, all but
+    cut off from the graph (the low eigenvectors then localise on it; docs/engine.md
+    measures what that does). At ``γ = 0.1`` it keeps about 3/4 of its weight on its own
+    anchor.
 
     The minimiser lies in the relative interior of
     some face of the simplex, on

@@ -71,22 +71,16 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         (each GEMM assignment pass costs ``2 n s p`` flops).
     tol : float, default=1e-3
         Lloyd stops when the centres' mean squared move is at most ``tol`` times the mean
-        squared distance of a point to its centre, i.e. when the centres move by less
-        than 3% of the clusters' RMS radius (``tol = 0``: only when no assignment
-        changes). The k-means objective is then within 1% of its local minimum (measured
-        on the circles, the Swiss roll, Gaussian and uniform blobs), after about 10
-        iterations instead of 15-17 on the circles. A looser ``1e-2`` (3-4 iterations,
-        objective within 2-6%) cost LKFLGP 0.45 points of error on MNIST (n = 70,000,
-        m = 100, five draws: 10.1% against 9.7% with ``tol = 0`` and 9.8% with ``1e-3``).
+        squared distance of a point to its centre (centres moving by less than 3% of the
+        clusters' RMS radius; ``tol = 0``: only when no assignment changes). What the
+        tolerance costs in accuracy is measured in docs/engine.md.
     max_fit_samples : int, optional
         Fit on a uniform subsample of this many points when ``n`` is larger. Default
         ``max(20 * s, 20000)``.
     n_refine : int, default=2
         Lloyd iterations on a larger sample - every point up to ``max_refine_samples`` -
-        after a fit on a subsample (none when the fit used every point). The subsample fit
-        gives each centre only ~20 points; the refinement moves every centre to the mean
-        of a cell ~5 times as populated. On MNIST (n = 70,000, s = 1000, all points) it
-        lowered LKFLGP's and SKFLGP's error by about one point (docs/engine.md).
+        after a fit on a subsample (none when the fit used every point): the subsample
+        gives each centre ~20 points, the refinement ~5 times as many (docs/engine.md).
     max_refine_samples : int, optional
         Size of the refinement sample. Default ``100 * s``: the refinement then costs at
         most ``2 n_refine * 100 s^2 p`` flops whatever ``n`` is.

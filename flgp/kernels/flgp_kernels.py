@@ -50,13 +50,13 @@ class HeatKernelFLGP(HeatKernel):
                  subsample="kmeans", kernel="lae", bandwidth=None, bandwidth_scale=1.0,
                  lae_regularization=1e-3, spectrum="one_step", random_state=None,
                  backend="auto", **kwargs):
-        ep = compute_eigenpairs(X, method="flgp", n_induced=n_induced,
+        eigenpairs = compute_eigenpairs(X, method="flgp", n_induced=n_induced,
                                 n_eigenpairs=n_eigenpairs, n_neighbors=n_neighbors,
                                 subsample=subsample, kernel=kernel, bandwidth=bandwidth,
                                 bandwidth_scale=bandwidth_scale,
                                 lae_regularization=lae_regularization, spectrum=spectrum,
                                 random_state=random_state, backend=backend)
-        super().__init__(ep, **kwargs)
+        super().__init__(eigenpairs, **kwargs)
 
 
 class HeatKernelGLGP(HeatKernel):
@@ -64,10 +64,10 @@ class HeatKernelGLGP(HeatKernel):
 
     def __init__(self, X, *, n_eigenpairs=None, bandwidth=None, bandwidth_scale=1.0,
                  n_neighbors=10, **kwargs):
-        ep = compute_eigenpairs(X, method="glgp", n_eigenpairs=n_eigenpairs,
+        eigenpairs = compute_eigenpairs(X, method="glgp", n_eigenpairs=n_eigenpairs,
                                 bandwidth=bandwidth, bandwidth_scale=bandwidth_scale,
                                 n_neighbors=n_neighbors)
-        super().__init__(ep, **kwargs)
+        super().__init__(eigenpairs, **kwargs)
 
 
 class HeatKernelNystrom(HeatKernel):
@@ -76,8 +76,8 @@ class HeatKernelNystrom(HeatKernel):
     def __init__(self, X, *, n_induced=None, n_eigenpairs=None, subsample="kmeans",
                  bandwidth=None, bandwidth_scale=1.0, n_neighbors=10, random_state=None,
                  **kwargs):
-        ep = compute_eigenpairs(X, method="nystrom", n_induced=n_induced,
+        eigenpairs = compute_eigenpairs(X, method="nystrom", n_induced=n_induced,
                                 n_eigenpairs=n_eigenpairs, subsample=subsample,
                                 bandwidth=bandwidth, bandwidth_scale=bandwidth_scale,
                                 n_neighbors=n_neighbors, random_state=random_state)
-        super().__init__(ep, **kwargs)
+        super().__init__(eigenpairs, **kwargs)

@@ -44,9 +44,9 @@ from ..spectral.dense import (TooFewEigenvaluesError, glgp_eigenpairs, glgp_lazy
 from ..spectral.flgp import SPECTRA, flgp_eigenpairs
 from ._search import single_threaded_blas
 
-__all__ = ["HeatGPEstimator", "METHODS", "DEFAULT_BANDWIDTH_GRID"]
+__all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
 
-METHODS = ("flgp", "glgp", "nystrom", "rbf")
+ESTIMATOR_METHODS = ("flgp", "glgp", "nystrom", "rbf")
 DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
 # a new point farther than this many times the cloud's reach from every reference point
 # is reported as an extrapolation
@@ -70,7 +70,7 @@ class HeatGPEstimator(BaseEstimator):
     """The shared core of the heat-kernel GP estimators (see the module notes)."""
 
     _parameter_constraints: dict = {
-        "method": [StrOptions(set(METHODS))],
+        "method": [StrOptions(set(ESTIMATOR_METHODS))],
         "kernel": [StrOptions(set(KERNELS))],
         "subsample": [StrOptions(set(SUBSAMPLES))],
         "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],

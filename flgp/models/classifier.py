@@ -471,7 +471,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         t, _, state, amplitude = self._mixture[0]
         return classifier_latent_posterior(self.eigenpairs_, self._V_lab, t, state,
                                            amplitude, n_classes=self.classes_.size,
-                                           ep=self._ep, one_vs_rest=self._one_vs_rest)
+                                           expectation_propagation=self._ep,
+                                           one_vs_rest=self._one_vs_rest)
 
     def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best

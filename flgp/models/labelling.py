@@ -151,7 +151,7 @@ def _kept_scale(w: np.ndarray, amplitude: float = 1.0):
 
 def probit_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
     """Eigenbasis mean ``(M,)``, covariance ``(M, M)`` and mean site precision of a binary
-    probit EP state (:func:`flgp.models.inference.ep.ep_probit`) whose features were
+    probit EP state (:func:`flgp.models.inference.eigenpairs.ep_probit`) whose features were
     ``√A · V · diag(√w)`` over the columns where the spectral weights ``w`` are not 0."""
     kept, scale = _kept_scale(np.asarray(w, dtype=np.float64), amplitude)
     d = state.chol.shape[0]
@@ -165,7 +165,7 @@ def probit_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
 
 def multinomial_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
     """Per-class eigenbasis means ``(M, C)``, marginal covariances ``(C, M, M)`` and mean
-    site precisions ``(C,)`` of a nested-EP state (:func:`flgp.models.inference.ep.ep_multinomial_probit`).
+    site precisions ``(C,)`` of a nested-EP state (:func:`flgp.models.inference.eigenpairs.ep_multinomial_probit`).
 
     The class-``c`` weights have covariance ``P_c⁻¹ + P_c⁻¹ Φᵀ diag(r_c) M⁻¹ diag(r_c) Φ
     P_c⁻¹`` (the posterior's between-class covariances are left out); the precision a label
@@ -226,17 +226,18 @@ def laplace_softmax_posterior(state, V_lab: np.ndarray, w: np.ndarray):
 
 
 def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitude, *,
-                                n_classes: int, ep: bool = True,
+                                n_classes: int, expectation_propagation: bool = True,
                                 one_vs_rest: bool = False) -> LatentPosterior:
     """The :class:`LatentPosterior` of a classifier's inference state at diffusion time
     ``t`` (one binary latent per class for one-vs-rest: ``t``, ``amplitude`` and ``state``
     then hold one entry per class). ``V_lab``: the eigenvector rows of the labelled
-    points; ``ep``: EP states (else Laplace)."""
+    points; ``expectation_propagation``: EP states (else Laplace)."""
     from ..spectral.families import spectral_weights
 
     C = int(n_classes)
     if one_vs_rest and C > 2:
-        parts = [_binary_posterior(ep, st, V_lab, spectral_weights(eigenpairs, tc), ac)
+        parts = [_binary_posterior(expectation_propagation, st, V_lab,
+                                   spectral_weights(eigenpairs, tc), ac)
                  for tc, ac, st in zip(np.atleast_1d(t), np.broadcast_to(amplitude, (C,)),
                                        state)]
         return LatentPosterior(np.stack([p[0] for p in parts], 1),
@@ -244,8 +245,9 @@ def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitu
                                np.array([p[2] for p in parts]))
     w = spectral_weights(eigenpairs, t)
     if C == 2:
-        return LatentPosterior(*_binary_posterior(ep, state, V_lab, w, amplitude))
-    if ep:
+        return LatentPosterior(*_binary_posterior(expectation_propagation, state, V_lab, w,
+                                                  amplitude))
+    if expectation_propagation:
         return LatentPosterior(*multinomial_ep_posterior(state, w, amplitude))
     return LatentPosterior(*laplace_softmax_posterior(state, V_lab, w))
 
@@ -276,19 +278,19 @@ def uncertainty_scores(proba: np.ndarray, kind: str) -> np.ndarray:
 _GRAMS = weakref.WeakKeyDictionary()
 
 
-def eigenvector_gram(ep) -> np.ndarray | None:
+def eigenvector_gram(eigenpairs) -> np.ndarray | None:
     """``G = Σ_i v(x_i) v(x_i)ᵀ`` over the cloud (one pass), or None when it is the
     identity to 1e-8 (FLGP's orthonormal eigenvectors). Kept per eigenpairs object."""
     try:
-        return _GRAMS[ep]
+        return _GRAMS[eigenpairs]
     except (KeyError, TypeError):
         pass
-    M = ep.n_eigenpairs
-    G = _sum_over_cloud(ep, lambda V, start: V.T @ V, (M, M))
+    M = eigenpairs.n_eigenpairs
+    G = _sum_over_cloud(eigenpairs, lambda V, start: V.T @ V, (M, M))
     G = 0.5 * (G + G.T)
     out = None if np.abs(G - np.eye(M)).max() < 1e-8 else G
     try:
-        _GRAMS[ep] = out
+        _GRAMS[eigenpairs] = out
     except TypeError:
         pass
     return out
@@ -317,30 +319,30 @@ _FLOAT32_WORK = 1e9
 _NEGLIGIBLE_WEIGHT = 1e-12
 
 
-def _work_dtype(ep, post):
-    work = ep.n_samples * post.n_latent * post.n_active ** 2
+def _work_dtype(eigenpairs, post):
+    work = eigenpairs.n_samples * post.n_latent * post.n_active ** 2
     return np.float32 if work > _FLOAT32_WORK else np.float64
 
 
-def _sum_over_cloud(ep, block, shape):
+def _sum_over_cloud(eigenpairs, block, shape):
     """``Σ block(V, start)`` over blocks of the cloud's eigenvector rows, the blocks on as
     many threads as torch uses (BLAS on one thread each), or Dask's tree reduction."""
-    return ep.reduce_chunks(lambda V, comp, start: block(V, start), shape, parallel=True)
+    return eigenpairs.reduce_chunks(lambda V, comp, start: block(V, start), shape, parallel=True)
 
 
-def weighted_grams(ep, post: "LatentPosterior", proba) -> np.ndarray:
+def weighted_grams(eigenpairs, post: "LatentPosterior", proba) -> np.ndarray:
     """``G_k = Σ_i ω_ik v(x_i) v(x_i)ᵀ`` (``(K, M', M')`` over the active columns) with the
     :func:`probability_weights` of the cloud's class probabilities ``proba`` (``(n, C)``):
     the latent variances from one projected pass, the sums from one pass over the
     eigenvector rows in blocks (a row whose weight for a class is below 1e-12 is left out
     of that class's sum)."""
     k, K = post.n_active, post.n_latent
-    M = ep.n_eigenpairs
+    M = eigenpairs.n_eigenpairs
     factors = [_factor(S) for S in post.cov[:, :k, :k]]
-    q = np.asarray(ep.map_chunks(_SquaredNorms(0, [k] * K), n_columns=K, parallel=True,
+    q = np.asarray(eigenpairs.map_chunks(_SquaredNorms(0, [k] * K), n_columns=K, parallel=True,
                                  project=_padded(np.hstack(factors), M)), dtype=np.float64)
     om = probability_weights(_latent_probabilities(proba, K), q)
-    dtype = _work_dtype(ep, post)
+    dtype = _work_dtype(eigenpairs, post)
 
     def block(V, start):
         V = V[:, :k]
@@ -352,7 +354,7 @@ def weighted_grams(ep, post: "LatentPosterior", proba) -> np.ndarray:
             out[j] = (Vs * w[sel, j:j + 1].astype(dtype)).T @ Vs
         return out
 
-    G = _sum_over_cloud(ep, block, (K, k, k))
+    G = _sum_over_cloud(eigenpairs, block, (K, k, k))
     return 0.5 * (G + np.swapaxes(G, 1, 2))
 
 
@@ -390,7 +392,7 @@ def _identity(Z, components=None):
     return Z
 
 
-def greedy_variance_reduction(ep, post: LatentPosterior, index: np.ndarray, n: int,
+def greedy_variance_reduction(eigenpairs, post: LatentPosterior, index: np.ndarray, n: int,
                               grams=None) -> np.ndarray:
     """``n`` rows of ``index`` (candidate rows of the cloud) by greedy expected variance
     reduction, best first.
@@ -403,12 +405,12 @@ def greedy_variance_reduction(ep, post: LatentPosterior, index: np.ndarray, n: i
     columns wide - so the greedy choice is exact. ``grams``: the per-latent ``G_k`` (None:
     the identity)."""
     K, k = post.n_latent, post.n_active
-    M = ep.n_eigenpairs
+    M = eigenpairs.n_eigenpairs
     covs = post.cov[:, :k, :k].copy()
     L = [_factor(S) for S in covs]
     C = [S @ (np.eye(k) if grams is None else _factor(grams[j])) for j, S in enumerate(covs)]
     project = _padded(np.hstack([post.mean[:k]] + L + C), M)
-    first = np.asarray(ep.map_chunks(_SquaredNorms(K, [k] * (2 * K)), n_columns=3 * K,
+    first = np.asarray(eigenpairs.map_chunks(_SquaredNorms(K, [k] * (2 * K)), n_columns=3 * K,
                                      parallel=True, project=project), dtype=np.float64)
     first = first[index]
     mean, q, r = first[:, :K], first[:, K:2 * K], first[:, 2 * K:]
@@ -423,7 +425,7 @@ def greedy_variance_reduction(ep, post: LatentPosterior, index: np.ndarray, n: i
         free[best] = False
         if len(chosen) == n:
             return np.asarray(chosen, dtype=np.int64)
-        v = ep.eigenvector_rows(index[best:best + 1])[0, :k]
+        v = eigenpairs.eigenvector_rows(index[best:best + 1])[0, :k]
         A = np.empty((k, 2 * K))
         beta = np.empty(K)
         c = np.empty(K)
@@ -433,7 +435,7 @@ def greedy_variance_reduction(ep, post: LatentPosterior, index: np.ndarray, n: i
             beta[j] = d[best, j] / (1.0 + d[best, j] * max(float(v @ a), 0.0))
             A[:, j], A[:, K + j], c[j] = a, covs[j] @ Ga, a @ Ga
             covs[j] -= beta[j] * np.outer(a, a)
-        uw = np.asarray(ep.map_chunks(_identity, n_columns=2 * K, parallel=True,
+        uw = np.asarray(eigenpairs.map_chunks(_identity, n_columns=2 * K, parallel=True,
                                       project=_padded(A, M)), dtype=np.float64)[index]
         u, w = uw[:, :K], uw[:, K:]
         r = np.maximum(r - 2.0 * beta * u * w + beta * beta * u * u * c, 0.0)
@@ -449,8 +451,8 @@ class _Pool:
     """Candidates of an uncertainty strategy whose eigenvector rows are held, with each
     latent's variance before and after conditioning on the picks."""
 
-    def __init__(self, ep, post, base):
-        self.ep, self.base = ep, base
+    def __init__(self, eigenpairs, post, base):
+        self.eigenpairs, self.base = eigenpairs, base
         k = post.n_active
         self.k = k
         self.cov0 = post.cov[:, :k, :k].copy()      # before any pick
@@ -462,7 +464,7 @@ class _Pool:
         self.q = self.q0 = self.d = np.empty((0, post.n_latent))
 
     def add(self, positions, index):
-        V = self.ep.eigenvector_rows(index[positions])[:, :self.k]
+        V = self.eigenpairs.eigenvector_rows(index[positions])[:, :self.k]
         q0 = _moments(V, self.cov0)
         d = np.asarray(self.post.info(V @ self.mean, q0), dtype=np.float64)
         self.rows = np.r_[self.rows, positions]
@@ -493,7 +495,7 @@ class _Pool:
             setattr(self, name, getattr(self, name)[keep])
 
 
-def greedy_uncertainty(ep, post: LatentPosterior, index: np.ndarray, base: np.ndarray,
+def greedy_uncertainty(eigenpairs, post: LatentPosterior, index: np.ndarray, base: np.ndarray,
                        n: int) -> np.ndarray:
     """``n`` rows of ``index`` by greedy penalised uncertainty, best first: ``base`` times
     the fraction of the latent standard deviation the picks so far leave. The rows held are
@@ -501,7 +503,7 @@ def greedy_uncertainty(ep, post: LatentPosterior, index: np.ndarray, base: np.nd
     falls below the best ``base`` outside it (scores can only fall, so this is the exact
     greedy choice)."""
     order = np.argsort(-base, kind="stable")           # ties: the lower row first
-    pool = _Pool(ep, post, base)
+    pool = _Pool(eigenpairs, post, base)
     size = min(order.size, max(_MIN_POOL, _POOL_PER_PICK * n))
     pool.add(np.sort(order[:size]), index)
     taken = size

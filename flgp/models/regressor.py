@@ -14,7 +14,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._chunks import is_lazy, stage
 from .._validation import power_of_two_unit
 from ..backends import resolve_backend
-from ..spectral.families import diffusion_time_range, nonzero_prefix, spectral_weights
+from ..spectral.families import (diffusion_time_range, heat_log_weight_gradient,
+                                 heat_log_weights, nonzero_prefix, spectral_weights)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from .baselines import RBFGPRegressor
 from .inference.gaussian import LowRankGaussianEvidence
@@ -331,14 +332,15 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             log_t, log_s2, log_noise = theta
             t = np.exp(log_t)
             try:
-                nll, g_logd, g_noise = ev.value_and_grad(log_s2 + log_scale - t * lam,
-                                                         log_noise)
+                nll, g_logd, g_noise = ev.value_and_grad(
+                    log_s2 + log_scale + heat_log_weights(lam, t), log_noise)
             except (np.linalg.LinAlgError, ValueError):
                 return 1e30, np.zeros(3)
             # prior π(t) ∝ t^{-a0}, i.e. ∝ t^{1-a0} in log t
             prior = (self.diffusion_time_prior_power - 1.0)
             nll = nll + prior * log_t
-            grad = np.array([np.sum(g_logd * (-t * lam)) + prior, np.sum(g_logd), g_noise])
+            grad = np.array([np.sum(g_logd * heat_log_weight_gradient(lam, t)) + prior,
+                             np.sum(g_logd), g_noise])
             if not (np.isfinite(nll) and np.all(np.isfinite(grad))):
                 return 1e30, np.zeros(3)
             return nll, grad
@@ -467,7 +469,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
 def _log_weights(eigenpairs, t, s2):
     """``log(s^2 c e^{-tλ})``: the prior weights of the eigenbasis in log space."""
-    return np.log(s2 * eigenpairs.kernel_scale) - t * eigenpairs.eigenvalues
+    return np.log(s2 * eigenpairs.kernel_scale) + heat_log_weights(eigenpairs.eigenvalues, t)
 
 
 class _RegressionPredictor:

@@ -15,7 +15,7 @@ from .flgp import flgp_eigenpairs
 
 __all__ = ["compute_eigenpairs", "default_n_induced", "default_n_eigenpairs"]
 
-METHODS = ("flgp", "glgp", "nystrom")
+EIGENPAIR_METHODS = ("flgp", "glgp", "nystrom")
 
 
 def default_n_induced(n_samples: int) -> int:
@@ -84,15 +84,15 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     >>> from flgp import compute_eigenpairs
     >>> from flgp.datasets import make_spiral
     >>> X, y, f = make_spiral(1000, random_state=0)
-    >>> ep = compute_eigenpairs(X, n_induced=100, n_eigenpairs=20, random_state=0)
-    >>> ep.eigenvalues.shape, ep.eigenvectors.shape
+    >>> eigenpairs = compute_eigenpairs(X, n_induced=100, n_eigenpairs=20, random_state=0)
+    >>> eigenpairs.eigenvalues.shape, eigenpairs.eigenvectors.shape
     ((20,), (1000, 20))
-    >>> print(round(float(ep.eigenvalues[0]), 6), bool(np.all(np.diff(ep.eigenvalues) >= 0)))
+    >>> print(round(float(eigenpairs.eigenvalues[0]), 6), bool(np.all(np.diff(eigenpairs.eigenvalues) >= 0)))
     0.0 True
-    >>> ep.extend(X[:3] * 1.01).shape      # eigenvectors at new points
+    >>> eigenpairs.extend(X[:3] * 1.01).shape      # eigenvectors at new points
     (3, 20)
     """
-    check_option(method, "method", METHODS)
+    check_option(method, "method", EIGENPAIR_METHODS)
     in_memory = not (is_dask_array(X) or is_zarr_array(X))
     if not in_memory and method != "flgp":
         raise ValueError(f"method={method!r} needs the cloud in memory (dense kernels); dask "

@@ -62,7 +62,10 @@ class _DenseExtension:
         self.vectors_over_mu = vectors_over_mu  # (columns of A, M)
 
     def __call__(self, X_new) -> np.ndarray:
-        X_new = check_points(X_new, name="X", min_samples=1)
+        return self.values(check_points(X_new, name="X", min_samples=1))
+
+    def values(self, X_new: np.ndarray) -> np.ndarray:
+        """``v(x)`` of validated points."""
         out = np.empty((X_new.shape[0], self.vectors_over_mu.shape[1]))
         for start, stop, rows in self.graph.transition_rows(X_new):
             out[start:stop] = rows @ self.vectors_over_mu
@@ -166,6 +169,6 @@ def nystrom_eigenpairs(graph: NystromGraph, n_eigenpairs: int, X) -> Eigenpairs:
     mu, Vs = _transition_eigenvectors(graph.symmetric, graph.row_sums, M, "Nyström")
     Vs *= deterministic_sign_flip(Vs)
     ext = _DenseExtension(graph, Vs / mu[None, :])
-    V = ext(X)
+    V = ext.values(X)        # the cloud, validated where the fit began
     return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=V, kernel_scale=float(s),
                       extension=ext, method="nystrom", n_components=_count_unit(mu))
