@@ -7,11 +7,11 @@ Data flows one way: points -> :mod:`flgp.graph` (induced points, sparse transiti
 
 from . import datasets, graph, heat, kernels, models, spectral
 from ._chunks import config_context, get_config, set_config
-from .models import FLGPClassifier, FLGPRegressor
+from .models import FLGPClassifier, FLGPRegressor, predict_image
 from .spectral import Eigenpairs, compute_eigenpairs
 
 __version__ = "0.1.0"
 
 __all__ = ["FLGPClassifier", "FLGPRegressor", "Eigenpairs", "compute_eigenpairs", "datasets",
            "graph", "heat", "kernels", "models", "spectral", "config_context", "get_config",
-           "set_config", "__version__"]
+           "set_config", "predict_image", "__version__"]
