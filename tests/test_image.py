@@ -1,10 +1,11 @@
-"""predict_image: regression on the voxels of a NIfTI image, on small synthetic images
-whose truth is known."""
+"""predict_image and `flgp nifti`: regression on the voxels of a NIfTI image, on small
+synthetic images whose truth is known."""
 
 import numpy as np
 import pytest
 
 from flgp import FLGPRegressor, predict_image
+from flgp.cli import main
 from flgp.models import ImagePrediction
 
 nib = pytest.importorskip("nibabel")
@@ -272,3 +273,110 @@ def test_errors_of_options_and_files(tmp_path):
         predict_image(img, region, 0.3, fill="0")
     with pytest.raises(FileNotFoundError):
         predict_image(tmp_path / "missing.nii.gz", region, 0.3)
+
+
+# -- the command ---------------------------------------------------------------------------
+@pytest.fixture
+def files(tmp_path):
+    img, region, data = synthetic()
+    img.to_filename(tmp_path / "map.nii.gz")
+    mask_img(region).to_filename(tmp_path / "region.nii.gz")
+    mask_img(every_third(region)).to_filename(tmp_path / "obs.nii.gz")
+    return tmp_path, region, data
+
+
+def test_cli_writes_mean_and_sd_on_the_map_grid(files, capsys):
+    d, region, data = files
+    rc = main(["nifti", str(d / "map.nii.gz"), "--mask", str(d / "region.nii.gz"),
+               "--observed", str(d / "obs.nii.gz"), "--out", str(d / "out" / "pred"),
+               "--n-induced", "120", "--n-eigenpairs", "60", "--quiet"])
+    assert rc == 0
+    out = capsys.readouterr()
+    n, m = int(region.sum()), int(every_third(region).sum())
+    assert f"region {n} voxels, observed {m}" in out.out and "wrote" in out.out
+    assert "Traceback" not in out.err
+    mean = nib.load(d / "out" / "pred_mean.nii.gz")
+    sd = nib.load(d / "out" / "pred_sd.nii.gz")
+    ref = predict_image(d / "map.nii.gz", region, every_third(region),
+                        regressor=small_regressor())
+    for img, expect in ((mean, ref.mean), (sd, ref.sd)):
+        assert img.shape == SHAPE
+        np.testing.assert_allclose(img.affine, AFFINE, atol=1e-6)
+        assert int(img.header["sform_code"]) == 4
+        np.testing.assert_allclose(img.get_fdata(), expect.get_fdata(), rtol=1e-5,
+                                   atol=1e-6)
+        assert np.all(img.get_fdata()[~region] == 0.0)
+    err = mean.get_fdata()[region] - data[region]
+    assert np.sqrt(np.mean(err ** 2)) < 0.25 * data[region].std()
+    assert np.all(sd.get_fdata()[region] > 0)
+
+
+def test_cli_observed_fraction_seed_and_fill(files, capsys):
+    d, region, _ = files
+    rc = main(["nifti", str(d / "map.nii.gz"), "--mask", str(d / "region.nii.gz"),
+               "--observed-fraction", "0.3", "--seed", "2", "--fill", "nan",
+               "--include-noise", "--out", str(d / "frac"), "--n-induced", "120",
+               "--n-eigenpairs", "60", "--quiet"])
+    assert rc == 0
+    n = int(region.sum())
+    assert f"observed {round(0.3 * n)} " in capsys.readouterr().out
+    ref = predict_image(d / "map.nii.gz", region, 0.3, random_state=2, include_noise=True,
+                        regressor=small_regressor(random_state=2))
+    got = nib.load(d / "frac_sd.nii.gz").get_fdata()
+    assert np.isnan(got[~region]).all()
+    np.testing.assert_allclose(got[region], ref.sd.get_fdata()[region], rtol=1e-5)
+
+
+def _bad_inputs(d, region, data):
+    shifted = d / "shifted.nii.gz"
+    mask_img(region, _shifted()).to_filename(shifted)
+    empty = d / "empty.nii.gz"
+    mask_img(np.zeros(SHAPE, bool)).to_filename(empty)
+    nan_map = d / "nan_map.nii.gz"
+    bad = data.copy()
+    bad[tuple(np.argwhere(region)[3])] = np.nan
+    nib.Nifti1Image(bad.astype(np.float32), AFFINE).to_filename(nan_map)
+    not_nifti = d / "notes.nii.gz"
+    not_nifti.write_text("not an image")
+    return {
+        "grid": (["--mask", str(shifted), "--observed-fraction", "0.3"], "resample_to_img"),
+        "empty": (["--mask", str(empty), "--observed-fraction", "0.3"], "region is empty"),
+        "nan": (["--mask", str(d / "region.nii.gz"), "--observed-fraction", "0.3"],
+                "NaN or infinite", nan_map),
+        "missing_mask": (["--mask", str(d / "nope.nii.gz"), "--observed-fraction", "0.3"],
+                         "--mask .*nope.nii.gz.*no such file"),
+        "missing_map": (["--observed-fraction", "0.3"], "MAP .*absent.nii.gz.*no such file",
+                        d / "absent.nii.gz"),
+        "fraction": (["--mask", str(d / "region.nii.gz"), "--observed-fraction", "1.2"],
+                     "strictly between 0 and 1"),
+        "not_nifti": (["--observed-fraction", "0.3"], "", not_nifti),
+    }
+
+
+@pytest.mark.parametrize("case", ["grid", "empty", "nan", "missing_mask", "missing_map",
+                                  "fraction", "not_nifti"])
+def test_cli_errors_exit_2_without_traceback(files, capsys, case):
+    d, region, data = files
+    spec = _bad_inputs(d, region, data)[case]
+    args, match = spec[0], spec[1]
+    map_path = spec[2] if len(spec) > 2 else d / "map.nii.gz"
+    rc = main(["nifti", str(map_path), *args, "--out", str(d / "x"), "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flgp nifti: error: ") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    import re
+    assert re.search(match, err), err
+    assert not (d / "x_mean.nii.gz").exists()
+
+
+def test_cli_requires_one_kind_of_observed(files, capsys):
+    d, _, _ = files
+    with pytest.raises(SystemExit) as exc:       # argparse: exit status 2 and a usage line
+        main(["nifti", str(d / "map.nii.gz"), "--out", str(d / "x")])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["nifti", str(d / "map.nii.gz"), "--observed", str(d / "obs.nii.gz"),
+              "--observed-fraction", "0.3", "--out", str(d / "x")])
+    assert exc.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
