@@ -50,25 +50,34 @@ def _fail(command, message) -> int:
 def _nifti(args) -> int:
     from .models import FLGPRegressor, predict_image
 
+    try:
+        import nibabel
+        from nibabel.filebasedimages import ImageFileError
+    except ImportError:
+        return _fail("nifti", 'needs nibabel, the "fmri" extra of flgp: '
+                              'pip install "flgp[fmri]"')
+    images = {}
     for label, path in (("MAP", args.map), ("--mask", args.mask),
                         ("--observed", args.observed)):
-        if path is not None and not os.path.isfile(path):
+        if path is None:
+            continue
+        if not os.path.isfile(path):
             return _fail("nifti", f"{label} {path!r}: no such file.")
-    errors = (ValueError, TypeError, ImportError, OSError)
-    try:
-        from nibabel.filebasedimages import ImageFileError
-        errors += (ImageFileError,)
-    except ImportError:
-        pass                    # predict_image says how to install nibabel
+        try:
+            images[label] = nibabel.load(path)
+            images[label].get_fdata(dtype=np.float64)   # read (and cache) it here
+        except (OSError, EOFError, ImageFileError, ValueError) as exc:
+            return _fail("nifti", f"{label} {path!r} cannot be read as a NIfTI image "
+                                  f"({exc}).")
     reg = FLGPRegressor(method=args.method, n_induced=args.n_induced,
                         n_eigenpairs=args.n_eigenpairs, n_neighbors=args.n_neighbors,
                         random_state=args.seed)
-    observed = args.observed if args.observed is not None else args.observed_fraction
+    observed = images.get("--observed", args.observed_fraction)
     try:
-        res = predict_image(args.map, args.mask, observed, regressor=reg,
+        res = predict_image(images["MAP"], images.get("--mask"), observed, regressor=reg,
                             random_state=args.seed, fill=args.fill,
                             include_noise=args.include_noise, progress=not args.quiet)
-    except errors as exc:
+    except (ValueError, TypeError, OSError) as exc:
         return _fail("nifti", str(exc))
     paths = [f"{args.out}_mean.nii.gz", f"{args.out}_sd.nii.gz"]
     try:

@@ -1,6 +1,8 @@
 """predict_image and `flgp nifti`: regression on the voxels of a NIfTI image, on small
 synthetic images whose truth is known."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -338,6 +340,9 @@ def _bad_inputs(d, region, data):
     nib.Nifti1Image(bad.astype(np.float32), AFFINE).to_filename(nan_map)
     not_nifti = d / "notes.nii.gz"
     not_nifti.write_text("not an image")
+    truncated = d / "truncated.nii.gz"
+    whole = (d / "map.nii.gz").read_bytes()
+    truncated.write_bytes(whole[:len(whole) // 2])
     return {
         "grid": (["--mask", str(shifted), "--observed-fraction", "0.3"], "resample_to_img"),
         "empty": (["--mask", str(empty), "--observed-fraction", "0.3"], "region is empty"),
@@ -349,12 +354,16 @@ def _bad_inputs(d, region, data):
                         d / "absent.nii.gz"),
         "fraction": (["--mask", str(d / "region.nii.gz"), "--observed-fraction", "1.2"],
                      "strictly between 0 and 1"),
-        "not_nifti": (["--observed-fraction", "0.3"], "", not_nifti),
+        "not_nifti": (["--observed-fraction", "0.3"],
+                      "MAP .*notes.nii.gz.* cannot be read as a NIfTI image", not_nifti),
+        "truncated": (["--mask", str(d / "region.nii.gz"), "--observed-fraction", "0.3"],
+                      "MAP .*truncated.nii.gz.* cannot be read as a NIfTI image.*ended",
+                      truncated),
     }
 
 
 @pytest.mark.parametrize("case", ["grid", "empty", "nan", "missing_mask", "missing_map",
-                                  "fraction", "not_nifti"])
+                                  "fraction", "not_nifti", "truncated"])
 def test_cli_errors_exit_2_without_traceback(files, capsys, case):
     d, region, data = files
     spec = _bad_inputs(d, region, data)[case]
@@ -365,7 +374,6 @@ def test_cli_errors_exit_2_without_traceback(files, capsys, case):
     err = capsys.readouterr().err
     assert err.startswith("flgp nifti: error: ") and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
-    import re
     assert re.search(match, err), err
     assert not (d / "x_mean.nii.gz").exists()
 
