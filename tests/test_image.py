@@ -80,7 +80,7 @@ def test_outputs_on_the_input_grid_values_in_region_fill_outside():
         values = out.get_fdata()
         np.testing.assert_allclose(values[region], expect, rtol=1e-5, atol=1e-6)
         assert np.all(values[~region] == -5.0)
-    # NaN as the fill, and through files: a 4-d image of one volume, masks as paths
+    # NaN as the fill
     nan = predict_image(img, region, obs, regressor=small_regressor(), fill=np.nan)
     assert np.isnan(nan.mean.get_fdata()[~region]).all()
     np.testing.assert_allclose(nan.mean.get_fdata()[region], res.mean.get_fdata()[region])

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ..datasets.fmri import (Voxels, _as_image, _region, _spatial_codes_like, _volume,
-                             voxels_to_nifti)
+                             load_voxels)
 from .regressor import FLGPRegressor
 
 __all__ = ["ImagePrediction", "predict_image"]
@@ -179,7 +179,8 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     if include_noise and reg.likelihood != "gaussian":
         raise ValueError("include_noise=True adds the Gaussian noise variance; with "
                          f"likelihood={reg.likelihood!r} there is none (leave it False).")
-    stages = ["reading images", f"fitting {_describe(reg)}", "writing images"]
+    stages = ["reading images", f"fitting FLGPRegressor(method={reg.method!r})",
+              "writing images"]
     bar = tqdm(total=len(stages), desc=stages[0], unit="stage", disable=None if progress
                else True, leave=False)
     try:
@@ -199,11 +200,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
                              f"from the mask (e.g. mask & np.isfinite(data)) or replace "
                              f"them (e.g. nilearn.image.math_img('np.nan_to_num(img)', "
                              f"img=image)).")
-        ijk = np.argwhere(region)
-        affine = np.asarray(img.affine, dtype=np.float64)
-        voxels = Voxels(coords=ijk @ affine[:3, :3].T + affine[:3, 3],
-                        values=data[region], ijk=ijk.astype(np.int64), affine=affine,
-                        shape=tuple(int(s) for s in data.shape))
+        voxels = load_voxels(img, region)      # coordinates (mm), values, C order
         obs = _observed(observed, img, data.shape, region, random_state)
         bar.update()
         bar.set_description(stages[1])
@@ -217,18 +214,13 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         sd = np.asarray(reg.transduction_std_, dtype=np.float64)
         if include_noise:
             sd = np.sqrt(sd ** 2 + reg.noise_)
-        out = [_spatial_codes_like(voxels_to_nifti(v, voxels.ijk, affine, voxels.shape,
-                                                   fill=float(fill)), img)
+        out = [_spatial_codes_like(voxels.to_nifti(v, fill=float(fill)), img)
                for v in (mean, sd)]
         bar.update()
     finally:
         bar.close()
     return ImagePrediction(mean=out[0], sd=out[1], regressor=reg, voxels=voxels,
                            observed=obs, seconds=seconds)
-
-
-def _describe(reg):
-    return f"FLGPRegressor(method={reg.method!r})"
 
 
 def _grid_mask(mask, img, shape, name):
