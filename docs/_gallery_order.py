@@ -5,6 +5,7 @@ ORDER = [
     "plot_semi_supervised_circles.py",
     "plot_mnist.py",
     "plot_regression_uncertainty.py",
+    "plot_brain_map.py",
     "plot_gpytorch_heat_kernel.py",
     "plot_diffusion_map_vs_spectral_embedding.py",
     "plot_large_data.py",

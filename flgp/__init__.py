@@ -17,11 +17,11 @@ block driver every pass over the points runs on, numpy or Dask), ``flgp._validat
 
 from . import datasets, graph, kernels, models, spectral
 from ._config import config_context, get_config, set_config
-from .models import FLGPClassifier, FLGPRegressor
+from .models import FLGPClassifier, FLGPRegressor, predict_image
 from .spectral import Eigenpairs, compute_eigenpairs
 
 __version__ = "0.1.0"
 
 __all__ = ["FLGPClassifier", "FLGPRegressor", "Eigenpairs", "compute_eigenpairs", "datasets",
            "graph", "kernels", "models", "spectral", "config_context", "get_config",
-           "set_config", "__version__"]
+           "set_config", "predict_image", "__version__"]

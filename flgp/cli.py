@@ -1,6 +1,9 @@
 """The ``flgp`` command line. Nothing imports this module.
 
     flgp circles [--n 4800] [--m 100] [--repetitions 2] [--out experiments/results]
+    flgp nifti MAP.nii.gz --mask REGION.nii.gz --out PREFIX
+               (--observed OBS.nii.gz | --observed-fraction F)
+               [--seed 0] [--method flgp] [--n-induced S] [--n-eigenpairs M]
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ import argparse
 import os
 import sys
 import time
+
+import numpy as np
 
 
 def _circles(args) -> int:
@@ -36,6 +41,72 @@ def _circles(args) -> int:
     return 0
 
 
+def _fail(command, message) -> int:
+    """An error the user can fix: one line on stderr, exit status 2, no traceback."""
+    print(f"flgp {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _nifti(args) -> int:
+    from .models import FLGPRegressor, predict_image
+
+    try:
+        import nibabel
+        from nibabel.filebasedimages import ImageFileError
+    except ImportError:
+        return _fail("nifti", 'needs nibabel, the "fmri" extra of flgp: '
+                              'pip install "flgp[fmri]"')
+    images = {}
+    for label, path in (("MAP", args.map), ("--mask", args.mask),
+                        ("--observed", args.observed)):
+        if path is None:
+            continue
+        if not os.path.isfile(path):
+            return _fail("nifti", f"{label} {path!r}: no such file.")
+        try:
+            images[label] = nibabel.load(path)
+            images[label].get_fdata(dtype=np.float64)   # read (and cache) it here
+        except (OSError, EOFError, ImageFileError, ValueError) as exc:
+            return _fail("nifti", f"{label} {path!r} cannot be read as a NIfTI image "
+                                  f"({exc}).")
+    reg = FLGPRegressor(method=args.method, n_induced=args.n_induced,
+                        n_eigenpairs=args.n_eigenpairs, n_neighbors=args.n_neighbors,
+                        random_state=args.seed)
+    observed = images.get("--observed", args.observed_fraction)
+    try:
+        res = predict_image(images["MAP"], images.get("--mask"), observed, regressor=reg,
+                            random_state=args.seed, fill=args.fill,
+                            include_noise=args.include_noise, progress=not args.quiet)
+    except (ValueError, TypeError, OSError) as exc:
+        return _fail("nifti", str(exc))
+    paths = [f"{args.out}_mean.nii.gz", f"{args.out}_sd.nii.gz"]
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
+        for img, path in zip((res.mean, res.sd), paths):
+            img.to_filename(path)
+    except OSError as exc:
+        return _fail("nifti", f"cannot write {args.out}_*.nii.gz: {exc}")
+    vox, fitted = res.voxels, res.regressor
+    n, m = len(vox), res.n_observed
+    size = " x ".join(f"{v:.3g}" for v in np.sqrt((vox.affine[:3, :3] ** 2).sum(0)))
+    print(f"{args.map}: grid {' x '.join(map(str, vox.shape))}, voxels {size} mm")
+    print(f"region {n} voxels, observed {m} ({100 * m / n:.1f}%), predicted {n - m}")
+    fit = [f"FLGPRegressor(method={fitted.method!r})"]
+    if getattr(fitted, "diffusion_time_", None) is not None:
+        fit.append(f"diffusion time {fitted.diffusion_time_:.4g}")
+    fit += [f"noise variance {fitted.noise_:.3g}",
+            f"log evidence {fitted.log_marginal_likelihood_:.1f}",
+            f"fit {res.seconds:.1f} s"]
+    print(", ".join(fit))
+    sd = res.sd.get_fdata()[tuple(vox.ijk[~res.observed].T)]
+    if sd.size:
+        print(f"predictive sd at the unobserved voxels: median {np.median(sd):.3g} "
+              f"(range {sd.min():.3g} to {sd.max():.3g})"
+              + (", including the noise" if args.include_noise else ""))
+    print(f"wrote {paths[0]} and {paths[1]}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="flgp", description="Heat-kernel GPs on point clouds.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -51,9 +122,47 @@ def main(argv=None) -> int:
     c.add_argument("--out", default=os.path.join("experiments", "results"))
     c.add_argument("--no-plot", action="store_true")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    f = sub.add_parser("nifti", help="predict the unobserved voxels of a region of a 3-d "
+                                     "NIfTI image, with uncertainty",
+                       description="Fit FLGPRegressor on the voxel centres (mm) of a "
+                                   "region of MAP, with MAP's values at the observed "
+                                   "voxels as targets, and write the predictive mean and "
+                                   "standard deviation as PREFIX_mean.nii.gz and "
+                                   "PREFIX_sd.nii.gz on MAP's grid (FILL outside the "
+                                   "region). Nothing is resampled: masks must be on MAP's "
+                                   "grid.")
+    f.add_argument("map", metavar="MAP", help="3-d NIfTI image (a 4-d one with one volume "
+                                              "is accepted)")
+    f.add_argument("--mask", default=None, help="NIfTI mask of the region (non-zero = "
+                   "inside) on MAP's grid; default: every finite, non-zero voxel of MAP")
+    obs = f.add_mutually_exclusive_group(required=True)
+    obs.add_argument("--observed", default=None, help="NIfTI mask of the observed voxels "
+                     "(non-zero = observed), inside the region")
+    obs.add_argument("--observed-fraction", type=float, default=None, metavar="F",
+                     help="observe a random share F in (0, 1) of the region's voxels "
+                          "(drawn with --seed)")
+    f.add_argument("--out", required=True, metavar="PREFIX",
+                   help="writes PREFIX_mean.nii.gz and PREFIX_sd.nii.gz")
+    f.add_argument("--seed", type=int, default=0, help="seeds the observed fraction and "
+                   "the regressor's induced points (default 0)")
+    f.add_argument("--method", default="flgp", choices=["flgp", "nystrom", "glgp", "rbf"],
+                   help="FLGPRegressor's method (default flgp)")
+    f.add_argument("--n-induced", type=int, default=None, metavar="S",
+                   help="induced points (default: FLGPRegressor's, min(1000, n/4))")
+    f.add_argument("--n-eigenpairs", type=int, default=None, metavar="M",
+                   help="eigenpairs (default: FLGPRegressor's, min(100, S - 1))")
+    f.add_argument("--n-neighbors", type=int, default=3, metavar="R",
+                   help="nearest induced points per voxel (default 3)")
+    f.add_argument("--fill", type=float, default=0.0, help="value outside the region "
+                   "(default 0; nan allowed)")
+    f.add_argument("--include-noise", action="store_true", help="sd of a new observation "
+                   "(adds the fitted noise variance) instead of that of the map")
+    f.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     if args.command == "circles":
         return _circles(args)
+    if args.command == "nifti":
+        return _nifti(args)
     return 1  # pragma: no cover
 
 

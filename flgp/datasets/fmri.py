@@ -32,7 +32,7 @@ def _nibabel():
     return nibabel
 
 
-def _as_image(img, name):
+def as_nifti(img, name):
     nib = _nibabel()
     if isinstance(img, (str, os.PathLike)):
         return nib.load(os.fspath(img))
@@ -40,6 +40,25 @@ def _as_image(img, name):
         return img
     raise TypeError(f"{name} must be a NIfTI image (nibabel) or a path to one; got "
                     f"{type(img).__name__}.")
+
+
+def volume_of(img, name):
+    """``(image, data)`` of a NIfTI image or path: ``data`` the 3-d float64 array (a 4-d
+    image of one volume is accepted and squeezed)."""
+    img = as_nifti(img, name)
+    data = np.asarray(img.get_fdata(dtype=np.float64))
+    if data.ndim == 4 and data.shape[3] == 1:
+        data = data[..., 0]
+    if data.ndim != 3:
+        raise ValueError(f"{name} must be a 3-d map; got shape {data.shape}. Select one "
+                         f"volume first (e.g. nibabel's img.slicer[..., k] or "
+                         f"nilearn.image.index_img(img, k)).")
+    return img, data
+
+
+def region_of(values):
+    """Voxels that a mask marks as inside: finite and non-zero."""
+    return np.isfinite(values) & (values != 0)
 
 
 @dataclass
@@ -98,15 +117,9 @@ def load_voxels(stat_img, mask_img=None, *, threshold: float | None = None,
         C order of the grid.
     """
     nib = _nibabel()
-    img = _as_image(stat_img, "stat_img")
-    data = np.asarray(img.get_fdata(dtype=np.float64))
-    if data.ndim == 4 and data.shape[3] == 1:
-        data = data[..., 0]
-    if data.ndim != 3:
-        raise ValueError(f"stat_img must be a 3-d map; got shape {data.shape}. Select one "
-                         f"volume first (e.g. nibabel's img.slicer[..., k]).")
+    img, data = volume_of(stat_img, "stat_img")
     if mask_img is None:
-        inside = np.isfinite(data) & (data != 0)
+        inside = region_of(data)
     else:
         inside = _mask_array(mask_img, img, nib) & np.isfinite(data)
     if threshold is not None:
@@ -129,15 +142,12 @@ def _mask_array(mask_img, img, nib):
             raise ValueError(f"mask array has shape {mask_img.shape}; the map's grid is "
                              f"{img.shape[:3]}.")
         return mask_img.astype(bool)
-    mask = _as_image(mask_img, "mask_img")
+    mask = as_nifti(mask_img, "mask_img")
     if mask.shape[:3] != img.shape[:3] or not np.allclose(mask.affine, img.affine):
         from nibabel.processing import resample_from_to
 
         mask = resample_from_to(mask, (img.shape[:3], img.affine), order=0)
-    m = np.asarray(mask.get_fdata())
-    if m.ndim == 4 and m.shape[3] == 1:
-        m = m[..., 0]
-    return np.isfinite(m) & (m != 0)
+    return region_of(volume_of(mask, "mask_img")[1])
 
 
 def voxels_to_nifti(values, ijk, affine, shape, *, fill: float = 0.0):
@@ -164,3 +174,18 @@ def voxels_to_nifti(values, ijk, affine, shape, *, fill: float = 0.0):
     out = np.full(out_shape, fill, dtype=np.float32)
     out[ijk[:, 0], ijk[:, 1], ijk[:, 2]] = values
     return nib.Nifti1Image(out, np.asarray(affine, dtype=np.float64))
+
+
+def copy_spatial_codes(out, src):
+    """Give ``out`` (a new image on ``src``'s grid) the sform/qform codes and units of
+    ``src``'s NIfTI header, as nilearn's ``new_img_like`` does (MNI space stays MNI)."""
+    nib = _nibabel()
+    hdr = getattr(src, "header", None)
+    if not isinstance(hdr, nib.Nifti1Header):
+        return out
+    sform, qform = int(hdr["sform_code"]), int(hdr["qform_code"])
+    if sform or qform:              # ``out.affine`` is ``src.affine``: its best affine
+        out.set_sform(out.affine if sform else None, code=sform)
+        out.set_qform(hdr.get_qform() if qform else None, code=qform)
+    out.header.set_xyzt_units(*hdr.get_xyzt_units())
+    return out

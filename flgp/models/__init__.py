@@ -8,11 +8,15 @@
 * :mod:`flgp.models.baselines` - the extrinsic RBF-kernel GPs;
 * :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
   interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
+* :func:`predict_image` - regression on the voxels of a NIfTI image, mean and sd images
+  out (``flgp.models.image``);
 * :class:`MultinomialProbitLikelihood` for users' own GPyTorch models.
 """
 
 from .classifier import FLGPClassifier
+from .image import ImagePrediction, predict_image
 from .likelihoods import MultinomialProbitLikelihood
 from .regressor import FLGPRegressor
 
-__all__ = ["FLGPClassifier", "FLGPRegressor", "MultinomialProbitLikelihood"]
+__all__ = ["FLGPClassifier", "FLGPRegressor", "ImagePrediction",
+           "MultinomialProbitLikelihood", "predict_image"]

@@ -1,0 +1,289 @@
+"""Regression on a 3-d image: predict the unobserved voxels of a region, with uncertainty.
+
+:func:`predict_image` is the end-to-end path of the fMRI job: the voxel centres of a region
+(world coordinates, mm) are the point cloud, the image's values at some of them are the
+targets, and :class:`~flgp.FLGPRegressor` predicts the rest. Images go in and out as
+NIfTI (nibabel); nothing is resampled. Needs nibabel, the ``fmri`` extra.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import clone
+
+from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, region_of,
+                             volume_of)
+from .regressor import FLGPRegressor
+
+__all__ = ["ImagePrediction", "predict_image"]
+
+RESAMPLE_HINT = ('resample it onto the image\'s grid first, e.g. '
+                 '`nilearn.image.resample_to_img({name}, image, interpolation="nearest")`')
+
+
+@dataclass
+class ImagePrediction:
+    """What :func:`predict_image` returns.
+
+    Attributes
+    ----------
+    mean : nibabel.Nifti1Image
+        Predictive mean on the input image's grid (float32): inside the region the
+        posterior mean of the map (at observed voxels too: the fit smooths them, it does not
+        copy them); ``fill`` outside.
+    sd : nibabel.Nifti1Image
+        Predictive standard deviation on the same grid: of the map's latent value, or of a
+        new observation with ``include_noise=True``; ``fill`` outside.
+    regressor : FLGPRegressor
+        The fitted regressor (a clone of the one passed): ``diffusion_time_``,
+        ``noise_``, ``log_marginal_likelihood_``, ``predict`` at any other points (mm).
+    voxels : flgp.datasets.Voxels
+        The region: ``coords`` (n, 3) in mm, the image's ``values`` there, ``ijk``,
+        ``affine``, ``shape``; ``voxels.to_nifti(v)`` puts any per-voxel values back on the
+        grid.
+    observed : ndarray of shape (n,), dtype bool
+        Which region voxels were observed (the targets of the fit), in the order of
+        ``voxels``.
+    seconds : float
+        Wall time of the fit.
+    """
+
+    mean: object
+    sd: object
+    regressor: FLGPRegressor
+    voxels: Voxels
+    observed: np.ndarray
+    seconds: float = field(default=0.0)
+
+    @property
+    def n_observed(self) -> int:
+        """Number of observed voxels."""
+        return int(self.observed.sum())
+
+
+def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill=0.0,
+                  include_noise=False, progress=False) -> ImagePrediction:
+    """Predict the unobserved voxels of a region of a 3-d image, with uncertainty.
+
+    The region's voxel centres in world coordinates (mm, ``affine @ [i, j, k, 1]``) are the
+    point cloud; the image's values at the observed voxels are the targets (the others are
+    unlabelled, NaN); an :class:`~flgp.FLGPRegressor` is fitted on them and its predictive
+    mean and standard deviation at every voxel of the region come back as NIfTI images on
+    the input's grid.
+
+    Parameters
+    ----------
+    image : nibabel image or path
+        A 3-d image: a statistical map, or any 3-d image (a 4-d image with one volume is
+        accepted). NaN or infinite voxels are allowed outside the region, not inside.
+    mask : nibabel image, path, boolean array or None
+        The region: voxels where the mask is non-zero (and finite). An image must be on the
+        image's grid (same shape and affine; see Notes), an array must have the image's
+        3-d shape. ``None``: every voxel where the image is finite and non-zero.
+    observed : nibabel image, path, boolean array, or float
+        The observed voxels: a mask on the image's grid (non-zero = observed; every
+        observed voxel must lie in the region), or a fraction in (0, 1): that share of the
+        region's voxels, ``round(fraction * n)``, drawn without replacement with
+        ``random_state``. At least 2 voxels.
+    regressor : FLGPRegressor, optional
+        A configured regressor (e.g. ``FLGPRegressor(n_induced=1000, n_eigenpairs=500)``
+        or ``FLGPRegressor(method="rbf")``); it is cloned, the instance passed stays
+        unfitted. Default: ``FLGPRegressor()`` with its own defaults.
+    random_state : int, numpy Generator or None, default=0
+        Seeds the draw of a fraction of observed voxels (``numpy.random.default_rng``).
+        The regressor's own ``random_state`` seeds its induced points.
+    fill : float, default=0.0
+        Value of both output images outside the region (NaN is allowed).
+    include_noise : bool, default=False
+        ``True``: the standard deviation of a new observation, ``sqrt(sd² + noise_)``,
+        instead of that of the latent map (Gaussian likelihood only).
+    progress : bool, default=False
+        Show a tqdm bar over the stages (reading, fitting, writing) on stderr; it stays
+        silent when stderr is not a terminal.
+
+    Returns
+    -------
+    ImagePrediction
+        ``mean`` and ``sd`` (``nibabel.Nifti1Image``, float32, the input's shape, affine
+        and sform/qform codes), the fitted ``regressor``, the region's ``voxels`` and the
+        boolean ``observed`` per region voxel.
+
+    Raises
+    ------
+    ValueError
+        A mask on another grid, an empty region, NaN or infinite values inside the
+        region, no or a single observed voxel, observed voxels outside the region, a
+        fraction outside (0, 1), a 4-d image of several volumes.
+    TypeError
+        An input of the wrong kind, or a ``regressor`` that is not an ``FLGPRegressor``.
+
+    Notes
+    -----
+    Nothing is resampled: a mask (region or observed) on a grid other than the image's --
+    a different shape, or an affine that differs by more than ``numpy.allclose``'s
+    tolerance -- is an error. Resample it yourself, by nearest neighbour so that it stays
+    a mask: ``nilearn.image.resample_to_img(mask, image, interpolation="nearest")``.
+    (:func:`flgp.datasets.load_voxels` does resample a mask on another grid by nearest
+    neighbour; this function does not, so that the observed and predicted voxels are
+    exactly the image's.)
+
+    The fit costs what ``regressor.fit`` costs on ``n`` points with ``m`` targets; the
+    defaults of ``FLGPRegressor`` (``n_induced = min(1000, n // 4)``, 100 eigenpairs)
+    take about a second on the 7,407 voxels of nilearn's motor map. See
+    ``docs/images.md`` for what was measured.
+
+    Examples
+    --------
+    A smooth map on a 12 x 12 x 6 grid of 2 mm voxels, an ellipsoidal region, a quarter of
+    its voxels observed:
+
+    >>> import nibabel as nib
+    >>> import numpy as np
+    >>> from flgp import FLGPRegressor, predict_image
+    >>> i, j, k = np.indices((12, 12, 6))
+    >>> data = np.sin(i / 3.0) + np.cos(j / 4.0) + 0.2 * k
+    >>> affine = np.diag([2.0, 2.0, 2.0, 1.0])
+    >>> image = nib.Nifti1Image(data.astype(np.float32), affine)
+    >>> region = (i - 5.5) ** 2 + (j - 5.5) ** 2 + 4 * (k - 2.5) ** 2 < 36
+    >>> res = predict_image(image, region, 0.25,
+    ...                     regressor=FLGPRegressor(n_induced=100, n_eigenpairs=50))
+    >>> res.mean.shape, res.sd.shape, np.allclose(res.mean.affine, affine)
+    ((12, 12, 6), (12, 12, 6), True)
+    >>> len(res.voxels), res.n_observed
+    (464, 116)
+    >>> mean = res.mean.get_fdata()
+    >>> held_out = region.copy()
+    >>> held_out[tuple(res.voxels.ijk[res.observed].T)] = False
+    >>> rmse = np.sqrt(np.mean((mean[held_out] - data[held_out]) ** 2))
+    >>> bool(rmse < 0.3 * data[region].std())
+    True
+    >>> float(mean[~region].max()), bool(res.sd.get_fdata()[region].min() > 0)
+    (0.0, True)
+    """
+    from tqdm.auto import tqdm
+
+    if not isinstance(include_noise, (bool, np.bool_)):
+        raise TypeError(f"include_noise must be True or False; got {include_noise!r}.")
+    if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
+        raise TypeError(f"fill must be a number (NaN allowed); got {fill!r}.")
+    if regressor is None:
+        regressor = FLGPRegressor()
+    elif not isinstance(regressor, FLGPRegressor):
+        raise TypeError(f"regressor must be an flgp.FLGPRegressor (configured, e.g. "
+                        f"FLGPRegressor(n_induced=1000)); got {type(regressor).__name__}.")
+    reg = clone(regressor)
+    if include_noise and reg.likelihood != "gaussian":
+        raise ValueError("include_noise=True adds the Gaussian noise variance; with "
+                         f"likelihood={reg.likelihood!r} there is none (leave it False).")
+    stages = ["reading images", f"fitting FLGPRegressor(method={reg.method!r})",
+              "writing images"]
+    bar = tqdm(total=len(stages), desc=stages[0], unit="stage", disable=None if progress
+               else True, leave=False)
+    try:
+        img, data = volume_of(image, "image")
+        region = (region_of(data) if mask is None else
+                  _grid_mask(mask, img, data.shape, "mask"))
+        n = int(region.sum())
+        if n == 0:
+            raise ValueError("the region is empty: the mask has no non-zero voxel"
+                             + (" where the image is finite and non-zero" if mask is None
+                                else "") + "; check the mask (is it on this image?).")
+        bad = region & ~np.isfinite(data)
+        if bad.any():
+            first = tuple(int(v) for v in np.argwhere(bad)[0])
+            raise ValueError(f"the image has {int(bad.sum())} NaN or infinite voxel(s) "
+                             f"inside the region (the first at voxel {first}); drop them "
+                             f"from the mask (e.g. mask & np.isfinite(data)) or replace "
+                             f"them (e.g. nilearn.image.math_img('np.nan_to_num(img)', "
+                             f"img=image)).")
+        voxels = load_voxels(img, region)      # coordinates (mm), values, C order
+        obs = _observed(observed, img, data.shape, region, random_state)
+        bar.update()
+        bar.set_description(stages[1])
+        y = np.where(obs, voxels.values, np.nan)
+        start = time.perf_counter()
+        reg.fit(voxels.coords, y)
+        seconds = time.perf_counter() - start
+        bar.update()
+        bar.set_description(stages[2])
+        mean = np.asarray(reg.transduction_, dtype=np.float64)
+        sd = np.asarray(reg.transduction_std_, dtype=np.float64)
+        if include_noise:
+            sd = np.sqrt(sd ** 2 + reg.noise_)
+        out = [copy_spatial_codes(voxels.to_nifti(v, fill=float(fill)), img)
+               for v in (mean, sd)]
+        bar.update()
+    finally:
+        bar.close()
+    return ImagePrediction(mean=out[0], sd=out[1], regressor=reg, voxels=voxels,
+                           observed=obs, seconds=seconds)
+
+
+def _grid_mask(mask, img, shape, name):
+    """Boolean array of a mask given as an array, an image or a path on ``img``'s grid;
+    an image on another grid is an error (nothing is resampled)."""
+    if isinstance(mask, np.ndarray):
+        if mask.shape != shape:
+            raise ValueError(f"{name} array has shape {mask.shape}; the image's grid is "
+                             f"{shape}. Give an array of the image's shape, or a NIfTI "
+                             f"mask on its grid.")
+        if mask.dtype == bool:
+            return mask.copy()
+        if not np.issubdtype(mask.dtype, np.number):
+            raise TypeError(f"{name} array must be boolean or numeric; got dtype "
+                            f"{mask.dtype}.")
+        return region_of(mask.astype(np.float64))
+    try:
+        mimg = as_nifti(mask, name)
+    except TypeError:
+        raise TypeError(f"{name} must be a NIfTI image, a path to one or a boolean array "
+                        f"of the image's shape; got {type(mask).__name__}.") from None
+    if mimg.shape[:3] != shape or not np.allclose(mimg.affine, img.affine):
+        what = (f"shape {mimg.shape[:3]} instead of {shape}" if mimg.shape[:3] != shape
+                else "the same shape but another affine")
+        raise ValueError(f"{name} is not on the image's grid ({what}); nothing is "
+                         f"resampled silently: " + RESAMPLE_HINT.format(name=name) + ".")
+    return region_of(volume_of(mimg, name)[1])
+
+
+def _observed(observed, img, shape, region, random_state):
+    """Boolean array over the region's voxels (C order) of the observed ones."""
+    n = int(region.sum())
+    if isinstance(observed, numbers.Real) and not isinstance(observed, (bool, np.bool_)):
+        frac = float(observed)
+        if not 0.0 < frac < 1.0:
+            raise ValueError(f"a fraction of observed voxels must lie strictly between 0 "
+                             f"and 1; got {observed!r}. Pass a mask to observe given "
+                             f"voxels.")
+        m = int(round(frac * n))
+        if m < 2:
+            raise ValueError(f"observed={frac:g} of the region's {n} voxels gives {m} "
+                             f"observed voxel(s); at least 2 are needed: raise the "
+                             f"fraction or enlarge the region.")
+        obs = np.zeros(n, dtype=bool)
+        obs[np.random.default_rng(random_state).choice(n, size=m, replace=False)] = True
+        return obs
+    if observed is None or isinstance(observed, (bool, np.bool_)):
+        raise TypeError(f"observed must be a mask (NIfTI image, path or boolean array) or "
+                        f"a fraction in (0, 1); got {observed!r}.")
+    obs_grid = _grid_mask(observed, img, shape, "observed")
+    outside = obs_grid & ~region
+    if outside.any():
+        first = tuple(int(v) for v in np.argwhere(outside)[0])
+        raise ValueError(f"{int(outside.sum())} observed voxel(s) lie outside the region "
+                         f"(the first at voxel {first}); observe voxels of the region "
+                         f"only, e.g. observed & region "
+                         f"(nilearn.masking.intersect_masks([observed, region], "
+                         f"threshold=1)).")
+    m = int(obs_grid.sum())
+    if m == 0:
+        raise ValueError("no observed voxel: the observed mask has no non-zero voxel; mark "
+                         "at least 2 voxels of the region as observed.")
+    if m < 2:
+        raise ValueError("only 1 observed voxel; at least 2 are needed to fit the "
+                         "regressor: mark more voxels of the region as observed.")
+    return obs_grid[region]

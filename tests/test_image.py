@@ -1,0 +1,390 @@
+"""predict_image and `flgp nifti`: regression on the voxels of a NIfTI image, on small
+synthetic images whose truth is known."""
+
+import re
+
+import numpy as np
+import pytest
+
+from flgp import FLGPRegressor, predict_image
+from flgp.cli import main
+from flgp.models import ImagePrediction
+
+nib = pytest.importorskip("nibabel")
+
+SHAPE = (12, 11, 8)
+# 2.5 mm voxels, a shear and an offset: world coordinates are not the indices
+AFFINE = np.array([[-2.5, 0.3, 0.0, 40.0], [0.0, 2.5, 0.2, -30.0], [0.1, 0.0, 2.5, -10.0],
+                   [0.0, 0.0, 0.0, 1.0]])
+
+
+def small_regressor(**kw):
+    return FLGPRegressor(n_induced=120, n_eigenpairs=60, **kw)
+
+
+def truth(xyz):
+    """A smooth map of world coordinates (mm)."""
+    x, y, z = xyz[..., 0], xyz[..., 1], xyz[..., 2]
+    return 2.0 * np.sin(x / 7.0) + np.cos(y / 9.0) + z / 10.0
+
+
+def world(ijk):
+    return ijk @ AFFINE[:3, :3].T + AFFINE[:3, 3]
+
+
+def synthetic(sform_code=4):
+    """(image, region, data): the truth on the grid, an ellipsoid region (~400 voxels), NaN
+    in a corner outside the region; sform code 4 (MNI)."""
+    ijk = np.indices(SHAPE).transpose(1, 2, 3, 0).astype(float)
+    data = truth(world(ijk))
+    centre = (np.asarray(SHAPE) - 1) / 2.0
+    region = (((ijk - centre) / (np.asarray(SHAPE) / 2.0)) ** 2).sum(-1) < 0.8
+    data[0, 0, 0] = np.nan                     # outside the region: allowed
+    assert not region[0, 0, 0]
+    img = nib.Nifti1Image(data.astype(np.float32), AFFINE)
+    img.header.set_sform(AFFINE, code=sform_code)
+    img.header.set_xyzt_units("mm", "sec")
+    return img, region, data
+
+
+def every_third(region):
+    """Observed: every third voxel of the region in C order."""
+    obs = np.zeros(SHAPE, dtype=bool)
+    idx = np.argwhere(region)[::3]
+    obs[tuple(idx.T)] = True
+    return obs
+
+
+def mask_img(array, affine=AFFINE):
+    return nib.Nifti1Image(array.astype(np.uint8), affine)
+
+
+# -- the function -------------------------------------------------------------------------
+def test_outputs_on_the_input_grid_values_in_region_fill_outside():
+    img, region, data = synthetic()
+    obs = every_third(region)
+    res = predict_image(img, region, obs, regressor=small_regressor(), fill=-5.0)
+    assert isinstance(res, ImagePrediction)
+    n = int(region.sum())
+    assert len(res.voxels) == n and res.n_observed == int(obs.sum())
+    np.testing.assert_array_equal(res.voxels.ijk, np.argwhere(region))
+    np.testing.assert_allclose(res.voxels.coords, world(res.voxels.ijk))
+    np.testing.assert_allclose(res.voxels.values, data[region], rtol=1e-6)
+    np.testing.assert_array_equal(res.observed, obs[region])
+    for out, expect in ((res.mean, res.regressor.transduction_),
+                        (res.sd, res.regressor.transduction_std_)):
+        assert out.shape == SHAPE and out.get_data_dtype() == np.float32
+        np.testing.assert_allclose(out.affine, AFFINE)
+        assert int(out.header["sform_code"]) == 4             # MNI stays MNI
+        assert out.header.get_xyzt_units() == ("mm", "sec")
+        values = out.get_fdata()
+        np.testing.assert_allclose(values[region], expect, rtol=1e-5, atol=1e-6)
+        assert np.all(values[~region] == -5.0)
+    # NaN as the fill
+    nan = predict_image(img, region, obs, regressor=small_regressor(), fill=np.nan)
+    assert np.isnan(nan.mean.get_fdata()[~region]).all()
+    np.testing.assert_allclose(nan.mean.get_fdata()[region], res.mean.get_fdata()[region])
+
+
+def test_inputs_as_paths_4d_and_arrays_agree(tmp_path):
+    img, region, data = synthetic()
+    obs = every_third(region)
+    # the reference reads the map from a file too: a file holds the affine in float32, and
+    # the fit (k-means on a regular grid) can tell such differences apart
+    img.to_filename(tmp_path / "map3d.nii.gz")
+    img = nib.load(tmp_path / "map3d.nii.gz")
+    ref = predict_image(img, region, obs, regressor=small_regressor())
+    four_d = nib.Nifti1Image(np.asarray(img.dataobj)[..., None], img.affine)
+    four_d.to_filename(tmp_path / "map.nii.gz")
+    mask_img(region, img.affine).to_filename(tmp_path / "region.nii.gz")
+    nib.Nifti1Image(obs.astype(np.float32)[..., None], img.affine).to_filename(
+        tmp_path / "obs.nii.gz")
+    res = predict_image(tmp_path / "map.nii.gz", str(tmp_path / "region.nii.gz"),
+                        tmp_path / "obs.nii.gz", regressor=small_regressor())
+    np.testing.assert_array_equal(res.observed, ref.observed)
+    np.testing.assert_allclose(res.mean.get_fdata(), ref.mean.get_fdata(), rtol=1e-6)
+    np.testing.assert_allclose(res.sd.get_fdata(), ref.sd.get_fdata(), rtol=1e-6)
+    # a numeric (not boolean) mask array: non-zero is inside
+    num = predict_image(img, region * 3.0, obs.astype(np.int8), regressor=small_regressor())
+    np.testing.assert_allclose(num.mean.get_fdata(), ref.mean.get_fdata(), rtol=1e-6)
+
+
+def test_predictions_near_the_truth_and_sd_grows_away_from_observed_voxels():
+    img, region, data = synthetic()
+    ijk = np.argwhere(region)
+    xyz = world(ijk)
+    # observed: every other voxel of the half of the region with the larger x (world, mm)
+    near_half = xyz[:, 0] > np.median(xyz[:, 0])
+    chosen = np.flatnonzero(near_half)[::2]
+    obs = np.zeros(SHAPE, dtype=bool)
+    obs[tuple(ijk[chosen].T)] = True
+    res = predict_image(img, region, obs, regressor=small_regressor())
+    mean = res.mean.get_fdata()[region]
+    sd = res.sd.get_fdata()[region]
+    f = data[region]
+    unobserved = ~res.observed
+    assert np.all(sd > 0)
+    # predictions at unobserved voxels of the observed half are close to the truth: far
+    # better than predicting the observed mean
+    inside = unobserved & near_half
+    rmse = np.sqrt(np.mean((mean[inside] - f[inside]) ** 2))
+    baseline = np.sqrt(np.mean((f[res.observed].mean() - f[inside]) ** 2))
+    assert rmse < 0.35 * baseline, (rmse, baseline)        # measured: 0.25
+    # the sd grows with the distance to the nearest observed voxel
+    d = np.sqrt(((xyz[:, None, :] - xyz[res.observed][None]) ** 2).sum(-1)).min(1)
+    close, far = unobserved & (d < 3.0), unobserved & (d > 7.0)
+    assert close.sum() > 20 and far.sum() > 20
+    assert np.median(sd[far]) > 2.0 * np.median(sd[close])
+    assert np.median(sd[res.observed]) < np.median(sd[close])
+    order = np.argsort(np.argsort(d[unobserved]))
+    rank_corr = np.corrcoef(order, np.argsort(np.argsort(sd[unobserved])))[0, 1]
+    assert rank_corr > 0.6                                   # measured: 0.89
+    # the sd of a new observation covers the truth there (measured: 97% within 2 sd)
+    new_sd = predict_image(img, region, obs, regressor=small_regressor(),
+                           include_noise=True).sd.get_fdata()[region]
+    assert np.mean(np.abs(mean[inside] - f[inside]) < 2 * new_sd[inside]) > 0.85
+
+
+def test_include_noise_adds_the_fitted_noise_variance():
+    img, region, _ = synthetic()
+    obs = every_third(region)
+    latent = predict_image(img, region, obs, regressor=small_regressor())
+    new = predict_image(img, region, obs, regressor=small_regressor(), include_noise=True)
+    noise = new.regressor.noise_
+    assert noise > 0
+    np.testing.assert_allclose(new.sd.get_fdata()[region] ** 2,
+                               latent.sd.get_fdata()[region] ** 2 + noise, rtol=1e-5)
+    np.testing.assert_allclose(new.mean.get_fdata(), latent.mean.get_fdata())
+    assert np.all(new.sd.get_fdata()[~region] == 0.0)
+
+
+def test_default_regressor_and_a_passed_one_is_cloned():
+    img, region, _ = synthetic()
+    res = predict_image(img, region, 0.3)
+    assert res.regressor.get_params() == FLGPRegressor().get_params()
+    mine = FLGPRegressor(method="rbf", max_iter=5)
+    out = predict_image(img, region, 0.3, regressor=mine)
+    assert out.regressor is not mine and out.regressor.method == "rbf"
+    assert not hasattr(mine, "transduction_")                  # left unfitted
+    assert hasattr(out.regressor, "rbf_")
+    np.testing.assert_array_equal(out.observed, res.observed)  # same draw, same seed
+
+
+def test_fraction_draw_is_seeded_and_sized():
+    img, region, _ = synthetic()
+    n = int(region.sum())
+    a = predict_image(img, region, 0.28, regressor=small_regressor(), random_state=3)
+    b = predict_image(img, region, 0.28, regressor=small_regressor(), random_state=3)
+    c = predict_image(img, region, 0.28, regressor=small_regressor(), random_state=4)
+    assert a.n_observed == round(0.28 * n)
+    np.testing.assert_array_equal(a.observed, b.observed)
+    assert not np.array_equal(a.observed, c.observed)
+    expect = np.zeros(n, dtype=bool)
+    expect[np.random.default_rng(3).choice(n, round(0.28 * n), replace=False)] = True
+    np.testing.assert_array_equal(a.observed, expect)    # documented: default_rng(seed)
+
+
+def test_mask_none_is_every_finite_nonzero_voxel():
+    img, region, data = synthetic()
+    masked = np.where(region, data, 0.0)
+    masked[0, 0, 0] = np.nan                                  # NaN outside: fine
+    res = predict_image(nib.Nifti1Image(masked.astype(np.float32), AFFINE), None, 0.3,
+                        regressor=small_regressor())
+    np.testing.assert_array_equal(res.voxels.ijk, np.argwhere(region & (masked != 0)))
+
+
+def test_progress_bar_is_silent_without_a_terminal(capsys):
+    img, region, _ = synthetic()
+    predict_image(img, region, 0.3, regressor=small_regressor(), progress=True)
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+# -- errors that say what to change --------------------------------------------------------
+def _shifted():
+    a = AFFINE.copy()
+    a[:3, 3] += 1.0
+    return a
+
+
+def _errors():
+    img, region, data = synthetic()
+    obs = every_third(region)
+    nan_in = data.copy()
+    nan_in[tuple(np.argwhere(region)[5])] = np.nan
+    inf_in = data.copy()
+    inf_in[tuple(np.argwhere(region)[7])] = -np.inf
+    one = np.zeros(SHAPE, dtype=bool)
+    one[tuple(np.argwhere(region)[0])] = True
+    outside = obs.copy()
+    outside[0, 0, 1] = True
+    assert not region[0, 0, 1]
+    big = np.zeros(SHAPE[:2] + (9,), dtype=bool)
+    big[:, :, :8] = region
+    return [
+        ("mask_shape", (img, mask_img(big), obs), ValueError,
+         r"mask is not on the image's grid \(shape .*resample_to_img\(mask, image, "
+         r"interpolation=\"nearest\"\)"),
+        ("mask_affine", (img, mask_img(region, _shifted()), obs), ValueError,
+         r"mask is not on the image's grid \(the same shape but another affine"
+         r".*resample_to_img"),
+        ("observed_affine", (img, region, mask_img(obs, _shifted())), ValueError,
+         r"observed is not on the image's grid.*resample_to_img\(observed"),
+        ("mask_array_shape", (img, big, obs), ValueError, r"mask array has shape"),
+        ("empty_region", (img, np.zeros(SHAPE, bool), 0.5), ValueError, "region is empty"),
+        ("nan_in_region", (nib.Nifti1Image(nan_in.astype(np.float32), AFFINE), region, obs),
+         ValueError, r"1 NaN or infinite voxel\(s\) inside the region.*mask & np.isfinite"),
+        ("inf_in_region", (nib.Nifti1Image(inf_in.astype(np.float32), AFFINE), region, obs),
+         ValueError, r"NaN or infinite voxel"),
+        ("no_observed", (img, region, np.zeros(SHAPE, bool)), ValueError,
+         "no observed voxel"),
+        ("one_observed", (img, region, one), ValueError,
+         "only 1 observed voxel.*at least 2"),
+        ("tiny_fraction", (img, region, 0.001), ValueError, "at least 2 are needed"),
+        ("fraction_zero", (img, region, 0.0), ValueError, "strictly between 0 and 1"),
+        ("fraction_one", (img, region, 1), ValueError, "strictly between 0 and 1"),
+        ("fraction_big", (img, region, 1.5), ValueError, "strictly between 0 and 1"),
+        ("observed_outside", (img, region, outside), ValueError,
+         r"1 observed voxel\(s\) lie outside the region.*observed & region"),
+        ("four_volumes", (nib.Nifti1Image(np.ones(SHAPE + (3,), np.float32), AFFINE),
+                          region, obs), ValueError, r"image must be a 3-d map.*index_img"),
+        ("image_array", (data, region, obs), TypeError, "NIfTI image"),
+        ("mask_list", (img, [1, 2], obs), TypeError, "mask must be a NIfTI image"),
+        ("observed_bool", (img, region, True), TypeError, "fraction in"),
+        ("observed_none", (img, region, None), TypeError, "fraction in"),
+    ]
+
+
+@pytest.mark.parametrize("case", _errors(), ids=lambda c: c[0])
+def test_errors_say_what_to_change(case):
+    _, args, err, match = case
+    with pytest.raises(err, match=match):
+        predict_image(*args, regressor=small_regressor())
+
+
+def test_errors_of_options_and_files(tmp_path):
+    img, region, _ = synthetic()
+    with pytest.raises(TypeError, match="regressor must be an flgp.FLGPRegressor"):
+        predict_image(img, region, 0.3, regressor=object())
+    with pytest.raises(ValueError, match="include_noise=True.*poisson"):
+        predict_image(img, region, 0.3, regressor=FLGPRegressor(likelihood="poisson"),
+                      include_noise=True)
+    with pytest.raises(TypeError, match="include_noise"):
+        predict_image(img, region, 0.3, include_noise="yes")
+    with pytest.raises(TypeError, match="fill"):
+        predict_image(img, region, 0.3, fill="0")
+    with pytest.raises(FileNotFoundError):
+        predict_image(tmp_path / "missing.nii.gz", region, 0.3)
+
+
+# -- the command ---------------------------------------------------------------------------
+@pytest.fixture
+def files(tmp_path):
+    img, region, data = synthetic()
+    img.to_filename(tmp_path / "map.nii.gz")
+    mask_img(region).to_filename(tmp_path / "region.nii.gz")
+    mask_img(every_third(region)).to_filename(tmp_path / "obs.nii.gz")
+    return tmp_path, region, data
+
+
+def test_cli_writes_mean_and_sd_on_the_map_grid(files, capsys):
+    d, region, data = files
+    rc = main(["nifti", str(d / "map.nii.gz"), "--mask", str(d / "region.nii.gz"),
+               "--observed", str(d / "obs.nii.gz"), "--out", str(d / "out" / "pred"),
+               "--n-induced", "120", "--n-eigenpairs", "60", "--quiet"])
+    assert rc == 0
+    out = capsys.readouterr()
+    n, m = int(region.sum()), int(every_third(region).sum())
+    assert f"region {n} voxels, observed {m}" in out.out and "wrote" in out.out
+    assert "Traceback" not in out.err
+    mean = nib.load(d / "out" / "pred_mean.nii.gz")
+    sd = nib.load(d / "out" / "pred_sd.nii.gz")
+    ref = predict_image(d / "map.nii.gz", region, every_third(region),
+                        regressor=small_regressor())
+    for img, expect in ((mean, ref.mean), (sd, ref.sd)):
+        assert img.shape == SHAPE
+        np.testing.assert_allclose(img.affine, AFFINE, atol=1e-6)
+        assert int(img.header["sform_code"]) == 4
+        np.testing.assert_allclose(img.get_fdata(), expect.get_fdata(), rtol=1e-5,
+                                   atol=1e-6)
+        assert np.all(img.get_fdata()[~region] == 0.0)
+    err = mean.get_fdata()[region] - data[region]
+    assert np.sqrt(np.mean(err ** 2)) < 0.25 * data[region].std()
+    assert np.all(sd.get_fdata()[region] > 0)
+
+
+def test_cli_observed_fraction_seed_and_fill(files, capsys):
+    d, region, _ = files
+    rc = main(["nifti", str(d / "map.nii.gz"), "--mask", str(d / "region.nii.gz"),
+               "--observed-fraction", "0.3", "--seed", "2", "--fill", "nan",
+               "--include-noise", "--out", str(d / "frac"), "--n-induced", "120",
+               "--n-eigenpairs", "60", "--quiet"])
+    assert rc == 0
+    n = int(region.sum())
+    assert f"observed {round(0.3 * n)} " in capsys.readouterr().out
+    ref = predict_image(d / "map.nii.gz", region, 0.3, random_state=2, include_noise=True,
+                        regressor=small_regressor(random_state=2))
+    got = nib.load(d / "frac_sd.nii.gz").get_fdata()
+    assert np.isnan(got[~region]).all()
+    np.testing.assert_allclose(got[region], ref.sd.get_fdata()[region], rtol=1e-5)
+
+
+def _bad_inputs(d, region, data):
+    shifted = d / "shifted.nii.gz"
+    mask_img(region, _shifted()).to_filename(shifted)
+    empty = d / "empty.nii.gz"
+    mask_img(np.zeros(SHAPE, bool)).to_filename(empty)
+    nan_map = d / "nan_map.nii.gz"
+    bad = data.copy()
+    bad[tuple(np.argwhere(region)[3])] = np.nan
+    nib.Nifti1Image(bad.astype(np.float32), AFFINE).to_filename(nan_map)
+    not_nifti = d / "notes.nii.gz"
+    not_nifti.write_text("not an image")
+    truncated = d / "truncated.nii.gz"
+    whole = (d / "map.nii.gz").read_bytes()
+    truncated.write_bytes(whole[:len(whole) // 2])
+    return {
+        "grid": (["--mask", str(shifted), "--observed-fraction", "0.3"], "resample_to_img"),
+        "empty": (["--mask", str(empty), "--observed-fraction", "0.3"], "region is empty"),
+        "nan": (["--mask", str(d / "region.nii.gz"), "--observed-fraction", "0.3"],
+                "NaN or infinite", nan_map),
+        "missing_mask": (["--mask", str(d / "nope.nii.gz"), "--observed-fraction", "0.3"],
+                         "--mask .*nope.nii.gz.*no such file"),
+        "missing_map": (["--observed-fraction", "0.3"], "MAP .*absent.nii.gz.*no such file",
+                        d / "absent.nii.gz"),
+        "fraction": (["--mask", str(d / "region.nii.gz"), "--observed-fraction", "1.2"],
+                     "strictly between 0 and 1"),
+        "not_nifti": (["--observed-fraction", "0.3"],
+                      "MAP .*notes.nii.gz.* cannot be read as a NIfTI image", not_nifti),
+        "truncated": (["--mask", str(d / "region.nii.gz"), "--observed-fraction", "0.3"],
+                      "MAP .*truncated.nii.gz.* cannot be read as a NIfTI image.*ended",
+                      truncated),
+    }
+
+
+@pytest.mark.parametrize("case", ["grid", "empty", "nan", "missing_mask", "missing_map",
+                                  "fraction", "not_nifti", "truncated"])
+def test_cli_errors_exit_2_without_traceback(files, capsys, case):
+    d, region, data = files
+    spec = _bad_inputs(d, region, data)[case]
+    args, match = spec[0], spec[1]
+    map_path = spec[2] if len(spec) > 2 else d / "map.nii.gz"
+    rc = main(["nifti", str(map_path), *args, "--out", str(d / "x"), "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flgp nifti: error: ") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(match, err), err
+    assert not (d / "x_mean.nii.gz").exists()
+
+
+def test_cli_requires_one_kind_of_observed(files, capsys):
+    d, _, _ = files
+    with pytest.raises(SystemExit) as exc:       # argparse: exit status 2 and a usage line
+        main(["nifti", str(d / "map.nii.gz"), "--out", str(d / "x")])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["nifti", str(d / "map.nii.gz"), "--observed", str(d / "obs.nii.gz"),
+              "--observed-fraction", "0.3", "--out", str(d / "x")])
+    assert exc.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
