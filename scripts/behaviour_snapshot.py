@@ -35,9 +35,16 @@ def _semi(y, m, seed, fill=-1):
     return out
 
 
+LEGACY = {}      # --legacy: the classifier's model as it was before the fewest-labels work
+
+
 def _cases():
+    import functools
+
     import flgp
     from flgp import FLGPClassifier, FLGPRegressor
+
+    FLGPClassifier = functools.partial(FLGPClassifier, **LEGACY)
     from flgp.datasets import make_concentric_circles, make_spiral, make_swiss_roll
     from flgp.embedding import (CompressedDiffusionMap, DeepDiffusionMap, DiffusionMap,
                                 GPEmbedding)
@@ -193,7 +200,13 @@ def main(argv=None) -> int:
     ap.add_argument("--compare")
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--rtol", type=float, default=1e-10)
+    ap.add_argument("--legacy", action="store_true",
+                    help="fit the classifiers with constant_variance=1, "
+                         "diffusion_time_prior='flat' (the model before 2026-11-25's "
+                         "fewest-labels defaults), to compare with a snapshot of older code")
     args = ap.parse_args(argv)
+    if args.legacy:
+        LEGACY.update(constant_variance=1.0, diffusion_time_prior="flat")
     names = set(args.only.split(",")) if args.only else None
     result = run(names)
     if args.save:

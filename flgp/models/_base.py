@@ -70,7 +70,7 @@ class HeatGPEstimator(BaseEstimator):
     """The shared core of the heat-kernel GP estimators (see the module notes)."""
 
     _parameter_constraints: dict = {
-        "method": [StrOptions(set(ESTIMATOR_METHODS))],
+        "method": [StrOptions(set(ESTIMATOR_METHODS) | {"auto"})],
         "kernel": [StrOptions(set(KERNELS))],
         "subsample": [StrOptions(set(SUBSAMPLES))],
         "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],
@@ -101,6 +101,12 @@ class HeatGPEstimator(BaseEstimator):
     def _is_labelled(y):               # pragma: no cover - defined by the subclasses
         raise NotImplementedError
 
+    @property
+    def _graph_method(self) -> str:
+        """The method whose graph a fit builds: ``method``, FLGP's for ``"auto"`` (which
+        weighs FLGP's heat kernel against the RBF GP by their evidence)."""
+        return "flgp" if self.method == "auto" else self.method
+
     # -- parameters -----------------------------------------------------------------------
     def _check_parameters(self) -> None:
         """What the constraints cannot say: finite numbers, a bandwidth grid of positive
@@ -121,6 +127,7 @@ class HeatGPEstimator(BaseEstimator):
 
     # private state a fit sets (the public fitted attributes end with "_")
     _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_component_has_label",
+                     "_spectral_prior",
                      "_reach", "_y_mean", "_y_scale", "_y_unit", "_noise_std", "_noise_pre")
 
     def _clear_fit(self) -> None:
@@ -163,7 +170,7 @@ class HeatGPEstimator(BaseEstimator):
             X = np.vstack([X, Xu])
             labelled = np.r_[labelled, np.zeros(Xu.shape[0], dtype=bool)]
             y = np.r_[y, fill]
-        if self.method != "rbf":                # the graph's own checks: spread, duplicates
+        if self._graph_method != "rbf":         # the graph's own checks: spread, duplicates
             X = check_cloud(X, finite=False)
         idx = np.flatnonzero(labelled)
         return X, idx, y[idx]
@@ -173,7 +180,7 @@ class HeatGPEstimator(BaseEstimator):
 
         from .._chunks._dask import DaskBlocks, as_dask_points, flatnonzero_blocks
 
-        if self.method != "flgp":
+        if self.method not in ("flgp", "auto"):
             raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
                              f"method={self.method!r}.")
         if not is_lazy(X):
@@ -233,26 +240,26 @@ class HeatGPEstimator(BaseEstimator):
             if X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} "
                                  f"is expecting {self.n_features_in_} features as input.")
-            if self.method == "rbf":
-                raise ValueError("method='rbf' predicts numpy arrays only; compute X first.")
+            if self.method_ == "rbf":
+                raise ValueError("the RBF GP predicts numpy arrays only; compute X first.")
             return X
         X = validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite=False)
         return check_points(X, min_samples=1)
 
     # -- the engine -----------------------------------------------------------------------
     def _engine_sizes(self, n: int) -> tuple[int, int]:
-        if self.induced_points is not None and self.method == "flgp":
+        if self.induced_points is not None and self._graph_method == "flgp":
             s = np.shape(self.induced_points)[0]
         else:
             s = default_n_induced(n) if self.n_induced is None else self.n_induced
-        if self.method == "glgp":
+        if self._graph_method == "glgp":
             M = default_n_eigenpairs(n) if self.n_eigenpairs is None else self.n_eigenpairs
         else:
             M = default_n_eigenpairs(s) if self.n_eigenpairs is None else self.n_eigenpairs
         return s, M
 
     def _bandwidth_grid(self) -> tuple:
-        uses_se = self.method in ("glgp", "nystrom") or self.kernel == "se"
+        uses_se = self._graph_method in ("glgp", "nystrom") or self.kernel == "se"
         if not uses_se or self.bandwidth is not None:
             return (1.0,)
         if self.bandwidth_grid is None:
@@ -264,11 +271,11 @@ class HeatGPEstimator(BaseEstimator):
         across the grid are built on the way) from the validated cloud ``X``."""
         n = X.shape[0]
         s, M = self._engine_sizes(n)
-        if self.method != "flgp" and self.induced_points is not None:
+        if self._graph_method != "flgp" and self.induced_points is not None:
             raise ValueError(f"induced_points work with method='flgp' only; got "
-                             f"method={self.method!r}.")
+                             f"method={self._graph_method!r}.")
         grid = self._bandwidth_grid()
-        if self.method == "flgp":
+        if self._graph_method == "flgp":
             options = check_graph_options(
                 n, X.shape[1], n_induced=None if self.induced_points is not None else s,
                 n_neighbors=self.n_neighbors, subsample=self.subsample, kernel=self.kernel,
@@ -280,7 +287,7 @@ class HeatGPEstimator(BaseEstimator):
                 g = base if a == 1.0 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
                 yield a, lambda g=g: flgp_eigenpairs(g, M, spectrum=self.spectrum)
             return
-        if self.method == "nystrom":
+        if self._graph_method == "nystrom":
             _check_size(s, 2, n, "n_induced", "n_samples")
             r = bandwidth_neighbour_count(self.n_neighbors, s)
             _check_size(r, 1, s, "n_neighbors", "n_induced")

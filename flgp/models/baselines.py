@@ -102,19 +102,31 @@ class _ExactRBF(gpytorch.models.ExactGP):
                                                          self.covar_module(x))
 
 
+# exact GP algebra (Cholesky, exact predictive variances) up to this many labels; GPyTorch's
+# default switches to conjugate gradients and approximate variances above 800, which
+# inflated the predictive sd about 14-fold on the motor map (docs/images.md)
+EXACT_MAX_LABELS = 20_000
+
+
 class RBFGPRegressor:
-    """GPyTorch exact GP with an RBF kernel, fitted by Adam on the marginal likelihood.
+    """GPyTorch exact GP with an RBF kernel, fitted by L-BFGS on the exact marginal
+    likelihood (Cholesky; exact predictive variances).
 
     Inputs and targets are standardised (``y_mean_``, ``y_scale_``), so the fit does not
     depend on the units of ``y`` (GPyTorch's noise floor of 1e-4 would otherwise swamp a
     target measured in small units). ``noise_``, ``outputscale_``, ``constant_``,
-    ``log_marginal_likelihood_`` and the predictions are in the units of ``y``."""
+    ``log_marginal_likelihood_`` and the predictions are in the units of ``y``.
+    ``max_iter`` bounds the L-BFGS iterations (each evaluates the likelihood up to 20
+    times in its line search); ``learning_rate`` is its initial step."""
 
     def __init__(self, max_iter: int = 100, learning_rate: float = 0.1,
                  backend: str = "torch"):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.backend = backend          # "keops": GPyTorch's KeOps RBF kernel (large m)
+
+    def _exact(self):
+        return gpytorch.settings.max_cholesky_size(EXACT_MAX_LABELS)
 
     def fit(self, X, y):
         self.mu_, self.sd_ = _standardise(X)
@@ -138,19 +150,27 @@ class RBFGPRegressor:
         model.mean_module.constant.data.fill_(float(yt.mean()))
         model.train()
         lik.train()
-        opt = torch.optim.Adam(model.parameters(), lr=self.learning_rate)
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
-        for _ in range(self.max_iter):
+        opt = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=int(self.max_iter),
+                                line_search_fn="strong_wolfe", tolerance_grad=1e-6,
+                                tolerance_change=1e-9)
+
+        def closure():
             opt.zero_grad()
             loss = -mll(model(Z), yt)
             loss.backward()
-            opt.step()
-        with torch.no_grad():
-            # the evidence is the prior marginal: evaluate it in train mode (in eval mode
-            # GPyTorch would return the posterior at the training inputs, and warn); in the
-            # units of y it is the standardised one minus m log(y_scale)
-            self.log_marginal_likelihood_ = (float(mll(model(Z), yt)) * len(yt)
-                                             - len(yt) * np.log(self.y_scale_))
+            return loss
+
+        with self._exact(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=gpytorch.utils.warnings.NumericalWarning)
+            opt.step(closure)
+            with torch.no_grad():
+                # the evidence is the prior marginal: evaluate it in train mode (in eval mode
+                # GPyTorch would return the posterior at the training inputs, and warn); in
+                # the units of y it is the standardised one minus m log(y_scale)
+                self.log_marginal_likelihood_ = (float(mll(model(Z), yt)) * len(yt)
+                                                 - len(yt) * np.log(self.y_scale_))
+        self.n_iter_ = int(opt.state[opt._params[0]].get("n_iter", 0))
         model.eval()
         lik.eval()
         self.model_, self.likelihood_ = model, lik
@@ -165,7 +185,8 @@ class RBFGPRegressor:
     def predict(self, X):
         Z = torch.as_tensor((X - self.mu_) / self.sd_, dtype=torch.float64)
         means, stds = [], []
-        with torch.no_grad(), gpytorch.settings.fast_pred_var(), warnings.catch_warnings():
+        with torch.no_grad(), self._exact(), gpytorch.settings.fast_pred_var(False), \
+                gpytorch.settings.skip_posterior_variances(False), warnings.catch_warnings():
             # the posterior at the training inputs is what transduction asks for
             warnings.filterwarnings("ignore", category=gpytorch.utils.warnings.GPInputWarning)
             for start in range(0, Z.shape[0], 4096):

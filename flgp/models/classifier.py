@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, stage
-from ..spectral.families import (Spectrum, active_columns, diffusion_time_range,
-                                 nonzero_prefix, spectral_weights)
+from ..spectral.families import (FAMILIES, SpectralPrior, active_columns,
+                                 diffusion_time_range, spectral_time_prior)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from ._search import (diffusion_time_mixture, parabolic_refine, search_log_scalar,
                       single_threaded_blas)
@@ -117,11 +118,19 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         FLGP's eigenvalue rule ``λ = 1 - σ`` or ``1 - σ^2`` (:mod:`flgp.spectral.flgp`).
     diffusion_time : float, optional
         Fix ``t`` instead of fitting it.
+    diffusion_time_prior : {"spectral", "flat"}, default="spectral"
+        The prior on ``t``; ``t`` maximises the approximate marginal likelihood times it
+        (MAP in ``log t``). ``"spectral"``: ``log t ~ N(log t_C, 2²)`` with ``t_C = 2 / λ*``,
+        ``λ* = max(λ_{C+1}, λ_2)`` for ``C`` classes - the smoothest prior in which each
+        class keeps a non-constant mode of its own
+        (:func:`flgp.spectral.families.spectral_time_prior`). A tie-breaker: with one label
+        per class the evidence is flat in ``t`` and the prior decides; from two or three
+        labels per class the evidence overrules it. ``"flat"``: flat in ``log t``
+        (empirical Bayes, the paper's algorithm and flgp's before 2026-11-25).
     diffusion_time_prior_power : float, default=1.0
-        ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s prior,
-        eq. 3); ``t`` maximises the approximate marginal likelihood times this prior (MAP
-        in ``log t``). ``1`` is flat in ``log t`` (empirical Bayes); ``a0 > 1`` pulls ``t``
-        down by ``a0 - 1`` nats per e-fold.
+        ``a0`` of a further factor ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s
+        prior, eq. 3); ``1`` leaves the prior as it is, ``a0 > 1`` pulls ``t`` down by
+        ``a0 - 1`` nats per e-fold.
     average_diffusion_time : bool or None, default=None
         True: average the class probabilities over the diffusion times of the search grid
         (12 values log-spaced over the data-driven range), each weighted by its posterior
@@ -131,6 +140,25 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         False with EP, True with Laplace (what each gains is measured in docs/models.md).
         Not used for one-vs-rest (each class keeps its MAP ``t``) or a fixed
         ``diffusion_time``.
+    spectral_family : {"heat", "matern", "green", "auto"}, default="heat"
+        The prior's weights ``w(λ)`` in the eigenbasis
+        (:func:`flgp.spectral.families.family_log_weights`): the heat kernel ``e^{-tλ}``,
+        the graph Matérn kernel ``(1 + tλ/ν)^{-ν}`` or the Laplacian's pseudo-inverse
+        ``λ_2/λ`` (the Green's function of Poisson learning; no time scale). ``"auto"``:
+        the one of highest evidence among the heat kernel, Matérn with ``ν = 1, 2`` and the
+        pseudo-inverse (four searches; docs/models.md measures what it gains - on the sets
+        measured, nothing: the evidence picks the heat kernel).
+    matern_nu : float, default=2.0
+        ``ν`` of ``spectral_family="matern"``.
+    constant_variance : float, default=0.0
+        The prior variance of the constant eigenvector (``λ = 0``) relative to the
+        family's weight there: each class latent's common offset. ``0`` - the GP form of
+        Poisson learning's centring - is what keeps the classifier from collapsing with
+        one label per class (a per-class offset makes ten labels of ten classes look
+        independent, and the evidence then prefers ``t → 0``; docs/models.md, "The fewest
+        labels"). ``1`` is the heat kernel as the paper writes it. With several connected
+        components only the constant combination of their indicators gets it; the
+        contrasts between components keep the family's weight.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
         (multinomial probit with EP, softmax with Laplace; ``"softmax"`` is accepted as
@@ -149,10 +177,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         ``(1, 10, 100, 1000)`` with the highest EP marginal likelihood.
     calibration : {"loo", None}, default="loo"
         EP only. ``"loo"``: divide the spread of every predictive distribution by ``κ``,
-        the mode of the leave-one-out predictive likelihood of the labelled points (EP's
-        cavities, free) under a log-normal prior with median 1 and sd ``log 2``
-        (:func:`flgp.models.inference.ep.fit_predictive_scale`); it assumes the labelled
-        points are a random sample of the cloud. ``None``: the EP posterior predictive as
+        the mode of the leave-one-out predictive likelihood of the labelled points whose
+        class keeps another label (EP's cavities, free) under a log-normal prior with
+        median 1 and sd ``log 2`` (:func:`flgp.models.inference.ep.fit_predictive_scale`);
+        it assumes the labelled points are a random sample of the cloud. With one label per
+        class no point qualifies and ``κ = 1`` (with a warning: those probabilities are
+        under-confident). ``None``: the EP posterior predictive as
         it is.
     max_iter : int, default=100
         Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
@@ -185,6 +215,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     eigenvalues_ : ndarray (n_eigenpairs,)
     diffusion_time_ : float or ndarray
         The MAP ``t`` (one per class for one-vs-rest).
+    spectral_family_ : str
+        The family the fit used (the evidence's choice for ``spectral_family="auto"``).
     amplitude_ : float or ndarray
         The prior amplitude ``A`` (one per class for one-vs-rest; 1 for Laplace).
     predictive_scale_ : float or ndarray
@@ -241,22 +273,29 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     _parameter_constraints: dict = {
         **HeatGPEstimator._parameter_constraints,
+        "method": [StrOptions({"flgp", "glgp", "nystrom", "rbf"})],
+        "diffusion_time_prior": [StrOptions({"spectral", "flat"})],
         "average_diffusion_time": ["boolean", None],
+        "spectral_family": [StrOptions(set(FAMILIES) | {"auto"})],
+        "matern_nu": [_POSITIVE],
+        "constant_variance": [Interval(numbers.Real, 0, None, closed="left")],
         "multi_class": [StrOptions({"multinomial", "softmax", "ovr"})],
         "inference": [StrOptions({"ep", "laplace"})],
         "amplitude": [_POSITIVE, None],
         "calibration": [StrOptions({"loo"}), None],
     }
-    _finite_parameters = HeatGPEstimator._finite_parameters + ("amplitude",)
+    _finite_parameters = HeatGPEstimator._finite_parameters + ("amplitude", "matern_nu",
+                                                               "constant_variance")
     _unlabelled_fill = -1
     _is_labelled = staticmethod(split_labels)
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior_power=1.0, average_diffusion_time=None,
-                 multi_class="multinomial", inference="ep", amplitude=1.0,
-                 calibration="loo", max_iter=100,
+                 diffusion_time_prior="spectral", diffusion_time_prior_power=1.0,
+                 average_diffusion_time=None, spectral_family="heat", matern_nu=2.0,
+                 constant_variance=0.0, multi_class="multinomial", inference="ep",
+                 amplitude=1.0, calibration="loo", max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False,
                  induced_points=None, warm_start=False):
         self.method = method
@@ -270,8 +309,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.lae_regularization = lae_regularization
         self.spectrum = spectrum
         self.diffusion_time = diffusion_time
+        self.diffusion_time_prior = diffusion_time_prior
         self.diffusion_time_prior_power = diffusion_time_prior_power
         self.average_diffusion_time = average_diffusion_time
+        self.spectral_family = spectral_family
+        self.matern_nu = matern_nu
+        self.constant_variance = constant_variance
         self.multi_class = multi_class
         self.inference = inference
         self.amplitude = amplitude
@@ -325,12 +368,16 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                              f"classifier needs at least two classes among the labels.{hint}")
         self.labelled_indices_ = labelled
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
+        self.method_ = self.method
         if self.method == "rbf":
             return self._fit_rbf(X, labelled, codes)
         a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, codes)
         self._set_engine(a, eigenpairs, X, labelled)
-        t, amplitude, log_ev, state, mixture, n_evals = fit.result
+        t, amplitude, log_ev, state, mixture, n_evals, prior = fit.result
         self._V_lab = V_lab
+        self._spectral_prior = prior
+        self.spectral_family_ = prior.family if prior.family != "matern" else (
+            f"matern (nu={prior.nu:g})")
         self.diffusion_time_ = t
         self.amplitude_ = amplitude
         self.log_marginal_likelihood_ = log_ev
@@ -340,8 +387,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.diffusion_time_weights_ = (None if mixture is None else
                                         np.array([[tk, wk] for tk, wk, _ in mixture]))
         self.predictive_scale_ = self._predictive_scale(codes)
+        self._warn_weak_fit(codes, t)
         self._predictor = _ClassPredictor(
-            Spectrum(eigenpairs), self.classes_.size, self._ep, self._one_vs_rest,
+            prior, self.classes_.size, self._ep, self._one_vs_rest,
             self._mixture, self.predictive_scale_, self._prior, self._component_has_label,
             V_lab)
         with stage("transduction"):
@@ -377,38 +425,87 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             return not self._ep
         return bool(self.average_diffusion_time)
 
+    def _families(self):
+        """``(family, nu)`` of the priors the fit compares: the chosen one, or for
+        ``spectral_family="auto"`` the heat kernel, the graph Matérn kernel with
+        ``ν = 1, 2`` and the pseudo-inverse."""
+        if self.spectral_family == "auto":
+            return [("heat", self.matern_nu), ("matern", 1.0), ("matern", 2.0),
+                    ("green", self.matern_nu)]
+        return [(self.spectral_family, self.matern_nu)]
+
     def _fit_gp(self, eigenpairs, V_lab, codes) -> CandidateFit:
-        """``t`` and the amplitude on one candidate's eigenpairs; for one-vs-rest ``t`` and
-        the amplitude hold one value per class, the evidence is the sum over the binary
+        """``t`` and the amplitude on one candidate's eigenpairs (for each spectral family
+        compared; the one of highest evidence is kept); for one-vs-rest ``t`` and the
+        amplitude hold one value per class, the evidence is the sum over the binary
         problems and the state a list."""
-        search = _TimeSearch(self, eigenpairs, V_lab)
-        if not self._one_vs_rest:
-            t, amplitude, log_ev, state, mixture = search.fit(codes, self.classes_.size == 2)
-        else:
-            fits = [search.fit((codes == c).astype(np.int64), True)
-                    for c in range(self.classes_.size)]
-            t = np.array([f[0] for f in fits])
-            amplitude = np.array([f[1] for f in fits])
-            log_ev = float(sum(f[2] for f in fits))
-            state, mixture = [f[3] for f in fits], None
-        return CandidateFit(score=log_ev, t=t, log_evidence=log_ev,
-                            result=(t, amplitude, log_ev, state, mixture, search.n_evals))
+        best = None
+        for family, nu in self._families():
+            prior = SpectralPrior.of(eigenpairs, family, nu, self.constant_variance)
+            search = _TimeSearch(self, prior, V_lab)
+            if not self._one_vs_rest:
+                t, amplitude, log_ev, state, mixture = search.fit(codes,
+                                                                  self.classes_.size == 2)
+            else:
+                fits = [search.fit((codes == c).astype(np.int64), True)
+                        for c in range(self.classes_.size)]
+                t = np.array([f[0] for f in fits])
+                amplitude = np.array([f[1] for f in fits])
+                log_ev = float(sum(f[2] for f in fits))
+                state, mixture = [f[3] for f in fits], None
+            if best is None or log_ev > best.score:
+                best = CandidateFit(score=log_ev, t=t, log_evidence=log_ev,
+                                    result=(t, amplitude, log_ev, state, mixture,
+                                            search.n_evals, prior))
+        return best
 
     def _predictive_scale(self, codes):
         """``κ`` by leave-one-out (:func:`flgp.models.inference.ep.fit_predictive_scale`)
         over the mixture of diffusion times (one ``κ`` per class for one-vs-rest); 1
-        without calibration or with Laplace."""
+        without calibration or with Laplace. Only labelled points whose class keeps
+        another label are left out: leaving out a class's only label asks how probable a
+        class is that the model has never seen, which says nothing of how confident it
+        should be where each class has labels. With one label per class no point
+        qualifies and ``κ = 1``."""
         if not self._ep or self.calibration is None:
             return 1.0
+        counts = np.bincount(codes, minlength=self.classes_.size)
+        keep = counts[codes] >= 2
+        if not keep.any():
+            return 1.0 if not self._one_vs_rest else np.ones(self.classes_.size)
         if self._one_vs_rest:
             states = self._mixture[0][2]
-            return np.array([fit_predictive_scale([probit_loo(st)]) for st in states])
+            return np.array([fit_predictive_scale([_rows(probit_loo(st), keep)])
+                             for st in states])
         weights = [c[1] for c in self._mixture]
         if self.classes_.size == 2:
-            terms = [probit_loo(c[2]) for c in self._mixture]
+            terms = [_rows(probit_loo(c[2]), keep) for c in self._mixture]
         else:
-            terms = [multinomial_loo(c[2], codes) for c in self._mixture]
+            terms = [_rows(multinomial_loo(c[2], codes), keep) for c in self._mixture]
         return fit_predictive_scale(terms, weights)
+
+    def _warn_weak_fit(self, codes, t) -> None:
+        """Warn when the labels cannot decide the prior: every class has a single label
+        (the probabilities are then the EP posterior's, uncalibrated), or the MAP diffusion
+        time sits at an end of its range."""
+        counts = np.bincount(codes, minlength=self.classes_.size)
+        if counts.max() == 1:
+            warnings.warn("every class has a single label: the diffusion time rests on the "
+                          "prior (diffusion_time_prior) and the probabilities cannot be "
+                          "calibrated from the labels, so they are under-confident. A "
+                          "second label per class lets the fit check both.", UserWarning,
+                          stacklevel=4)
+        if self.diffusion_time is not None:
+            return
+        lo, hi = diffusion_time_range(self.eigenvalues_)
+        ts = np.atleast_1d(t)
+        at_end = (np.log(ts) < np.log(lo) + 0.05) | (np.log(ts) > np.log(hi) - 0.05)
+        if at_end.any():
+            warnings.warn(f"the diffusion time t={float(ts[at_end][0]):.3g} sits at an end of "
+                          f"its range [{lo:.3g}, {hi:.3g}]: the evidence keeps pushing it "
+                          f"beyond what the eigenpairs resolve, so the predictions are "
+                          f"close to the prior's there. More labels, or a fixed "
+                          f"diffusion_time, settle it.", UserWarning, stacklevel=4)
 
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):
@@ -423,7 +520,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             return self.eigenpairs_.map_points(X, self._predictor,
                                                n_columns=self.classes_.size,
                                                project=self._predictor.project)
-        if self.method == "rbf":
+        if self.method_ == "rbf":
             return self.rbf_.predict_proba(X)
         proba, nearest = self.eigenpairs_.map_points(X, self._predictor,
                                                      return_nearest=True,
@@ -440,7 +537,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
         moments of the mixture over the diffusion times."""
         check_is_fitted(self, "classes_")
-        if self.method == "rbf":
+        if self.method_ == "rbf":
             raise ValueError("predict_latent is available for the heat-kernel methods; "
                              "method='rbf' has no heat-kernel latent.")
         width = 1 if self.classes_.size == 2 else self.classes_.size
@@ -465,14 +562,21 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         for two classes, one per class otherwise), at the MAP diffusion time; with the
         precision a new label adds to each. What :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "classes_")
-        if self.method == "rbf":
+        if self.method_ == "rbf":
             raise ValueError("latent_posterior needs the heat-kernel posterior over the "
                              "cloud; method='rbf' has none.")
         t, _, state, amplitude = self._mixture[0]
-        return classifier_latent_posterior(self.eigenpairs_, self._V_lab, t, state,
+        prior = self._spectral_prior
+        post = classifier_latent_posterior(prior, prior.rotate(self._V_lab), t, state,
                                            amplitude, n_classes=self.classes_.size,
                                            expectation_propagation=self._ep,
                                            one_vs_rest=self._one_vs_rest)
+        if prior.rotation is not None:         # back from the rotated basis: β = R β'
+            R = prior.rotation
+            post = type(post)(R @ post.mean, R[None] @ post.cov @ R.T[None],
+                              precision=post.precision, offset=post.offset,
+                              count_rate=post.count_rate)
+        return post
 
     def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
@@ -505,16 +609,22 @@ class _TimeSearch:
     approximate marginal likelihood times the prior on ``t``; ``n_evals`` counts the
     posteriors computed."""
 
-    def __init__(self, est: FLGPClassifier, eigenpairs, V_lab):
+    def __init__(self, est: FLGPClassifier, prior: SpectralPrior, V_lab):
         self.est = est
-        self.spectrum = eigenpairs
-        self.V_lab = V_lab
+        self.spectrum = prior
+        self.V_lab = prior.rotate(V_lab)
         self.n_classes = est.classes_.size
         self.n_evals = 0
+        self.time_prior = (spectral_time_prior(prior.eigenvalues, self.n_classes)
+                           if est.diffusion_time_prior == "spectral" else None)
 
     def _log_prior_t(self, log_t):
-        # π(t) ∝ t^{-a0} is ∝ t^{1-a0} in log t
-        return -(self.est.diffusion_time_prior_power - 1.0) * log_t
+        # π(t) ∝ t^{-a0} is ∝ t^{1-a0} in log t; the spectral prior is normal in log t
+        out = -(self.est.diffusion_time_prior_power - 1.0) * log_t
+        if self.time_prior is not None:
+            centre, sd = self.time_prior
+            out = out - 0.5 * ((log_t - centre) / sd) ** 2
+        return out
 
     def fit(self, codes, binary):
         """``(t, amplitude, log evidence, state, mixture)``."""
@@ -561,7 +671,7 @@ class _TimeSearch:
     # -- expectation propagation (probit / multinomial probit) ---------------------------
     def _ep_state(self, codes, binary, t, amplitude, init=None, tol=_EP_TOL):
         self.n_evals += 1
-        Phi = _features(self.spectrum, self.V_lab, t, amplitude)
+        Phi = self.spectrum.features(self.V_lab, t, amplitude)
         if binary:
             return ep_probit(Phi, 2.0 * codes - 1.0, init=init, tol=tol,
                              max_sweeps=self.est.max_iter)
@@ -640,6 +750,11 @@ class _TimeSearch:
         return t, amplitude, state.log_evidence, state, mixture
 
 
+def _rows(loo, keep):
+    """The leave-one-out terms of the labelled points ``keep``."""
+    return tuple(np.asarray(part)[keep] for part in loo)
+
+
 def _argmax_classes(proba, classes):
     return classes[np.argmax(proba, axis=1)]
 
@@ -652,30 +767,10 @@ def _classes_of(proba, classes):
     return _argmax_classes(proba, classes)
 
 
-def _gram(spectrum, t, V1, V2):
-    V1, w, V2 = active_columns(V1, spectral_weights(spectrum, t), V2)
+def _gram(prior, t, V1, V2):
+    """``V1 K V2ᵀ`` of the prior at ``t`` (``V1``, ``V2`` rows of the rotated basis)."""
+    V1, w, V2 = active_columns(V1, prior.weights(t), V2)
     return (V1 * w) @ V2.T
-
-
-def _feature_matrix(spectrum, t, amplitude):
-    """``D`` (``M x d``) with ``V D = √A · V · diag(√(c e^{-tλ}))`` over the modes whose
-    weight is not 0 (the leading ones at any t > 0): the EP features of eigenvector rows."""
-    w = spectral_weights(spectrum, t)
-    k = nonzero_prefix(w)
-    keep = np.arange(k) if k is not None else np.flatnonzero(w != 0)
-    D = np.zeros((w.size, keep.size))
-    D[keep, np.arange(keep.size)] = np.sqrt(amplitude * w[keep])
-    return D
-
-
-def _features(spectrum, V, t, amplitude):
-    """The EP features ``V D`` (:func:`_feature_matrix`), by column selection."""
-    w = spectral_weights(spectrum, t)
-    k = nonzero_prefix(w)
-    if k is not None:
-        return V[:, :k] * np.sqrt(amplitude * w[:k])
-    keep = w != 0
-    return V[:, keep] * np.sqrt(amplitude * w[keep])
 
 
 class _ClassPredictor:
@@ -696,7 +791,7 @@ class _ClassPredictor:
     without labels get the class frequencies of the labels (the prior prediction).
     """
 
-    def __init__(self, spectrum: Spectrum, n_classes: int, ep: bool, one_vs_rest: bool,
+    def __init__(self, spectrum: SpectralPrior, n_classes: int, ep: bool, one_vs_rest: bool,
                  mixture, scale, prior, component_has_label, V_lab):
         self.spectrum = spectrum
         self.n_classes = int(n_classes)
@@ -706,7 +801,7 @@ class _ClassPredictor:
         self.scale = scale
         self.prior = prior
         self.component_has_label = component_has_label
-        self.V_lab = None if self.ep else V_lab
+        self.V_lab = None if self.ep else spectrum.rotate(V_lab)
         self.project, self._columns = (self._projection() if self.ep else (None, None))
 
     def _posteriors(self):
@@ -721,7 +816,7 @@ class _ClassPredictor:
         blocks, columns, at = [], [], 0
         multinomial = self.n_classes > 2 and not self.one_vs_rest
         for t, A, state in self._posteriors():
-            D = _feature_matrix(self.spectrum, t, A)
+            D = self.spectrum.feature_matrix(t, A)
             if multinomial:
                 block = D @ multinomial_projection(state)
             else:
@@ -753,13 +848,12 @@ class _ClassPredictor:
             out = multinomial_predict_projected(Z[:, a:b], self.n_classes, dim,
                                                 moments=moments, scale=scale)
             return out if moments else (out, None, None)
-        V, Vl = Z, self.V_lab
+        V, Vl = self.spectrum.rotate(Z), self.V_lab
         if self.n_classes == 2 or self.one_vs_rest:
-            mean, var = binary_predict_low_rank(state, Vl, spectral_weights(self.spectrum, t),
-                                                V)
+            mean, var = binary_predict_low_rank(state, Vl, self.spectrum.weights(t), V)
             return probit_logistic(mean, var), mean, var
         K_cross = _gram(self.spectrum, t, Vl, V)
-        k_diag = (V * V) @ spectral_weights(self.spectrum, t)
+        k_diag = (V * V) @ self.spectrum.weights(t)
         mean, var = softmax_predict(state, K_cross, k_diag)
         return softmax_probabilities(mean, var, random_state=0), mean, var
 
@@ -779,9 +873,9 @@ class _ClassPredictor:
         elif self.n_classes == 2 and not self.ep and len(self.mixture) > 1:
             # Laplace, binary: one stacked product serves every diffusion time
             weights = np.array([c[1] for c in self.mixture])
-            W = spectral_weights(self.spectrum, np.array([c[0] for c in self.mixture]))
+            W = self.spectrum.weights(np.array([c[0] for c in self.mixture]))
             means, variances = binary_predict_low_rank_many(
-                [c[2] for c in self.mixture], self.V_lab, W, Z)
+                [c[2] for c in self.mixture], self.V_lab, W, self.spectrum.rotate(Z))
             proba = probit_logistic(means, variances) @ weights
             mean = means @ weights
             var = np.maximum((variances + means * means) @ weights - mean * mean, 0.0)

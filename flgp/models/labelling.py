@@ -230,26 +230,35 @@ def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitu
                                 one_vs_rest: bool = False) -> LatentPosterior:
     """The :class:`LatentPosterior` of a classifier's inference state at diffusion time
     ``t`` (one binary latent per class for one-vs-rest: ``t``, ``amplitude`` and ``state``
-    then hold one entry per class). ``V_lab``: the eigenvector rows of the labelled
-    points; ``expectation_propagation``: EP states (else Laplace)."""
-    from ..spectral.families import spectral_weights
+    then hold one entry per class). ``eigenpairs``: the eigenpairs, or the
+    :class:`~flgp.spectral.families.SpectralPrior` the fit used (its weights, rotated
+    basis); ``V_lab``: the eigenvector rows of the labelled points in that basis;
+    ``expectation_propagation``: EP states (else Laplace)."""
 
     C = int(n_classes)
     if one_vs_rest and C > 2:
         parts = [_binary_posterior(expectation_propagation, st, V_lab,
-                                   spectral_weights(eigenpairs, tc), ac)
+                                   _weights(eigenpairs, tc), ac)
                  for tc, ac, st in zip(np.atleast_1d(t), np.broadcast_to(amplitude, (C,)),
                                        state)]
         return LatentPosterior(np.stack([p[0] for p in parts], 1),
                                np.stack([p[1] for p in parts]),
                                np.array([p[2] for p in parts]))
-    w = spectral_weights(eigenpairs, t)
+    w = _weights(eigenpairs, t)
     if C == 2:
         return LatentPosterior(*_binary_posterior(expectation_propagation, state, V_lab, w,
                                                   amplitude))
     if expectation_propagation:
         return LatentPosterior(*multinomial_ep_posterior(state, w, amplitude))
     return LatentPosterior(*laplace_softmax_posterior(state, V_lab, w))
+
+
+def _weights(spectrum, t):
+    if hasattr(spectrum, "weights"):
+        return spectrum.weights(t)
+    from ..spectral.families import spectral_weights
+
+    return spectral_weights(spectrum, t)
 
 
 def _binary_posterior(ep_inference, state, V_lab, w, amplitude):
@@ -543,7 +552,7 @@ def suggest_labels(est, n, strategy, random_state):
                          f"the same as {_ALIASES['uncertainty'][kind]!r}).")
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
-    if getattr(est, "method", None) == "rbf":
+    if getattr(est, "method_", None) == "rbf":
         raise ValueError(f"suggest_labels needs the heat-kernel posterior over the cloud; "
                          f"{name}(method='rbf') has none. Use method='flgp', 'glgp' or "
                          f"'nystrom'.")

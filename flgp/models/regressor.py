@@ -220,15 +220,39 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                              f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
         z = (y_pre - self._y_mean / unit) / (self._y_scale / unit)
         if self.method == "rbf":
-            self.rbf_ = RBFGPRegressor(self.max_iter, self.learning_rate,
-                                       backend=resolve_backend(self.backend)).fit(
-                X[labelled], y_lab)
-            self.n_iter_ = self.max_iter
+            return self._fit_rbf(X, labelled, y_lab)
+        heat = self._fit_heat(X, labelled, z, m)
+        if self.method == "auto" and not is_lazy(X):
+            rbf = RBFGPRegressor(self.max_iter, self.learning_rate,
+                                 backend=resolve_backend(self.backend)).fit(X[labelled],
+                                                                            y_lab)
+            self.log_evidence_ = {"flgp": self.log_marginal_likelihood_,
+                                  "rbf": rbf.log_marginal_likelihood_}
+            if rbf.log_marginal_likelihood_ > self.log_marginal_likelihood_:
+                return self._fit_rbf(X, labelled, y_lab, rbf)
+        self.method_ = "flgp" if self.method == "auto" else self.method
+        return self._transduce(heat)
+
+    def _fit_rbf(self, X, labelled, y_lab, rbf=None):
+        """The RBF GP's fit (``method="rbf"``, or chosen by ``"auto"``): its hyperparameters,
+        evidence and transduction."""
+        self.rbf_ = rbf if rbf is not None else RBFGPRegressor(
+            self.max_iter, self.learning_rate,
+            backend=resolve_backend(self.backend)).fit(X[labelled], y_lab)
+        self.method_ = "rbf"
+        self.n_iter_ = self.rbf_.n_iter_
+        if self.method == "rbf":
             self.eigenpairs_ = None
-            self.noise_ = self.rbf_.noise_
-            self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
-            self.transduction_, self.transduction_std_ = self.rbf_.predict(X)
-            return self
+        self.noise_ = self.rbf_.noise_
+        self.outputscale_ = self.rbf_.outputscale_
+        self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
+        self.transduction_, self.transduction_std_ = self.rbf_.predict(X)
+        return self
+
+    def _fit_heat(self, X, labelled, z, m):
+        """The heat-kernel GP's hyperparameters, evidence and posterior (not yet its
+        transduction); returns the eigenpairs."""
+        unit = self._y_unit
         a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, z)
         self._set_engine(a, eigenpairs, X, labelled)
         fit = fit.result
@@ -248,7 +272,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self._noise_std = fit["noise"]          # noise variance in standardised units
         self._predictor = _RegressionPredictor(sd, w_mean, w_cov, self._y_mean,
                                                self._y_scale, self._component_has_label)
-        return self._transduce(eigenpairs)
+        return eigenpairs
 
     def _transduce(self, eigenpairs):
         """``transduction_`` and ``transduction_std_`` of the cloud from ``_predictor``."""
@@ -288,6 +312,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         approximation in weight space and no noise variance."""
         y_lab = check_counts(y_lab, labelled)
         offset = count_offset(y_lab)
+        self.method_ = self._graph_method
         self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
         a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, (y_lab, offset))
         self._set_engine(a, eigenpairs, X, labelled)
@@ -384,7 +409,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                               project=self._predictor.project)
             mean, std = out[:, 0], out[:, 1]
             return (mean, std) if return_std else mean
-        if self.method == "rbf":
+        if self.method_ == "rbf":
             mean, std = self.rbf_.predict(X)
             return (mean, std) if return_std else mean
         out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
@@ -415,7 +440,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         check_is_fitted(self, "n_features_in_")
         if self.likelihood != "poisson":
             mean, std = self.predict(X, return_std=True)
-            if self.method == "rbf":
+            if self.method_ == "rbf":
                 unit, noise = 1.0, self.noise_
             else:
                 unit, noise = self._y_unit, self._noise_pre
@@ -436,7 +461,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         noise, the log-rate for counts), with the precision a new label adds: what
         :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "n_features_in_")
-        if self.method == "rbf":
+        if self.method_ == "rbf":
             raise ValueError("latent_posterior needs the heat-kernel posterior over the "
                              "cloud; method='rbf' has none.")
         pr = self._predictor

@@ -161,6 +161,17 @@ class Eigenpairs:
         engines (a Dask fit sums the blocks' terms with a dask tree reduction)."""
         return self.cloud.reduce(func, shape, chunk_size=chunk_size, parallel=parallel)
 
+    def column_sums(self) -> np.ndarray:
+        """``Vᵀ 1``: each eigenvector's sum over the cloud (``(M,)``). FLGP reads it off the
+        graph - ``1ᵀ V = 1ᵀ A P = Λ P`` (the degrees times the projection) - with no pass
+        over the points; stored eigenvectors are summed."""
+        graph = getattr(self.extension, "graph", None)
+        projection = getattr(self.extension, "projection", None)
+        if graph is not None and projection is not None and hasattr(graph, "degrees"):
+            return np.asarray(graph.degrees @ projection, dtype=np.float64)
+        return self.reduce_chunks(lambda V, comp, start: V.sum(axis=0),
+                                  (self.n_eigenpairs,))
+
     def extend(self, X_new) -> np.ndarray:
         """Eigenvector values at new points, shape ``(n_new, M)`` (all at once; see
         :meth:`map_points` for blocks)."""

@@ -28,10 +28,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Spectrum", "heat_weights", "heat_log_weights", "heat_log_weight_gradient",
-           "diffusion_time_range", "default_diffusion_time", "spectral_weights",
-           "nonzero_prefix", "active_columns", "heat_features", "heat_kernel",
-           "heat_kernel_diag", "FLUSH_RELATIVE"]
+__all__ = ["Spectrum", "SpectralPrior", "FAMILIES", "heat_weights", "heat_log_weights",
+           "heat_log_weight_gradient", "family_log_weights", "family_log_weight_gradient",
+           "diffusion_time_range", "default_diffusion_time", "spectral_time_prior",
+           "spectral_weights", "constant_mode_rotation", "nonzero_prefix", "active_columns",
+           "heat_features", "heat_kernel", "heat_kernel_diag", "FLUSH_RELATIVE"]
+
+# the spectral families: "heat" e^{-tλ}, "matern" (1 + tλ/ν)^{-ν}, "green" λ_2/λ
+FAMILIES = ("heat", "matern", "green")
+# an eigenvalue at most this is a zero mode (a connected component's indicator)
+ZERO_EIGENVALUE = 1e-10
 
 # weights below this fraction of the largest are set to 0 (spectral_weights)
 FLUSH_RELATIVE = 1e-16
@@ -46,6 +52,66 @@ class Spectrum:
     def __init__(self, eigenpairs):
         self.eigenvalues = np.asarray(eigenpairs.eigenvalues, dtype=np.float64)
         self.kernel_scale = float(eigenpairs.kernel_scale)
+
+
+class SpectralPrior(Spectrum):
+    """A prior ``c Σ w(λ_l) v_l v_lᵀ`` of a family on given eigenpairs, ready for the
+    estimators: the family (``"heat"``, ``"matern"`` with ``nu``, ``"green"``), the prior
+    variance ``constant`` of the constant mode relative to the family's (1: the family as
+    it is; 0: no constant mode) and, when the graph has several components, the rotation
+    ``R`` that puts the constant mode first (:func:`constant_mode_rotation`). Small and
+    picklable (Dask ships predictors holding it).
+
+    ``weights(t)`` are the (flushed) prior weights of the rotated basis ``V R``;
+    ``features(V, t, A)`` and ``feature_matrix(t, A)`` the EP features ``√A (V R)
+    diag(√w)`` over the modes whose weight is not 0, the second as the ``M x d`` matrix
+    ``D`` with ``V D`` those features."""
+
+    def __init__(self, eigenpairs, family: str = "heat", nu: float = 2.0,
+                 constant: float = 1.0, rotation=None):
+        super().__init__(eigenpairs)
+        self.family = family
+        self.nu = float(nu)
+        self.constant = float(constant)
+        self.rotation = rotation
+
+    @classmethod
+    def of(cls, eigenpairs, family: str = "heat", nu: float = 2.0, constant: float = 1.0):
+        """The prior on ``eigenpairs``, with the rotation its constant mode needs (only
+        when ``constant != 1``: otherwise every zero mode has the same weight and the basis
+        need not turn)."""
+        rotation = None
+        if constant != 1.0:
+            rotation = constant_mode_rotation(eigenpairs.eigenvalues,
+                                              eigenpairs.column_sums())
+        return cls(eigenpairs, family, nu, constant, rotation)
+
+    def weights(self, t) -> np.ndarray:
+        return spectral_weights(self, t, self.family, self.nu, self.constant)
+
+    def rotate(self, V: np.ndarray) -> np.ndarray:
+        """The rows of ``V R`` (``V`` itself without a rotation)."""
+        return V if self.rotation is None else V @ self.rotation
+
+    def feature_matrix(self, t, amplitude) -> np.ndarray:
+        w = self.weights(t)
+        k = nonzero_prefix(w)
+        keep = np.arange(k) if k is not None else np.flatnonzero(w != 0)
+        if self.rotation is None:
+            D = np.zeros((w.size, keep.size))
+            D[keep, np.arange(keep.size)] = np.sqrt(amplitude * w[keep])
+            return D
+        return self.rotation[:, keep] * np.sqrt(amplitude * w[keep])[None, :]
+
+    def features(self, V: np.ndarray, t, amplitude) -> np.ndarray:
+        if self.rotation is not None:
+            return V @ self.feature_matrix(t, amplitude)
+        w = self.weights(t)
+        k = nonzero_prefix(w)
+        if k is not None:
+            return V[:, :k] * np.sqrt(amplitude * w[:k])
+        keep = w != 0
+        return V[:, keep] * np.sqrt(amplitude * w[keep])
 
 
 # -- the heat family: w(λ) = exp(-t λ), numpy or torch ------------------------------------
@@ -79,6 +145,65 @@ def heat_log_weight_gradient(eigenvalues, t):
     return heat_log_weights(eigenvalues, t)
 
 
+def _log(x):
+    if _is_torch(x):
+        return x.log()
+    return np.log(x)
+
+
+def family_log_weights(eigenvalues, t, family: str = "heat", nu: float = 2.0):
+    r"""``log w(λ)`` of a spectral family at time scale ``t`` (numpy or torch, shapes as
+    :func:`heat_log_weights`):
+
+    * ``"heat"`` - ``w = e^{-tλ}``;
+    * ``"matern"`` - ``w = (1 + tλ/ν)^{-ν}``: the graph Matérn kernel
+      ``(2ν/κ² + λ)^{-ν}`` with ``t = νκ²/2``, normalised to 1 at ``λ = 0`` (``ν → ∞`` is the
+      heat kernel at the same ``t``);
+    * ``"green"`` - ``w = λ_2 / λ`` for ``λ > 0``, the Laplacian's pseudo-inverse (the
+      Green's function Poisson learning solves with), scaled to 1 at the smallest positive
+      eigenvalue ``λ_2``; ``t`` plays no part, and the zero modes (the components'
+      indicators) keep weight 1.
+    """
+    if family == "heat":
+        return heat_log_weights(eigenvalues, t)
+    if family == "matern":
+        scaled = heat_log_weights(eigenvalues, t)           # -tλ
+        return -float(nu) * _log1p(-scaled / float(nu))
+    if family == "green":
+        lam = eigenvalues
+        pos = lam[lam > ZERO_EIGENVALUE]
+        lam2 = pos.min() if len(pos) else 1.0
+        zero_t = 0.0 * heat_log_weights(eigenvalues, t)     # t's shape, zeros
+        if _is_torch(lam):
+            import torch
+
+            safe = torch.where(lam > ZERO_EIGENVALUE, lam, torch.ones_like(lam))
+            logw = torch.where(lam > ZERO_EIGENVALUE, torch.log(lam2 / safe),
+                               torch.zeros_like(lam))
+        else:
+            safe = np.where(lam > ZERO_EIGENVALUE, lam, 1.0)
+            logw = np.where(lam > ZERO_EIGENVALUE, np.log(lam2 / safe), 0.0)
+        return zero_t + logw
+    raise ValueError(f"unknown spectral family {family!r}; choose one of {list(FAMILIES)}.")
+
+
+def _log1p(x):
+    if _is_torch(x):
+        return x.log1p()
+    return np.log1p(x)
+
+
+def family_log_weight_gradient(eigenvalues, t, family: str = "heat", nu: float = 2.0):
+    """``∂ log w / ∂ log t`` of a family: ``-tλ`` (heat), ``-tλ / (1 + tλ/ν)`` (Matérn),
+    0 (green)."""
+    if family == "heat":
+        return heat_log_weight_gradient(eigenvalues, t)
+    if family == "matern":
+        scaled = heat_log_weights(eigenvalues, t)
+        return scaled / (1.0 - scaled / float(nu))
+    return 0.0 * heat_log_weights(eigenvalues, t)
+
+
 # -- the diffusion time ---------------------------------------------------------------------
 
 def diffusion_time_range(eigenvalues: np.ndarray) -> tuple[float, float]:
@@ -102,19 +227,95 @@ def default_diffusion_time(eigenvalues: np.ndarray) -> float:
     return float(np.sqrt(lo * hi))
 
 
+# the spectral prior on t: the centre's weight on the (C+1)-th eigenvalue, and the spread
+SPECTRAL_PRIOR_WEIGHT_DROP = 2.0
+SPECTRAL_PRIOR_SD = 2.0
+
+
+def spectral_time_prior(eigenvalues: np.ndarray, n_classes: int):
+    r"""A prior on the diffusion time from the cloud's spectrum:
+    ``log t ~ N(log t_C, 2^2)`` with
+
+    .. math:: t_C = 2 / \lambda^*,\qquad \lambda^* = \max(\lambda_{C+1}, \lambda_2),
+
+    ``λ`` ascending (``λ_1 = 0``), ``λ_2`` the smallest positive eigenvalue, ``C`` the
+    number of classes; ``t_C`` clipped to :func:`diffusion_time_range`. ``t_C`` is the
+    smoothest prior in which each class still has a non-constant mode of its own with
+    weight at least ``e^{-2}`` (``C`` well-separated clusters are spanned by the first
+    ``C`` eigenvectors); with ``C`` or more connected components ``λ_{C+1} = 0`` and the
+    first positive eigenvalue sets the scale. The spread (two e-folds) makes it a
+    tie-breaker: it moves ``t`` only where the evidence varies by a few nats, as with one
+    label per class (docs/models.md, "The fewest labels").
+
+    Returns ``(log t_C, sd)``: the log prior density of ``log t`` is
+    ``-(log t - log t_C)^2 / (2 sd^2)`` up to a constant."""
+    lam = np.sort(np.asarray(eigenvalues, dtype=np.float64))
+    pos = lam[lam > ZERO_EIGENVALUE]
+    if pos.size == 0:
+        return float(np.log(default_diffusion_time(lam))), SPECTRAL_PRIOR_SD
+    C = int(n_classes)
+    lam_c1 = lam[C] if C < lam.size else lam[-1]
+    star = max(float(lam_c1), float(pos.min()))
+    lo, hi = diffusion_time_range(lam)
+    t_c = float(np.clip(SPECTRAL_PRIOR_WEIGHT_DROP / star, lo, hi))
+    return float(np.log(t_c)), SPECTRAL_PRIOR_SD
+
+
 # -- weights as the estimators use them ------------------------------------------------------
 
-def spectral_weights(spectrum, t) -> np.ndarray:
-    """Heat-kernel weights ``c exp(-t λ)`` of a :class:`Spectrum` (or eigenpairs), shape
-    ``t.shape + (M,)``, with every weight below ``1e-16`` times the largest set to 0: below
+def spectral_weights(spectrum, t, family: str = "heat", nu: float = 2.0,
+                     constant: float = 1.0) -> np.ndarray:
+    """Prior weights ``c w(λ)`` of a :class:`Spectrum` (or eigenpairs) for a family
+    (:func:`family_log_weights`; the heat kernel ``c exp(-t λ)`` by default), shape
+    ``t.shape + (M,)``; ``constant`` multiplies the first weight (the constant mode's, once
+    :func:`constant_mode_rotation` has put it first). Every weight below ``1e-16`` times the
+    largest is set to 0: below
     float64 resolution of the constant mode's term, which every prior variance contains, so
     no kernel value moves by more than rounding. As subnormal numbers (``exp(-t λ)`` at a
     long diffusion time) such weights slow every BLAS product down about tenfold
     (docs/benchmarks.md), and the predictions skip the zeroed columns
     (:func:`active_columns`)."""
-    w = spectrum.kernel_scale * heat_weights(spectrum.eigenvalues, t)
+    if family == "heat":
+        w = spectrum.kernel_scale * heat_weights(spectrum.eigenvalues, t)
+    else:
+        w = spectrum.kernel_scale * np.exp(family_log_weights(spectrum.eigenvalues, t,
+                                                              family, nu))
+    if constant != 1.0:
+        w[..., 0] *= constant
     w[w < FLUSH_RELATIVE * w.max(axis=-1, keepdims=True)] = 0.0
     return w
+
+
+def constant_mode_rotation(eigenvalues, column_sums) -> np.ndarray | None:
+    """An orthogonal ``M x M`` matrix ``R`` such that the first column of ``V R`` is the
+    constant vector ``1/√n`` (up to sign) and ``V R`` spans what ``V`` spans, mixing only
+    the zero modes (``λ = 0``: one per connected component); None when the first
+    eigenvector already is the constant one (a connected graph). ``column_sums``: ``Vᵀ 1``,
+    the eigenvectors' sums over the cloud. With several components the solver returns an
+    arbitrary orthonormal basis of their indicators; the reflection makes it a constant
+    plus contrasts, so that the constant mode alone can get a prior variance of its own
+    (``spectral_weights(..., constant=γ)``)."""
+    lam = np.asarray(eigenvalues, dtype=np.float64)
+    z = int(np.sum(lam <= ZERO_EIGENVALUE))
+    sums = np.asarray(column_sums, dtype=np.float64)
+    M = lam.size
+    if z == 0:
+        return None
+    c = sums[:z]
+    norm = np.linalg.norm(c)
+    if norm == 0:
+        return None
+    c = c / norm
+    if z == 1 or abs(abs(c[0]) - 1.0) < 1e-12:
+        return None
+    # Householder reflection H with H e_1 = c (H symmetric, orthogonal)
+    e1 = np.zeros(z)
+    e1[0] = 1.0
+    u = c - e1
+    H = np.eye(z) - 2.0 * np.outer(u, u) / (u @ u)
+    R = np.eye(M)
+    R[:z, :z] = H
+    return R
 
 
 def nonzero_prefix(w: np.ndarray) -> int | None:
