@@ -264,3 +264,70 @@ def test_batched_kernel_index_is_the_batch_member():
     assert big.eigenvectors.shape == ep.eigenvectors.shape
     np.testing.assert_allclose(big(x).to_dense()[2, 1].detach(),
                                k[1](x).to_dense().detach(), atol=1e-10)
+
+
+# -- the other spectral families --------------------------------------------------------------
+from flgp.kernels import GreenKernel, MaternKernel  # noqa: E402
+
+
+def test_matern_and_green_kernels_against_their_closed_forms(cloud):
+    """The graph Matérn kernel c Σ (1 + tλ/ν)^-ν v vᵀ and the pseudo-inverse c Σ λ_2/λ v vᵀ
+    (zero modes weight 1), written out from the eigenpairs, at cloud and new points."""
+    ep = compute_eigenpairs(cloud, n_induced=40, n_eigenpairs=12, random_state=0)
+    lam = ep.eigenvalues
+    x = torch.from_numpy(cloud[:40])
+    xn = torch.from_numpy(cloud[:20] * 1.02)
+    v, vn = ep.extend(x.numpy()), ep.extend(xn.numpy())
+    lam2 = lam[lam > 1e-10].min()
+    matern = MaternKernel(ep, nu=1.5, diffusion_time=7.0)
+    t = float(matern.diffusion_time)              # as stored (float32 raw parameter)
+    for k, w in [(matern, (1 + t * lam / 1.5) ** -1.5),
+                 (GreenKernel(ep), np.where(lam > 1e-10, lam2 / np.maximum(lam, 1e-300), 1.0))]:
+        ref = ep.kernel_scale * (v * w) @ v.T
+        np.testing.assert_allclose(k(x).to_dense().detach(), ref, atol=1e-10)
+        np.testing.assert_allclose(k(xn, x).to_dense().detach(),
+                                   ep.kernel_scale * (vn * w) @ v.T, atol=1e-10)
+        np.testing.assert_allclose(k(x, diag=True).detach(), np.diag(ref), atol=1e-10)
+    # Matérn tends to the heat kernel as ν grows, at the same t
+    heat = HeatKernel(ep, diffusion_time=7.0).double()(x).to_dense().detach()
+    far = MaternKernel(ep, nu=1e6, diffusion_time=7.0).double()(x).to_dense().detach()
+    np.testing.assert_allclose(far, heat, rtol=1e-4, atol=1e-6)
+
+
+def test_matern_time_scale_learns_and_green_has_none(cloud):
+    ep = compute_eigenpairs(cloud, n_induced=40, n_eigenpairs=12, random_state=0)
+    k = MaternKernel(ep, nu=2.0, diffusion_time=5.0)
+    x = torch.from_numpy(cloud[:25])
+    k(x).to_dense().sum().backward()
+    g = k.raw_diffusion_time.grad
+    assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0
+    from flgp.spectral.families import family_log_weights
+
+    v = k.eigenvector_values(x).double()
+    lam = k.eigenvalues.double()
+
+    def f(log_t):                      # the kernel block as a function of log t
+        w = family_log_weights(lam, log_t.exp(), "matern", 2.0).exp()
+        return (v * w) @ v.T
+
+    assert torch.autograd.gradcheck(f, (torch.tensor([np.log(5.0)], dtype=torch.float64,
+                                                     requires_grad=True),))
+    green = GreenKernel(ep)
+    assert not any(True for _ in green.named_parameters())
+    with pytest.raises(ValueError, match="no diffusion time"):
+        GreenKernel(ep, diffusion_time=3.0)
+    restored = pickle.loads(pickle.dumps(k))
+    np.testing.assert_allclose(restored(x).to_dense().detach(), k(x).to_dense().detach())
+
+
+class TestMaternKernelMixin(TestHeatKernelMixin):
+    """GPyTorch's kernel tests on the graph Matérn kernel."""
+
+    def create_kernel_no_ard(self, **kwargs):
+        ep = self._eigenpairs(self.dim)
+        k = MaternKernel(ep, nu=1.5, **kwargs)
+        batch = k.batch_shape
+        n = int(np.prod(batch)) if len(batch) else 1
+        k.diffusion_time = (torch.linspace(5.0, 50.0, n).reshape(*batch, 1, 1) if len(batch)
+                            else 12.0)
+        return k

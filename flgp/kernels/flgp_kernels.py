@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 from ..spectral import compute_eigenpairs
+from .green_kernel import GreenKernel
 from .heat_kernel import HeatKernel
+from .matern_kernel import MaternKernel
 
-__all__ = ["HeatKernelFLGP", "HeatKernelGLGP", "HeatKernelNystrom"]
+__all__ = ["HeatKernelFLGP", "HeatKernelGLGP", "HeatKernelNystrom", "MaternKernelFLGP",
+           "GreenKernelFLGP"]
+
+
+def _flgp_eigenpairs(X, n_induced, n_eigenpairs, n_neighbors, subsample, kernel, bandwidth,
+                     bandwidth_scale, lae_regularization, spectrum, random_state, backend):
+    return compute_eigenpairs(X, method="flgp", n_induced=n_induced,
+                              n_eigenpairs=n_eigenpairs, n_neighbors=n_neighbors,
+                              subsample=subsample, kernel=kernel, bandwidth=bandwidth,
+                              bandwidth_scale=bandwidth_scale,
+                              lae_regularization=lae_regularization, spectrum=spectrum,
+                              random_state=random_state, backend=backend)
 
 
 class HeatKernelFLGP(HeatKernel):
@@ -81,3 +94,33 @@ class HeatKernelNystrom(HeatKernel):
                                 bandwidth=bandwidth, bandwidth_scale=bandwidth_scale,
                                 n_neighbors=n_neighbors, random_state=random_state)
         super().__init__(eigenpairs, **kwargs)
+
+
+class MaternKernelFLGP(MaternKernel):
+    """Graph Matérn kernel (:class:`~flgp.kernels.MaternKernel`) on the FLGP eigenpairs of
+    the whole cloud ``X``; the engine options as in :class:`HeatKernelFLGP`, ``nu`` and
+    the GPyTorch arguments as in :class:`~flgp.kernels.MaternKernel`."""
+
+    def __init__(self, X, *, nu=2.0, n_induced=None, n_eigenpairs=None, n_neighbors=3,
+                 subsample="kmeans", kernel="lae", bandwidth=None, bandwidth_scale=1.0,
+                 lae_regularization=1e-3, spectrum="one_step", random_state=None,
+                 backend="auto", **kwargs):
+        ep = _flgp_eigenpairs(X, n_induced, n_eigenpairs, n_neighbors, subsample, kernel,
+                              bandwidth, bandwidth_scale, lae_regularization, spectrum,
+                              random_state, backend)
+        super().__init__(ep, nu=nu, **kwargs)
+
+
+class GreenKernelFLGP(GreenKernel):
+    """The Laplacian's pseudo-inverse (:class:`~flgp.kernels.GreenKernel`) on the FLGP
+    eigenpairs of the whole cloud ``X``; the engine options as in
+    :class:`HeatKernelFLGP`."""
+
+    def __init__(self, X, *, n_induced=None, n_eigenpairs=None, n_neighbors=3,
+                 subsample="kmeans", kernel="lae", bandwidth=None, bandwidth_scale=1.0,
+                 lae_regularization=1e-3, spectrum="one_step", random_state=None,
+                 backend="auto", **kwargs):
+        ep = _flgp_eigenpairs(X, n_induced, n_eigenpairs, n_neighbors, subsample, kernel,
+                              bandwidth, bandwidth_scale, lae_regularization, spectrum,
+                              random_state, backend)
+        super().__init__(ep, **kwargs)

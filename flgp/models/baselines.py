@@ -106,6 +106,16 @@ class _ExactRBF(gpytorch.models.ExactGP):
 # default switches to conjugate gradients and approximate variances above 800, which
 # inflated the predictive sd about 14-fold on the motor map (docs/images.md)
 EXACT_MAX_LABELS = 20_000
+# above twice this many labels the RBF GP's hyperparameters start from a fit on this many
+WARM_START_LABELS = 500
+
+
+def _hyperparameters(model):
+    """``(lengthscale, outputscale, noise, constant)`` of a fitted :class:`_ExactRBF`."""
+    return (float(model.covar_module.base_kernel.lengthscale.detach()),
+            float(model.covar_module.outputscale.detach()),
+            float(model.likelihood.noise.detach()),
+            float(model.mean_module.constant.detach()))
 
 
 class RBFGPRegressor:
@@ -142,16 +152,50 @@ class RBFGPRegressor:
             base_kernel = gpytorch.kernels.keops.RBFKernel
         else:
             base_kernel = gpytorch.kernels.RBFKernel
+        start = (0.5 * med, float(yt.var()) if len(yt) > 1 else 1.0,
+                 0.1 * (float(yt.var()) if len(yt) > 1 else 1.0) + 1e-4,
+                 float(yt.mean()))
+        if len(yt) > 2 * WARM_START_LABELS:
+            # a first fit on a uniform sample of the labels: a start a few full
+            # iterations refine (each costs O(m^3))
+            pick = np.sort(np.random.default_rng(0).choice(len(yt), WARM_START_LABELS,
+                                                            replace=False))
+            small, _, _ = self._optimise(Z[pick], yt[pick], base_kernel, start, self.max_iter)
+            start = _hyperparameters(small)
+        model, lik, mll = self._optimise(Z, yt, base_kernel, start, self.max_iter)
+        with self._exact(), torch.no_grad():
+            # the evidence is the prior marginal: evaluate it in train mode (in eval mode
+            # GPyTorch would return the posterior at the training inputs, and warn); in
+            # the units of y it is the standardised one minus m log(y_scale)
+            self.log_marginal_likelihood_ = (float(mll(model(Z), yt)) * len(yt)
+                                             - len(yt) * np.log(self.y_scale_))
+        self.n_iter_ = model.n_iter_
+        model.eval()
+        lik.eval()
+        self.model_, self.likelihood_ = model, lik
+        scale2 = self.y_scale_ ** 2
+        self.noise_ = float(lik.noise.detach()) * scale2
+        self.outputscale_ = float(model.covar_module.outputscale.detach()) * scale2
+        self.constant_ = (float(model.mean_module.constant.detach()) * self.y_scale_
+                          + self.y_mean_)
+        self.lengthscale_ = float(model.covar_module.base_kernel.lengthscale.detach())
+        return self
+
+    def _optimise(self, Z, yt, base_kernel, start, max_iter):
+        """L-BFGS on the exact marginal likelihood from ``start`` = (lengthscale,
+        outputscale, noise, constant); returns the model (``n_iter_`` set), its
+        likelihood and the objective."""
+        ell, scale, noise, constant = start
         lik = gpytorch.likelihoods.GaussianLikelihood().double()
         model = _ExactRBF(Z, yt, lik, base_kernel).double()
-        model.covar_module.base_kernel.lengthscale = 0.5 * med
-        model.covar_module.outputscale = float(yt.var()) if len(yt) > 1 else 1.0
-        lik.noise = 0.1 * (float(yt.var()) if len(yt) > 1 else 1.0) + 1e-4
-        model.mean_module.constant.data.fill_(float(yt.mean()))
+        model.covar_module.base_kernel.lengthscale = ell
+        model.covar_module.outputscale = scale
+        lik.noise = noise
+        model.mean_module.constant.data.fill_(constant)
         model.train()
         lik.train()
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
-        opt = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=int(self.max_iter),
+        opt = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=int(max_iter),
                                 line_search_fn="strong_wolfe", tolerance_grad=1e-6,
                                 tolerance_change=1e-9)
 
@@ -164,23 +208,8 @@ class RBFGPRegressor:
         with self._exact(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=gpytorch.utils.warnings.NumericalWarning)
             opt.step(closure)
-            with torch.no_grad():
-                # the evidence is the prior marginal: evaluate it in train mode (in eval mode
-                # GPyTorch would return the posterior at the training inputs, and warn); in
-                # the units of y it is the standardised one minus m log(y_scale)
-                self.log_marginal_likelihood_ = (float(mll(model(Z), yt)) * len(yt)
-                                                 - len(yt) * np.log(self.y_scale_))
-        self.n_iter_ = int(opt.state[opt._params[0]].get("n_iter", 0))
-        model.eval()
-        lik.eval()
-        self.model_, self.likelihood_ = model, lik
-        scale2 = self.y_scale_ ** 2
-        self.noise_ = float(lik.noise.detach()) * scale2
-        self.outputscale_ = float(model.covar_module.outputscale.detach()) * scale2
-        self.constant_ = (float(model.mean_module.constant.detach()) * self.y_scale_
-                          + self.y_mean_)
-        self.lengthscale_ = float(model.covar_module.base_kernel.lengthscale.detach())
-        return self
+        model.n_iter_ = int(opt.state[opt._params[0]].get("n_iter", 0))
+        return model, lik, mll
 
     def predict(self, X):
         Z = torch.as_tensor((X - self.mu_) / self.sd_, dtype=torch.float64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import warnings
 
@@ -150,15 +151,16 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         measured, nothing: the evidence picks the heat kernel).
     matern_nu : float, default=2.0
         ``ν`` of ``spectral_family="matern"``.
-    constant_variance : float, default=0.0
+    constant_variance : float or None, default=None
         The prior variance of the constant eigenvector (``λ = 0``) relative to the
         family's weight there: each class latent's common offset. ``0`` - the GP form of
         Poisson learning's centring - is what keeps the classifier from collapsing with
         one label per class (a per-class offset makes ten labels of ten classes look
         independent, and the evidence then prefers ``t → 0``; docs/models.md, "The fewest
-        labels"). ``1`` is the heat kernel as the paper writes it. With several connected
-        components only the constant combination of their indicators gets it; the
-        contrasts between components keep the family's weight.
+        labels"). ``1`` is the heat kernel as the paper writes it. None: whichever of 0
+        and 1 has the higher evidence (two searches; with few labels per class it is 0).
+        With several connected components only the constant combination of their
+        indicators gets it; the contrasts between components keep the family's weight.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
         (multinomial probit with EP, softmax with Laplace; ``"softmax"`` is accepted as
@@ -217,6 +219,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         The MAP ``t`` (one per class for one-vs-rest).
     spectral_family_ : str
         The family the fit used (the evidence's choice for ``spectral_family="auto"``).
+    constant_variance_ : float
+        The constant mode's relative prior variance the fit used (the evidence's choice
+        for ``constant_variance=None``).
     amplitude_ : float or ndarray
         The prior amplitude ``A`` (one per class for one-vs-rest; 1 for Laplace).
     predictive_scale_ : float or ndarray
@@ -278,7 +283,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         "average_diffusion_time": ["boolean", None],
         "spectral_family": [StrOptions(set(FAMILIES) | {"auto"})],
         "matern_nu": [_POSITIVE],
-        "constant_variance": [Interval(numbers.Real, 0, None, closed="left")],
+        "constant_variance": [Interval(numbers.Real, 0, None, closed="left"), None],
         "multi_class": [StrOptions({"multinomial", "softmax", "ovr"})],
         "inference": [StrOptions({"ep", "laplace"})],
         "amplitude": [_POSITIVE, None],
@@ -294,7 +299,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
                  diffusion_time_prior="spectral", diffusion_time_prior_power=1.0,
                  average_diffusion_time=None, spectral_family="heat", matern_nu=2.0,
-                 constant_variance=0.0, multi_class="multinomial", inference="ep",
+                 constant_variance=None, multi_class="multinomial", inference="ep",
                  amplitude=1.0, calibration="loo", max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False,
                  induced_points=None, warm_start=False):
@@ -376,6 +381,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         t, amplitude, log_ev, state, mixture, n_evals, prior = fit.result
         self._V_lab = V_lab
         self._spectral_prior = prior
+        self.constant_variance_ = prior.constant
         self.spectral_family_ = prior.family if prior.family != "matern" else (
             f"matern (nu={prior.nu:g})")
         self.diffusion_time_ = t
@@ -440,8 +446,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         amplitude hold one value per class, the evidence is the sum over the binary
         problems and the state a list."""
         best = None
-        for family, nu in self._families():
-            prior = SpectralPrior.of(eigenpairs, family, nu, self.constant_variance)
+        constants = ((0.0, 1.0) if self.constant_variance is None
+                     else (float(self.constant_variance),))
+        for (family, nu), constant in itertools.product(self._families(), constants):
+            prior = SpectralPrior.of(eigenpairs, family, nu, constant)
             search = _TimeSearch(self, prior, V_lab)
             if not self._one_vs_rest:
                 t, amplitude, log_ev, state, mixture = search.fit(codes,

@@ -48,7 +48,16 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     Parameters
     ----------
-    method, kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
+    method : {"auto", "flgp", "glgp", "nystrom", "rbf"}, default="auto"
+        The prior. ``"auto"``: FLGP's heat kernel and the Euclidean RBF GP are both
+        fitted by their exact marginal likelihood and the one of higher evidence predicts
+        (``method_`` says which; ``log_evidence_`` holds both): a map that follows the
+        manifold gets the heat kernel, a map smooth in the ambient space - a thresholded
+        brain map, say - the RBF GP (docs/models.md, "Manifold or Euclidean"). It costs the
+        RBF GP's fit besides the heat kernel's: ``O(m^3)`` per likelihood evaluation for
+        ``m`` labels (dask inputs and counts fit the heat kernel alone). The others: one
+        prior, as in :class:`FLGPClassifier` (``"rbf"``: the RBF GP alone).
+    kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
     bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, backend,
     verbose, induced_points, warm_start :
         As in :class:`FLGPClassifier`.
@@ -67,9 +76,14 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     Attributes
     ----------
+    method_ : str
+        The prior that predicts (``"rbf"`` or the heat kernel's method).
+    log_evidence_ : dict
+        ``method="auto"``: the log evidence of each prior, ``{"flgp": ..., "rbf": ...}``.
     eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_, labelled_indices_,
     n_features_in_ :
-        As in :class:`FLGPClassifier`.
+        As in :class:`FLGPClassifier` (the heat kernel's, also when the RBF GP
+        predicts).
     diffusion_time_ : float
     outputscale_ : float
         ``s^2`` in units of ``y^2`` (on the log-rate scale for counts).
@@ -135,7 +149,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     def _is_labelled(y):
         return ~np.isnan(y)
 
-    def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
+    def __init__(self, *, method="auto", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
                  diffusion_time_prior_power=1.0, noise=None, max_iter=100,
