@@ -3,7 +3,7 @@
     flgp circles [--n 4800] [--m 100] [--repetitions 2] [--out experiments/results]
     flgp nifti MAP.nii.gz --mask REGION.nii.gz --out PREFIX
                (--observed OBS.nii.gz | --observed-fraction F)
-               [--seed 0] [--method flgp] [--n-induced S] [--n-eigenpairs M]
+               [--seed 0] [--method auto] [--n-induced S] [--n-eigenpairs M]
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ def _nifti(args) -> int:
     size = " x ".join(f"{v:.3g}" for v in np.sqrt((vox.affine[:3, :3] ** 2).sum(0)))
     print(f"{args.map}: grid {' x '.join(map(str, vox.shape))}, voxels {size} mm")
     print(f"region {n} voxels, observed {m} ({100 * m / n:.1f}%), predicted {n - m}")
-    fit = [f"FLGPRegressor(method={fitted.method!r})"]
-    if getattr(fitted, "diffusion_time_", None) is not None:
+    chosen = getattr(fitted, "method_", fitted.method)
+    fit = [f"FLGPRegressor(method={fitted.method!r}): {chosen}"]
+    if chosen != "rbf" and getattr(fitted, "diffusion_time_", None) is not None:
         fit.append(f"diffusion time {fitted.diffusion_time_:.4g}")
     fit += [f"noise variance {fitted.noise_:.3g}",
             f"log evidence {fitted.log_marginal_likelihood_:.1f}",
@@ -145,8 +146,10 @@ def main(argv=None) -> int:
                    help="writes PREFIX_mean.nii.gz and PREFIX_sd.nii.gz")
     f.add_argument("--seed", type=int, default=0, help="seeds the observed fraction and "
                    "the regressor's induced points (default 0)")
-    f.add_argument("--method", default="flgp", choices=["flgp", "nystrom", "glgp", "rbf"],
-                   help="FLGPRegressor's method (default flgp)")
+    f.add_argument("--method", default="auto",
+                   choices=["auto", "flgp", "nystrom", "glgp", "rbf"],
+                   help="FLGPRegressor's method (default auto: the heat kernel or the RBF "
+                        "GP, whichever has the higher evidence)")
     f.add_argument("--n-induced", type=int, default=None, metavar="S",
                    help="induced points (default: FLGPRegressor's, min(1000, n/4))")
     f.add_argument("--n-eigenpairs", type=int, default=None, metavar="M",

@@ -117,9 +117,10 @@ def test_switching_method_clears_the_previous_fit():
     clf.set_params(method="flgp").fit(X, semi)
     assert not hasattr(clf, "rbf_")
     assert all(hasattr(clf, a) for a in heat_only)
-    reg = FLGPRegressor(n_induced=100).fit(*_spiral())
+    reg = FLGPRegressor(method="flgp", n_induced=100).fit(*_spiral())
     reg.set_params(method="rbf", max_iter=20).fit(*_spiral())
-    assert not hasattr(reg, "diffusion_time_") and not hasattr(reg, "outputscale_")
+    assert not hasattr(reg, "diffusion_time_") and not hasattr(reg, "eigenvalues_")
+    assert reg.method_ == "rbf" and reg.outputscale_ == reg.rbf_.outputscale_
 
 
 def test_unsigned_labels_with_a_wrapped_minus_one_are_refused():

@@ -68,13 +68,14 @@ def test_results_do_not_depend_on_the_dask_chunks(rng):
 
 def test_regressor_on_dask_equals_in_memory(rng):
     X, y = spiral_regression(3000, rng)
-    ref = FLGPRegressor(n_induced=300, n_eigenpairs=40).fit(X, y)
+    ref = FLGPRegressor(method="flgp", n_induced=300, n_eigenpairs=40).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
     # fixed hyperparameters: the engine and the predictions alone
     fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_,
                  noise=ref.noise_)
-    a = FLGPRegressor(**fixed).fit(X, y)
-    b = FLGPRegressor(**fixed).fit(da.from_array(X, chunks=800), da.from_array(y, chunks=500))
+    a = FLGPRegressor(method="flgp", **fixed).fit(X, y)
+    b = FLGPRegressor(method="flgp", **fixed).fit(da.from_array(X, chunks=800),
+                                                  da.from_array(y, chunks=500))
     assert isinstance(b.transduction_, da.Array) and isinstance(b.transduction_std_, da.Array)
     np.testing.assert_allclose(b.transduction_.compute(), a.transduction_, atol=1e-8)
     np.testing.assert_allclose(b.transduction_std_.compute(), a.transduction_std_, atol=1e-8)
@@ -87,8 +88,8 @@ def test_regressor_on_dask_equals_in_memory(rng):
     np.testing.assert_allclose(b.predict(Xn), ma, atol=1e-8)      # numpy in, numpy out
     # fitted t, s^2 and noise: the evidence is flat in t, so rounding-level differences in
     # the eigenvectors (1e-13 here) move its maximiser by ~1e-7 relative
-    free = FLGPRegressor(induced_points=U, n_eigenpairs=40).fit(da.from_array(X, chunks=900),
-                                                                y)
+    free = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=40).fit(
+        da.from_array(X, chunks=900), y)
     assert free.diffusion_time_ == pytest.approx(ref.diffusion_time_, rel=1e-4)
     np.testing.assert_allclose(free.transduction_.compute(), ref.transduction_, atol=1e-4)
 
@@ -132,10 +133,12 @@ def test_classifier_on_dask_equals_in_memory(rng, n_classes):
 def test_regressor_dask_x_unlabeled_and_bad_input(rng):
     X, y = spiral_regression(1500, rng)
     lab = ~np.isnan(y)
-    ref = FLGPRegressor(n_induced=150, n_eigenpairs=20, diffusion_time=50.0, noise=0.1)
+    ref = FLGPRegressor(method="flgp", n_induced=150, n_eigenpairs=20, diffusion_time=50.0,
+                        noise=0.1)
     ref.fit(X[lab], y[lab], X_unlabeled=X[~lab])
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(induced_points=U, n_eigenpairs=20, diffusion_time=50.0, noise=0.1)
+    est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=20,
+                        diffusion_time=50.0, noise=0.1)
     est.fit(da.from_array(X[lab]), y[lab], X_unlabeled=da.from_array(X[~lab], chunks=400))
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
     with pytest.raises(ValueError, match="method='flgp' only"):
@@ -193,10 +196,10 @@ def test_zarr_input_and_small_pickles(rng, tmp_path):
     z[:] = X
     y = np.full(n, np.nan)
     y[:100] = X[:100, 0]
-    ref = FLGPRegressor(n_induced=200, n_eigenpairs=30, diffusion_time=20.0,
+    ref = FLGPRegressor(method="flgp", n_induced=200, n_eigenpairs=30, diffusion_time=20.0,
                         noise=0.01).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(induced_points=U, n_eigenpairs=30, diffusion_time=20.0, noise=0.01)
+    est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=30, diffusion_time=20.0, noise=0.01)
     est.fit(zarr.open_array(str(tmp_path / "cloud.zarr"), mode="r"), y)
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
     blob = pickle.dumps(est)
@@ -225,10 +228,10 @@ def client():
 
 def test_local_cluster_fit_equals_in_memory(client, rng):
     X, y = spiral_regression(4000, rng)
-    ref = FLGPRegressor(n_induced=300, n_eigenpairs=40, diffusion_time=30.0,
+    ref = FLGPRegressor(method="flgp", n_induced=300, n_eigenpairs=40, diffusion_time=30.0,
                         noise=0.1).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(induced_points=U, n_eigenpairs=40, diffusion_time=30.0, noise=0.1)
+    est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=40, diffusion_time=30.0, noise=0.1)
     est.fit(da.from_array(X, chunks=500), da.from_array(y, chunks=500))
     _same_eigenpairs(est.eigenpairs_, ref.eigenpairs_)
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)

@@ -158,7 +158,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     yr = np.full(400, np.nan)
     yr[:10] = A[:10, 0] + 3.0
     with pytest.warns(UserWarning, match="connected part"):
-        reg = FLGPRegressor(n_induced=40, random_state=0).fit(X, yr)
+        reg = FLGPRegressor(method="flgp", n_induced=40, random_state=0).fit(X, yr)
     np.testing.assert_allclose(reg.transduction_[200:], yr[:10].mean())
     assert np.all(np.isfinite(reg.transduction_std_)) and np.all(reg.transduction_std_ > 0)
     # there the sd is the prior's: outputscale * C_t(x, x) = s^2 n sum_l e^{-t l} v_l(x)^2
@@ -292,6 +292,7 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
     assert mix.shape[0] >= 2 and np.isclose(mix[:, 1].sum(), 1.0)
     assert mix[0, 0] == clf.diffusion_time_
     amp = {} if inference == "laplace" else {"amplitude": clf.amplitude_}
+    amp["constant_variance"] = clf.constant_variance_     # as the averaged fit chose
     ref = sum(w * FLGPClassifier(diffusion_time=t, **amp, **kw).fit(X, yy)
               .predict_proba(X[:60]) for t, w in mix)
     np.testing.assert_allclose(clf.predict_proba(X[:60]), ref, atol=1e-6)

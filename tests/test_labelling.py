@@ -90,7 +90,7 @@ def test_regressor_variance_reduction_is_the_dense_greedy_rule(method):
 
 def test_regressor_std_batch_is_the_posterior_sd_after_the_batch():
     X, y, yy = _regression(seed=1)
-    reg = FLGPRegressor(n_induced=120, random_state=0).fit(X, yy)
+    reg = FLGPRegressor(method="flgp", n_induced=120, random_state=0).fit(X, yy)
     K, lab, noise = _dense_regression_posterior(reg)
     P = _condition(K, lab, noise)
     np.testing.assert_allclose(np.sqrt(np.diag(P)) * reg._y_scale, reg.transduction_std_,
@@ -150,7 +150,10 @@ def test_classifier_variance_reduction_is_the_dense_greedy_rule():
 
 def test_uncertainty_batches_spread_out():
     X, y, yy = _classes(n=800, C=2, m=10, seed=3)
-    clf = FLGPClassifier(n_induced=150, random_state=0).fit(X, yy)
+    # a model whose most uncertain points crowd together (the heat kernel with its
+    # constant mode), so that the spreading of the batch shows
+    clf = FLGPClassifier(n_induced=150, random_state=0, constant_variance=1.0,
+                         diffusion_time_prior="flat").fit(X, yy)
     unl = np.flatnonzero(yy == -1)
     H = uncertainty_scores(clf.label_distributions_[unl], "entropy")
     top = unl[np.argsort(-H, kind="stable")[:6]]
@@ -170,7 +173,7 @@ def test_uncertainty_batches_spread_out():
 
 def test_lazy_pool_gives_the_full_greedy(monkeypatch):
     X, y, yy = _regression(n=400, seed=4)
-    reg = FLGPRegressor(n_induced=100, random_state=0).fit(X, yy)
+    reg = FLGPRegressor(method="flgp", n_induced=100, random_state=0).fit(X, yy)
     full = reg.suggest_labels(8, strategy="std")
     monkeypatch.setattr(labelling, "_MIN_POOL", 3)
     monkeypatch.setattr(labelling, "_POOL_PER_PICK", 1)
@@ -187,7 +190,7 @@ def test_lazy_pool_gives_the_full_greedy(monkeypatch):
 def test_deterministic_and_indices_with_x_unlabeled():
     X, y, yy = _regression(n=400, seed=5)
     lab = ~np.isnan(yy)
-    reg = FLGPRegressor(n_induced=100, random_state=0).fit(X[lab], yy[lab],
+    reg = FLGPRegressor(method="flgp", n_induced=100, random_state=0).fit(X[lab], yy[lab],
                                                            X_unlabeled=X[~lab])
     n_lab = int(lab.sum())
     for s in ("variance_reduction", "std", "random"):
@@ -209,7 +212,8 @@ def test_deterministic_and_indices_with_x_unlabeled():
 # -- warm starts ---------------------------------------------------------------------------
 def test_regressor_warm_start_equals_cold_fit_and_detects_a_new_cloud():
     X, y, yy = _regression(n=600, seed=6)
-    kw = dict(kernel="se", n_induced=120, bandwidth_grid=[0.5, 2.0], random_state=0)
+    kw = dict(method="flgp", kernel="se", n_induced=120, bandwidth_grid=[0.5, 2.0],
+              random_state=0)
     warm = FLGPRegressor(warm_start=True, **kw).fit(X, yy)
     ep = warm.eigenpairs_
     cands = [e for _, e in warm._eigenpair_cache[1]]
@@ -273,7 +277,7 @@ def test_classifier_warm_start_equals_cold_fit():
 # -- bad input -----------------------------------------------------------------------------
 def test_bad_input_gets_clear_errors():
     X, y, yy = _regression(n=300, m=10, seed=9)
-    reg = FLGPRegressor(n_induced=80)
+    reg = FLGPRegressor(method="flgp", n_induced=80)
     with pytest.raises(NotFittedError):
         reg.suggest_labels()
     reg.fit(X, yy)
@@ -287,7 +291,7 @@ def test_bad_input_gets_clear_errors():
         reg.suggest_labels(0)
     with pytest.raises(TypeError, match="integer"):
         reg.suggest_labels(2.5)
-    full = FLGPRegressor(n_induced=80).fit(X, y)
+    full = FLGPRegressor(method="flgp", n_induced=80).fit(X, y)
     with pytest.raises(ValueError, match="without unlabelled rows"):
         full.suggest_labels(1)
     with pytest.raises(ValueError, match="method='rbf'"):

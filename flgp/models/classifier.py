@@ -620,7 +620,8 @@ class _TimeSearch:
     def __init__(self, est: FLGPClassifier, prior: SpectralPrior, V_lab):
         self.est = est
         self.spectrum = prior
-        self.V_lab = prior.rotate(V_lab)
+        self.V_lab = V_lab                       # EP's features rotate it themselves
+        self.V_rot = prior.rotate(V_lab)         # Laplace's kernel blocks read V R
         self.n_classes = est.classes_.size
         self.n_evals = 0
         self.time_prior = (spectral_time_prior(prior.eigenvalues, self.n_classes)
@@ -649,7 +650,7 @@ class _TimeSearch:
         return laplace_softmax(K, Y, a0=a0, max_iter=self.est.max_iter)
 
     def _fit_laplace(self, codes, binary):
-        est, Vm = self.est, self.V_lab
+        est, Vm = self.est, self.V_rot
         if est.diffusion_time is not None:
             self.n_evals += 1
             t = float(est.diffusion_time)

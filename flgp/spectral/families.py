@@ -64,8 +64,8 @@ class SpectralPrior(Spectrum):
 
     ``weights(t)`` are the (flushed) prior weights of the rotated basis ``V R``;
     ``features(V, t, A)`` and ``feature_matrix(t, A)`` the EP features ``√A (V R)
-    diag(√w)`` over the modes whose weight is not 0, the second as the ``M x d`` matrix
-    ``D`` with ``V D`` those features."""
+    diag(√w)`` of eigenvector rows ``V`` (not rotated) over the modes whose weight is not
+    0, the second as the ``M x d`` matrix ``D`` with ``V D`` those features."""
 
     def __init__(self, eigenpairs, family: str = "heat", nu: float = 2.0,
                  constant: float = 1.0, rotation=None):

@@ -307,6 +307,31 @@ def _gaussian_ep_sweeps(K, mean0, tau, nu, noise, sweeps, damping=1.0):
     return tau, nu
 
 
+def _stacked_cholesky(A: np.ndarray) -> np.ndarray:
+    """Cholesky factors of a stack of small symmetric matrices that are positive definite
+    up to rounding: a matrix that fails gets a jitter of 1e-12, then 1e-9, 1e-6 times its
+    mean diagonal (cavities of nearly degenerate sites lose their last digits)."""
+    A = 0.5 * (A + np.swapaxes(A, -1, -2))
+    try:
+        return np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        pass
+    out = np.empty_like(A)
+    eye = np.eye(A.shape[-1])
+    for i in np.ndindex(A.shape[:-2]):
+        scale = max(float(np.mean(np.diag(A[i]))), 1e-300)
+        for jitter in (0.0, 1e-12, 1e-9, 1e-6):
+            try:
+                out[i] = np.linalg.cholesky(A[i] + jitter * scale * eye)
+                break
+            except np.linalg.LinAlgError:
+                continue
+        else:
+            raise np.linalg.LinAlgError("a cavity covariance of nested EP is not positive "
+                                        "definite even with a jitter of 1e-6.")
+    return out
+
+
 def _gaussian_ep_log_z(K, mean0, tau, nu, noise):
     """EP's ``log ∫ N(x; mean0, K) Π_j Φ(x_j / √noise) dx`` at the sites ``(τ, ν)``."""
     mean, S = _gaussian_ep_posterior(K, mean0, tau, nu)
@@ -320,9 +345,9 @@ def _gaussian_ep_log_z(K, mean0, tau, nu, noise):
         return 0.5 * m_ * m_ / v_ + 0.5 * np.log(v_)
 
     out = (log_z - psi1(mean, var) + psi1(m_c, v_c)).sum(1)
-    L0 = np.linalg.cholesky(K)
+    L0 = _stacked_cholesky(K)
     a0 = np.linalg.solve(L0, mean0[..., None])[..., 0]
-    L1 = np.linalg.cholesky(S)
+    L1 = _stacked_cholesky(S)
     a1 = np.linalg.solve(L1, mean[..., None])[..., 0]
     out += (0.5 * (a1 * a1).sum(1) - 0.5 * (a0 * a0).sum(1)
             + np.log(np.einsum("nii->ni", L1)).sum(1) - np.log(np.einsum("nii->ni", L0)).sum(1))
