@@ -1,0 +1,323 @@
+"""The fewest labels: flgp against graph-based semi-supervised learning at 1-10 labels per
+class.
+
+Data sets (experiments/few_labels_lib.py ``load_set``; no download):
+
+* ``mnist``    - all 70,000 digits, PCA to 100 dimensions, 10 classes;
+* ``swiss5``   - Swiss roll, 20,000 points, noise 0.5, five classes along its length;
+* ``torus4``   - torus, 10,000 points, four sectors of the long angle (no gap between
+                 classes);
+* ``circles6`` - the FLGP paper's six circles (6,000 points), each circle a class;
+* ``helix6``   - 3-turn helix, 6,000 points, six half-turns;
+* ``moons2``   - two moons, 5,000 points, noise 0.15 (binary).
+
+Labels: ``k`` per class (stratified), k = 1, 2, 3, 5, 10; 10 draws at k = 1 and 2, 5 above
+(``--quick``: 3, 3, 2, 2, 2). Every method sees the same draws
+(``stratified_draw(y, k, draw)``). Methods:
+
+* flgp, through its public API, one entry per constructor-kwargs dict in ``FLGP_METHODS``:
+  the default, ``inference="laplace"``, ``spectral_family="auto"`` and the model before
+  issue 25 (``constant_variance=1, diffusion_time_prior="flat"``; docs/few_labels.md);
+* graphlearning's Poisson and Laplace learning on its default 10-nearest-neighbour weight
+  matrix (exact neighbours: graphlearning's own search needs ``annoy``);
+* scikit-learn ``LabelSpreading(kernel="knn", n_neighbors=10, alpha=0.99)`` (its kNN graph
+  passed as a callable kernel, computed once per data set exactly as ``kernel="knn"``
+  computes it).
+
+Metrics on the unlabelled points: error, ECE (15 bins), NLL (where there are probabilities:
+graphlearning's scores are not), fit time (flgp: eigenpairs included; graph methods: the
+solve, with the kNN graph's one-off cost printed separately).
+
+    python benchmarks/few_labels.py --quick
+    python benchmarks/few_labels.py --sets mnist swiss5 torus4
+    python benchmarks/few_labels.py --checks     # MNIST 100/200 random labels, circles Table 1
+
+Writes ``benchmarks/results/few_labels.json`` and ``few_labels.png`` (error and ECE against
+labels per class).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "experiments"))
+import few_labels_lib as L  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results")
+KS = (1, 2, 3, 5, 10)
+DRAWS = {1: 10, 2: 10, 3: 5, 5: 5, 10: 5}
+QUICK_DRAWS = {1: 3, 2: 3, 3: 2, 5: 2, 10: 2}
+DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2")
+
+# flgp methods: name -> FLGPClassifier kwargs (the public API only).
+FLGP_METHODS = {
+    # the default since issue 25: no constant mode, spectral prior on t, heat family
+    "flgp default": {},
+    "flgp laplace": {"inference": "laplace"},
+    # heat / Matérn / pseudo-inverse chosen by the evidence
+    "flgp auto family": {"spectral_family": "auto"},
+    # the model before issue 25: constant mode of variance 1, flat prior on t
+    "flgp before": {"constant_variance": 1.0, "diffusion_time_prior": "flat"},
+}
+DEFAULT_METHODS = ("flgp default", "flgp laplace", "flgp before",
+                   "poisson (graphlearning)", "laplace (graphlearning)", "LabelSpreading")
+
+
+# ------------------------------------------------------------------------------------------
+# flgp through its public API
+# ------------------------------------------------------------------------------------------
+def fit_flgp(X, y, lab, kwargs, seed=0):
+    """Probabilities ``(n, C)`` on every row, fit seconds, a note and fitted values."""
+    from flgp import FLGPClassifier
+    C = int(y.max()) + 1
+    yy = np.full(y.size, -1)
+    yy[lab] = y[lab]
+    est = FLGPClassifier(random_state=seed, **kwargs)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, yy)
+    sec = time.perf_counter() - t0
+    P = np.zeros((y.size, C))
+    P[:, est.classes_] = np.asarray(est.label_distributions_, dtype=np.float64)
+    info = dict(t=np.asarray(est.diffusion_time_).tolist(),
+                kappa=np.asarray(getattr(est, "predictive_scale_", 1.0)).tolist())
+    return P, sec, "", info
+
+
+# ------------------------------------------------------------------------------------------
+# graph baselines
+# ------------------------------------------------------------------------------------------
+_GRAPHS = {}
+
+
+def _graphs(name, X):
+    """graphlearning's weight matrix and LabelSpreading's kNN connectivity graph, once per
+    set (exact 10 nearest neighbours)."""
+    if name not in _GRAPHS:
+        from sklearn.neighbors import NearestNeighbors
+        t0 = time.perf_counter()
+        W = L.knn_weights(name)
+        t_w = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        nn = NearestNeighbors(n_neighbors=10).fit(X)
+        G = nn.kneighbors_graph(nn._fit_X, 10, mode="connectivity")
+        t_g = time.perf_counter() - t0
+        _GRAPHS[name] = (W, G)
+        print(f"{name}: kNN weight matrix {t_w:.1f} s (cached neighbours), LabelSpreading "
+              f"graph {t_g:.1f} s - one-off, not in the fit times below", flush=True)
+    return _GRAPHS[name]
+
+
+def fit_graph(method, name, X, y, lab):
+    C = int(y.max()) + 1
+    W, G = _graphs(name, X)
+    if method in ("poisson", "laplace"):
+        import graphlearning as gl
+        model = gl.ssl.poisson(W) if method == "poisson" else gl.ssl.laplace(W)
+        t0 = time.perf_counter()
+        model.fit(lab, y[lab])
+        pred = model.predict()
+        return None, pred, time.perf_counter() - t0
+    from sklearn.semi_supervised import LabelSpreading
+    yy = np.full(y.size, -1)
+    yy[lab] = y[lab]
+    est = LabelSpreading(kernel=lambda A, B=None: G, n_neighbors=10, alpha=0.99)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, yy)
+    sec = time.perf_counter() - t0
+    P = np.zeros((y.size, C))
+    P[:, est.classes_] = np.nan_to_num(est.label_distributions_)
+    s = P.sum(1, keepdims=True)
+    P = np.where(s > 0, P / np.where(s > 0, s, 1), 1.0 / C)
+    return P, P.argmax(1), sec
+
+
+GRAPH_METHODS = {"poisson (graphlearning)": "poisson", "laplace (graphlearning)": "laplace",
+                 "LabelSpreading": "spreading"}
+
+
+# ------------------------------------------------------------------------------------------
+def run(sets, draws, methods):
+    rows = []
+    for name in sets:
+        X, y = L.load_set(name)
+        C = int(y.max()) + 1
+        for k in KS:
+            for d in range(draws[k]):
+                lab = L.stratified_draw(y, k, d, C)
+                u = L.unlabelled_mask(y.size, lab)
+                for meth in methods:
+                    note, info = "", {}
+                    if meth in FLGP_METHODS:
+                        P, sec, note, info = fit_flgp(X, y, lab, FLGP_METHODS[meth])
+                        pred = P.argmax(1)
+                    else:
+                        P, pred, sec = fit_graph(GRAPH_METHODS[meth], name, X, y, lab)
+                    row = dict(set=name, k=k, draw=d, method=meth + note, seconds=sec,
+                               error=float(np.mean(pred[u] != y[u])),
+                               ece=None if P is None else L.ece(P[u], y[u]),
+                               nll=None if P is None else L.nll(P[u], y[u]), **info)
+                    rows.append(row)
+                    ece_txt = "  -  " if P is None else f"{row['ece']:.3f}"
+                    print(f"{name:9s} k={k:2d} draw {d} {row['method']:34s} "
+                          f"err {row['error'] * 100:6.2f}%  ECE {ece_txt}  {sec:6.2f} s",
+                          flush=True)
+    return rows
+
+
+def summarise(rows):
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["set"], r["k"], r["method"]), []).append(r)
+    out = []
+    for (name, k, meth), rs in groups.items():
+        a = dict(set=name, k=k, method=meth, draws=len(rs),
+                 seconds_median=statistics.median(r["seconds"] for r in rs))
+        for key in ("error", "ece", "nll"):
+            v = np.array([r[key] for r in rs if r[key] is not None], dtype=float)
+            a[key] = float(v.mean()) if v.size else None
+            a[key + "_sd"] = float(v.std(ddof=1)) if v.size > 1 else None
+            a[key + "_median"] = float(np.median(v)) if v.size else None
+        out.append(a)
+    return out
+
+
+def print_table(table):
+    print(f"\n{'set':9s} {'k':>3s} {'method':34s} {'error % (sd)':>15s} {'median':>7s} "
+          f"{'ECE':>6s} {'NLL':>6s} {'time':>7s}")
+    for a in sorted(table, key=lambda a: (a["set"], a["k"], a["method"])):
+        ece = "   -  " if a["ece"] is None else f"{a['ece']:.3f}"
+        nll = "   -  " if a["nll"] is None else f"{a['nll']:.3f}"
+        print(f"{a['set']:9s} {a['k']:3d} {a['method']:34s} {a['error'] * 100:6.2f} "
+              f"({(a['error_sd'] or 0) * 100:5.2f}) {a['error_median'] * 100:6.2f} "
+              f"{ece:>6s} {nll:>6s} {a['seconds_median']:6.2f}s")
+
+
+def plot(table, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    sets = sorted({a["set"] for a in table})
+    fig, axes = plt.subplots(len(sets), 2, figsize=(10, 3.0 * len(sets)), squeeze=False)
+    for i, name in enumerate(sets):
+        for j, key in enumerate(("error", "ece")):
+            ax = axes[i, j]
+            for meth in sorted({a["method"] for a in table if a["set"] == name}):
+                pts = sorted((a["k"], a[key]) for a in table
+                             if a["set"] == name and a["method"] == meth and a[key] is not None)
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", ms=3, label=meth)
+            ax.set_xscale("log")
+            ax.set_xticks(KS)
+            ax.set_xticklabels([str(k) for k in KS])
+            ax.set_title(f"{name}: {key}")
+            ax.set_xlabel("labels per class")
+            if key == "ece":
+                ax.axhline(0.05, color="0.6", lw=0.8, ls="--")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------
+# no-regression checks: MNIST with 100 / 200 random labels, the circles' Table 1
+# ------------------------------------------------------------------------------------------
+def checks(methods, draws=5, which=("mnist", "circles")):
+    from flgp.datasets import make_concentric_circles
+    from flgp.reproduce.circles import standardise
+    rows = []
+    Xm, ym = L.load_set("mnist")
+    cases = [("mnist", 100), ("mnist", 200)] if "mnist" in which else []
+    if "circles" in which:
+        cases += [(f"circles{n}", m) for n in (2400, 12000) for m in (50, 100)]
+    for name, m in cases:
+        for d in range(draws):
+            if name == "mnist":
+                X, y = Xm, ym
+                lab = L.random_draw(y, m, d)      # benchmarks/calibration.py's draws
+                extra = {}
+            else:
+                X, y = make_concentric_circles(int(name[7:]), random_state=d)
+                X = standardise(X)
+                rng = np.random.default_rng(d)
+                lab = rng.choice(y.size, m, replace=False)
+                while np.unique(y[lab]).size < 2:
+                    lab = rng.choice(y.size, m, replace=False)
+                extra = dict(n_induced=600)
+            u = L.unlabelled_mask(y.size, lab)
+            for meth in methods:
+                if meth not in FLGP_METHODS:
+                    continue
+                kw = dict(FLGP_METHODS[meth], **extra)
+                P, sec, note, info = fit_flgp(X, y, lab, kw)
+                r = dict(set=name, m=m, draw=d, method=meth + note, seconds=sec,
+                         error=float(np.mean(P[u].argmax(1) != y[u])), ece=L.ece(P[u], y[u]),
+                         nll=L.nll(P[u], y[u]))
+                rows.append(r)
+                print(f"{name:12s} m={m:3d} draw {d} {r['method']:34s} err "
+                      f"{r['error'] * 100:6.2f}% ECE {r['ece']:.3f} NLL {r['nll']:.3f} "
+                      f"{sec:6.2f} s", flush=True)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", nargs="+", default=list(DEFAULT_SETS), choices=L.SETS)
+    ap.add_argument("--quick", action="store_true", help="fewer draws (3, 3, 2, 2, 2)")
+    ap.add_argument("--methods", nargs="+", default=None,
+                    help="subset of: " + ", ".join(list(FLGP_METHODS) + list(GRAPH_METHODS)))
+    ap.add_argument("--checks", action="store_true",
+                    help="run the no-regression checks (MNIST 100/200 random labels, "
+                         "circles Table 1) instead")
+    ap.add_argument("--check-sets", nargs="+", default=["mnist", "circles"],
+                    choices=["mnist", "circles"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+    methods = args.methods or list(DEFAULT_METHODS)
+    os.makedirs(RESULTS, exist_ok=True)
+    with threadpool_limits(args.threads):
+        if args.checks:
+            rows = checks(methods, draws=2 if args.quick else 5, which=args.check_sets)
+            path = args.json or os.path.join(RESULTS, "few_labels_checks.json")
+            groups = {}
+            for r in rows:
+                groups.setdefault((r["set"], r["m"], r["method"]), []).append(r)
+            summary = []
+            for (name, m, meth), rs in groups.items():
+                summary.append(dict(set=name, m=m, method=meth, draws=len(rs), **{
+                    key: float(np.mean([r[key] for r in rs]))
+                    for key in ("error", "ece", "nll", "seconds")}))
+                print(f"{name:12s} m={m:3d} {meth:34s} err {summary[-1]['error'] * 100:6.2f}% "
+                      f"ECE {summary[-1]['ece']:.3f} NLL {summary[-1]['nll']:.3f} "
+                      f"{summary[-1]['seconds']:.2f} s")
+            with open(path, "w") as fh:
+                json.dump(dict(summary=summary, runs=rows), fh, indent=1)
+            print(f"wrote {path}")
+            return
+        rows = run(args.sets, QUICK_DRAWS if args.quick else DRAWS, methods)
+    table = summarise(rows)
+    print_table(table)
+    path = args.json or os.path.join(RESULTS, "few_labels.json")
+    with open(path, "w") as fh:
+        json.dump(dict(flgp_methods=FLGP_METHODS, summary=table, runs=rows), fh, indent=1)
+    plot(table, os.path.splitext(path)[0] + ".png")
+    print(f"wrote {path} and {os.path.splitext(path)[0]}.png")
+
+
+if __name__ == "__main__":
+    main()
