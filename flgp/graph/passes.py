@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .._chunks import row_bytes
+from .._chunks import row_bytes, stage
 from .cross_kernel import lae_weights, se_log_weights
 from .neighbors import nearest_induced_points
 from .transition import column_lse, transition_rows
@@ -143,13 +143,18 @@ class NeighbourPass:
         return layout_of_cloud_partial(self.step.n_induced, self.sizes, lse)
 
     def __call__(self, Xb, a, b):
-        idx, sq, log_k = self.step.rows(Xb, self.workers)
+        with stage("pass 1/neighbour search"):
+            idx, sq = nearest_induced_points(Xb, self.step.points, self.step.n_neighbors,
+                                             backend=self.step.backend, workers=self.workers)
+        with stage("pass 1/kernel weights"):
+            log_k = self.step.log_kernel(Xb, idx, sq)
         if self.rows is not None:
             self.rows.indices[a:b] = idx
             self.rows.sq_distances[a:b] = sq
             if log_k is not None:
                 self.rows.values[a:b] = log_k
-        return self.step.cloud_partial(idx, sq, log_k, sizes=self.sizes)
+        with stage("pass 1/partials"):
+            return self.step.cloud_partial(idx, sq, log_k, sizes=self.sizes)
 
 
 class ColumnSumPass:

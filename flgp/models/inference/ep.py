@@ -39,6 +39,8 @@ import scipy.linalg
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtr
 
+from ..._chunks import count, stage
+
 __all__ = ["probit_moments", "ProbitEPState", "ep_probit", "probit_latent",
            "probit_probabilities", "probit_loo", "MultinomialEPState",
            "ep_multinomial_probit", "multinomial_loo", "fit_predictive_scale",
@@ -48,6 +50,19 @@ __all__ = ["probit_moments", "ProbitEPState", "ep_probit", "probit_latent",
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _TINY = 1e-300
+
+
+def _staged(name):
+    """Time a function as the stage ``name`` of :func:`flgp._chunks.record_stages`."""
+    def wrap(fn):
+        def timed(*args, **kwargs):
+            with stage(name):
+                return fn(*args, **kwargs)
+        timed.__name__, timed.__qualname__, timed.__doc__ = fn.__name__, fn.__qualname__, \
+            fn.__doc__
+        timed.__wrapped__ = fn
+        return timed
+    return wrap
 
 
 def _inv_mills(z: np.ndarray, log_cdf: np.ndarray) -> np.ndarray:
@@ -138,7 +153,8 @@ class ProbitEPState:
 
 
 def _probit_posterior(Phi, tau, nu):
-    d = Phi.shape[1]
+    m, d = Phi.shape
+    count("ep posterior flops", 3 * m * d * d + d ** 3 / 3 + 4 * m * d)
     L = _chol(np.eye(d) + (Phi * tau[:, None]).T @ Phi)
     mean_z = scipy.linalg.cho_solve((L, True), Phi.T @ nu, check_finite=False)
     W = _tri_solve(L, Phi.T)                       # L⁻¹ Φᵀ, (d, m)
@@ -196,6 +212,7 @@ def probit_probabilities(mean: np.ndarray, var: np.ndarray, scale: float = 1.0) 
     return ndtr(scale * mean / np.sqrt(1.0 + var))
 
 
+@_staged("calibration")
 def probit_loo(state: ProbitEPState):
     """Leave-one-out predictive of each labelled point from EP's cavities: returns ``(a,
     b)`` with ``log P(y_i | y_-i) = log Φ(κ a_i / b_i)`` at predictive scale ``κ``."""
@@ -340,6 +357,8 @@ def _multinomial_posterior(Phi, d, s, h):
     diag(r_c)``."""
     m, dim = Phi.shape
     C = d.shape[1]
+    count("ep posterior flops", C * (3 * m * dim * dim + dim ** 3 / 3 + 2 * m * m * dim
+                                     + m ** 3) + m ** 3 / 3 + 2 * m * m * C * C)
     r = d / np.sqrt(s)[:, None]
     chol_p = np.empty((C, dim, dim))
     W = np.empty((C, dim, m))                      # L_c⁻¹ Φᵀ
@@ -413,6 +432,7 @@ def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
                               log_loo=float(log_z.sum()), n_sweeps=sweep)
 
 
+@_staged("calibration")
 def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
     """Leave-one-out predictive of each labelled point from nested EP's cavities: returns
     ``(a, S)``, (m, C-1) and (m, C-1, C-1), with ``P(y_i | y_-i)`` the probability that
@@ -427,6 +447,7 @@ def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
     return mean_in, K_in + np.eye(C - 1)
 
 
+@_staged("calibration")
 def fit_predictive_scale(loo_terms, weights=None, prior_sd: float = np.log(2.0),
                          bounds=(0.1, 10.0)) -> float:
     """The predictive scale ``κ`` by leave-one-out: the mode of
@@ -554,6 +575,7 @@ def multinomial_predict(state: MultinomialEPState, Phi_new: np.ndarray, predicto
     return (proba, mean, var) if moments else proba
 
 
+@_staged("predictor")
 def multinomial_projection(state: MultinomialEPState, predictor=None) -> np.ndarray:
     """``[μ_z, [L_c⁻¹; R_c]ᵀ ...]`` of shape ``(d, C + C (d + m))``: at a point with
     features ``φ`` the latent means are ``φ μ_z`` and the vectors whose inner products give
@@ -571,6 +593,8 @@ def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k
     points): probabilities, and with ``moments`` the latent means and variances."""
     C = int(n_classes)
     n = Z.shape[0]
+    count("predictor flops",
+          2 * Z.size + 2 * n * C * min(int(top_k), C) * (Z.shape[1] // C - dim))
     mean = Z[:, :C]
     G = Z[:, C:].reshape(n, C, -1)
     var = np.einsum("ncj,ncj->nc", G, G)
@@ -578,6 +602,7 @@ def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k
     return (proba, mean, var) if moments else proba
 
 
+@_staged("predictor")
 def probit_projection(state: ProbitEPState) -> np.ndarray:
     """``[μ_z, L⁻ᵀ]`` of shape ``(d, 1 + d)``: at a point with features ``φ`` the latent
     mean is ``φ μ_z`` and the variance ``|φ L⁻ᵀ|²`` (:func:`probit_latent` by one product,
@@ -589,6 +614,7 @@ def probit_projection(state: ProbitEPState) -> np.ndarray:
 def probit_latent_projected(Z: np.ndarray):
     """Latent means and variances from ``Z = φ · probit_projection(state)``."""
     W = Z[:, 1:]
+    count("predictor flops", 2 * W.size)
     return Z[:, 0].copy(), np.einsum("ij,ij->i", W, W)
 
 
