@@ -38,6 +38,7 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtr
+from threadpoolctl import threadpool_limits
 
 from ..._chunks import count, stage
 
@@ -53,10 +54,14 @@ _TINY = 1e-300
 
 
 def _staged(name):
-    """Time a function as the stage ``name`` of :func:`flgp._chunks.record_stages`."""
+    """Run a function on one BLAS thread, timed as the stage ``name`` of
+    :func:`flgp._chunks.record_stages`: calibration and the predictor's set-up make
+    hundreds of small ``m x m`` and ``d x d`` products, where two BLAS threads on a
+    machine shared with other jobs cost 10-40x more than one (0.6 s against 0.03 s for
+    the 10-class MNIST calibration; benchmarks/profile.py)."""
     def wrap(fn):
         def timed(*args, **kwargs):
-            with stage(name):
+            with stage(name), threadpool_limits(1, user_api="blas"):
                 return fn(*args, **kwargs)
         timed.__name__, timed.__qualname__, timed.__doc__ = fn.__name__, fn.__qualname__, \
             fn.__doc__
@@ -634,25 +639,27 @@ def _argmax_probabilities(mean, var, H, k, scale=1.0):
     if scale != 1.0:
         mean, mean_top = mean * scale, mean_top * scale
     out = np.empty((n, C))
-    # a leader against the other leaders
-    for c in range(k):
-        oth = [j for j in range(k) if j != c]
-        if not oth:
-            np.put_along_axis(out, top[:, [c]], 1.0, 1)
-            continue
-        m_d = mean_top[:, [c]] - mean_top[:, oth]
-        S_d = (cov_top[:, c, c][:, None, None] - cov_top[:, c, oth][:, :, None]
-               - cov_top[:, c, oth][:, None, :] + cov_top[:, oth][:, :, oth])
-        np.put_along_axis(out, top[:, [c]],
-                          np.exp(orthant_log_probability(m_d, S_d))[:, None], 1)
-    # every other class against all the leaders
-    for c in range(C):
-        at = np.flatnonzero(~is_top[:, c])
-        if at.size == 0:
-            continue
-        v_c = var[at, c] + 1.0
-        cv = cov[at, c]                                                      # (a, k)
-        m_d = mean[at, c][:, None] - mean_top[at]
+    if k == 1:
+        np.put_along_axis(out, top, 1.0, 1)
+    else:
+        # every leader against the other leaders: one batch of n k orthants of dimension
+        # k - 1 (the same arithmetic per row as one call per leader, bitwise)
+        oth = np.array([[j for j in range(k) if j != c] for c in range(k)])   # (k, k-1)
+        cc = np.arange(k)
+        m_d = mean_top[:, :, None] - mean_top[:, oth]                          # (n, k, k-1)
+        c_cc = cov_top[:, cc, cc]                                              # (n, k)
+        c_co = cov_top[:, cc[:, None], oth]                                    # (n, k, k-1)
+        S_d = (c_cc[:, :, None, None] - c_co[:, :, :, None] - c_co[:, :, None, :]
+               + cov_top[:, oth[:, :, None], oth[:, None, :]])
+        lp = orthant_log_probability(m_d.reshape(n * k, k - 1),
+                                     S_d.reshape(n * k, k - 1, k - 1)).reshape(n, k)
+        np.put_along_axis(out, top, np.exp(lp), 1)
+    # every other class against all the leaders: one batch over (row, class) pairs
+    at, cls = np.nonzero(~is_top)
+    if at.size:
+        v_c = var[at, cls] + 1.0
+        cv = cov[at, cls]                                                    # (a, k)
+        m_d = mean[at, cls][:, None] - mean_top[at]
         S_d = v_c[:, None, None] - cv[:, :, None] - cv[:, None, :] + cov_top[at]
-        out[at, c] = np.exp(orthant_log_probability(m_d, S_d))
+        out[at, cls] = np.exp(orthant_log_probability(m_d, S_d))
     return out / out.sum(axis=1, keepdims=True)
