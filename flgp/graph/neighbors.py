@@ -113,8 +113,12 @@ def mean_neighbour_sq_distance(X: np.ndarray, Y: np.ndarray, n_neighbors: int,
 
 
 def _sorted_exact(X: np.ndarray, U: np.ndarray, indices: np.ndarray):
-    """Exact float64 squared distances of the kept pairs, each row sorted by them."""
+    """Exact float64 squared distances of the kept pairs, each row sorted by them (rows
+    that come sorted - the k-d tree's, as a rule - are left as they are: the stable sort
+    would not move them)."""
     sq = _exact_sq_distances(X, U, indices)
+    if sq.shape[1] < 2 or bool(np.all(sq[:, 1:] >= sq[:, :-1])):
+        return indices, sq
     order = np.argsort(sq, axis=1, kind="stable")
     return np.take_along_axis(indices, order, axis=1), np.take_along_axis(sq, order, axis=1)
 
