@@ -227,9 +227,12 @@ def run_dask(args, queue):
 
 
 def _merge(stages):
+    """Seconds per stage; the parts of a stage timed inside its blocks (``stage/part``,
+    thread-seconds) are left out (benchmarks/profile.py shows them)."""
     out = {}
     for name, sec in stages:
-        out[name] = out.get(name, 0.0) + sec
+        if "/" not in name:
+            out[name] = out.get(name, 0.0) + sec
     return out
 
 

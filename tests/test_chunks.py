@@ -321,3 +321,58 @@ def test_nothing_imports_dask_without_it(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("ok")
+
+
+def _blobs_in_20d(rng, n=3000, classes=3):
+    """Classes along a noisy curve in R^20: the k-means and neighbour searches take their
+    GEMM paths (p > 16)."""
+    t = rng.uniform(0, 3 * np.pi, n)
+    Q = np.linalg.qr(rng.standard_normal((20, 20)))[0][:3]
+    X = np.c_[np.cos(t), np.sin(t), t / 3] @ Q + 0.05 * rng.standard_normal((n, 20))
+    y_true = np.minimum((t / (3 * np.pi) * classes).astype(int), classes - 1)
+    y = np.full(n, -1)
+    lab = rng.choice(n, 60, replace=False)
+    y[lab] = y_true[lab]
+    return X, y
+
+
+@pytest.mark.parametrize("p", [3, 20])
+def test_fit_does_not_depend_on_the_number_of_threads(rng, p, monkeypatch):
+    """The blocks of every pass have sizes that do not depend on the thread count and
+    their partials are added in block order, so one thread and two give the same fit
+    (small blocks, so that every pass - k-means included - runs several on threads)."""
+    import torch
+
+    import flgp.graph.induced_points as induced
+
+    monkeypatch.setattr(induced, "_LLOYD_BLOCK_ENTRIES", 120 * 400)   # 400-row blocks
+    X, y = _blobs_in_20d(rng)
+    X = X[:, :p] if p == 3 else X
+    saved = torch.get_num_threads()
+    fits = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            with flgp.config_context(working_memory=0.01):     # 1024-row blocks
+                clf = FLGPClassifier(n_induced=120, random_state=0).fit(X, y)
+            fits.append((clf.eigenpairs_.extension.graph.induced.points,
+                         clf.eigenvalues_, clf.label_distributions_, clf.diffusion_time_))
+    finally:
+        torch.set_num_threads(saved)
+    for a, b in zip(*fits):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fit_does_not_depend_on_the_block_size(rng):
+    """A classifier (k-means and neighbour search on their GEMM paths, 3-class EP) fitted
+    with 1024-row blocks equals the one fitted with the default blocks, to rounding."""
+    X, y = _blobs_in_20d(rng, n=5000)
+    big = FLGPClassifier(n_induced=150, random_state=0).fit(X, y)
+    with flgp.config_context(working_memory=0.01):             # 1024-row blocks
+        small = FLGPClassifier(n_induced=150, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(small.eigenpairs_.extension.graph.induced.points,
+                                  big.eigenpairs_.extension.graph.induced.points)
+    np.testing.assert_allclose(small.eigenvalues_, big.eigenvalues_, atol=1e-12)
+    np.testing.assert_allclose(small.label_distributions_, big.label_distributions_,
+                               atol=1e-8)
+    np.testing.assert_array_equal(small.transduction_, big.transduction_)

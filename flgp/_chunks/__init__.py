@@ -37,8 +37,9 @@ import scipy.sparse as sp
 from .._config import working_memory_bytes
 
 __all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_row_ranges",
-           "is_dask_array", "is_zarr_array", "is_lazy", "take_rows", "merge_partials",
-           "InMemoryBlocks", "blocks_of", "record_stages", "stage"]
+           "one_thread_each", "is_dask_array", "is_zarr_array", "is_lazy", "take_rows",
+           "merge_partials", "InMemoryBlocks", "blocks_of", "record_stages", "stage", "count",
+           "StageLog"]
 
 _MIN_CHUNK = 1024
 _MAX_CHUNK = 2**20
@@ -72,17 +73,37 @@ def row_ranges(n: int, chunk_size: int) -> list[tuple[int, int]]:
 
 def map_row_ranges(fn, ranges, threads: int = 1) -> list:
     """``[fn(start, stop) for start, stop in ranges]``, on ``threads`` threads when there is
-    more than one block (numpy and scipy release the GIL in the heavy parts). BLAS runs on
-    one thread meanwhile: each block's products are small, and two levels of threads on the
-    same cores slowed a pass down 2x on a loaded machine. Results keep the order of
-    ``ranges``; the first exception is re-raised."""
+    more than one block (numpy, scipy and torch release the GIL in the heavy parts). BLAS
+    and torch's own operations run on one thread meanwhile (:func:`one_thread_each`): each
+    block's products are small, and two levels of threads on the same cores slowed a pass
+    down 2x on a loaded machine. Results keep the order of ``ranges``; the first exception
+    is re-raised."""
     if threads <= 1 or len(ranges) <= 1:
         return [fn(a, b) for a, b in ranges]
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1, user_api="blas"), \
+    with one_thread_each(), \
             ThreadPoolExecutor(max_workers=min(threads, len(ranges))) as pool:
         return list(pool.map(lambda ab: fn(*ab), ranges))
+
+
+@contextlib.contextmanager
+def one_thread_each():
+    """BLAS (threadpoolctl) and torch's intra-op parallelism limited to one thread while
+    blocks run on threads of their own, restored afterwards. torch's OpenMP workers spin at
+    every small operation: on a shared 2-core machine one ``index_add_`` of 4000 x 100
+    floats took 80 ms on two torch threads and 0.2 ms on one, and a k-means pass was 5x
+    slower (benchmarks/profile.py)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    with threadpool_limits(1, user_api="blas"):
+        if threads > 1:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if threads > 1:
+                torch.set_num_threads(threads)
 
 
 def is_dask_array(X) -> bool:
@@ -223,7 +244,16 @@ def blocks_of(X):
 
 # -- stage timers ---------------------------------------------------------------------------
 
-_RECORDER: list | None = None
+class StageLog(list):
+    """``(stage, seconds)`` pairs in the order the stages ended, and ``counts``: work
+    counters (``name -> total``) that the benchmarks turn into arithmetic floors."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts: dict = {}
+
+
+_RECORDER: StageLog | None = None
 
 
 @contextlib.contextmanager
@@ -234,9 +264,14 @@ def record_stages():
 
         with record_stages() as stages:
             model.fit(X, y)
+
+    A name with a ``/`` is a part of the stage before it (``"pass 1/neighbour search"``),
+    timed inside the blocks: its entries are thread-seconds, which on several threads add
+    up to more than the stage's wall time. ``stages.counts`` holds the work counters of
+    :func:`count`.
     """
     global _RECORDER
-    previous, _RECORDER = _RECORDER, []
+    previous, _RECORDER = _RECORDER, StageLog()
     try:
         yield _RECORDER
     finally:
@@ -255,3 +290,11 @@ def stage(name: str):
         yield
     finally:
         recorder.append((name, time.perf_counter() - start))
+
+
+def count(name: str, amount: float) -> None:
+    """Add ``amount`` to the work counter ``name`` of the active :func:`record_stages`
+    (floating-point operations, rows, iterations; nothing happens otherwise)."""
+    recorder = _RECORDER
+    if recorder is not None:
+        recorder.counts[name] = recorder.counts.get(name, 0.0) + float(amount)

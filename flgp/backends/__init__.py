@@ -1,8 +1,8 @@
 """Compute backends for the distance work of the engine: who finds each point's nearest
 induced points (and the k-means assignments).
 
-* ``"torch"`` — a k-d tree (scipy) up to 16 dimensions, chunked GEMM distances in torch
-  above; memory ``O(chunk x s)``.
+* ``"torch"`` — a k-d tree (scipy) up to 16 dimensions, chunked float32 GEMM distances
+  above (numpy's BLAS; the name is historical); memory ``O(chunk x s)``.
 * ``"keops"`` — pykeops ``LazyTensor`` reductions (``argKmin`` over symbolic
   ``|x - u|^2``): nothing of size ``n x s`` is ever stored; compiled on first use of each
   formula (seconds, cached afterwards); runs on the GPU when pykeops finds CUDA.

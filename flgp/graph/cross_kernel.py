@@ -193,26 +193,37 @@ def _mostly_interior(Gs: np.ndarray) -> bool:
 
 
 def _enumerate_faces(Gs: np.ndarray) -> np.ndarray:
-    """:func:`_simplex_qp_exact` by trying every support (``Gs``: the scaled Grams)."""
+    """:func:`_simplex_qp_exact` by trying every support (``Gs``: the scaled Grams). Each
+    support's candidate is kept; a row's weights are written once, from the support that
+    won it (the last to improve its objective), instead of at every improvement."""
     c, r, _ = Gs.shape
     best_val = np.full(c, np.inf)
-    best_w = np.zeros((c, r))
+    winner = np.full(c, -1, dtype=np.int64)
+    candidates = []
     for size in range(1, r + 1):
         for support in itertools.combinations(range(r), size):
             S = np.array(support)
             if size == 1:
-                w_S = np.ones((c, 1))
-                ok = np.ones(c, dtype=bool)
+                w_S = None
                 val = Gs[:, S[0], S[0]].copy()
+                better = val < best_val - 1e-15 * np.maximum(np.abs(val), 1.0)
             else:
                 w_S, ok, val = _affine_minimiser(Gs, S)
                 ok &= (w_S >= -1e-12).all(1)
-            rows = np.flatnonzero(ok & (val < best_val - 1e-15 * np.maximum(np.abs(val), 1.0)))
-            if rows.size:
-                best_val[rows] = val[rows]
-                w = np.maximum(w_S[rows], 0.0)
-                best_w[rows] = 0.0
-                best_w[rows[:, None], S[None, :]] = w / w.sum(1, keepdims=True)
+                better = ok & (val < best_val - 1e-15 * np.maximum(np.abs(val), 1.0))
+            best_val = np.where(better, val, best_val)
+            winner[better] = len(candidates)
+            candidates.append((S, w_S))
+    best_w = np.zeros((c, r))
+    for k, (S, w_S) in enumerate(candidates):
+        rows = np.flatnonzero(winner == k)
+        if rows.size == 0:
+            continue
+        if w_S is None:
+            best_w[rows, S[0]] = 1.0
+        else:
+            w = np.maximum(w_S[rows], 0.0)
+            best_w[rows[:, None], S[None, :]] = w / w.sum(1, keepdims=True)
     return best_w
 
 

@@ -2,12 +2,12 @@
 literature calls them landmarks).
 
 k-means is written to scale to millions of points: centres are fitted by Lloyd's algorithm
-with GEMM distances (torch) on a random subsample of at most ``max_fit_samples`` points,
-seeded by greedy k-means++ on a smaller subsample, then refined by ``n_refine`` Lloyd
-iterations on up to ``100 s`` points; the cluster sizes ``n_j`` that the
-k-means normalisation needs are then counted by assigning *every* point to its nearest
-centre, which is the first column of the neighbour search (:func:`nearest_induced_points`), so the
-assignment costs no extra pass.
+(a k-d tree up to 16 features, float32 GEMM distances in blocks on threads above) on a
+random subsample of at most ``max_fit_samples`` points, seeded by greedy k-means++ on a
+smaller subsample, then refined by ``n_refine`` Lloyd iterations on up to ``100 s``
+points; the cluster sizes ``n_j`` that the k-means normalisation needs are then counted by
+assigning *every* point to its nearest centre, which is the first column of the neighbour
+search (:func:`nearest_induced_points`), so the assignment costs no extra pass.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from scipy.spatial import cKDTree
 
 from ..backends import cpu_threads, keops_nearest, resolve_backend
 
-from .._chunks import is_dask_array, take_rows
+from .._chunks import (count, is_dask_array, map_row_ranges, one_thread_each, row_ranges,
+                       stage, take_rows)
 from .._validation import check_random_state
 from .neighbors import KDTREE_MAX_DIM, nearest_induced_points
 
@@ -93,7 +95,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     at most ``4 * s`` points so that its ``s``
     sequential steps stay cheap; an empty cluster keeps its previous centre. Lloyd stops
     early once no assignment changes, or by ``tol``. Assignments use a k-d tree for ``p <= 16`` and
-    chunked GEMM distances (torch) above.
+    blocks of float32 GEMM distances above (:func:`_lloyd_gemm`).
     """
     rng = check_random_state(random_state)
     n = X.shape[0]
@@ -120,7 +122,9 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     seed_n = min(Xf.shape[0], _SEED_SAMPLE_FACTOR * s)
     seed_idx = rng.choice(Xf.shape[0], size=seed_n, replace=False) if seed_n < Xf.shape[0] \
         else np.arange(Xf.shape[0])
-    C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
+    with stage("induced points/seeding"):
+        C0 = _kmeanspp(Xf[seed_idx] - centre, s, rng)
+    count("kmeans seeding points", seed_n)
     if n_iter is None:
         n_iter = 20 if Xf.shape[1] <= KDTREE_MAX_DIM else 10
     stages = [(Xf, n_iter)]
@@ -144,45 +148,77 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         def assign(Xc, C):
             return cKDTree(C).query(Xc, k=1, workers=workers)[1]
     else:
-        C = torch.from_numpy(C0).to(dtype)
-        for Xs, iters in stages:
-            C = _lloyd_gemm(torch.from_numpy(Xs - centre).to(dtype), C, iters, tol)
-        return InducedPoints(points=np.ascontiguousarray(C.double().numpy() + centre),
-                         method="kmeans")
+        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype if isinstance(dtype, torch.dtype) \
+            else np.dtype(dtype)
+        C = C0
+        with stage("induced points/lloyd"):
+            for Xs, iters in stages:
+                C = _lloyd_gemm(Xs - centre, C, iters, tol, np_dtype)
+        return InducedPoints(points=np.ascontiguousarray(C + centre), method="kmeans")
     C = C0
-    for Xs, iters in stages:
-        C = _lloyd(Xs - centre, C, iters, assign, tol)
+    with stage("induced points/lloyd"):
+        for Xs, iters in stages:
+            C = _lloyd(Xs - centre, C, iters, assign, tol)
     return InducedPoints(points=C + centre, method="kmeans")
 
 
-def _lloyd_gemm(Xt: torch.Tensor, C: torch.Tensor, n_iter: int, tol: float) -> torch.Tensor:
-    """Lloyd iterations with chunked GEMM distances (torch), for ``p > KDTREE_MAX_DIM``;
-    stops when no assignment changes or by ``tol`` (:func:`kmeans_centres`)."""
+# rows x centres of one block of the GEMM assignments (float32: 8 MB)
+_LLOYD_BLOCK_ENTRIES = 2_000_000
+
+
+def _lloyd_gemm(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float,
+                dtype=np.float32) -> np.ndarray:
+    """Lloyd iterations with GEMM distances, for ``p > KDTREE_MAX_DIM``; stops when no
+    assignment changes or by ``tol`` (:func:`kmeans_centres`).
+
+    ``X`` (n x p) and ``C`` (s x p) are float64 and centred. Each iteration ranks the
+    centres of a block of rows by ``|c|^2 / 2 - x.c`` from one ``dtype`` GEMM (numpy, one
+    BLAS thread per block; the blocks on as many threads as torch uses), takes the argmin,
+    and sums the block's points per centre in float64 (a sparse one-hot product); the block
+    partials are added in block order, so the centres do not depend on the number of
+    threads. The block size is fixed (about two million distances), never the thread
+    count's."""
+    n, p = X.shape
     s = C.shape[0]
+    Xl = np.ascontiguousarray(X, dtype=dtype)
+    x2 = np.einsum("ij,ij->i", X, X)
+    ranges = row_ranges(n, max(1, _LLOYD_BLOCK_ENTRIES // max(s, 1)))
+    threads = cpu_threads()
+    ones = np.ones(ranges[0][1] - ranges[0][0]) if ranges else np.ones(0)
     prev = None
-    chunk = max(1, 4_000_000 // s)
+    C = np.array(C, dtype=np.float64)
     for _ in range(n_iter):
-        sums = torch.zeros_like(C)
-        counts = torch.zeros(s, dtype=Xt.dtype)
-        c2 = (C * C).sum(1)
-        labels = []
-        inertia = 0.0
-        for start in range(0, Xt.shape[0], chunk):
-            Xc = Xt[start:start + chunk]
-            d2 = torch.addmm(c2[None, :], Xc, C.T, beta=1.0, alpha=-2.0)
-            best, lab = d2.min(1)
-            inertia += float((best + (Xc * Xc).sum(1)).clamp_min(0).sum())
-            labels.append(lab)
-            sums.index_add_(0, lab, Xc)
-            counts += torch.bincount(lab, minlength=s).to(Xt.dtype)
+        count("lloyd point-iterations", n)
+        Cl = np.ascontiguousarray(C, dtype=dtype)
+        half = 0.5 * np.einsum("ij,ij->i", Cl, Cl)
+
+        def block(a, b):
+            S = Xl[a:b] @ Cl.T                                   # (b - a, s)
+            np.subtract(half, S, out=S)                          # |c|^2 / 2 - x.c
+            lab = S.argmin(axis=1)
+            best = S[np.arange(b - a), lab].astype(np.float64)
+            inertia = float(np.maximum(x2[a:b] + 2.0 * best, 0.0).sum())
+            onehot = sp.csc_matrix((ones[:b - a], lab, np.arange(b - a + 1)),
+                                   shape=(s, b - a))
+            return lab, np.asarray(onehot @ X[a:b]), np.bincount(lab, minlength=s), inertia
+
+        with one_thread_each():
+            parts = map_row_ranges(block, ranges, threads)
+        sums = parts[0][1]
+        counts = parts[0][2].copy()
+        inertia = parts[0][3]
+        for _, sm, ct, ine in parts[1:]:
+            sums = sums + sm
+            counts += ct
+            inertia += ine
+        labels = np.concatenate([pt[0] for pt in parts])
         nonempty = counts > 0
         C_old = C
-        C = C.clone()
+        C = C.copy()
         C[nonempty] = sums[nonempty] / counts[nonempty, None]
-        labels = torch.cat(labels)
-        if prev is not None and torch.equal(labels, prev):
+        if prev is not None and np.array_equal(labels, prev):
             break  # assignments stable: Lloyd has converged
-        if _moved_little(float(((C - C_old) ** 2).sum()), inertia, Xt.shape[0], s, tol):
+        if _moved_little(float(((C - C_old) ** 2).sum()), inertia, n, s, tol):
             break
         prev = labels
     return C
@@ -201,6 +237,7 @@ def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, assign, tol: float = 0.0) 
     s, p = C.shape
     prev = None
     for _ in range(n_iter):
+        count("lloyd point-iterations", X.shape[0])
         lab = assign(X, C)
         counts = np.bincount(lab, minlength=s)
         nonempty = counts > 0

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from .._chunks import row_bytes, stage
+from .._chunks import count, row_bytes, stage
 from .._validation import check_int, check_option
 from ..graph.components import connected_pieces
 from .eigenpairs import Eigenpairs, deterministic_sign_flip, symmetric_eigh
@@ -54,6 +54,7 @@ class FLGPRowMap:
         sparse product ``A_b P`` (scipy; 6x faster than gathering rows of ``P`` in numpy,
         and no ``b x r x M`` temporary)."""
         b, r = idx.shape
+        count("eigenvector row flops", 2 * b * r * self.projection.shape[1])
         A = sp.csr_matrix((values.ravel(), idx.ravel(), np.arange(0, b * r + 1, r)),
                           shape=(b, self.projection.shape[0]))
         return np.asarray(A @ self.projection)
@@ -151,9 +152,11 @@ class _RowsThrough:
         self.source, self.row_map, self.func = source, row_map, func
 
     def __call__(self, Xb, a, b):
-        idx, values = self.source(Xb, a, b)
-        return self.func(self.row_map.vectors(idx, values),
-                         self.row_map.components(idx, values))
+        with stage("map/eigenvector rows"):
+            idx, values = self.source(Xb, a, b)
+            V, comp = self.row_map.vectors(idx, values), self.row_map.components(idx, values)
+        with stage("map/function"):
+            return self.func(V, comp)
 
 
 class _SumThrough(_RowsThrough):

@@ -38,6 +38,9 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtr
+from threadpoolctl import threadpool_limits
+
+from ..._chunks import count, stage
 
 __all__ = ["probit_moments", "ProbitEPState", "ep_probit", "probit_latent",
            "probit_probabilities", "probit_loo", "MultinomialEPState",
@@ -48,6 +51,23 @@ __all__ = ["probit_moments", "ProbitEPState", "ep_probit", "probit_latent",
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _TINY = 1e-300
+
+
+def _staged(name):
+    """Run a function on one BLAS thread, timed as the stage ``name`` of
+    :func:`flgp._chunks.record_stages`: calibration and the predictor's set-up make
+    hundreds of small ``m x m`` and ``d x d`` products, where two BLAS threads on a
+    machine shared with other jobs cost 10-40x more than one (0.6 s against 0.03 s for
+    the 10-class MNIST calibration; benchmarks/profile.py)."""
+    def wrap(fn):
+        def timed(*args, **kwargs):
+            with stage(name), threadpool_limits(1, user_api="blas"):
+                return fn(*args, **kwargs)
+        timed.__name__, timed.__qualname__, timed.__doc__ = fn.__name__, fn.__qualname__, \
+            fn.__doc__
+        timed.__wrapped__ = fn
+        return timed
+    return wrap
 
 
 def _inv_mills(z: np.ndarray, log_cdf: np.ndarray) -> np.ndarray:
@@ -138,7 +158,8 @@ class ProbitEPState:
 
 
 def _probit_posterior(Phi, tau, nu):
-    d = Phi.shape[1]
+    m, d = Phi.shape
+    count("ep posterior flops", 3 * m * d * d + d ** 3 / 3 + 4 * m * d)
     L = _chol(np.eye(d) + (Phi * tau[:, None]).T @ Phi)
     mean_z = scipy.linalg.cho_solve((L, True), Phi.T @ nu, check_finite=False)
     W = _tri_solve(L, Phi.T)                       # L⁻¹ Φᵀ, (d, m)
@@ -196,6 +217,7 @@ def probit_probabilities(mean: np.ndarray, var: np.ndarray, scale: float = 1.0) 
     return ndtr(scale * mean / np.sqrt(1.0 + var))
 
 
+@_staged("calibration")
 def probit_loo(state: ProbitEPState):
     """Leave-one-out predictive of each labelled point from EP's cavities: returns ``(a,
     b)`` with ``log P(y_i | y_-i) = log Φ(κ a_i / b_i)`` at predictive scale ``κ``."""
@@ -365,6 +387,8 @@ def _multinomial_posterior(Phi, d, s, h):
     diag(r_c)``."""
     m, dim = Phi.shape
     C = d.shape[1]
+    count("ep posterior flops", C * (3 * m * dim * dim + dim ** 3 / 3 + 2 * m * m * dim
+                                     + m ** 3) + m ** 3 / 3 + 2 * m * m * C * C)
     r = d / np.sqrt(s)[:, None]
     chol_p = np.empty((C, dim, dim))
     W = np.empty((C, dim, m))                      # L_c⁻¹ Φᵀ
@@ -438,6 +462,7 @@ def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
                               log_loo=float(log_z.sum()), n_sweeps=sweep)
 
 
+@_staged("calibration")
 def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
     """Leave-one-out predictive of each labelled point from nested EP's cavities: returns
     ``(a, S)``, (m, C-1) and (m, C-1, C-1), with ``P(y_i | y_-i)`` the probability that
@@ -452,6 +477,7 @@ def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
     return mean_in, K_in + np.eye(C - 1)
 
 
+@_staged("calibration")
 def fit_predictive_scale(loo_terms, weights=None, prior_sd: float = np.log(2.0),
                          bounds=(0.1, 10.0)) -> float:
     """The predictive scale ``κ`` by leave-one-out: the mode of
@@ -508,17 +534,23 @@ def orthant_log_probability(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
     a 20,000-sample Monte-Carlo estimate (mean absolute error 0.003)."""
     mean = np.array(mean, dtype=np.float64)
     cov = np.array(cov, dtype=np.float64)
+    k = mean.shape[1]
     log_p = np.zeros(mean.shape[0])
-    for j in range(mean.shape[1]):
+    for j in range(k):
         v = np.maximum(cov[:, j, j], _TINY)
         sd = np.sqrt(v)
         z = mean[:, j] / sd
         lz = log_ndtr(z)
         log_p += lz
+        if j == k - 1:
+            break
         lam = _inv_mills(z, lz)
-        col = cov[:, :, j].copy()
-        mean += col * (lam / sd)[:, None]
-        cov -= (lam * (z + lam) / v)[:, None, None] * col[:, :, None] * col[:, None, :]
+        # only the factors still to come read the conditioned moments: update the
+        # trailing block (the same arithmetic entry by entry as updating all of it)
+        col = cov[:, j + 1:, j].copy()
+        mean[:, j + 1:] += col * (lam / sd)[:, None]
+        cov[:, j + 1:, j + 1:] -= ((lam * (z + lam) / v)[:, None, None] * col[:, :, None]
+                                   * col[:, None, :])
     return log_p
 
 
@@ -579,6 +611,7 @@ def multinomial_predict(state: MultinomialEPState, Phi_new: np.ndarray, predicto
     return (proba, mean, var) if moments else proba
 
 
+@_staged("predictor")
 def multinomial_projection(state: MultinomialEPState, predictor=None) -> np.ndarray:
     """``[μ_z, [L_c⁻¹; R_c]ᵀ ...]`` of shape ``(d, C + C (d + m))``: at a point with
     features ``φ`` the latent means are ``φ μ_z`` and the vectors whose inner products give
@@ -596,6 +629,8 @@ def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k
     points): probabilities, and with ``moments`` the latent means and variances."""
     C = int(n_classes)
     n = Z.shape[0]
+    count("predictor flops",
+          2 * Z.size + 2 * n * C * min(int(top_k), C) * (Z.shape[1] // C - dim))
     mean = Z[:, :C]
     G = Z[:, C:].reshape(n, C, -1)
     var = np.einsum("ncj,ncj->nc", G, G)
@@ -603,6 +638,7 @@ def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k
     return (proba, mean, var) if moments else proba
 
 
+@_staged("predictor")
 def probit_projection(state: ProbitEPState) -> np.ndarray:
     """``[μ_z, L⁻ᵀ]`` of shape ``(d, 1 + d)``: at a point with features ``φ`` the latent
     mean is ``φ μ_z`` and the variance ``|φ L⁻ᵀ|²`` (:func:`probit_latent` by one product,
@@ -614,6 +650,7 @@ def probit_projection(state: ProbitEPState) -> np.ndarray:
 def probit_latent_projected(Z: np.ndarray):
     """Latent means and variances from ``Z = φ · probit_projection(state)``."""
     W = Z[:, 1:]
+    count("predictor flops", 2 * W.size)
     return Z[:, 0].copy(), np.einsum("ij,ij->i", W, W)
 
 
@@ -633,25 +670,27 @@ def _argmax_probabilities(mean, var, H, k, scale=1.0):
     if scale != 1.0:
         mean, mean_top = mean * scale, mean_top * scale
     out = np.empty((n, C))
-    # a leader against the other leaders
-    for c in range(k):
-        oth = [j for j in range(k) if j != c]
-        if not oth:
-            np.put_along_axis(out, top[:, [c]], 1.0, 1)
-            continue
-        m_d = mean_top[:, [c]] - mean_top[:, oth]
-        S_d = (cov_top[:, c, c][:, None, None] - cov_top[:, c, oth][:, :, None]
-               - cov_top[:, c, oth][:, None, :] + cov_top[:, oth][:, :, oth])
-        np.put_along_axis(out, top[:, [c]],
-                          np.exp(orthant_log_probability(m_d, S_d))[:, None], 1)
-    # every other class against all the leaders
-    for c in range(C):
-        at = np.flatnonzero(~is_top[:, c])
-        if at.size == 0:
-            continue
-        v_c = var[at, c] + 1.0
-        cv = cov[at, c]                                                      # (a, k)
-        m_d = mean[at, c][:, None] - mean_top[at]
+    if k == 1:
+        np.put_along_axis(out, top, 1.0, 1)
+    else:
+        # every leader against the other leaders: one batch of n k orthants of dimension
+        # k - 1 (the same arithmetic per row as one call per leader, bitwise)
+        oth = np.array([[j for j in range(k) if j != c] for c in range(k)])   # (k, k-1)
+        cc = np.arange(k)
+        m_d = mean_top[:, :, None] - mean_top[:, oth]                          # (n, k, k-1)
+        c_cc = cov_top[:, cc, cc]                                              # (n, k)
+        c_co = cov_top[:, cc[:, None], oth]                                    # (n, k, k-1)
+        S_d = (c_cc[:, :, None, None] - c_co[:, :, :, None] - c_co[:, :, None, :]
+               + cov_top[:, oth[:, :, None], oth[:, None, :]])
+        lp = orthant_log_probability(m_d.reshape(n * k, k - 1),
+                                     S_d.reshape(n * k, k - 1, k - 1)).reshape(n, k)
+        np.put_along_axis(out, top, np.exp(lp), 1)
+    # every other class against all the leaders: one batch over (row, class) pairs
+    at, cls = np.nonzero(~is_top)
+    if at.size:
+        v_c = var[at, cls] + 1.0
+        cv = cov[at, cls]                                                    # (a, k)
+        m_d = mean[at, cls][:, None] - mean_top[at]
         S_d = v_c[:, None, None] - cv[:, :, None] - cv[:, None, :] + cov_top[at]
-        out[at, c] = np.exp(orthant_log_probability(m_d, S_d))
+        out[at, cls] = np.exp(orthant_log_probability(m_d, S_d))
     return out / out.sum(axis=1, keepdims=True)
