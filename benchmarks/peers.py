@@ -16,6 +16,9 @@ the error is measured on the unlabelled points. Repeat ``i`` draws its 100 label
 methods alternate on the shared machine. Medians over ``--repeats`` (>= 3), with the
 ratio of flgp's median time to each peer's.
 
+graphlearning (and annoy) are benchmark-only peers, never dependencies of flgp:
+``pip install graphlearning`` (tested with 1.7.5; annoy optional).
+
     python benchmarks/peers.py --repeats 3 --json benchmarks/results/peers.json
     python benchmarks/peers.py --extra-path /tmp/peerpkgs      # where annoy is installed
 """
