@@ -5,7 +5,10 @@ Two workloads (each repeat a fresh process; medians over ``--repeats``):
 * ``mnist`` - all 70,000 MNIST digits, PCA to 100 dimensions, 100 labels drawn uniformly
   (seed 0), ``FLGPClassifier()`` (s = 1000, r = 3, M = 200, 10-class EP);
 * ``curve`` - the noisy closed curve in R^3 of ``benchmarks/distributed.py``, 10^6 points,
-  1,000 labels, ``FLGPRegressor(n_induced=1000, n_eigenpairs=100)``, fit + transduction.
+  1,000 labels, ``FLGPRegressor(method="flgp", n_induced=1000, n_eigenpairs=100)``, fit +
+  transduction (the engine's path: the default ``method="auto"`` also fits the exact RBF GP
+  on the 1,000 labels, which wins this curve's evidence, and then transduces with it at
+  ``O(m^2)`` a point - docs/benchmarks.md).
 
 Stages come from :func:`flgp._chunks.record_stages`; a stage's parts (``name/part``) are
 timed inside the blocks, on every thread, and are shown as shares of the stage's wall time.
@@ -105,7 +108,7 @@ def workload(name: str, n_curve: int = 10**6):
     from flgp import FLGPRegressor
 
     X, f, y = _curve(n_curve)
-    return X, y, lambda: FLGPRegressor(n_induced=1000, n_eigenpairs=100), \
+    return X, y, lambda: FLGPRegressor(method="flgp", n_induced=1000, n_eigenpairs=100), \
         lambda est: float(np.sqrt(np.mean((est.transduction_ - f) ** 2)))
 
 

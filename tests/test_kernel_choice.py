@@ -83,6 +83,12 @@ def test_the_rbf_gp_is_exact():
     got_mean, got_sd = reg.predict(X[:50], return_std=True)
     np.testing.assert_allclose(got_mean, mean, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(got_sd, np.sqrt(np.maximum(var, 0)), rtol=1e-5, atol=1e-8)
+    # the transduction (every row in one block) agrees with row-by-row predictions
+    one = [reg.predict(X[i:i + 1], return_std=True) for i in (0, 17, 599)]
+    np.testing.assert_allclose([m[0] for m, _ in one], reg.transduction_[[0, 17, 599]],
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose([s[0] for _, s in one], reg.transduction_std_[[0, 17, 599]],
+                               rtol=1e-8, atol=1e-12)
     sign, logdet = np.linalg.slogdet(K)
     r = yl - rbf.constant_
     lml = -0.5 * r @ np.linalg.solve(K, r) - 0.5 * logdet - 0.5 * r.size * np.log(2 * np.pi)
