@@ -139,3 +139,38 @@ def test_calibration_holds_classes_with_one_label_out():
     assert one.predictive_scale_ == 1.0
     two = FLGPClassifier(n_induced=400).fit(X, _one_per_class(y, 0, k=3))
     assert two.predictive_scale_ > 1.2
+
+
+@pytest.mark.parametrize("labels_per_class, skipped", [(1, 0), (10, 1)])
+def test_a_trailing_prior_skips_only_the_final_ep_run(monkeypatch, labels_per_class,
+                                                        skipped):
+    """``constant_variance=None`` searches two priors and refines to full precision only
+    those within ``_EP_FINISH_MARGIN`` nats of the best search evidence: the fit must be
+    bitwise the fit that refines both, with fewer EP runs whenever one trails."""
+    from flgp.models import classifier as clf_module
+
+    X, y = _roll(2000)
+    semi = _one_per_class(y, 1, k=labels_per_class)
+    runs = []
+    real = clf_module._TimeSearch._ep_state
+
+    def counted(self, *args, **kwargs):
+        runs.append(kwargs.get("tol", args[5] if len(args) > 5 else None))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(clf_module._TimeSearch, "_ep_state", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = FLGPClassifier(n_induced=400).fit(X, semi)
+        n_fast = len(runs)
+        monkeypatch.setattr(clf_module, "_EP_FINISH_MARGIN", np.inf)
+        runs.clear()
+        both = FLGPClassifier(n_induced=400).fit(X, semi)
+        n_both = len(runs)
+    np.testing.assert_array_equal(fast.label_distributions_, both.label_distributions_)
+    assert fast.constant_variance_ == both.constant_variance_
+    assert fast.diffusion_time_ == both.diffusion_time_
+    assert fast.log_marginal_likelihood_ == both.log_marginal_likelihood_
+    # one label per class: the two priors' evidences are close, both are refined; ten
+    # labels per class: the constant mode's prior trails by nats and skips its final run
+    assert n_both - n_fast == skipped

@@ -16,6 +16,7 @@ import gpytorch
 import numpy as np
 import torch
 
+from .._chunks import default_chunk_size
 from .inference.laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
                       probit_logistic, softmax_predict, softmax_probabilities)
 
@@ -249,7 +250,9 @@ class RBFGPRegressor:
         n = X.shape[0]
         mean = np.empty(n)
         std = np.empty(n) if return_std else None
-        step = max(256, 4_000_000 // max(Zt.shape[0], 1))
+        # a block's working set: the cross-kernel, its distances' temporaries and the
+        # solve, about 5 m floats a row, within flgp's working-memory budget
+        step = default_chunk_size(8 * (5 * Zt.shape[0] + 4 * X.shape[1] + 8))
         for start in range(0, n, step):
             Z = (X[start:start + step] - self.mu_) / self.sd_
             Kx = scale * np.exp(-_sqdist(Z, Zt) / (2.0 * ell * ell))
