@@ -29,6 +29,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import sys
 import time
@@ -122,7 +123,14 @@ def _spawn(args):
     q = ctx.Queue()
     p = ctx.Process(target=run_one, args=(args, q))
     p.start()
-    res = q.get()
+    while True:       # a child that dies (an exception, the OOM killer) must not hang us
+        try:
+            res = q.get(timeout=5)
+            break
+        except queue.Empty:
+            if not p.is_alive():
+                raise RuntimeError(f"the benchmark process exited with code {p.exitcode} "
+                                   f"before reporting") from None
     p.join()
     return res
 
