@@ -363,6 +363,30 @@ def test_fit_does_not_depend_on_the_number_of_threads(rng, p, monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("inference", ["ep", "laplace"])
+def test_compared_priors_searched_on_threads_give_the_same_fit(rng, inference):
+    """With several priors to compare (four spectral families x two constant-mode
+    variances) the searches run on threads of their own: the fit on two threads equals
+    the fit on one, bit for bit, down to the evidence and the number of posteriors."""
+    import torch
+
+    X, y = _blobs_in_20d(rng, n=1500)
+    saved = torch.get_num_threads()
+    fits = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            clf = FLGPClassifier(n_induced=100, spectral_family="auto", inference=inference,
+                                 random_state=0).fit(X, y)
+            fits.append((clf.label_distributions_, clf.diffusion_time_, clf.amplitude_,
+                         clf.log_marginal_likelihood_, clf.n_iter_, clf.spectral_family_,
+                         clf.constant_variance_))
+    finally:
+        torch.set_num_threads(saved)
+    np.testing.assert_array_equal(fits[0][0], fits[1][0])
+    assert fits[0][1:] == fits[1][1:]
+
+
 def test_fit_does_not_depend_on_the_block_size(rng):
     """A classifier (k-means and neighbour search on their GEMM paths, 3-class EP) fitted
     with 1024-row blocks equals the one fitted with the default blocks, to rounding."""

@@ -28,6 +28,7 @@ defaults (``p = 3``, ``r = 3``, ``M = 100``) a row costs about 5 kB, so a block 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,7 +37,7 @@ import scipy.sparse as sp
 
 from .._config import working_memory_bytes
 
-__all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_row_ranges",
+__all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_threads", "map_row_ranges",
            "one_thread_each", "is_dask_array", "is_zarr_array", "is_lazy", "take_rows",
            "merge_partials", "InMemoryBlocks", "blocks_of", "record_stages", "stage", "count",
            "StageLog"]
@@ -71,18 +72,25 @@ def row_ranges(n: int, chunk_size: int) -> list[tuple[int, int]]:
     return [(a, min(n, a + chunk_size)) for a in range(0, n, chunk_size)]
 
 
-def map_row_ranges(fn, ranges, threads: int = 1) -> list:
-    """``[fn(start, stop) for start, stop in ranges]``, on ``threads`` threads when there is
-    more than one block (numpy, scipy and torch release the GIL in the heavy parts). BLAS
-    and torch's own operations run on one thread meanwhile (:func:`one_thread_each`): each
-    block's products are small, and two levels of threads on the same cores slowed a pass
-    down 2x on a loaded machine. Results keep the order of ``ranges``; the first exception
-    is re-raised."""
-    if threads <= 1 or len(ranges) <= 1:
-        return [fn(a, b) for a, b in ranges]
+def map_threads(fn, items, threads: int = 1) -> list:
+    """``[fn(item) for item in items]``, on ``threads`` threads when there is more than one
+    item (numpy, scipy and torch release the GIL in the heavy parts). BLAS and torch's own
+    operations run on one thread meanwhile (:func:`one_thread_each`): each item's products
+    are small, and two levels of threads on the same cores slowed a pass down 2x on a
+    loaded machine. Results keep the order of ``items``; the first exception is
+    re-raised. ``fn`` must not depend on which thread runs it, so the results do not
+    depend on ``threads``."""
+    items = list(items)
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
     with one_thread_each(), \
-            ThreadPoolExecutor(max_workers=min(threads, len(ranges))) as pool:
-        return list(pool.map(lambda ab: fn(*ab), ranges))
+            ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def map_row_ranges(fn, ranges, threads: int = 1) -> list:
+    """``[fn(start, stop) for start, stop in ranges]`` by :func:`map_threads`."""
+    return map_threads(lambda ab: fn(*ab), ranges, threads)
 
 
 @contextlib.contextmanager
@@ -93,10 +101,11 @@ def one_thread_each():
     floats took 80 ms on two torch threads and 0.2 ms on one, and a k-means pass was 5x
     slower (benchmarks/profile.py)."""
     import torch
-    from threadpoolctl import threadpool_limits
+
+    from ..backends import limit_blas_threads
 
     threads = torch.get_num_threads()
-    with threadpool_limits(1, user_api="blas"):
+    with limit_blas_threads(1):
         if threads > 1:
             torch.set_num_threads(1)
         try:
@@ -254,6 +263,7 @@ class StageLog(list):
 
 
 _RECORDER: StageLog | None = None
+_COUNT_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -297,4 +307,5 @@ def count(name: str, amount: float) -> None:
     (floating-point operations, rows, iterations; nothing happens otherwise)."""
     recorder = _RECORDER
     if recorder is not None:
-        recorder.counts[name] = recorder.counts.get(name, 0.0) + float(amount)
+        with _COUNT_LOCK:       # counters are added to from threads (map_threads)
+            recorder.counts[name] = recorder.counts.get(name, 0.0) + float(amount)

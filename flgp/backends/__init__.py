@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import check_option
 
-__all__ = ["BACKENDS", "cpu_threads", "resolve_backend", "keops_available", "keops_nearest",
+__all__ = ["BACKENDS", "cpu_threads", "limit_blas_threads", "resolve_backend", "keops_available", "keops_nearest",
            "pairwise_sq_distances", "gaussian_matmul", "min_sq_distances"]
 
 BACKENDS = ("auto", "torch", "keops")
@@ -43,6 +43,20 @@ def _keops_status() -> tuple[bool, str]:
 def keops_available() -> bool:
     """Whether pykeops imports (compilation is tried at first use)."""
     return _keops_status()[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _blas_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def limit_blas_threads(n: int = 1):
+    """Context in which the loaded BLAS libraries run on ``n`` threads (threadpoolctl),
+    through one controller made at first use: making one scans the process's loaded
+    libraries (about 5 ms), and one fit enters some 30 such limits."""
+    return _blas_controller().limit(limits=int(n), user_api="blas")
 
 
 def cpu_threads() -> int:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from threadpoolctl import threadpool_limits
+
+from ..backends import limit_blas_threads
 
 __all__ = ["search_log_scalar", "parabolic_refine", "diffusion_time_mixture",
            "single_threaded_blas"]
@@ -18,7 +19,7 @@ def single_threaded_blas():
     of labels, ~100): there, thread start-up and contention with torch's spinning OpenMP
     workers cost more than the arithmetic (measured: a 10-class fit on 1,797 digits took
     3.2 s with two BLAS threads and 1.3 s with one)."""
-    return threadpool_limits(1, user_api="blas")
+    return limit_blas_threads(1)
 
 
 def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int = 30):

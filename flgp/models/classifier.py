@@ -12,7 +12,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from .._chunks import is_lazy, stage
+from .._chunks import is_lazy, map_threads, stage
+from ..backends import cpu_threads
 from ..spectral.families import (FAMILIES, SpectralPrior, active_columns,
                                  diffusion_time_range, spectral_time_prior)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
@@ -460,25 +461,31 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             prior = SpectralPrior.of(eigenpairs, family, nu, constant)
             searches.append((prior, _TimeSearch(self, prior, V_lab)))
         binary = self.classes_.size == 2
+        # the compared priors' searches are independent: one thread each (the same result
+        # on any number of threads; each search runs its small products on one BLAS thread)
+        threads = cpu_threads()
         if self._ep and not self._one_vs_rest:
-            found = [search.search_ep(codes, binary) for _, search in searches]
+            found = map_threads(lambda job: job[1].search_ep(codes, binary), searches, threads)
             top = max(f["search_evidence"] for f in found)
-            finish = [f["search_evidence"] >= top - _EP_FINISH_MARGIN for f in found]
+            keep = [i for i, f in enumerate(found)
+                    if f["search_evidence"] >= top - _EP_FINISH_MARGIN]
+            results = dict(zip(keep, map_threads(
+                lambda i: searches[i][1].finish_ep(found[i]), keep, threads)))
+        elif not self._one_vs_rest:
+            results = dict(enumerate(map_threads(
+                lambda job: job[1].fit(codes, binary), searches, threads)))
+        else:
+            def one_vs_rest(job):
+                fits = [job[1].fit((codes == c).astype(np.int64), True)
+                        for c in range(self.classes_.size)]
+                return (np.array([f[0] for f in fits]), np.array([f[1] for f in fits]),
+                        float(sum(f[2] for f in fits)), [f[3] for f in fits], None)
+            results = dict(enumerate(map_threads(one_vs_rest, searches, threads)))
         best = None
         for i, (prior, search) in enumerate(searches):
-            if self._ep and not self._one_vs_rest:
-                if not finish[i]:
-                    continue
-                t, amplitude, log_ev, state, mixture = search.finish_ep(found[i])
-            elif not self._one_vs_rest:
-                t, amplitude, log_ev, state, mixture = search.fit(codes, binary)
-            else:
-                fits = [search.fit((codes == c).astype(np.int64), True)
-                        for c in range(self.classes_.size)]
-                t = np.array([f[0] for f in fits])
-                amplitude = np.array([f[1] for f in fits])
-                log_ev = float(sum(f[2] for f in fits))
-                state, mixture = [f[3] for f in fits], None
+            if i not in results:
+                continue
+            t, amplitude, log_ev, state, mixture = results[i]
             if best is None or log_ev > best.score:
                 best = CandidateFit(score=log_ev, t=t, log_evidence=log_ev,
                                     result=(t, amplitude, log_ev, state, mixture,

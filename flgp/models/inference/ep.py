@@ -36,11 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg.blas import dsyrk as _syrk
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtr
-from threadpoolctl import threadpool_limits
 
 from ..._chunks import count, stage
+from ...backends import limit_blas_threads
 
 __all__ = ["probit_moments", "ProbitEPState", "ep_probit", "probit_latent",
            "probit_probabilities", "probit_loo", "MultinomialEPState",
@@ -61,7 +62,7 @@ def _staged(name):
     the 10-class MNIST calibration; benchmarks/profile.py)."""
     def wrap(fn):
         def timed(*args, **kwargs):
-            with stage(name), threadpool_limits(1, user_api="blas"):
+            with stage(name), limit_blas_threads(1):
                 return fn(*args, **kwargs)
         timed.__name__, timed.__qualname__, timed.__doc__ = fn.__name__, fn.__qualname__, \
             fn.__doc__
@@ -293,7 +294,7 @@ def _cavities(mu, cov, d, s, h, Dm):
     S_c = np.linalg.inv(lam_c)
     m_c = np.einsum("mij,mj->mi", S_c, eta - h)
     mean_in = np.einsum("mkc,mc->mk", Dm, m_c)
-    K_in = np.einsum("mkc,mcd,mld->mkl", Dm, S_c, Dm) + 1.0
+    K_in = Dm @ S_c @ np.swapaxes(Dm, 1, 2) + 1.0
     return lam, mu, lam_c, m_c, mean_in, K_in
 
 
@@ -302,11 +303,13 @@ def _gaussian_ep_posterior(K, mean0, tau, nu):
     shapes (N, k, k), (N, k), (N, k), (N, k)."""
     k = K.shape[1]
     sw = np.sqrt(tau)
-    L = np.linalg.cholesky(np.eye(k) + sw[:, :, None] * K * sw[:, None, :])
-    V = np.linalg.solve(L, sw[:, :, None] * K)
-    S = K - np.einsum("nij,nik->njk", V, V)
+    # B = I + √τ K √τ has every eigenvalue >= 1: its inverse is as accurate as its
+    # Cholesky factor and takes one batched LAPACK call instead of three
+    B_inv = np.linalg.inv(np.eye(k) + sw[:, :, None] * K * sw[:, None, :])
+    SK = sw[:, :, None] * K
+    S = K - np.swapaxes(SK, 1, 2) @ (B_inv @ SK)
     b = sw * (np.einsum("nij,nj->ni", K, nu) + mean0)
-    c = np.linalg.solve(np.swapaxes(L, 1, 2), np.linalg.solve(L, b[..., None]))[..., 0]
+    c = np.einsum("nij,nj->ni", B_inv, b)
     mean = mean0 + np.einsum("nij,nj->ni", K, nu - sw * c)
     return mean, S
 
@@ -378,36 +381,63 @@ def _gaussian_ep_log_z(K, mean0, tau, nu, noise):
 
 def _multinomial_posterior(Phi, d, s, h):
     """Posterior of the weights ``Z`` (d × C) under the outer sites: per-class factors, the
-    ``m × m`` correction, the weight means and the labelled marginals (means (m, C),
-    covariances (m, C, C)).
+    ``m × m`` correction and the labelled marginals (means (m, C), covariances (m, C, C)),
+    as :class:`_Posterior`; the weight means only when asked for
+    (:meth:`_Posterior.weight_means`).
 
     The joint precision is ``blockdiag_c(P_c) - U Uᵀ`` with ``P_c = I + Φᵀ diag(d_c) Φ``
     and ``U`` the stacked ``Φᵀ diag(r_c)``, ``r_c = d_c / √s``; by Woodbury its inverse is
     ``P⁻¹ + P⁻¹ U M⁻¹ Uᵀ P⁻¹`` with the ``m × m`` matrix ``M = I - Σ_c diag(r_c) Φ P_c⁻¹ Φᵀ
-    diag(r_c)``."""
+    diag(r_c)``. The weight means are ``μ_c = P_c⁻¹ Φᵀ v_c`` with ``v_c = h_c + r_c ⊙ w``
+    and ``w = M⁻¹ Σ_c r_c ⊙ G_c h_c`` (``G_c = Φ P_c⁻¹ Φᵀ``), so the labelled means
+    ``Φ μ_c = G_c v_c`` need no ``d``-sized solve."""
     m, dim = Phi.shape
     C = d.shape[1]
     count("ep posterior flops", C * (3 * m * dim * dim + dim ** 3 / 3 + 2 * m * m * dim
                                      + m ** 3) + m ** 3 / 3 + 2 * m * m * C * C)
     r = d / np.sqrt(s)[:, None]
+    root_d = np.sqrt(d)                            # site precisions are >= 0
     chol_p = np.empty((C, dim, dim))
     W = np.empty((C, dim, m))                      # L_c⁻¹ Φᵀ
+    diag = np.arange(dim)
     for c in range(C):
-        chol_p[c] = _chol(np.eye(dim) + (Phi * d[:, c, None]).T @ Phi)
+        # the lower triangle of Φᵀ diag(d_c) Φ by a rank-m update (half a GEMM's work)
+        P = _syrk(1.0, Phi * root_d[:, c, None], trans=1, lower=1)
+        P[diag, diag] += 1.0
+        chol_p[c] = _chol(P)
         W[c] = _tri_solve(chol_p[c], Phi.T)
     G = np.matmul(np.swapaxes(W, 1, 2), W)         # Φ P_c⁻¹ Φᵀ, (C, m, m)
     rT = r.T
     chol_m = _chol(np.eye(m) - (rT[:, :, None] * G * rT[:, None, :]).sum(0))
-    zeta = np.stack([_tri_solve(chol_p[c], W[c] @ h[:, c], trans=1) for c in range(C)], 1)
-    w = scipy.linalg.cho_solve((chol_m, True), (r * (Phi @ zeta)).sum(1), check_finite=False)
-    # H_c = L_M⁻¹ diag(r_c) G_c: the correction's factor at the labelled points
-    H = np.stack([_tri_solve(chol_m, rT[c, :, None] * G[c]) for c in range(C)])
-    mean_z = zeta + np.stack([_tri_solve(chol_p[c], W[c] @ (r[:, c] * w), trans=1)
-                              for c in range(C)], 1)
-    Ht = np.ascontiguousarray(np.transpose(H, (2, 0, 1)))   # (m_i, C, m_l)
+    Gh = np.matmul(G, np.ascontiguousarray(h.T)[:, :, None])[..., 0]        # (C, m)
+    w = scipy.linalg.cho_solve((chol_m, True), (rT * Gh).sum(0), check_finite=False)
+    v = h.T + rT * w                                                        # (C, m)
+    mean_f = (Gh + np.matmul(G, (rT * w)[:, :, None])[..., 0]).T            # (m, C)
+    # H_c = L_M⁻¹ diag(r_c) G_c, all classes in one triangular solve: X[l, c, i] = H_c[l, i]
+    X = _tri_solve(chol_m, np.ascontiguousarray(
+        (rT[:, :, None] * G).transpose(1, 0, 2)).reshape(m, C * m)).reshape(m, C, m)
+    Ht = np.ascontiguousarray(X.transpose(2, 1, 0))                         # (m_i, C, m_l)
     cov = np.matmul(Ht, np.swapaxes(Ht, 1, 2))
     cov[:, np.arange(C), np.arange(C)] += np.einsum("cii->ic", G)
-    return chol_p, chol_m, r, mean_z, Phi @ mean_z, cov
+    return _Posterior(chol_p, chol_m, r, W, v, mean_f, cov)
+
+
+@dataclass
+class _Posterior:
+    """:func:`_multinomial_posterior`'s result."""
+    chol_p: np.ndarray     # (C, d, d) lower Cholesky factors of P_c
+    chol_m: np.ndarray     # (m, m) lower Cholesky factor of M
+    r: np.ndarray          # (m, C)
+    W: np.ndarray          # (C, d, m) L_c⁻¹ Φᵀ
+    v: np.ndarray          # (C, m) h_c + r_c ⊙ w
+    mean_f: np.ndarray     # (m, C) labelled latent means
+    cov: np.ndarray        # (m, C, C) labelled latent covariances
+
+    def weight_means(self) -> np.ndarray:
+        """``μ_z`` (d × C): ``μ_c = L_c⁻ᵀ (L_c⁻¹ Φᵀ) v_c``."""
+        WV = np.matmul(self.W, self.v[:, :, None])[..., 0]
+        return np.stack([_tri_solve(self.chol_p[c], WV[c], trans=1)
+                         for c in range(self.W.shape[0])], 1)
 
 
 def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
@@ -423,7 +453,7 @@ def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
     nu = np.zeros((m, C - 1)) if init is None else init.nu.copy()
 
     def cavities(post, d, s, h):
-        return _cavities(post[4], post[5], d, s, h, Dm)
+        return _cavities(post.mean_f, post.cov, d, s, h, Dm)
 
     d, s, h = _outer_sites(tau, nu, y, others, C)
     post = _multinomial_posterior(Phi, d, s, h)
@@ -445,7 +475,7 @@ def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
         post = _multinomial_posterior(Phi, d, s, h)
         if done:
             break
-    chol_p, chol_m, r, mean_z, _, _ = post
+    chol_p, chol_m, r, mean_z = post.chol_p, post.chol_m, post.r, post.weight_means()
     lam, mu, lam_c, m_c, mean_in, K_in = cavities(post, d, s, h)
     log_z = _gaussian_ep_log_z(K_in, mean_in, tau, nu, 1.0)
 
@@ -473,7 +503,7 @@ def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
     d, s, h = _outer_sites(state.tau, state.nu, y, state.others, C)
     post = _multinomial_posterior(state.phi, d, s, h)
     _, Dm = _differences(y, C)
-    *_, mean_in, K_in = _cavities(post[4], post[5], d, s, h, Dm)
+    *_, mean_in, K_in = _cavities(post.mean_f, post.cov, d, s, h, Dm)
     return mean_in, K_in + np.eye(C - 1)
 
 
