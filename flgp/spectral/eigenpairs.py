@@ -146,7 +146,11 @@ class Eigenpairs:
         instead of ``V``. FLGP computes them from the sparse transition rows and the
         ``s x k`` matrix ``P L`` - ``r k`` operations a row instead of ``M k`` - so any
         prediction that is linear in the eigenvector rows (a posterior mean, the factor of
-        a posterior variance) costs ``O(r)`` per point and output column.
+        a posterior variance) costs ``O(r)`` per point and output column. A tuple of
+        matrices gives ``func`` a tuple of row blocks, each in its matrix's dtype: a
+        float32 matrix (formed in float64 on the induced points, then rounded) halves the
+        memory traffic where single precision is enough - the factors of a variance whose
+        squares are summed, not the means.
         """
         cloud = self.cloud if project is None else self.cloud.projected(
             _check_project(project, self.n_eigenpairs))
@@ -201,7 +205,7 @@ class Eigenpairs:
         fn = getattr(self.extension, "with_components", None)
         if fn is None or not self.cloud.tracks_components:
             V = self.extend_with_components(X_new, return_nearest=True, restrict=restrict)
-            return (V[0] @ project,) + tuple(V[1:])
+            return (_apply_project(V[0], project),) + tuple(V[1:])
         return fn(X_new, return_nearest=True, restrict=restrict, row_map=row_map)
 
     def map_points(self, X_new, func, *, n_columns: int | None = None, dtype=np.float64,
@@ -228,7 +232,7 @@ class Eigenpairs:
         n = X_new.shape[0]
         if project is not None:
             project = _check_project(project, self.n_eigenpairs)
-        width = self.n_eigenpairs if project is None else project.shape[1]
+        width = self.n_eigenpairs if project is None else _project_width(project)
         nearest = np.empty(n) if return_nearest else None
         found = [True]
         row_map = getattr(self.extension, "row_map", None)
@@ -255,12 +259,30 @@ class Eigenpairs:
                 f"n_eigenpairs={self.n_eigenpairs}, n_components={self.n_components})")
 
 
-def _check_project(project, M: int) -> np.ndarray:
-    project = np.asarray(project, dtype=np.float64)
+def _check_project(project, M: int):
+    """An ``(M, k)`` matrix (float64; float32 kept), or a tuple of them."""
+    if isinstance(project, tuple):
+        return tuple(_check_project(L, M) for L in project)
+    project = np.asarray(project)
+    project = project.astype(project.dtype if project.dtype == np.float32 else np.float64,
+                             copy=False)
     if project.ndim != 2 or project.shape[0] != M:
         raise ValueError(f"project must be an (n_eigenpairs, k) = ({M}, k) matrix; got shape "
                          f"{project.shape}.")
     return project
+
+
+def _project_width(project) -> int:
+    return int(sum(L.shape[1] for L in project)) if isinstance(project, tuple) \
+        else int(project.shape[1])
+
+
+def _apply_project(V: np.ndarray, project):
+    """``V L`` (a tuple of products for a tuple), each in ``L``'s dtype (formed in
+    float64)."""
+    if isinstance(project, tuple):
+        return tuple((V @ L.astype(np.float64)).astype(L.dtype, copy=False) for L in project)
+    return V @ project
 
 
 def _as_index(index, n: int):
@@ -348,13 +370,13 @@ class _ProjectedDense(DenseCloud):
         self._project = project
 
     def vectors(self, index):
-        return self._vectors[index] @ self._project
+        return _apply_project(self._vectors[index], self._project)
 
     def _width(self) -> int:
-        return self._project.shape[1]
+        return _project_width(self._project)
 
     def all_vectors(self):
-        return self._vectors @ self._project
+        return _apply_project(self._vectors, self._project)
 
 
 def deterministic_sign_flip(vectors: np.ndarray) -> np.ndarray:

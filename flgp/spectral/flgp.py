@@ -43,30 +43,48 @@ class FLGPRowMap:
     """Eigenvector rows from transition rows: ``v = a P`` with ``P = Λ^{-1/2} W Σ^{-1}``
     (``s x M``), and the component of a row (that of the induced point it moves to with
     the largest probability). Small (``O(s M)``) and picklable: the Dask engine ships it to
-    its tasks."""
+    its tasks. A projected map (:meth:`projected`) may hold a tuple of matrices, each
+    applied in its own dtype."""
 
-    def __init__(self, projection: np.ndarray, induced_components: np.ndarray):
+    def __init__(self, projection, induced_components: np.ndarray):
         self.projection = projection
         self.induced_components = induced_components
 
-    def vectors(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
+    @property
+    def width(self) -> int:
+        """Columns of the rows :meth:`vectors` returns (summed over a tuple)."""
+        parts = self.projection if isinstance(self.projection, tuple) else (self.projection,)
+        return int(sum(P.shape[1] for P in parts))
+
+    def vectors(self, idx: np.ndarray, values: np.ndarray):
         """``(b, M)`` eigenvector rows of ``b`` transition rows (``r`` entries each): the
         sparse product ``A_b P`` (scipy; 6x faster than gathering rows of ``P`` in numpy,
-        and no ``b x r x M`` temporary)."""
+        and no ``b x r x M`` temporary). For a tuple of matrices, a tuple of products, a
+        float32 matrix's in float32."""
         b, r = idx.shape
-        count("eigenvector row flops", 2 * b * r * self.projection.shape[1])
+        count("eigenvector row flops", 2 * b * r * self.width)
+        s = self.induced_components.shape[0]
         A = sp.csr_matrix((values.ravel(), idx.ravel(), np.arange(0, b * r + 1, r)),
-                          shape=(b, self.projection.shape[0]))
-        return np.asarray(A @ self.projection)
+                          shape=(b, s))
+        if not isinstance(self.projection, tuple):
+            return np.asarray(A @ self.projection)
+        single = A.astype(np.float32) if any(P.dtype == np.float32
+                                             for P in self.projection) else None
+        return tuple(np.asarray((single if P.dtype == np.float32 else A) @ P)
+                     for P in self.projection)
 
     def components(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
         top = idx[np.arange(idx.shape[0]), values.argmax(axis=1)]
         return self.induced_components[top]
 
-    def projected(self, project: np.ndarray) -> "FLGPRowMap":
+    def projected(self, project) -> "FLGPRowMap":
         """The map to ``v L`` for an ``M x k`` matrix ``L``: ``a (P L)``, ``r k`` operations
         a row instead of ``r M + M k`` (every linear function of the eigenvector rows moves
-        onto the ``s`` induced points)."""
+        onto the ``s`` induced points). ``project`` may be a tuple of matrices: ``P L`` is
+        formed in float64 and kept in each ``L``'s dtype."""
+        if isinstance(project, tuple):
+            return FLGPRowMap(tuple(np.ascontiguousarray(self.projection @ L, dtype=L.dtype)
+                                    for L in project), self.induced_components)
         return FLGPRowMap(np.ascontiguousarray(self.projection @ project),
                           self.induced_components)
 
@@ -114,7 +132,7 @@ class GraphCloud:
             parallel=False):
         """``func(vectors, components)`` over blocks of the cloud's rows (numpy, or a lazy
         dask array for a Dask graph)."""
-        width = self.row_map.projection.shape[1]
+        width = self.row_map.width
         if chunk_size is None and self.is_dask:
             chunk_size = self.graph.chunk_size
         return self.graph.blocks.map(_RowsThrough(self.source, self.row_map, func),
@@ -127,7 +145,7 @@ class GraphCloud:
         an array of ``shape`` (numpy in both engines; in-memory blocks on threads with
         ``parallel``, ``func`` then thread-safe)."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
-        width = self.row_map.projection.shape[1]
+        width = self.row_map.width
         if chunk_size is None and self.is_dask:
             chunk_size = self.graph.chunk_size
         term = _SumThrough(self.source, self.row_map, func, shape)
@@ -228,7 +246,7 @@ class FLGPExtension:
             raise ValueError(f"X has {X_new.shape[1]} features but the graph was built on "
                              f"{p}.")
         row_map = self.row_map if project is None else self.row_map.projected(project)
-        width = row_map.projection.shape[1]
+        width = row_map.width
         return DaskBlocks(X_new).map(
             _NewPointRows(self.graph.step(), row_map, func, restrict),
             bytes_per_row=row_bytes(p, self.graph.n_neighbors, width),

@@ -654,16 +654,22 @@ def multinomial_projection(state: MultinomialEPState, predictor=None) -> np.ndar
 
 
 def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k: int = 3,
-                                  moments: bool = False, scale: float = 1.0):
+                                  moments: bool = False, scale: float = 1.0, factors=None):
     """:func:`multinomial_predict` from ``Z = φ · multinomial_projection(state)`` (rows of
-    points): probabilities, and with ``moments`` the latent means and variances."""
+    points): probabilities, and with ``moments`` the latent means and variances.
+    ``factors``: the variance factors (the projection's columns after the first ``C``)
+    apart, e.g. in float32, ``Z`` then holding the means alone; their squares are summed
+    in float64."""
     C = int(n_classes)
     n = Z.shape[0]
+    if factors is None:
+        mean, factors = Z[:, :C], Z[:, C:]
+    else:
+        mean = Z
     count("predictor flops",
-          2 * Z.size + 2 * n * C * min(int(top_k), C) * (Z.shape[1] // C - dim))
-    mean = Z[:, :C]
-    G = Z[:, C:].reshape(n, C, -1)
-    var = np.einsum("ncj,ncj->nc", G, G)
+          2 * factors.size + 2 * n * C * min(int(top_k), C) * (factors.shape[1] // C - dim))
+    G = factors.reshape(n, C, -1)
+    var = np.einsum("ncj,ncj->nc", G, G, dtype=np.float64)
     proba = _argmax_probabilities(mean, var, G[:, :, dim:], min(int(top_k), C), scale)
     return (proba, mean, var) if moments else proba
 
@@ -677,11 +683,13 @@ def probit_projection(state: ProbitEPState) -> np.ndarray:
     return np.ascontiguousarray(np.c_[state.mean_z, _tri_solve(state.chol, np.eye(d)).T])
 
 
-def probit_latent_projected(Z: np.ndarray):
-    """Latent means and variances from ``Z = φ · probit_projection(state)``."""
-    W = Z[:, 1:]
+def probit_latent_projected(Z: np.ndarray, factors=None):
+    """Latent means and variances from ``Z = φ · probit_projection(state)``; ``factors``:
+    the variance factors apart (``Z`` then the means, one column), their squares summed
+    in float64."""
+    W = Z[:, 1:] if factors is None else factors
     count("predictor flops", 2 * W.size)
-    return Z[:, 0].copy(), np.einsum("ij,ij->i", W, W)
+    return Z[:, 0].copy(), np.einsum("ij,ij->i", W, W, dtype=np.float64)
 
 
 def _argmax_probabilities(mean, var, H, k, scale=1.0):
