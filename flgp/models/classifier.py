@@ -465,25 +465,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         # on any number of threads; each search runs its small products on one BLAS thread)
         threads = cpu_threads()
         if self._ep and not self._one_vs_rest:
-            # with a thread for every prior, each refines its own search result at once
-            # (a core would idle otherwise) and the margin rule below discards what it
-            # would have skipped: the same fit, the final EP runs overlapped
-            speculate = 1 < len(searches) <= threads
-
-            def search(job):
-                found = job[1].search_ep(codes, binary)
-                return found, (job[1].finish_ep(found) if speculate else None)
-
-            done = map_threads(search, searches, threads)
-            found = [f for f, _ in done]
+            found = map_threads(lambda job: job[1].search_ep(codes, binary), searches, threads)
             top = max(f["search_evidence"] for f in found)
             keep = [i for i, f in enumerate(found)
                     if f["search_evidence"] >= top - _EP_FINISH_MARGIN]
-            if speculate:
-                results = {i: done[i][1] for i in keep}
-            else:
-                results = dict(zip(keep, map_threads(
-                    lambda i: searches[i][1].finish_ep(found[i]), keep, threads)))
+            results = dict(zip(keep, map_threads(
+                lambda i: searches[i][1].finish_ep(found[i]), keep, threads)))
         elif not self._one_vs_rest:
             results = dict(enumerate(map_threads(
                 lambda job: job[1].fit(codes, binary), searches, threads)))
