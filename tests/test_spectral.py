@@ -164,6 +164,24 @@ def test_symmetric_eigh_matches_numpy_and_restores_threads(rng):
     np.testing.assert_allclose(V.T @ V, np.eye(50), atol=1e-12)
 
 
+@pytest.mark.parametrize("n_top", [1, 7, 25])
+def test_symmetric_eigh_top_eigenpairs_match_numpy(rng, n_top):
+    """The ``n_top`` largest eigenpairs (the subset solver, used when they are fewer than
+    half) are numpy's largest, ascending, with orthonormal vectors of the same spans."""
+    from flgp.spectral.eigenpairs import symmetric_eigh
+    A = rng.standard_normal((50, 50))
+    A = A @ A.T / 50
+    before = torch.get_num_threads()
+    w, V = symmetric_eigh(A, n_top=n_top)
+    assert torch.get_num_threads() == before
+    w_ref, V_ref = np.linalg.eigh(A)
+    assert w.shape == (n_top,) and V.shape == (50, n_top)
+    np.testing.assert_allclose(w, w_ref[-n_top:], atol=1e-12)
+    np.testing.assert_allclose(A @ V, V * w, atol=1e-12)
+    np.testing.assert_allclose(V.T @ V, np.eye(n_top), atol=1e-12)
+    np.testing.assert_allclose(np.abs(np.sum(V * V_ref[:, -n_top:], 0)), 1.0, atol=1e-8)
+
+
 def test_extension_restricted_to_the_point_component(rng):
     """``with_components(restrict=True)``: cloud points unchanged; a new point between the
     two components keeps only the transition weights into the component of its most likely

@@ -333,9 +333,8 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
                       f"components. Increase n_neighbors or the bandwidth if that is not "
                       f"intended.", UserWarning, stacklevel=2)
     M_eff = min(M, n_used)
-    # the full divide-and-conquer solver is faster here than a subset solver
     with stage("eigenpairs"):
-        evals, W = symmetric_eigh(gram)
+        evals, W = symmetric_eigh(gram, n_top=M_eff)
     evals, W = evals[::-1][:M_eff], W[:, ::-1][:, :M_eff]
     sigma2 = np.clip(evals, 0.0, 1.0)
     sigma = np.sqrt(sigma2)
