@@ -52,6 +52,33 @@ def _simplex_qp_reference(G):
     return res.fun
 
 
+def test_lae_three_anchor_path_equals_the_general_enumeration(rng):
+    """The r = 3 enumeration on flat Gram entries gives the general enumeration's weights
+    bit for bit: Grams of points near a curve, random Grams, and degenerate ones (two
+    equal anchors, a zero Gram, a point on an anchor)."""
+    from flgp.graph.cross_kernel import (_enumerate_faces_3, _enumerate_faces_general,
+                                         local_gram)
+    t = rng.uniform(0, 10, 4000)
+    X = np.c_[np.cos(t), np.sin(t), t / 5] + 0.02 * rng.standard_normal((4000, 3))
+    U = X[rng.choice(4000, 200, replace=False)]
+    from scipy.spatial import cKDTree
+    idx = cKDTree(U).query(X, k=3)[1]
+    G = local_gram(X, U, idx)
+    G /= np.maximum(np.einsum("cii->c", G) / 3, 1e-300)[:, None, None]
+    D = rng.standard_normal((1000, 3, 4))
+    R = np.einsum("cip,cjp->cij", D, D)
+    deg = G[:900].copy()
+    deg[:300, 0, :] = deg[:300, 1, :]
+    deg[:300, :, 0] = deg[:300, :, 1]
+    deg[300:600] = 0.0
+    deg[600:, 0, 0] = 0.0
+    for Gs in (G, R, deg):
+        fast, general = _enumerate_faces_3(Gs), _enumerate_faces_general(Gs)
+        np.testing.assert_array_equal(fast, general)
+        np.testing.assert_allclose(fast.sum(1), 1.0, atol=1e-12)
+        assert np.all(fast >= 0)
+
+
 def test_regularized_lae_matches_scipy_and_stays_positive(rng):
     X = rng.standard_normal((40, 2))
     U = np.r_[X[:5], rng.standard_normal((15, 2))]  # some anchors coincide with points

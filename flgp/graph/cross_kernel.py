@@ -193,9 +193,15 @@ def _mostly_interior(Gs: np.ndarray) -> bool:
 
 
 def _enumerate_faces(Gs: np.ndarray) -> np.ndarray:
-    """:func:`_simplex_qp_exact` by trying every support (``Gs``: the scaled Grams). Each
-    support's candidate is kept; a row's weights are written once, from the support that
-    won it (the last to improve its objective), instead of at every improvement."""
+    """:func:`_simplex_qp_exact` by trying every support (``Gs``: the scaled Grams):
+    :func:`_enumerate_faces_3` for ``r = 3``, :func:`_enumerate_faces_general` otherwise."""
+    return _enumerate_faces_3(Gs) if Gs.shape[1] == 3 else _enumerate_faces_general(Gs)
+
+
+def _enumerate_faces_general(Gs: np.ndarray) -> np.ndarray:
+    """Every support of any ``r``. Each support's candidate is kept; a row's weights are
+    written once, from the support that won it (the last to improve its objective),
+    instead of at every improvement."""
     c, r, _ = Gs.shape
     best_val = np.full(c, np.inf)
     winner = np.full(c, -1, dtype=np.int64)
@@ -225,6 +231,68 @@ def _enumerate_faces(Gs: np.ndarray) -> np.ndarray:
             w = np.maximum(w_S[rows], 0.0)
             best_w[rows[:, None], S[None, :]] = w / w.sum(1, keepdims=True)
     return best_w
+
+
+def _enumerate_faces_3(Gs: np.ndarray) -> np.ndarray:
+    """:func:`_enumerate_faces` for ``r = 3`` (the default), on the six Gram entries as
+    flat arrays: the same supports in the same order and the same arithmetic operation by
+    operation (so the same weights, bit for bit; a test compares them), without the
+    general path's ``(c, k, k)`` gathers - 2-3x faster on a 10^6-point curve."""
+    G = [[np.ascontiguousarray(Gs[:, i, j]) for j in range(3)] for i in range(3)]
+    c = Gs.shape[0]
+    best_val = np.full(c, np.inf)
+    winner = np.full(c, -1, dtype=np.int8)
+    weights = {}
+
+    def improve(k, val, ok=None):
+        better = val < best_val - 1e-15 * np.maximum(np.abs(val), 1.0)
+        if ok is not None:
+            better &= ok
+        np.copyto(best_val, val, where=better)
+        winner[better] = k
+
+    for k in range(3):                                   # the vertices
+        improve(k, G[k][k].copy())
+    for k, (i, j) in enumerate(((0, 1), (0, 2), (1, 2)), start=3):   # the edges
+        g_ia, g_aa = G[i][j], G[j][j]
+        h = G[i][i] - g_ia - g_ia + g_aa
+        ok = h > 1e-12 * np.maximum(h, 1e-300)
+        g = g_ia - g_aa
+        z = -g / np.where(ok, h, 1.0)
+        w_last = 1.0 - z
+        ok &= (z >= -1e-12) & (w_last >= -1e-12)
+        weights[k] = (z, w_last)
+        improve(k, g_aa + g * z, ok)
+    # the triangle: last = 2, rest = (0, 1)
+    g_aa, g0, g1 = G[2][2], G[0][2], G[1][2]
+    a = G[0][0] - g0 - g0 + g_aa
+    b = G[0][1] - g0 - g1 + g_aa
+    d = G[1][1] - g1 - g1 + g_aa
+    tiny = 1e-12 * np.maximum(a + d, 1e-300)
+    det = a * d - b * b
+    ok = det > tiny * tiny
+    det = np.where(ok, det, 1.0)
+    e0, e1 = g0 - g_aa, g1 - g_aa
+    z0 = -(d * e0 - b * e1) / det
+    z1 = -(a * e1 - b * e0) / det
+    w2 = 1.0 - (z0 + z1)
+    ok &= (z0 >= -1e-12) & (z1 >= -1e-12) & (w2 >= -1e-12)
+    improve(6, g_aa + (e0 * z0 + e1 * z1), ok)
+
+    out = np.zeros((c, 3))
+    for k in range(3):
+        out[winner == k, k] = 1.0
+    for k, (i, j) in enumerate(((0, 1), (0, 2), (1, 2)), start=3):
+        rows = winner == k
+        if rows.any():
+            wi, wj = np.maximum(weights[k][0][rows], 0.0), np.maximum(weights[k][1][rows], 0.0)
+            total = wi + wj
+            out[rows, i], out[rows, j] = wi / total, wj / total
+    rows = winner == 6
+    if rows.any():
+        w = np.maximum(np.stack([z0[rows], z1[rows], w2[rows]], 1), 0.0)
+        out[rows] = w / w.sum(1, keepdims=True)
+    return out
 
 
 def _affine_minimiser(Gs: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
