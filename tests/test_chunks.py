@@ -208,8 +208,8 @@ def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, infe
     # the latent moments read everything in float64: the dense path's to rounding
     head = Z[:300] if project is None else tuple(z[:300] for z in Z)
     mean, var = clf.predict_latent(X[:300])
-    np.testing.assert_allclose(np.c_[mean, var], clf._predictor.latent(head), rtol=1e-9,
-                               atol=1e-12)
+    np.testing.assert_allclose(np.c_[mean, var], clf._predictor.latent(head), rtol=1e-7,
+                               atol=1e-10)
     # an order-free computation: shuffled rows give the same probabilities
     perm = rng.permutation(300)
     np.testing.assert_allclose(clf.predict_proba(X[perm]), dense[perm], atol=max(tol, 1e-9))
