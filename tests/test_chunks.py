@@ -159,6 +159,36 @@ def test_regressor_transduction_equals_the_dense_prediction(rng, kernel):
     np.testing.assert_allclose(s2, sd[:400], atol=1e-9)
 
 
+def test_row_squared_norms_from_the_transition_rows(rng):
+    """``map_chunks`` with a tuple ``(L, RowSquaredNorm(F), float32 L)``: the squared norms
+    |v F|² read off the transition rows through the s x s table, and through the rows
+    ``P F`` when the table does not fit the working memory, equal the dense
+    computation on the stored eigenvectors; the matrices give V L in their dtypes."""
+    from flgp.spectral import RowSquaredNorm
+
+    X, _ = spiral_regression(2000, rng)
+    ep = flgp.compute_eigenpairs(X, n_induced=150, n_eigenpairs=30, random_state=0)
+    V = ep.eigenvectors
+    L = rng.standard_normal((30, 2))
+    F = rng.standard_normal((30, 12))
+    dense = np.einsum("ij,ij->i", V @ F, V @ F)
+    project = (L, RowSquaredNorm(F), L.astype(np.float32))
+    outs = []
+    for memory in (None, 0.01):               # the table fits / it does not (the rows)
+        with flgp.config_context(**({} if memory is None else {"working_memory": memory})):
+            outs.append(ep.map_chunks(lambda Z, comp: np.c_[Z[0], Z[1], Z[2]],
+                                      project=project))
+    for out in outs:
+        np.testing.assert_allclose(out[:, :2], V @ L, atol=1e-12)
+        np.testing.assert_allclose(out[:, 2], dense, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(out[:, 3:], V @ L, rtol=1e-5, atol=1e-6)
+    new = X[:50] * 1.01
+    Vn = ep.extend(new)
+    got = ep.map_points(new, lambda Z, comp: Z[1], project=project)
+    np.testing.assert_allclose(got, np.einsum("ij,ij->i", Vn @ F, Vn @ F), rtol=1e-10,
+                               atol=1e-12)
+
+
 def test_regressor_with_given_induced_points_and_chunks(rng):
     X, y = spiral_regression(2000, rng)
     a = FLGPRegressor(n_induced=200, n_eigenpairs=30).fit(X, y)

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._chunks import is_lazy, stage
 from .._validation import power_of_two_unit
 from ..backends import resolve_backend
+from ..spectral import RowSquaredNorm
 from ..spectral.families import (diffusion_time_range, heat_log_weight_gradient,
                                  heat_log_weights, nonzero_prefix, spectral_weights)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
@@ -540,32 +541,38 @@ class _RegressionPredictor:
         self.component_has_label = component_has_label
         evals, U = np.linalg.eigh(0.5 * (self.w_cov + self.w_cov.T))
         factor = U * np.sqrt(np.maximum(evals, 0.0))                    # L Lᵀ = w_cov
-        blocks = [(sd * w_mean)[:, None], sd[:, None] * factor]
         self._with_prior = (component_has_label is not None
                             and not np.all(component_has_label))
+
+        def padded(block):
+            out = np.zeros((M, block.shape[1]))
+            out[:self.k] = block
+            return out
+
+        # the mean's column, and the variance as a squared norm |v D^{1/2} L|² (the
+        # engine reads it off the transition rows, RowSquaredNorm); the prior's variance
+        # |v D^{1/2}|² for rows in components without a label
+        self.project = (padded((sd * w_mean)[:, None]),
+                        RowSquaredNorm(padded(sd[:, None] * factor)))
         if self._with_prior:
-            blocks.append(np.diag(sd))                                  # the prior's rows
-        self.project = np.zeros((M, sum(b.shape[1] for b in blocks)))
-        self.project[:self.k] = np.hstack(blocks)
+            self.project += (RowSquaredNorm(padded(np.diag(sd))),)
 
     def moments(self, Z, components=None):
-        """Posterior mean and variance of the (standardised) latent at rows
-        ``Z = V · project``."""
-        k = self.k
-        mean = Z[:, 0].copy()
-        G = Z[:, 1:1 + k]
-        var = np.einsum("ij,ij->i", G, G)
+        """Posterior mean and variance of the (standardised) latent from ``Z``: the rows
+        of ``V`` through ``project`` (its mean column, the variance, the prior's
+        variance)."""
+        mean = Z[0][:, 0].copy()
+        var = np.array(Z[1], dtype=np.float64)
         if self._with_prior and components is not None:
             prior = ~self.component_has_label[components]
             if prior.any():
-                F = Z[prior, 1 + k:1 + 2 * k]
                 mean[prior] = 0.0
-                var[prior] = np.einsum("ij,ij->i", F, F)
+                var[prior] = Z[2][prior]
         return mean, np.maximum(var, 0.0)
 
     def __call__(self, Z, components=None):
         mean, var = self.moments(Z, components)
-        out = np.empty((Z.shape[0], 2))
+        out = np.empty((mean.shape[0], 2))
         out[:, 0] = self.y_mean + self.y_scale * mean
         out[:, 1] = self.y_scale * np.sqrt(np.maximum(var, 0.0))
         return out
@@ -589,7 +596,7 @@ class _CountPredictor(_RegressionPredictor):
 
     def __call__(self, Z, components=None):
         mean, var = self.moments(Z, components)
-        out = np.empty((Z.shape[0], 2))
+        out = np.empty((mean.shape[0], 2))
         if self.latent:
             out[:, 0] = self.offset + mean
             out[:, 1] = np.sqrt(var)

@@ -15,10 +15,10 @@ Nothing here imports GPyTorch or scikit-learn.
 from . import families
 from .compute import compute_eigenpairs
 from .dense import glgp_eigenpairs, nystrom_eigenpairs
-from .eigenpairs import Eigenpairs
+from .eigenpairs import Eigenpairs, RowSquaredNorm
 from .families import default_diffusion_time, diffusion_time_range
 from .flgp import SPECTRA, flgp_eigenpairs
 
 __all__ = ["Eigenpairs", "compute_eigenpairs", "flgp_eigenpairs", "glgp_eigenpairs",
            "nystrom_eigenpairs", "SPECTRA", "families", "diffusion_time_range",
-           "default_diffusion_time"]
+           "default_diffusion_time", "RowSquaredNorm"]

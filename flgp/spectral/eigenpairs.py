@@ -7,7 +7,8 @@ import torch
 
 from .._chunks import InMemoryBlocks, default_chunk_size, is_dask_array, row_bytes, row_ranges
 
-__all__ = ["Eigenpairs", "DenseCloud", "deterministic_sign_flip", "symmetric_eigh"]
+__all__ = ["Eigenpairs", "DenseCloud", "RowSquaredNorm", "deterministic_sign_flip",
+           "symmetric_eigh"]
 
 
 class Eigenpairs:
@@ -150,7 +151,9 @@ class Eigenpairs:
         matrices gives ``func`` a tuple of row blocks, each in its matrix's dtype: a
         float32 matrix (formed in float64 on the induced points, then rounded) halves the
         memory traffic where single precision is enough - the factors of a variance whose
-        squares are summed, not the means.
+        squares are summed, not the means. A :class:`RowSquaredNorm` item gives one
+        column per point, ``|v F|²`` (a posterior variance), which FLGP reads off the
+        transition rows without forming the ``k``-wide rows ``v F``.
         """
         cloud = self.cloud if project is None else self.cloud.projected(
             _check_project(project, self.n_eigenpairs))
@@ -259,10 +262,42 @@ class Eigenpairs:
                 f"n_eigenpairs={self.n_eigenpairs}, n_components={self.n_components})")
 
 
+class RowSquaredNorm:
+    """A ``project`` item (:meth:`Eigenpairs.map_chunks`) for one column per point: the
+    squared norm ``|v F|²`` of its eigenvector row's image under the ``(M, k)`` factor
+    ``F`` - the quadratic form ``v A vᵀ`` of ``A = F Fᵀ``, e.g. a posterior variance.
+
+    FLGP reads it off the ``r``-sparse transition row ``a`` as ``a S aᵀ`` with the
+    ``s x s`` table ``S = (P F)(P F)ᵀ`` formed once: ``r²`` lookups a point instead of
+    ``r k`` multiply-adds and a ``k``-wide row (the table is used when it fits in the
+    working-memory budget and the graph is in memory; the rows otherwise)."""
+
+    def __init__(self, factor: np.ndarray):
+        self.factor = np.ascontiguousarray(factor, dtype=np.float64)
+        if self.factor.ndim != 2:
+            raise ValueError(f"RowSquaredNorm needs an (n_eigenpairs, k) factor; got shape "
+                             f"{self.factor.shape}.")
+
+    @property
+    def shape(self) -> tuple:
+        return (self.factor.shape[0], 1)
+
+    def of_rows(self, V: np.ndarray) -> np.ndarray:
+        """``|v F|²`` of the rows ``V`` (``(b,)``)."""
+        G = V @ self.factor
+        return np.einsum("ij,ij->i", G, G)
+
+
 def _check_project(project, M: int):
-    """An ``(M, k)`` matrix (float64; float32 kept), or a tuple of them."""
+    """An ``(M, k)`` matrix (float64; float32 kept), a :class:`RowSquaredNorm`, or a tuple
+    of them."""
     if isinstance(project, tuple):
         return tuple(_check_project(L, M) for L in project)
+    if isinstance(project, RowSquaredNorm):
+        if project.factor.shape[0] != M:
+            raise ValueError(f"a RowSquaredNorm factor must have n_eigenpairs = {M} rows; "
+                             f"got {project.factor.shape[0]}.")
+        return project
     project = np.asarray(project)
     project = project.astype(project.dtype if project.dtype == np.float32 else np.float64,
                              copy=False)
@@ -279,9 +314,13 @@ def _project_width(project) -> int:
 
 def _apply_project(V: np.ndarray, project):
     """``V L`` (a tuple of products for a tuple), each in ``L``'s dtype (formed in
-    float64)."""
+    float64); a :class:`RowSquaredNorm`'s column of squared norms."""
     if isinstance(project, tuple):
-        return tuple((V @ L.astype(np.float64)).astype(L.dtype, copy=False) for L in project)
+        return tuple(_apply_project(V, L) for L in project)
+    if isinstance(project, RowSquaredNorm):
+        return project.of_rows(V)
+    if project.dtype == np.float32:
+        return (V @ project.astype(np.float64)).astype(np.float32)
     return V @ project
 
 

@@ -59,8 +59,8 @@ class FLGPRowMap:
     def vectors(self, idx: np.ndarray, values: np.ndarray):
         """``(b, M)`` eigenvector rows of ``b`` transition rows (``r`` entries each): the
         sparse product ``A_b P`` (scipy; 6x faster than gathering rows of ``P`` in numpy,
-        and no ``b x r x M`` temporary). For a tuple of matrices, a tuple of products, a
-        float32 matrix's in float32."""
+        and no ``b x r x M`` temporary). For a tuple, a tuple: a float32 matrix's product
+        in float32, a squared-norm table's column ``a S aᵀ`` (``(b,)``)."""
         b, r = idx.shape
         count("eigenvector row flops", 2 * b * r * self.width)
         s = self.induced_components.shape[0]
@@ -70,23 +70,70 @@ class FLGPRowMap:
             return np.asarray(A @ self.projection)
         single = A.astype(np.float32) if any(P.dtype == np.float32
                                              for P in self.projection) else None
-        return tuple(np.asarray((single if P.dtype == np.float32 else A) @ P)
-                     for P in self.projection)
+        out = []
+        for P in self.projection:
+            if isinstance(P, _SquaredNormTable):
+                out.append(P.of_rows(idx, values))
+            elif isinstance(P, _SquaredNormRows):
+                G = np.asarray(A @ P.rows)
+                out.append(np.einsum("ij,ij->i", G, G))
+            else:
+                out.append(np.asarray((single if P.dtype == np.float32 else A) @ P))
+        return tuple(out)
 
     def components(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
         top = idx[np.arange(idx.shape[0]), values.argmax(axis=1)]
         return self.induced_components[top]
 
-    def projected(self, project) -> "FLGPRowMap":
+    def projected(self, project, tables: bool = True) -> "FLGPRowMap":
         """The map to ``v L`` for an ``M x k`` matrix ``L``: ``a (P L)``, ``r k`` operations
         a row instead of ``r M + M k`` (every linear function of the eigenvector rows moves
         onto the ``s`` induced points). ``project`` may be a tuple of matrices: ``P L`` is
-        formed in float64 and kept in each ``L``'s dtype."""
+        formed in float64 and kept in each ``L``'s dtype; a
+        :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` ``F`` becomes the ``s x s``
+        table ``(P F)(P F)ᵀ`` when ``tables`` and it fits in the working-memory budget
+        (a Dask graph passes ``tables=False``: its tasks would each carry the table),
+        else the rows ``P F``."""
         if isinstance(project, tuple):
-            return FLGPRowMap(tuple(np.ascontiguousarray(self.projection @ L, dtype=L.dtype)
-                                    for L in project), self.induced_components)
+            return FLGPRowMap(tuple(self._project_one(L, tables) for L in project),
+                              self.induced_components)
         return FLGPRowMap(np.ascontiguousarray(self.projection @ project),
                           self.induced_components)
+
+    def _project_one(self, L, tables):
+        from .._config import working_memory_bytes
+        from .eigenpairs import RowSquaredNorm
+
+        if isinstance(L, RowSquaredNorm):
+            rows = np.ascontiguousarray(self.projection @ L.factor)
+            s = rows.shape[0]
+            if tables and 8 * s * s <= working_memory_bytes() and L.factor.shape[1] > 8:
+                return _SquaredNormTable(rows @ rows.T)
+            return _SquaredNormRows(rows)
+        return np.ascontiguousarray(self.projection @ L, dtype=L.dtype)
+
+
+class _SquaredNormTable:
+    """``S = R Rᵀ`` (``s x s``) of a :class:`RowSquaredNorm`'s rows ``R = P F``: a
+    transition row ``a`` gives ``|a R|² = a S aᵀ`` from its ``r²`` entries."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = table
+        self.shape = (table.shape[0], 1)
+        self.dtype = np.dtype(np.float64)
+
+    def of_rows(self, idx, values):
+        S = self.table[idx[:, :, None], idx[:, None, :]]               # (b, r, r)
+        return np.einsum("bj,bjl,bl->b", values, S, values)
+
+
+class _SquaredNormRows:
+    """A :class:`RowSquaredNorm`'s rows ``P F`` (``s x k``), squared after the product."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+        self.shape = (rows.shape[0], 1)
+        self.dtype = np.dtype(np.float64)
 
 
 class GraphCloud:
@@ -121,7 +168,8 @@ class GraphCloud:
 
     def projected(self, project: np.ndarray) -> "GraphCloud":
         """The rows of ``V L`` (see :meth:`FLGPRowMap.projected`)."""
-        return GraphCloud(self.graph, self.row_map.projected(project))
+        return GraphCloud(self.graph, self.row_map.projected(project,
+                                                             tables=not self.is_dask))
 
     def _bytes_per_row(self, width: int) -> int:
         p = self.graph.induced.points.shape[1] if self.is_dask else 0
@@ -245,7 +293,8 @@ class FLGPExtension:
         if X_new.shape[1] != p:
             raise ValueError(f"X has {X_new.shape[1]} features but the graph was built on "
                              f"{p}.")
-        row_map = self.row_map if project is None else self.row_map.projected(project)
+        row_map = self.row_map if project is None else self.row_map.projected(project,
+                                                                              tables=False)
         width = row_map.width
         return DaskBlocks(X_new).map(
             _NewPointRows(self.graph.step(), row_map, func, restrict),
