@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
-import queue
 import statistics
 import sys
 import time
@@ -42,16 +40,20 @@ METHODS = ("flgp", "graphlearning", "labelspreading")
 N_LABELS = 100
 
 
-def mnist_pca():
-    """The PCA'd digits of ``benchmarks/profile.py`` (loaded by path: this folder is kept
-    off the import path)."""
+def _profile_module():
+    """``benchmarks/profile.py`` (loaded by path: this folder is kept off the import
+    path): its PCA'd digits and its fresh-process runner."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_flgp_bench_profile",
                                                   os.path.join(_HERE, "profile.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.mnist_pca()
+    return mod
+
+
+def mnist_pca():
+    return _profile_module().mnist_pca()
 
 
 def _labels(truth, seed: int):
@@ -118,23 +120,6 @@ def run_one(args, queue):
                    error=float(np.mean(np.asarray(pred)[unl] != truth[unl]))))
 
 
-def _spawn(args):
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=run_one, args=(args, q))
-    p.start()
-    while True:       # a child that dies (an exception, the OOM killer) must not hang us
-        try:
-            res = q.get(timeout=5)
-            break
-        except queue.Empty:
-            if not p.is_alive():
-                raise RuntimeError(f"the benchmark process exited with code {p.exitcode} "
-                                   f"before reporting") from None
-    p.join()
-    return res
-
-
 def summarise(runs):
     out = {}
     for m in METHODS:
@@ -179,7 +164,7 @@ def main(argv=None):
     for rep in range(a.repeats):
         order = methods[rep % len(methods):] + methods[:rep % len(methods)]
         for m in order:
-            res = _spawn((m, rep, a.threads, a.extra_path))
+            res = _profile_module().spawn(run_one, (m, rep, a.threads, a.extra_path))
             runs.append(res)
             print(f"repeat {rep} {m}: {res['wall_s']:.2f} s, error {100 * res['error']:.2f}%"
                   f"{' (' + res['note'] + ')' if res['note'] else ''}", flush=True)

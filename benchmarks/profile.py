@@ -189,10 +189,12 @@ def run_one(args, queue):
                    kernel=est.eigenpairs_.extension.graph.kernel))
 
 
-def _spawn(args):
+def spawn(target, args):
+    """``target(args, queue)`` in a fresh process; returns what it put on the queue (also
+    used by benchmarks/peers.py)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=run_one, args=(args, q))
+    p = ctx.Process(target=target, args=(args, q))
     p.start()
     while True:       # a child that dies (an exception, the OOM killer) must not hang us
         try:
@@ -356,7 +358,7 @@ def main(argv=None):
         for rep in range(a.repeats):
             order = trees if rep % 2 == 0 else trees[::-1]
             for tname, path in order:
-                res = _spawn((w, path, a.threads, int(a.n_curve)))
+                res = spawn(run_one, (w, path, a.threads, int(a.n_curve)))
                 runs[tname].append(res)
                 print(f"{w} {tname} repeat {rep}: {res['wall_s']:.2f} s, error "
                       f"{res['error']:.4f}", flush=True)
