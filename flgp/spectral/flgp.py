@@ -70,16 +70,9 @@ class FLGPRowMap:
             return np.asarray(A @ self.projection)
         single = A.astype(np.float32) if any(P.dtype == np.float32
                                              for P in self.projection) else None
-        out = []
-        for P in self.projection:
-            if isinstance(P, _SquaredNormTable):
-                out.append(P.of_rows(idx, values))
-            elif isinstance(P, _SquaredNormRows):
-                G = np.asarray(A @ P.rows)
-                out.append(np.einsum("ij,ij->i", G, G))
-            else:
-                out.append(np.asarray((single if P.dtype == np.float32 else A) @ P))
-        return tuple(out)
+        return tuple(P.of_transition(A, idx, values) if isinstance(P, _SquaredNorm)
+                     else np.asarray((single if P.dtype == np.float32 else A) @ P)
+                     for P in self.projection)
 
     def components(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
         top = idx[np.arange(idx.shape[0]), values.argmax(axis=1)]
@@ -113,27 +106,32 @@ class FLGPRowMap:
         return np.ascontiguousarray(self.projection @ L, dtype=L.dtype)
 
 
-class _SquaredNormTable:
-    """``S = R Rᵀ`` (``s x s``) of a :class:`RowSquaredNorm`'s rows ``R = P F``: a
-    transition row ``a`` gives ``|a R|² = a S aᵀ`` from its ``r²`` entries."""
+class _SquaredNorm:
+    """A :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` moved onto the induced points:
+    ``of_transition(A, idx, values)`` gives ``|a P F|²`` for each transition row ``a``
+    (one column)."""
 
-    def __init__(self, table: np.ndarray):
-        self.table = table
-        self.shape = (table.shape[0], 1)
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.shape = (array.shape[0], 1)
         self.dtype = np.dtype(np.float64)
 
-    def of_rows(self, idx, values):
-        S = self.table[idx[:, :, None], idx[:, None, :]]               # (b, r, r)
+
+class _SquaredNormTable(_SquaredNorm):
+    """``S = R Rᵀ`` (``s x s``) of the rows ``R = P F``: ``|a R|² = a S aᵀ`` from the
+    row's ``r²`` entries."""
+
+    def of_transition(self, A, idx, values):
+        S = self.array[idx[:, :, None], idx[:, None, :]]               # (b, r, r)
         return np.einsum("bj,bjl,bl->b", values, S, values)
 
 
-class _SquaredNormRows:
-    """A :class:`RowSquaredNorm`'s rows ``P F`` (``s x k``), squared after the product."""
+class _SquaredNormRows(_SquaredNorm):
+    """The rows ``R = P F`` (``s x k``): ``|a R|²`` after the sparse product."""
 
-    def __init__(self, rows: np.ndarray):
-        self.rows = rows
-        self.shape = (rows.shape[0], 1)
-        self.dtype = np.dtype(np.float64)
+    def of_transition(self, A, idx, values):
+        G = np.asarray(A @ self.array)
+        return np.einsum("ij,ij->i", G, G)
 
 
 class GraphCloud:
