@@ -189,6 +189,23 @@ def test_row_squared_norms_from_the_transition_rows(rng):
                                atol=1e-12)
 
 
+def test_row_squared_norm_and_blas_limit_reject_bad_input():
+    from flgp.backends import limit_blas_threads
+    from flgp.spectral import RowSquaredNorm
+
+    with pytest.raises(ValueError, match="factor"):
+        RowSquaredNorm(np.ones(3))
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        RowSquaredNorm(np.array([[1.0, np.nan]]))
+    ep = flgp.compute_eigenpairs(np.random.default_rng(0).standard_normal((300, 2)),
+                                 n_induced=40, n_eigenpairs=5, random_state=0)
+    with pytest.raises(ValueError, match="n_eigenpairs = 5 rows"):
+        ep.map_chunks(lambda Z, c: Z[0], project=(RowSquaredNorm(np.ones((4, 2))),))
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="threads >= 1"):
+            limit_blas_threads(bad)
+
+
 def test_regressor_with_given_induced_points_and_chunks(rng):
     X, y = spiral_regression(2000, rng)
     a = FLGPRegressor(n_induced=200, n_eigenpairs=30).fit(X, y)

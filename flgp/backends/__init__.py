@@ -56,6 +56,9 @@ def limit_blas_threads(n: int = 1):
     """Context in which the loaded BLAS libraries run on ``n`` threads (threadpoolctl),
     through one controller made at first use: making one scans the process's loaded
     libraries (about 5 ms), and one fit enters some 30 such limits."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"limit_blas_threads needs a whole number of threads >= 1; got "
+                         f"{n!r}.")
     return _blas_controller().limit(limits=int(n), user_api="blas")
 
 

@@ -277,6 +277,9 @@ class RowSquaredNorm:
         if self.factor.ndim != 2:
             raise ValueError(f"RowSquaredNorm needs an (n_eigenpairs, k) factor; got shape "
                              f"{self.factor.shape}.")
+        if not np.isfinite(self.factor).all():
+            raise ValueError("RowSquaredNorm's factor holds NaN or infinity; pass a finite "
+                             "matrix.")
 
     @property
     def shape(self) -> tuple:
