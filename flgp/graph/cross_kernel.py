@@ -99,7 +99,12 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
     which it is the affine-constrained least-squares solution; we solve the KKT system for
     every non-empty support (``2^r - 1`` of them, all rows at once), keep the feasible ones and
     take the one with the smallest objective. For ``r > 8`` (255 supports) an accelerated
-    projected-gradient solver is used instead.
+    projected-gradient solver is used instead. With three anchors (the default ``r``) the
+    compiled kernel :func:`flgp.backends.compiled.lae3` solves each row in one loop: the
+    full support
+    first, kept when all its weights exceed 1e-6, else every support in the same order and
+    by the same arithmetic as :func:`_enumerate_faces_3` (the same weights to rounding; the
+    tests compare them).
 
     Returns
     -------
@@ -170,7 +175,7 @@ def _simplex_qp_exact(G: np.ndarray) -> np.ndarray:
         # cloud of dimension >= r - 1: all of 5 x 10^4 Gaussian points in 50-d, twice as
         # fast); on a curve (28% inside) the enumeration alone is faster
         w_all, ok, _ = _affine_minimiser(Gs, np.arange(r))
-        inside = ok & (w_all > _INTERIOR_WEIGHT).all(1)
+        inside = ok & (w_all > _INTERIOR_WEIGHT).all(1) & _stationary(Gs, w_all)
         if inside.any():
             out = np.empty((c, r))
             w = w_all[inside]
@@ -184,6 +189,29 @@ def _simplex_qp_exact(G: np.ndarray) -> np.ndarray:
 
 _INTERIOR_WEIGHT = 1e-6
 _PROBE_ROWS = 512
+# the interior solution is taken only where it is stationary: (G w)_k equal to this
+# (G scaled to trace r) - a nearly singular system (affinely dependent anchors) can give
+# weights inside the simplex that are not its minimiser
+_STATIONARY_TOL = 1e-9
+
+
+def _stationary(Gs: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Rows where ``Gs w`` is constant to ``_STATIONARY_TOL``: the affine minimiser's
+    condition (the gradient ``2 G w`` orthogonal to the face)."""
+    g = np.einsum("cij,cj->ci", Gs, w)
+    return (g.max(1) - g.min(1)) <= _STATIONARY_TOL
+
+
+def _objective(Gs: np.ndarray, S: np.ndarray, w_S: np.ndarray) -> np.ndarray:
+    """``w_Sᵀ G_S w_S`` per row, summed row by row and left to right (the order that
+    :func:`_enumerate_faces_3` and the compiled kernel repeat): the true objective of a
+    candidate, whatever the conditioning of the system that gave its weights."""
+    val = None
+    for a in range(len(S)):
+        for b in range(len(S)):
+            term = w_S[:, a] * Gs[:, S[a], S[b]] * w_S[:, b]
+            val = term if val is None else val + term
+    return val
 
 
 def _mostly_interior(Gs: np.ndarray) -> bool:
@@ -234,10 +262,11 @@ def _enumerate_faces_general(Gs: np.ndarray) -> np.ndarray:
 
 
 def _enumerate_faces_3(Gs: np.ndarray) -> np.ndarray:
-    """:func:`_enumerate_faces` for ``r = 3`` (the default), on the six Gram entries as
-    flat arrays: the same supports in the same order and the same arithmetic operation by
+    """:func:`_enumerate_faces` for ``r = 3`` (the default), on the Gram entries as flat
+    arrays: the same supports in the same order and the same arithmetic operation by
     operation (so the same weights, bit for bit; a test compares them), without the
-    general path's ``(c, k, k)`` gathers - 2-3x faster on a 10^6-point curve."""
+    general path's ``(c, k, k)`` gathers - 2-3x faster on a 10^6-point curve. Each
+    candidate is judged by its true objective (:func:`_objective`)."""
     G = [[np.ascontiguousarray(Gs[:, i, j]) for j in range(3)] for i in range(3)]
     c = Gs.shape[0]
     best_val = np.full(c, np.inf)
@@ -262,7 +291,11 @@ def _enumerate_faces_3(Gs: np.ndarray) -> np.ndarray:
         w_last = 1.0 - z
         ok &= (z >= -1e-12) & (w_last >= -1e-12)
         weights[k] = (z, w_last)
-        improve(k, g_aa + g * z, ok)
+        val = z * G[i][i] * z
+        val = val + z * G[i][j] * w_last
+        val = val + w_last * G[j][i] * z
+        val = val + w_last * G[j][j] * w_last
+        improve(k, val, ok)
     # the triangle: last = 2, rest = (0, 1)
     g_aa, g0, g1 = G[2][2], G[0][2], G[1][2]
     a = G[0][0] - g0 - g0 + g_aa
@@ -277,7 +310,13 @@ def _enumerate_faces_3(Gs: np.ndarray) -> np.ndarray:
     z1 = -(a * e1 - b * e0) / det
     w2 = 1.0 - (z0 + z1)
     ok &= (z0 >= -1e-12) & (z1 >= -1e-12) & (w2 >= -1e-12)
-    improve(6, g_aa + (e0 * z0 + e1 * z1), ok)
+    w = (z0, z1, w2)
+    val = None
+    for a in range(3):
+        for b in range(3):
+            term = w[a] * G[a][b] * w[b]
+            val = term if val is None else val + term
+    improve(6, val, ok)
 
     out = np.zeros((c, 3))
     for k in range(3):
@@ -298,7 +337,8 @@ def _enumerate_faces_3(Gs: np.ndarray) -> np.ndarray:
 def _affine_minimiser(Gs: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``argmin w^T G w`` over ``sum w = 1`` supported on ``S`` (``|S| >= 2``), per row;
     returns the weights on ``S``, a mask of rows where the minimiser is unique, and the
-    minimum ``G_aa + g^T z`` (from ``H z = -g``)."""
+    objective at those weights (:func:`_objective`; not ``G_aa + g^T z``, which is the
+    minimum only where ``H z = -g`` was solved accurately)."""
     last, rest = S[-1], S[:-1]
     g_aa = Gs[:, last, last]
     g_ia = Gs[:, rest, last]                                     # (c, k-1)
@@ -320,7 +360,7 @@ def _affine_minimiser(Gs: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.nda
         ok = np.isfinite(z).all(1)
         z = np.where(ok[:, None], z, 0.0)
     w_S = np.concatenate([z, 1.0 - z.sum(1, keepdims=True)], axis=1)
-    return w_S, ok, g_aa + (g * z).sum(1)
+    return w_S, ok, _objective(Gs, S, w_S)
 
 
 def _batched_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
