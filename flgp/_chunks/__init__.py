@@ -27,7 +27,9 @@ defaults (``p = 3``, ``r = 3``, ``M = 100``) a row costs about 5 kB, so a block 
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +40,7 @@ import scipy.sparse as sp
 from .._config import working_memory_bytes
 
 __all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_threads", "map_row_ranges",
+           "imap_threads",
            "one_thread_each", "is_dask_array", "is_zarr_array", "is_lazy", "take_rows",
            "merge_partials", "InMemoryBlocks", "blocks_of", "record_stages", "stage", "count",
            "StageLog"]
@@ -91,6 +94,31 @@ def map_threads(fn, items, threads: int = 1) -> list:
 def map_row_ranges(fn, ranges, threads: int = 1) -> list:
     """``[fn(start, stop) for start, stop in ranges]`` by :func:`map_threads`."""
     return map_threads(lambda ab: fn(*ab), ranges, threads)
+
+
+def imap_threads(fn, items, threads: int = 1):
+    """:func:`map_threads` as an iterator: results in the order of ``items``, with at most
+    ``2 * threads`` items started and not yet taken, so a caller that folds the results as
+    they come holds a few of them at a time, not all."""
+    items = list(items)
+    if threads <= 1 or len(items) <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    with one_thread_each(), \
+            ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
+        pending = iter(items)
+        window = collections.deque(pool.submit(fn, item)
+                                   for item in itertools.islice(pending, 2 * threads))
+        while window:
+            result = window.popleft().result()
+            item = next(pending, _END)
+            if item is not _END:
+                window.append(pool.submit(fn, item))
+            yield result
+
+
+_END = object()
 
 
 @contextlib.contextmanager
@@ -181,6 +209,19 @@ def merge_partials(parts: list[dict]) -> dict:
     return out
 
 
+def _add_into(total: dict, part: dict) -> None:
+    """``merge_partials([total, part])`` (no log-sum-exp fields) written into ``total``'s
+    own arrays: the same numbers, without a new ``s x s`` array per block."""
+    for key, v in part.items():
+        t = total[key]
+        if key in MAX_FIELDS:
+            np.maximum(t, v, out=t)
+        elif isinstance(t, np.ndarray) and not sp.issparse(v):
+            np.add(t, v, out=t)
+        else:
+            total[key] = v + t.toarray() if sp.issparse(t) and not sp.issparse(v) else t + v
+
+
 # -- the drivers --------------------------------------------------------------------------
 
 def _threads() -> int:
@@ -210,11 +251,27 @@ class InMemoryBlocks:
                layout=None, threads: int | None = None) -> dict:
         """:func:`merge_partials` of ``fn(X_block, start, stop)`` over the blocks (on as
         many threads as torch uses, or ``threads``; ``layout`` is the Dask driver's and
-        ignored here)."""
+        ignored here). The partials are added up as the blocks finish, in block order (a
+        few ``s x s`` partials in memory at a time, whatever the number of blocks); the
+        log-sum-exp pairs, ``2 x s`` each, are merged at the end, all at once - the same
+        arithmetic as merging every partial at once."""
         ranges = row_ranges(self.n_samples, default_chunk_size(bytes_per_row, chunk_size))
         threads = _threads() if threads is None else threads
-        return merge_partials(map_row_ranges(lambda a, b: fn(self._block(a, b), a, b),
-                                             ranges, threads))
+        total, lse_parts, owned = None, [], False
+        for part in imap_threads(lambda ab: fn(self._block(*ab), *ab), ranges, threads):
+            if not part:
+                continue
+            lse_parts.append({key: part.pop(key) for key in LSE_FIELDS if key in part})
+            if total is None:
+                total = part
+            elif not owned:                  # the first merge makes arrays of our own
+                total, owned = merge_partials([total, part]), True
+            else:
+                _add_into(total, part)
+        if total is None:
+            return {}
+        total.update(merge_partials(lse_parts))
+        return total
 
     def map(self, fn, *, bytes_per_row: int, chunk_size: int | None = None,
             n_columns: int | None = None, dtype=np.float64, parallel: bool = False):
