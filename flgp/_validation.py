@@ -59,6 +59,17 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64,
 
     Checks the shape, NaN and infinity (``finite=False``: the caller has scanned for them
     already) and the size of the coordinates (:func:`check_coordinate_scale`)."""
+    X = _as_points(X, name=name, min_samples=min_samples, dtype=dtype)
+    if finite and not np.isfinite(X).all():
+        _raise_not_finite(X, name)
+    if X.size:
+        check_coordinate_scale(float(np.abs(X).max()), None, X.shape[1], name)
+    return X
+
+
+def _as_points(X, *, name: str, min_samples: int, dtype=np.float64) -> np.ndarray:
+    """``X`` as a C-contiguous 2-d float array with at least ``min_samples`` rows and one
+    column (the shape half of :func:`check_points`)."""
     try:
         import torch
 
@@ -86,25 +97,39 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64,
     if X.shape[0] < min_samples:
         raise ValueError(f"{name} has {X.shape[0]} sample(s); at least {min_samples} are "
                          f"required.")
-    if finite and not np.isfinite(X).all():
-        rows = ~np.isfinite(X).all(axis=1)
-        raise ValueError(f"{name} contains NaN or infinity in {int(rows.sum())} row(s) (first "
-                         f"at row {int(np.argmax(rows))}); remove or impute those rows before "
-                         f"fitting.")
-    if X.size:
-        check_coordinate_scale(float(np.abs(X).max()), None, X.shape[1], name)
     return np.ascontiguousarray(X)
+
+
+def _raise_not_finite(X: np.ndarray, name: str):
+    rows = ~np.isfinite(X).all(axis=1)
+    raise ValueError(f"{name} contains NaN or infinity in {int(rows.sum())} row(s) (first "
+                     f"at row {int(np.argmax(rows))}); remove or impute those rows before "
+                     f"fitting.")
 
 
 def check_cloud(X, *, name: str = "X", min_samples: int = 2, finite: bool = True):
     """:func:`check_points` for a cloud a graph is built on: also the spread of its
     coordinates (:func:`check_coordinate_scale`) and mostly duplicate rows
-    (:func:`check_duplicates`)."""
-    X = check_points(X, name=name, min_samples=min_samples, finite=finite)
+    (:func:`check_duplicates`). With the compiled kernels, one read of ``X``
+    (:func:`flgp.backends.compiled.scan_cloud`) gives every number these checks need."""
+    from .backends import compiled
+
+    if not compiled.enabled():
+        X = check_points(X, name=name, min_samples=min_samples, finite=finite)
+        if X.shape[0] > 1:
+            spread = float(np.max(np.ptp(X, axis=0)))
+            check_coordinate_scale(0.0, spread, X.shape[1], name)
+        check_duplicates(X, name=name)
+        return X
+    X = _as_points(X, name=name, min_samples=min_samples)
+    all_finite, largest, lo, hi, hashes = compiled.scan_cloud(
+        X, _row_hash_multipliers(X.shape[1]))
+    if finite and not all_finite:
+        _raise_not_finite(X, name)
+    check_coordinate_scale(largest, None, X.shape[1], name)
     if X.shape[0] > 1:
-        spread = float(np.max(np.ptp(X, axis=0)))
-        check_coordinate_scale(0.0, spread, X.shape[1], name)
-    check_duplicates(X, name=name)
+        check_coordinate_scale(0.0, float(np.max(hi - lo)), X.shape[1], name)
+    check_duplicates(X, name=name, hashes=hashes)
     return X
 
 
@@ -165,20 +190,30 @@ def check_random_state(random_state) -> np.random.Generator:
                     f"{random_state!r}.")
 
 
-def count_distinct_rows(X: np.ndarray, chunk: int = 65536) -> int:
+def _row_hash_multipliers(p: int) -> np.ndarray:
+    """The odd multipliers of :func:`count_distinct_rows`' row hash (fixed seed)."""
+    return np.random.default_rng(0x5EED).integers(1, 2**63, size=p, dtype=np.uint64) | 1
+
+
+def count_distinct_rows(X: np.ndarray, chunk: int = 65536,
+                        hashes: np.ndarray | None = None) -> int:
     """The number of distinct rows of a float array, in ``O(n p + n log n)``.
 
     Each row's bit pattern is hashed with exact modular integer arithmetic (the same row
     always gets the same hash, whatever the memory layout); only rows whose hash is shared
     are then compared exactly. ``-0.0`` and ``0.0`` count as equal, as in ``np.unique``.
+    ``hashes``: the rows' hashes, already computed (:func:`flgp.backends.compiled.scan_cloud`).
     """
     n, p = X.shape
-    mult = np.random.default_rng(0x5EED).integers(1, 2**63, size=p, dtype=np.uint64) | 1
-    h = np.empty(n, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for start in range(0, n, chunk):
-            bits = (X[start:start + chunk] + 0.0).view(np.uint64)
-            h[start:start + chunk] = (bits * mult[None, :]).sum(axis=1, dtype=np.uint64)
+    if hashes is not None:
+        h = hashes
+    else:
+        mult = _row_hash_multipliers(p)
+        h = np.empty(n, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for start in range(0, n, chunk):
+                bits = (X[start:start + chunk] + 0.0).view(np.uint64)
+                h[start:start + chunk] = (bits * mult[None, :]).sum(axis=1, dtype=np.uint64)
     # a plain sort of the hashes (no argsort, no inverse): most clouds have no shared hash
     # and stop here; 10^7 rows: about 1 s against 4 s for np.unique with its inverse
     hs = np.sort(h)
@@ -190,14 +225,15 @@ def count_distinct_rows(X: np.ndarray, chunk: int = 65536) -> int:
     return int(n - shared.sum() + np.unique(cand, axis=0).shape[0])
 
 
-def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.5) -> None:
+def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.5,
+                     hashes: np.ndarray | None = None) -> None:
     """Raise if more than ``max_fraction`` of the rows of ``X`` are exact duplicates.
 
     A cloud made mostly of repeated points has no geometry to learn: the graph built on it
     collapses onto a few nodes.
     """
     n = X.shape[0]
-    n_unique = count_distinct_rows(X)
+    n_unique = count_distinct_rows(X, hashes=hashes)
     if n_unique < 2:
         raise ValueError(f"{name} has only {n_unique} distinct point(s); a heat kernel needs a "
                          f"cloud of at least two distinct points.")

@@ -36,11 +36,14 @@ def test_lae_rows_on_simplex_and_match_scipy(rng):
             assert obj(W[i]) <= res.fun + 1e-9
 
 
-def test_lae_with_affinely_dependent_anchors_reaches_the_minimum(rng):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_lae_with_affinely_dependent_anchors_reaches_the_minimum(rng, compiled):
     """Three anchors on a line (or two at one place): the triangle's system is singular
     up to rounding, and a candidate judged by ``G_aa + gᵀz`` from that solve could win
     with an objective it does not have (0.531 against an attainable 0.529 in one case).
     Every row must reach the minimum that SLSQP finds."""
+    import flgp
+
     for p in (3, 40):
         U = rng.standard_normal((5, p))
         U[2] = 0.5 * (U[3] + U[4])
@@ -48,7 +51,8 @@ def test_lae_with_affinely_dependent_anchors_reaches_the_minimum(rng):
         X = rng.standard_normal((400, p))
         idx = np.tile([2, 3, 4], (400, 1))
         idx[200:] = [0, 1, 3]
-        W = lae_weights(X, U, idx, regularization=0.0)
+        with flgp.config_context(compiled=compiled):
+            W = lae_weights(X, U, idx, regularization=0.0)
         assert np.all(W >= 0)
         np.testing.assert_allclose(W.sum(1), 1.0, atol=1e-12)
         for i in range(0, 400, 9):

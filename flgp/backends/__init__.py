@@ -1,8 +1,10 @@
 """Compute backends for the distance work of the engine: who finds each point's nearest
 induced points (and the k-means assignments).
 
-* ``"torch"`` — a k-d tree (scipy) up to 16 dimensions, chunked float32 GEMM distances
-  above (numpy's BLAS; the name is historical); memory ``O(chunk x s)``.
+* ``"torch"`` — flgp's compiled anchored search (:mod:`flgp.backends.compiled`; scipy's
+  k-d tree where the compiled kernels are not in use) up to 16 dimensions, chunked
+  float32 GEMM distances above (numpy's BLAS; the name is historical); memory
+  ``O(chunk x s)``.
 * ``"keops"`` — pykeops ``LazyTensor`` reductions (``argKmin`` over symbolic
   ``|x - u|^2``): nothing of size ``n x s`` is ever stored; compiled on first use of each
   formula (seconds, cached afterwards); runs on the GPU when pykeops finds CUDA.
@@ -13,6 +15,9 @@ induced points (and the k-means assignments).
 Asking for ``"keops"`` without a working pykeops falls back to torch with a one-line
 warning. Both backends rank candidates only; the engine recomputes the kept squared
 distances exactly in float64, so the backends agree to rounding.
+
+:mod:`flgp.backends.compiled` holds flgp's compiled row kernels (the search above, the LAE
+weights, the products and transition rows of a pass, ...), each with a numpy twin.
 """
 
 from __future__ import annotations

@@ -24,9 +24,10 @@ import numpy as np
 from .._chunks import InMemoryBlocks, blocks_of, default_chunk_size, is_lazy, stage
 from .._validation import (check_cloud, check_int, check_option, check_points,
                            check_positive)
-from ..backends import BACKENDS, cpu_threads
+from ..backends import BACKENDS, cpu_threads, resolve_backend
 from .cross_kernel import bandwidth_from_mean, check_bandwidth
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
+from .neighbors import search_tree
 from .passes import (CloudRows, ColumnSumPass, CrossStep, NeighbourPass, ProductsPass,
                      TransitionPass)
 from .transition import CrossTransition, lse_finish
@@ -88,6 +89,10 @@ class CrossGraph:
         ``blocks.X`` where they are used.
     chunk_size : int or None
         Rows per block of the passes over the cloud (None: from the working-memory budget).
+    tree : object or None
+        The induced points' compiled search structure
+        (:func:`flgp.graph.neighbors.search_tree`), reused by every later search of new
+        points; None where the search does not use one.
 
     Notes
     -----
@@ -108,6 +113,7 @@ class CrossGraph:
     lae_regularization: float = 0.0
     backend: str = "auto"
     chunk_size: int | None = None
+    tree: object = field(default=None, repr=False, compare=False)
     _products: dict | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -156,7 +162,8 @@ class CrossGraph:
         return CrossStep(points=self.induced.points, kernel=self.kernel,
                          n_neighbors=self.n_neighbors, bandwidth=self.bandwidth,
                          lae_regularization=self.lae_regularization, backend=self.backend,
-                         log_colsum=self.log_colsum, log_sizes=_log_sizes(self.sizes))
+                         log_colsum=self.log_colsum, log_sizes=_log_sizes(self.sizes),
+                         tree=self.tree)
 
     def transition_rows(self, X_new: np.ndarray, return_sq: bool = False):
         """Indices and values of ``a(x)``, the transition rows of new points to ``U``
@@ -287,17 +294,19 @@ def cross_graph(X, options: GraphOptions) -> CrossGraph:
     r, kernel = options.n_neighbors, options.kernel
     with stage("induced points"):
         induced = choose_induced_points(X, options)
-    step = CrossStep(points=induced.points, kernel=kernel, n_neighbors=r,
-                     bandwidth=options.bandwidth,
-                     lae_regularization=float(options.lae_regularization),
-                     backend=options.backend)
     kmeans = options.subsample == "kmeans"
     rows = None if blocks.is_dask else CloudRows.empty(n, r)
     threads = cpu_threads()
-    pass1 = NeighbourPass(step, kmeans, rows,
-                          workers=1 if (blocks.is_dask or threads > 1) else None)
     known = kernel == "lae" or options.bandwidth is not None
     with stage("neighbours + kernel"):
+        tree = None if resolve_backend(options.backend) == "keops" else \
+            search_tree(induced.points, r)
+        step = CrossStep(points=induced.points, kernel=kernel, n_neighbors=r,
+                         bandwidth=options.bandwidth,
+                         lae_regularization=float(options.lae_regularization),
+                         backend=options.backend, tree=tree)
+        pass1 = NeighbourPass(step, kmeans, rows,
+                              workers=1 if (blocks.is_dask or threads > 1) else None)
         first = blocks.reduce(pass1, layout=pass1.layout(known),
                               bytes_per_row=pass1.bytes_per_row(p),
                               chunk_size=options.chunk_size)
@@ -317,7 +326,7 @@ def cross_graph(X, options: GraphOptions) -> CrossGraph:
                       nearest_sq_max=float(first["nearest_max"][0]), blocks=blocks,
                       rows=rows, lae_regularization=float(options.lae_regularization),
                       backend=options.backend, chunk_size=options.chunk_size,
-                      _products=products)
+                      tree=step.tree, _products=products)
 
 
 def check_graph_options(n: int, n_features: int, *, n_induced, n_neighbors, subsample,

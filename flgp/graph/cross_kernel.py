@@ -16,6 +16,8 @@ import numbers
 import numpy as np
 import torch
 
+from ..backends import compiled
+
 __all__ = ["default_bandwidth", "bandwidth_from_mean", "check_bandwidth", "se_log_weights",
            "lae_weights", "local_gram"]
 
@@ -111,6 +113,8 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
     weights : ndarray of shape (n, r), rows on the probability simplex.
     """
     n, r = indices.shape
+    if r == 3 and compiled.enabled():
+        return compiled.lae3(X, U, indices, regularization, coincident_regularization)
     out = np.empty((n, r), dtype=np.float64)
     for start in range(0, n, chunk_size):
         stop = min(n, start + chunk_size)

@@ -1,7 +1,10 @@
 """Nearest induced points: for every point, the ``r`` closest rows of a small set ``U``.
 
-In low dimension (``p <= 16``) the search is a k-d tree (``scipy.spatial.cKDTree``, as
-many workers as torch has threads). Otherwise the induced points are ranked by
+In low dimension (``p <= 16``) the search is flgp's compiled search (:mod:`flgp.backends.compiled`:
+a k-d tree over ``U`` and each induced point's nearest induced points, built once per
+``U`` by :func:`search_tree`), or, where the compiled kernels are not in use,
+``scipy.spatial.cKDTree`` (as many workers as torch has threads); both are exact, and the
+compiled one breaks ties by the smaller index. Otherwise the induced points are ranked by
 ``|u|^2 / 2 - x.u`` from one float32 GEMM per chunk (numpy) and the ``r`` smallest picked
 by ``r`` row-wise argmins (:func:`smallest_columns`), so memory stays at ``chunk x s``
 whatever ``n`` is. The squared distances of the selected pairs are then
@@ -15,20 +18,35 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
+from ..backends import compiled
 from ..backends import cpu_threads, keops_nearest, pairwise_sq_distances, resolve_backend
 
 __all__ = ["nearest_induced_points", "mean_neighbour_sq_distance", "pairwise_sq_distances",
-           "smallest_columns", "KDTREE_MAX_DIM"]
+           "smallest_columns", "search_tree", "KDTREE_MAX_DIM"]
 
 # number of distance entries (rows x induced points) computed at once
 _CHUNK_ENTRIES = 2_000_000
 # up to this dimension a k-d tree beats brute force
 KDTREE_MAX_DIM = 16
+# without a prebuilt tree, the compiled search builds one when there are at least this many
+# query rows per induced point (building costs about as much as 10 queries a point)
+_TREE_ROWS_PER_POINT = 8
+
+
+def search_tree(U: np.ndarray, n_neighbors: int):
+    """The compiled search structure of the induced points ``U`` for queries of up to
+    ``n_neighbors`` nearest points (:func:`flgp.backends.compiled.build_tree`), or None where
+    :func:`nearest_induced_points` would not use it (``p > 16``, or the compiled kernels
+    are not in use). Built once per ``U``; picklable."""
+    if U.shape[1] > KDTREE_MAX_DIM or not compiled.enabled():
+        return None
+    return compiled.build_tree(U, n_neighbors)
 
 
 def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
-                      search_dtype=torch.float32, backend: str = "auto",
-                      workers: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           search_dtype=torch.float32, backend: str = "auto",
+                           workers: int | None = None,
+                           tree=None) -> tuple[np.ndarray, np.ndarray]:
     """Indices and exact squared distances of each point's ``n_neighbors`` nearest induced points.
 
     Parameters
@@ -45,6 +63,10 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
     workers : int, optional
         Threads of the k-d tree query; default :func:`flgp.backends.cpu_threads` (1 when
         the caller already runs blocks in parallel).
+    tree : optional
+        ``U``'s compiled search structure (:func:`search_tree`), built once by a caller that
+        queries the same ``U`` many times; without it the compiled search builds one when
+        ``X`` has at least 8 rows per induced point (``p <= 16``).
 
     Returns
     -------
@@ -60,6 +82,11 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         if indices is not None:
             return _sorted_exact(X, U, indices)
     if X.shape[1] <= KDTREE_MAX_DIM:
+        if compiled.enabled() and (tree is not None or n >= _TREE_ROWS_PER_POINT * s):
+            if tree is None:
+                tree = compiled.build_tree(U, r)
+            return compiled.query(tree, X, r,
+                                 threads=cpu_threads() if workers is None else workers)
         _, indices = cKDTree(U).query(X, k=r,
                                       workers=cpu_threads() if workers is None else workers)
         return _sorted_exact(X, U, np.asarray(indices, dtype=np.int64).reshape(n, r))

@@ -28,18 +28,21 @@ Nothing here imports dask, GPyTorch or scikit-learn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import compiled
 from .._chunks import row_bytes, stage
+from .._config import working_memory_bytes
 from .cross_kernel import lae_weights, se_log_weights
 from .neighbors import nearest_induced_points
 from .transition import column_lse, transition_rows
 
 __all__ = ["CrossStep", "CloudRows", "NeighbourPass", "ColumnSumPass", "TransitionPass",
-           "ProductsPass", "products_partial", "lse_partial", "PRODUCT_ROW_BYTES"]
+           "ProductsPass", "products_partial", "lse_partial", "dense_products",
+           "PRODUCT_ROW_BYTES", "COMPILED_PRODUCT_ROW_BYTES"]
 
 # bytes per row charged to the products pass over stored rows: its working set is small
 # (the block's sparse rows and the product's entries, ~350 bytes a row), but the sparse
@@ -47,6 +50,16 @@ __all__ = ["CrossStep", "CloudRows", "NeighbourPass", "ColumnSumPass", "Transiti
 # budget (its scattered reads of A's rows stay in cache: 0.21 s against 0.57 s at 10^6
 # rows), so the budget is charged for 2 kB a row (32,768 rows at the default 64 MiB)
 PRODUCT_ROW_BYTES = 2048
+# the compiled products (flgp.backends.compiled.products) add each row into a dense s x s partial:
+# a block of 262,144 rows (256 bytes a row at the default budget) keeps the partials few
+COMPILED_PRODUCT_ROW_BYTES = 256
+
+
+def dense_products(n_induced: int) -> bool:
+    """Whether a pass over stored rows forms its products with the compiled kernel, into a
+    dense ``s x s`` partial: the kernels are in use and the partial fits in the
+    working-memory budget (``s <= 2896`` at the default 64 MiB)."""
+    return compiled.enabled() and 8 * int(n_induced) ** 2 <= working_memory_bytes()
 
 
 @dataclass
@@ -54,7 +67,9 @@ class CrossStep:
     """What the per-block functions need to know about the graph (small: ``O(s p)``).
 
     ``bandwidth`` is None for LAE and, for SE, until the default bandwidth is known;
-    ``log_colsum`` and ``log_sizes`` are None until pass 1 has run.
+    ``log_colsum`` and ``log_sizes`` are None until pass 1 has run. ``tree`` is the
+    compiled search structure of ``points`` (:func:`flgp.graph.neighbors.search_tree`),
+    built once and shared by every block (None: the search builds what it needs).
     """
 
     points: np.ndarray
@@ -65,6 +80,7 @@ class CrossStep:
     backend: str = "auto"
     log_colsum: np.ndarray | None = None
     log_sizes: np.ndarray | None = None
+    tree: object = field(default=None, repr=False, compare=False)
 
     @property
     def n_induced(self) -> int:
@@ -73,9 +89,13 @@ class CrossStep:
     def rows(self, X: np.ndarray, workers: int | None = None):
         """``(indices, sq_distances, log_kernel)`` of a block (``log_kernel`` None for SE
         while its bandwidth is unknown)."""
-        idx, sq = nearest_induced_points(X, self.points, self.n_neighbors,
-                                         backend=self.backend, workers=workers)
+        idx, sq = self.nearest(X, workers)
         return idx, sq, self.log_kernel(X, idx, sq)
+
+    def nearest(self, X: np.ndarray, workers: int | None = None):
+        """``(indices, squared distances)`` of each row's ``r`` nearest induced points."""
+        return nearest_induced_points(X, self.points, self.n_neighbors, backend=self.backend,
+                                      workers=workers, tree=self.tree)
 
     def log_kernel(self, X, idx, sq):
         """``log K`` on the kept pairs (``-inf`` where an LAE weight is 0)."""
@@ -148,8 +168,7 @@ class NeighbourPass:
 
     def __call__(self, Xb, a, b):
         with stage("pass 1/neighbour search"):
-            idx, sq = nearest_induced_points(Xb, self.step.points, self.step.n_neighbors,
-                                             backend=self.step.backend, workers=self.workers)
+            idx, sq = self.step.nearest(Xb, self.workers)
         with stage("pass 1/kernel weights"):
             log_k = self.step.log_kernel(Xb, idx, sq)
         if self.rows is not None:
@@ -193,7 +212,8 @@ class TransitionPass:
 
     def bytes_per_row(self, n_features: int) -> int:
         if self.rows is not None:
-            return PRODUCT_ROW_BYTES
+            return COMPILED_PRODUCT_ROW_BYTES if dense_products(self.n_induced) \
+                else PRODUCT_ROW_BYTES
         return row_bytes(n_features, self.step.n_neighbors, 0)
 
     @property
@@ -211,7 +231,8 @@ class TransitionPass:
         values = self.step.transition(idx, log_k)
         if self.rows is not None:
             self.rows.values[a:b] = values
-        return products_partial(idx, values, self.step.n_induced)
+        return products_partial(idx, values, self.step.n_induced,
+                                dense=self.rows is not None)
 
 
 class ProductsPass:
@@ -222,14 +243,15 @@ class ProductsPass:
         self.n_induced, self.rows = int(n_induced), rows
 
     def bytes_per_row(self, n_features: int) -> int:
-        return PRODUCT_ROW_BYTES
+        return COMPILED_PRODUCT_ROW_BYTES if dense_products(self.n_induced) \
+            else PRODUCT_ROW_BYTES
 
     def layout(self) -> list:
         return products_layout(self.n_induced)
 
     def __call__(self, Xb, a, b):
         return products_partial(self.rows.indices[a:b], self.rows.values[a:b],
-                                self.n_induced)
+                                self.n_induced, dense=True)
 
 
 def products_layout(s: int) -> list:
@@ -237,17 +259,27 @@ def products_layout(s: int) -> list:
 
 
 def lse_partial(log_kernel: np.ndarray, idx: np.ndarray, s: int) -> np.ndarray:
-    """Column sums of ``K`` over a block as ``(2, s)`` (:func:`flgp.graph.transition.column_lse`),
-    after checking that the kernel has no NaN or ``+inf``."""
+    """Column sums of ``K`` over a block as ``(2, s)`` (:func:`flgp.graph.transition.column_lse`,
+    or its compiled twin), after checking that the kernel has no NaN or ``+inf``."""
+    pair = compiled.column_lse(log_kernel, idx, s) if compiled.enabled() else None
+    if pair is not None:
+        return pair
     if not np.all(np.isfinite(log_kernel) | (log_kernel == -np.inf)):
         raise ValueError("kernel values must be finite or zero; got NaN or +inf.")
     return column_lse(log_kernel, idx, s)
 
 
-def products_partial(idx: np.ndarray, values: np.ndarray, s: int) -> dict:
+def products_partial(idx: np.ndarray, values: np.ndarray, s: int,
+                     dense: bool = False) -> dict:
     """Pass 3's partial of a block of rows of ``A``: ``degrees`` (``Σ_i A_ij``), ``gram``
     (``AᵀA``, ``s x s``, a sparse CSR matrix: scipy's sparse product of the block's rows)
-    and ``argmax`` (how many rows have their largest entry at each induced point)."""
+    and ``argmax`` (how many rows have their largest entry at each induced point).
+    ``dense`` (passes over stored rows, whose partials stay in the process): the compiled
+    kernel adds the rows into a dense ``gram`` where :func:`dense_products` allows (a Dask
+    task keeps the sparse partial, which is ~100x smaller to send)."""
+    if dense and dense_products(s):
+        degrees, gram, top = compiled.products(idx, values, s)
+        return {"degrees": degrees, "gram": gram, "argmax": top}
     n, r = idx.shape
     A = sp.csr_matrix((values.ravel(), idx.ravel(), np.arange(0, n * r + 1, r)),
                       shape=(n, s))

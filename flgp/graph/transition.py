@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import compiled
+
 __all__ = ["CrossTransition", "column_lse", "lse_finish", "column_log_sums", "transition_rows",
            "cross_transition"]
 
@@ -62,7 +64,8 @@ def column_lse(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int) -> n
     """Column sums of ``K`` over some rows as a ``(2, s)`` pair: the column maxima of
     ``log K`` and ``Σ exp(log K - max)`` (``-inf`` and 0 for columns the rows do not touch).
     Pairs of blocks of rows merge without underflow (:func:`flgp.graph.passes.merge_partials`);
-    :func:`lse_finish` turns a pair into ``log c_j``."""
+    :func:`lse_finish` turns a pair into ``log c_j``. (The compiled twin,
+    :func:`flgp.backends.compiled.column_lse`, is used by :func:`flgp.graph.passes.lse_partial`.)"""
     lk = np.ascontiguousarray(log_kernel, dtype=np.float64).ravel()
     idx = np.ascontiguousarray(indices).ravel()
     col_max = np.full(n_induced, -np.inf)
@@ -93,6 +96,11 @@ def transition_rows(log_kernel: np.ndarray, indices: np.ndarray, log_colsum: np.
     Columns whose ``c_j`` is zero (an induced point no cloud point reaches) get probability 0.
     Raises ``ValueError`` when a row has no reachable induced point.
     """
+    if compiled.enabled():
+        values, bad = compiled.transition_rows(log_kernel, indices, log_colsum, log_sizes)
+        if bad:
+            _raise_unreachable(bad)
+        return values
     with np.errstate(invalid="ignore"):             # -inf - -inf: replaced just below
         logits = log_kernel - log_colsum[indices]
         if log_sizes is not None:
@@ -101,12 +109,16 @@ def transition_rows(log_kernel: np.ndarray, indices: np.ndarray, log_colsum: np.
     row_max = logits.max(axis=1, keepdims=True)
     bad = ~np.isfinite(row_max[:, 0])
     if bad.any():
-        raise ValueError(
-            f"{int(bad.sum())} point(s) have zero kernel weight to every one of their nearest "
-            f"induced points, so the graph falls apart there. Increase n_neighbors or the "
-            f"bandwidth, or use fewer induced points.")
+        _raise_unreachable(int(bad.sum()))
     w = np.exp(logits - row_max)
     return w / w.sum(axis=1, keepdims=True)
+
+
+def _raise_unreachable(n_bad: int):
+    raise ValueError(
+        f"{n_bad} point(s) have zero kernel weight to every one of their nearest "
+        f"induced points, so the graph falls apart there. Increase n_neighbors or the "
+        f"bandwidth, or use fewer induced points.")
 
 
 def cross_transition(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int,

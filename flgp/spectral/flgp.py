@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import compiled
 from .._chunks import count, row_bytes, stage
 from .._validation import check_int, check_option
 from ..graph.components import connected_pieces
@@ -63,6 +64,14 @@ class FLGPRowMap:
         in float32, a squared-norm table's column ``a S aᵀ`` (``(b,)``)."""
         b, r = idx.shape
         count("eigenvector row flops", 2 * b * r * self.width)
+        parts = self.projection if isinstance(self.projection, tuple) else (self.projection,)
+        if compiled.enabled() and all(P.dtype == np.float64 for P in parts):
+            # the compiled rows: r gathered rows of P a point, no sparse matrix to build
+            # (float64 only: a float32 projection keeps scipy's float32 product)
+            if not isinstance(self.projection, tuple):
+                return compiled.rows_times(idx, values, self.projection)
+            return tuple(P.of_rows(idx, values) if isinstance(P, _SquaredNorm)
+                         else compiled.rows_times(idx, values, P) for P in self.projection)
         s = self.induced_components.shape[0]
         A = sp.csr_matrix((values.ravel(), idx.ravel(), np.arange(0, b * r + 1, r)),
                           shape=(b, s))
@@ -125,12 +134,21 @@ class _SquaredNormTable(_SquaredNorm):
         S = self.array[idx[:, :, None], idx[:, None, :]]               # (b, r, r)
         return np.einsum("bj,bjl,bl->b", values, S, values)
 
+    def of_rows(self, idx, values):
+        """:meth:`of_transition` by the compiled kernel (no sparse matrix)."""
+        return compiled.rows_quadratic(idx, values, self.array)
+
 
 class _SquaredNormRows(_SquaredNorm):
     """The rows ``R = P F`` (``s x k``): ``|a R|²`` after the sparse product."""
 
     def of_transition(self, A, idx, values):
         G = np.asarray(A @ self.array)
+        return np.einsum("ij,ij->i", G, G)
+
+    def of_rows(self, idx, values):
+        """:meth:`of_transition` by the compiled kernel (no sparse matrix)."""
+        G = compiled.rows_times(idx, values, self.array)
         return np.einsum("ij,ij->i", G, G)
 
 
