@@ -15,8 +15,9 @@ except ImportError:                      # a build without Cython: no compiled k
 else:
     ext_modules = cythonize(
         [Extension("flgp.backends._rows", ["flgp/backends/_rows.pyx", "flgp/backends/rows.c"],
-                   include_dirs=["flgp/backends"], extra_compile_args=["-O3"],
-                   optional=True)],
+                   include_dirs=["flgp/backends"], extra_compile_args=["-O3"])],
         compiler_directives={"language_level": 3}, quiet=True)
+    for ext in ext_modules:          # cythonize makes new Extension objects: set it on them
+        ext.optional = True
 
 setup(ext_modules=ext_modules)

@@ -122,6 +122,25 @@ def test_search_tree_pickles_and_threads_split_rows_without_changing_answers(rng
 
 
 @needs_compiled
+def test_a_pickled_fit_holds_no_compiled_object_and_rebuilds_its_search(rng):
+    """A saved estimator must load where the kernels were not built: the graph drops its
+    search tree when pickled and builds it again at first use."""
+    X = rng.standard_normal((6000, 3))
+    y = np.where(np.arange(6000) < 100, X[:, 0], np.nan)
+    reg = flgp.FLGPRegressor(method="flgp", n_induced=150, random_state=0).fit(X, y)
+    assert reg.eigenpairs_.extension.graph.tree is not None
+    blob = pickle.dumps(reg)
+    assert b"flgp.backends._rows" not in blob
+    back = pickle.loads(blob)
+    assert back.eigenpairs_.extension.graph.tree is None
+    Q = X[:200] + 0.01
+    np.testing.assert_array_equal(back.predict(Q), reg.predict(Q))
+    assert back.eigenpairs_.extension.graph.tree is not None
+    with flgp.config_context(compiled=False):
+        np.testing.assert_allclose(pickle.loads(blob).predict(Q), reg.predict(Q), atol=1e-12)
+
+
+@needs_compiled
 def test_nearest_induced_points_agrees_with_the_scipy_path(rng):
     X = rng.standard_normal((5000, 3))
     U = rng.standard_normal((300, 3))

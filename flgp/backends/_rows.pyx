@@ -58,8 +58,8 @@ cdef extern from "rows.h":
 cdef class Tree:
     """A k-d tree over the rows of ``U`` with each point's ``K`` nearest points (the
     anchored search's lists). Pickles as ``(U, leaf, K)`` and is rebuilt on unpickling
-    (the same tree: the build is deterministic), so that what travels - to a Dask task, in
-    a saved estimator - is ``s x p`` numbers, not the ``s x K`` lists."""
+    (the same tree: the build is deterministic); flgp's own objects do not pickle it at
+    all (they rebuild it at first use)."""
 
     cdef readonly object points, perm, start, stop, left, right, dim, split, lo, hi
     cdef readonly object nbr, nbr_d, source

@@ -24,10 +24,9 @@ import numpy as np
 from .._chunks import InMemoryBlocks, blocks_of, default_chunk_size, is_lazy, stage
 from .._validation import (check_cloud, check_int, check_option, check_points,
                            check_positive)
-from ..backends import BACKENDS, cpu_threads, resolve_backend
+from ..backends import BACKENDS, cpu_threads
 from .cross_kernel import bandwidth_from_mean, check_bandwidth
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
-from .neighbors import search_tree
 from .passes import (CloudRows, ColumnSumPass, CrossStep, NeighbourPass, ProductsPass,
                      TransitionPass)
 from .transition import CrossTransition, lse_finish
@@ -92,7 +91,8 @@ class CrossGraph:
     tree : object or None
         The induced points' compiled search structure
         (:func:`flgp.graph.neighbors.search_tree`), reused by every later search of new
-        points; None where the search does not use one.
+        points; None where the search does not use one, and after unpickling (rebuilt at
+        first use: a pickled graph never refers to the compiled module).
 
     Notes
     -----
@@ -154,6 +154,7 @@ class CrossGraph:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_products"] = None      # s x s; recomputed from the rows if needed
+        state["tree"] = None           # rebuilt at first use (step())
         return state
 
     def step(self) -> CrossStep:
@@ -163,7 +164,15 @@ class CrossGraph:
                          n_neighbors=self.n_neighbors, bandwidth=self.bandwidth,
                          lae_regularization=self.lae_regularization, backend=self.backend,
                          log_colsum=self.log_colsum, log_sizes=_log_sizes(self.sizes),
-                         tree=self.tree)
+                         tree=self._search())
+
+    def _search(self):
+        """:meth:`CrossStep.search`, kept on the graph (built once, not once a call)."""
+        if self.tree is None:
+            step = CrossStep(points=self.induced.points, kernel=self.kernel,
+                             n_neighbors=self.n_neighbors, backend=self.backend)
+            self.tree = step.search()
+        return self.tree
 
     def transition_rows(self, X_new: np.ndarray, return_sq: bool = False):
         """Indices and values of ``a(x)``, the transition rows of new points to ``U``
@@ -299,12 +308,11 @@ def cross_graph(X, options: GraphOptions) -> CrossGraph:
     threads = cpu_threads()
     known = kernel == "lae" or options.bandwidth is not None
     with stage("neighbours + kernel"):
-        tree = None if resolve_backend(options.backend) == "keops" else \
-            search_tree(induced.points, r)
         step = CrossStep(points=induced.points, kernel=kernel, n_neighbors=r,
                          bandwidth=options.bandwidth,
                          lae_regularization=float(options.lae_regularization),
-                         backend=options.backend, tree=tree)
+                         backend=options.backend)
+        step.search()                 # built once, before the blocks share the step
         pass1 = NeighbourPass(step, kmeans, rows,
                               workers=1 if (blocks.is_dask or threads > 1) else None)
         first = blocks.reduce(pass1, layout=pass1.layout(known),

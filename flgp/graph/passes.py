@@ -37,7 +37,7 @@ from ..backends import compiled
 from .._chunks import row_bytes, stage
 from .._config import working_memory_bytes
 from .cross_kernel import lae_weights, se_log_weights
-from .neighbors import nearest_induced_points
+from .neighbors import nearest_induced_points, search_tree
 from .transition import column_lse, transition_rows
 
 __all__ = ["CrossStep", "CloudRows", "NeighbourPass", "ColumnSumPass", "TransitionPass",
@@ -69,7 +69,8 @@ class CrossStep:
     ``bandwidth`` is None for LAE and, for SE, until the default bandwidth is known;
     ``log_colsum`` and ``log_sizes`` are None until pass 1 has run. ``tree`` is the
     compiled search structure of ``points`` (:func:`flgp.graph.neighbors.search_tree`),
-    built once and shared by every block (None: the search builds what it needs).
+    built once and shared by every block; it is not pickled (a Dask task builds its own
+    at first use, from the ``s x p`` points it receives anyway).
     """
 
     points: np.ndarray
@@ -92,10 +93,23 @@ class CrossStep:
         idx, sq = self.nearest(X, workers)
         return idx, sq, self.log_kernel(X, idx, sq)
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["tree"] = None
+        return state
+
+    def search(self):
+        """The compiled search structure of the induced points, built at first use (None
+        where the search does not use one: ``p > 16``, ``backend="keops"``, or the compiled
+        kernels off)."""
+        if self.tree is None and self.backend != "keops":
+            self.tree = search_tree(self.points, self.n_neighbors)
+        return self.tree
+
     def nearest(self, X: np.ndarray, workers: int | None = None):
         """``(indices, squared distances)`` of each row's ``r`` nearest induced points."""
         return nearest_induced_points(X, self.points, self.n_neighbors, backend=self.backend,
-                                      workers=workers, tree=self.tree)
+                                      workers=workers, tree=self.search())
 
     def log_kernel(self, X, idx, sq):
         """``log K`` on the kept pairs (``-inf`` where an LAE weight is 0)."""
