@@ -60,10 +60,19 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64,
     Checks the shape, NaN and infinity (``finite=False``: the caller has scanned for them
     already) and the size of the coordinates (:func:`check_coordinate_scale`)."""
     X = _as_points(X, name=name, min_samples=min_samples, dtype=dtype)
-    if finite and not np.isfinite(X).all():
+    from .backends import compiled
+
+    if compiled.enabled() and X.dtype == np.float64:
+        # one read, no n x p temporaries (10^7 x 3: 0.02 s against 0.1-0.9 s)
+        all_finite, largest = compiled.scan_cloud(X, _row_hash_multipliers(X.shape[1]),
+                                                  hashes=False)[:2]
+    else:
+        all_finite = not finite or bool(np.isfinite(X).all())
+        largest = float(np.abs(X).max()) if X.size and all_finite else 0.0
+    if finite and not all_finite:
         _raise_not_finite(X, name)
     if X.size:
-        check_coordinate_scale(float(np.abs(X).max()), None, X.shape[1], name)
+        check_coordinate_scale(float(largest), None, X.shape[1], name)
     return X
 
 
@@ -202,20 +211,19 @@ def count_distinct_rows(X: np.ndarray, chunk: int = 65536,
     Each row's bit pattern is hashed with exact modular integer arithmetic (the same row
     always gets the same hash, whatever the memory layout); only rows whose hash is shared
     are then compared exactly. ``-0.0`` and ``0.0`` count as equal, as in ``np.unique``.
-    ``hashes``: the rows' hashes, already computed (:func:`flgp.backends.compiled.scan_cloud`).
+    ``hashes``: the rows' hashes, already computed (:func:`flgp.backends.compiled.scan_cloud`)
+    and the caller's to overwrite: they are sorted in place (no second ``n``-sized array;
+    where hashes are shared, they are computed again to find the rows).
     """
     n, p = X.shape
     if hashes is not None:
-        h = hashes
-    else:
-        mult = _row_hash_multipliers(p)
-        h = np.empty(n, dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            for start in range(0, n, chunk):
-                bits = (X[start:start + chunk] + 0.0).view(np.uint64)
-                h[start:start + chunk] = (bits * mult[None, :]).sum(axis=1, dtype=np.uint64)
+        hashes.sort()
+        same = hashes[1:] == hashes[:-1]
+        if not same.any():
+            return n
     # a plain sort of the hashes (no argsort, no inverse): most clouds have no shared hash
     # and stop here; 10^7 rows: about 1 s against 4 s for np.unique with its inverse
+    h = _row_hashes(X, chunk)
     hs = np.sort(h)
     same = hs[1:] == hs[:-1]
     if not same.any():
@@ -223,6 +231,18 @@ def count_distinct_rows(X: np.ndarray, chunk: int = 65536,
     shared = np.isin(h, hs[1:][same])
     cand = X[shared] + 0.0
     return int(n - shared.sum() + np.unique(cand, axis=0).shape[0])
+
+
+def _row_hashes(X: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """``Σ_d bits(x_d + 0.0) * mult_d mod 2^64`` for each row (numpy, in chunks)."""
+    n, p = X.shape
+    mult = _row_hash_multipliers(p)
+    h = np.empty(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for start in range(0, n, chunk):
+            bits = (X[start:start + chunk] + 0.0).view(np.uint64)
+            h[start:start + chunk] = (bits * mult[None, :]).sum(axis=1, dtype=np.uint64)
+    return h
 
 
 def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.5,

@@ -171,15 +171,20 @@ def test_count_means_beyond_float64_are_reported_not_overflowed():
     np.testing.assert_allclose(at[big], counts[lab][big], rtol=0.05)
 
 
-def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch, compiled):
     """The cloud is validated once, at the estimator's boundary: one scan for NaN or
-    infinity by flgp's checks, none by scikit-learn's (told not to), none below."""
+    infinity by flgp's checks - numpy's ``isfinite``, or the compiled one-read scan of the
+    cloud - none by scikit-learn's (told not to), none below."""
     import sys
+
+    import flgp
+    from flgp.backends import compiled as kernels
 
     X, y = make_concentric_circles(1200, random_state=0)
     semi = np.where(np.arange(1200) % 20 == 0, y, -1)
     scans = []
-    real = np.isfinite
+    real, real_scan = np.isfinite, kernels.scan_cloud
 
     def counting(x, *args, **kwargs):
         caller = sys._getframe(1).f_code.co_filename
@@ -189,12 +194,19 @@ def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch):
             scans.append(caller)
         return real(x, *args, **kwargs)
 
+    def counting_scan(x, *args, **kwargs):
+        if x.shape == X.shape and np.array_equal(x, X):
+            scans.append("compiled scan")
+        return real_scan(x, *args, **kwargs)
+
     monkeypatch.setattr(np, "isfinite", counting)
-    for est in (FLGPClassifier(n_induced=200),
-                FLGPClassifier(method="nystrom", n_induced=100)):
-        scans.clear()
-        est.fit(X, semi)
-        assert len(scans) == 1, scans
+    monkeypatch.setattr(kernels, "scan_cloud", counting_scan)
+    with flgp.config_context(compiled=compiled):
+        for est in (FLGPClassifier(n_induced=200),
+                    FLGPClassifier(method="nystrom", n_induced=100)):
+            scans.clear()
+            est.fit(X, semi)
+            assert len(scans) == 1, scans
 
 
 def test_a_bad_parameter_fails_before_any_work(monkeypatch):

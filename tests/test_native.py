@@ -293,7 +293,12 @@ def test_scan_cloud_reads_what_the_numpy_checks_compute(rng):
     assert finite and largest == np.abs(X).max()
     np.testing.assert_array_equal(lo, X.min(0))
     np.testing.assert_array_equal(hi, X.max(0))
+    mult = _row_hash_multipliers(4)
+    with np.errstate(over="ignore"):
+        by_numpy = ((X + 0.0).view(np.uint64) * mult).sum(1, dtype=np.uint64)
+    np.testing.assert_array_equal(hashes, by_numpy)
     assert count_distinct_rows(X, hashes=hashes) == count_distinct_rows(X) == 4999
+    assert count_distinct_rows(X[100:], hashes=compiled.scan_cloud(X[100:], mult)[4]) == 4900
     X[40, 3] = np.inf
     assert not compiled.scan_cloud(X, _row_hash_multipliers(4))[0]
     for on in (True, False):

@@ -193,16 +193,22 @@ def rows_quadratic(const flgp_i64[:, ::1] idx, const double[:, ::1] values, cons
 
 
 def scan_cloud(const double[:, ::1] X, const uint64_t[::1] mult, double[::1] lo, double[::1] hi,
-               uint64_t[::1] hashes):
-    """Returns ``(finite, absmax)`` and fills ``lo``, ``hi`` (p) and ``hashes`` (n)."""
+               hashes):
+    """Returns ``(finite, absmax)`` and fills ``lo``, ``hi`` (p) and ``hashes`` (n; None:
+    no hashes)."""
     cdef flgp_i64 n = X.shape[0]
     cdef int finite = 1
     cdef double absmax = 0.0
+    cdef uint64_t[::1] hashes_v
+    cdef uint64_t *hashes_p = NULL
     if n == 0 or X.shape[1] == 0:
         return True, 0.0
+    if hashes is not None:
+        hashes_v = hashes
+        hashes_p = &hashes_v[0]
     with nogil:
         finite = flgp_scan_cloud(&X[0, 0], n, X.shape[1], &mult[0], &absmax, &lo[0], &hi[0],
-                                 &hashes[0])
+                                 hashes_p)
     return bool(finite), absmax
 
 

@@ -178,12 +178,12 @@ def kmeanspp(X: np.ndarray, k: int, uniforms: np.ndarray, first: int):
     return idx, int(done)
 
 
-def scan_cloud(X: np.ndarray, multipliers: np.ndarray):
+def scan_cloud(X: np.ndarray, multipliers: np.ndarray, hashes: bool = True):
     """One read of ``X`` (C-contiguous float64): ``(finite, max |x|, column minima, column
-    maxima, row hashes)``."""
+    maxima, row hashes)`` (the hashes None when not asked for)."""
     n, p = X.shape
     lo, hi = np.empty(p), np.empty(p)
-    hashes = np.empty(n, dtype=np.uint64)
+    row_hashes = np.empty(n, dtype=np.uint64) if hashes else None
     finite, absmax = _rows.scan_cloud(X, np.ascontiguousarray(multipliers, dtype=np.uint64),
-                                      lo, hi, hashes)
-    return finite, absmax, lo, hi, hashes
+                                      lo, hi, row_hashes)
+    return finite, absmax, lo, hi, row_hashes

@@ -495,16 +495,18 @@ int flgp_scan_cloud(const double *X, i64 n, int p, const uint64_t *mult, double 
         uint64_t h = 0;
         for (int d = 0; d < p; d++) {
             double v = x[d] + 0.0;            /* -0.0 hashes as 0.0 */
-            uint64_t bits;
-            memcpy(&bits, &v, sizeof bits);
-            h += bits * mult[d];
+            if (hashes != NULL) {
+                uint64_t bits;
+                memcpy(&bits, &v, sizeof bits);
+                h += bits * mult[d];
+            }
             finite &= isfinite(v) != 0;
             double a = fabs(v);
             amax = a > amax ? a : amax;
             lo[d] = v < lo[d] ? v : lo[d];
             hi[d] = v > hi[d] ? v : hi[d];
         }
-        hashes[i] = h;
+        if (hashes != NULL) hashes[i] = h;
     }
     *absmax = amax;
     return finite;

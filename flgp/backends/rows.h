@@ -91,7 +91,8 @@ flgp_i64 flgp_kmeanspp(const double *X, flgp_i64 n, int p, flgp_i64 k, int L,
 
 /* One read of a cloud (n x p, row-major): whether every value is finite, the largest |x|,
  * the column minima and maxima (p each), and a hash of each row's bits (see
- * flgp._validation.count_distinct_rows: sum_d bits(x_d + 0.0) * mult_d mod 2^64). */
+ * flgp._validation.count_distinct_rows: sum_d bits(x_d + 0.0) * mult_d mod 2^64; skipped
+ * when hashes is NULL). */
 int flgp_scan_cloud(const double *X, flgp_i64 n, int p, const uint64_t *mult, double *absmax,
                     double *lo, double *hi, uint64_t *hashes);
 

@@ -153,7 +153,10 @@ class HeatGPEstimator(BaseEstimator):
     def _numpy_inputs(self, X, y, X_unlabeled):
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2,
                           ensure_all_finite=False)
-        X = check_points(X)                                     # the one scan for NaN
+        graph = self._graph_method != "rbf"
+        # the one scan for NaN: with the graph's own checks (spread, duplicates) when the
+        # cloud is X alone
+        X = check_cloud(X) if graph and X_unlabeled is None else check_points(X)
         y = self._target_array(y)
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} targets "
@@ -170,8 +173,8 @@ class HeatGPEstimator(BaseEstimator):
             X = np.vstack([X, Xu])
             labelled = np.r_[labelled, np.zeros(Xu.shape[0], dtype=bool)]
             y = np.r_[y, fill]
-        if self._graph_method != "rbf":         # the graph's own checks: spread, duplicates
-            X = check_cloud(X, finite=False)
+            if graph:                           # the graph's own checks: spread, duplicates
+                X = check_cloud(X, finite=False)
         idx = np.flatnonzero(labelled)
         return X, idx, y[idx]
 
