@@ -159,7 +159,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         C = C0
         with stage("induced points/lloyd"):
             for Xs, iters in stages:
-                C = _lloyd_gemm(Xs - centre, C, iters, tol, np_dtype)
+                C = _lloyd_gemm(Xs, C, iters, tol, np_dtype, centre=centre)
         return InducedPoints(points=np.ascontiguousarray(C + centre), method="kmeans")
     C = C0
     with stage("induced points/lloyd"):
@@ -173,11 +173,13 @@ _LLOYD_BLOCK_ENTRIES = 2_000_000
 
 
 def _lloyd_gemm(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float,
-                dtype=np.float32) -> np.ndarray:
+                dtype=np.float32, centre: np.ndarray | None = None) -> np.ndarray:
     """Lloyd iterations with GEMM distances, for ``p > KDTREE_MAX_DIM``; stops when no
     assignment changes or by ``tol`` (:func:`kmeans_centres`).
 
-    ``X`` (n x p) and ``C`` (s x p) are float64 and centred. Each iteration ranks the
+    ``X`` (n x p) and ``C`` (s x p) are float64, ``C`` centred and ``X`` centred once
+    ``centre`` (1 x p) is subtracted - block by block, so that no centred ``n x p`` copy
+    is made (the same numbers as centring first). Each iteration ranks the
     centres of a block of rows by ``|c|^2 / 2 - x.c`` from one ``dtype`` GEMM (numpy, one
     BLAS thread per block; the blocks on as many threads as torch uses), takes the argmin,
     and sums the block's points per centre in float64 (a sparse one-hot product); the block
@@ -186,9 +188,18 @@ def _lloyd_gemm(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float,
     count's."""
     n, p = X.shape
     s = C.shape[0]
-    Xl = np.ascontiguousarray(X, dtype=dtype)
-    x2 = np.einsum("ij,ij->i", X, X)
+    shift = np.zeros((1, p)) if centre is None else centre
+
+    def centred(a, b):
+        return X[a:b] - shift if centre is not None else X[a:b]
+
     ranges = row_ranges(n, max(1, _LLOYD_BLOCK_ENTRIES // max(s, 1)))
+    Xl = np.empty((n, p), dtype=dtype)
+    x2 = np.empty(n)
+    for a, b in ranges:
+        Xb = centred(a, b)
+        Xl[a:b] = Xb
+        x2[a:b] = np.einsum("ij,ij->i", Xb, Xb)
     threads = cpu_threads()
     ones = np.ones(ranges[0][1] - ranges[0][0]) if ranges else np.ones(0)
     prev = None
@@ -206,7 +217,8 @@ def _lloyd_gemm(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float,
             inertia = float(np.maximum(x2[a:b] + 2.0 * best, 0.0).sum())
             onehot = sp.csc_matrix((ones[:b - a], lab, np.arange(b - a + 1)),
                                    shape=(s, b - a))
-            return lab, np.asarray(onehot @ X[a:b]), np.bincount(lab, minlength=s), inertia
+            return lab, np.asarray(onehot @ centred(a, b)), np.bincount(lab, minlength=s), \
+                inertia
 
         with one_thread_each():
             parts = map_row_ranges(block, ranges, threads)
