@@ -443,10 +443,13 @@ def test_compared_priors_searched_on_threads_give_the_same_fit(rng, inference):
     assert fits[0][1:] == fits[1][1:]
 
 
-def test_fit_does_not_depend_on_the_block_size(rng):
-    """A classifier (k-means and neighbour search on their GEMM paths, 3-class EP) fitted
-    with 1024-row blocks equals the one fitted with the default blocks, to rounding."""
+@pytest.mark.parametrize("p", [3, 20])
+def test_fit_does_not_depend_on_the_block_size(rng, p):
+    """A classifier (3-class EP; k-means and neighbour search on their GEMM paths in R^20,
+    the compiled search and dense products in R^3) fitted with 1024-row blocks equals the
+    one fitted with the default blocks, to rounding."""
     X, y = _blobs_in_20d(rng, n=5000)
+    X = X[:, :p] if p == 3 else X
     big = FLGPClassifier(n_induced=150, random_state=0).fit(X, y)
     with flgp.config_context(working_memory=0.01):             # 1024-row blocks
         small = FLGPClassifier(n_induced=150, random_state=0).fit(X, y)
