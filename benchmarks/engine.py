@@ -1,8 +1,9 @@
 """Per-stage time and peak memory of the FLGP eigenpair engine.
 
-Stages: induced points, neighbour search, kernel + transition, eigenpairs. Each
-configuration runs in a fresh process (so its peak resident memory is its own); times are
-medians over ``--repeats`` runs.
+Stages (the graph build's own stage timers): induced points, neighbour search with the
+kernel weights, column sums + transition + products, eigenpairs; the total includes the
+input check. Each configuration runs in a fresh process (so its peak resident memory is
+its own); times are medians over ``--repeats`` runs.
 
     python benchmarks/engine.py               # the three sizes of the engine issue
     python benchmarks/engine.py --quick       # small sizes only
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import resource
 import statistics
@@ -39,41 +39,30 @@ def _data(n, p, seed=0):
 
 def _run_one(args, queue):
     n, p, s, M, r, subsample, kernel, repeats = args
-    import numpy as np
     import torch
 
     torch.set_num_threads(int(os.environ.get("FLGP_BENCH_THREADS", "2")))
-    from flgp.graph import kmeans_centres, nearest_induced_points, random_induced_points
-    from flgp.graph.cross_kernel import default_bandwidth, lae_weights, se_log_weights
-    from flgp.graph.cross_graph import CrossGraph
-    from flgp.graph.transition import cross_transition
+    from flgp._chunks import record_stages
+    from flgp.graph import build_cross_graph
     from flgp.spectral import flgp_eigenpairs
 
     X = _data(n, p)
     rows = []
     for rep in range(repeats):
-        t0 = time.perf_counter()
-        if subsample == "kmeans":
-            lm = kmeans_centres(X, s, random_state=rep)
-        else:
-            lm = random_induced_points(X, s, random_state=rep)
-        t1 = time.perf_counter()
-        idx, sq = nearest_induced_points(X, lm.points, r)
-        sizes = np.bincount(idx[:, 0], minlength=s) if subsample == "kmeans" else None
-        t2 = time.perf_counter()
-        if kernel == "se":
-            eps = default_bandwidth(sq)
-            logk = se_log_weights(sq, eps)
-        else:
-            eps = None
-            with np.errstate(divide="ignore"):
-                logk = np.log(lae_weights(X, lm.points, idx))
-        T, logc = cross_transition(logk, idx, s, sizes)
-        g = CrossGraph(lm, kernel, r, eps, idx, sq, sizes, T, logc)
-        t3 = time.perf_counter()
-        flgp_eigenpairs(g, M)
-        t4 = time.perf_counter()
-        rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0))
+        with record_stages() as stages:
+            t0 = time.perf_counter()
+            g = build_cross_graph(X, n_induced=s, n_neighbors=r, subsample=subsample,
+                                  kernel=kernel, random_state=rep)
+            t1 = time.perf_counter()
+            flgp_eigenpairs(g, M)
+            t2 = time.perf_counter()
+        top = {}
+        for name, sec in stages:
+            if "/" not in name:
+                top[name] = top.get(name, 0.0) + sec
+        kernel_s = top.get("column sums", 0.0) + top.get("transition + products", 0.0)
+        rows.append((top.get("induced points", 0.0), top.get("neighbours + kernel", 0.0),
+                     kernel_s, t2 - t1, t2 - t0))
     med = [statistics.median(c) for c in zip(*rows)]
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     data_gb = X.nbytes / 2**30
@@ -83,18 +72,26 @@ def _run_one(args, queue):
                    data_gb=data_gb, repeats=repeats))
 
 
+def _spawn():
+    """``benchmarks/profile.py``'s ``spawn`` (a fresh process that reports or fails
+    loudly), loaded by path: this folder is kept off the import path elsewhere."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_flgp_bench_profile", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "profile.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.spawn
+
+
 def run(configs, repeats):
-    ctx = mp.get_context("spawn")
+    spawn = _spawn()
     out = []
     for (n, p, s, M, r) in configs:
         for subsample in ("random", "kmeans"):
             for kernel in ("lae", "se"):
-                q = ctx.Queue()
-                proc = ctx.Process(target=_run_one,
-                                   args=((n, p, s, M, r, subsample, kernel, repeats), q))
-                proc.start()
-                res = q.get()
-                proc.join()
+                res = spawn(_run_one, (n, p, s, M, r, subsample, kernel, repeats))
                 out.append(res)
                 print(_fmt(res), flush=True)
     return out
