@@ -1,6 +1,7 @@
 """How the FLGP engine scales with n: time per stage and peak memory from 10^4 to 10^7
 points (p = 3) and to 10^6 points (p = 100), s = 1000 induced points (k-means), r = 3,
-LAE kernel, M = 100 eigenpairs — the package defaults.
+LAE kernel, M = 100 eigenpairs — the package defaults; the graph build's own stage timers
+("neighbours" includes the LAE weights, "kernel" the column sums, transition and products).
 
 Each configuration runs in a fresh process (its peak resident memory is its own); times are
 medians over ``--repeats`` runs (one run at n >= 10^7). Writes a table, JSON and a log-log
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import resource
 import statistics
@@ -40,39 +40,49 @@ def _data(n, p, seed=0):
 
 def _run_one(args, queue):
     n, p, backend, repeats, S = args
-    import numpy as np
     import torch
 
     torch.set_num_threads(int(os.environ.get("FLGP_BENCH_THREADS", "2")))
-    from flgp.graph import kmeans_centres, nearest_induced_points
-    from flgp.graph.cross_graph import CrossGraph
-    from flgp.graph.cross_kernel import lae_weights
-    from flgp.graph.transition import cross_transition
+    from flgp._chunks import record_stages
+    from flgp.graph import build_cross_graph
     from flgp.spectral import flgp_eigenpairs
 
     X = _data(n, p)
     rows = []
     for rep in range(repeats):
-        t0 = time.perf_counter()
-        lm = kmeans_centres(X, S, random_state=rep, backend=backend)
-        t1 = time.perf_counter()
-        idx, sq = nearest_induced_points(X, lm.points, R, backend=backend)
-        sizes = np.bincount(idx[:, 0], minlength=S)
-        t2 = time.perf_counter()
-        with np.errstate(divide="ignore"):
-            logk = np.log(lae_weights(X, lm.points, idx, regularization=1e-3))
-        T, logc = cross_transition(logk, idx, S, sizes)
-        g = CrossGraph(lm, "lae", R, None, idx, sq, sizes, T, logc, 1e-3)
-        t3 = time.perf_counter()
-        flgp_eigenpairs(g, M)
-        t4 = time.perf_counter()
-        rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0))
-        del g, T, logk, idx, sq
+        with record_stages() as stages:
+            t0 = time.perf_counter()
+            g = build_cross_graph(X, n_induced=S, n_neighbors=R, random_state=rep,
+                                  backend=backend)
+            t1 = time.perf_counter()
+            flgp_eigenpairs(g, M)
+            t2 = time.perf_counter()
+        top = {}
+        for name, sec in stages:
+            if "/" not in name:
+                top[name] = top.get(name, 0.0) + sec
+        kernel_s = top.get("column sums", 0.0) + top.get("transition + products", 0.0)
+        rows.append((top.get("induced points", 0.0), top.get("neighbours + kernel", 0.0),
+                     kernel_s, t2 - t1, t2 - t0))
+        del g
     med = [statistics.median(c) for c in zip(*rows)]
     queue.put(dict(n=n, p=p, backend=backend, s=S, r=R, M=M, kmeans_s=med[0],
                    neighbors_s=med[1], kernel_s=med[2], eigenpairs_s=med[3], total_s=med[4],
                    peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                    data_gb=X.nbytes / 2**30, repeats=repeats))
+
+
+def _spawn():
+    """``benchmarks/profile.py``'s ``spawn`` (a fresh process that reports or fails
+    loudly), loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_flgp_bench_profile", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                            "profile.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.spawn
 
 
 HEADER = (f"{'n':>10} {'p':>4} {'s':>5} {'backend':>7} | {'k-means':>8} {'neighb':>8} "
@@ -121,7 +131,7 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--plot")
     a = ap.parse_args(argv)
-    ctx = mp.get_context("spawn")
+    spawn = _spawn()
     print(f"FLGP engine, s={a.induced}, r={R}, M={M}, k-means + LAE; times in seconds (median of "
           f"{a.repeats}, one run at n >= 10^7); peak = max resident memory of the process")
     print(HEADER)
@@ -131,13 +141,8 @@ def main(argv=None):
             for n in SIZES[p]:
                 if n > a.max_n:
                     continue
-                q = ctx.Queue()
                 reps = 1 if n >= 10_000_000 else a.repeats
-                proc = ctx.Process(target=_run_one, args=((n, p, backend, reps, a.induced),
-                                                          q))
-                proc.start()
-                res = q.get()
-                proc.join()
+                res = spawn(_run_one, (n, p, backend, reps, a.induced))
                 results.append(res)
                 print(_fmt(res), flush=True)
     if a.json:
