@@ -1,8 +1,8 @@
 """Nearest induced points: for every point, the ``r`` closest rows of a small set ``U``.
 
-In low dimension (``p <= 16``) the search is flgp's compiled search (:mod:`flgp.backends.compiled`:
-a k-d tree over ``U`` and each induced point's nearest induced points, built once per
-``U`` by :func:`search_tree`), or, where the compiled kernels are not in use,
+In low dimension (``p <= 16``) the search is flgp's compiled search
+(:mod:`flgp.backends.compiled`: a k-d tree over ``U`` and each induced point's nearest
+induced points, built once per ``U`` by :func:`search_tree`), or, where the compiled kernels are not in use,
 ``scipy.spatial.cKDTree`` (as many workers as torch has threads); both are exact, and the
 compiled one breaks ties by the smaller index. Otherwise the induced points are ranked by
 ``|u|^2 / 2 - x.u`` from one float32 GEMM per chunk (numpy) and the ``r`` smallest picked
@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
-from ..backends import compiled
-from ..backends import cpu_threads, keops_nearest, pairwise_sq_distances, resolve_backend
+from ..backends import (compiled, cpu_threads, keops_nearest, pairwise_sq_distances,
+                        resolve_backend)
 
 __all__ = ["nearest_induced_points", "mean_neighbour_sq_distance", "pairwise_sq_distances",
            "smallest_columns", "search_tree", "KDTREE_MAX_DIM"]

@@ -50,8 +50,8 @@ __all__ = ["CrossStep", "CloudRows", "NeighbourPass", "ColumnSumPass", "Transiti
 # budget (its scattered reads of A's rows stay in cache: 0.21 s against 0.57 s at 10^6
 # rows), so the budget is charged for 2 kB a row (32,768 rows at the default 64 MiB)
 PRODUCT_ROW_BYTES = 2048
-# the compiled products (flgp.backends.compiled.products) add each row into a dense s x s partial:
-# a block of 262,144 rows (256 bytes a row at the default budget) keeps the partials few
+# the compiled products (flgp.backends.compiled.products) add each row into a dense s x s
+# partial: a block of 262,144 rows (256 bytes a row at the default budget) keeps them few
 COMPILED_PRODUCT_ROW_BYTES = 256
 
 
