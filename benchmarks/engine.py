@@ -42,27 +42,10 @@ def _run_one(args, queue):
     import torch
 
     torch.set_num_threads(int(os.environ.get("FLGP_BENCH_THREADS", "2")))
-    from flgp._chunks import record_stages
-    from flgp.graph import build_cross_graph
-    from flgp.spectral import flgp_eigenpairs
-
     X = _data(n, p)
-    rows = []
-    for rep in range(repeats):
-        with record_stages() as stages:
-            t0 = time.perf_counter()
-            g = build_cross_graph(X, n_induced=s, n_neighbors=r, subsample=subsample,
-                                  kernel=kernel, random_state=rep)
-            t1 = time.perf_counter()
-            flgp_eigenpairs(g, M)
-            t2 = time.perf_counter()
-        top = {}
-        for name, sec in stages:
-            if "/" not in name:
-                top[name] = top.get(name, 0.0) + sec
-        kernel_s = top.get("column sums", 0.0) + top.get("transition + products", 0.0)
-        rows.append((top.get("induced points", 0.0), top.get("neighbours + kernel", 0.0),
-                     kernel_s, t2 - t1, t2 - t0))
+    engine_stages = _profile()["engine_stages"]
+    rows = [engine_stages(X, M, n_induced=s, n_neighbors=r, subsample=subsample,
+                                         kernel=kernel, random_state=rep) for rep in range(repeats)]
     med = [statistics.median(c) for c in zip(*rows)]
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     data_gb = X.nbytes / 2**30
@@ -72,21 +55,16 @@ def _run_one(args, queue):
                    data_gb=data_gb, repeats=repeats))
 
 
-def _spawn():
-    """``benchmarks/profile.py``'s ``spawn`` (a fresh process that reports or fails
-    loudly), loaded by path: this folder is kept off the import path elsewhere."""
-    import importlib.util
+def _profile() -> dict:
+    """The names of ``benchmarks/profile.py`` (``spawn``, ``engine_stages``), run by path."""
+    import runpy
 
-    spec = importlib.util.spec_from_file_location(
-        "_flgp_bench_profile", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                            "profile.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.spawn
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "profile.py"))
 
 
 def run(configs, repeats):
-    spawn = _spawn()
+    spawn = _profile()["spawn"]
     out = []
     for (n, p, s, M, r) in configs:
         for subsample in ("random", "kmeans"):

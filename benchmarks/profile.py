@@ -208,6 +208,29 @@ def spawn(target, args):
     return res
 
 
+def engine_stages(X, n_eigenpairs: int, **graph_options) -> tuple:
+    """``build_cross_graph(X, **graph_options)`` and ``flgp_eigenpairs`` timed by the graph's
+    stage timers: ``(induced points, neighbours + kernel, column sums + transition +
+    products, eigenpairs, total)`` seconds (``benchmarks/engine.py``, ``scale.py``)."""
+    from flgp._chunks import record_stages
+    from flgp.graph import build_cross_graph
+    from flgp.spectral import flgp_eigenpairs
+
+    with record_stages() as stages:
+        t0 = time.perf_counter()
+        graph = build_cross_graph(X, **graph_options)
+        t1 = time.perf_counter()
+        flgp_eigenpairs(graph, n_eigenpairs)
+        t2 = time.perf_counter()
+    top = {}
+    for name, sec in stages:
+        if "/" not in name:
+            top[name] = top.get(name, 0.0) + sec
+    kernel_s = top.get("column sums", 0.0) + top.get("transition + products", 0.0)
+    return (top.get("induced points", 0.0), top.get("neighbours + kernel", 0.0), kernel_s,
+            t2 - t1, t2 - t0)
+
+
 # -- floors ---------------------------------------------------------------------------------
 
 def floors(res: dict) -> dict:

@@ -43,28 +43,10 @@ def _run_one(args, queue):
     import torch
 
     torch.set_num_threads(int(os.environ.get("FLGP_BENCH_THREADS", "2")))
-    from flgp._chunks import record_stages
-    from flgp.graph import build_cross_graph
-    from flgp.spectral import flgp_eigenpairs
-
     X = _data(n, p)
-    rows = []
-    for rep in range(repeats):
-        with record_stages() as stages:
-            t0 = time.perf_counter()
-            g = build_cross_graph(X, n_induced=S, n_neighbors=R, random_state=rep,
-                                  backend=backend)
-            t1 = time.perf_counter()
-            flgp_eigenpairs(g, M)
-            t2 = time.perf_counter()
-        top = {}
-        for name, sec in stages:
-            if "/" not in name:
-                top[name] = top.get(name, 0.0) + sec
-        kernel_s = top.get("column sums", 0.0) + top.get("transition + products", 0.0)
-        rows.append((top.get("induced points", 0.0), top.get("neighbours + kernel", 0.0),
-                     kernel_s, t2 - t1, t2 - t0))
-        del g
+    engine_stages = _profile()["engine_stages"]
+    rows = [engine_stages(X, M, n_induced=S, n_neighbors=R, random_state=rep,
+                                         backend=backend) for rep in range(repeats)]
     med = [statistics.median(c) for c in zip(*rows)]
     queue.put(dict(n=n, p=p, backend=backend, s=S, r=R, M=M, kmeans_s=med[0],
                    neighbors_s=med[1], kernel_s=med[2], eigenpairs_s=med[3], total_s=med[4],
@@ -72,17 +54,12 @@ def _run_one(args, queue):
                    data_gb=X.nbytes / 2**30, repeats=repeats))
 
 
-def _spawn():
-    """``benchmarks/profile.py``'s ``spawn`` (a fresh process that reports or fails
-    loudly), loaded by path."""
-    import importlib.util
+def _profile() -> dict:
+    """The names of ``benchmarks/profile.py`` (``spawn``, ``engine_stages``), run by path."""
+    import runpy
 
-    spec = importlib.util.spec_from_file_location(
-        "_flgp_bench_profile", os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                            "profile.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.spawn
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "profile.py"))
 
 
 HEADER = (f"{'n':>10} {'p':>4} {'s':>5} {'backend':>7} | {'k-means':>8} {'neighb':>8} "
@@ -131,7 +108,7 @@ def main(argv=None):
     ap.add_argument("--json")
     ap.add_argument("--plot")
     a = ap.parse_args(argv)
-    spawn = _spawn()
+    spawn = _profile()["spawn"]
     print(f"FLGP engine, s={a.induced}, r={R}, M={M}, k-means + LAE; times in seconds (median of "
           f"{a.repeats}, one run at n >= 10^7); peak = max resident memory of the process")
     print(HEADER)

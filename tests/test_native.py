@@ -144,6 +144,8 @@ def test_a_pickled_fit_holds_no_compiled_object_and_rebuilds_its_search(rng):
 def test_nearest_induced_points_agrees_with_the_scipy_path(rng):
     X = rng.standard_normal((5000, 3))
     U = rng.standard_normal((300, 3))
+    with pytest.raises(ValueError, match="tree was built on 200 points in 3 dimensions"):
+        nearest_induced_points(X, U, 3, tree=compiled.build_tree(U[:200], 3))
     i_c, d_c = nearest_induced_points(X, U, 3)
     with flgp.config_context(compiled=False):
         i_n, d_n = nearest_induced_points(X, U, 3)

@@ -28,7 +28,7 @@ from ..backends import BACKENDS, cpu_threads
 from .cross_kernel import bandwidth_from_mean, check_bandwidth
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
 from .passes import (CloudRows, ColumnSumPass, CrossStep, NeighbourPass, ProductsPass,
-                     TransitionPass)
+                     TransitionPass, induced_search_tree)
 from .transition import CrossTransition, lse_finish
 
 __all__ = ["CrossGraph", "GraphOptions", "build_cross_graph", "cross_graph",
@@ -169,9 +169,8 @@ class CrossGraph:
     def _search(self):
         """:meth:`CrossStep.search`, kept on the graph (built once, not once a call)."""
         if self.tree is None:
-            step = CrossStep(points=self.induced.points, kernel=self.kernel,
-                             n_neighbors=self.n_neighbors, backend=self.backend)
-            self.tree = step.search()
+            self.tree = induced_search_tree(self.induced.points, self.n_neighbors,
+                                            self.backend)
         return self.tree
 
     def transition_rows(self, X_new: np.ndarray, return_sq: bool = False):

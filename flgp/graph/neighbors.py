@@ -82,6 +82,10 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         if indices is not None:
             return _sorted_exact(X, U, indices)
     if X.shape[1] <= KDTREE_MAX_DIM:
+        if tree is not None and tree.source.shape != U.shape:
+            raise ValueError(f"tree was built on {tree.source.shape[0]} points in "
+                             f"{tree.source.shape[1]} dimensions, but U is {U.shape[0]} x "
+                             f"{U.shape[1]}; pass search_tree(U, n_neighbors) of this U.")
         if compiled.enabled() and (tree is not None or n >= _TREE_ROWS_PER_POINT * s):
             if tree is None:
                 tree = compiled.build_tree(U, r)

@@ -42,6 +42,7 @@ from .transition import column_lse, transition_rows
 
 __all__ = ["CrossStep", "CloudRows", "NeighbourPass", "ColumnSumPass", "TransitionPass",
            "ProductsPass", "products_partial", "lse_partial", "dense_products",
+           "induced_search_tree",
            "PRODUCT_ROW_BYTES", "COMPILED_PRODUCT_ROW_BYTES"]
 
 # bytes per row charged to the products pass over stored rows: its working set is small
@@ -60,6 +61,12 @@ def dense_products(n_induced: int) -> bool:
     dense ``s x s`` partial: the kernels are in use and the partial fits in the
     working-memory budget (``s <= 2896`` at the default 64 MiB)."""
     return compiled.enabled() and 8 * int(n_induced) ** 2 <= working_memory_bytes()
+
+
+def induced_search_tree(points: np.ndarray, n_neighbors: int, backend: str):
+    """:func:`flgp.graph.neighbors.search_tree` of a graph's induced points, or None where
+    its searches do not use one (``backend="keops"`` as well)."""
+    return None if backend == "keops" else search_tree(points, n_neighbors)
 
 
 @dataclass
@@ -102,8 +109,8 @@ class CrossStep:
         """The compiled search structure of the induced points, built at first use (None
         where the search does not use one: ``p > 16``, ``backend="keops"``, or the compiled
         kernels off)."""
-        if self.tree is None and self.backend != "keops":
-            self.tree = search_tree(self.points, self.n_neighbors)
+        if self.tree is None:
+            self.tree = induced_search_tree(self.points, self.n_neighbors, self.backend)
         return self.tree
 
     def nearest(self, X: np.ndarray, workers: int | None = None):
