@@ -17,37 +17,63 @@ import numpy as np
 
 __all__ = ["get_config", "set_config", "config_context"]
 
-_CONFIG = {"working_memory": 64, "compiled": True}
+_GLOBAL = {"working_memory": 64.0, "compiled": True}
 _LOCK = threading.Lock()
+# the values a config_context set in this thread (innermost last wins): contexts in two
+# threads never see, or restore, each other's values
+_LOCAL = threading.local()
+# the largest budget of a block (MiB): a petabyte; block sizes are clipped far below it
+MAX_WORKING_MEMORY = 1e9
+
+
+def _overrides() -> dict:
+    return getattr(_LOCAL, "overrides", None) or {}
 
 
 def get_config() -> dict:
-    """flgp's global settings: ``working_memory``, the memory budget (MiB) of one block of
-    rows in a pass over the points (default 64), and ``compiled``, whether the passes use
-    the compiled row kernels where they were built (default True)."""
-    return dict(_CONFIG)
+    """flgp's settings as this thread sees them: ``working_memory``, the memory budget
+    (MiB) of one block of rows in a pass over the points (default 64), and ``compiled``,
+    whether the passes use the compiled row kernels where they were built (default True).
+    :func:`set_config` sets them for every thread; :func:`config_context` for the
+    thread it runs in (and the worker threads flgp starts from it)."""
+    out = dict(_GLOBAL)
+    out.update(_overrides())
+    return out
 
 
-def set_config(*, working_memory: float | None = None, compiled: bool | None = None) -> None:
-    """Set flgp's global settings (see :func:`get_config`)."""
+def _checked(working_memory, compiled) -> dict:
+    out = {}
     if compiled is not None:
         if not isinstance(compiled, (bool, np.bool_)):
             raise TypeError(f"compiled must be True or False; got {compiled!r}.")
-        with _LOCK:
-            _CONFIG["compiled"] = bool(compiled)
+        out["compiled"] = bool(compiled)
     if working_memory is not None:
         if isinstance(working_memory, bool) or not isinstance(working_memory, (int, float)) \
-                or not np.isfinite(working_memory) or working_memory <= 0:
-            raise ValueError(f"working_memory must be a positive number of MiB; got "
+                or not np.isfinite(working_memory) or not \
+                0 < working_memory <= MAX_WORKING_MEMORY:
+            raise ValueError(f"working_memory must be a positive number of MiB, at most "
+                             f"{MAX_WORKING_MEMORY:.0e} (the default is 64); got "
                              f"{working_memory!r}.")
-        with _LOCK:
-            _CONFIG["working_memory"] = float(working_memory)
+        out["working_memory"] = float(working_memory)
+    return out
+
+
+def set_config(*, working_memory: float | None = None, compiled: bool | None = None) -> None:
+    """Set flgp's settings (see :func:`get_config`) for every thread; inside a
+    :func:`config_context` the new value also replaces the context's until it exits."""
+    values = _checked(working_memory, compiled)
+    with _LOCK:
+        _GLOBAL.update(values)
+    own = _overrides()
+    if own:
+        _LOCAL.overrides = {**own, **{k: v for k, v in values.items() if k in own}}
 
 
 @contextlib.contextmanager
 def config_context(*, working_memory: float | None = None, compiled: bool | None = None):
-    """Temporarily change flgp's settings (:func:`set_config`); the old ones come back on
-    exit.
+    """Temporarily change flgp's settings (:func:`set_config`) in this thread; the old ones
+    come back on exit. Contexts in other threads are independent of it; the worker threads
+    flgp's passes start inside it see its values.
 
     Parameters
     ----------
@@ -68,15 +94,33 @@ def config_context(*, working_memory: float | None = None, compiled: bool | None
     >>> flgp.get_config() == before
     True
     """
-    old = get_config()
-    set_config(working_memory=working_memory, compiled=compiled)
+    values = _checked(working_memory, compiled)
+    old = getattr(_LOCAL, "overrides", None)
+    _LOCAL.overrides = {**(old or {}), **values}
     try:
         yield
     finally:
-        with _LOCK:
-            _CONFIG.update(old)
+        _LOCAL.overrides = old
+
+
+def thread_settings() -> dict:
+    """This thread's :func:`config_context` values, for :func:`in_settings` in a worker
+    thread started from it."""
+    return dict(_overrides())
+
+
+@contextlib.contextmanager
+def in_settings(settings: dict):
+    """Run a worker thread's task under the :func:`config_context` values of the thread
+    that started it (:func:`thread_settings`)."""
+    old = getattr(_LOCAL, "overrides", None)
+    _LOCAL.overrides = settings or None
+    try:
+        yield
+    finally:
+        _LOCAL.overrides = old
 
 
 def working_memory_bytes() -> float:
     """The current budget of one block, in bytes."""
-    return _CONFIG["working_memory"] * 2**20
+    return get_config()["working_memory"] * 2**20

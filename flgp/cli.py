@@ -48,11 +48,11 @@ def _fail(command, message) -> int:
 
 
 def _nifti(args) -> int:
+    from .datasets.fmri import volume_of
     from .models import FLGPRegressor, predict_image
 
     try:
-        import nibabel
-        from nibabel.filebasedimages import ImageFileError
+        import nibabel  # noqa: F401 - the extra's check
     except ImportError:
         return _fail("nifti", 'needs nibabel, the "fmri" extra of flgp: '
                               'pip install "flgp[fmri]"')
@@ -64,11 +64,9 @@ def _nifti(args) -> int:
         if not os.path.isfile(path):
             return _fail("nifti", f"{label} {path!r}: no such file.")
         try:
-            images[label] = nibabel.load(path)
-            images[label].get_fdata(dtype=np.float64)   # read (and cache) it here
-        except (OSError, EOFError, ImageFileError, ValueError) as exc:
-            return _fail("nifti", f"{label} {path!r} cannot be read as a NIfTI image "
-                                  f"({exc}).")
+            images[label] = volume_of(path, label)[0]     # read (and cached) here
+        except (ValueError, TypeError) as exc:
+            return _fail("nifti", str(exc))
     reg = FLGPRegressor(method=args.method, n_induced=args.n_induced,
                         n_eigenpairs=args.n_eigenpairs, n_neighbors=args.n_neighbors,
                         random_state=args.seed)

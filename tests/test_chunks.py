@@ -212,8 +212,13 @@ def test_regressor_with_given_induced_points_and_chunks(rng):
     U = a.eigenpairs_.extension.graph.induced.points
     with flgp.config_context(working_memory=0.01):
         b = FLGPRegressor(induced_points=U, n_eigenpairs=30).fit(X, y)
-    np.testing.assert_allclose(b.transduction_, a.transduction_, atol=1e-10)
-    np.testing.assert_allclose(b.transduction_std_, a.transduction_std_, atol=1e-10)
+    # the engine to rounding; the fits to the optimiser's tolerance (L-BFGS-B may take one
+    # step more or fewer on rounding that differs in the last digit: 5e-6 here)
+    np.testing.assert_allclose(b.eigenvalues_, a.eigenvalues_, atol=1e-12)
+    assert b.diffusion_time_ == pytest.approx(a.diffusion_time_, rel=1e-3)
+    scale = np.abs(a.transduction_).max()
+    np.testing.assert_allclose(b.transduction_, a.transduction_, atol=1e-4 * scale)
+    np.testing.assert_allclose(b.transduction_std_, a.transduction_std_, atol=1e-4 * scale)
 
 
 def spiral_classes(n, rng, m=120, n_classes=3):
@@ -456,6 +461,7 @@ def test_fit_does_not_depend_on_the_block_size(rng, p):
     np.testing.assert_array_equal(small.eigenpairs_.extension.graph.induced.points,
                                   big.eigenpairs_.extension.graph.induced.points)
     np.testing.assert_allclose(small.eigenvalues_, big.eigenvalues_, atol=1e-12)
+    # to EP's tolerance (its stopping rule moves probabilities by ~2e-8 on rounding)
     np.testing.assert_allclose(small.label_distributions_, big.label_distributions_,
-                               atol=1e-8)
+                               atol=1e-6)
     np.testing.assert_array_equal(small.transduction_, big.transduction_)

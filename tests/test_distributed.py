@@ -70,22 +70,25 @@ def test_regressor_on_dask_equals_in_memory(rng):
     X, y = spiral_regression(3000, rng)
     ref = FLGPRegressor(method="flgp", n_induced=300, n_eigenpairs=40).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    # fixed hyperparameters: the engine and the predictions alone
+    # t and the noise fixed; the amplitude is still fitted (L-BFGS-B), so the fits agree
+    # to the optimiser's tolerance (a step more or fewer on rounding-level differences of
+    # the eigenvectors moves the predictions by ~1e-6), the engine to rounding
     fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_,
                  noise=ref.noise_)
     a = FLGPRegressor(method="flgp", **fixed).fit(X, y)
     b = FLGPRegressor(method="flgp", **fixed).fit(da.from_array(X, chunks=800),
                                                   da.from_array(y, chunks=500))
     assert isinstance(b.transduction_, da.Array) and isinstance(b.transduction_std_, da.Array)
-    np.testing.assert_allclose(b.transduction_.compute(), a.transduction_, atol=1e-8)
-    np.testing.assert_allclose(b.transduction_std_.compute(), a.transduction_std_, atol=1e-8)
+    _same_eigenpairs(b.eigenpairs_, a.eigenpairs_)
+    np.testing.assert_allclose(b.transduction_.compute(), a.transduction_, atol=1e-5)
+    np.testing.assert_allclose(b.transduction_std_.compute(), a.transduction_std_, atol=1e-5)
     Xn = X[:500] + 0.01
     mean, sd = b.predict(da.from_array(Xn, chunks=128), return_std=True)
     assert isinstance(mean, da.Array)
     ma, sa = a.predict(Xn, return_std=True)
-    np.testing.assert_allclose(mean.compute(), ma, atol=1e-8)
-    np.testing.assert_allclose(sd.compute(), sa, atol=1e-8)
-    np.testing.assert_allclose(b.predict(Xn), ma, atol=1e-8)      # numpy in, numpy out
+    np.testing.assert_allclose(mean.compute(), ma, atol=1e-5)
+    np.testing.assert_allclose(sd.compute(), sa, atol=1e-5)
+    np.testing.assert_allclose(b.predict(Xn), ma, atol=1e-5)      # numpy in, numpy out
     # fitted t, s^2 and noise: the evidence is flat in t, so rounding-level differences in
     # the eigenvectors (1e-13 here) move its maximiser by ~1e-7 relative
     free = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=40).fit(
@@ -104,18 +107,19 @@ def test_classifier_on_dask_equals_in_memory(rng, n_classes):
     b = FLGPClassifier(**fixed).fit(da.from_array(X, chunks=700), da.from_array(y, chunks=500))
     assert isinstance(b.label_distributions_, da.Array)
     assert isinstance(b.transduction_, da.Array)
+    _same_eigenpairs(b.eigenpairs_, a.eigenpairs_)
     np.testing.assert_allclose(b.label_distributions_.compute(), a.label_distributions_,
-                               atol=1e-8)
+                               atol=1e-6)
     np.testing.assert_array_equal(b.transduction_.compute(), a.transduction_)
     Xn = X[:400] + 0.01
     lazy = b.predict_proba(da.from_array(Xn, chunks=150))
     assert isinstance(lazy, da.Array)
-    np.testing.assert_allclose(lazy.compute(), a.predict_proba(Xn), atol=1e-8)
+    np.testing.assert_allclose(lazy.compute(), a.predict_proba(Xn), atol=1e-6)
     np.testing.assert_array_equal(b.predict(Xn), a.predict(Xn))       # numpy in, numpy out
     mean, var = b.predict_latent(da.from_array(Xn, chunks=150))
     ma, va = a.predict_latent(Xn)
-    np.testing.assert_allclose(mean.compute(), ma, atol=1e-8)
-    np.testing.assert_allclose(var.compute(), va, atol=1e-8)
+    np.testing.assert_allclose(mean.compute(), ma, atol=1e-6)
+    np.testing.assert_allclose(var.compute(), va, atol=1e-6)
     # the fitted model holds no n-sized numpy array (the lazy X and y aside)
     assert not any(X.shape[0] in v.shape for v in _arrays(b))
     assert any(X.shape[0] in v.shape for v in _arrays(a))
@@ -126,7 +130,7 @@ def test_classifier_on_dask_equals_in_memory(rng, n_classes):
                                     da.from_array(names, chunks=500))
     np.testing.assert_array_equal(c.classes_, np.array(["arc0", "arc1", "arc2"])[:n_classes])
     np.testing.assert_allclose(c.label_distributions_.compute(), a.label_distributions_,
-                               atol=1e-8)
+                               atol=1e-6)
     assert np.mean(b.transduction_.compute()[y == -1] != truth[y == -1]) < 0.05
 
 
@@ -140,7 +144,7 @@ def test_regressor_dask_x_unlabeled_and_bad_input(rng):
     est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=20,
                         diffusion_time=50.0, noise=0.1)
     est.fit(da.from_array(X[lab]), y[lab], X_unlabeled=da.from_array(X[~lab], chunks=400))
-    np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
+    np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
     with pytest.raises(ValueError, match="method='flgp' only"):
         FLGPRegressor(method="glgp").fit(da.from_array(X), y)
     with pytest.raises(ValueError, match="one entry per row"):
@@ -201,14 +205,14 @@ def test_zarr_input_and_small_pickles(rng, tmp_path):
     U = ref.eigenpairs_.extension.graph.induced.points
     est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=30, diffusion_time=20.0, noise=0.01)
     est.fit(zarr.open_array(str(tmp_path / "cloud.zarr"), mode="r"), y)
-    np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
+    np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
     blob = pickle.dumps(est)
     # O(s k) - induced points, the projected row map the lazy outputs carry - not O(n):
     # less than half a float per point (one n-sized float array alone is n * 8 bytes)
     assert len(blob) < n * 8 / 2
     back = pickle.loads(blob)
     np.testing.assert_allclose(back.transduction_[:1000].compute(), ref.transduction_[:1000],
-                               atol=1e-8)
+                               atol=1e-5)
     assert not any(isinstance(v, np.ndarray) and v.shape[:1] == (n,)
                    for v in vars(est).values())
 
@@ -234,7 +238,7 @@ def test_local_cluster_fit_equals_in_memory(client, rng):
     est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=40, diffusion_time=30.0, noise=0.1)
     est.fit(da.from_array(X, chunks=500), da.from_array(y, chunks=500))
     _same_eigenpairs(est.eigenpairs_, ref.eigenpairs_)
-    np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-8)
+    np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
     assert len(client.scheduler_info()["workers"]) == 2
 
 

@@ -338,7 +338,12 @@ def test_graphs_and_fits_equal_with_the_kernels_on_and_off(rng, kernel, subsampl
     np.testing.assert_allclose(g1.transition.values, g0.transition.values, atol=1e-12)
     np.testing.assert_allclose(g1.cross_products()["gram"], g0.cross_products()["gram"],
                                atol=1e-10)
-    np.testing.assert_allclose(r1.transduction_, r0.transduction_, atol=1e-8)
-    np.testing.assert_allclose(r1.transduction_std_, r0.transduction_std_, atol=1e-8)
-    np.testing.assert_allclose(m1, m0, atol=1e-8)
-    np.testing.assert_allclose(s1, s0, atol=1e-8)
+    np.testing.assert_allclose(r1.eigenvalues_, r0.eigenvalues_, atol=1e-12)
+    # the fits to the optimiser's tolerance: rounding in the last digit may make L-BFGS-B
+    # take one step more or fewer (2e-6 on the transduction here)
+    assert r1.diffusion_time_ == pytest.approx(r0.diffusion_time_, rel=1e-3)
+    scale = np.abs(r0.transduction_).max()
+    np.testing.assert_allclose(r1.transduction_, r0.transduction_, atol=1e-4 * scale)
+    np.testing.assert_allclose(r1.transduction_std_, r0.transduction_std_, atol=1e-4 * scale)
+    np.testing.assert_allclose(m1, m0, atol=1e-4 * scale)
+    np.testing.assert_allclose(s1, s0, atol=1e-4 * scale)

@@ -71,24 +71,31 @@ def test_poisson_regressor_matches_a_dense_laplace_reference():
     lab = np.sort(lab)
     np.testing.assert_array_equal(np.sort(reg.labelled_indices_), lab)
 
-    def dense(t, s2):
+    def dense(t, s2, nugget):
+        # the counts' own log-rate terms (overdispersion σ²) add σ² I to the labelled block
         w = s2 * spectral_weights(ep, t)
         K = (V * w) @ V.T
-        st = laplace_binary(K[np.ix_(lab, lab)], y[lab], _offset_poisson(b), tol=1e-15)
+        K_lab = K[np.ix_(lab, lab)] + nugget * np.eye(lab.size)
+        st = laplace_binary(K_lab, y[lab], _offset_poisson(b), tol=1e-15)
         return st, K, w
 
-    st, K, w = dense(reg.diffusion_time_, reg.outputscale_)
+    s2n = reg.overdispersion_
+    assert 0.0 < s2n <= 10.0
+    st, K, w = dense(reg.diffusion_time_, reg.outputscale_, s2n)
     assert reg.log_marginal_likelihood_ == pytest.approx(st.log_evidence, abs=1e-7)
     mean, var = binary_predict(st, K[lab], (V * V) @ w)
+    var = var + s2n                         # a new count's log-rate: the latent plus ε
     np.testing.assert_allclose(reg.transduction_, np.exp(b + mean + var / 2), rtol=1e-7)
     np.testing.assert_allclose(reg.transduction_std_,
                                np.exp(b + mean + var / 2) * np.sqrt(np.expm1(var)),
                                rtol=1e-6)
-    # empirical Bayes: (t, s²) is a maximum of the dense evidence (flat prior in log t)
+    # empirical Bayes: (t, s², σ²) is a maximum of the dense evidence (flat prior in log t)
     best = st.log_evidence
-    for dt, ds in [(0.1, 0), (-0.1, 0), (0, 0.1), (0, -0.1)]:
-        other = dense(reg.diffusion_time_ * np.exp(dt), reg.outputscale_ * np.exp(ds))[0]
-        assert other.log_evidence <= best + 1e-6
+    for dt, ds, dn in [(0.1, 0, 0), (-0.1, 0, 0), (0, 0.1, 0), (0, -0.1, 0), (0, 0, 0.1),
+                       (0, 0, -0.1)]:
+        other = dense(reg.diffusion_time_ * np.exp(dt), reg.outputscale_ * np.exp(ds),
+                      s2n * np.exp(dn))[0]
+        assert other.log_evidence <= best + 1e-5, (dt, ds, dn, s2n)
     # and it recovers the rate on the unlabelled points
     unl = np.setdiff1d(np.arange(len(y)), lab)
     assert np.mean(np.abs(reg.transduction_[unl] - rate[unl]) / rate[unl]) < 0.3

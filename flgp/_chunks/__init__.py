@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-from .._config import working_memory_bytes
+from .._config import in_settings, thread_settings, working_memory_bytes
 
 __all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_threads", "map_row_ranges",
            "imap_threads",
@@ -86,9 +86,23 @@ def map_threads(fn, items, threads: int = 1) -> list:
     items = list(items)
     if threads <= 1 or len(items) <= 1:
         return [fn(item) for item in items]
+    fn = _with_caller_settings(fn)
     with one_thread_each(), \
             ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
         return list(pool.map(fn, items))
+
+
+def _with_caller_settings(fn):
+    """``fn`` run under the calling thread's :func:`flgp.config_context` values (a worker
+    thread has none of its own)."""
+    settings = thread_settings()
+    if not settings:
+        return fn
+
+    def run(item):
+        with in_settings(settings):
+            return fn(item)
+    return run
 
 
 def map_row_ranges(fn, ranges, threads: int = 1) -> list:
@@ -105,6 +119,7 @@ def imap_threads(fn, items, threads: int = 1):
         for item in items:
             yield fn(item)
         return
+    fn = _with_caller_settings(fn)
     with one_thread_each(), \
             ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
         pending = iter(items)

@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - only reached without the extra
     raise ImportError("dask arrays need the optional dependency dask: "
                       "pip install 'flgp[dask]'") from exc
 
+from .._config import in_settings, thread_settings
 from .._validation import check_coordinate_scale, count_distinct_rows
 from . import default_chunk_size, is_dask_array, is_zarr_array, merge_partials, row_ranges
 
@@ -143,15 +144,17 @@ def _blocks(Xb, fn, chunk: int, start: int):
             raise _located(err, start, a, b) from err
 
 
-def _reduce_chunk(Xb, fn, chunk: int, layout, block_info=None):
-    parts = [part for _, _, part in _blocks(Xb, fn, chunk, _start(block_info))]
+def _reduce_chunk(Xb, fn, chunk: int, layout, block_info=None, settings=None):
+    with in_settings(settings):
+        parts = [part for _, _, part in _blocks(Xb, fn, chunk, _start(block_info))]
     return _pack(merge_partials(parts), layout)
 
 
-def _map_chunk(Xb, fn, chunk: int, out_shape, dtype, block_info=None):
+def _map_chunk(Xb, fn, chunk: int, out_shape, dtype, block_info=None, settings=None):
     out = np.empty((Xb.shape[0],) + out_shape, dtype=dtype)
-    for a, b, rows in _blocks(Xb, fn, chunk, _start(block_info)):
-        out[a:b] = rows
+    with in_settings(settings):
+        for a, b, rows in _blocks(Xb, fn, chunk, _start(block_info)):
+            out[a:b] = rows
     return out
 
 
@@ -180,6 +183,7 @@ class DaskBlocks:
         chunk = default_chunk_size(bytes_per_row, chunk_size)
         width = sum(int(np.prod(s)) if s else 1 for _, s in layout)
         parts = self.X.map_blocks(_reduce_chunk, dask.delayed(fn, pure=True), chunk, layout,
+                                  settings=thread_settings(),
                                   chunks=((1,) * self.X.numblocks[0], (width,)),
                                   dtype=np.float64)
 
@@ -205,7 +209,7 @@ class DaskBlocks:
         else:
             kwargs["chunks"] = (self.X.chunks[0], (int(n_columns),))
         return self.X.map_blocks(_map_chunk, dask.delayed(fn, pure=True), chunk, out_shape,
-                                 np.dtype(dtype), **kwargs)
+                                 np.dtype(dtype), settings=thread_settings(), **kwargs)
 
     def take(self, index) -> np.ndarray:
         """Rows ``index`` of ``X`` (float64, in the order of ``index``): one computation

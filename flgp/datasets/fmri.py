@@ -12,6 +12,7 @@ back into an image on the map's grid. Needs nibabel, the ``fmri`` extra
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,10 +33,28 @@ def _nibabel():
     return nibabel
 
 
+# what a damaged file raises while nibabel reads it: a truncated gzip stream (EOFError),
+# flipped bytes in it (zlib.error, gzip.BadGzipFile), a header or size nibabel refuses
+# (ImageFileError, a ValueError), a file that vanished (OSError)
+_READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
+
+
+def _unreadable(name, source, exc) -> ValueError:
+    return ValueError(f"{name} {source!r} cannot be read as a NIfTI image "
+                      f"({type(exc).__name__}: {exc}); check that the file is complete "
+                      f"and not damaged (e.g. gzip -t for a .nii.gz).")
+
+
 def as_nifti(img, name):
     nib = _nibabel()
     if isinstance(img, (str, os.PathLike)):
-        return nib.load(os.fspath(img))
+        path = os.fspath(img)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{name} {path!r}: no such file.")
+        try:
+            return nib.load(path)
+        except _READ_ERRORS + (nib.filebasedimages.ImageFileError,) as exc:
+            raise _unreadable(name, path, exc) from exc
     if hasattr(img, "affine") and hasattr(img, "get_fdata"):
         return img
     raise TypeError(f"{name} must be a NIfTI image (nibabel) or a path to one; got "
@@ -44,9 +63,14 @@ def as_nifti(img, name):
 
 def volume_of(img, name):
     """``(image, data)`` of a NIfTI image or path: ``data`` the 3-d float64 array (a 4-d
-    image of one volume is accepted and squeezed)."""
+    image of one volume is accepted and squeezed). A file that cannot be read raises a
+    ``ValueError`` naming it."""
     img = as_nifti(img, name)
-    data = np.asarray(img.get_fdata(dtype=np.float64))
+    try:
+        data = np.asarray(img.get_fdata(dtype=np.float64))
+    except _READ_ERRORS + (_nibabel().filebasedimages.ImageFileError,) as exc:
+        source = img.get_filename() if hasattr(img, "get_filename") else None
+        raise _unreadable(name, source or "(in memory)", exc) from exc
     if data.ndim == 4 and data.shape[3] == 1:
         data = data[..., 0]
     if data.ndim != 3:
@@ -143,11 +167,27 @@ def _mask_array(mask_img, img, nib):
                              f"{img.shape[:3]}.")
         return mask_img.astype(bool)
     mask = as_nifti(mask_img, "mask_img")
+    values = volume_of(mask, "mask_img")[1]
     if mask.shape[:3] != img.shape[:3] or not np.allclose(mask.affine, img.affine):
-        from nibabel.processing import resample_from_to
+        values = nearest_voxel_values(values, mask.affine, img.shape[:3], img.affine)
+    return region_of(values)
 
-        mask = resample_from_to(mask, (img.shape[:3], img.affine), order=0)
-    return region_of(volume_of(mask, "mask_img")[1])
+
+def nearest_voxel_values(values, affine, shape, target_affine):
+    """``values`` (a 3-d array on the grid ``affine``) at the voxel centres of the grid
+    ``(shape, target_affine)``, by nearest neighbour (0 outside): each target centre in the
+    source's voxel coordinates, rounded to 1e-6 of a voxel before the nearest is taken,
+    so that grids whose centres coincide (a shift by whole voxels) map exactly, whatever
+    the rounding of the affines' product (nibabel's resampling lost the grid's last
+    plane on one processor and kept it on another)."""
+    to_source = np.linalg.solve(affine, target_affine)
+    ijk = np.indices(tuple(shape), dtype=np.float64).reshape(3, -1)
+    c = to_source[:3, :3] @ ijk + to_source[:3, 3:4]
+    nearest = np.floor(np.round(c, 6) + 0.5).astype(np.int64)
+    inside = np.all((nearest >= 0) & (nearest < np.asarray(values.shape[:3])[:, None]), 0)
+    out = np.zeros(int(np.prod(shape)), dtype=values.dtype)
+    out[inside] = values[tuple(nearest[:, inside])]
+    return out.reshape(tuple(shape))
 
 
 def voxels_to_nifti(values, ijk, affine, shape, *, fill: float = 0.0):

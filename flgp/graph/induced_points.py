@@ -18,7 +18,6 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from scipy.spatial import cKDTree
 
 from ..backends import compiled
 from ..backends import cpu_threads, keops_nearest, resolve_backend
@@ -26,7 +25,7 @@ from ..backends import cpu_threads, keops_nearest, resolve_backend
 from .._chunks import (count, is_dask_array, map_row_ranges, one_thread_each, row_ranges,
                        stage, take_rows)
 from .._validation import check_random_state
-from .neighbors import KDTREE_MAX_DIM, nearest_induced_points, search_tree
+from .neighbors import KDTREE_MAX_DIM, kdtree_nearest, nearest_induced_points, search_tree
 
 __all__ = ["InducedPoints", "random_induced_points", "kmeans_centres"]
 
@@ -148,11 +147,12 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
 
         def assign(Xc, C):
             # the compiled search (a tree and lists per centre set, ~3 ms for 1,000 centres)
-            # where the kernels are in use, else scipy's k-d tree
+            # where the kernels are in use, else scipy's k-d tree (ties to the smaller
+            # index either way: the same centres on a grid)
             tree = search_tree(C, 1)
             if tree is not None:
                 return compiled.query(tree, Xc, 1, threads=workers)[0][:, 0]
-            return cKDTree(C).query(Xc, k=1, workers=workers)[1]
+            return kdtree_nearest(Xc, C, 1, workers)[0][:, 0]
     else:
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype if isinstance(dtype, torch.dtype) \
             else np.dtype(dtype)

@@ -4,7 +4,9 @@ In low dimension (``p <= 16``) the search is flgp's compiled search
 (:mod:`flgp.backends.compiled`: a k-d tree over ``U`` and each induced point's nearest
 induced points, built once per ``U`` by :func:`search_tree`), or, where the compiled kernels are not in use,
 ``scipy.spatial.cKDTree`` (as many workers as torch has threads); both are exact, and the
-compiled one breaks ties by the smaller index. Otherwise the induced points are ranked by
+compiled one breaks ties by the smaller index (and so does the k-d tree path, by a second
+look at rows whose ``r``-th distance is tied: :func:`kdtree_nearest`). Otherwise the
+induced points are ranked by
 ``|u|^2 / 2 - x.u`` from one float32 GEMM per chunk (numpy) and the ``r`` smallest picked
 by ``r`` row-wise argmins (:func:`smallest_columns`), so memory stays at ``chunk x s``
 whatever ``n`` is. The squared distances of the selected pairs are then
@@ -22,7 +24,7 @@ from ..backends import (compiled, cpu_threads, keops_nearest, pairwise_sq_distan
                         resolve_backend)
 
 __all__ = ["nearest_induced_points", "mean_neighbour_sq_distance", "pairwise_sq_distances",
-           "smallest_columns", "search_tree", "KDTREE_MAX_DIM"]
+           "smallest_columns", "search_tree", "kdtree_nearest", "KDTREE_MAX_DIM"]
 
 # number of distance entries (rows x induced points) computed at once
 _CHUNK_ENTRIES = 2_000_000
@@ -91,9 +93,7 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
                 tree = compiled.build_tree(U, r)
             return compiled.query(tree, X, r,
                                  threads=cpu_threads() if workers is None else workers)
-        _, indices = cKDTree(U).query(X, k=r,
-                                      workers=cpu_threads() if workers is None else workers)
-        return _sorted_exact(X, U, np.asarray(indices, dtype=np.int64).reshape(n, r))
+        return kdtree_nearest(X, U, r, cpu_threads() if workers is None else workers)
     # centre both sets on the induced points' mean: the GEMM identity loses digits far from 0
     dtype = _numpy_dtype(search_dtype)
     centre = U.mean(axis=0, keepdims=True)
@@ -108,6 +108,37 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
         np.subtract(half, S, out=S)
         indices[start:stop] = smallest_columns(S, r)
     return _sorted_exact(X, U, indices)
+
+
+def kdtree_nearest(X: np.ndarray, U: np.ndarray, r: int, workers: int):
+    """``scipy.spatial.cKDTree``'s search with the compiled search's answer on exact ties:
+    the ``r`` nearest by (squared distance, index), sorted so. The tree returns tied points
+    in an order of its own, and on a grid - voxel coordinates - ties are the rule (the
+    k-means centres of a 20 x 20 x 5 lattice: 813 of 2,000 points had another third
+    neighbour). One more neighbour is asked for; a row whose ``r``-th and ``(r+1)``-th
+    distances tie gets every induced point of its ``r``-th distance from a ball query."""
+    n, s = X.shape[0], U.shape[0]
+    k = min(r + 1, s)
+    tree = cKDTree(U)
+    _, idx = tree.query(X, k=k, workers=workers)
+    idx = np.asarray(idx, dtype=np.int64).reshape(n, k)
+    sq = _exact_sq_distances(X, U, idx)
+    order = np.lexsort((idx, sq))
+    idx = np.take_along_axis(idx, order, axis=1)
+    sq = np.take_along_axis(sq, order, axis=1)
+    if k > r:
+        tied = np.flatnonzero(sq[:, r - 1] == sq[:, r])
+        if tied.size:
+            # every induced point at the r-th distance (a radius a little beyond it, the
+            # exact distances then decide)
+            radius = np.sqrt(sq[tied, r - 1]) * (1.0 + 1e-9) + 1e-300
+            for row, found in zip(tied, tree.query_ball_point(X[tied], radius,
+                                                               workers=workers)):
+                cand = np.asarray(found, dtype=np.int64)
+                d2 = _exact_sq_distances(X[row:row + 1], U, cand[None, :])[0]
+                pick = np.lexsort((cand, d2))[:r]
+                idx[row, :r], sq[row, :r] = cand[pick], d2[pick]
+    return idx[:, :r].copy(), sq[:, :r].copy()
 
 
 def smallest_columns(S: np.ndarray, r: int) -> np.ndarray:

@@ -112,10 +112,17 @@ class SpectralKernel(Kernel):
         self._set_diffusion_time(value)
 
     def _set_diffusion_time(self, value) -> None:
-        if not torch.is_tensor(value):
-            value = torch.as_tensor(value).to(self.raw_diffusion_time)
+        # through float64 whatever the kernel's dtype: a Python float went through torch's
+        # default float32 first (t = 1234.57 stored with a relative error of 1.5e-8 in a
+        # float64 kernel, 1e300 as inf); the raw value is cast only after the inverse
+        # transform (log 1e300 fits any float)
+        raw = self.raw_diffusion_time
+        value = torch.as_tensor(value, dtype=torch.float64, device=raw.device)
+        if not bool(torch.isfinite(value).all()) or bool((value <= 0).any()):
+            raise ValueError(f"diffusion_time must be finite and positive; got "
+                             f"{value.detach().cpu().numpy()!r}.")
         self.initialize(raw_diffusion_time=self.raw_diffusion_time_constraint.inverse_transform(
-            value.to(self.raw_diffusion_time)))
+            value).to(raw))
 
     # -- eigenvector values at coordinates ---------------------------------------------
     def eigenvector_values(self, x: torch.Tensor) -> torch.Tensor:
@@ -144,7 +151,12 @@ class SpectralKernel(Kernel):
             return heat_features(v, lam, t.squeeze(-1), self.kernel_scale)
         t = 1.0 if self.family == "green" else self.diffusion_time.to(v).squeeze(-1)
         half = (0.5 * family_log_weights(lam, t, self.family, self.nu)).exp()
-        return v * (float(self.kernel_scale) ** 0.5) * half.unsqueeze(-2)
+        phi = v * (float(self.kernel_scale) ** 0.5) * half.unsqueeze(-2)
+        if self.batch_shape and phi.dim() < len(self.batch_shape) + 2:
+            # no batched hyperparameter carried the batch (the pseudo-inverse has none):
+            # every member shares the features of an unbatched input
+            phi = phi.expand(*self.batch_shape, *phi.shape[-2:])
+        return phi
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params):
         """Covariance ``... x N x M`` of inputs ``x1`` (``... x N x p``) and ``x2``

@@ -17,8 +17,10 @@ import numpy as np
 import torch
 
 from .._chunks import default_chunk_size
-from .inference.laplace import (LogisticLikelihood, binary_predict, laplace_binary, laplace_softmax,
-                      probit_logistic, softmax_predict, softmax_probabilities)
+from .._validation import power_of_two_unit
+from .inference.laplace import (LogisticLikelihood, binary_predict, laplace_binary,
+                                laplace_softmax, probit_logistic, softmax_predict,
+                                softmax_probabilities)
 
 __all__ = ["RBFLaplaceClassifier", "RBFGPRegressor"]
 
@@ -143,10 +145,15 @@ class RBFGPRegressor:
     def fit(self, X, y):
         self.mu_, self.sd_ = _standardise(X)
         y = np.asarray(y, dtype=np.float64)
-        self.y_mean_ = float(y.mean())
-        self.y_scale_ = float(y.std()) or 1.0
+        # targets at any scale: an exact power-of-two unit first (1 for ordinary data), as
+        # the heat-kernel regressor does, so that 1e-200 y and 1e200 y fit like y
+        self.y_unit_ = unit = power_of_two_unit(y)
+        y_pre = y / unit
+        mean_pre, scale_pre = float(y_pre.mean()), float(y_pre.std()) or 1.0
+        self.y_mean_ = mean_pre * unit
+        self.y_scale_ = scale_pre * unit
         Z = torch.as_tensor((X - self.mu_) / self.sd_, dtype=torch.float64)
-        yt = torch.as_tensor((y - self.y_mean_) / self.y_scale_, dtype=torch.float64)
+        yt = torch.as_tensor((y_pre - mean_pre) / scale_pre, dtype=torch.float64)
         sub = Z.numpy()[:2000]            # the median heuristic needs no more points
         d2 = _sqdist(sub, sub)
         med = float(np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)) or 1.0
@@ -170,14 +177,18 @@ class RBFGPRegressor:
             # GPyTorch would return the posterior at the training inputs, and warn); in
             # the units of y it is the standardised one minus m log(y_scale)
             self.log_marginal_likelihood_ = (float(mll(model(Z), yt)) * len(yt)
-                                             - len(yt) * np.log(self.y_scale_))
+                                             - len(yt) * (np.log(scale_pre) + np.log(unit)))
         self.n_iter_ = model.n_iter_
         model.eval()
         lik.eval()
         self.model_, self.likelihood_ = model, lik
-        scale2 = self.y_scale_ ** 2
-        self.noise_ = float(lik.noise.detach()) * scale2
-        self.outputscale_ = float(model.covar_module.outputscale.detach()) * scale2
+        # variances in units of y^2 as far as float64 holds them (inf beyond); the noise
+        # also in units of (y / y_unit_)^2, where it cannot overflow
+        with np.errstate(over="ignore"):
+            scale2 = np.float64(scale_pre) ** 2 * np.float64(unit) * np.float64(unit)
+        self.noise_pre_ = float(lik.noise.detach()) * scale_pre ** 2
+        self.noise_ = float(lik.noise.detach()) * float(scale2)
+        self.outputscale_ = float(model.covar_module.outputscale.detach()) * float(scale2)
         self.constant_ = (float(model.mean_module.constant.detach()) * self.y_scale_
                           + self.y_mean_)
         self.lengthscale_ = float(model.covar_module.base_kernel.lengthscale.detach())

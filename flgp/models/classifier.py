@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, map_threads, stage
 from ..backends import cpu_threads
-from ..spectral.families import (FAMILIES, SpectralPrior, active_columns,
+from ..spectral.families import (FAMILIES, ZERO_EIGENVALUE, SpectralPrior, active_columns,
                                  diffusion_time_range, spectral_time_prior)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from ._search import (diffusion_time_mixture, parabolic_refine, search_log_scalar,
@@ -168,6 +168,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         few labels per class it is 0).
         With several connected components only the constant combination of their
         indicators gets it; the contrasts between components keep the family's weight.
+        At most ``1e6``: already a flat prior on the offset for any labels, while larger
+        values leave float64 too few digits for the other modes.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
         (multinomial probit with EP, softmax with Laplace; ``"softmax"`` is accepted as
@@ -290,7 +292,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         "average_diffusion_time": ["boolean", None],
         "spectral_family": [StrOptions(set(FAMILIES) | {"auto"})],
         "matern_nu": [_POSITIVE],
-        "constant_variance": [Interval(numbers.Real, 0, None, closed="left"), None],
+        # above 1e6 the constant mode swamps float64's resolution of the others (EP's
+        # posterior precision and Laplace's kernel matrix lose definiteness near 1e8)
+        "constant_variance": [Interval(numbers.Real, 0, 1e6, closed="both"), None],
         "multi_class": [StrOptions({"multinomial", "softmax", "ovr"})],
         "inference": [StrOptions({"ep", "laplace"})],
         "amplitude": [_POSITIVE, None],
@@ -401,6 +405,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                                         np.array([[tk, wk] for tk, wk, _ in mixture]))
         self.predictive_scale_ = self._predictive_scale(codes)
         self._warn_weak_fit(codes, t)
+        self._warn_degenerate_prior(prior, t)
         self._predictor = _ClassPredictor(
             prior, self.classes_.size, self._ep, self._one_vs_rest,
             self._mixture, self.predictive_scale_, self._prior, self._component_has_label,
@@ -539,6 +544,28 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                           f"beyond what the eigenpairs resolve, so the predictions are "
                           f"close to the prior's there. More labels, or a fixed "
                           f"diffusion_time, settle it.", UserWarning, stacklevel=4)
+
+    def _warn_degenerate_prior(self, prior, t) -> None:
+        """Warn when the fitted prior cannot tell the points of a connected part of the
+        graph apart: at the fitted ``t`` every mode of non-zero eigenvalue has weight 0 (one
+        eigenpair, an endless diffusion time, a graph of two induced points). The fit then
+        gives the prior's answer - the same prediction at every point of a part, or ``1/C``
+        everywhere when no mode is left at all."""
+        lam = prior.eigenvalues
+        kept = np.zeros(lam.size, dtype=bool)
+        for tk in np.atleast_1d(t):
+            kept |= prior.weights(float(tk)) != 0
+        if np.any(kept & (lam > ZERO_EIGENVALUE)):
+            return
+        sizes = f"{lam.size} eigenpair(s)"
+        what = ("no mode of the spectrum: the latent is 0 everywhere and every class gets "
+                "probability 1/n_classes" if not kept.any() else
+                "only the constant mode of each connected part of the graph (eigenvalue 0): "
+                "every point of a part gets the same prediction")
+        warnings.warn(f"the fitted prior (diffusion time {float(np.max(t)):.3g}, {sizes}) "
+                      f"keeps {what}. The labels cannot say more through it; use more "
+                      f"eigenpairs and induced points (n_eigenpairs, n_induced), or a shorter "
+                      f"diffusion_time.", UserWarning, stacklevel=4)
 
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import ndtri
 from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, stage
@@ -43,8 +44,10 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     (:func:`flgp.models.inference.poisson.count_offset`); the posterior is Laplace's
     approximation (Newton's method in the ``M``-dimensional weight space, ``O(m M^2 + M^3)``
     a step) and ``t``, ``s^2`` maximise its marginal likelihood times ``π(t)`` (the same
-    grid, starts and L-BFGS-B, with the evidence's analytic gradient). ``predict`` returns
-    the posterior mean count ``E[exp(b + f)] = exp(b + m + v/2)``; :meth:`predict_interval`
+    grid, starts and L-BFGS-B, with the evidence's analytic gradient). Each count also
+    has a log-rate term of its own, ``ε ~ N(0, σ²)`` (``overdispersion``, fitted with
+    ``t`` and ``s^2`` by default). ``predict`` returns the posterior mean count of a new
+    observation, ``E[exp(b + f + ε)] = exp(b + m + (v + σ²)/2)``; :meth:`predict_interval`
     an interval for a new count.
 
     Parameters
@@ -74,6 +77,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     likelihood : {"gaussian", "poisson"}, default="gaussian"
         ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
         rows), modelled with a log link (see above). Heat-kernel methods only.
+    overdispersion : float or None, default=None
+        Counts only: the variance ``σ²`` of each count's own log-rate term (the
+        Poisson–log-normal model, ``y ~ Poisson(exp(b + f(x) + ε))``, ``ε ~ N(0, σ²)``).
+        None fits it with ``t`` and ``s²`` (in ``[1e-6, 10]``); 0 is the plain Poisson
+        model, which makes a rank-``M`` prior interpolate the logarithms of large counts
+        exactly (infinite predicted means away from the labels).
 
     Attributes
     ----------
@@ -96,6 +105,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         Laplace's approximation of ``log p(y | t, s^2)``.
     offset_ : float or None
         ``b``, the log-rate the counts' prior is centred on (None for Gaussian noise).
+    overdispersion_ : float
+        Counts only: the fitted (or fixed) ``σ²``.
     transduction_, transduction_std_ : ndarray (n_samples,)
         Posterior mean and standard deviation of ``f`` on every row of the cloud (of the
         rate ``exp(b + f)`` for counts).
@@ -142,8 +153,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         **HeatGPEstimator._parameter_constraints,
         "noise": [_POSITIVE, None],
         "likelihood": [StrOptions({"gaussian", "poisson"})],
+        "overdispersion": [Interval(numbers.Real, 0, None, closed="left"), None],
     }
-    _finite_parameters = HeatGPEstimator._finite_parameters + ("noise",)
+    _finite_parameters = HeatGPEstimator._finite_parameters + ("noise", "overdispersion")
     _unlabelled_fill = np.nan
 
     @staticmethod
@@ -155,7 +167,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
                  diffusion_time_prior_power=1.0, noise=None, max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False,
-                 induced_points=None, likelihood="gaussian", warm_start=False):
+                 induced_points=None, likelihood="gaussian", overdispersion=None,
+                 warm_start=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -176,6 +189,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self.verbose = verbose
         self.induced_points = induced_points
         self.likelihood = likelihood
+        self.overdispersion = overdispersion
         self.warm_start = warm_start
 
     # -- inputs ---------------------------------------------------------------------------
@@ -187,7 +201,11 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                  "('flgp', 'glgp', 'nystrom'); method='rbf' is Gaussian only.")
             if self.noise is not None:
                 raise ValueError("noise is a parameter of likelihood='gaussian'; a Poisson "
-                                 "count has no separate noise variance (leave noise=None).")
+                                 "count has no separate noise variance (leave noise=None; "
+                                 "overdispersion is the counts' extra variance).")
+        elif self.overdispersion is not None:
+            raise ValueError("overdispersion is a parameter of likelihood='poisson'; "
+                             "Gaussian targets have noise instead.")
 
     def _target_array(self, y):
         try:
@@ -317,7 +335,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             y_lab, offset = targets
             fit = fit_count_hyperparameters(
                 eigenpairs, V_lab, y_lab, offset, diffusion_time=self.diffusion_time,
-                prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter)
+                prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter,
+                nugget=self.overdispersion)
         else:
             fit = self._fit_hyper(eigenpairs, V_lab, targets)
         return CandidateFit(score=-fit["nll"], t=fit["t"], log_evidence=-fit["nll_evidence"],
@@ -348,8 +367,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         w_cov = np.zeros((M, M))
         w_cov[np.ix_(kept, kept)] = state.covariance()
         self._noise_std = None
+        self.overdispersion_ = fit["nugget"]
         self._predictor = _CountPredictor(sd, w_mean, w_cov, offset,
-                                          self._component_has_label)
+                                          self._component_has_label, fit["nugget"])
         return self._transduce(eigenpairs)
 
     def _fit_hyper(self, eigenpairs, V_lab, z):
@@ -457,7 +477,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if self.likelihood != "poisson":
             mean, std = self.predict(X, return_std=True)
             if self.method_ == "rbf":
-                unit, noise = 1.0, self.noise_
+                unit, noise = self.rbf_.y_unit_, self.rbf_.noise_pre_
             else:
                 unit, noise = self._y_unit, self._noise_pre
             half = ndtri(0.5 + coverage / 2.0) * np.sqrt((std / unit) ** 2 + noise) * unit
@@ -580,13 +600,22 @@ class _RegressionPredictor:
 
 
 class _CountPredictor(_RegressionPredictor):
-    """Posterior mean and sd of the rate ``exp(b + f(x))`` from eigenvector rows (``latent``:
-    the log-rate's mean and sd instead); picklable, ``__call__(V, components) -> (b, 2)``."""
+    """Posterior mean and sd of the rate ``exp(b + f(x) + ε)`` of a new count from
+    eigenvector rows (``latent``: the log-rate's mean and sd instead; ``ε ~ N(0, σ²)`` its
+    own term, the overdispersion); picklable, ``__call__(V, components) -> (b, 2)``."""
 
-    def __init__(self, sd, w_mean, w_cov, offset, component_has_label, latent=False):
+    def __init__(self, sd, w_mean, w_cov, offset, component_has_label, nugget=0.0,
+                 latent=False):
         super().__init__(sd, w_mean, w_cov, 0.0, 1.0, component_has_label)
         self.offset = float(offset)
+        self.nugget = float(nugget)     # σ²: a new count's own log-rate variance
         self.latent = latent
+
+    def moments(self, Z, components=None):
+        """The log-rate of a new count: the latent's posterior plus the count's own term
+        (variance ``σ²``)."""
+        mean, var = super().moments(Z, components)
+        return mean, var + self.nugget
 
     @classmethod
     def latent_of(cls, pr):

@@ -126,9 +126,18 @@ def heat_log_weights(eigenvalues, t):
     if _is_torch(eigenvalues):
         import torch
 
-        return -torch.as_tensor(t, dtype=eigenvalues.dtype,
-                                device=eigenvalues.device) * eigenvalues
-    return -np.multiply.outer(np.asarray(t, dtype=np.float64), eigenvalues)
+        t = torch.as_tensor(t, dtype=eigenvalues.dtype, device=eigenvalues.device)
+        out = -t * eigenvalues
+        if not bool(torch.isfinite(t).all()):  # an endless time: the zero modes keep 1
+            out = torch.where(eigenvalues == 0, torch.zeros_like(out), out)
+        return out
+    t = np.asarray(t, dtype=np.float64)
+    if np.isfinite(t).all():
+        return -np.multiply.outer(t, eigenvalues)
+    with np.errstate(invalid="ignore"):         # inf * 0: the zero modes keep weight 1
+        out = -np.multiply.outer(t, eigenvalues)
+    out[..., np.asarray(eigenvalues) == 0] = 0.0
+    return out
 
 
 def heat_weights(eigenvalues, t):
@@ -280,9 +289,14 @@ def spectral_weights(spectrum, t, family: str = "heat", nu: float = 2.0,
     else:
         w = spectrum.kernel_scale * np.exp(family_log_weights(spectrum.eigenvalues, t,
                                                               family, nu))
-    if constant != 1.0:
+    # a constant-mode variance above 1 (an almost flat prior on the mean, which the labels
+    # pin down) multiplies after the flush: it must not flush the modes that carry the
+    # function's shape (constant_variance=1e30 left the constant mode alone)
+    if constant < 1.0:
         w[..., 0] *= constant
     w[w < FLUSH_RELATIVE * w.max(axis=-1, keepdims=True)] = 0.0
+    if constant > 1.0:
+        w[..., 0] *= constant
     return w
 
 

@@ -102,9 +102,15 @@ def _tri_solve(L, B, trans=0):
     """``L⁻¹ B`` (``trans=1``: ``L⁻ᵀ B``) for lower-triangular ``L``, through LAPACK
     ``trtrs`` directly: EP makes thousands of such calls on small matrices, where scipy's
     argument checking costs as much as the solve."""
+    if L.shape[0] == 0:                  # no modes: a 0 x k answer (LAPACK refuses ldb = 0)
+        return np.zeros((0,) + np.shape(B)[1:])
     X, info = scipy.linalg.lapack.dtrtrs(L, B, lower=1, trans=trans)
-    if info != 0:
-        raise np.linalg.LinAlgError(f"singular triangular factor in EP (LAPACK info {info}).")
+    if info > 0:
+        raise np.linalg.LinAlgError(f"singular triangular factor in EP: diagonal entry "
+                                    f"{info} of the posterior's Cholesky factor is 0.")
+    if info < 0:                         # pragma: no cover - a bug, not the user's input
+        raise ValueError(f"LAPACK dtrtrs refused argument {-info} (shapes {L.shape}, "
+                         f"{np.shape(B)}).")
     return X
 
 
@@ -174,6 +180,8 @@ def ep_probit(Phi: np.ndarray, y: np.ndarray, *, init: ProbitEPState | None = No
     (e.g. a neighbouring diffusion time); the fixed point does not depend on it."""
     m = Phi.shape[0]
     y = np.asarray(y, dtype=np.float64)
+    if Phi.shape[1] == 0:
+        return _degenerate_probit(Phi, y)
     tau = np.zeros(m) if init is None else init.tau.copy()
     nu = np.zeros(m) if init is None else init.nu.copy()
     L, mean_z, mu, var = _probit_posterior(Phi, tau, nu)
@@ -205,6 +213,18 @@ def ep_probit(Phi: np.ndarray, y: np.ndarray, *, init: ProbitEPState | None = No
                          log_loo=float(log_z.sum()), n_sweeps=sweep, phi=Phi, y=y)
 
 
+def _degenerate_probit(Phi, y) -> ProbitEPState:
+    """The posterior of a prior without modes (``d = 0``: every weight of the spectrum is 0,
+    e.g. one eigenpair without its constant mode, or an endless diffusion time): the latent
+    is 0 everywhere, so each label has probability ``Φ(0) = 1/2`` - the evidence and the
+    leave-one-out terms are ``-m log 2`` exactly, and the sites stay empty."""
+    m = Phi.shape[0]
+    log_ev = -m * np.log(2.0)
+    return ProbitEPState(tau=np.zeros(m), nu=np.zeros(m), chol=np.zeros((0, 0)),
+                         mean_z=np.zeros(0), log_evidence=float(log_ev),
+                         log_loo=float(log_ev), n_sweeps=0, phi=Phi, y=y)
+
+
 def probit_latent(state: ProbitEPState, Phi_new: np.ndarray):
     """Latent posterior mean and variance at points with features ``Phi_new`` (n, d)."""
     mean = Phi_new @ state.mean_z
@@ -222,6 +242,8 @@ def probit_probabilities(mean: np.ndarray, var: np.ndarray, scale: float = 1.0) 
 def probit_loo(state: ProbitEPState):
     """Leave-one-out predictive of each labelled point from EP's cavities: returns ``(a,
     b)`` with ``log P(y_i | y_-i) = log Φ(κ a_i / b_i)`` at predictive scale ``κ``."""
+    if state.chol.shape[0] == 0:         # no modes: every cavity is the point mass at 0
+        return np.zeros_like(state.y), np.ones_like(state.y)
     mean, var = probit_latent(state, state.phi)
     tau_c = np.maximum(1.0 / var - state.tau, 1e-300)
     m_c = (mean / var - state.nu) / tau_c
@@ -449,6 +471,8 @@ def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
     y = np.asarray(y, dtype=np.int64)
     m = y.shape[0]
     others, Dm = _differences(y, C)
+    if Phi.shape[1] == 0:
+        return _degenerate_multinomial(Phi, others, C)
     tau = np.zeros((m, C - 1)) if init is None else init.tau.copy()
     nu = np.zeros((m, C - 1)) if init is None else init.nu.copy()
 
@@ -492,6 +516,18 @@ def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
                               log_loo=float(log_z.sum()), n_sweeps=sweep)
 
 
+def _degenerate_multinomial(Phi, others, C) -> MultinomialEPState:
+    """The multinomial posterior of a prior without modes (``d = 0``): every latent is 0,
+    so each label has probability ``1/C``; evidence and leave-one-out terms ``-m log C``,
+    no site, no correction (``r = 0``)."""
+    m = Phi.shape[0]
+    log_ev = -m * np.log(C)
+    return MultinomialEPState(tau=np.zeros((m, C - 1)), nu=np.zeros((m, C - 1)),
+                              others=others, chol_p=np.zeros((C, 0, 0)), chol_m=np.eye(m),
+                              r=np.zeros((m, C)), phi=Phi, mean_z=np.zeros((0, C)),
+                              log_evidence=float(log_ev), log_loo=float(log_ev), n_sweeps=0)
+
+
 @_staged("calibration")
 def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
     """Leave-one-out predictive of each labelled point from nested EP's cavities: returns
@@ -500,6 +536,9 @@ def multinomial_loo(state: MultinomialEPState, y: np.ndarray):
     cavity means of ``f_y - f_j``, ``S_i`` the covariance of ``g_y - g_j``)."""
     C = state.n_classes
     y = np.asarray(y, dtype=np.int64)
+    if state.phi.shape[1] == 0:          # no modes: g_y - g_j = ε_y - ε_j
+        m = y.shape[0]
+        return np.zeros((m, C - 1)), np.ones((m, C - 1, C - 1)) + np.eye(C - 1)
     d, s, h = _outer_sites(state.tau, state.nu, y, state.others, C)
     post = _multinomial_posterior(state.phi, d, s, h)
     _, Dm = _differences(y, C)

@@ -69,6 +69,17 @@ class PoissonLikelihood:
         with np.errstate(over="ignore"):
             return np.exp(f)
 
+    @staticmethod
+    def saturated(y):
+        """``max_f log p(y | f) = y log y - y - log y!`` (0 log 0 = 0): Newton compares
+        objectives relative to it, so that counts of 10^13 (log-likelihoods of -10^13 at
+        every f, mostly ``log y!``) do not make its tolerance of 1e-12 relative a tolerance
+        of 10 nats."""
+        y = np.asarray(y, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ylogy = np.where(y > 0, y * np.log(np.where(y > 0, y, 1.0)), 0.0)
+        return ylogy - y - gammaln(y + 1)
+
 
 def _damped_step(psi, K, a, a_new, obj, tol):
     """Newton step in ``a`` (``f = K a``), halved until the objective ``psi`` does not drop.
@@ -107,6 +118,19 @@ def _chol_lower(B: np.ndarray) -> np.ndarray:
     return L
 
 
+def _chol_eye_plus_gram(A: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor of ``I + AᵀA`` from the QR factorisation of ``[A; I]``: exact
+    for a nearby matrix whatever the scale of ``A``, where forming ``AᵀA`` first loses the
+    identity next to entries of 10^15 (counts of 10^13 make ``W`` that large) and the
+    factorisation of the rounded sum can fail."""
+    if not np.all(np.isfinite(A)):
+        raise np.linalg.LinAlgError("the Laplace Hessian is not finite (a rate overflowed).")
+    d = A.shape[1]
+    R = scipy.linalg.qr(np.vstack([A, np.eye(d)]), mode="r", check_finite=False)[0][:d]
+    sign = np.where(np.diag(R) < 0, -1.0, 1.0)
+    return np.ascontiguousarray((R * sign[:, None]).T)
+
+
 def laplace_binary(K: np.ndarray, y: np.ndarray, likelihood=LogisticLikelihood, *,
                    a0: np.ndarray | None = None, tol: float = 1e-9,
                    max_iter: int = 100) -> BinaryLaplaceState:
@@ -143,9 +167,12 @@ class WeightLaplaceState:
     u: np.ndarray        # (d,) posterior mode of the weights
     f: np.ndarray        # (m,) latent at the labelled points, offset included
     w: np.ndarray        # (m,) W = -d² log p / df² at the mode
-    chol: np.ndarray     # (d, d) lower Cholesky factor of H = I + Φᵀ W Φ
+    chol: np.ndarray     # (d, d) lower Cholesky factor of H = I + Φᵀ W Φ (with a nugget:
+    #                      of the Schur complement S = I + Φᵀ diag(W / (1 + σ²W)) Φ)
     log_evidence: float
     n_iter: int
+    nugget: float = 0.0  # σ², the variance of the observations' own latent terms
+    e: np.ndarray | None = None   # (m,) their standardised modes (f = b + Φu + σ e)
 
     def covariance(self) -> np.ndarray:
         """The weights' posterior covariance ``H⁻¹`` (d, d)."""
@@ -156,9 +183,13 @@ class WeightLaplaceState:
 
 def laplace_weights(Phi: np.ndarray, y: np.ndarray, likelihood=PoissonLikelihood, *,
                     offset: float = 0.0, u0: np.ndarray | None = None, tol: float = 1e-10,
-                    max_iter: int = 100) -> WeightLaplaceState:
+                    max_iter: int = 100, nugget: float = 0.0) -> WeightLaplaceState:
     """Laplace approximation in weight space: ``f = offset + Φ u``, ``u ~ N(0, I_d)``,
-    ``y_i ~ p(y_i | f_i)`` (log-concave, factorised).
+    ``y_i ~ p(y_i | f_i)`` (log-concave, factorised). With ``nugget = σ² > 0`` each
+    observation has a latent term of its own, ``f_i = offset + φ_i u + σ e_i``,
+    ``e ~ N(0, I_m)`` (overdispersion: the Poisson–log-normal model), handled by the Schur
+    complement so that a step still costs ``O(m d² + d³)``
+    (:func:`_laplace_weights_nugget`).
 
     Newton's method on ``Ψ(u) = -|u|²/2 + Σ log p(y | f)`` (Hessian ``-(I + Φᵀ W Φ)``),
     damped by step halving; stops when a step moves no weight by more than ``tol``. The
@@ -169,21 +200,30 @@ def laplace_weights(Phi: np.ndarray, y: np.ndarray, likelihood=PoissonLikelihood
     Phi = np.asarray(Phi, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     m, d = Phi.shape
+    if nugget > 0.0:
+        return _laplace_weights_nugget(Phi, y, likelihood, offset, u0, tol, max_iter,
+                                       float(nugget))
     u = np.zeros(d) if u0 is None else np.array(u0, dtype=np.float64)
+    # objectives relative to the saturated likelihood (see PoissonLikelihood.saturated)
+    base = _saturated(likelihood, y)
 
     def psi(u_):
         f_ = offset + Phi @ u_
-        val = -0.5 * u_ @ u_ + likelihood.log_prob(y, f_).sum()
+        with np.errstate(over="ignore", invalid="ignore"):
+            val = -0.5 * u_ @ u_ + (likelihood.log_prob(y, f_) - base).sum()
         return (val if np.isfinite(val) else -np.inf), f_
 
     obj, f = psi(u)
-    if not np.isfinite(obj):            # a warm start that overflows: start from the prior
-        u = np.zeros(d)
-        obj, f = psi(u)
+    if u0 is not None:
+        # a warm start (the mode at other hyperparameters) only where it beats the prior's
+        # mean: with counts of 10^13 a far one left Newton's line search stalled
+        obj0, f0 = psi(np.zeros(d))
+        if not obj >= obj0:
+            u, obj, f = np.zeros(d), obj0, f0
     it = 0
     for it in range(1, max_iter + 1):
         g, w = likelihood.grad_hess(y, f)
-        L = _chol_lower(np.eye(d) + (Phi * w[:, None]).T @ Phi)
+        L = _chol_eye_plus_gram(Phi * np.sqrt(w)[:, None])
         step = scipy.linalg.cho_solve((L, True), Phi.T @ g - u, check_finite=False)
         size = 1.0
         while True:
@@ -197,23 +237,94 @@ def laplace_weights(Phi: np.ndarray, y: np.ndarray, likelihood=PoissonLikelihood
         if size * np.max(np.abs(step), initial=0.0) <= tol:
             break
     g, w = likelihood.grad_hess(y, f)
-    L = _chol_lower(np.eye(d) + (Phi * w[:, None]).T @ Phi)
-    log_ev = obj - np.log(np.diag(L)).sum()
+    L = _chol_eye_plus_gram(Phi * np.sqrt(w)[:, None])
+    log_ev = obj + base.sum() - np.log(np.diag(L)).sum()
     return WeightLaplaceState(u=u, f=f, w=w, chol=L, log_evidence=float(log_ev), n_iter=it)
 
 
+def _saturated(likelihood, y) -> np.ndarray:
+    sat = getattr(likelihood, "saturated", None)
+    return np.zeros(np.shape(y)) if sat is None else sat(y)
+
+
+def _laplace_weights_nugget(Phi, y, likelihood, offset, u0, tol, max_iter, nugget):
+    """:func:`laplace_weights` with a nugget ``σ²``: Newton on ``(u, e)``, whose Hessian
+    ``[[I + ΦᵀWΦ, σΦᵀW], [σWΦ, D]]`` with ``D = I + σ²W`` (diagonal) is solved through the
+    ``d x d`` Schur complement ``S = I + Φᵀ diag(W/D) Φ``; ``log |H| = log |D| + log |S|``."""
+    m, d = Phi.shape
+    sigma = np.sqrt(nugget)
+    u = np.zeros(d) if u0 is None else np.array(u0, dtype=np.float64)
+    e = np.zeros(m)
+    base = _saturated(likelihood, y)
+
+    def psi(u_, e_):
+        f_ = offset + Phi @ u_ + sigma * e_
+        with np.errstate(over="ignore", invalid="ignore"):
+            val = -0.5 * (u_ @ u_ + e_ @ e_) + (likelihood.log_prob(y, f_) - base).sum()
+        return (val if np.isfinite(val) else -np.inf), f_
+
+    obj, f = psi(u, e)
+    if u0 is not None:                      # a warm start only where it beats the prior's mean
+        obj0, f0 = psi(np.zeros(d), e)
+        if not obj >= obj0:
+            u, obj, f = np.zeros(d), obj0, f0
+    it = 0
+    for it in range(1, max_iter + 1):
+        g, w = likelihood.grad_hess(y, f)
+        D = 1.0 + nugget * w
+        L = _chol_eye_plus_gram(Phi * np.sqrt(w / D)[:, None])
+        r_u, r_e = Phi.T @ g - u, sigma * g - e
+        du = scipy.linalg.cho_solve((L, True), r_u - sigma * (Phi.T @ (w / D * r_e)),
+                                    check_finite=False)
+        de = (r_e - sigma * w * (Phi @ du)) / D
+        size = 1.0
+        while True:
+            obj_try, f_try = psi(u + size * du, e + size * de)
+            if obj_try >= obj - 1e-12 * abs(obj) or size < 1e-6:
+                break
+            size *= 0.5
+        if obj_try < obj - 1e-12 * abs(obj):
+            break
+        u, e, f, obj = u + size * du, e + size * de, f_try, obj_try
+        if size * max(np.max(np.abs(du), initial=0.0), np.max(np.abs(de), initial=0.0)) <= tol:
+            break
+    g, w = likelihood.grad_hess(y, f)
+    D = 1.0 + nugget * w
+    L = _chol_eye_plus_gram(Phi * np.sqrt(w / D)[:, None])
+    log_ev = obj + base.sum() - 0.5 * np.log(D).sum() - np.log(np.diag(L)).sum()
+    return WeightLaplaceState(u=u, f=f, w=w, chol=L, log_evidence=float(log_ev), n_iter=it,
+                              nugget=nugget, e=e)
+
+
 def laplace_weights_grad(state: WeightLaplaceState, Phi: np.ndarray, y: np.ndarray,
-                         likelihood=PoissonLikelihood) -> np.ndarray:
+                         likelihood=PoissonLikelihood, nugget_gradient: bool = False):
     """Gradient of :func:`laplace_weights`' log evidence in ``log d_l`` when
     ``Φ = V diag(√d)``: ``û_l²/2 - (1 - (H⁻¹)_ll)/2 - û_l (H⁻¹ Φᵀ (κ ∘ W'))_l / 2`` with
     ``κ_i = (Φ H⁻¹ Φᵀ)_ii`` and ``W' = dW/df`` - the explicit terms plus the mode's
-    dependence on ``d`` (R&W Section 5.5.1, in weight space)."""
+    dependence on ``d`` (R&W Section 5.5.1, in weight space). With ``nugget_gradient``
+    also the gradient in ``log σ²`` (the sum of the same formula over the nugget's
+    columns): ``(gradient, nugget gradient)``."""
     Hinv = state.covariance()
     PH = Phi @ Hinv
-    kappa = np.einsum("ij,ij->i", PH, Phi)
+    G = np.einsum("ij,ij->i", PH, Phi)             # diag(Φ S⁻¹ Φᵀ) (S = H without nugget)
     w3 = likelihood.hess_derivative(y, state.f)
     u = state.u
-    return 0.5 * u * u - 0.5 * (1.0 - np.diag(Hinv)) - 0.5 * u * (PH.T @ (kappa * w3))
+    if state.nugget == 0.0:
+        grad = 0.5 * u * u - 0.5 * (1.0 - np.diag(Hinv)) - 0.5 * u * (PH.T @ (G * w3))
+        return (grad, 0.0) if nugget_gradient else grad
+    # the nugget's m columns σ e_i in the same formula, by the Schur complement: the
+    # latent variances are κ = G / D² + σ² / D, H⁻¹ Ψᵀ c = (S⁻¹ Φᵀ (c/D), σ (c - W Φ q_u)/D)
+    # and the e-block of H⁻¹ has diagonal 1/D + σ² (W/D)² G
+    s2, w, e = state.nugget, state.w, state.e
+    D = 1.0 + s2 * w
+    c = (G / D ** 2 + s2 / D) * w3
+    q_u = PH.T @ (c / D)
+    q_e = np.sqrt(s2) * (c - w * (Phi @ q_u)) / D
+    grad = 0.5 * u * u - 0.5 * (1.0 - np.diag(Hinv)) - 0.5 * u * q_u
+    if not nugget_gradient:
+        return grad
+    h_ee = 1.0 / D + s2 * (w / D) ** 2 * G
+    return grad, float(np.sum(0.5 * e * e - 0.5 * (1.0 - h_ee) - 0.5 * e * q_e))
 
 
 def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,

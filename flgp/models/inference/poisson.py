@@ -8,14 +8,24 @@ constant eigenvector lets the posterior move the overall level away from it.
 
 * Posterior: Laplace's approximation in weight space
   (:func:`flgp.models.inference.laplace.laplace_weights`), ``O(m M² + M³)`` per Newton step.
-* ``t`` and ``s²``: the Laplace marginal likelihood times the prior ``π(t) ∝ t^{-a0}``,
-  maximised as the Gaussian regressor does it (a 12-point log grid over ``t`` with the
-  outputscale that gives the labelled points unit mean prior variance, then L-BFGS-B from
-  the best two), with the evidence's analytic gradient
+* Overdispersion: each count has a log-rate term of its own, ``ε_i ~ N(0, σ²)`` (the
+  Poisson–log-normal model), so ``log E y_i = b + f(x_i) + ε_i``. Without it, large counts
+  (10^6: a relative Poisson noise of 10^-3) forced the rank-``M`` prior to interpolate
+  their logarithms exactly - a short diffusion time, a large amplitude and log-rate
+  sds of 60 (infinite means) away from the labels. ``σ²`` is fitted with ``t`` and ``s²``
+  over ``[1e-6, 10]``; Laplace integrates the ``ε_i`` with the weights, through a
+  ``d x d`` Schur complement (:func:`flgp.models.inference.laplace.laplace_weights`).
+* ``t``, ``s²`` and ``σ²``: the Laplace marginal likelihood times the prior
+  ``π(t) ∝ t^{-a0}``, maximised as the Gaussian regressor does it (a 12-point log grid
+  over ``t`` with the outputscale that gives the labelled points unit mean prior variance
+  and 10^2, 10^4 times it, then L-BFGS-B from the best two), with the evidence's
+  analytic gradient
   (:func:`flgp.models.inference.laplace.laplace_weights_grad`).
-* Predictions: the latent is ``N(m, v)`` at a point, so the rate ``exp(b + f)`` has mean
-  ``exp(b + m + v/2)`` and standard deviation ``mean · √(e^v - 1)``, and a new count
-  follows the Poisson–log-normal mixture whose quantiles :func:`poisson_interval` finds.
+* Predictions: the log-rate of a new count at a point is ``N(m, v + σ²)`` (the latent's
+  posterior plus the count's own term), so its rate ``exp(b + f + ε)`` has mean
+  ``exp(b + m + (v + σ²)/2)`` and standard deviation ``mean · √(e^{v + σ²} - 1)``, and
+  the new count follows the Poisson–log-normal mixture whose quantiles
+  :func:`poisson_interval` finds.
 """
 
 from __future__ import annotations
@@ -61,31 +71,45 @@ def count_offset(y: np.ndarray) -> float:
     return float(np.log(mean if mean > 0 else 0.5 / y.size))
 
 
+# the range of the overdispersion σ² (the variance of each count's own log-rate term)
+NUGGET_BOUNDS = (1e-6, 10.0)
+_NUGGET_START = 1e-2
+_AMPLITUDE_STARTS = (0.0, np.log(1e2), np.log(1e4))
+
+
 def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offset: float, *,
                               diffusion_time=None, prior_power: float = 1.0,
-                              max_iter: int = 100) -> dict:
-    """``t`` and ``s²`` by the Laplace marginal likelihood (see the module docstring).
+                              max_iter: int = 100, nugget=None) -> dict:
+    """``t``, ``s²`` and the overdispersion ``σ²`` by the Laplace marginal likelihood (see
+    the module docstring); ``nugget``: a fixed ``σ²`` (0: plain Poisson) instead of a
+    fitted one.
 
-    Returns ``dict(t, s2, nll, nll_evidence, n_iter, state, weights)``: ``state`` the
-    :class:`~flgp.models.inference.laplace.WeightLaplaceState` at the optimum over the columns where
-    ``weights = s² c e^{-tλ}`` is not 0."""
+    Returns ``dict(t, s2, nugget, nll, nll_evidence, n_iter, state, weights, kept)``:
+    ``state`` the :class:`~flgp.models.inference.laplace.WeightLaplaceState` at the
+    optimum over the columns where ``weights = s² c e^{-tλ}`` is not 0."""
     lam = eigenpairs.eigenvalues
     M = lam.size
     lo, hi = diffusion_time_range(lam)
+    fit_nugget = nugget is None
     bounds = [(np.log(lo), np.log(hi)), (np.log(1e-4), np.log(1e4))]
+    if fit_nugget:
+        bounds.append(tuple(np.log(NUGGET_BOUNDS)))
     if diffusion_time is not None:
         bounds[0] = (np.log(diffusion_time),) * 2
     a0 = float(prior_power) - 1.0
     warm = np.zeros(M)
     V2 = V_lab ** 2
 
+    def nugget_of(theta):
+        return float(np.exp(theta[2])) if fit_nugget else float(nugget)
+
     def evaluate(theta):
-        t, s2 = np.exp(theta)
+        t, s2 = np.exp(theta[:2])
         w = s2 * spectral_weights(eigenpairs, t)
         kept = w != 0
         Phi = V_lab[:, kept] * np.sqrt(w[kept])
         st = laplace_weights(Phi, y, PoissonLikelihood, offset=offset, u0=warm[kept],
-                             max_iter=max_iter)
+                             max_iter=max_iter, nugget=nugget_of(theta))
         warm[:] = 0.0
         warm[kept] = st.u
         return st, kept, Phi, w
@@ -94,39 +118,49 @@ def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offs
         log_t = theta[0]
         try:
             st, kept, Phi, _ = evaluate(theta)
-            g = laplace_weights_grad(st, Phi, y, PoissonLikelihood)
+            g, g_nugget = laplace_weights_grad(st, Phi, y, PoissonLikelihood,
+                                               nugget_gradient=True)
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-            return 1e30, np.zeros(2)
+            return 1e30, np.zeros(theta.size)
         nll = -st.log_evidence + a0 * log_t
         t = np.exp(log_t)
-        grad = np.array([np.sum(g * t * lam[kept]) + a0, -np.sum(g)])
+        grad = [np.sum(g * t * lam[kept]) + a0, -np.sum(g)]
+        if fit_nugget:
+            grad.append(-g_nugget)
+        grad = np.array(grad)
         if not (np.isfinite(nll) and np.all(np.isfinite(grad))):
-            return 1e30, np.zeros(2)
+            return 1e30, np.zeros(theta.size)
         return nll, grad
 
     def matched_log_s2(log_t):
         prior_var = V2 @ spectral_weights(eigenpairs, np.exp(log_t))
         return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
 
-    if diffusion_time is not None:
-        starts = [bounds[0][0]]
-    else:
-        grid = np.linspace(np.log(lo), np.log(hi), _T_GRID)
-        vals = [f_and_grad(np.array([g, matched_log_s2(g)]))[0] for g in grid]
-        starts = [grid[k] for k in np.argsort(vals, kind="stable")[:2]]
+    def start(log_t, log_scale=0.0):
+        x = [log_t, float(np.clip(matched_log_s2(log_t) + log_scale, *bounds[1]))]
+        return np.array(x + [np.log(_NUGGET_START)] if fit_nugget else x)
+
+    # starts: a log grid over t, each with the amplitude that gives the labels unit mean
+    # prior variance and 10^2, 10^4 times it (the log-rate of counts may vary by far more
+    # than 1: 10^2..10^13 counts in one map), the best two by the evidence
+    grid_t = ([bounds[0][0]] if diffusion_time is not None
+              else np.linspace(np.log(lo), np.log(hi), _T_GRID))
+    grid = [start(g, a) for g in grid_t for a in _AMPLITUDE_STARTS]
+    vals = [f_and_grad(x)[0] for x in grid]
+    starts = [grid[k] for k in np.argsort(vals, kind="stable")[:2]]
     best = None
-    for log_t0 in starts:
+    for x0 in starts:
         warm[:] = 0.0
-        res = minimize(f_and_grad, np.array([log_t0, matched_log_s2(log_t0)]), jac=True,
-                       method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter})
+        res = minimize(f_and_grad, x0, jac=True, method="L-BFGS-B",
+                       bounds=bounds, options={"maxiter": max_iter})
         if best is None or res.fun < best.fun:
             best = res
     warm[:] = 0.0
     state, kept, _, w = evaluate(best.x)
-    log_t, log_s2 = best.x
-    return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)), nll=float(best.fun),
-                nll_evidence=float(-state.log_evidence), n_iter=max(1, int(best.nit)),
-                state=state, weights=w, kept=kept)
+    log_t, log_s2 = best.x[:2]
+    return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)), nugget=nugget_of(best.x),
+                nll=float(best.fun), nll_evidence=float(-state.log_evidence),
+                n_iter=max(1, int(best.nit)), state=state, weights=w, kept=kept)
 
 
 _GH_NODES = 24
@@ -148,26 +182,34 @@ def poisson_interval(mean: np.ndarray, sd: np.ndarray, coverage: float = 0.9):
         # bracket: the mixture's quantile lies between its components' quantiles
         lo = np.zeros(mean.shape)
         hi = np.max(_poisson_upper(rate, level), axis=1)
-        # invariant: cdf(hi) >= level; find the smallest such integer
+        # invariant: cdf(hi) >= level; find the smallest such integer - or, beyond 2^53
+        # where floats no longer hold every integer, the smallest float within rounding
+        # (a count of 10^16 is not exact anyway); inf where the quantile exceeds float64
         while True:
-            open_ = hi - lo > 0
+            open_ = np.isfinite(hi) & (hi - lo > np.maximum(1.0, hi * 2.0 ** -52))
             if not open_.any():
                 break
-            mid = np.floor((lo + hi) / 2.0)
+            mid = np.floor(lo + (hi - lo) / 2.0)
             cdf = (pdtr(mid[:, None], rate) * w).sum(1)
             reach = cdf >= level
             hi = np.where(open_ & reach, mid, hi)
             lo = np.where(open_ & ~reach, mid + 1.0, lo)
+        # the last step of an exact bracket: lo == hi - 1 may already reach the level
+        last = np.isfinite(hi) & (hi - lo == 1.0)
+        if last.any():
+            reach = (pdtr(lo[last, None], rate[last]) * w).sum(1) >= level
+            hi[np.flatnonzero(last)[reach]] = lo[last][reach]
         out.append(hi)
     return out[0], out[1]
 
 
 def _poisson_upper(rate: np.ndarray, level: float) -> np.ndarray:
     """An integer ``k`` with ``P(Poisson(rate) <= k) >= level`` for every rate (a normal
-    bound widened until it holds)."""
+    bound widened until it holds; inf where no float64 does)."""
     k = np.ceil(rate + 8.0 * np.sqrt(rate) + 10.0)
     while True:
-        short = pdtr(k, rate) < level
+        short = np.isfinite(k) & (pdtr(k, rate) < level)
         if not short.any():
             return k
-        k = np.where(short, 2.0 * k + 10.0, k)
+        with np.errstate(over="ignore"):
+            k = np.where(short, np.where(k > 1e300, np.inf, 2.0 * k + 10.0), k)
