@@ -15,13 +15,13 @@ block driver every pass over the points runs on, numpy or Dask), ``flgp._validat
 (input checks) and :mod:`flgp.datasets`.
 """
 
-from . import datasets, graph, kernels, models, spectral
+from . import datasets, graph, kernels, models, precision, spectral
 from ._config import config_context, get_config, set_config
-from .models import FLGPClassifier, FLGPRegressor, predict_image
+from .models import FLGPClassifier, FLGPRegressor, predict_image, predict_surface
 from .spectral import Eigenpairs, compute_eigenpairs
 
 __version__ = "0.1.0"
 
 __all__ = ["FLGPClassifier", "FLGPRegressor", "Eigenpairs", "compute_eigenpairs", "datasets",
-           "graph", "kernels", "models", "spectral", "config_context", "get_config",
-           "set_config", "predict_image", "__version__"]
+           "graph", "kernels", "models", "precision", "spectral", "config_context", "get_config",
+           "set_config", "predict_image", "predict_surface", "__version__"]

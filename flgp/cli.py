@@ -4,6 +4,8 @@
     flgp nifti MAP.nii.gz --mask REGION.nii.gz --out PREFIX
                (--observed OBS.nii.gz | --observed-fraction F)
                [--seed 0] [--method auto] [--n-induced S] [--n-eigenpairs M]
+    flgp surface MESH DATA --out PREFIX (--observed OBS | --observed-fraction F)
+               [--mask MASK] [--seed 0] [--method auto]
 """
 
 from __future__ import annotations
@@ -89,21 +91,110 @@ def _nifti(args) -> int:
     size = " x ".join(f"{v:.3g}" for v in np.sqrt((vox.affine[:3, :3] ** 2).sum(0)))
     print(f"{args.map}: grid {' x '.join(map(str, vox.shape))}, voxels {size} mm")
     print(f"region {n} voxels, observed {m} ({100 * m / n:.1f}%), predicted {n - m}")
-    chosen = getattr(fitted, "method_", fitted.method)
-    fit = [f"FLGPRegressor(method={fitted.method!r}): {chosen}"]
-    if chosen != "rbf" and getattr(fitted, "diffusion_time_", None) is not None:
-        fit.append(f"diffusion time {fitted.diffusion_time_:.4g}")
-    fit += [f"noise variance {fitted.noise_:.3g}",
-            f"log evidence {fitted.log_marginal_likelihood_:.1f}",
-            f"fit {res.seconds:.1f} s"]
-    print(", ".join(fit))
+    print(_fit_line(fitted, res.seconds))
     sd = res.sd.get_fdata()[tuple(vox.ijk[~res.observed].T)]
     if sd.size:
         print(f"predictive sd at the unobserved voxels: median {np.median(sd):.3g} "
               f"(range {sd.min():.3g} to {sd.max():.3g})"
-              + (", including the noise" if args.include_noise else ""))
+              + (", of a new observation (the noise included)" if args.include_noise
+                 else ", of the map (no noise; --include-noise for a new observation)"))
     print(f"wrote {paths[0]} and {paths[1]}")
     return 0
+
+
+def _surface_parser(sub) -> None:
+    f = sub.add_parser("surface", help="predict the unobserved vertices of a per-vertex "
+                                       "map on a surface mesh, with uncertainty",
+                       description="Fit FLGPRegressor on the vertices (mm) of MESH with "
+                                   "DATA's values at the observed vertices as targets, and "
+                                   "write the predictive mean and standard deviation as "
+                                   "GIfTI files PREFIX_mean.func.gii and PREFIX_sd.func.gii "
+                                   "(FILL outside the region). MESH and DATA: any files "
+                                   "nilearn reads (GIfTI, FreeSurfer surfaces and morph "
+                                   "data).")
+    f.add_argument("mesh", metavar="MESH", help="surface mesh (e.g. lh.pial.gii, lh.pial)")
+    f.add_argument("data", metavar="DATA", help="per-vertex map (e.g. lh.thickness, "
+                   "*.func.gii)")
+    f.add_argument("--mask", default=None, help="per-vertex mask file (non-zero = inside); "
+                   "default: every vertex with a finite value")
+    obs = f.add_mutually_exclusive_group(required=True)
+    obs.add_argument("--observed", default=None, help="per-vertex file, non-zero = observed")
+    obs.add_argument("--observed-fraction", type=float, default=None, metavar="F",
+                     help="observe a random share F in (0, 1) of the region's vertices")
+    f.add_argument("--out", required=True, metavar="PREFIX",
+                   help="writes PREFIX_mean.func.gii and PREFIX_sd.func.gii")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--method", default="auto",
+                   choices=["auto", "gmrf", "flgp", "nystrom", "glgp", "rbf"],
+                   help="FLGPRegressor's method (default auto: the mesh's graph Matérn "
+                        "prior, the low-rank heat kernel or the RBF GP, by evidence)")
+    f.add_argument("--fill", type=float, default=0.0, help="value outside the region")
+    f.add_argument("--include-noise", action="store_true", help="sd of a new observation "
+                   "instead of that of the map")
+
+
+def _surface(args) -> int:
+    try:
+        import nibabel  # noqa: F401 - the extra's check
+        import nilearn  # noqa: F401
+    except ImportError:
+        return _fail("surface", 'needs nibabel and nilearn, the "fmri" extra of flgp: '
+                                'pip install "flgp[fmri]"')
+    from .models import FLGPRegressor
+    from .models.surface import (load_mesh, load_surface_values, predict_surface,
+                                 write_gifti)
+
+    try:
+        V, F = load_mesh(args.mesh)
+        values = load_surface_values(args.data, V.shape[0], "DATA")
+        mask = (None if args.mask is None
+                else load_surface_values(args.mask, V.shape[0], "--mask") != 0)
+        observed = (args.observed_fraction if args.observed is None
+                    else load_surface_values(args.observed, V.shape[0], "--observed") != 0)
+        res = predict_surface((V, F), values, observed, mask=mask,
+                              regressor=FLGPRegressor(method=args.method,
+                                                      random_state=args.seed),
+                              random_state=args.seed, fill=args.fill,
+                              include_noise=args.include_noise)
+    except (ValueError, TypeError, OSError) as exc:
+        return _fail("surface", str(exc))
+    paths = [f"{args.out}_mean.func.gii", f"{args.out}_sd.func.gii"]
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
+        write_gifti(res.mean, paths[0], description="flgp: posterior mean of the map")
+        write_gifti(res.sd, paths[1], description=f"flgp: predictive sd ({res.sd_kind})")
+    except OSError as exc:
+        return _fail("surface", f"cannot write {args.out}_*.func.gii: {exc}")
+    reg = res.regressor
+    n, m = int(res.mask.sum()), res.n_observed
+    print(f"{args.mesh}: {V.shape[0]} vertices, region {n}, observed {m} "
+          f"({100 * m / n:.1f}%), predicted {n - m}")
+    print(_fit_line(reg, res.seconds))
+    print(f"sd written: {res.sd_kind}")
+    print(f"wrote {paths[0]} and {paths[1]}")
+    return 0
+
+
+def _fit_line(fitted, seconds) -> str:
+    """One line saying which prior predicts, and why (the evidence of each candidate)."""
+    chosen = getattr(fitted, "method_", fitted.method)
+    parts = [f"FLGPRegressor(method={fitted.method!r}): {chosen}"]
+    if chosen == "gmrf":
+        parts.append(f"graph Matérn order {fitted.matern_order_} on the "
+                     f"{fitted.graph_.kind} graph")
+    elif chosen != "rbf" and getattr(fitted, "diffusion_time_", None) is not None:
+        parts.append(f"diffusion time {fitted.diffusion_time_:.4g}")
+    parts += [f"noise variance {fitted.noise_:.3g}",
+              f"log evidence {fitted.log_marginal_likelihood_:.1f}", f"fit {seconds:.1f} s"]
+    line = ", ".join(parts)
+    evidence = getattr(fitted, "log_evidence_", None)
+    if evidence:
+        line += "\nlog evidence of the candidates: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in evidence.items())
+    skipped = getattr(fitted, "skipped_methods_", None)
+    if skipped:
+        line += "".join(f"\nskipped {k}: {v}" for k, v in skipped.items())
+    return line
 
 
 def main(argv=None) -> int:
@@ -145,9 +236,10 @@ def main(argv=None) -> int:
     f.add_argument("--seed", type=int, default=0, help="seeds the observed fraction and "
                    "the regressor's induced points (default 0)")
     f.add_argument("--method", default="auto",
-                   choices=["auto", "flgp", "nystrom", "glgp", "rbf"],
-                   help="FLGPRegressor's method (default auto: the heat kernel or the RBF "
-                        "GP, whichever has the higher evidence)")
+                   choices=["auto", "gmrf", "flgp", "nystrom", "glgp", "rbf"],
+                   help="FLGPRegressor's method (default auto: the voxel lattice's graph "
+                        "Matérn prior at full resolution, the low-rank heat kernel or the "
+                        "RBF GP, whichever has the highest evidence)")
     f.add_argument("--n-induced", type=int, default=None, metavar="S",
                    help="induced points (default: FLGPRegressor's, min(1000, n/4))")
     f.add_argument("--n-eigenpairs", type=int, default=None, metavar="M",
@@ -159,11 +251,14 @@ def main(argv=None) -> int:
     f.add_argument("--include-noise", action="store_true", help="sd of a new observation "
                    "(adds the fitted noise variance) instead of that of the map")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
+    _surface_parser(sub)
     args = ap.parse_args(argv)
     if args.command == "circles":
         return _circles(args)
     if args.command == "nifti":
         return _nifti(args)
+    if args.command == "surface":
+        return _surface(args)
     return 1  # pragma: no cover
 
 

@@ -13,7 +13,8 @@ import pytest
 API = Path(__file__).resolve().parents[1] / "docs" / "api.rst"
 PACKAGES = ["flgp", "flgp.models", "flgp.kernels", "flgp.embedding",
             "flgp.embedding.metrics", "flgp.embedding.compressed_baselines", "flgp.graph",
-            "flgp.spectral", "flgp.datasets", "flgp.spectral.families", "flgp.backends"]
+            "flgp.spectral", "flgp.datasets", "flgp.spectral.families", "flgp.backends",
+            "flgp.precision"]
 
 
 def _documented():

@@ -306,7 +306,7 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
 
 def test_rbf_regressor_evidence_is_the_prior_marginal():
     """``log_marginal_likelihood_`` of the RBF baseline is log N(y | c, s^2 K + s_n^2 I) at
-    the fitted values (dense scipy reference), and fitting emits no GPyTorch warning."""
+    the fitted values (dense scipy reference), and fitting emits no warning."""
     from scipy.stats import multivariate_normal
 
     rng = np.random.default_rng(0)
@@ -319,9 +319,7 @@ def test_rbf_regressor_evidence_is_the_prior_marginal():
     g = reg.rbf_
     Z = (X[:40] - g.mu_) / g.sd_
     ell = g.lengthscale_
-    s2 = float(g.model_.covar_module.outputscale.detach()) * g.y_scale_ ** 2
-    c = float(g.model_.mean_module.constant.detach()) * g.y_scale_ + g.y_mean_
-    np.testing.assert_allclose([s2, c], [g.outputscale_, g.constant_], rtol=1e-12)
+    s2, c = g.outputscale_, g.constant_
     d2 = ((Z[:, None, :] - Z[None]) ** 2).sum(-1)
     cov = s2 * np.exp(-0.5 * d2 / ell ** 2) + g.noise_ * np.eye(40)
     ref = multivariate_normal(np.full(40, c), cov).logpdf(y[:40])

@@ -161,7 +161,13 @@ def test_include_noise_adds_the_fitted_noise_variance():
 def test_default_regressor_and_a_passed_one_is_cloned():
     img, region, _ = synthetic()
     res = predict_image(img, region, 0.3)
-    assert res.regressor.get_params() == FLGPRegressor().get_params()
+    params = res.regressor.get_params()
+    # the defaults, with the region's voxel lattice as the full-resolution prior's graph
+    graph = params.pop("graph")
+    assert graph.kind == "lattice" and graph.n_nodes == int(region.sum())
+    expected = FLGPRegressor().get_params()
+    expected.pop("graph")
+    assert params == expected
     mine = FLGPRegressor(method="rbf", max_iter=5)
     out = predict_image(img, region, 0.3, regressor=mine)
     assert out.regressor is not mine and out.regressor.method == "rbf"

@@ -53,6 +53,7 @@ def _dense_regression_posterior(reg):
     V = ep.eigenvectors
     s2 = reg.outputscale_ / reg._y_scale ** 2
     w = s2 * spectral_weights(ep, reg.diffusion_time_)
+    w[reg.n_eigenpairs_:] = 0.0          # the leading eigenpairs the evidence chose
     K = (V * w) @ V.T
     return K, np.asarray(reg.labelled_indices_), reg.noise_ / reg._y_scale ** 2
 

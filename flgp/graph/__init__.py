@@ -7,7 +7,11 @@
 * :mod:`~flgp.graph.cross_graph` - all of the above in one call, with the out-of-sample rows;
 * :mod:`~flgp.graph.dense` - the full ``n x n`` graph of GLGP and the Nyström graph;
 * :mod:`~flgp.graph.components` - connected pieces of any of these graphs (the one
-  component finder shared by the engine, the estimators and the transformers).
+  component finder shared by the engine, the estimators and the transformers);
+* graphs on the data points themselves, for the sparse-precision priors
+  (:class:`~flgp.graph.PointGraph`): :mod:`~flgp.graph.lattice` (a voxel mask),
+  :mod:`~flgp.graph.mesh` (a triangle mesh) and :func:`~flgp.graph.knn.knn_point_graph`
+  (any cloud).
 
 Nothing here imports GPyTorch or scikit-learn.
 """
@@ -18,9 +22,14 @@ from .cross_kernel import default_bandwidth, lae_weights
 from .dense import DenseGraph, build_dense_graph, build_nystrom_graph, NystromGraph
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
 from .neighbors import nearest_induced_points
+from .knn import knn_point_graph
+from .lattice import lattice_graph
+from .mesh import mesh_graph
+from .point_graph import PointGraph
 from .transition import CrossTransition
 
 __all__ = ["CrossGraph", "build_cross_graph", "default_bandwidth", "lae_weights",
            "DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph",
            "InducedPoints", "kmeans_centres", "random_induced_points", "nearest_induced_points",
-           "CrossTransition", "Pieces", "connected_pieces", "kernel_pieces"]
+           "CrossTransition", "Pieces", "connected_pieces", "kernel_pieces", "PointGraph",
+           "lattice_graph", "knn_point_graph", "mesh_graph"]

@@ -9,7 +9,8 @@
 * :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
   interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
 * :func:`predict_image` - regression on the voxels of a NIfTI image, mean and sd images
-  out (``flgp.models.image``);
+  out (``flgp.models.image``); :func:`predict_surface` - on the vertices of a surface
+  mesh (``flgp.models.surface``);
 * :class:`MultinomialProbitLikelihood` for users' own GPyTorch models.
 """
 
@@ -17,6 +18,8 @@ from .classifier import FLGPClassifier
 from .image import ImagePrediction, predict_image
 from .likelihoods import MultinomialProbitLikelihood
 from .regressor import FLGPRegressor
+from .surface import SurfacePrediction, predict_surface
 
 __all__ = ["FLGPClassifier", "FLGPRegressor", "ImagePrediction",
-           "MultinomialProbitLikelihood", "predict_image"]
+           "MultinomialProbitLikelihood", "predict_image", "SurfacePrediction",
+           "predict_surface"]

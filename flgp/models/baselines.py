@@ -2,19 +2,17 @@
 
 Their hyperparameters are fitted honestly (a badly fitted RBF GP makes any manifold method
 look good): the classifier picks length-scale and amplitude by the Laplace approximate
-marginal likelihood over a grid around the median heuristic; the regressor is a plain
-GPyTorch ``ExactGP`` (constant mean, ``ScaleKernel(RBFKernel)``, Gaussian likelihood)
-fitted by L-BFGS on the exact marginal likelihood; its predictions come from the Cholesky
-factor of the labelled covariance (``O(m p + m^2)`` per predicted point for ``m`` labels).
+marginal likelihood over a grid around the median heuristic; the regressor is an exact GP
+(constant mean, amplitude times an RBF kernel, Gaussian noise) whose amplitude and constant
+are profiled out of the exact marginal likelihood in closed form, leaving a grid and an
+L-BFGS-B refinement over length-scale and noise ratio, one Cholesky per evaluation (numpy
+and LAPACK); its predictions come from the Cholesky factor of the labelled covariance
+(``O(m p + m^2)`` per predicted point for ``m`` labels).
 """
 
 from __future__ import annotations
 
-import warnings
-
-import gpytorch
 import numpy as np
-import torch
 
 from .._chunks import default_chunk_size
 from .._validation import power_of_two_unit
@@ -93,58 +91,216 @@ class RBFLaplaceClassifier:
         return np.argmax(self.predict_proba(X), axis=1)
 
 
-class _ExactRBF(gpytorch.models.ExactGP):
-    """Constant mean + scaled RBF kernel (module level, so a fitted model pickles)."""
-
-    def __init__(self, x, t, lik, base_kernel):
-        super().__init__(x, t, lik)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = gpytorch.kernels.ScaleKernel(base_kernel())
-
-    def forward(self, x):
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                         self.covar_module(x))
-
-
-# exact GP algebra (Cholesky, exact predictive variances) up to this many labels; GPyTorch's
-# default switches to conjugate gradients and approximate variances above 800, which
-# inflated the predictive sd about 14-fold on the motor map (docs/images.md)
+# The exact RBF GP regressor. Its dense algebra (one m x m Cholesky per evidence evaluation,
+# exact predictive variances) holds at every m; GPyTorch, which fitted it before, switched to
+# conjugate gradients and approximate variances above 800 labels unless told otherwise (the
+# sd came out about 14-fold inflated on the motor map, docs/images.md), and this was the
+# size up to which it was told to stay exact. Kept for the callers that name it.
 EXACT_MAX_LABELS = 20_000
-# above twice this many labels the RBF GP's hyperparameters start from a fit on this many
-WARM_START_LABELS = 500
+# The largest number of labels for which the RBF GP stays a candidate of
+# ``FLGPRegressor(method="auto")``. Its fit costs 10 Cholesky factorisations of the m x m
+# labelled covariance (the grid) plus 12-20 evaluations with the evidence gradient (each a
+# Cholesky and the inverse from it, together ~3 Cholesky times), and holds two m x m float64
+# arrays (576 MB at 6000). Measured on 2 cores (AMD EPYC, OpenBLAS 0.3.31, a 3-d cloud of
+# 6000 points, benchmarks/rbf.py's data): a Cholesky of 6000 x 6000 takes 0.72 s (1.28 s on
+# one core), the inverse from its factor 1.3 s (2.7 s), the whole fit 46 s (80 s; 26
+# evaluations); at 4182 labels 16 s (26 s) against 94 s (169 s) for the GPyTorch fit.
+RBF_MAX_LABELS = 6000
+# above 1.5 times this many labels the hyperparameters are searched on this many first (a uniform
+# sample, seed 0), then refined on all of them by at most REFINE_STEPS L-BFGS-B iterations:
+# at 4,182 labels 16 s -> ~8 s (2 cores), the evidence within a fraction of a nat
+SUBSET_LABELS = 2000
+REFINE_STEPS = 3
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
-def _hyperparameters(model):
-    """``(lengthscale, outputscale, noise, constant)`` of a fitted :class:`_ExactRBF`."""
-    return (float(model.covar_module.base_kernel.lengthscale.detach()),
-            float(model.covar_module.outputscale.detach()),
-            float(model.likelihood.noise.detach()),
-            float(model.mean_module.constant.detach()))
+def _self_sqdist(Z):
+    """Squared distances between the rows of ``Z`` (``m x m``, zero diagonal), built in one
+    ``m x m`` array (:func:`_sqdist` needs four)."""
+    D2 = Z @ Z.T
+    norms = np.einsum("ij,ij->i", Z, Z)
+    D2 *= -2.0
+    D2 += norms[:, None]
+    D2 += norms[None, :]
+    np.maximum(D2, 0.0, out=D2)
+    D2[np.diag_indices_from(D2)] = 0.0
+    return D2
+
+
+def _median_scale(Z):
+    """The median heuristic for the length-scale: ``sqrt(median |z_i - z_j|^2 / 2)`` over
+    the pairs of the first 2000 rows (1 where all of them coincide)."""
+    sub = Z[:2000]            # the median heuristic needs no more points
+    d2 = _sqdist(sub, sub)
+    return float(np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)) or 1.0
+
+
+class _ProfiledEvidence:
+    """The log evidence of standardised targets ``z`` under ``z = c + f + ε``,
+    ``f ~ GP(0, A k_ℓ)``, ``ε ~ N(0, A r I)``, with the amplitude ``A`` and the constant
+    ``c`` at their maximum-likelihood values for each ``(ℓ, r)``:
+
+    ``S = K_ℓ + r I``, ``ĉ = 1ᵀS⁻¹z / 1ᵀS⁻¹1``, ``q = (z - ĉ)ᵀ S⁻¹ (z - ĉ)``, ``Â = q / m``,
+    ``log p = -m/2 (log(2π Â) + 1) - 1/2 log|S|``,
+
+    i.e. the profile likelihood with ``m`` degrees of freedom: exactly the log density
+    ``log N(z | ĉ 1, Â S)`` at the profiled values (no REML correction for ``c``). One
+    evaluation is one Cholesky of ``S`` (LAPACK ``dpotrf``, in place in a work array that
+    keeps the last factor); the gradient in ``(log ℓ, log r)`` adds ``S⁻¹`` from the factor
+    (``dpotri``, about two Cholesky times): by the envelope theorem it is
+    ``1/2 tr((α αᵀ / Â - S⁻¹) ∂S)`` with ``α = S⁻¹ (z - ĉ)``, ``∂S/∂log r = r I`` and
+    ``∂S/∂log ℓ = K_ℓ ∘ D² / ℓ²``.
+
+    Targets that are all equal (``z = 0`` after standardisation) have an unbounded profile
+    (``Â = 0``); there ``Â`` is floored at ``AMPLITUDE_FLOOR`` and the value is
+    ``log N(z | ĉ 1, Â S)`` at the floor (the same formula, finite)."""
+
+    AMPLITUDE_FLOOR = 1e-12
+
+    def __init__(self, Z, z):
+        self.z = np.ascontiguousarray(z, dtype=np.float64)
+        self.m = self.z.size
+        self.sqdist = _self_sqdist(Z)
+        self.work = np.empty_like(self.sqdist)
+        self.n_evaluations = 0
+        self.point = self.factor = None     # the last point whose Cholesky factor is kept
+
+    def __call__(self, log_ell, log_ratio, gradient=False):
+        """``(log evidence, gradient or None)`` at ``(log ℓ, log r)``: ``-inf`` where the
+        Cholesky fails, no gradient where the inverse fails or the gradient is not
+        finite. After a value-only evaluation ``factor`` holds the Cholesky factor (the
+        lower triangle of a Fortran-ordered array; the other triangle holds S)."""
+        from scipy.linalg import lapack
+
+        self.n_evaluations += 1
+        m, D2, S = self.m, self.sqdist, self.work
+        ell2, ratio = float(np.exp(2.0 * log_ell)), float(np.exp(log_ratio))
+        np.multiply(D2, -0.5 / ell2, out=S)
+        np.exp(S, out=S)
+        S[np.diag_indices_from(S)] += ratio
+        # S is symmetric: its transpose is the Fortran-ordered array LAPACK factors in place;
+        # the factor L is the lower triangle of ``S.T`` (the upper one of ``S``)
+        factor, info = lapack.dpotrf(S.T, lower=1, clean=0, overwrite_a=1)
+        self.point = self.factor = None
+        if info != 0:
+            return -np.inf, None
+        solved, info = lapack.dpotrs(factor, np.c_[self.z, np.ones(m)], lower=1)
+        constant = float(solved[:, 0].sum() / solved[:, 1].sum())
+        alpha = solved[:, 0] - constant * solved[:, 1]        # S⁻¹ (z - ĉ)
+        quad = float((self.z - constant) @ alpha)
+        amplitude = max(quad / m, self.AMPLITUDE_FLOOR)
+        logdet = 2.0 * float(np.log(np.diagonal(factor)).sum())
+        value = -0.5 * (m * (_LOG_2PI + np.log(amplitude)) + logdet + quad / amplitude)
+        if not np.isfinite(value):
+            return -np.inf, None
+        self.point, self.factor = (float(log_ell), float(log_ratio)), factor
+        self.constant, self.amplitude, self.alpha = constant, amplitude, alpha
+        if not gradient:
+            return value, None
+        inverse, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
+        self.point = self.factor = None     # S⁻¹ has overwritten the factor
+        if info != 0:
+            return value, None
+        # S⁻¹ is in the lower triangle of ``inverse`` (the upper one of its C-ordered
+        # transpose, which is ``S``); the other triangle still holds S. Each pair i < j
+        # once: rows [a, b) against columns [a, m) of the transpose
+        inverse = inverse.T
+        d_ratio = 0.5 * ratio * (float(alpha @ alpha) / amplitude - float(np.trace(inverse)))
+        quad_ell = trace_ell = 0.0
+        step = default_chunk_size(8 * 3 * m)
+        for start in range(0, m, step):
+            stop = min(start + step, m)
+            dist = D2[start:stop, start:]
+            weight = np.exp(dist * (-0.5 / ell2))
+            weight *= dist
+            weight = np.triu(weight, 1)                  # K ∘ D² on the pairs i < j
+            quad_ell += float(alpha[start:stop] @ (weight @ alpha[start:]))
+            trace_ell += float(np.einsum("ij,ij->", weight, inverse[start:stop, start:]))
+        d_ell = (quad_ell / amplitude - trace_ell) / ell2
+        grad = np.array([d_ell, d_ratio])
+        return value, (grad if np.isfinite(grad).all() else None)
 
 
 class RBFGPRegressor:
-    """GPyTorch exact GP with an RBF kernel, fitted by L-BFGS on the exact marginal
-    likelihood (Cholesky; exact predictive variances).
+    """Exact GP regression with an RBF kernel on the labelled points, its hyperparameters
+    at the maximum of the exact marginal likelihood (numpy/scipy; no GPyTorch).
 
-    Inputs and targets are standardised (``y_mean_``, ``y_scale_``), so the fit does not
-    depend on the units of ``y`` (GPyTorch's noise floor of 1e-4 would otherwise swamp a
-    target measured in small units). ``noise_``, ``outputscale_``, ``constant_``,
-    ``log_marginal_likelihood_`` and the predictions are in the units of ``y``.
-    ``max_iter`` bounds the L-BFGS iterations (each evaluates the likelihood up to 20
-    times in its line search); ``learning_rate`` is its initial step."""
+    The model, on standardised inputs (per feature) and targets ``z`` (``y`` divided by an
+    exact power-of-two unit ``y_unit_``, then centred and scaled to unit variance):
+    ``z = c + f + ε``, ``f ~ GP(0, A k_ℓ)``, ``k_ℓ(x, x') = exp(-|x - x'|² / (2ℓ²))``,
+    ``ε ~ N(0, A r I)``. The amplitude ``A`` and the constant ``c`` are profiled out in
+    closed form (generalised least squares for ``c``, ``Â = q / m``), so the evidence is a
+    function of ``(log ℓ, log r)`` alone, one Cholesky of the ``m x m`` matrix
+    ``K_ℓ + r I`` per evaluation: the profile likelihood with ``m`` degrees of freedom,
+    which is exactly the log density of the targets at the reported ``(A, c, ℓ, r)``
+    (:class:`_ProfiledEvidence`). The search: a grid of ``LENGTH_FACTORS`` times the median
+    heuristic (as the classifier) by ``RATIO_GRID``, then L-BFGS-B with the analytic
+    gradient from the best grid point, within ``ℓ ∈ [med/100, 10 med]`` and
+    ``r ∈ [1e-6, 10]``: 10 + 12-20 evaluations (measured). The fit does not depend on the
+    units of ``y`` (multiplying ``y`` by a power of two scales every output exactly).
+
+    Parameters
+    ----------
+    max_iter : int
+        Iterations of the L-BFGS-B refinement (at most ``2 max_iter`` evaluations);
+        0 keeps the best grid point.
+    learning_rate : float
+        Unused (GPyTorch's L-BFGS step before); kept so that the signature, and
+        ``FLGPRegressor``'s call, stay as they were.
+    backend : str
+        Unused: ``"keops"`` (and any other) runs the same numpy/LAPACK fit, which is exact
+        and dense; kept for the signature.
+
+    Attributes
+    ----------
+    lengthscale_ : float
+        ``ℓ``, in units of the standardised inputs.
+    outputscale_, noise_ : float
+        ``A`` and the noise variance ``A r``, in units of ``y²`` (inf where that
+        overflows float64); ``noise_pre_`` is the noise variance in units of
+        ``(y / y_unit_)²``.
+    constant_ : float
+        ``c`` in units of ``y``.
+    log_marginal_likelihood_ : float
+        The maximised log evidence of ``y`` in its units: the standardised one minus
+        ``m log(y_scale_)``.
+    n_iter_ : int
+        The number of evidence evaluations, each one Cholesky factorisation (those of the
+        refinement also the inverse from it), the final one at the fitted point included.
+    y_unit_, y_mean_, y_scale_ : float
+        The power-of-two unit, the mean and the standard deviation of the targets.
+    """
+
+    # the grid: length-scales (times the median heuristic), half a decade apart
+    LENGTH_FACTORS = (10 ** -1.5, 0.1, 10 ** -0.5, 1.0, 10 ** 0.5)
+    # ... by noise-to-signal ratios r (of standardised targets)
+    RATIO_GRID = (1e-3, 1e-1)
+    LENGTH_RANGE = (1e-2, 10.0)           # times the median heuristic
+    RATIO_RANGE = (1e-6, 10.0)
+    # L-BFGS-B stops at this projected gradient of the log evidence (per unit of log ℓ or
+    # log r) or at a relative change of 2.2e-9 in it; its first step is ~0.5 in log units
+    GRADIENT_TOLERANCE = 1e-4
+    FIRST_STEP = 0.5
 
     def __init__(self, max_iter: int = 100, learning_rate: float = 0.1,
                  backend: str = "torch"):
         self.max_iter = max_iter
         self.learning_rate = learning_rate
-        self.backend = backend          # "keops": GPyTorch's KeOps RBF kernel (large m)
-
-    def _exact(self):
-        return gpytorch.settings.max_cholesky_size(EXACT_MAX_LABELS)
+        self.backend = backend
 
     def fit(self, X, y):
-        self.mu_, self.sd_ = _standardise(X)
+        X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
+        if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
+            raise ValueError(f"RBFGPRegressor.fit takes X of shape (m, p) and y of shape "
+                             f"(m,); got {X.shape} and {y.shape}.")
+        if X.shape[0] < 2:
+            raise ValueError(f"the RBF GP needs at least 2 labelled points; got "
+                             f"{X.shape[0]}.")
+        if not (np.isfinite(X).all() and np.isfinite(y).all()):
+            raise ValueError("the RBF GP's labelled X and y must be finite (no NaN or inf).")
+        self.mu_, self.sd_ = _standardise(X)
         # targets at any scale: an exact power-of-two unit first (1 for ordinary data), as
         # the heat-kernel regressor does, so that 1e-200 y and 1e200 y fit like y
         self.y_unit_ = unit = power_of_two_unit(y)
@@ -152,110 +308,113 @@ class RBFGPRegressor:
         mean_pre, scale_pre = float(y_pre.mean()), float(y_pre.std()) or 1.0
         self.y_mean_ = mean_pre * unit
         self.y_scale_ = scale_pre * unit
-        Z = torch.as_tensor((X - self.mu_) / self.sd_, dtype=torch.float64)
-        yt = torch.as_tensor((y_pre - mean_pre) / scale_pre, dtype=torch.float64)
-        sub = Z.numpy()[:2000]            # the median heuristic needs no more points
-        d2 = _sqdist(sub, sub)
-        med = float(np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)) or 1.0
-        if self.backend == "keops":
-            base_kernel = gpytorch.kernels.keops.RBFKernel
-        else:
-            base_kernel = gpytorch.kernels.RBFKernel
-        start = (0.5 * med, float(yt.var()) if len(yt) > 1 else 1.0,
-                 0.1 * (float(yt.var()) if len(yt) > 1 else 1.0) + 1e-4,
-                 float(yt.mean()))
-        if len(yt) > 2 * WARM_START_LABELS:
-            # a first fit on a uniform sample of the labels: a start a few full
-            # iterations refine (each costs O(m^3))
-            pick = np.sort(np.random.default_rng(0).choice(len(yt), WARM_START_LABELS,
+        Z = (X - self.mu_) / self.sd_
+        z = (y_pre - mean_pre) / scale_pre
+        med = _median_scale(Z)
+        start = None
+        if z.size > 1.5 * SUBSET_LABELS:
+            # the search on a uniform sample of the labels first: its optimum starts a few
+            # gradient steps on all of them (each ~3 Cholesky factorisations of m x m)
+            pick = np.sort(np.random.default_rng(0).choice(z.size, SUBSET_LABELS,
                                                             replace=False))
-            small, _, _ = self._optimise(Z[pick], yt[pick], base_kernel, start, self.max_iter)
-            start = _hyperparameters(small)
-        model, lik, mll = self._optimise(Z, yt, base_kernel, start, self.max_iter)
-        with self._exact(), torch.no_grad():
-            # the evidence is the prior marginal: evaluate it in train mode (in eval mode
-            # GPyTorch would return the posterior at the training inputs, and warn); in
-            # the units of y it is the standardised one minus m log(y_scale)
-            self.log_marginal_likelihood_ = (float(mll(model(Z), yt)) * len(yt)
-                                             - len(yt) * (np.log(scale_pre) + np.log(unit)))
-        self.n_iter_ = model.n_iter_
-        model.eval()
-        lik.eval()
-        self.model_, self.likelihood_ = model, lik
+            sub = _ProfiledEvidence(Z[pick], z[pick])
+            start = self._search(sub, med)[:2]
+            del sub
+        evidence = _ProfiledEvidence(Z, z)
+        log_ell, log_ratio, value = self._search(
+            evidence, med, start=start,
+            max_iter=None if start is None else min(int(self.max_iter), REFINE_STEPS))
+        if evidence.point != (log_ell, log_ratio):
+            value = evidence(log_ell, log_ratio)[0]      # the factor at the best point
+        m = z.size
+        self.n_iter_ = evidence.n_evaluations
+        # in the units of y the evidence is the standardised one minus m log(y_scale)
+        self.log_marginal_likelihood_ = value - m * (np.log(scale_pre) + np.log(unit))
+        amplitude, constant = evidence.amplitude, evidence.constant
+        ratio = float(np.exp(log_ratio))
         # variances in units of y^2 as far as float64 holds them (inf beyond); the noise
         # also in units of (y / y_unit_)^2, where it cannot overflow
         with np.errstate(over="ignore"):
             scale2 = np.float64(scale_pre) ** 2 * np.float64(unit) * np.float64(unit)
-        self.noise_pre_ = float(lik.noise.detach()) * scale_pre ** 2
-        self.noise_ = float(lik.noise.detach()) * float(scale2)
-        self.outputscale_ = float(model.covar_module.outputscale.detach()) * float(scale2)
-        self.constant_ = (float(model.mean_module.constant.detach()) * self.y_scale_
-                          + self.y_mean_)
-        self.lengthscale_ = float(model.covar_module.base_kernel.lengthscale.detach())
-        self._set_predictor(Z.numpy(), yt.numpy(), *_hyperparameters(model))
+        self.noise_pre_ = amplitude * ratio * scale_pre ** 2
+        self.noise_ = amplitude * ratio * float(scale2)
+        self.outputscale_ = amplitude * float(scale2)
+        self.constant_ = constant * self.y_scale_ + self.y_mean_
+        self.lengthscale_ = float(np.exp(log_ell))
+        self._set_predictor(Z, evidence, self.lengthscale_, amplitude, constant)
         return self
 
-    def _set_predictor(self, Z, yt, ell, scale, noise, constant):
-        """The exact posterior's pieces in standardised units: the Cholesky factor ``L`` of
-        ``K + σ² I`` and ``α = (K + σ² I)⁻¹ (y - c)``, so that a prediction is a GEMM (mean)
-        and a triangular solve (variance) per block of rows, with no GPyTorch overhead."""
-        import scipy.linalg
+    def _search(self, evidence, med, start=None, max_iter=None):
+        """``(log ℓ, log r, log evidence)`` at the best point found: the grid (or
+        ``start``), then L-BFGS-B (analytic gradient, at most ``max_iter`` iterations)
+        from its best point."""
+        from scipy.optimize import minimize
 
-        K = scale * np.exp(-_sqdist(Z, Z) / (2.0 * ell * ell))
-        K[np.diag_indices_from(K)] += noise
-        jitter = 0.0
-        for _ in range(6):
-            try:
-                L = np.linalg.cholesky(K if jitter == 0.0 else
-                                       K + jitter * np.eye(K.shape[0]))
-                break
-            except np.linalg.LinAlgError:
-                jitter = max(10.0 * jitter, 1e-10 * scale)
-        else:
-            raise np.linalg.LinAlgError("the RBF GP's covariance is not positive definite; "
-                                        "remove duplicated labelled points or fix a larger "
-                                        "noise")
+        max_iter = int(self.max_iter if max_iter is None else max_iter)
+        bounds = np.log([[med * self.LENGTH_RANGE[0], med * self.LENGTH_RANGE[1]],
+                         self.RATIO_RANGE])
+        best = [-np.inf, None]
+
+        def keep(point, value):
+            if value > best[0]:
+                best[:] = [value, (float(point[0]), float(point[1]))]
+
+        points = ([start] if start is not None else
+                  [(np.log(med * factor), np.log(ratio)) for factor in self.LENGTH_FACTORS
+                   for ratio in self.RATIO_GRID])
+        for point in points:
+            keep(point, evidence(*point)[0])
+        if best[1] is None and start is not None:      # the sample's optimum fails here
+            return self._search(evidence, med)
+        if best[1] is None:
+            raise np.linalg.LinAlgError("the RBF GP's covariance K + r I is not positive "
+                                        "definite at any grid point")
+        if max_iter < 1:
+            return (*best[1], best[0])
+        start = np.array(best[1])
+        value, grad = evidence(*start, gradient=True)
+        if grad is None:
+            return (*best[1], best[0])
+        # the objective in units that make L-BFGS-B's first step ~FIRST_STEP long (its
+        # first step on a box is the whole projected gradient)
+        scale = self.FIRST_STEP / max(float(np.abs(grad).max()), 1e-12)
+        first = {tuple(start): (value, grad)}
+
+        def objective(point):
+            value, grad = first.pop(tuple(point), (None, None))
+            if value is None:
+                value, grad = evidence(*point, gradient=True)
+            keep(point, value)
+            if grad is None:        # a failed factorisation or gradient: a wall to L-BFGS-B
+                return np.inf, np.zeros(2)
+            return -scale * value, -scale * grad
+
+        minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds,
+                 options={"maxiter": max_iter, "maxfun": 2 * max_iter,
+                          "gtol": scale * self.GRADIENT_TOLERANCE})
+        return (*best[1], best[0])
+
+    def _set_predictor(self, Z, evidence, ell, amplitude, constant):
+        """The exact posterior's pieces in standardised units from the evidence's last
+        evaluation (at the fitted point): the Cholesky factor ``L`` of ``K + r I`` and
+        ``α = (K + r I)⁻¹ (z - c)``, so that a prediction is a GEMM (mean) and a triangular
+        solve (variance) per block of rows. The covariance is ``A (K + r I)``, so the mean
+        is ``c + k*ᵀ α`` and the latent variance ``A (1 - |L⁻¹ k*|²)``."""
+        factor = evidence.factor              # L in its lower triangle (Fortran order)
+        for column in range(1, factor.shape[0]):
+            factor[:column, column] = 0.0         # clear the other triangle (it held S)
+        evidence.sqdist = evidence.work = None
         self._Z_train = Z
-        self._chol = L
-        self._alpha = scipy.linalg.cho_solve((L, True), yt - constant, check_finite=False)
-        self._hyper = (ell, scale, noise, constant)
-
-    def _optimise(self, Z, yt, base_kernel, start, max_iter):
-        """L-BFGS on the exact marginal likelihood from ``start`` = (lengthscale,
-        outputscale, noise, constant); returns the model (``n_iter_`` set), its
-        likelihood and the objective."""
-        ell, scale, noise, constant = start
-        lik = gpytorch.likelihoods.GaussianLikelihood().double()
-        model = _ExactRBF(Z, yt, lik, base_kernel).double()
-        model.covar_module.base_kernel.lengthscale = ell
-        model.covar_module.outputscale = scale
-        lik.noise = noise
-        model.mean_module.constant.data.fill_(constant)
-        model.train()
-        lik.train()
-        mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
-        opt = torch.optim.LBFGS(model.parameters(), lr=1.0, max_iter=int(max_iter),
-                                line_search_fn="strong_wolfe", tolerance_grad=1e-6,
-                                tolerance_change=1e-9)
-
-        def closure():
-            opt.zero_grad()
-            loss = -mll(model(Z), yt)
-            loss.backward()
-            return loss
-
-        with self._exact(), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=gpytorch.utils.warnings.NumericalWarning)
-            opt.step(closure)
-        model.n_iter_ = int(opt.state[opt._params[0]].get("n_iter", 0))
-        return model, lik, mll
+        self._chol = factor
+        self._alpha = evidence.alpha
+        self._hyper = (ell, amplitude, constant)
 
     def predict(self, X, return_std: bool = True):
         """Exact posterior mean (and standard deviation of the latent function) at ``X``,
-        in the units of ``y``: per block of rows ``K* α`` and ``s² - |L⁻¹ K*ᵀ|²``."""
+        in the units of ``y``: per block of rows ``c + K* α`` and ``A (1 - |L⁻¹ K*ᵀ|²)``."""
         import scipy.linalg
 
-        ell, scale, _, constant = self._hyper
+        ell, amplitude, constant = self._hyper
         Zt, L = self._Z_train, self._chol
         X = np.asarray(X, dtype=np.float64)
         n = X.shape[0]
@@ -266,11 +425,11 @@ class RBFGPRegressor:
         step = default_chunk_size(8 * (5 * Zt.shape[0] + 4 * X.shape[1] + 8))
         for start in range(0, n, step):
             Z = (X[start:start + step] - self.mu_) / self.sd_
-            Kx = scale * np.exp(-_sqdist(Z, Zt) / (2.0 * ell * ell))
+            Kx = np.exp(-_sqdist(Z, Zt) / (2.0 * ell * ell))
             mean[start:start + step] = constant + Kx @ self._alpha
             if return_std:
                 W = scipy.linalg.solve_triangular(L, Kx.T, lower=True, check_finite=False)
-                var = scale - np.einsum("ij,ij->j", W, W)
+                var = amplitude * (1.0 - np.einsum("ij,ij->j", W, W))
                 std[start:start + step] = np.sqrt(np.maximum(var, 0.0))
         mean = self.y_mean_ + self.y_scale_ * mean
         return (mean, self.y_scale_ * std) if return_std else mean

@@ -17,6 +17,7 @@ from sklearn.base import clone
 
 from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, region_of,
                              volume_of)
+from ..graph.lattice import lattice_graph
 from .regressor import FLGPRegressor
 
 __all__ = ["ImagePrediction", "predict_image"]
@@ -202,6 +203,9 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
                              f"img=image)).")
         voxels = load_voxels(img, region)      # coordinates (mm), values, C order
         obs = _observed(observed, img, data.shape, region, random_state)
+        if reg.graph is None and reg.method in ("auto", "gmrf"):
+            # voxel resolution: the region's lattice (face neighbours, mm weights)
+            reg.set_params(graph=lattice_graph(voxels.ijk, img.affine))
         bar.update()
         bar.set_description(stages[1])
         y = np.where(obs, voxels.values, np.nan)
@@ -216,6 +220,9 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
             sd = np.sqrt(sd ** 2 + reg.noise_)
         out = [copy_spatial_codes(voxels.to_nifti(v, fill=float(fill)), img)
                for v in (mean, sd)]
+        out[0].header["descrip"] = b"flgp: posterior mean of the map"
+        out[1].header["descrip"] = (b"flgp: predictive sd of a new observation" if include_noise
+                                    else b"flgp: posterior sd of the map (no noise)")
         bar.update()
     finally:
         bar.close()

@@ -19,13 +19,30 @@ from ..spectral import RowSquaredNorm
 from ..spectral.families import (diffusion_time_range, heat_log_weight_gradient,
                                  heat_log_weights, nonzero_prefix, spectral_weights)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
-from .baselines import RBFGPRegressor
+from ..graph import PointGraph
+from ..graph.knn import knn_point_graph
+from ..precision.gaussian import fit_gmrf
+from ..precision.matern import MATERN_ORDERS
+from ..precision.posterior import NodePosterior
+from ._base import FAR_FACTOR
+from .baselines import RBF_MAX_LABELS, RBFGPRegressor
 from .inference.gaussian import LowRankGaussianEvidence
 from .inference.poisson import (check_counts, count_offset, fit_count_hyperparameters,
                                 poisson_interval)
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
 
-__all__ = ["FLGPRegressor"]
+__all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM"]
+
+# method="auto" weighs the graph Matérn prior on the k-NN graph of X (no graph= given) up to
+# this many points - where its hyperparameters are searched on the whole graph; a 20,000-
+# point curve costs 3 s against 1 s for the low-rank fit, 100,000 points 35 s and 2.4 GB -
+# and this many features
+GMRF_MAX_NODES = 32_000
+KNN_GMRF_MAX_DIM = 16
+# neighbours of the default k-NN point graph (graphlearning's default)
+GMRF_NEIGHBOURS = 10
+# draws of the Rao-Blackwellised variance estimator (relative standard error ~5-10 %)
+GMRF_VARIANCE_SAMPLES = 64
 
 
 class FLGPRegressor(RegressorMixin, HeatGPEstimator):
@@ -154,6 +171,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         "noise": [_POSITIVE, None],
         "likelihood": [StrOptions({"gaussian", "poisson"})],
         "overdispersion": [Interval(numbers.Real, 0, None, closed="left"), None],
+        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", "rbf", "gmrf"})],
+        "graph": [PointGraph, None],
+        "matern_order": [Interval(numbers.Integral, 1, 4, closed="both"), None],
     }
     _finite_parameters = HeatGPEstimator._finite_parameters + ("noise", "overdispersion")
     _unlabelled_fill = np.nan
@@ -168,7 +188,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                  diffusion_time_prior_power=1.0, noise=None, max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False,
                  induced_points=None, likelihood="gaussian", overdispersion=None,
-                 warm_start=False):
+                 graph=None, matern_order=None, warm_start=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -190,15 +210,18 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self.induced_points = induced_points
         self.likelihood = likelihood
         self.overdispersion = overdispersion
+        self.graph = graph
+        self.matern_order = matern_order
         self.warm_start = warm_start
 
     # -- inputs ---------------------------------------------------------------------------
     def _check_parameters(self):
         super()._check_parameters()
         if self.likelihood == "poisson":
-            if self.method == "rbf":
-                raise ValueError("likelihood='poisson' works with the heat-kernel methods "
-                                 "('flgp', 'glgp', 'nystrom'); method='rbf' is Gaussian only.")
+            if self.method in ("rbf", "gmrf"):
+                raise ValueError(f"likelihood='poisson' works with the heat-kernel methods "
+                                 f"('flgp', 'glgp', 'nystrom'); method={self.method!r} is "
+                                 f"Gaussian only.")
             if self.noise is not None:
                 raise ValueError("noise is a parameter of likelihood='gaussian'; a Poisson "
                                  "count has no separate noise variance (leave noise=None; "
@@ -254,17 +277,123 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         z = (y_pre - self._y_mean / unit) / (self._y_scale / unit)
         if self.method == "rbf":
             return self._fit_rbf(X, labelled, y_lab)
+        if self.method == "gmrf":
+            return self._use_gmrf(self._gmrf_candidate(X, labelled, z))
         heat = self._fit_heat(X, labelled, z, m)
         if self.method == "auto" and not is_lazy(X):
-            rbf = RBFGPRegressor(self.max_iter, self.learning_rate,
-                                 backend=resolve_backend(self.backend)).fit(X[labelled],
-                                                                            y_lab)
-            self.log_evidence_ = {"flgp": self.log_marginal_likelihood_,
-                                  "rbf": rbf.log_marginal_likelihood_}
-            if rbf.log_marginal_likelihood_ > self.log_marginal_likelihood_:
+            # every feasible prior by its exact evidence of y (docs/models.md, "Choosing
+            # the prior"); skipped_methods_ says why one was left out
+            self.log_evidence_ = {"flgp": self.log_marginal_likelihood_}
+            self.skipped_methods_ = {}
+            gmrf = rbf = None
+            why = self._gmrf_infeasible(X)
+            if why is None:
+                gmrf = self._gmrf_candidate(X, labelled, z)
+                self.log_evidence_["gmrf"] = gmrf.log_evidence_y
+            else:
+                self.skipped_methods_["gmrf"] = why
+            if m <= RBF_MAX_LABELS:
+                rbf = RBFGPRegressor(self.max_iter, self.learning_rate,
+                                     backend=resolve_backend(self.backend)).fit(
+                    X[labelled], y_lab)
+                self.log_evidence_["rbf"] = rbf.log_marginal_likelihood_
+            else:
+                self.skipped_methods_["rbf"] = (
+                    f"{m} labels > RBF_MAX_LABELS = {RBF_MAX_LABELS}: an exact RBF GP "
+                    f"costs O(m^3) per evidence evaluation")
+            best = max(self.log_evidence_, key=self.log_evidence_.get)
+            if best == "rbf":
                 return self._fit_rbf(X, labelled, y_lab, rbf)
+            if best == "gmrf":
+                return self._use_gmrf(gmrf)
         self.method_ = "flgp" if self.method == "auto" else self.method
         return self._transduce(heat)
+
+    # -- the full-resolution prior (method="gmrf") ------------------------------------------
+    def _point_graph(self, X):
+        """The graph of the rows of ``X``: ``graph`` when given (checked against ``X``), else
+        the k-nearest-neighbour graph of ``X`` (:func:`flgp.graph.knn_point_graph`)."""
+        if self.graph is not None:
+            g = self.graph
+            if g.n_nodes != X.shape[0]:
+                raise ValueError(f"graph has {g.n_nodes} nodes but the cloud has "
+                                 f"{X.shape[0]} rows; build the graph on the same points "
+                                 f"(X stacked above X_unlabeled).")
+            return g
+        return knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
+
+    def _gmrf_infeasible(self, X):
+        """Why ``"auto"`` leaves the full-resolution prior out, or None: a k-NN graph in
+        more than 16 dimensions (its factor fills in) or of more than GMRF_MAX_NODES
+        points; never when a graph is given."""
+        if self.graph is not None:
+            return None
+        n, p = X.shape
+        if n < 3:
+            return f"{n} points: a k-NN graph needs at least 3"
+        if p > KNN_GMRF_MAX_DIM:
+            return (f"{p} features > {KNN_GMRF_MAX_DIM}: a k-NN graph in high dimension "
+                    f"has no sparse Cholesky factor worth its fill; pass graph= to use one")
+        if n > GMRF_MAX_NODES:
+            return (f"{n} points > GMRF_MAX_NODES = {GMRF_MAX_NODES} for a k-NN graph; "
+                    f"pass graph= to use one")
+        return None
+
+    def _gmrf_candidate(self, X, labelled, z):
+        """The graph Matérn fit (:func:`flgp.precision.gaussian.fit_gmrf`) on the point
+        graph, with its evidence of ``y``."""
+        graph = self._point_graph(X)
+        nus = MATERN_ORDERS if self.matern_order is None else (int(self.matern_order),)
+        with stage("gmrf"):
+            fit, reg, by_order = fit_gmrf(graph, labelled, z, nus=nus, verbose=self.verbose)
+        m = labelled.size
+        y_scale_pre = self._y_scale / self._y_unit
+        fit.log_evidence_y = (fit.log_evidence - m * np.log(y_scale_pre)
+                              - m * np.log(self._y_unit))
+        fit.graph, fit.regression = graph, reg
+        fit.by_order = {nu: f.log_evidence - m * np.log(y_scale_pre) - m * np.log(self._y_unit)
+                        for nu, f in by_order.items()}
+        return fit
+
+    def _use_gmrf(self, fit):
+        """Predict with the graph Matérn fit: its attributes, node posterior and
+        transduction."""
+        unit, y_scale_pre = self._y_unit, self._y_scale / self._y_unit
+        graph = fit.graph
+        self.method_ = "gmrf"
+        self.graph_ = graph
+        self.matern_order_ = fit.nu
+        self.matern_kappa_ = float(np.sqrt(fit.kappa2))
+        self.matern_log_evidence_ = fit.by_order
+        self.outputscale_ = fit.amplitude * y_scale_pre ** 2 * unit * unit
+        self._noise_pre = fit.noise * y_scale_pre ** 2
+        self.noise_ = self._noise_pre * unit * unit
+        self._noise_std = fit.noise
+        self.log_marginal_likelihood_ = fit.log_evidence_y
+        self.n_iter_ = fit.regression.n_evaluations
+        with stage("gmrf variances"):
+            var, se = fit.regression.variances(fit, n_samples=GMRF_VARIANCE_SAMPLES,
+                                               random_state=self.random_state
+                                               if isinstance(self.random_state, int) else 0)
+        self.transduction_std_error_ = self._y_scale * 0.5 * se / np.sqrt(np.maximum(var,
+                                                                                    1e-300))
+        mean = self._y_mean + self._y_scale * fit.mean
+        sd = self._y_scale * np.sqrt(np.maximum(var, 0.0))
+        self._node_posterior = NodePosterior(graph.points, mean, sd, graph.spacing)
+        self.transduction_, self.transduction_std_ = mean, sd
+        n_comp, labels = graph.components()
+        if n_comp > 1:
+            has = np.zeros(n_comp, dtype=bool)
+            has[labels[self.labelled_indices_]] = True
+            if not has.all():
+                sizes = np.bincount(labels, minlength=n_comp)
+                warnings.warn(f"the graph falls apart into {n_comp} pieces; "
+                              f"{int(sizes[~has].sum())} point(s) lie in "
+                              f"{int((~has).sum())} piece(s) without an observed target and "
+                              f"get the prior (the mean of the targets, a wide sd). Observe "
+                              f"a point there, or connect the graph.", UserWarning,
+                              stacklevel=4)
+        return self
 
     def _fit_rbf(self, X, labelled, y_lab, rbf=None):
         """The RBF GP's fit (``method="rbf"``, or chosen by ``"auto"``): its hyperparameters,
@@ -299,9 +428,14 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self.log_marginal_likelihood_ = (-fit["nll_evidence"] - m * np.log(y_scale_pre)
                                          - m * np.log(unit))
         self.n_iter_ = fit["n_iter"]
-        ev = LowRankGaussianEvidence(V_lab, z)
-        sd, w_mean, w_cov = ev.posterior(_log_weights(eigenpairs, fit["t"], fit["s2"]),
-                                         fit["noise"])
+        k = fit["rank"]
+        self.n_eigenpairs_ = k
+        ev = LowRankGaussianEvidence(V_lab[:, :k], z)
+        sd_k, w_mean_k, w_cov_k = ev.posterior(
+            _log_weights(_Leading(eigenpairs, k), fit["t"], fit["s2"]), fit["noise"])
+        M = eigenpairs.n_eigenpairs
+        sd, w_mean, w_cov = np.zeros(M), np.zeros(M), np.zeros((M, M))
+        sd[:k], w_mean[:k], w_cov[:k, :k] = sd_k, w_mean_k, w_cov_k   # the rest: weight 0
         self._noise_std = fit["noise"]          # noise variance in standardised units
         self._predictor = _RegressionPredictor(sd, w_mean, w_cov, self._y_mean,
                                                self._y_scale, self._component_has_label)
@@ -338,9 +472,32 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                 prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter,
                 nugget=self.overdispersion)
         else:
-            fit = self._fit_hyper(eigenpairs, V_lab, targets)
+            # the resolution by evidence: nested leading blocks of the eigenbasis
+            fit = None
+            for rank in self._ranks(eigenpairs.n_eigenpairs):
+                trial = self._fit_hyper(_Leading(eigenpairs, rank), V_lab[:, :rank],
+                                        targets)
+                trial["rank"] = rank
+                if fit is None or trial["nll"] < fit["nll"]:
+                    fit = trial
         return CandidateFit(score=-fit["nll"], t=fit["t"], log_evidence=-fit["nll_evidence"],
                             result=fit)
+
+    def _ranks(self, M: int) -> list:
+        """The numbers of leading eigenpairs the Gaussian fit compares: ``M`` when
+        ``n_eigenpairs`` is given; by default ``M/8, M/4, M/2, M`` (at least 10), the one
+        of highest evidence predicting (``n_eigenpairs_``)."""
+        if self.n_eigenpairs is not None or self.likelihood != "gaussian":
+            return [M]
+        return sorted({max(1, min(M, r)) for r in (M // 8, M // 4, M // 2, M) if r >= 10}
+                      or {M})
+
+    def _engine_sizes(self, n: int) -> tuple[int, int]:
+        s, M = super()._engine_sizes(n)
+        if self.n_eigenpairs is None and self.likelihood == "gaussian" \
+                and self._graph_method != "glgp":
+            M = default_resolution_ceiling(s)
+        return s, M
 
     def _fit_counts(self, X, labelled, y_lab):
         """The Poisson fit (``likelihood="poisson"``): as the Gaussian one, with Laplace's
@@ -448,6 +605,10 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if self.method_ == "rbf":
             mean, std = self.rbf_.predict(X)
             return (mean, std) if return_std else mean
+        if self.method_ == "gmrf":
+            mean, std = self._node_posterior.at(X)
+            self._warn_far_from_graph(X)
+            return (mean, std) if return_std else mean
         out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
                                                    return_nearest=True,
                                                    project=self._predictor.project)
@@ -460,6 +621,18 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                              project=latent.project)[:, 1]
             warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()))
         return (mean, std) if return_std else mean
+
+    def _warn_far_from_graph(self, X) -> None:
+        post = self._node_posterior
+        d2 = post.nearest_sq_distances(X)
+        reach = FAR_FACTOR * 2.0 * post.spacing
+        far = d2 > reach * reach
+        if far.any():
+            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie farther than "
+                          f"{reach:.3g} (three times two graph spacings) from every node of "
+                          f"the fitted graph, up to {np.sqrt(d2.max()):.3g}: their "
+                          f"predictions are the nearest nodes' (extrapolations).",
+                          UserWarning, stacklevel=4)
 
     def predict_interval(self, X, coverage=0.9):
         """Equal-tailed ``coverage`` interval ``(lower, upper)`` for a new observation at
@@ -497,9 +670,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         noise, the log-rate for counts), with the precision a new label adds: what
         :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "n_features_in_")
-        if self.method_ == "rbf":
-            raise ValueError("latent_posterior needs the heat-kernel posterior over the "
-                             "cloud; method='rbf' has none.")
+        if self.method_ in ("rbf", "gmrf"):
+            raise ValueError(f"latent_posterior needs the heat-kernel posterior in its "
+                             f"eigenbasis; method_={self.method_!r} has none.")
         pr = self._predictor
         M = self.eigenpairs_.n_eigenpairs
         mean = np.zeros(M)
@@ -526,6 +699,21 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         ``warm_start=True`` to reuse the eigenpairs.
         """
         return _suggest_labels(self, n, strategy, random_state)
+
+
+def default_resolution_ceiling(n_induced: int) -> int:
+    """The most eigenpairs the Gaussian regressor's resolution ladder reaches:
+    ``min(400, s - 1)`` (its rungs ``M/8 .. M``; docs/models.md, "Resolution")."""
+    return int(max(1, min(400, n_induced - 1)))
+
+
+class _Leading:
+    """The leading ``k`` eigenpairs' spectrum (eigenvalues, kernel scale): what the
+    hyperparameter fit reads of an :class:`~flgp.spectral.Eigenpairs`."""
+
+    def __init__(self, eigenpairs, k: int):
+        self.eigenvalues = eigenpairs.eigenvalues[:k]
+        self.kernel_scale = eigenpairs.kernel_scale
 
 
 def _log_weights(eigenpairs, t, s2):

@@ -1,0 +1,218 @@
+"""Brain maps at full resolution (issue 33's targets): the default regressor against each of
+its candidates, on nilearn's bundled maps, in fresh processes.
+
+Workloads (``--workloads``, comma-separated):
+
+* ``whole`` - the whole-brain motor map (``load_sample_motor_activation_image``, 45,448
+  voxels), 30 % observed: ``flgp nifti MAP --observed-fraction 0.3`` at its defaults, as a
+  subprocess (wall time, peak memory), and the held-out trimmed MSE (the largest 1 % of
+  squared errors left out) and the coverage of 95 % intervals of a new observation.
+* ``threshold`` - the same map cut at ``|z| > 1.96`` (7,407 voxels) with 2,091 / 3,137 /
+  4,182 observed voxels: the default against the exact RBF GP, the low-rank heat kernel
+  and the voxel lattice's graph Matérn prior, each fitted alone.
+* ``surface`` - fsaverage5, each hemisphere, 10 % of vertices observed, sulcal depth,
+  thickness (vertices with thickness > 0) and curvature: the default against its three
+  candidates.
+
+Each fit runs in a fresh process (``--repeats`` times, medians quoted). Prints a table and
+can write JSON::
+
+    python benchmarks/full_resolution.py --json benchmarks/results/full_resolution.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def _trimmed_mse(pred, truth):
+    err = np.sort((pred - truth) ** 2)
+    return float(np.mean(err[:int(0.99 * err.size)]))
+
+
+def _coverage(pred, sd, truth):
+    return float(np.mean(np.abs(pred - truth) <= 1.959964 * sd))
+
+
+def _motor():
+    from nilearn.datasets import load_sample_motor_activation_image
+
+    return load_sample_motor_activation_image()
+
+
+def whole_brain(seed: int) -> dict:
+    """``flgp nifti`` on the whole motor map in a subprocess: wall time and peak memory
+    (``/usr/bin/time -v`` where it exists, else resource's rusage of the child)."""
+    import nibabel as nib
+    import resource
+
+    path = _motor()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "pred")
+        cmd = [sys.executable, "-m", "flgp.cli", "nifti", path, "--observed-fraction", "0.3",
+               "--out", out, "--seed", str(seed), "--quiet", "--include-noise"]
+        start = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if run.returncode != 0:
+            raise RuntimeError(run.stderr)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 ** 2   # GB
+        img = nib.load(path)
+        data = img.get_fdata()
+        mask = np.isfinite(data) & (data != 0)
+        ijk = np.argwhere(mask)
+        y = data[mask]
+        rng = np.random.default_rng(seed)
+        obs = np.zeros(y.size, bool)
+        obs[rng.choice(y.size, int(round(0.3 * y.size)), replace=False)] = True
+        mean = nib.load(out + "_mean.nii.gz").get_fdata()[tuple(ijk.T)]
+        sd = nib.load(out + "_sd.nii.gz").get_fdata()[tuple(ijk.T)]
+    un = ~obs
+    chosen = [ln for ln in run.stdout.splitlines() if ln.startswith("FLGPRegressor")]
+    return dict(workload="whole", seconds=wall, peak_gb=peak,
+                tmse=_trimmed_mse(mean[un], y[un]), coverage=_coverage(mean[un], sd[un], y[un]),
+                chosen=chosen[0] if chosen else "", n=int(y.size), m=int(obs.sum()))
+
+
+def _fit_region(coords, y, obs, method, graph):
+    from flgp import FLGPRegressor
+
+    reg = FLGPRegressor(method=method, graph=graph if method in ("auto", "gmrf") else None)
+    start = time.perf_counter()
+    reg.fit(coords, np.where(obs, y, np.nan))
+    seconds = time.perf_counter() - start
+    mean = np.asarray(reg.transduction_)
+    sd = np.sqrt(np.asarray(reg.transduction_std_) ** 2 + reg.noise_)
+    un = ~obs
+    return dict(seconds=seconds, tmse=_trimmed_mse(mean[un], y[un]),
+                coverage=_coverage(mean[un], sd[un], y[un]),
+                chosen=getattr(reg, "method_", method))
+
+
+def threshold(m: int, method: str, seed: int) -> dict:
+    import nibabel as nib
+
+    from flgp.graph import lattice_graph
+
+    img = nib.load(_motor())
+    data = img.get_fdata()
+    mask = np.abs(data) > 1.96
+    ijk = np.argwhere(mask)
+    y = data[mask]
+    coords = ijk @ img.affine[:3, :3].T + img.affine[:3, 3]
+    obs = np.zeros(y.size, bool)
+    obs[np.random.default_rng(seed).choice(y.size, m, replace=False)] = True
+    out = _fit_region(coords, y, obs, method, lattice_graph(ijk, img.affine))
+    return dict(workload="threshold", m=m, n=int(y.size), method=method, **out)
+
+
+def surface(hemi: str, kind: str, method: str, seed: int) -> dict:
+    from nilearn import datasets
+
+    from flgp.graph.mesh import mesh_graph
+
+    mesh = datasets.load_fsaverage("fsaverage5")["pial"].parts[hemi]
+    img = datasets.load_fsaverage_data("fsaverage5", mesh_type="pial", data_type=kind)
+    y = np.asarray(img.data.parts[hemi], dtype=np.float64)
+    V, F = np.asarray(mesh.coordinates, dtype=np.float64), np.asarray(mesh.faces)
+    region = np.ones(y.size, bool) if kind != "thickness" else y > 0
+    inside = region[F].all(1)
+    on_face = np.zeros(y.size, bool)
+    on_face[F[inside].ravel()] = True
+    region &= on_face
+    keep = np.flatnonzero(region)
+    new = np.full(y.size, -1)
+    new[keep] = np.arange(keep.size)
+    graph = mesh_graph(V[keep], new[F[inside]])
+    yk = y[keep]
+    obs = np.zeros(keep.size, bool)
+    obs[np.random.default_rng(seed).choice(keep.size, int(round(0.1 * keep.size)),
+                                            replace=False)] = True
+    out = _fit_region(V[keep], yk, obs, method, graph)
+    return dict(workload="surface", hemi=hemi, kind=kind, method=method, n=int(keep.size),
+                m=int(obs.sum()), **out)
+
+
+def _child(queue, fn, args):
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    try:
+        queue.put(fn(*args))
+    except Exception as exc:          # pragma: no cover - reported by the parent
+        queue.put({"error": repr(exc)})
+
+
+def fresh(fn, *args) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, fn, args))
+    p.start()
+    out = q.get()
+    p.join()
+    if "error" in out:
+        raise RuntimeError(f"{fn.__name__}{args}: {out['error']}")
+    return out
+
+
+def median_of(runs, keys=("seconds", "tmse", "coverage", "peak_gb")):
+    out = dict(runs[0])
+    for k in keys:
+        if k in out:
+            out[k] = float(np.median([r[k] for r in runs]))
+    out["runs"] = len(runs)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", default="whole,threshold,surface")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    work = args.workloads.split(",")
+    rows = []
+    if "whole" in work:
+        rows.append(median_of([whole_brain(args.seed) for _ in range(args.repeats)]))
+        r = rows[-1]
+        print(f"whole brain n={r['n']} m={r['m']}: {r['seconds']:.1f} s, peak "
+              f"{r['peak_gb']:.2f} GB, tMSE {r['tmse']:.4f}, 95% coverage "
+              f"{r['coverage']:.3f}\n  {r['chosen']}", flush=True)
+    methods = ["auto", "gmrf", "flgp", "rbf"]
+    if "threshold" in work:
+        for m in (2091, 3137, 4182):
+            for method in methods:
+                runs = [fresh(threshold, m, method, args.seed)
+                        for _ in range(args.repeats if method == "auto" else 1)]
+                rows.append(median_of(runs))
+                r = rows[-1]
+                print(f"threshold m={m} {method:>5} ({r['chosen']}): {r['seconds']:.1f} s, "
+                      f"tMSE {r['tmse']:.4f}, coverage {r['coverage']:.3f}", flush=True)
+    if "surface" in work:
+        for hemi in ("left", "right"):
+            for kind in ("sulcal", "thickness", "curvature"):
+                for method in methods:
+                    runs = [fresh(surface, hemi, kind, method, args.seed)
+                            for _ in range(args.repeats if method == "auto" else 1)]
+                    rows.append(median_of(runs))
+                    r = rows[-1]
+                    print(f"fsaverage5 {hemi} {kind} {method:>5} ({r['chosen']}): "
+                          f"{r['seconds']:.1f} s, tMSE {r['tmse']:.5f}, coverage "
+                          f"{r['coverage']:.3f}", flush=True)
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

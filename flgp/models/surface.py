@@ -1,0 +1,298 @@
+"""Regression on a surface mesh: predict the unobserved vertices of a per-vertex map (a
+cortical thickness, sulcal depth or curvature map, a surface-projected statistic), with
+uncertainty.
+
+:func:`predict_surface` is the surface twin of :func:`flgp.predict_image`: the mesh's
+vertices are the point cloud, its finite-element graph (:func:`flgp.graph.mesh.mesh_graph`:
+cotangent stiffness, lumped vertex areas) carries the full-resolution prior, and
+:class:`~flgp.FLGPRegressor` chooses between it, the low-rank heat kernel and the RBF GP by
+their evidence. Meshes and maps go in as arrays, nilearn meshes and surface images
+(``SurfaceImage``), or files nilearn reads (GIfTI ``.gii``, FreeSurfer surfaces and morph
+data); maps come back as arrays, ``SurfaceImage`` or GIfTI files. Needs nibabel and
+nilearn (the ``fmri`` extra) for files and nilearn objects only.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import clone
+
+from ..graph.mesh import mesh_graph
+from .regressor import FLGPRegressor
+
+__all__ = ["SurfacePrediction", "predict_surface", "load_mesh", "load_surface_values",
+           "write_gifti"]
+
+
+@dataclass
+class SurfacePrediction:
+    """What :func:`predict_surface` returns.
+
+    Attributes
+    ----------
+    mean : ndarray (n_vertices,)
+        Posterior mean of the map at every vertex (``fill`` outside the mask).
+    sd : ndarray (n_vertices,)
+        Posterior sd of the map's latent value, or of a new observation
+        (``include_noise=True``); ``sd_kind`` says which.
+    regressor : FLGPRegressor
+        The fitted regressor (``method_``, ``log_evidence_``, ``noise_``, ...).
+    observed : ndarray (n_vertices,) of bool
+    mask : ndarray (n_vertices,) of bool
+        The vertices of the fitted region.
+    sd_kind : str
+        ``"latent"`` or ``"new observation"``.
+    seconds : float
+        Wall time of the fit.
+    """
+
+    mean: np.ndarray
+    sd: np.ndarray
+    regressor: FLGPRegressor
+    observed: np.ndarray
+    mask: np.ndarray
+    sd_kind: str
+    seconds: float = field(default=0.0)
+
+    @property
+    def n_observed(self) -> int:
+        return int(self.observed.sum())
+
+
+def _nilearn_surface():
+    try:
+        from nilearn import surface
+    except ImportError as exc:
+        raise ImportError("surface files and nilearn meshes need nilearn, the 'fmri' extra "
+                          "of flgp: pip install \"flgp[fmri]\"") from exc
+    return surface
+
+
+def load_mesh(mesh):
+    """``(vertices (n, 3) float64, faces (f, 3) int64)`` of a mesh given as a pair of
+    arrays, an object with ``coordinates`` and ``faces`` (nilearn's meshes), or a file
+    nilearn reads (GIfTI ``.surf.gii``, a FreeSurfer surface such as ``lh.pial``)."""
+    if isinstance(mesh, (str, os.PathLike)):
+        path = os.fspath(mesh)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"mesh {path!r}: no such file.")
+        try:
+            mesh = _nilearn_surface().load_surf_mesh(path)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"mesh {path!r} cannot be read as a surface mesh "
+                             f"({type(exc).__name__}: {exc}).") from exc
+    if hasattr(mesh, "coordinates") and hasattr(mesh, "faces"):
+        return (np.asarray(mesh.coordinates, dtype=np.float64),
+                np.asarray(mesh.faces))
+    if isinstance(mesh, (tuple, list)) and len(mesh) == 2:
+        return np.asarray(mesh[0], dtype=np.float64), np.asarray(mesh[1])
+    raise TypeError(f"mesh must be (vertices, faces), a nilearn mesh or a path to a "
+                    f"surface file; got {type(mesh).__name__}.")
+
+
+def load_surface_values(values, n_vertices: int, name: str = "values") -> np.ndarray:
+    """A per-vertex map as a float64 vector: an array, or a file nilearn reads (GIfTI
+    ``.func.gii`` / ``.shape.gii``, FreeSurfer morph data such as ``lh.thickness``)."""
+    if isinstance(values, (str, os.PathLike)):
+        path = os.fspath(values)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{name} {path!r}: no such file.")
+        try:
+            values = _nilearn_surface().load_surf_data(path)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ValueError(f"{name} {path!r} cannot be read as per-vertex data "
+                             f"({type(exc).__name__}: {exc}).") from exc
+    try:
+        v = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be numeric per-vertex data; got "
+                        f"{type(values).__name__}.") from exc
+    if v.ndim == 2 and 1 in v.shape:
+        v = v.ravel()
+    if v.shape != (n_vertices,):
+        raise ValueError(f"{name} must hold one value per vertex ({n_vertices}); got shape "
+                         f"{v.shape}.")
+    return v
+
+
+def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random_state=0,
+                    fill=0.0, include_noise=False):
+    """Predict the unobserved vertices of a per-vertex map on a surface mesh.
+
+    Parameters
+    ----------
+    mesh : (vertices, faces), nilearn mesh, or path
+        The surface (e.g. ``nilearn.datasets.load_fsaverage("fsaverage5")["pial"]
+        .parts["left"]``, or ``"lh.pial.gii"``); coordinates in mm.
+    values : array (n_vertices,), path, or nilearn ``SurfaceImage``
+        The map. A ``SurfaceImage`` brings its own mesh (then pass ``mesh=None``); each of
+        its parts (hemispheres) is fitted on its own and a ``SurfaceImage`` comes back
+        for ``mean`` and ``sd``.
+    observed : boolean array (n_vertices,) or float
+        The observed vertices, or a fraction in (0, 1) of the region's vertices drawn
+        with ``random_state``.
+    mask : boolean array (n_vertices,), optional
+        The region to fit: default every vertex with a finite value. Vertices outside get
+        ``fill``; the region's mesh is the faces with all three corners inside.
+    regressor : FLGPRegressor, optional
+        Configured regressor (cloned); default ``FLGPRegressor()``, whose ``"auto"``
+        weighs the mesh's graph Matérn prior, the low-rank heat kernel and the RBF GP by
+        their evidence.
+    random_state, fill, include_noise :
+        As in :func:`flgp.predict_image`.
+
+    Returns
+    -------
+    SurfacePrediction
+        ``mean``, ``sd`` (arrays per vertex, or ``SurfaceImage`` for a ``SurfaceImage``
+        input), the fitted ``regressor``, ``observed``, ``mask``, ``sd_kind``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp.models.surface import predict_surface
+    >>> g = np.linspace(0, 1, 20)
+    >>> xx, yy = np.meshgrid(g, g)
+    >>> vertices = np.c_[xx.ravel(), yy.ravel(), np.zeros(400)] * 50.0
+    >>> idx = np.arange(400).reshape(20, 20)
+    >>> a, b, c, d = idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, :-1].ravel(), \\
+    ...     idx[1:, 1:].ravel()
+    >>> faces = np.r_[np.c_[a, b, c], np.c_[b, d, c]]
+    >>> values = np.sin(vertices[:, 0] / 10.0)
+    >>> res = predict_surface((vertices, faces), values, 0.3)
+    >>> res.mean.shape, res.n_observed, res.sd_kind
+    ((400,), 120, 'latent')
+    """
+    if not isinstance(include_noise, (bool, np.bool_)):
+        raise TypeError(f"include_noise must be True or False; got {include_noise!r}.")
+    if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
+        raise TypeError(f"fill must be a number (NaN allowed); got {fill!r}.")
+    if hasattr(values, "mesh") and hasattr(values, "data") and hasattr(values.data, "parts"):
+        return _predict_surface_image(values, observed, mask, regressor, random_state,
+                                      fill, include_noise)
+    V, F = load_mesh(mesh)
+    y = load_surface_values(values, V.shape[0])
+    if regressor is None:
+        regressor = FLGPRegressor()
+    elif not isinstance(regressor, FLGPRegressor):
+        raise TypeError(f"regressor must be an flgp.FLGPRegressor; got "
+                        f"{type(regressor).__name__}.")
+    reg = clone(regressor)
+    region = np.isfinite(y) if mask is None else _vertex_mask(mask, V.shape[0])
+    bad = region & ~np.isfinite(y)
+    if bad.any():
+        raise ValueError(f"{int(bad.sum())} vertices of the region have NaN or infinite "
+                         f"values (the first is vertex {int(np.flatnonzero(bad)[0])}); "
+                         f"leave them out of the mask.")
+    # the region's mesh: faces with all three corners inside; a region vertex on no such
+    # face (a spur of the mask) has no area and is left out, with a warning
+    inside = region[F].all(axis=1)
+    on_face = np.zeros(V.shape[0], dtype=bool)
+    on_face[F[inside].ravel()] = True
+    stray = region & ~on_face
+    if stray.any():
+        warnings.warn(f"{int(stray.sum())} vertices of the region lie on no face whose "
+                      f"corners are all in the region (the first is vertex "
+                      f"{int(np.flatnonzero(stray)[0])}); they are left out and get the "
+                      f"fill value.", UserWarning, stacklevel=2)
+        region = region & on_face
+    keep = np.flatnonzero(region)
+    if keep.size < 3:
+        raise ValueError(f"the region holds {keep.size} vertices on its faces; at least 3 "
+                         f"are needed.")
+    new_index = np.full(V.shape[0], -1, dtype=np.int64)
+    new_index[keep] = np.arange(keep.size)
+    sub_faces = new_index[F[inside]]
+    graph = mesh_graph(V[keep], sub_faces)
+    obs = _observed_vertices(observed, region, random_state)
+    target = np.where(obs[keep], y[keep], np.nan)
+    if reg.graph is None and reg.method in ("auto", "gmrf"):
+        reg.set_params(graph=graph)
+    start = time.perf_counter()
+    reg.fit(V[keep], target)
+    seconds = time.perf_counter() - start
+    mean = np.full(V.shape[0], float(fill))
+    sd = np.full(V.shape[0], float(fill))
+    mean[keep] = np.asarray(reg.transduction_, dtype=np.float64)
+    s = np.asarray(reg.transduction_std_, dtype=np.float64)
+    sd[keep] = np.sqrt(s ** 2 + reg.noise_) if include_noise else s
+    return SurfacePrediction(mean=mean, sd=sd, regressor=reg, observed=obs, mask=region,
+                             sd_kind="new observation" if include_noise else "latent",
+                             seconds=seconds)
+
+
+def _vertex_mask(mask, n):
+    m = np.asarray(mask)
+    if m.shape != (n,):
+        raise ValueError(f"mask must hold one entry per vertex ({n}); got shape {m.shape}.")
+    return m.astype(bool) if m.dtype == bool else (np.nan_to_num(m.astype(float)) != 0)
+
+
+def _observed_vertices(observed, region, random_state):
+    n = region.size
+    if isinstance(observed, numbers.Real) and not isinstance(observed, (bool, np.bool_)):
+        frac = float(observed)
+        if not 0.0 < frac < 1.0:
+            raise ValueError(f"a fraction of observed vertices must lie strictly between "
+                             f"0 and 1; got {observed!r}.")
+        idx = np.flatnonzero(region)
+        m = int(round(frac * idx.size))
+        if m < 2:
+            raise ValueError(f"observed={frac:g} of {idx.size} vertices gives {m}; at least "
+                             f"2 are needed.")
+        obs = np.zeros(n, dtype=bool)
+        obs[np.random.default_rng(random_state).choice(idx, size=m, replace=False)] = True
+        return obs
+    obs = _vertex_mask(observed, n)
+    if (obs & ~region).any():
+        raise ValueError(f"{int((obs & ~region).sum())} observed vertices lie outside the "
+                         f"region (NaN values or outside the mask).")
+    if obs.sum() < 2:
+        raise ValueError("at least 2 observed vertices are needed.")
+    return obs
+
+
+def _predict_surface_image(image, observed, mask, regressor, random_state, fill,
+                           include_noise):
+    from nilearn.surface import SurfaceImage
+
+    parts = list(image.data.parts)
+    results = {}
+    for k, part in enumerate(parts):
+        obs = observed[part] if isinstance(observed, dict) else observed
+        msk = mask[part] if isinstance(mask, dict) else mask
+        results[part] = predict_surface(image.mesh.parts[part],
+                                        np.asarray(image.data.parts[part]), obs, mask=msk,
+                                        regressor=regressor,
+                                        random_state=None if random_state is None
+                                        else np.random.default_rng(random_state).integers(
+                                            2 ** 31) + k,
+                                        fill=fill, include_noise=include_noise)
+    mean = SurfaceImage(mesh=image.mesh, data={p: r.mean for p, r in results.items()})
+    sd = SurfaceImage(mesh=image.mesh, data={p: r.sd for p, r in results.items()})
+    first = results[parts[0]]
+    out = SurfacePrediction(mean=mean, sd=sd, regressor=first.regressor,
+                            observed={p: r.observed for p, r in results.items()},
+                            mask={p: r.mask for p, r in results.items()},
+                            sd_kind=first.sd_kind,
+                            seconds=sum(r.seconds for r in results.values()))
+    out.parts = results
+    return out
+
+
+def write_gifti(values, path, *, description: str = "") -> None:
+    """Write a per-vertex map as a GIfTI data file (one float32 data array, with
+    ``description`` in its metadata)."""
+    import nibabel as nib
+
+    v = np.asarray(values, dtype=np.float32)
+    meta = nib.gifti.GiftiMetaData({"Description": description}) if description else None
+    arr = nib.gifti.GiftiDataArray(v, intent="NIFTI_INTENT_NONE", datatype="float32",
+                                   meta=meta)
+    nib.save(nib.gifti.GiftiImage(darrays=[arr]), os.fspath(path))

@@ -1,0 +1,27 @@
+"""Sparse-precision Gaussian priors at the data's own resolution.
+
+The low-rank engine (:mod:`flgp.spectral`) keeps the top ``M`` eigenpairs of an
+induced-point graph; this package works on the graph of the data points themselves (a
+voxel lattice, a surface mesh, a k-nearest-neighbour graph: :class:`flgp.graph.PointGraph`)
+with a prior given by its sparse precision matrix, so that nothing is truncated:
+
+* :mod:`flgp.precision.matern` - the graph Matérn family ``Q = (κ²C + L) (C⁻¹(κ²C + L))^{ν-1}``
+  and its limits;
+* :mod:`flgp.precision.cholesky` - sparse Cholesky factors of one pattern (CHOLMOD);
+* :mod:`flgp.precision.gaussian` - Gaussian regression under such a prior: the exact
+  posterior mean, the exact log marginal likelihood (amplitude profiled), its
+  hyperparameters by that evidence, and predictive variances.
+
+It knows nothing of estimators: :class:`flgp.FLGPRegressor` (``method="gmrf"``),
+:func:`flgp.predict_image` and :func:`flgp.predict_surface` call it. ``MATERN_ORDERS``:
+the orders the estimators compare (docs/full_resolution.md).
+"""
+
+from .cholesky import NotPositiveDefiniteError, PatternCholesky
+from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
+from .matern import MATERN_ORDERS, matern_precision
+from .posterior import NodePosterior
+
+__all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegression",
+           "fit_gmrf", "search_gmrf", "rbmc_variances", "MATERN_ORDERS", "matern_precision",
+           "NodePosterior"]

@@ -1,0 +1,197 @@
+"""Sparse Cholesky factors of symmetric positive definite matrices that share a pattern.
+
+A sparse-precision prior is factored many times while its hyperparameters are searched:
+``κ²C + L``, ``(κ²C + L) C⁻¹ (κ²C + L)`` and the posterior precision ``Q + Pᵀ P / σ²``
+keep their sparsity pattern for every ``κ`` and ``σ²``. :class:`PatternCholesky` orders and
+analyses a pattern once (CHOLMOD's symbolic factorisation) and then factors any matrix of
+that pattern numerically, giving solves, the log-determinant (twice the sum of the logs of
+the factor's diagonal) and samples ``x ~ N(0, A⁻¹)``.
+
+The library is CHOLMOD (SuiteSparse) through ``cvxopt.cholmod``: its wheels carry
+OpenBLAS, so the supernodal factorisation runs at BLAS speed. Measured on the 45,448-voxel
+lattice of nilearn's motor map (``(κ² + L)²`` plus the observed voxels' noise precision,
+990,000 non-zeros; 2 cores): 0.07 s to analyse the pattern, 0.65-0.75 s per numeric
+factorisation, 0.02 s per solve. The alternatives measured on the same matrix: CHOLMOD
+through ``sksparse-minimal`` 2.2 s per factorisation (reference BLAS, no separate analysis,
+no access to the factor's diagonal without a conversion), QDLDL (simplicial) 20 s,
+scipy's SuperLU 11-27 s. CHOLMOD's supernodal module is GPL-licensed (as in every
+distribution of it, scikit-sparse's included); flgp's own code stays MIT.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["PatternCholesky", "NotPositiveDefiniteError"]
+
+
+class NotPositiveDefiniteError(np.linalg.LinAlgError):
+    """A matrix given to :meth:`PatternCholesky.factor` is not positive definite (numerically):
+    the precision is singular (e.g. ``κ = 0`` on a component of the graph without an
+    observation) or its hyperparameters are out of range."""
+
+
+def _cholmod():
+    try:
+        import cvxopt
+        import cvxopt.cholmod as cholmod
+    except ImportError as exc:          # pragma: no cover - cvxopt is a dependency
+        raise ImportError("sparse-precision priors need CHOLMOD through cvxopt: "
+                          "pip install cvxopt") from exc
+    cholmod.options["supernodal"] = 2     # P A Pᵀ = L Lᵀ: the diagonal gives log|A|
+    return cvxopt, cholmod
+
+
+def _lower(A: sp.spmatrix):
+    """The lower triangle of ``A`` as a cvxopt sparse matrix (CSC arrays passed as they
+    are)."""
+    cvxopt, _ = _cholmod()
+    L = sp.tril(A, format="csc")
+    L.sort_indices()
+    n = L.shape[0]
+    return cvxopt.spmatrix(L.data.astype(np.float64, copy=False),
+                           L.indices.astype(np.int64, copy=False),
+                           np.repeat(np.arange(n, dtype=np.int64), np.diff(L.indptr)),
+                           (n, n))
+
+
+class PatternCholesky:
+    """Cholesky factors ``P A Pᵀ = L Lᵀ`` of sparse symmetric positive definite matrices of
+    one sparsity pattern (see the module notes).
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix (n, n)
+        A symmetric matrix with the pattern of every matrix to be factored (its values
+        are not used; entries that are numerically 0 in some factored matrix must be
+        stored in the pattern).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> A = sp.diags([-1.0, 2.5, -1.0], [-1, 0, 1], shape=(5, 5), format="csc")
+    >>> chol = PatternCholesky(A)
+    >>> chol.factor(A)
+    >>> np.allclose(A @ chol.solve(np.ones(5)), 1.0)
+    True
+    >>> bool(np.isclose(chol.logdet(), np.linalg.slogdet(A.toarray())[1]))
+    True
+    """
+
+    def __init__(self, pattern: sp.spmatrix):
+        _, cholmod = _cholmod()
+        pattern = sp.csc_matrix(pattern)
+        if pattern.shape[0] != pattern.shape[1]:
+            raise ValueError(f"a Cholesky factor needs a square matrix; got shape "
+                             f"{pattern.shape}.")
+        self.n = pattern.shape[0]
+        self._structure = _structure(pattern)
+        self._matrix = _lower(pattern)        # values replaced by factor_values
+        self._symbolic = cholmod.symbolic(self._matrix)
+        self._factored = False
+
+    @classmethod
+    def of_lower_pattern(cls, indptr: np.ndarray, indices: np.ndarray) -> "PatternCholesky":
+        """The factor of the symmetric pattern whose lower triangle is the CSC arrays
+        ``(indptr, indices)`` (sorted; the diagonal included), for :meth:`factor_values`."""
+        n = indptr.size - 1
+        L = sp.csc_matrix((np.ones(indices.size), indices, indptr), shape=(n, n))
+        return cls(L + sp.tril(L, k=-1, format="csc").T)
+
+    def factor_values(self, values: np.ndarray) -> None:
+        """Factor the matrix whose lower triangle holds ``values`` in the analysed pattern's
+        CSC order (the fast path of :class:`~flgp.precision.matern.MaternFamily`: no
+        sparse matrix is built)."""
+        cvxopt, cholmod = _cholmod()
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        if values.shape != (self._matrix.V.size[0],):
+            raise ValueError(f"values must hold the pattern's {self._matrix.V.size[0]} "
+                             f"lower-triangle entries; got shape {values.shape}.")
+        self._matrix.V = cvxopt.matrix(values)
+        try:
+            cholmod.numeric(self._matrix, self._symbolic)
+        except ArithmeticError as exc:
+            self._factored = False
+            raise NotPositiveDefiniteError(
+                f"the precision matrix is not positive definite (CHOLMOD stopped at column "
+                f"{exc.args[0] if exc.args else '?'}): it is singular or its "
+                f"hyperparameters are out of range.") from exc
+        self._factored = True
+
+    def factor(self, A: sp.spmatrix) -> None:
+        """Factor ``A`` numerically (its pattern must be within the analysed one)."""
+        cvxopt, cholmod = _cholmod()
+        A = sp.csc_matrix(A)
+        if A.shape != (self.n, self.n):
+            raise ValueError(f"A has shape {A.shape}; the analysed pattern is "
+                             f"{self.n} x {self.n}.")
+        lower = _lower(_on_pattern(A, self._structure))
+        try:
+            cholmod.numeric(lower, self._symbolic)
+        except ArithmeticError as exc:
+            self._factored = False
+            raise NotPositiveDefiniteError(
+                f"the precision matrix is not positive definite (CHOLMOD stopped at column "
+                f"{exc.args[0] if exc.args else '?'}): it is singular or its "
+                f"hyperparameters are out of range.") from exc
+        self._factored = True
+
+    def _check(self):
+        if not self._factored:
+            raise RuntimeError("factor(A) first.")
+
+    def solve(self, B: np.ndarray) -> np.ndarray:
+        """``A⁻¹ B`` for a vector or an ``n x k`` matrix."""
+        return self._sys(B, 0)
+
+    def logdet(self) -> float:
+        """``log |A|``."""
+        self._check()
+        _, cholmod = _cholmod()
+        return 2.0 * float(np.sum(np.log(np.asarray(cholmod.diag(self._symbolic)))))
+
+    def sample(self, n_samples: int, rng: np.random.Generator) -> np.ndarray:
+        """``n_samples`` draws of ``x ~ N(0, A⁻¹)``, as the columns of an ``n x k`` array:
+        ``x = Pᵀ L⁻ᵀ z`` with ``z ~ N(0, I)``."""
+        z = rng.standard_normal((self.n, int(n_samples)))
+        return self._sys(self._sys(z, 5), 8)
+
+    def _sys(self, B, sys: int) -> np.ndarray:
+        self._check()
+        cvxopt, cholmod = _cholmod()
+        B = np.asarray(B, dtype=np.float64)
+        vector = B.ndim == 1
+        X = cvxopt.matrix(np.asfortranarray(B.reshape(self.n, -1)))
+        cholmod.solve(self._symbolic, X, sys=sys)
+        out = np.asarray(X)
+        return out[:, 0].copy() if vector else out
+
+
+def _structure(A: sp.csc_matrix):
+    A = sp.csc_matrix(A, copy=True)
+    A.sum_duplicates()
+    A.sort_indices()
+    return A.indptr.copy(), A.indices.copy()
+
+
+def _on_pattern(A: sp.csc_matrix, structure) -> sp.csc_matrix:
+    """``A`` with exactly the analysed pattern (explicit zeros where ``A`` has none), so that
+    CHOLMOD's numeric step meets the structure its analysis saw."""
+    indptr, indices = structure
+    A = sp.csc_matrix(A, copy=True)
+    A.sum_duplicates()
+    A.sort_indices()
+    if A.indptr.shape == indptr.shape and np.array_equal(A.indptr, indptr) \
+            and np.array_equal(A.indices, indices):
+        return A
+    n = A.shape[0]
+    cols = np.repeat(np.arange(n), np.diff(indptr))
+    a = A.tocoo()
+    merged = sp.coo_matrix((np.r_[np.zeros(indices.size), a.data],
+                            (np.r_[indices, a.row], np.r_[cols, a.col])), shape=A.shape)
+    out = merged.tocsc()              # sums duplicates, keeps the pattern's explicit zeros
+    out.sort_indices()
+    if out.nnz != indices.size:
+        raise ValueError("A has non-zeros outside the analysed pattern.")
+    return out

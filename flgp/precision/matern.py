@@ -1,0 +1,142 @@
+r"""The graph Matérn family of sparse precisions.
+
+On a :class:`~flgp.graph.PointGraph` with stiffness ``G`` and lumped mass ``C``, the
+integer order ``ν`` member is
+
+.. math:: Q_\nu(\kappa) = K\,(C^{-1} K)^{\nu - 1}, \qquad K = \kappa^2 C + G,
+
+and the prior is ``f ~ N(0, A Q⁻¹)`` with an amplitude ``A``: the SPDE form of spatial
+statistics, ``(κ² - Δ)^{ν/2} f = W`` discretised (Lindgren, Rue and Lindström 2011: their
+``α`` is our ``ν``; in ``d`` dimensions the continuum field is Matérn of smoothness
+``ν - d/2``), and on a graph the graph Matérn kernel ``(κ² + L)^{-ν}`` of Borovitskiy et al.
+(2021) when ``C = I``. Its limits:
+
+* ``ν → ∞`` with ``κ² = ν / t``: ``κ^{2ν} Q_ν⁻¹ C = (I + (t/ν) C⁻¹G)^{-ν} → e^{-t C⁻¹G}``,
+  the heat kernel at diffusion time ``t``, untruncated;
+* ``ν = 1``, ``κ → 0``: ``Q → G``, whose pseudo-inverse is the Green's function of the
+  graph Laplacian that Poisson learning solves with (Calder et al. 2020).
+
+``log |Q_ν| = ν log |K| - (ν - 1) log |C|`` needs only the factor of ``K``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFamily"]
+
+# the orders the estimators compare, in the order they are searched (each later one from
+# the best optimum so far). Fill grows with ν: on the motor map's 45,448-voxel lattice a
+# factorisation of the posterior precision takes 0.3 / 0.9 / 2 / ~5 s for ν = 1 / 2 / 3 / 4,
+# and the evidence chose 4 there (4,783 nats against 4,704 for ν = 3, 2,423 for ν = 2; the
+# 95 % intervals then cover 95.2 % of the held-out voxels, against 97.4 % for ν = 3)
+MATERN_ORDERS = (2, 3, 4, 1)
+
+
+def shifted_stiffness(graph, kappa2: float) -> sp.csc_matrix:
+    """``K = κ² C + G``."""
+    return (graph.stiffness + sp.diags(kappa2 * graph.mass)).tocsc()
+
+
+def matern_precision(graph, kappa2: float, nu: int) -> sp.csc_matrix:
+    """``Q_ν(κ) = K (C⁻¹ K)^{ν-1}`` (see the module notes); ``nu`` a positive integer,
+    ``kappa2 = κ² >= 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp.graph.lattice import lattice_graph
+    >>> g = lattice_graph(np.argwhere(np.ones((4, 4, 1), bool)))
+    >>> Q = matern_precision(g, 0.5, 2)
+    >>> K = 0.5 * np.eye(16) + g.stiffness.toarray()
+    >>> bool(np.allclose(Q.toarray(), K @ K))
+    True
+    """
+    nu = int(nu)
+    if nu < 1:
+        raise ValueError(f"nu must be a positive integer; got {nu!r}.")
+    if not (np.isfinite(kappa2) and kappa2 >= 0):
+        raise ValueError(f"kappa2 must be finite and >= 0; got {kappa2!r}.")
+    K = shifted_stiffness(graph, kappa2)
+    Q = K
+    if nu > 1:
+        CinvK = (sp.diags(1.0 / graph.mass) @ K).tocsc()
+        for _ in range(nu - 1):
+            Q = (Q @ CinvK).tocsc()
+        Q = (0.5 * (Q + Q.T)).tocsc()          # symmetric to the last bit
+    return Q
+
+
+class MaternFamily:
+    """``Q_ν(κ)`` for every ``κ`` from ``ν + 1`` fixed matrices on one pattern:
+    ``C⁻¹K = κ² I + T`` with ``T = C⁻¹G``, so ``Q_ν(κ) = Σ_j binom(ν, j) κ^{2(ν-j)} C T^j``
+    (each ``C T^j`` symmetric). The products are formed once; each ``κ`` then costs a linear
+    combination of value arrays, in the lower triangle's CSC order (:attr:`indptr`,
+    :attr:`indices`) that :class:`~flgp.precision.PatternCholesky` factors directly.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from flgp.graph.lattice import lattice_graph
+    >>> g = lattice_graph(np.argwhere(np.ones((4, 4, 2), bool)))
+    >>> fam = MaternFamily(g, 3)
+    >>> bool(np.allclose(fam.matrix(0.2).toarray(), matern_precision(g, 0.2, 3).toarray()))
+    True
+    """
+
+    def __init__(self, graph, nu: int):
+        from math import comb
+
+        self.nu = int(nu)
+        if self.nu < 1:
+            raise ValueError(f"nu must be a positive integer; got {nu!r}.")
+        n = graph.n_nodes
+        C = sp.diags(graph.mass).tocsc()
+        T = (sp.diags(1.0 / graph.mass) @ graph.stiffness).tocsc()
+        terms = [C]
+        for _ in range(self.nu):
+            nxt = (terms[-1] @ T).tocsc()
+            terms.append((0.5 * (nxt + nxt.T)).tocsc())
+        pattern = sp.csc_matrix((n, n))
+        for P in terms:
+            pattern = pattern + abs(P)
+        pattern = sp.tril(pattern + sp.eye(n), format="csc")
+        pattern.sort_indices()
+        self.n = n
+        self.indptr, self.indices = pattern.indptr.copy(), pattern.indices.copy()
+        self.diagonal = self.indptr[:-1].copy()     # each column's first lower entry: (j, j)
+        self._terms = [_on(P, self.indptr, self.indices) for P in terms]
+        self._coef = [comb(self.nu, j) for j in range(self.nu + 1)]
+
+    @property
+    def nnz(self) -> int:
+        return self.indices.size
+
+    def values(self, kappa2: float) -> np.ndarray:
+        """The lower triangle's values of ``Q_ν(κ)`` (pattern order)."""
+        out = np.zeros(self.nnz)
+        for j, (c, v) in enumerate(zip(self._coef, self._terms)):
+            out += (c * float(kappa2) ** (self.nu - j)) * v
+        return out
+
+    def matrix(self, kappa2: float, values=None) -> sp.csc_matrix:
+        """``Q_ν(κ)`` (or the symmetric matrix of given lower-triangle ``values``)."""
+        v = self.values(kappa2) if values is None else values
+        L = sp.csc_matrix((v, self.indices, self.indptr), shape=(self.n, self.n))
+        return (L + sp.tril(L, k=-1, format="csc").T).tocsc()
+
+
+def _on(P, indptr, indices) -> np.ndarray:
+    """The values of ``P``'s lower triangle at the pattern ``(indptr, indices)`` (0 where
+    ``P`` has no entry)."""
+    n = indptr.size - 1
+    L = sp.tril(P, format="csc")
+    L.sum_duplicates()
+    cols = np.repeat(np.arange(n), np.diff(indptr))
+    key = cols.astype(np.int64) * n + indices
+    Lc = L.tocoo()
+    pos = np.searchsorted(key, Lc.col.astype(np.int64) * n + Lc.row)
+    out = np.zeros(indices.size)
+    out[pos] = Lc.data
+    return out
