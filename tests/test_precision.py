@@ -196,3 +196,31 @@ def test_node_posterior_interpolates_exactly_at_nodes():
     assert np.all(m >= mean[idx].min(1) - 1e-9) and np.all(m <= mean[idx].max(1) + 1e-9)
     flat = NodePosterior(g.points, np.full(g.n_nodes, 3.0), np.ones(g.n_nodes), g.spacing)
     np.testing.assert_allclose(flat.at(X)[0], 3.0)
+
+
+def test_the_iterative_path_equals_the_factored_one(monkeypatch):
+    """Above FACTOR_MAX_NODES the posterior mean comes from AMG-preconditioned CG and the
+    variances from perturbation draws: the same mean to the solver's tolerance, the same
+    variances within the estimator's error, for ν = 1 (edge root) and 2 (K C^{-1/2})."""
+    import flgp.precision.gaussian as gaussian
+    from flgp.precision.iterative import IterativeGMRF
+
+    g = lattice_graph(np.argwhere(np.ones((12, 11, 10), bool)), np.diag([2.0, 2.0, 3.0, 1]))
+    rng = np.random.default_rng(0)
+    obs = np.sort(rng.choice(g.n_nodes, 300, replace=False))
+    z = np.sin(g.points[obs, 0] / 5.0) + 0.1 * rng.standard_normal(300)
+    for nu in (1, 2):
+        exact = GMRFRegression(g, obs, z, nu)
+        fit = exact.evaluate(0.01, 0.05)
+        it = IterativeGMRF(g, obs, z, nu, 0.01, 0.05, fit.amplitude)
+        np.testing.assert_allclose(it.mean(), fit.mean, atol=1e-6 * np.abs(fit.mean).max())
+        var, se = it.variances(n_samples=200)
+        ref = fit.amplitude * np.diag(np.linalg.inv(
+            exact.posterior_precision(0.01, 0.05).toarray()))
+        assert np.abs((var - ref) / se).max() < 6.0 and abs(np.mean((var - ref) / se)) < 0.5
+    # the estimator's route: ball search, then the iterative posterior
+    monkeypatch.setattr(gaussian, "FACTOR_MAX_NODES", 500)
+    best, reg, local = gaussian.fit_gmrf(g, obs, z, search_max_nodes=600)
+    assert best.nu in (1, 2) and best.evidence_nodes <= 600
+    var, se = reg.variances(best)
+    assert np.all(var > 0) and var.shape == (g.n_nodes,)

@@ -21,7 +21,7 @@ from ..spectral.families import (diffusion_time_range, heat_log_weight_gradient,
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from ..graph import PointGraph
 from ..graph.knn import knn_point_graph
-from ..precision.gaussian import fit_gmrf
+from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from ._base import FAR_FACTOR
@@ -69,19 +69,27 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     Parameters
     ----------
-    method : {"auto", "flgp", "glgp", "nystrom", "rbf"}, default="auto"
-        The prior. ``"auto"``: FLGP's heat kernel and the Euclidean RBF GP are both
-        fitted by their exact marginal likelihood and the one of higher evidence predicts
-        (``method_`` says which; ``log_evidence_`` holds both): a map that follows the
-        manifold gets the heat kernel, a map smooth in the ambient space - a thresholded
-        brain map, say - the RBF GP (docs/models.md, "Manifold or Euclidean"). It costs the
-        RBF GP's fit besides the heat kernel's: ``O(m^3)`` per likelihood evaluation for
-        ``m`` labels (dask inputs and counts fit the heat kernel alone). The others: one
-        prior, as in :class:`FLGPClassifier` (``"rbf"``: the RBF GP alone).
-    kernel, subsample, n_induced, n_neighbors, n_eigenpairs, bandwidth,
-    bandwidth_grid, lae_regularization, spectrum, diffusion_time, random_state, backend,
-    verbose, induced_points, warm_start :
+    method : {"auto", "flgp", "gmrf", "glgp", "nystrom", "rbf"}, default="auto"
+        The prior. ``"auto"``: every feasible candidate is fitted by its exact marginal
+        likelihood and the one of highest evidence predicts (``method_`` says which,
+        ``log_evidence_`` holds each, ``skipped_methods_`` why one was left out) - FLGP's
+        low-rank heat kernel; the graph Matérn prior at full resolution (``"gmrf"``) on
+        ``graph`` or, up to 32,000 points in at most 16 features, on the 10-NN graph of
+        ``X``; the Euclidean RBF GP up to 6,000 labels (``O(m^3)`` per evidence
+        evaluation). A map that follows the manifold gets a graph prior, a map smooth in
+        the ambient space - a thresholded brain map, say - the RBF GP (docs/models.md,
+        "Choosing the prior"; docs/full_resolution.md). Dask inputs and counts fit the
+        heat kernel alone. ``"gmrf"``: the graph Matérn prior alone (any size;
+        :mod:`flgp.precision`). The others: one prior, as in :class:`FLGPClassifier`
+        (``"rbf"``: the RBF GP alone).
+    kernel, subsample, n_induced, n_neighbors, bandwidth, bandwidth_grid,
+    lae_regularization, spectrum, diffusion_time, random_state, backend, verbose,
+    induced_points, warm_start :
         As in :class:`FLGPClassifier`.
+    n_eigenpairs : int, optional
+        ``M``, fixed. Default (Gaussian noise): the low-rank resolution by evidence - the
+        top ``min(400, s - 1)`` eigenpairs are computed and the leading ``M/8, M/4, M/2,
+        M`` of them compared (``n_eigenpairs_``); counts: ``min(100, s - 1)``.
     diffusion_time_prior_power : float, default=1.0
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
         ``σ^2`` are the MAP with this prior and flat priors on ``log s^2``, ``log σ^2``.
@@ -94,6 +102,15 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     likelihood : {"gaussian", "poisson"}, default="gaussian"
         ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
         rows), modelled with a log link (see above). Heat-kernel methods only.
+    graph : flgp.graph.PointGraph, optional
+        The graph of the full-resolution prior, one node per row of ``X`` (``X`` stacked
+        above ``X_unlabeled``): a voxel lattice (:func:`flgp.graph.lattice_graph`), a mesh
+        (:func:`flgp.graph.mesh_graph`), or a k-NN graph. Default: the 10-NN graph of
+        ``X`` (:func:`flgp.graph.knn_point_graph`). :func:`flgp.predict_image` and
+        :func:`flgp.predict_surface` pass the lattice and the mesh.
+    matern_order : int in 1..4, optional
+        Fix the order ``ν`` of the graph Matérn prior instead of choosing it by evidence
+        among 2, 3, 4 and 1.
     overdispersion : float or None, default=None
         Counts only: the variance ``σ²`` of each count's own log-rate term (the
         Poisson–log-normal model, ``y ~ Poisson(exp(b + f(x) + ε))``, ``ε ~ N(0, σ²)``).
@@ -106,7 +123,19 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     method_ : str
         The prior that predicts (``"rbf"`` or the heat kernel's method).
     log_evidence_ : dict
-        ``method="auto"``: the log evidence of each prior, ``{"flgp": ..., "rbf": ...}``.
+        ``method="auto"``: the log evidence of each candidate prior (of ``y``, in its
+        units), ``{"flgp": ..., "gmrf": ..., "rbf": ...}``.
+    skipped_methods_ : dict
+        ``method="auto"``: why a candidate was left out.
+    n_eigenpairs_ : int
+        The leading eigenpairs the low-rank heat kernel predicts with (by evidence among
+        ``M/8, M/4, M/2, M`` when ``n_eigenpairs`` is None, ``M = min(400, s - 1)``).
+    graph_, matern_order_, matern_kappa_, matern_log_evidence_ :
+        ``method_ == "gmrf"``: the graph, the order ``ν``, ``κ`` and the log evidence of
+        each order compared.
+    transduction_std_error_ : ndarray (n_samples,)
+        ``method_ == "gmrf"``: the standard error of ``transduction_std_`` (the RBMC
+        variance estimator's, docs/full_resolution.md).
     eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_, labelled_indices_,
     n_features_in_ :
         As in :class:`FLGPClassifier` (the heat kernel's, also when the RBF GP
@@ -278,6 +307,16 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if self.method == "rbf":
             return self._fit_rbf(X, labelled, y_lab)
         if self.method == "gmrf":
+            return self._use_gmrf(self._gmrf_candidate(X, labelled, z))
+        if self.method == "auto" and self.graph is not None \
+                and self.graph.n_nodes > FACTOR_MAX_NODES:
+            # beyond a factor's reach there is no whole-graph evidence to compare; a fine
+            # map on that many nodes is beyond what 100-400 eigenpairs resolve
+            self.log_evidence_ = {}
+            self.skipped_methods_ = {
+                name: (f"the graph has {self.graph.n_nodes} nodes > FACTOR_MAX_NODES = "
+                       f"{FACTOR_MAX_NODES}: the graph Matérn prior's evidence is that of "
+                       f"a ball, not comparable; it predicts") for name in ("flgp", "rbf")}
             return self._use_gmrf(self._gmrf_candidate(X, labelled, z))
         heat = self._fit_heat(X, labelled, z, m)
         if self.method == "auto" and not is_lazy(X):

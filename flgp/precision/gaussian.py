@@ -228,6 +228,9 @@ def _parabolic(f, pts, lo, hi, seen, evals0, max_evals, steps: int = 1):
 
 # graphs above twice this many nodes search their hyperparameters on a ball of this many
 SEARCH_MAX_NODES = 16_000
+# graphs above this many nodes are not factored: their posterior comes from conjugate
+# gradients (flgp.precision.iterative), their hyperparameters from the ball's evidence
+FACTOR_MAX_NODES = 300_000
 
 
 def search_subgraph(graph, observed, z, size: int = SEARCH_MAX_NODES):
@@ -264,6 +267,9 @@ def fit_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
     GMRFRegression, {nu: GMRFFit})``."""
     observed = np.asarray(observed, dtype=np.int64)
     z = np.asarray(z, dtype=np.float64)
+    if graph.n_nodes > FACTOR_MAX_NODES:
+        return _fit_iterative(graph, observed, z, nus, kappa2, ratio, start, verbose,
+                              search_max_nodes)
     if graph.n_nodes <= 2 * search_max_nodes:
         return search_gmrf(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
                            start=start, verbose=verbose)
@@ -380,3 +386,47 @@ class _OrderSearch:
     def best(self):
         fits = [f for f in self.cache.values() if f is not None]
         return max(fits, key=lambda f: f.log_evidence) if fits else None
+
+
+class _IterativeRegression:
+    """What the estimators read of a fit on a graph too large to factor: its variances
+    and the number of evidence evaluations of the ball's search."""
+
+    def __init__(self, solver, n_evaluations):
+        self.solver = solver
+        self.n_evaluations = n_evaluations
+
+    def variances(self, fit, n_samples=16, random_state=0):
+        return self.solver.variances(min(int(n_samples), ITERATIVE_VARIANCE_SAMPLES),
+                                     random_state)
+
+
+# perturbation draws of the large-graph variances (one conjugate-gradient solve each)
+ITERATIVE_VARIANCE_SAMPLES = 8
+
+
+def _fit_iterative(graph, observed, z, nus, kappa2, ratio, start, verbose, search_max_nodes):
+    """:func:`fit_gmrf` on a graph of more than ``FACTOR_MAX_NODES`` nodes: ``(κ², r, A)``
+    and the order (1 or 2) by the exact evidence of a ball of ``search_max_nodes`` nodes,
+    the posterior by :class:`flgp.precision.iterative.IterativeGMRF`. The fit's
+    ``log_evidence`` is the ball's (``evidence_nodes`` says how many nodes it covers)."""
+    from .iterative import ITERATIVE_ORDERS, IterativeGMRF
+
+    orders = tuple(nu for nu in nus if nu in ITERATIVE_ORDERS) or ITERATIVE_ORDERS
+    sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
+    if sub_obs.size < 2:
+        raise ValueError(f"fewer than 2 observed nodes lie in the {sub.n_nodes}-node ball "
+                         f"the hyperparameters are searched on; observe more nodes.")
+    best, reg, local = search_gmrf(sub, sub_obs, sub_z, orders, kappa2=kappa2, ratio=ratio,
+                                   start=start, verbose=verbose)
+    solver = IterativeGMRF(graph, observed, z, best.nu, best.kappa2, best.ratio,
+                           best.amplitude)
+    fit = GMRFFit(nu=best.nu, kappa2=best.kappa2, ratio=best.ratio,
+                  amplitude=best.amplitude, log_evidence=best.log_evidence,
+                  mean=solver.mean())
+    fit.evidence_nodes = sub.n_nodes
+    if verbose:
+        print(f"[gmrf] {graph.n_nodes} nodes: posterior mean by AMG-preconditioned CG "
+              f"({solver.iterations[-1]} iterations); evidence of the {sub.n_nodes}-node "
+              f"ball")
+    return fit, _IterativeRegression(solver, reg.n_evaluations), local

@@ -1,0 +1,185 @@
+"""The full-resolution prior in the estimators: FLGPRegressor(method="gmrf"), the evidence
+choice of method="auto", predict_surface and the surface command line."""
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from flgp import FLGPRegressor, predict_surface
+from flgp.graph import lattice_graph
+from flgp.precision import GMRFRegression, matern_precision
+
+
+def _box_map(shape=(12, 12, 6), frac=0.3, seed=0, noise=0.02):
+    ijk = np.argwhere(np.ones(shape, bool))
+    x = ijk.astype(float)
+    truth = np.sin(x[:, 0] / 3.0) + np.cos(x[:, 1] / 4.0) + 0.2 * x[:, 2]
+    rng = np.random.default_rng(seed)
+    obs = np.zeros(len(x), bool)
+    obs[rng.choice(len(x), int(frac * len(x)), replace=False)] = True
+    y = truth + noise * rng.standard_normal(len(x))
+    return ijk, x, truth, np.where(obs, y, np.nan), obs
+
+
+def _flat_mesh(k=20, size=50.0):
+    g = np.linspace(0, 1, k)
+    xx, yy = np.meshgrid(g, g)
+    V = np.c_[xx.ravel(), yy.ravel(), np.zeros(k * k)] * size
+    idx = np.arange(k * k).reshape(k, k)
+    a, b, c, d = (idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, :-1].ravel(),
+                  idx[1:, 1:].ravel())
+    return V, np.r_[np.c_[a, b, c], np.c_[b, d, c]]
+
+
+def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
+    """transduction_ is the posterior mean ȳ + s Q̃⁻¹Pᵀz/r, noise_ and outputscale_ the
+    fitted A r s² and A s², the evidence the dense formula's in the units of y, and the
+    sd the dense posterior sd within the RBMC estimator's error."""
+    ijk, x, truth, y, obs = _box_map((7, 6, 5))
+    g = lattice_graph(ijk)
+    reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
+    assert reg.method_ == "gmrf" and reg.matern_order_ in (1, 2, 3, 4)
+    z_mean, z_sd = np.nanmean(y), np.nanstd(y)
+    s2 = reg.outputscale_ / z_sd ** 2
+    r = reg.noise_ / reg.outputscale_
+    Q = matern_precision(g, reg.matern_kappa_ ** 2, reg.matern_order_).toarray()
+    lab = np.flatnonzero(obs)
+    Sigma = s2 * np.linalg.inv(Q)
+    S = Sigma[np.ix_(lab, lab)] + s2 * r * np.eye(lab.size)
+    z = (y[lab] - z_mean) / z_sd
+    mean = Sigma[:, lab] @ np.linalg.solve(S, z)
+    np.testing.assert_allclose(reg.transduction_, z_mean + z_sd * mean, atol=1e-8)
+    sign, logdet = np.linalg.slogdet(S)
+    ev = -0.5 * (lab.size * np.log(2 * np.pi) + logdet + z @ np.linalg.solve(S, z))
+    assert reg.log_marginal_likelihood_ == pytest.approx(ev - lab.size * np.log(z_sd),
+                                                         abs=1e-6)
+    post = Sigma - Sigma[:, lab] @ np.linalg.solve(S, Sigma[lab])
+    sd = z_sd * np.sqrt(np.diag(post))
+    err = np.abs(reg.transduction_std_ - sd) / reg.transduction_std_error_
+    assert np.median(err) < 2.0 and err.max() < 6.0
+    # new points: exact at the nodes, between nodes a blend of the nearest nodes
+    np.testing.assert_allclose(reg.predict(x[:20]), reg.transduction_[:20], atol=1e-6)
+    lo, hi = reg.predict_interval(x[:20], 0.9)
+    assert np.all(lo < reg.transduction_[:20]) and np.all(hi > reg.transduction_[:20])
+
+
+def test_auto_weighs_three_priors_by_evidence_and_says_why():
+    ijk, x, truth, y, obs = _box_map()
+    reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
+    assert set(reg.log_evidence_) == {"flgp", "gmrf", "rbf"}
+    assert reg.method_ == max(reg.log_evidence_, key=reg.log_evidence_.get)
+    assert reg.log_marginal_likelihood_ == pytest.approx(reg.log_evidence_[reg.method_])
+    unobs = ~obs
+    rmse = np.sqrt(np.mean((reg.transduction_[unobs] - truth[unobs]) ** 2))
+    assert rmse < 0.05 * truth.std()
+    # a cloud in more than 16 dimensions: the k-NN graph Matérn prior is left out, saying why
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 20))
+    yy = np.where(np.arange(300) < 60, X[:, 0], np.nan)
+    reg = FLGPRegressor(n_induced=60).fit(X, yy)
+    assert "gmrf" in reg.skipped_methods_ and "20 features" in reg.skipped_methods_["gmrf"]
+
+
+def test_gmrf_on_the_knn_graph_of_a_cloud():
+    """No graph given: the k-NN graph of X; on a noisy curve the fit follows the curve."""
+    from flgp.datasets import make_spiral
+
+    X, y, f = make_spiral(1500, noise=0.3, random_state=0)
+    rng = np.random.default_rng(0)
+    semi = np.where(rng.random(1500) < 0.1, y, np.nan)
+    reg = FLGPRegressor(method="gmrf").fit(X, semi)
+    assert reg.graph_.kind == "knn" and reg.graph_.n_nodes == 1500
+    assert np.sqrt(np.mean((reg.transduction_ - f) ** 2)) < 0.35
+    with pytest.warns(UserWarning, match="farther than"):
+        reg.predict(X[:3] + 100.0)
+
+
+def test_a_graph_that_falls_apart_gives_each_piece_its_prior_and_says_so():
+    ijk = np.r_[np.argwhere(np.ones((5, 5, 3), bool)),
+                np.argwhere(np.ones((4, 4, 2), bool)) + 20]
+    g = lattice_graph(ijk)
+    x = ijk.astype(float)
+    y = np.full(len(x), np.nan)
+    y[:40:3] = np.sin(x[:40:3, 0])                  # observations in the first piece only
+    with pytest.warns(UserWarning, match="falls apart into 2 pieces"):
+        reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
+    second = np.arange(75, len(x))
+    assert np.all(np.isfinite(reg.transduction_)) and np.all(np.isfinite(reg.transduction_std_))
+    # the prior there: the targets' mean, a sd larger than anywhere observed
+    np.testing.assert_allclose(reg.transduction_[second], np.nanmean(y), atol=1e-6)
+    assert reg.transduction_std_[second].min() > reg.transduction_std_[:75].max()
+
+
+def test_gmrf_bad_input():
+    ijk, x, truth, y, obs = _box_map((5, 5, 3))
+    with pytest.raises(ValueError, match="graph has 75 nodes but the cloud has 74 rows"):
+        FLGPRegressor(method="gmrf", graph=lattice_graph(ijk)).fit(x[:-1], y[:-1])
+    with pytest.raises(ValueError, match="method='gmrf' is Gaussian only"):
+        FLGPRegressor(method="gmrf", likelihood="poisson").fit(x, np.abs(np.round(y)))
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="matern_order"):
+        FLGPRegressor(method="gmrf", matern_order=7).fit(x, y)
+    with pytest.raises(ValueError, match="one target"):
+        GMRFRegression(lattice_graph(ijk), np.array([0, 0]), np.array([1.0, 2.0]), 2)
+
+
+# -- surfaces ---------------------------------------------------------------------------
+
+def test_predict_surface_on_a_flat_mesh():
+    V, F = _flat_mesh()
+    values = np.sin(V[:, 0] / 10.0) + 0.01 * np.random.default_rng(0).standard_normal(400)
+    res = predict_surface((V, F), values, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    assert res.regressor.graph_.kind == "mesh" and res.sd_kind == "latent"
+    held = ~res.observed
+    assert np.sqrt(np.mean((res.mean[held] - values[held]) ** 2)) < 0.1
+    # a mask leaves vertices out: they get the fill value
+    mask = V[:, 0] < 30.0
+    part = predict_surface((V, F), values, 0.3, mask=mask, fill=np.nan)
+    assert np.all(np.isnan(part.mean[~part.mask])) and np.all(np.isfinite(part.mean[part.mask]))
+    with pytest.raises(ValueError, match="one value per vertex"):
+        predict_surface((V, F), values[:-1], 0.3)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        predict_surface((V, F), values, 1.5)
+
+
+def test_surface_command_writes_gifti(tmp_path):
+    nib = pytest.importorskip("nibabel")
+    V, F = _flat_mesh()
+    mesh = nib.gifti.GiftiImage(darrays=[
+        nib.gifti.GiftiDataArray(V.astype(np.float32), intent="NIFTI_INTENT_POINTSET"),
+        nib.gifti.GiftiDataArray(F.astype(np.int32), intent="NIFTI_INTENT_TRIANGLE")])
+    nib.save(mesh, tmp_path / "flat.surf.gii")
+    values = np.sin(V[:, 0] / 10.0).astype(np.float32)
+    nib.save(nib.gifti.GiftiImage(darrays=[nib.gifti.GiftiDataArray(values)]),
+             tmp_path / "map.func.gii")
+    run = subprocess.run([sys.executable, "-m", "flgp.cli", "surface",
+                          str(tmp_path / "flat.surf.gii"), str(tmp_path / "map.func.gii"),
+                          "--observed-fraction", "0.3", "--out", str(tmp_path / "pred")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "log evidence of the candidates" in run.stdout
+    mean = nib.load(tmp_path / "pred_mean.func.gii").darrays[0].data
+    assert mean.shape == (400,) and np.sqrt(np.mean((mean - values) ** 2)) < 0.1
+    bad = subprocess.run([sys.executable, "-m", "flgp.cli", "surface",
+                          str(tmp_path / "flat.surf.gii"), str(tmp_path / "nope.gii"),
+                          "--observed-fraction", "0.3", "--out", str(tmp_path / "x")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "no such file" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_predict_surface_on_fsaverage5_thickness():
+    datasets = pytest.importorskip("nilearn.datasets")
+    mesh = datasets.load_fsaverage("fsaverage5")["pial"].parts["left"]
+    img = datasets.load_fsaverage_data("fsaverage5", mesh_type="pial", data_type="thickness")
+    y = np.asarray(img.data.parts["left"], dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")               # 4 stray vertices of the mask
+        res = predict_surface(mesh, y, 0.1, mask=y > 0, random_state=0)
+    held = res.mask & ~res.observed
+    tmse = np.sort((res.mean[held] - y[held]) ** 2)
+    assert np.mean(tmse[:int(0.99 * tmse.size)]) < 0.06      # the RBF GP alone: 0.060
