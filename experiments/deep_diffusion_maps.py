@@ -138,12 +138,20 @@ def run_set(name, args):
     network = None
     if mnist and args.mnist_network == "conv":
         network = (lambda p, k: conv_network(k, (28, 28)))
-    ddm = DeepDiffusionMap(d, sigma=sigma, alpha=alpha, t=t, network=network,
-                           standardize=not mnist, batch_size=args.batch_size,
-                           learning_rate=args.learning_rate,
-                           max_epochs=args.max_epochs_mnist if mnist else args.max_epochs,
-                           patience=args.patience, validation_fraction=0.1,
-                           device=args.device, random_state=args.seed)
+    max_epochs = args.max_epochs_mnist if mnist else args.max_epochs
+    ddm_kw = dict(sigma=sigma, alpha=alpha, t=t, network=network, standardize=not mnist,
+                  batch_size=args.batch_size, learning_rate=args.learning_rate,
+                  patience=args.patience, validation_fraction=0.1, device=args.device,
+                  random_state=args.seed)
+    if args.time_budget is not None:          # cap the epochs by a 20-epoch probe's speed
+        DeepDiffusionMap(d, max_epochs=3, **ddm_kw).fit(Xa)      # warm-up (CUDA start)
+        probe = DeepDiffusionMap(d, max_epochs=20, **ddm_kw).fit(Xa)
+        per_epoch = probe.training_time_ / probe.n_epochs_
+        capped = max(20, int(args.time_budget / per_epoch))
+        print(f"{per_epoch * 1e3:.1f} ms an epoch: at most {min(capped, max_epochs)} of "
+              f"{max_epochs} epochs in {args.time_budget:.0f} s", flush=True)
+        max_epochs = min(max_epochs, capped)
+    ddm = DeepDiffusionMap(d, max_epochs=max_epochs, **ddm_kw)
     ddm.fit(Xa)
     ddm_a, ddm_b = ddm.transform(Xa), ddm.transform(Xb)
 
@@ -224,6 +232,9 @@ def main(argv=None):
                     help="third helix coordinate: sin 3θ (embedded curve) or cos 3θ (as printed)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default=None, help="torch device for DDM, e.g. cuda")
+    ap.add_argument("--time-budget", type=float, default=None,
+                    help="seconds of DDM training per set: fewer epochs than the cap when a "
+                         "20-epoch probe says the cap would not fit")
     ap.add_argument("--seed", type=int, default=123)
     ap.add_argument("--out", default=OUT)
     args = ap.parse_args(argv)
