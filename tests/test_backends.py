@@ -168,3 +168,26 @@ def test_estimators_take_the_backend(rng):
     np.testing.assert_allclose(r_k.predict(X[:50]), r_t.predict(X[:50]), atol=1e-5)
     with pytest.raises(ValueError, match="backend"):
         FLGPClassifier(backend="cuda").fit(X, y_semi)
+
+
+def test_keops_cuda_probe_reports_a_crash_without_crashing():
+    """The probe runs its code in a child process: a segmentation fault there (pykeops 2.3
+    under CUDA 13) is a reason, not the end of the user's process."""
+    from flgp.backends import keops_cuda_probe
+
+    ok, why = keops_cuda_probe("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    assert not ok and "signal 11" in why
+    ok, why = keops_cuda_probe("raise RuntimeError('no nvrtc')")
+    assert not ok and "exit status 1" in why and "no nvrtc" in why
+    assert keops_cuda_probe("x = 1") == (True, "")
+
+
+def test_auto_is_torch_when_the_gpu_probe_fails(monkeypatch):
+    import flgp.backends as backends
+
+    monkeypatch.setattr(backends, "_keops_status",
+                        lambda: (False, "pykeops failed a test reduction on the GPU"))
+    monkeypatch.setattr(backends, "_cuda_available", lambda: True)
+    assert backends.resolve_backend("auto") == "torch"
+    with pytest.warns(RuntimeWarning, match="test reduction on the GPU"):
+        assert backends.resolve_backend("keops") == "torch"

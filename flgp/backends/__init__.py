@@ -8,8 +8,9 @@ induced points (and the k-means assignments).
 * ``"keops"`` — pykeops ``LazyTensor`` reductions (``argKmin`` over symbolic
   ``|x - u|^2``): nothing of size ``n x s`` is ever stored; compiled on first use of each
   formula (seconds, cached afterwards); runs on the GPU when pykeops finds CUDA.
-* ``"auto"`` (default) — keops when pykeops is installed *and* a CUDA device is present,
-  torch otherwise: on a CPU the k-d tree and the GEMM are as fast or faster (see
+* ``"auto"`` (default) — keops when pykeops is installed, a CUDA device is present *and*
+  one test reduction on that device succeeds in a child process (:func:`keops_cuda_probe`:
+  a pykeops that crashes must not take the user's process with it), torch otherwise: on a CPU the k-d tree and the GEMM are as fast or faster (see
   ``docs/benchmarks.md``).
 
 Asking for ``"keops"`` without a working pykeops falls back to torch with a one-line
@@ -29,10 +30,25 @@ import numpy as np
 
 from .._validation import check_option
 
-__all__ = ["BACKENDS", "cpu_threads", "limit_blas_threads", "resolve_backend", "keops_available", "keops_nearest",
+__all__ = ["BACKENDS", "cpu_threads", "limit_blas_threads", "resolve_backend", "keops_available",
+           "keops_cuda_probe", "keops_nearest",
            "pairwise_sq_distances", "gaussian_matmul", "min_sq_distances"]
 
 BACKENDS = ("auto", "torch", "keops")
+
+
+# One small reduction on the GPU, run in a child process before flgp first uses KeOps there:
+# a pykeops that crashes would otherwise take the user's process with it (pykeops 2.3
+# segfaults in its CUDA code generation under CUDA 13 / torch 2.11, measured on an H200).
+KEOPS_CUDA_PROBE = """
+import torch
+from pykeops.torch import LazyTensor
+x = torch.rand(64, 3, device="cuda")
+u = torch.rand(32, 3, device="cuda")
+idx = ((LazyTensor(x[:, None, :]) - LazyTensor(u[None, :, :])) ** 2).sum(-1).argKmin(2, dim=1)
+assert tuple(idx.shape) == (64, 2)
+"""
+KEOPS_PROBE_TIMEOUT = 600.0   # seconds; the first compilation of KeOps' engine takes ~30 s
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,11 +58,36 @@ def _keops_status() -> tuple[bool, str]:
         from pykeops.torch import LazyTensor  # noqa: F401
     except Exception as exc:   # ImportError, or a broken installation
         return False, f"pykeops is not usable ({type(exc).__name__}: {exc})"
+    if _cuda_available():
+        return keops_cuda_probe()
+    return True, ""
+
+
+@functools.lru_cache(maxsize=4)
+def keops_cuda_probe(code: str = KEOPS_CUDA_PROBE) -> tuple[bool, str]:
+    """``(works, why not)`` of one KeOps reduction on the GPU, run in a child process (once
+    a process; KeOps caches its compilation on disk, so later probes are quick)."""
+    import subprocess
+    import sys
+
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=KEOPS_PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return False, (f"pykeops did not finish a test reduction on the GPU within "
+                       f"{KEOPS_PROBE_TIMEOUT:.0f} s")
+    if proc.returncode != 0:
+        last = (proc.stderr or "").strip().splitlines()[-1:]
+        how = (f"killed by signal {-proc.returncode}" if proc.returncode < 0
+               else f"exit status {proc.returncode}")
+        return False, (f"pykeops failed a test reduction on the GPU in a child process "
+                       f"({how}{': ' + last[0][:200] if last else ''})")
     return True, ""
 
 
 def keops_available() -> bool:
-    """Whether pykeops imports (compilation is tried at first use)."""
+    """Whether pykeops imports and, where CUDA is present, runs one test reduction on the
+    GPU in a child process (:func:`keops_cuda_probe`)."""
     return _keops_status()[0]
 
 
