@@ -11,22 +11,26 @@ Data sets (experiments/few_labels_lib.py ``load_set``; no download):
 * ``helix6``   - 3-turn helix, 6,000 points, six half-turns;
 * ``moons2``   - two moons, 5,000 points, noise 0.15 (binary).
 
-Labels: ``k`` per class (stratified), k = 1, 2, 3, 5, 10; 10 draws at k = 1 and 2, 5 above
+Labels: ``k`` per class (stratified), k = 1, 2, 3, 5, 10; 20 draws at k = 1, 10 above
 (``--quick``: 3, 3, 2, 2, 2). Every method sees the same draws
-(``stratified_draw(y, k, draw)``). Methods:
+(``stratified_draw(y, k, draw)``). Methods (default: the first two flgp entries, both
+Poisson learnings and LabelSpreading):
 
 * flgp, through its public API, one entry per constructor-kwargs dict in ``FLGP_METHODS``:
-  the default, ``inference="laplace"``, ``spectral_family="auto"`` and the model before
-  issue 25 (``constant_variance=1, diffusion_time_prior="flat"``; docs/few_labels.md);
+  the default, ``method="gmrf"`` (full resolution, issue 34), ``inference="laplace"``,
+  ``spectral_family="auto"`` and the model before issue 25 (``constant_variance=1,
+  diffusion_time_prior="flat"``; docs/few_labels.md);
 * graphlearning's Poisson and Laplace learning on its default 10-nearest-neighbour weight
-  matrix (exact neighbours: graphlearning's own search needs ``annoy``);
+  matrix (built from exact neighbours), and Poisson learning with its class-size
+  correction (``class_priors`` uniform; at k <= 2 only, its volume projection being slow);
+  their times are the solve's, and the summary adds graphlearning's own graph build (its
+  annoy search, timed once a set) for the comparison with flgp's fit;
 * scikit-learn ``LabelSpreading(kernel="knn", n_neighbors=10, alpha=0.99)`` (its kNN graph
   passed as a callable kernel, computed once per data set exactly as ``kernel="knn"``
   computes it).
 
 Metrics on the unlabelled points: error, ECE (15 bins), NLL (where there are probabilities:
-graphlearning's scores are not), fit time (flgp: eigenpairs included; graph methods: the
-solve, with the kNN graph's one-off cost printed separately).
+graphlearning's scores are not), fit time (flgp: graph and eigenpairs included).
 
 graphlearning is a benchmark-only peer, never a dependency of flgp; install it beside flgp
 (``pip install graphlearning``; tested with 1.7.5). Without it the graphlearning rows are
@@ -58,7 +62,7 @@ import few_labels_lib as L  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 KS = (1, 2, 3, 5, 10)
-DRAWS = {1: 10, 2: 10, 3: 5, 5: 5, 10: 5}
+DRAWS = {1: 20, 2: 10, 3: 10, 5: 10, 10: 10}
 QUICK_DRAWS = {1: 3, 2: 3, 3: 2, 5: 2, 10: 2}
 DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2")
 
@@ -66,14 +70,16 @@ DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2")
 FLGP_METHODS = {
     # the default since issue 25: no constant mode, spectral prior on t, heat family
     "flgp default": {},
+    # full resolution: the graph Matérn GP on the cloud's own k-NN graph (issue 34)
+    "flgp gmrf": {"method": "gmrf"},
     "flgp laplace": {"inference": "laplace"},
     # heat / Matérn / pseudo-inverse chosen by the evidence
     "flgp auto family": {"spectral_family": "auto"},
     # the model before issue 25: constant mode of variance 1, flat prior on t
     "flgp before": {"constant_variance": 1.0, "diffusion_time_prior": "flat"},
 }
-DEFAULT_METHODS = ("flgp default", "flgp laplace", "flgp before",
-                   "poisson (graphlearning)", "laplace (graphlearning)", "LabelSpreading")
+DEFAULT_METHODS = ("flgp default", "flgp gmrf", "poisson (graphlearning)",
+                   "poisson balanced (graphlearning)", "LabelSpreading")
 
 
 def _timed_fit(est, X, yy) -> float:
@@ -98,8 +104,9 @@ def fit_flgp(X, y, lab, kwargs, seed=0):
     sec = _timed_fit(est, X, yy)
     P = np.zeros((y.size, C))
     P[:, est.classes_] = np.asarray(est.label_distributions_, dtype=np.float64)
-    info = dict(t=np.asarray(est.diffusion_time_).tolist(),
-                kappa=np.asarray(getattr(est, "predictive_scale_", 1.0)).tolist())
+    info = (dict(t=np.asarray(est.diffusion_time_).tolist(),
+                 kappa=np.asarray(getattr(est, "predictive_scale_", 1.0)).tolist())
+            if est.method_ != "gmrf" else {})
     return P, sec, "", info
 
 
@@ -107,6 +114,9 @@ def fit_flgp(X, y, lab, kwargs, seed=0):
 # graph baselines
 # ------------------------------------------------------------------------------------------
 _GRAPHS = {}
+# graphlearning's own weight-matrix build (annoy), once a set: added to Poisson learning's
+# solve for the time comparison at the fewest labels (the peer builds its graph every fit)
+GRAPH_BUILD_SECONDS = {}
 
 
 def _graphs(name, X):
@@ -121,18 +131,34 @@ def _graphs(name, X):
         nn = NearestNeighbors(n_neighbors=10).fit(X)
         G = nn.kneighbors_graph(nn._fit_X, 10, mode="connectivity")
         t_g = time.perf_counter() - t0
+        t_gl = None
+        try:                       # graphlearning's own graph build (its annoy search)
+            import annoy  # noqa: F401
+            import graphlearning as gl
+            t0 = time.perf_counter()
+            gl.weightmatrix.knn(X, 10)
+            t_gl = time.perf_counter() - t0
+        except ImportError:
+            pass
         _GRAPHS[name] = (W, G)
+        GRAPH_BUILD_SECONDS[name] = t_gl
         print(f"{name}: kNN weight matrix {t_w:.1f} s (cached neighbours), LabelSpreading "
-              f"graph {t_g:.1f} s - one-off, not in the fit times below", flush=True)
+              f"graph {t_g:.1f} s - one-off, not in the fit times below; graphlearning's "
+              f"own build (annoy) "
+              f"{'not installed' if t_gl is None else f'{t_gl:.2f} s'}", flush=True)
     return _GRAPHS[name]
 
 
 def fit_graph(method, name, X, y, lab):
     C = int(y.max()) + 1
     W, G = _graphs(name, X)
-    if method in ("poisson", "laplace"):
+    if method in ("poisson", "laplace", "poisson_balanced"):
         import graphlearning as gl
-        model = gl.ssl.poisson(W) if method == "poisson" else gl.ssl.laplace(W)
+        if method == "laplace":
+            model = gl.ssl.laplace(W)
+        else:     # the balanced variant: graphlearning's class_priors, uniform shares
+            model = gl.ssl.poisson(W, class_priors=None if method == "poisson"
+                                   else np.full(C, 1.0 / C))
         t0 = time.perf_counter()
         model.fit(lab, y[lab])
         pred = model.predict()
@@ -149,7 +175,12 @@ def fit_graph(method, name, X, y, lab):
     return P, P.argmax(1), sec
 
 
+# graphlearning's class-size correction iterates up to 10^4 argmax passes over the cloud
+# (about a minute a draw on MNIST at times); it is the fewest labels' comparison, so it runs
+# at k <= 2 only
+BALANCED_AT_MOST = {"poisson balanced (graphlearning)": 2}
 GRAPH_METHODS = {"poisson (graphlearning)": "poisson", "laplace (graphlearning)": "laplace",
+                 "poisson balanced (graphlearning)": "poisson_balanced",
                  "LabelSpreading": "spreading"}
 
 
@@ -164,12 +195,16 @@ def run(sets, draws, methods):
                 lab = L.stratified_draw(y, k, d, C)
                 u = L.unlabelled_mask(y.size, lab)
                 for meth in methods:
+                    if meth in BALANCED_AT_MOST and k > BALANCED_AT_MOST[meth]:
+                        continue
                     note, info = "", {}
                     if meth in FLGP_METHODS:
                         P, sec, note, info = fit_flgp(X, y, lab, FLGP_METHODS[meth])
                         pred = P.argmax(1)
                     else:
                         P, pred, sec = fit_graph(GRAPH_METHODS[meth], name, X, y, lab)
+                    if meth in GRAPH_METHODS and GRAPH_METHODS[meth] != "spreading":
+                        info = dict(graph_seconds=GRAPH_BUILD_SECONDS.get(name))
                     row = dict(set=name, k=k, draw=d, method=meth + note, seconds=sec,
                                error=float(np.mean(pred[u] != y[u])),
                                ece=None if P is None else L.ece(P[u], y[u]),
@@ -190,6 +225,9 @@ def summarise(rows):
     for (name, k, meth), rs in groups.items():
         a = dict(set=name, k=k, method=meth, draws=len(rs),
                  seconds_median=statistics.median(r["seconds"] for r in rs))
+        if rs[0].get("graph_seconds") is not None:     # the peer's graph build + its solve
+            a["seconds_with_graph_median"] = statistics.median(
+                r["seconds"] + r["graph_seconds"] for r in rs)
         for key in ("error", "ece", "nll"):
             v = np.array([r[key] for r in rs if r[key] is not None], dtype=float)
             a[key] = float(v.mean()) if v.size else None
@@ -207,7 +245,9 @@ def print_table(table):
         nll = "   -  " if a["nll"] is None else f"{a['nll']:.3f}"
         print(f"{a['set']:9s} {a['k']:3d} {a['method']:34s} {a['error'] * 100:6.2f} "
               f"({(a['error_sd'] or 0) * 100:5.2f}) {a['error_median'] * 100:6.2f} "
-              f"{ece:>6s} {nll:>6s} {a['seconds_median']:6.2f}s")
+              f"{ece:>6s} {nll:>6s} {a['seconds_median']:6.2f}s"
+              + (f" (+ graph: {a['seconds_with_graph_median']:.2f} s)"
+                 if "seconds_with_graph_median" in a else ""))
 
 
 def plot(table, path):

@@ -10,10 +10,13 @@
   component finder shared by the engine, the estimators and the transformers);
 * graphs on the data points themselves, for the sparse-precision priors
   (:class:`~flgp.graph.PointGraph`): :mod:`~flgp.graph.lattice` (a voxel mask),
-  :mod:`~flgp.graph.mesh` (a triangle mesh) and :func:`~flgp.graph.knn.knn_point_graph`
-  (any cloud).
+  :mod:`~flgp.graph.mesh` (a triangle mesh), :func:`~flgp.graph.knn.knn_point_graph`
+  (any cloud) and :func:`~flgp.graph.knn.self_tuning_knn_graph` (Poisson learning's
+  graph, for the full-resolution classifier; :func:`~flgp.graph.knn.bucket_knn` searches
+  it in many dimensions).
 
-Nothing here imports GPyTorch or scikit-learn.
+Nothing here imports GPyTorch or scikit-learn's estimators (scikit-learn's neighbour
+search serves the exact k-NN graphs).
 """
 
 from .components import Pieces, connected_pieces, kernel_pieces
@@ -22,7 +25,7 @@ from .cross_kernel import default_bandwidth, lae_weights
 from .dense import DenseGraph, build_dense_graph, build_nystrom_graph, NystromGraph
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
 from .neighbors import nearest_induced_points
-from .knn import knn_point_graph
+from .knn import bucket_knn, knn_point_graph, self_tuning_knn_graph
 from .lattice import lattice_graph
 from .mesh import mesh_graph
 from .point_graph import PointGraph
@@ -32,4 +35,5 @@ __all__ = ["CrossGraph", "build_cross_graph", "default_bandwidth", "lae_weights"
            "DenseGraph", "build_dense_graph", "NystromGraph", "build_nystrom_graph",
            "InducedPoints", "kmeans_centres", "random_induced_points", "nearest_induced_points",
            "CrossTransition", "Pieces", "connected_pieces", "kernel_pieces", "PointGraph",
-           "lattice_graph", "knn_point_graph", "mesh_graph"]
+           "lattice_graph", "knn_point_graph", "mesh_graph", "self_tuning_knn_graph",
+           "bucket_knn"]

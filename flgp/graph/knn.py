@@ -18,7 +18,8 @@ from sklearn.neighbors import NearestNeighbors
 from ..backends import cpu_threads
 from .neighbors import KDTREE_MAX_DIM
 
-__all__ = ["knn_epsilon", "NeighborIndex", "gaussian_knn_graph", "knn_point_graph"]
+__all__ = ["knn_epsilon", "NeighborIndex", "gaussian_knn_graph", "knn_point_graph",
+           "bucket_knn", "self_tuning_knn_graph"]
 
 
 def knn_epsilon(sq_dist: np.ndarray, n_neighbors: int) -> float:
@@ -139,3 +140,106 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
     spacing = float(np.median(d1[d1 > 0])) if np.any(d1 > 0) else float(np.sqrt(eps))
     return PointGraph(stiffness=stiffness, mass=degree * eps / 4.0, points=X, kind="knn",
                       spacing=spacing)
+
+
+def bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=None,
+               random_state=0):
+    """The ``n_neighbors`` nearest other rows of every row of ``X``, approximately, for
+    clouds in many dimensions: ``(indices, squared distances)``, nearest first.
+
+    k-means centres cut the cloud into buckets (each point in the bucket of its nearest
+    centre; ``n_buckets`` default ``min(1000, max(1, n // 64))``); a point's candidates are
+    the points of the buckets of its ``n_probe`` nearest centres, and the points of one
+    bucket are searched together against the union of their candidate buckets (one float32
+    GEMM a bucket), the kept pairs' distances recomputed exactly in float64. A true
+    neighbour is missed only when its bucket's centre is not among the point's
+    ``n_probe`` nearest: the recall is measured in tests and benchmarks (MNIST, 70,000 x
+    100: docs/few_labels.md). Exact (``NeighborIndex``) below 16 features is cheaper.
+    """
+    from .induced_points import kmeans_centres
+    from .neighbors import nearest_induced_points, smallest_columns
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n = X.shape[0]
+    k = int(n_neighbors)
+    if not 1 <= k < n:
+        raise ValueError(f"n_neighbors must be between 1 and n - 1 = {n - 1}; got {k}.")
+    s = int(n_buckets) if n_buckets is not None else int(min(1000, max(1, n // 64)))
+    s = max(1, min(s, n))
+    # the buckets need centres that cover the cloud, not converged ones: 3 Lloyd passes
+    centres = kmeans_centres(X, s, random_state=random_state, n_iter=3).points
+    probe = int(min(n_probe, centres.shape[0]))
+    near, _ = nearest_induced_points(X, centres, probe)          # (n, probe), nearest first
+    primary = near[:, 0]
+    order = np.argsort(primary, kind="stable")
+    starts = np.searchsorted(primary[order], np.arange(s + 1))
+    Xf = X.astype(np.float32)
+    half = 0.5 * np.einsum("ij,ij->i", Xf, Xf)
+    indices = np.empty((n, k), dtype=np.int64)
+    for c in range(s):
+        members = order[starts[c]:starts[c + 1]]
+        if members.size == 0:
+            continue
+        buckets = np.unique(near[members])
+        cand = np.concatenate([order[starts[b]:starts[b + 1]] for b in buckets])
+        # |x|²/2 - x·y ranks the candidates of each member as |x - y|² does
+        S = half[cand][None, :] - Xf[members] @ Xf[cand].T
+        S[cand[None, :] == members[:, None]] = np.inf               # not the point itself
+        kk = min(k, cand.size - 1)
+        pick = smallest_columns(S, kk) if kk > 0 else np.empty((members.size, 0), int)
+        got = cand[pick]
+        if kk < k:       # a tiny candidate set: pad with the point's nearest centre's bucket
+            got = np.c_[got, np.repeat(got[:, :1], k - kk, axis=1)]
+        indices[members] = got
+    sq = np.empty((n, k))
+    step = max(1, 4_000_000 // max(1, k * X.shape[1]))
+    for a in range(0, n, step):
+        diff = X[indices[a:a + step]] - X[a:a + step, None, :]
+        sq[a:a + step] = np.einsum("ijk,ijk->ij", diff, diff)
+    srt = np.argsort(sq, axis=1, kind="stable")
+    return np.take_along_axis(indices, srt, 1), np.take_along_axis(sq, srt, 1)
+
+
+# above this many features the k-NN graphs are searched by buckets (bucket_knn)
+BUCKET_MIN_DIM = 17
+
+
+def self_tuning_knn_graph(X: np.ndarray, n_neighbors: int = 10, *, random_state=0):
+    """The k-NN graph with self-tuning Gaussian weights that Poisson learning uses
+    (Calder et al. 2020; graphlearning's default): ``w_ij = exp(-4 |x_i - x_j|² / d_k(x_i)²)``
+    on each point's ``k`` nearest neighbours (``d_k``: the distance to the ``k``-th),
+    symmetrised as ``(W + Wᵀ)/2``, as a :class:`~flgp.graph.PointGraph` with stiffness
+    ``G = D - W`` and unit mass. Neighbours exactly (``NeighborIndex``) up to 16
+    features, by :func:`bucket_knn` above."""
+    from .point_graph import PointGraph
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n = X.shape[0]
+    k = int(n_neighbors)
+    if not 1 <= k < n:
+        raise ValueError(f"n_neighbors must be between 1 and n - 1 = {n - 1}; got {k}.")
+    if X.shape[1] >= BUCKET_MIN_DIM:
+        ind, sq = bucket_knn(X, k, random_state=random_state)
+    else:
+        dist, ind = NeighborIndex(X).kneighbors(X, k + 1)
+        # drop each point's own entry (the first, or wherever a duplicate put it)
+        own = ind == np.arange(n)[:, None]
+        keep = ~own
+        keep[own.sum(1) == 0, -1] = False
+        ind = ind[keep].reshape(n, k)
+        sq = (dist[keep].reshape(n, k)) ** 2
+    scale = sq[:, -1:].copy()
+    scale[scale <= 0] = 1.0                   # a point whose k neighbours coincide with it
+    w = np.exp(-4.0 * sq / scale)
+    W = sp.csr_matrix((w.ravel(), (np.repeat(np.arange(n), k), ind.ravel())), shape=(n, n))
+    W = (0.5 * (W + W.T)).tocsr()
+    W.setdiag(0.0)
+    W.eliminate_zeros()
+    degree = np.asarray(W.sum(axis=1)).ravel()
+    if np.any(degree <= 0):
+        raise ValueError(f"{int(np.sum(degree <= 0))} point(s) have no neighbour with a "
+                         f"non-zero weight; remove duplicate rows or raise n_neighbors.")
+    positive = np.sqrt(sq[:, 0][sq[:, 0] > 0])
+    spacing = float(np.median(positive)) if positive.size else 1.0
+    return PointGraph(stiffness=(sp.diags(degree) - W).tocsr(), mass=np.ones(n), points=X,
+                      kind="knn", spacing=spacing)

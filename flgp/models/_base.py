@@ -127,7 +127,7 @@ class HeatGPEstimator(BaseEstimator):
 
     # private state a fit sets (the public fitted attributes end with "_")
     _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_component_has_label",
-                     "_node_posterior",
+                     "_node_posterior", "_scores", "_score_scale", "_node_index",
                      "_spectral_prior",
                      "_reach", "_y_mean", "_y_scale", "_y_unit", "_noise_std", "_noise_pre")
 

@@ -13,10 +13,14 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, map_threads, stage
+from ..graph import PointGraph
+from ..graph.knn import self_tuning_knn_graph
+from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_size_prior,
+                                        green_scores, scores_to_probabilities)
 from ..backends import cpu_threads
 from ..spectral.families import (FAMILIES, ZERO_EIGENVALUE, SpectralPrior, active_columns,
                                  diffusion_time_range, spectral_time_prior)
-from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
+from ._base import _POSITIVE, FAR_FACTOR, CandidateFit, HeatGPEstimator, target_vector
 from ._search import (diffusion_time_mixture, parabolic_refine, search_log_scalar,
                       single_threaded_blas)
 from .baselines import RBFLaplaceClassifier
@@ -28,6 +32,13 @@ from .inference.laplace import (LogisticLikelihood, binary_predict_low_rank,
                                 binary_predict_low_rank_many, laplace_binary, laplace_softmax,
                                 probit_logistic, softmax_predict, softmax_probabilities)
 from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels
+
+# neighbours of the full-resolution classifier's k-NN graph (Poisson learning's default)
+GMRF_NEIGHBOURS = 10
+# method="auto": the full-resolution classifier when some class has at most this many
+# labels, the low-rank heat kernel otherwise (measured on six clouds: docs/few_labels.md,
+# "Full resolution")
+AUTO_GMRF_MAX_LABELS = 2
 
 __all__ = ["FLGPClassifier", "split_labels"]
 
@@ -98,10 +109,20 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     Parameters
     ----------
-    method : {"flgp", "glgp", "nystrom", "rbf"}, default="flgp"
-        The prior: FLGP's heat kernel, GLGP's (dense ``n x n`` graph), Nyström-GLGP's, or
+    method : {"flgp", "glgp", "nystrom", "rbf", "gmrf", "auto"}, default="flgp"
+        The prior: FLGP's heat kernel, GLGP's (dense ``n x n`` graph), Nyström-GLGP's,
         ``"rbf"`` - the extrinsic baseline, an RBF-kernel GP on the labelled points only,
-        length-scale and amplitude fitted by the same approximate marginal likelihood.
+        length-scale and amplitude fitted by the same approximate marginal likelihood - or
+        ``"gmrf"``: full resolution, the graph Matérn GP on the cloud's own k-NN graph
+        (Poisson learning's self-tuning graph, 10 neighbours) in its small-amplitude limit,
+        whose class scores need one sparse solve a class (Poisson learning's solution for
+        ``matern_order=1``); probabilities at a spread set from the cloud and re-weighted
+        to ``class_prior`` (:mod:`flgp.precision.classification`, docs/few_labels.md,
+        "Full resolution"). Its fit has no evidence, no diffusion time and no latent
+        posterior (``predict_latent`` and ``suggest_labels`` raise). ``"auto"``:
+        ``"gmrf"`` when some class has at most two labels, ``"flgp"`` otherwise (and for
+        dask inputs or given ``induced_points``) - the rule measured on six clouds
+        (docs/few_labels.md); ``method_`` says which ran.
     kernel : {"lae", "se"}, default="lae"
         FLGP cross kernel (LKFLGP/LRFLGP vs SKFLGP/SRFLGP).
     subsample : {"kmeans", "random"}, default="kmeans"
@@ -210,6 +231,22 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         FLGP's induced points, instead of choosing them (``subsample`` then only picks the
         normalisation). The same points make an in-memory and a Dask fit give the same
         model.
+    class_prior : {"auto", "balanced", "labels"}, array-like or None, default="auto"
+        ``method="gmrf"`` only: the classes' prior shares, to which the probabilities'
+        average over the cloud is re-weighted (one factor a class): ``"auto"`` is balanced
+        unless the label counts, read as a random sample, favour unequal shares by their
+        Bayes factor (:func:`flgp.precision.balanced_log_odds`), and then the label counts
+        plus one, normalised; stratified labels always give balanced shares.
+        ``"balanced"``, ``"labels"`` (the smoothed counts), the user's shares in the order
+        of ``classes_``, or ``None`` for none.
+    graph : PointGraph, optional
+        ``method="gmrf"`` only: the graph on the cloud's rows (``X`` stacked above
+        ``X_unlabeled``) instead of the self-tuning k-NN graph, e.g.
+        :func:`flgp.graph.lattice_graph` for voxels or :func:`flgp.graph.mesh_graph` for
+        a surface.
+    matern_order : {1, 2} or None, default=None
+        ``method="gmrf"`` only: the order ``ν`` of the graph Matérn prior (None: 1, the
+        Green function of the graph Laplacian).
     warm_start : bool, default=False
         Keep the graph and eigenpairs (every candidate of the bandwidth grid) after
         ``fit``, and reuse them when the next ``fit`` gets the same cloud ``X`` (same shape
@@ -252,6 +289,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     n_features_in_ : int
     n_iter_ : int
         Posterior evaluations of the hyperparameter search (its best candidate).
+    graph_, class_prior_, class_weights_, matern_order_ :
+        ``method="gmrf"``: the graph, the class shares (None without a prior), the factor
+        each class's probability was multiplied by to meet them, and ``ν``.
 
     Notes
     -----
@@ -287,7 +327,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     _parameter_constraints: dict = {
         **HeatGPEstimator._parameter_constraints,
-        "method": [StrOptions({"flgp", "glgp", "nystrom", "rbf"})],
+        "method": [StrOptions({"flgp", "glgp", "nystrom", "rbf", "gmrf", "auto"})],
+        "class_prior": [StrOptions({"auto", "balanced", "labels"}), "array-like", None],
+        "graph": [PointGraph, None],
+        "matern_order": [Interval(numbers.Integral, 1, 2, closed="both"), None],
         "diffusion_time_prior": [StrOptions({"spectral", "flat"})],
         "average_diffusion_time": ["boolean", None],
         "spectral_family": [StrOptions(set(FAMILIES) | {"auto"})],
@@ -313,7 +356,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                  constant_variance=None, multi_class="multinomial", inference="ep",
                  amplitude=1.0, calibration="loo", max_iter=100,
                  learning_rate=0.1, random_state=0, backend="auto", verbose=False,
-                 induced_points=None, warm_start=False):
+                 induced_points=None, class_prior="auto", graph=None, matern_order=None,
+                 warm_start=False):
         self.method = method
         self.kernel = kernel
         self.subsample = subsample
@@ -341,6 +385,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.backend = backend
         self.verbose = verbose
         self.induced_points = induced_points
+        self.class_prior = class_prior
+        self.graph = graph
+        self.matern_order = matern_order
         self.warm_start = warm_start
 
     # -- inputs ---------------------------------------------------------------------------
@@ -385,8 +432,14 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.labelled_indices_ = labelled
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         self.method_ = self.method
-        if self.method == "rbf":
+        if self.method == "auto":
+            fewest = int(np.bincount(codes, minlength=self.classes_.size).min())
+            self.method_ = ("gmrf" if fewest <= AUTO_GMRF_MAX_LABELS and not is_lazy(X)
+                            and self.induced_points is None else "flgp")
+        if self.method_ == "rbf":
             return self._fit_rbf(X, labelled, codes)
+        if self.method_ == "gmrf":
+            return self._fit_gmrf(X, labelled, codes)
         a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, codes)
         self._set_engine(a, eigenpairs, X, labelled)
         t, amplitude, log_ev, state, mixture, n_evals, prior = fit.result
@@ -416,6 +469,84 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.label_distributions_ = proba
         self.transduction_ = _classes_of(proba, self.classes_)
         return self
+
+    def _fit_gmrf(self, X, labelled, codes):
+        """The full-resolution classifier (``method="gmrf"``): class scores from the graph
+        Matérn GP in its small-amplitude limit on the cloud's own k-NN graph, probabilities
+        at a spread set from the cloud, re-weighted to the class-size prior
+        (:mod:`flgp.precision.classification`)."""
+        C = self.classes_.size
+        if self.graph is not None:
+            graph = self.graph
+            if graph.n_nodes != X.shape[0]:
+                raise ValueError(f"graph has {graph.n_nodes} nodes but the cloud has "
+                                 f"{X.shape[0]} rows; build the graph on X (stacked above "
+                                 f"X_unlabeled).")
+        else:
+            with stage("graph"):
+                graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
+                                              random_state=self.random_state
+                                              if isinstance(self.random_state, int) else 0)
+        nu = 1 if self.matern_order is None else int(self.matern_order)
+        with stage("scores"):
+            U = green_scores(graph, labelled, codes, C, nu=nu)
+        unl = np.ones(X.shape[0], dtype=bool)
+        unl[labelled] = False
+        spread = float(U[unl].std()) if unl.any() else float(U.std())
+        self._score_scale = (spread or 1.0) / SCORE_SPREAD
+        P = scores_to_probabilities(U, self._score_scale)
+        self.class_prior_ = (None if self.class_prior is None else
+                             class_size_prior(codes, C, self.class_prior))
+        if self.class_prior_ is not None:
+            self.class_weights_, P = balance_to_prior(P, self.class_prior_)
+        else:
+            self.class_weights_ = np.ones(C)
+        self.graph_ = graph
+        self.matern_order_ = nu
+        self.eigenpairs_ = None
+        self.n_iter_ = 1
+        self.log_marginal_likelihood_ = None
+        self._scores = U
+        self.label_distributions_ = P
+        self.transduction_ = self.classes_[np.argmax(P, axis=1)]
+        n_comp, labels = graph.components()
+        if n_comp > 1:
+            has = np.zeros(n_comp, dtype=bool)
+            has[labels[labelled]] = True
+            if not has.all():
+                warnings.warn(f"the k-NN graph falls apart into {n_comp} pieces; "
+                              f"{int((~has[labels]).sum())} point(s) lie in pieces without "
+                              f"a label and get scores near 0 (probabilities near the class "
+                              f"prior). Label a point there, or raise n_neighbors.",
+                              UserWarning, stacklevel=3)
+        return self
+
+    def _gmrf_proba(self, X):
+        """New points: each score the weighted mean of its ``min(2^p, 10)`` nearest nodes'
+        scores (the graph's own weights ``exp(-4 d² / d_k²)``: the value a new node joined
+        by those edges takes at the harmonic solution), then the fitted scale and
+        class weights."""
+        g = self.graph_
+        k = int(min(GMRF_NEIGHBOURS, g.n_nodes))
+        from ..graph.knn import NeighborIndex
+
+        if not hasattr(self, "_node_index") or self._node_index is None:
+            self._node_index = NeighborIndex(g.points)
+        dist, idx = self._node_index.kneighbors(X, k)
+        sq = dist ** 2
+        scale = np.maximum(sq[:, -1:], 1e-300)
+        w = np.exp(-4.0 * sq / scale)
+        exact = np.all(np.asarray(X) == g.points[idx[:, 0]], axis=1)  # a node: its own row
+        w[exact] = 0.0
+        w[exact, 0] = 1.0
+        w /= w.sum(axis=1, keepdims=True)
+        U = np.einsum("ij,ijc->ic", w, self._scores[idx])
+        far = sq[:, 0] > (FAR_FACTOR * 2.0 * g.spacing) ** 2
+        if far.any():
+            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far from every "
+                          f"node of the fitted graph; their probabilities are the nearest "
+                          f"nodes' (extrapolations).", UserWarning, stacklevel=4)
+        return scores_to_probabilities(U, self._score_scale, self.class_weights_)
 
     def _fit_rbf(self, X, labelled, codes):
         with single_threaded_blas():
@@ -531,7 +662,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             warnings.warn("every class has a single label: the diffusion time rests on the "
                           "prior (diffusion_time_prior) and the probabilities cannot be "
                           "calibrated from the labels, so they are under-confident. A "
-                          "second label per class lets the fit check both.", UserWarning,
+                          "second label per class lets the fit check both; "
+                          "method='gmrf' (the full-resolution classifier) sets its "
+                          "probabilities from the cloud instead (docs/few_labels.md).",
+                          UserWarning,
                           stacklevel=4)
         if self.diffusion_time is not None:
             return
@@ -582,6 +716,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                                                project=self._predictor.project)
         if self.method_ == "rbf":
             return self.rbf_.predict_proba(X)
+        if self.method_ == "gmrf":
+            return self._gmrf_proba(X)
         proba, nearest = self.eigenpairs_.map_points(X, self._predictor,
                                                      return_nearest=True,
                                                      project=self._predictor.project)
@@ -597,9 +733,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
         moments of the mixture over the diffusion times."""
         check_is_fitted(self, "classes_")
-        if self.method_ == "rbf":
-            raise ValueError("predict_latent is available for the heat-kernel methods; "
-                             "method='rbf' has no heat-kernel latent.")
+        if self.method_ in ("rbf", "gmrf"):
+            raise ValueError(f"predict_latent is available for the heat-kernel methods; "
+                             f"method_={self.method_!r} has no heat-kernel latent.")
         width = 1 if self.classes_.size == 2 else self.classes_.size
         X = self._predict_points(X)
         if is_lazy(X):
@@ -622,9 +758,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         for two classes, one per class otherwise), at the MAP diffusion time; with the
         precision a new label adds to each. What :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "classes_")
-        if self.method_ == "rbf":
-            raise ValueError("latent_posterior needs the heat-kernel posterior over the "
-                             "cloud; method='rbf' has none.")
+        if self.method_ in ("rbf", "gmrf"):
+            raise ValueError(f"latent_posterior needs the heat-kernel posterior over the "
+                             f"cloud; method_={self.method_!r} has none.")
         t, _, state, amplitude = self._mixture[0]
         prior = self._spectral_prior
         post = classifier_latent_posterior(prior, prior.rotate(self._V_lab), t, state,

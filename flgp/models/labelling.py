@@ -552,10 +552,10 @@ def suggest_labels(est, n, strategy, random_state):
                          f"the same as {_ALIASES['uncertainty'][kind]!r}).")
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
-    if getattr(est, "method_", None) == "rbf":
+    if getattr(est, "method_", None) in ("rbf", "gmrf"):
         raise ValueError(f"suggest_labels needs the heat-kernel posterior over the cloud; "
-                         f"{name}(method='rbf') has none. Use method='flgp', 'glgp' or "
-                         f"'nystrom'.")
+                         f"{name}(method={est.method_!r}) has none. Use method='flgp', "
+                         f"'glgp' or 'nystrom'.")
     eigenpairs = est.eigenpairs_
     n_rows = eigenpairs.n_samples
     labelled = np.zeros(n_rows, dtype=bool)

@@ -10,13 +10,20 @@ with a prior given by its sparse precision matrix, so that nothing is truncated:
 * :mod:`flgp.precision.cholesky` - sparse Cholesky factors of one pattern (CHOLMOD);
 * :mod:`flgp.precision.gaussian` - Gaussian regression under such a prior: the exact
   posterior mean, the exact log marginal likelihood (amplitude profiled), its
-  hyperparameters by that evidence, and predictive variances.
+  hyperparameters by that evidence, and predictive variances;
+* :mod:`flgp.precision.classification` - classification on such a graph: the graph
+  Matérn GP classifier in its small-amplitude limit (Poisson learning's solution for
+  ``ν = 1``), probabilities at a spread set from the cloud, and a prior on the classes'
+  sizes.
 
-It knows nothing of estimators: :class:`flgp.FLGPRegressor` (``method="gmrf"``),
+It knows nothing of estimators: :class:`flgp.FLGPRegressor` and
+:class:`flgp.FLGPClassifier` (``method="gmrf"``),
 :func:`flgp.predict_image` and :func:`flgp.predict_surface` call it. ``MATERN_ORDERS``:
 the orders the estimators compare (docs/full_resolution.md).
 """
 
+from .classification import (balance_to_prior, balanced_log_odds, class_size_prior,
+                             green_scores, scores_to_probabilities)
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
 from .matern import MATERN_ORDERS, matern_precision
@@ -24,4 +31,5 @@ from .posterior import NodePosterior
 
 __all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegression",
            "fit_gmrf", "search_gmrf", "rbmc_variances", "MATERN_ORDERS", "matern_precision",
-           "NodePosterior"]
+           "NodePosterior", "green_scores", "scores_to_probabilities", "class_size_prior",
+           "balanced_log_odds", "balance_to_prior"]
