@@ -80,6 +80,15 @@ class PointGraph:
         W.eliminate_zeros()
         return W
 
+    def check_rows(self, n_rows: int) -> "PointGraph":
+        """This graph, if it has one node per row of a cloud of ``n_rows`` rows; else a
+        ``ValueError`` saying so (an estimator's ``graph=`` against its ``X``)."""
+        if self.n_nodes != int(n_rows):
+            raise ValueError(f"graph has {self.n_nodes} nodes but the cloud has {n_rows} "
+                             f"rows; build the graph on the same points (X stacked above "
+                             f"X_unlabeled).")
+        return self
+
     def components(self) -> tuple[int, np.ndarray]:
         """``(number of connected components, label of each node)``."""
         if self._components is None:

@@ -477,11 +477,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         (:mod:`flgp.precision.classification`)."""
         C = self.classes_.size
         if self.graph is not None:
-            graph = self.graph
-            if graph.n_nodes != X.shape[0]:
-                raise ValueError(f"graph has {graph.n_nodes} nodes but the cloud has "
-                                 f"{X.shape[0]} rows; build the graph on X (stacked above "
-                                 f"X_unlabeled).")
+            graph = self.graph.check_rows(X.shape[0])
         else:
             with stage("graph"):
                 graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),

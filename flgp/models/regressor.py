@@ -353,12 +353,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         """The graph of the rows of ``X``: ``graph`` when given (checked against ``X``), else
         the k-nearest-neighbour graph of ``X`` (:func:`flgp.graph.knn_point_graph`)."""
         if self.graph is not None:
-            g = self.graph
-            if g.n_nodes != X.shape[0]:
-                raise ValueError(f"graph has {g.n_nodes} nodes but the cloud has "
-                                 f"{X.shape[0]} rows; build the graph on the same points "
-                                 f"(X stacked above X_unlabeled).")
-            return g
+            return self.graph.check_rows(X.shape[0])
         return knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
 
     def _gmrf_infeasible(self, X):
