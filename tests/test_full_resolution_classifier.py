@@ -114,9 +114,14 @@ def test_gmrf_classifier_graph_that_falls_apart_warns():
     X = np.r_[rng.standard_normal((100, 2)), rng.standard_normal((100, 2)) + 100.0]
     yy = np.full(200, -1)
     yy[[0, 1]] = [0, 1]
-    with pytest.warns(UserWarning, match="falls apart"):
+    with pytest.warns(UserWarning, match=r"falls apart into 2 pieces \(sizes 100, 100\); "
+                                         r"1 of them hold no label \(sizes 100\)"):
         clf = FLGPClassifier(method="gmrf").fit(X, yy)
-    assert np.all(np.isfinite(clf.label_distributions_))
+    P = clf.label_distributions_
+    assert np.all(np.isfinite(P))
+    # the unlabelled piece: one constant score a class, so every point at the same
+    # probabilities
+    np.testing.assert_allclose(P[100:], P[100:101].repeat(100, 0), atol=1e-6)
 
 
 def test_balanced_log_odds_is_the_bayes_factor():

@@ -13,7 +13,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, map_threads, stage
-from ..graph import PointGraph
+from ..graph import Pieces, PointGraph
 from ..graph.knn import self_tuning_knn_graph
 from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_size_prior,
                                         green_scores, scores_to_probabilities)
@@ -510,10 +510,16 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             has = np.zeros(n_comp, dtype=bool)
             has[labels[labelled]] = True
             if not has.all():
-                warnings.warn(f"the k-NN graph falls apart into {n_comp} pieces; "
-                              f"{int((~has[labels]).sum())} point(s) lie in pieces without "
-                              f"a label and get scores near 0 (probabilities near the class "
-                              f"prior). Label a point there, or raise n_neighbors.",
+                sizes = np.bincount(labels, minlength=n_comp)
+                empty = np.sort(sizes[~has])[::-1]
+                listed = ", ".join(str(int(v)) for v in empty[:8]) + (
+                    f", ... ({empty.size - 8} more)" if empty.size > 8 else "")
+                warnings.warn(f"the graph falls apart into "
+                              f"{Pieces(labels, sizes).describe()}; {empty.size} of them "
+                              f"hold no label (sizes {listed}): their points get scores "
+                              f"near 0, so probabilities near the class prior. Label a point "
+                              f"in each, or pass graph= with more neighbours "
+                              f"(flgp.graph.self_tuning_knn_graph(X, k)).",
                               UserWarning, stacklevel=3)
         return self
 
