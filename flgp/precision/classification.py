@@ -72,11 +72,14 @@ def green_scores(graph, labelled, codes, n_classes, *, nu: int = 1, kappa2=None,
     # MNIST's 10-NN graph: 5 iterations and 0.12 s a solve to 1e-3, against 6-8 and 0.3 s
     # with smoothed aggregation
     solver = _pyamg().ruge_stuben_solver(K)
-    U = B
+    # every row of B sums to 0 (one 1 a label, minus the label shares), so every row of U
+    # does: C - 1 solves and the last column is minus the sum of the others
+    U = B[:, :-1]
     for _ in range(int(nu)):
         U = np.column_stack([solver.solve(U[:, c] - U[:, c].mean(), tol=tol, accel="cg",
-                                          maxiter=1000) for c in range(C)])
-    return U - U.mean(axis=0)
+                                          maxiter=1000) for c in range(C - 1)])
+    U = U - U.mean(axis=0)
+    return np.column_stack([U, -U.sum(axis=1)])
 
 
 def scores_to_probabilities(U, scale, weights=None):
