@@ -173,7 +173,7 @@ def run_memory(args, queue):
 
 
 def _warm_up():
-    import flgp._chunks._dask  # noqa: F401
+    import flgp._chunks.dask_blocks  # noqa: F401
 
 
 def _worker_peak():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import flgp.backends as backends
+import flgp.backends.choice as choice
 from flgp import compute_eigenpairs
 from flgp.graph import build_cross_graph, kmeans_centres, nearest_induced_points
 
@@ -21,7 +22,7 @@ needs_keops = pytest.mark.skipif(not backends.keops_available(),
 
 
 def test_auto_is_torch_on_a_cpu_and_bad_names_are_errors():
-    if not backends._cuda_available():
+    if not choice._cuda_available():
         assert backends.resolve_backend("auto") == "torch"
     assert backends.resolve_backend("torch") == "torch"
     with pytest.raises(ValueError, match="backend='gpu' is not supported"):
@@ -29,7 +30,7 @@ def test_auto_is_torch_on_a_cpu_and_bad_names_are_errors():
 
 
 def test_keops_requested_without_pykeops_falls_back_with_a_warning(monkeypatch):
-    monkeypatch.setattr(backends, "_keops_status", lambda: (False, "pykeops is missing"))
+    monkeypatch.setattr(choice, "_keops_status", lambda: (False, "pykeops is missing"))
     with pytest.warns(RuntimeWarning, match="using the torch backend"):
         assert backends.resolve_backend("keops") == "torch"
 
@@ -183,11 +184,9 @@ def test_keops_cuda_probe_reports_a_crash_without_crashing():
 
 
 def test_auto_is_torch_when_the_gpu_probe_fails(monkeypatch):
-    import flgp.backends as backends
-
-    monkeypatch.setattr(backends, "_keops_status",
+    monkeypatch.setattr(choice, "_keops_status",
                         lambda: (False, "pykeops failed a test reduction on the GPU"))
-    monkeypatch.setattr(backends, "_cuda_available", lambda: True)
+    monkeypatch.setattr(choice, "_cuda_available", lambda: True)
     assert backends.resolve_backend("auto") == "torch"
     with pytest.warns(RuntimeWarning, match="test reduction on the GPU"):
         assert backends.resolve_backend("keops") == "torch"

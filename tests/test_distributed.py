@@ -247,7 +247,7 @@ def _slow_down_blocks(delay):
     a small fit is still running when a worker is killed."""
     import functools
 
-    import flgp._chunks._dask as engine
+    import flgp._chunks.dask_blocks as engine
 
     for name in ("_reduce_chunk",):
         fn = getattr(engine, name)
@@ -261,7 +261,7 @@ def _slow_down_blocks(delay):
 
 
 def _restore_blocks():
-    import flgp._chunks._dask as engine
+    import flgp._chunks.dask_blocks as engine
 
     for name in ("_reduce_chunk",):
         fn = getattr(engine, name)

@@ -490,7 +490,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     def _fit_spectrum(self, X):
         lazy = is_dask_array(X) or is_zarr_array(X)
         if lazy:
-            from .._chunks._dask import as_dask_points
+            from .._chunks.dask_blocks import as_dask_points
 
             X = as_dask_points(X, min_samples=3)
             self.n_features_in_ = int(X.shape[1])
@@ -561,7 +561,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     def _check_transform_X(self, X):
         check_is_fitted(self, "embedding_")
         if is_dask_array(X) or is_zarr_array(X):
-            from .._chunks._dask import as_dask_points
+            from .._chunks.dask_blocks import as_dask_points
 
             X = as_dask_points(X)
             if X.shape[1] != self.n_features_in_:

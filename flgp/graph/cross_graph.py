@@ -295,7 +295,7 @@ def choose_induced_points(cloud, options: GraphOptions) -> InducedPoints:
 def cross_graph(X, options: GraphOptions) -> CrossGraph:
     """Steps 1-4 of FLGP on a validated cloud (a numpy array checked by
     :func:`flgp._validation.check_cloud`, or a dask array checked by
-    :func:`flgp._chunks._dask.as_dask_points` and its driver's ``check``) with validated
+    :func:`flgp._chunks.dask_blocks.as_dask_points` and its driver's ``check``) with validated
     :class:`GraphOptions`. :func:`build_cross_graph` is the validating entry point."""
     blocks = blocks_of(X)
     n, p = X.shape
@@ -387,9 +387,9 @@ def validate_induced_points(induced_points, n_induced, n_features: int):
 def validate_cloud(X, name: str = "X", min_samples: int = 2):
     """A cloud to build a graph on, checked once: a numpy array by
     :func:`flgp._validation.check_cloud`, a dask or zarr array by its shape and one pass
-    over its chunks (:meth:`flgp._chunks._dask.DaskBlocks.check`)."""
+    over its chunks (:meth:`flgp._chunks.dask_blocks.DaskBlocks.check`)."""
     if is_lazy(X):
-        from .._chunks._dask import DaskBlocks, as_dask_points
+        from .._chunks.dask_blocks import DaskBlocks, as_dask_points
 
         X = as_dask_points(X, name=name)
         with stage("check"):

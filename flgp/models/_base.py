@@ -182,7 +182,7 @@ class HeatGPEstimator(BaseEstimator):
     def _lazy_inputs(self, X, y, X_unlabeled):
         import dask.array as da
 
-        from .._chunks._dask import DaskBlocks, as_dask_points, flatnonzero_blocks
+        from .._chunks.dask_blocks import DaskBlocks, as_dask_points, flatnonzero_blocks
 
         if self.method not in ("flgp", "auto"):
             raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
@@ -238,7 +238,7 @@ class HeatGPEstimator(BaseEstimator):
         ``X``: its shape only)."""
         check_is_fitted(self, "n_features_in_")
         if is_lazy(X):
-            from .._chunks._dask import as_dask_points
+            from .._chunks.dask_blocks import as_dask_points
 
             X = as_dask_points(X)
             if X.shape[1] != self.n_features_in_:

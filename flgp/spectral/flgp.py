@@ -302,7 +302,7 @@ class FLGPExtension:
                    restrict: bool = False, project=None):
         """``func(vectors, components)`` over the blocks of a dask array of new points: a
         lazy dask array (the map is small enough to ship to the tasks)."""
-        from .._chunks._dask import DaskBlocks, as_dask_points
+        from .._chunks.dask_blocks import DaskBlocks, as_dask_points
 
         X_new = as_dask_points(X_new)
         p = self.graph.induced.points.shape[1]

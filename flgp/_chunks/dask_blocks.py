@@ -38,7 +38,8 @@ except ImportError as exc:  # pragma: no cover - only reached without the extra
 
 from .._config import in_settings, thread_settings
 from .._validation import check_coordinate_scale, count_distinct_rows
-from . import default_chunk_size, is_dask_array, is_zarr_array, merge_partials, row_ranges
+from .blocks import (default_chunk_size, is_dask_array, is_zarr_array, merge_partials,
+                     row_ranges)
 
 __all__ = ["as_dask_points", "DaskBlocks", "flatnonzero_blocks"]
 
