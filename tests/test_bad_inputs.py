@@ -243,3 +243,22 @@ def test_a_bad_parameter_fails_before_any_work(monkeypatch):
         FLGPClassifier(spectrum="bogus").fit(X, semi)
     with pytest.raises(InvalidParameterError, match="'likelihood' parameter"):
         FLGPRegressor(likelihood="cauchy").fit(X, np.where(semi >= 0, 1.0, np.nan))
+
+
+@pytest.mark.parametrize("Estimator", [FLGPClassifier, FLGPRegressor])
+def test_learning_rate_is_deprecated(Estimator):
+    """Unused by every fit: setting it warns that it goes, and changes nothing."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 2))
+    y = (X[:, 0] > 0).astype(int) if Estimator is FLGPClassifier else X[:, 0].copy()
+    y = y.astype(float) if Estimator is FLGPRegressor else y
+    lab = rng.choice(120, 30, replace=False)
+    yy = np.full(120, -1.0 if Estimator is FLGPClassifier else np.nan)
+    yy[lab] = y[lab]
+    if Estimator is FLGPClassifier:
+        yy = yy.astype(int)
+    base = Estimator(n_induced=40).fit(X, yy)
+    with pytest.warns(FutureWarning, match="learning_rate is unused"):
+        other = Estimator(n_induced=40, learning_rate=0.5).fit(X, yy)
+    np.testing.assert_array_equal(np.asarray(base.predict(X[:10])),
+                                  np.asarray(other.predict(X[:10])))

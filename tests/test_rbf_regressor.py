@@ -177,5 +177,5 @@ def test_the_evidence_gradient_matches_finite_differences():
 
 def test_the_keops_backend_runs_the_same_fit(fitted):
     X, y, reg = fitted
-    other = RBFGPRegressor(backend="keops", learning_rate=0.5).fit(X, y)
+    other = RBFGPRegressor(backend="keops").fit(X, y)
     np.testing.assert_array_equal(other.predict(X[:20])[0], reg.predict(X[:20])[0])

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._chunks import is_lazy, stage
@@ -83,7 +83,7 @@ class HeatGPEstimator(BaseEstimator):
         "diffusion_time": [_POSITIVE, None],
         "diffusion_time_prior_power": [Interval(numbers.Real, None, None, closed="neither")],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "learning_rate": [_POSITIVE],
+        "learning_rate": [Hidden(StrOptions({"deprecated"})), _POSITIVE],
         "random_state": ["random_state", np.random.Generator],
         "backend": [StrOptions({"auto", "torch", "keops"})],
         "verbose": ["verbose"],
@@ -92,7 +92,7 @@ class HeatGPEstimator(BaseEstimator):
     }
     # numeric parameters that must also be finite (Interval lets infinity through)
     _finite_parameters = ("bandwidth", "diffusion_time", "diffusion_time_prior_power",
-                          "learning_rate", "lae_regularization")
+                          "lae_regularization")
 
     # -- what the subclasses define -----------------------------------------------------
     _unlabelled_fill = None            # the mark of unlabelled rows in y, for X_unlabeled
@@ -111,6 +111,10 @@ class HeatGPEstimator(BaseEstimator):
     def _check_parameters(self) -> None:
         """What the constraints cannot say: finite numbers, a bandwidth grid of positive
         finite scales."""
+        if not (isinstance(self.learning_rate, str) and self.learning_rate == "deprecated"):
+            warnings.warn(f"learning_rate is unused by {type(self).__name__} (no fit here takes "
+                          f"gradient steps of a set size) and will be removed in the next "
+                          f"release; leave it out.", FutureWarning, stacklevel=3)
         for name in self._finite_parameters:
             value = getattr(self, name, None)
             if value is not None and not np.isfinite(value):

@@ -249,9 +249,6 @@ class RBFGPRegressor:
     max_iter : int
         Iterations of the L-BFGS-B refinement (at most ``2 max_iter`` evaluations);
         0 keeps the best grid point.
-    learning_rate : float
-        Unused (GPyTorch's L-BFGS step before); kept so that the signature, and
-        ``FLGPRegressor``'s call, stay as they were.
     backend : str
         Unused: ``"keops"`` (and any other) runs the same numpy/LAPACK fit, which is exact
         and dense; kept for the signature.
@@ -287,10 +284,8 @@ class RBFGPRegressor:
     GRADIENT_TOLERANCE = 1e-4
     FIRST_STEP = 0.5
 
-    def __init__(self, max_iter: int = 100, learning_rate: float = 0.1,
-                 backend: str = "torch"):
+    def __init__(self, max_iter: int = 100, backend: str = "torch"):
         self.max_iter = max_iter
-        self.learning_rate = learning_rate
         self.backend = backend
 
     def fit(self, X, y):

@@ -219,8 +219,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     max_iter : int, default=100
         Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
         search.
-    learning_rate : float, default=0.1
-        Unused by the classifiers (kept for a uniform API with the regressor).
+    learning_rate : deprecated
+        Unused; setting it warns (``FutureWarning``). It will be removed in the next
+        release.
     random_state : int, Generator or None, default=0
         Seeds the induced points.
     backend : {"auto", "torch", "keops"}, default="auto"
@@ -355,7 +356,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                  average_diffusion_time=None, spectral_family="heat", matern_nu=2.0,
                  constant_variance=None, multi_class="multinomial", inference="ep",
                  amplitude=1.0, calibration="loo", max_iter=100,
-                 learning_rate=0.1, random_state=0, backend="auto", verbose=False,
+                 learning_rate="deprecated", random_state=0, backend="auto", verbose=False,
                  induced_points=None, class_prior="auto", graph=None, matern_order=None,
                  warm_start=False):
         self.method = method

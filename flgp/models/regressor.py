@@ -96,9 +96,10 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     noise : float, optional
         Fix the noise variance (in units of ``y``) instead of fitting it.
     max_iter : int, default=100
-        L-BFGS-B iterations per start (Adam steps for ``method="rbf"``).
-    learning_rate : float, default=0.1
-        Adam step of the ``"rbf"`` baseline.
+        L-BFGS-B iterations per start (of the ``"rbf"`` GP's search too).
+    learning_rate : deprecated
+        Unused since the ``"rbf"`` GP lost its Adam steps (an analytic-gradient search);
+        setting it warns (``FutureWarning``). It will be removed in the next release.
     likelihood : {"gaussian", "poisson"}, default="gaussian"
         ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
         rows), modelled with a log link (see above). Heat-kernel methods only.
@@ -215,7 +216,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
                  lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
                  diffusion_time_prior_power=1.0, noise=None, max_iter=100,
-                 learning_rate=0.1, random_state=0, backend="auto", verbose=False,
+                 learning_rate="deprecated", random_state=0, backend="auto", verbose=False,
                  induced_points=None, likelihood="gaussian", overdispersion=None,
                  graph=None, matern_order=None, warm_start=False):
         self.method = method
@@ -332,7 +333,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             else:
                 self.skipped_methods_["gmrf"] = why
             if m <= RBF_MAX_LABELS:
-                rbf = RBFGPRegressor(self.max_iter, self.learning_rate,
+                rbf = RBFGPRegressor(self.max_iter,
                                      backend=resolve_backend(self.backend)).fit(
                     X[labelled], y_lab)
                 self.log_evidence_["rbf"] = rbf.log_marginal_likelihood_
@@ -433,7 +434,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         """The RBF GP's fit (``method="rbf"``, or chosen by ``"auto"``): its hyperparameters,
         evidence and transduction."""
         self.rbf_ = rbf if rbf is not None else RBFGPRegressor(
-            self.max_iter, self.learning_rate,
+            self.max_iter,
             backend=resolve_backend(self.backend)).fit(X[labelled], y_lab)
         self.method_ = "rbf"
         self.n_iter_ = self.rbf_.n_iter_
