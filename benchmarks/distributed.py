@@ -14,7 +14,7 @@ regressor, the sign of ``f`` for the classifier); the error is measured on every
   (one thread each, 4 GiB memory limit); peak memory of the client process (which also runs
   the scheduler) and of each worker; the lazy transduction is computed as the error.
 
-Each row records its stages (``flgp._chunks.record_stages``). Results are printed as a table,
+Each row records its stages (``flgp.record_stages``). Results are printed as a table,
 and written as JSON and as a log-log plot of time and peak memory against n.
 
     python benchmarks/distributed.py --memory 1e5,1e6,1e7 --dask 1e5,1e6,1e7,1e8 \\
@@ -156,7 +156,7 @@ def run_memory(args, queue):
 
     torch.set_num_threads(threads)
     import flgp  # noqa: F401  (imports count in the baseline)
-    from flgp._chunks import record_stages
+    from flgp import record_stages
 
     X, f, y = _data_in_memory(n, classifier)
     base_peak, base_now = _rss_gb(), _current_gb()
@@ -189,7 +189,7 @@ def run_dask(args, queue):
     import dask.array as da
     from distributed import Client, LocalCluster
 
-    from flgp._chunks import record_stages
+    from flgp import record_stages
 
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                            memory_limit="4GiB", dashboard_address=None,

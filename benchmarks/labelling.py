@@ -154,7 +154,7 @@ def label_spreading_curve(X, y, lab, step, last):
 
 def run_classification(name, seeds):
     from flgp import FLGPClassifier
-    from flgp._chunks import record_stages
+    from flgp import record_stages
 
     X, y, kw, m0, step, last = load_set(name)
     model = FLGPClassifier(warm_start=True, random_state=0, **kw)

@@ -10,9 +10,9 @@ Two workloads (each repeat a fresh process; medians over ``--repeats``):
   on the 1,000 labels, which wins this curve's evidence, and then transduces with it at
   ``O(m^2)`` a point - docs/benchmarks.md).
 
-Stages come from :func:`flgp._chunks.record_stages`; a stage's parts (``name/part``) are
+Stages come from :func:`flgp.record_stages`; a stage's parts (``name/part``) are
 timed inside the blocks, on every thread, and are shown as shares of the stage's wall time.
-The work counters (:func:`flgp._chunks.count`) give each stage's arithmetic:
+The work counters (``stages.counts``, added by flgp's internal ``count``) give each stage's arithmetic:
 
 * induced points - k-means: ``2 p s`` flops per point and Lloyd iteration (GEMM path,
   ``p > 16``; at the float32 rate) plus the seeding's ``2 p (4 s)^2`` distance matrix; in
@@ -159,7 +159,7 @@ def run_one(args, queue):
 
     torch.set_num_threads(threads)
     import flgp
-    from flgp._chunks import record_stages
+    from flgp import record_stages
 
     if not os.path.abspath(flgp.__file__).startswith(os.path.abspath(tree)):
         raise RuntimeError(f"flgp imported from {flgp.__file__}, not {tree}")
@@ -212,7 +212,7 @@ def engine_stages(X, n_eigenpairs: int, **graph_options) -> tuple:
     """``build_cross_graph(X, **graph_options)`` and ``flgp_eigenpairs`` timed by the graph's
     stage timers: ``(induced points, neighbours + kernel, column sums + transition +
     products, eigenpairs, total)`` seconds (``benchmarks/engine.py``, ``scale.py``)."""
-    from flgp._chunks import record_stages
+    from flgp import record_stages
     from flgp.graph import build_cross_graph
     from flgp.spectral import flgp_eigenpairs
 

@@ -465,3 +465,23 @@ def test_fit_does_not_depend_on_the_block_size(rng, p):
     np.testing.assert_allclose(small.label_distributions_, big.label_distributions_,
                                atol=1e-6)
     np.testing.assert_array_equal(small.transduction_, big.transduction_)
+
+
+def test_record_stages_is_public_and_times_a_fit():
+    """flgp.record_stages: the stages of a fit, in order, with non-negative seconds; the
+    full-resolution classifier's graph and scores among them."""
+    import flgp
+    from flgp import FLGPClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 2))
+    y = np.full(300, -1)
+    y[:4] = [0, 1, 0, 1]
+    with flgp.record_stages() as stages:
+        FLGPClassifier(method="gmrf").fit(X, y)
+    names = [name for name, _ in stages]
+    assert names.index("graph") < names.index("scores")
+    assert all(sec >= 0 for _, sec in stages)
+    with flgp.record_stages() as outside:
+        pass
+    assert list(outside) == []

@@ -25,17 +25,20 @@ _COUNT_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def record_stages():
-    """Collect ``(stage, seconds)`` of the passes that run while active (the benchmarks'
-    stage timers; a fit records its induced points, each pass over the points, the
-    eigendecomposition, the hyperparameter search and the transduction)::
+    """Where a fit spends its time: collect ``(stage, seconds)`` of the stages that run
+    while active - the induced points, each pass over the points, the eigendecomposition,
+    the hyperparameter search, the transduction; the full-resolution graph and scores
+    (``flgp.record_stages``; the benchmarks' stage timers)::
 
-        with record_stages() as stages:
+        with flgp.record_stages() as stages:
             model.fit(X, y)
+        print(stages)          # [("induced points", 0.41), ("pass 1", 0.22), ...]
 
     A name with a ``/`` is a part of the stage before it (``"pass 1/neighbour search"``),
     timed inside the blocks: its entries are thread-seconds, which on several threads add
-    up to more than the stage's wall time. ``stages.counts`` holds the work counters of
-    :func:`count`.
+    up to more than the stage's wall time. ``stages.counts`` holds work counters (flops,
+    rows, iterations) that ``benchmarks/profile.py`` turns into arithmetic floors. Recording
+    is process-wide: stages that run in other threads meanwhile are recorded too.
     """
     global _RECORDER
     previous, _RECORDER = _RECORDER, StageLog()
