@@ -39,7 +39,7 @@ def cases(n: int, rng):
     import flgp
     from flgp._validation import check_cloud
     from flgp.graph.cross_kernel import lae_weights
-    from flgp.graph.induced_points import _kmeanspp
+    from flgp.graph import kmeans_centres
     from flgp.graph.neighbors import nearest_induced_points, search_tree
     from flgp.graph.passes import lse_partial
     from flgp.graph.transition import transition_rows
@@ -68,7 +68,7 @@ def cases(n: int, rng):
         ("transition rows", n, lambda: transition_rows(log_k, idx, log_c)),
         ("products (Λ, AᵀA; blocks of 32,768 rows)", n, lambda: _gram_in_blocks(idx, A)),
         ("k-means++ seeding (4,000 points, 1,000 centres)", 4000,
-         lambda: _kmeanspp(X[:4000], 1000, np.random.default_rng(0))),
+         lambda: kmeans_centres(X[:4000], 1000, n_iter=0, random_state=0).points),
         ("cloud check", n, lambda: np.asarray(check_cloud(X)[:1])),
     ]
     comps = np.zeros(1000, dtype=np.int64)
