@@ -76,6 +76,17 @@ def check_points(X, *, name: str = "X", min_samples: int = 2, dtype=np.float64,
     return X
 
 
+def check_2d(X, name: str = "X") -> None:
+    """Raise a ``ValueError`` unless the array (numpy, dask, zarr) ``X`` is 2-d."""
+    if X.ndim == 1:
+        raise ValueError(f"{name} is 1-d with shape {X.shape}; a point cloud must be 2-d "
+                         f"(n_samples, n_features). Use {name}.reshape(-1, 1) for one "
+                         f"feature or {name}.reshape(1, -1) for one sample.")
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-d (n_samples, n_features); got {X.ndim} dimensions "
+                         f"with shape {X.shape}.")
+
+
 def _as_points(X, *, name: str, min_samples: int, dtype=np.float64) -> np.ndarray:
     """``X`` as a C-contiguous 2-d float array with at least ``min_samples`` rows and one
     column (the shape half of :func:`check_points`)."""
@@ -94,13 +105,7 @@ def _as_points(X, *, name: str, min_samples: int, dtype=np.float64) -> np.ndarra
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be a numeric array of shape (n_samples, n_features); "
                          f"could not convert it to floats ({exc}).") from exc
-    if X.ndim == 1:
-        raise ValueError(f"{name} is 1-d with shape {X.shape}; a point cloud must be 2-d "
-                         f"(n_samples, n_features). Use X.reshape(-1, 1) for one feature "
-                         f"or X.reshape(1, -1) for one sample.")
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-d (n_samples, n_features); got {X.ndim} dimensions "
-                         f"with shape {X.shape}.")
+    check_2d(X, name)
     if X.shape[1] == 0:
         raise ValueError(f"{name} has 0 features; it needs at least one column.")
     if X.shape[0] < min_samples:

@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - only reached without the extra
                       "pip install 'flgp[dask]'") from exc
 
 from .._config import in_settings, thread_settings
-from .._validation import check_coordinate_scale, count_distinct_rows
+from .._validation import check_2d, check_coordinate_scale, count_distinct_rows
 from .blocks import (default_chunk_size, is_dask_array, is_zarr_array, merge_partials,
                      row_ranges)
 
@@ -55,13 +55,7 @@ def as_dask_points(X, name: str = "X", min_samples: int = 0):
         X = da.from_zarr(X)
     if not is_dask_array(X):
         raise TypeError(f"{name} must be a dask or zarr array here; got {type(X).__name__}.")
-    if X.ndim == 1:
-        raise ValueError(f"{name} is 1-d with shape {X.shape}; a point cloud must be 2-d "
-                         f"(n_samples, n_features). Use {name}.reshape(-1, 1) for one "
-                         f"feature.")
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-d (n_samples, n_features); got {X.ndim} dimensions "
-                         f"with shape {X.shape}.")
+    check_2d(X, name)
     if any(np.isnan(c) for c in X.chunks[0]):
         raise ValueError(f"{name} has unknown chunk sizes (e.g. after boolean indexing); call "
                          f"{name}.compute_chunk_sizes() first.")
