@@ -230,13 +230,13 @@ def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch, compiled):
 def test_a_bad_parameter_fails_before_any_work(monkeypatch):
     """Parameters are checked when fit starts (scikit-learn's constraints): a bad spectrum
     used to be rejected only after the graph and k-means were built."""
-    import flgp.models._base as base
+    import flgp.spectral.candidates as candidates
     from sklearn.utils._param_validation import InvalidParameterError
 
     def no_graph(*args, **kwargs):
         raise AssertionError("the graph was built before the parameters were checked")
 
-    monkeypatch.setattr(base, "cross_graph", no_graph)
+    monkeypatch.setattr(candidates, "cross_graph", no_graph)
     X, y = make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     with pytest.raises(InvalidParameterError, match="'spectrum' parameter"):

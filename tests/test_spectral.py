@@ -209,3 +209,24 @@ def test_extension_restricted_to_the_point_component(rng):
     np.testing.assert_allclose(got, ref, atol=1e-12)
     np.testing.assert_array_equal(got_comp, own)
     assert not np.allclose(ext(x)[0], got[0])         # its unrestricted row differs
+
+
+@pytest.mark.parametrize("method", ["flgp", "nystrom", "glgp"])
+def test_one_place_makes_eigenpairs(method):
+    """compute_eigenpairs and the estimators' bandwidth grid come from
+    eigenpair_candidates: the grid's candidate at a = 1 (the estimators' anchor for FLGP
+    and Nyström) is compute_eigenpairs' graph to the last bit; another grid value is the
+    bandwidth rescaled by sqrt(a)."""
+    from flgp.spectral import eigenpair_candidates
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 3))
+    kw = dict(n_induced=None if method == "glgp" else 60, n_eigenpairs=20, n_neighbors=5,
+              random_state=0)
+    kernel = "se" if method == "flgp" else "lae"
+    one = compute_eigenpairs(X, method=method, kernel=kernel, **kw)
+    cands = dict(eigenpair_candidates(X, method, (1.0, 4.0), kernel=kernel, anchor=1.0, **kw))
+    np.testing.assert_array_equal(cands[1.0]().eigenvalues, one.eigenvalues)
+    wide = compute_eigenpairs(X, method=method, kernel=kernel, bandwidth_scale=4.0, **kw)
+    np.testing.assert_allclose(cands[4.0]().eigenvalues, wide.eigenvalues, rtol=1e-9,
+                               atol=1e-12)

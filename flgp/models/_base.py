@@ -33,15 +33,12 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from .._chunks import is_lazy, stage
 from .._validation import check_cloud, check_points
-from ..backends import resolve_backend
-from ..graph.cross_graph import KERNELS, SUBSAMPLES, check_graph_options, cross_graph
-from ..graph.dense import (bandwidth_neighbour_count, check_dense_size, dense_graph,
-                           neighbour_bandwidth, nystrom_graph)
+from ..graph.cross_graph import KERNELS, SUBSAMPLES
 from ..graph.neighbors import nearest_induced_points
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
-from ..spectral.dense import (TooFewEigenvaluesError, glgp_eigenpairs, glgp_lazy,
-                              nystrom_eigenpairs)
-from ..spectral.flgp import SPECTRA, flgp_eigenpairs
+from ..spectral.candidates import eigenpair_candidates
+from ..spectral.dense import TooFewEigenvaluesError
+from ..spectral.flgp import SPECTRA
 from ._search import single_threaded_blas
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
@@ -275,61 +272,22 @@ class HeatGPEstimator(BaseEstimator):
         return tuple(np.atleast_1d(np.asarray(self.bandwidth_grid, dtype=np.float64)).ravel())
 
     def _candidate_makers(self, X):
-        """``(a, make)`` per candidate: ``make()`` computes its eigenpairs (graphs shared
-        across the grid are built on the way) from the validated cloud ``X``."""
+        """``(a, make)`` per candidate of the bandwidth grid
+        (:func:`flgp.spectral.candidates.eigenpair_candidates`) from the validated cloud."""
         n = X.shape[0]
         s, M = self._engine_sizes(n)
         if self._graph_method != "flgp" and self.induced_points is not None:
             raise ValueError(f"induced_points work with method='flgp' only; got "
                              f"method={self._graph_method!r}.")
-        grid = self._bandwidth_grid()
-        if self._graph_method == "flgp":
-            options = check_graph_options(
-                n, X.shape[1], n_induced=None if self.induced_points is not None else s,
-                n_neighbors=self.n_neighbors, subsample=self.subsample, kernel=self.kernel,
-                bandwidth=self.bandwidth, bandwidth_scale=1.0,
-                lae_regularization=self.lae_regularization, backend=self.backend,
-                induced_points=self.induced_points, random_state=self.random_state)
-            base = cross_graph(X, options)
-            for a in grid:
-                g = base if a == 1.0 else base.with_bandwidth(base.bandwidth * np.sqrt(a))
-                yield a, lambda g=g: flgp_eigenpairs(g, M, spectrum=self.spectrum)
-            return
-        if self._graph_method == "nystrom":
-            _check_size(s, 2, n, "n_induced", "n_samples")
-            r = bandwidth_neighbour_count(self.n_neighbors, s)
-            _check_size(r, 1, s, "n_neighbors", "n_induced")
-            g0 = nystrom_graph(X, n_induced=s, subsample=self.subsample,
-                               bandwidth=self.bandwidth, n_neighbors=r,
-                               random_state=self.random_state, backend=self.backend)
-            for a in grid:
-                g = g0 if a == 1.0 else nystrom_graph(
-                    X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a), n_neighbors=r,
-                    induced=g0.induced)
-                yield a, lambda g=g: nystrom_eigenpairs(g, M, X)
-            return
-        r = bandwidth_neighbour_count(self.n_neighbors, n - 1)
-        _check_size(r, 1, n - 1, "n_neighbors", "n_samples - 1")
-        if resolve_backend(self.backend) == "keops":       # never stored
-            _check_size(M, 1, n - 2, "n_eigenpairs", "n_samples - 2")
-            base = self.bandwidth
-            if base is None:
-                base = neighbour_bandwidth(X, X, r, grid[0], skip_self=True)
-            for a in grid:
-                yield a, lambda a=a: glgp_lazy(X, M, bandwidth=base * np.sqrt(a / grid[0]),
-                                               backend="keops")
-            return
-        check_dense_size(n)
-        g0 = None
-        for a in grid:
-            if g0 is None:
-                g0 = dense_graph(X, bandwidth=self.bandwidth, n_neighbors=r,
-                                 bandwidth_scale=a)
-                g = g0
-            else:
-                g = dense_graph(X, bandwidth=g0.bandwidth * np.sqrt(a / grid[0]),
-                                n_neighbors=r)
-            yield a, lambda g=g: glgp_eigenpairs(g, M)
+        flgp_with_points = self._graph_method == "flgp" and self.induced_points is not None
+        return eigenpair_candidates(
+            X, self._graph_method, self._bandwidth_grid(),
+            n_induced=None if flgp_with_points else s, n_eigenpairs=M,
+            n_neighbors=self.n_neighbors, subsample=self.subsample, kernel=self.kernel,
+            bandwidth=self.bandwidth, lae_regularization=self.lae_regularization,
+            spectrum=self.spectrum, random_state=self.random_state, backend=self.backend,
+            induced_points=self.induced_points,
+            anchor=1.0 if self._graph_method in ("flgp", "nystrom") else None)
 
     def _eigenpair_candidates(self, X):
         """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed
@@ -455,11 +413,6 @@ class HeatGPEstimator(BaseEstimator):
                           f"of the nearest part of the cloud out to them, so their "
                           f"predictions are extrapolations (their uncertainty does not grow "
                           f"with the distance).", UserWarning, stacklevel=stacklevel)
-
-
-def _check_size(value, low: int, high: int, name: str, high_name: str) -> None:
-    if value > high:
-        raise ValueError(f"{name}={value} exceeds {high_name}={high}.")
 
 
 def cloud_reach(eigenpairs, X: np.ndarray):

@@ -13,6 +13,7 @@ Nothing here imports GPyTorch or scikit-learn.
 """
 
 from . import families
+from .candidates import eigenpair_candidates
 from .compute import compute_eigenpairs
 from .dense import glgp_eigenpairs, nystrom_eigenpairs
 from .eigenpairs import Eigenpairs, RowSquaredNorm
@@ -21,4 +22,4 @@ from .flgp import SPECTRA, flgp_eigenpairs
 
 __all__ = ["Eigenpairs", "compute_eigenpairs", "flgp_eigenpairs", "glgp_eigenpairs",
            "nystrom_eigenpairs", "SPECTRA", "families", "diffusion_time_range",
-           "default_diffusion_time", "RowSquaredNorm"]
+           "default_diffusion_time", "RowSquaredNorm", "eigenpair_candidates"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._chunks import is_dask_array, is_zarr_array
-from .._validation import check_option, check_points
+from .._validation import check_cloud, check_int, check_option, check_positive
 from ..backends import resolve_backend
-from ..graph import build_cross_graph, build_dense_graph, build_nystrom_graph
-from ..graph.dense import bandwidth_neighbour_count, neighbour_bandwidth
-from .dense import glgp_eigenpairs, glgp_eigenpairs_lazy, nystrom_eigenpairs
+from ..graph.cross_graph import validate_cloud
+from ..graph.dense import bandwidth_neighbour_count, check_dense_size
+from .candidates import eigenpair_candidates
 from .eigenpairs import Eigenpairs
-from .flgp import flgp_eigenpairs
 
 __all__ = ["compute_eigenpairs", "default_n_induced", "default_n_eigenpairs"]
 
@@ -97,10 +96,11 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     if not in_memory and method != "flgp":
         raise ValueError(f"method={method!r} needs the cloud in memory (dense kernels); dask "
                          f"and zarr arrays run with method='flgp'.")
-    if in_memory and method != "flgp":
-        X = check_points(X)
-    n = X.shape[0]
-    if method == "flgp":
+    check_positive(bandwidth, "bandwidth", allow_none=True)
+    check_positive(bandwidth_scale, "bandwidth_scale")
+    if method == "flgp":                 # the graph options are checked with the cloud's size
+        X = validate_cloud(X)
+        n = X.shape[0]
         if induced_points is not None:
             s = n_induced
             M = (default_n_eigenpairs(np.shape(induced_points)[0]) if n_eigenpairs is None
@@ -108,26 +108,30 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
         else:
             s = default_n_induced(n) if n_induced is None else n_induced
             M = default_n_eigenpairs(s) if n_eigenpairs is None else n_eigenpairs
-        graph = build_cross_graph(X, n_induced=s, n_neighbors=n_neighbors,
-                                  subsample=subsample, kernel=kernel, bandwidth=bandwidth,
-                                  bandwidth_scale=bandwidth_scale,
-                                  lae_regularization=lae_regularization,
-                                  random_state=random_state, backend=backend,
-                                  induced_points=induced_points, chunk_size=chunk_size)
-        return flgp_eigenpairs(graph, M, spectrum=spectrum)
-    s = default_n_induced(n) if n_induced is None else n_induced
-    if method == "glgp":
+    elif method == "nystrom":
+        X = check_cloud(X)
+        n = X.shape[0]
+        check_option(subsample, "subsample", ("kmeans", "random"))
+        s = check_int(default_n_induced(n) if n_induced is None else n_induced, "n_induced",
+                      low=2, high=n, high_name="n_samples")
+        check_int(bandwidth_neighbour_count(n_neighbors, s), "n_neighbors", low=1, high=s,
+                  high_name="n_induced")
+        M = default_n_eigenpairs(s) if n_eigenpairs is None else n_eigenpairs
+    else:
+        keops = resolve_backend(backend) == "keops"
+        X = check_cloud(X, min_samples=3 if keops else 2)
+        n = X.shape[0]
+        s = None
         M = default_n_eigenpairs(n) if n_eigenpairs is None else n_eigenpairs
-        r = bandwidth_neighbour_count(n_neighbors, n - 1)
-        if resolve_backend(backend) == "keops":
-            if bandwidth is None:
-                bandwidth = neighbour_bandwidth(X, X, r, bandwidth_scale, skip_self=True)
-            return glgp_eigenpairs_lazy(X, M, bandwidth=bandwidth, backend="keops")
-        graph = build_dense_graph(X, bandwidth=bandwidth, n_neighbors=r,
-                                  bandwidth_scale=bandwidth_scale)
-        return glgp_eigenpairs(graph, M)
-    M = default_n_eigenpairs(s) if n_eigenpairs is None else n_eigenpairs
-    graph = build_nystrom_graph(X, n_induced=s, subsample=subsample, bandwidth=bandwidth,
-                                n_neighbors=bandwidth_neighbour_count(n_neighbors, s),
-                                bandwidth_scale=bandwidth_scale, random_state=random_state)
-    return nystrom_eigenpairs(graph, M, X)
+        if keops:
+            M = check_int(M, "n_eigenpairs", low=1, high=n - 2, high_name="n_samples - 2")
+        else:
+            check_dense_size(n)
+        check_int(bandwidth_neighbour_count(n_neighbors, n - 1), "n_neighbors", low=1,
+                  high=n - 1, high_name="n_samples - 1")
+    (_, make), = eigenpair_candidates(
+        X, method, (bandwidth_scale,), n_induced=s, n_eigenpairs=M, n_neighbors=n_neighbors,
+        subsample=subsample, kernel=kernel, bandwidth=bandwidth,
+        lae_regularization=lae_regularization, spectrum=spectrum, random_state=random_state,
+        backend=backend, induced_points=induced_points, chunk_size=chunk_size)
+    return make()
