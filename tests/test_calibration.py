@@ -13,7 +13,7 @@ from sklearn.neighbors import KNeighborsClassifier
 
 from flgp import FLGPClassifier
 from flgp.models import MultinomialProbitLikelihood
-from flgp.models.classifier import AMPLITUDE_GRID
+from flgp.models.class_search import AMPLITUDE_GRID
 from flgp.models.likelihoods import multinomial_probit_probabilities
 
 

@@ -152,13 +152,13 @@ def test_a_trailing_prior_skips_only_the_final_ep_run(monkeypatch, labels_per_cl
     X, y = _roll(2000)
     semi = _one_per_class(y, 1, k=labels_per_class)
     runs = []
-    real = clf_module._TimeSearch._ep_state
+    real = clf_module.TimeSearch._ep_state
 
     def counted(self, *args, **kwargs):
         runs.append(kwargs.get("tol", args[5] if len(args) > 5 else None))
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(clf_module._TimeSearch, "_ep_state", counted)
+    monkeypatch.setattr(clf_module.TimeSearch, "_ep_state", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fast = FLGPClassifier(n_induced=400).fit(X, semi)

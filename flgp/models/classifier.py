@@ -13,24 +13,18 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, map_threads, stage
+from ..backends import cpu_threads
 from ..graph import Pieces, PointGraph
 from ..graph.knn import self_tuning_knn_graph
 from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_size_prior,
                                         green_scores, scores_to_probabilities)
-from ..backends import cpu_threads
-from ..spectral.families import (FAMILIES, ZERO_EIGENVALUE, SpectralPrior, active_columns,
-                                 diffusion_time_range, spectral_time_prior)
+from ..spectral.families import FAMILIES, ZERO_EIGENVALUE, SpectralPrior, diffusion_time_range
 from ._base import _POSITIVE, FAR_FACTOR, CandidateFit, HeatGPEstimator, target_vector
-from ._search import (diffusion_time_mixture, parabolic_refine, search_log_scalar,
-                      single_threaded_blas)
+from ._search import single_threaded_blas
 from .baselines import RBFLaplaceClassifier
-from .inference.ep import (ep_multinomial_probit, ep_probit, fit_predictive_scale,
-                           multinomial_loo, multinomial_predict_projected,
-                           multinomial_projection, probit_latent_projected, probit_loo,
-                           probit_probabilities, probit_projection)
-from .inference.laplace import (LogisticLikelihood, binary_predict_low_rank,
-                                binary_predict_low_rank_many, laplace_binary, laplace_softmax,
-                                probit_logistic, softmax_predict, softmax_probabilities)
+from .class_predictor import ClassPredictor, classes_of, loo_rows
+from .class_search import TimeSearch
+from .inference.ep import fit_predictive_scale, multinomial_loo, probit_loo
 from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels
 
 # neighbours of the full-resolution classifier's k-NN graph (Poisson learning's default)
@@ -42,16 +36,6 @@ AUTO_GMRF_MAX_LABELS = 2
 
 __all__ = ["FLGPClassifier", "split_labels"]
 
-_T_GRID = 12  # log-spaced diffusion times searched (and averaged over)
-# prior amplitudes A (f ~ GP(0, A C_t)) tried by the EP classifier: the probit's noise has
-# variance 1 and C_t(x, x) is about 1-10, so these span noisy (A = 1) to nearly
-# deterministic labels (A = 1000)
-AMPLITUDE_GRID = (1.0, 10.0, 100.0, 1000.0)
-_A_START = 100.0
-# EP convergence (largest relative change of a site parameter): looser while searching
-# the hyperparameters, tight for the posteriors that predict
-_EP_SEARCH_TOL = 1e-2
-_EP_TOL = 1e-7
 # candidate priors whose search-precision evidence trails the best by more than this many
 # nats skip the final tight EP run: they cannot win (the search evidence is within about
 # 0.01 nat of the converged one - 0.007 on MNIST with 100 labels)
@@ -460,7 +444,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.predictive_scale_ = self._predictive_scale(codes)
         self._warn_weak_fit(codes, t)
         self._warn_degenerate_prior(prior, t)
-        self._predictor = _ClassPredictor(
+        self._predictor = ClassPredictor(
             prior, self.classes_.size, self._ep, self._one_vs_rest,
             self._mixture, self.predictive_scale_, self._prior, self._component_has_label,
             V_lab)
@@ -468,7 +452,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             proba = eigenpairs.map_chunks(self._predictor, n_columns=self.classes_.size,
                                           parallel=True, project=self._predictor.project)
         self.label_distributions_ = proba
-        self.transduction_ = _classes_of(proba, self.classes_)
+        self.transduction_ = classes_of(proba, self.classes_)
         return self
 
     def _fit_gmrf(self, X, labelled, codes):
@@ -598,7 +582,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         searches = []
         for (family, nu), constant in itertools.product(self._families(), constants):
             prior = SpectralPrior.of(eigenpairs, family, nu, constant)
-            searches.append((prior, _TimeSearch(self, prior, V_lab)))
+            searches.append((prior, TimeSearch(self, prior, V_lab)))
         binary = self.classes_.size == 2
         # the compared priors' searches are independent: one thread each (the same result
         # on any number of threads; each search runs its small products on one BLAS thread)
@@ -647,13 +631,13 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             return 1.0 if not self._one_vs_rest else np.ones(self.classes_.size)
         if self._one_vs_rest:
             states = self._mixture[0][2]
-            return np.array([fit_predictive_scale([_rows(probit_loo(st), keep)])
+            return np.array([fit_predictive_scale([loo_rows(probit_loo(st), keep)])
                              for st in states])
         weights = [c[1] for c in self._mixture]
         if self.classes_.size == 2:
-            terms = [_rows(probit_loo(c[2]), keep) for c in self._mixture]
+            terms = [loo_rows(probit_loo(c[2]), keep) for c in self._mixture]
         else:
-            terms = [_rows(multinomial_loo(c[2], codes), keep) for c in self._mixture]
+            terms = [loo_rows(multinomial_loo(c[2], codes), keep) for c in self._mixture]
         return fit_predictive_scale(terms, weights)
 
     def _warn_weak_fit(self, codes, t) -> None:
@@ -729,7 +713,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     def predict(self, X):
         """Most probable class at any points (a lazy dask array for a dask ``X``)."""
-        return _classes_of(self._predict_proba(X), self.classes_)
+        return classes_of(self._predict_proba(X), self.classes_)
 
     def predict_latent(self, X):
         """Latent posterior mean and variance: ``(n,)`` each for binary problems,
@@ -801,340 +785,3 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         tags.input_tags.allow_nan = False
         tags.classifier_tags.multi_label = False
         return tags
-
-
-class _TimeSearch:
-    """The diffusion time (and the amplitude, EP) of one candidate's eigenpairs, by the
-    approximate marginal likelihood times the prior on ``t``; ``n_evals`` counts the
-    posteriors computed."""
-
-    def __init__(self, est: FLGPClassifier, prior: SpectralPrior, V_lab):
-        self.est = est
-        self.spectrum = prior
-        self.V_lab = V_lab                       # EP's features rotate it themselves
-        self.V_rot = prior.rotate(V_lab)         # Laplace's kernel blocks read V R
-        self.n_classes = est.classes_.size
-        self.n_evals = 0
-        self.time_prior = (spectral_time_prior(prior.eigenvalues, self.n_classes)
-                           if est.diffusion_time_prior == "spectral" else None)
-
-    def _log_prior_t(self, log_t):
-        # π(t) ∝ t^{-a0} is ∝ t^{1-a0} in log t; the spectral prior is normal in log t
-        out = -(self.est.diffusion_time_prior_power - 1.0) * log_t
-        if self.time_prior is not None:
-            centre, sd = self.time_prior
-            out = out - 0.5 * ((log_t - centre) / sd) ** 2
-        return out
-
-    def fit(self, codes, binary):
-        """``(t, amplitude, log evidence, state, mixture)``."""
-        if self.est._ep:
-            return self.finish_ep(self.search_ep(codes, binary))
-        return self._fit_laplace(codes, binary)
-
-    # -- Laplace (logistic / softmax) ----------------------------------------------------
-    def _laplace(self, K, codes, a0=None, binary=True):
-        if binary:
-            return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood, a0=a0,
-                                  max_iter=self.est.max_iter)
-        Y = np.eye(self.n_classes)[codes]
-        return laplace_softmax(K, Y, a0=a0, max_iter=self.est.max_iter)
-
-    def _fit_laplace(self, codes, binary):
-        est, Vm = self.est, self.V_rot
-        if est.diffusion_time is not None:
-            self.n_evals += 1
-            t = float(est.diffusion_time)
-            state = self._laplace(_gram(self.spectrum, t, Vm, Vm), codes, binary=binary)
-            return t, 1.0, state.log_evidence, state, None
-        lo, hi = diffusion_time_range(self.spectrum.eigenvalues)
-        warm = {}
-        trace = []
-
-        def neg(log_t):
-            # Newton warm-started from the mode at the previous diffusion time
-            self.n_evals += 1
-            st = self._laplace(_gram(self.spectrum, np.exp(log_t), Vm, Vm), codes,
-                               warm.get("a"), binary=binary)
-            warm["a"] = st.a
-            val = -st.log_evidence - self._log_prior_t(log_t)
-            trace.append((float(np.exp(log_t)), val, st))
-            return val
-
-        t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=est.max_iter)
-        state = self._laplace(_gram(self.spectrum, t, Vm, Vm), codes, binary=binary)
-        mixture = None
-        if est._average_t and not est._one_vs_rest:
-            mixture = diffusion_time_mixture(trace[:_T_GRID], t, state)
-        return t, 1.0, state.log_evidence, state, mixture
-
-    # -- expectation propagation (probit / multinomial probit) ---------------------------
-    def _ep_state(self, codes, binary, t, amplitude, init=None, tol=_EP_TOL):
-        self.n_evals += 1
-        Phi = self.spectrum.features(self.V_lab, t, amplitude)
-        if binary:
-            return ep_probit(Phi, 2.0 * codes - 1.0, init=init, tol=tol,
-                             max_sweeps=self.est.max_iter)
-        return ep_multinomial_probit(Phi, codes, self.n_classes, init=init, tol=tol,
-                                     max_sweeps=self.est.max_iter)
-
-    def search_ep(self, codes, binary) -> dict:
-        """``t`` and the amplitude ``A`` by the EP marginal likelihood: a 12-point log grid
-        over ``t`` at ``A = 100``, the amplitude grid at the best ``t`` (the grid over ``t``
-        again if another ``A`` wins), then two steps of parabolic interpolation in
-        ``log t`` (:func:`flgp.models._search.parabolic_refine`; an EP run costs as much as
-        ~20 Laplace fits, Brent's ~8 evaluations would double the search). Each EP run
-        starts from the sites of the previous one and stops at a looser tolerance than the
-        final posteriors. Returns what :meth:`finish_ep` needs, with ``search_evidence``
-        the log evidence at the chosen ``t`` at the search's tolerance (or the final
-        result when ``t`` is fixed)."""
-        est = self.est
-        fixed_t = est.diffusion_time
-        fixed_a = est.amplitude
-        warm = {}
-        best_seen = {}          # amplitude -> (value, state) of its best evaluation
-
-        def run(t, amplitude, tol=_EP_SEARCH_TOL):
-            st = self._ep_state(codes, binary, t, amplitude, warm.get("state"), tol)
-            warm["state"] = st
-            return st
-
-        def neg(log_t, amplitude, trace=None):
-            st = run(np.exp(log_t), amplitude)
-            val = -st.log_evidence - self._log_prior_t(log_t)
-            if trace is not None:
-                trace.append((float(np.exp(log_t)), val, st))
-            if np.isfinite(val) and (amplitude not in best_seen
-                                     or val < best_seen[amplitude][0]):
-                best_seen[amplitude] = (val, st)
-            return val
-
-        def grid_t(amplitude):
-            trace = []
-            for g in np.linspace(np.log(lo), np.log(hi), _T_GRID):
-                neg(g, amplitude, trace)
-            return trace
-
-        if fixed_t is not None:
-            t = float(fixed_t)
-            if fixed_a is not None:
-                st = run(t, float(fixed_a), _EP_TOL)
-                done = (t, float(fixed_a), st.log_evidence, st, None)
-            else:
-                amps = [(a, run(t, a, _EP_TOL)) for a in AMPLITUDE_GRID]
-                amplitude, st = max(amps, key=lambda p: p[1].log_evidence)
-                done = (t, amplitude, st.log_evidence, st, None)
-            return dict(done=done, search_evidence=done[2])
-        lo, hi = diffusion_time_range(self.spectrum.eigenvalues)
-        amplitude = _A_START if fixed_a is None else float(fixed_a)
-        trace = grid_t(amplitude)
-        if fixed_a is None:
-            k = int(np.argmin([v for _, v, _ in trace]))
-            t_best = trace[k][0]
-            warm["state"] = trace[k][2]
-            best = (trace[k][1], amplitude)
-            for a in AMPLITUDE_GRID:
-                if a != amplitude:
-                    val = neg(np.log(t_best), a)
-                    if val < best[0]:
-                        best = (val, a)
-            if best[1] != amplitude:
-                amplitude = best[1]
-                trace = grid_t(amplitude)
-        vals = np.array([v for _, v, _ in trace])
-        vals = np.where(np.isfinite(vals), vals, np.inf)
-        k = int(np.argmin(vals))
-        warm["state"] = trace[k][2]
-        t = np.exp(parabolic_refine(lambda g: neg(g, amplitude),
-                                    np.log([tr[0] for tr in trace]), vals, k))
-        seen = best_seen.get(amplitude)
-        return dict(done=None, codes=codes, binary=binary, t=t, amplitude=amplitude,
-                    init=trace[k][2], trace=trace,
-                    search_evidence=seen[1].log_evidence if seen else -np.inf)
-
-    def finish_ep(self, found: dict):
-        """The posterior at the searched ``t`` and amplitude to full precision (from the
-        best grid value's sites) and, when averaging over ``t``, the mixture:
-        ``(t, amplitude, log evidence, state, mixture)``."""
-        if found["done"] is not None:
-            return found["done"]
-        est = self.est
-        codes, binary, t, amplitude = (found["codes"], found["binary"], found["t"],
-                                       found["amplitude"])
-        state = self._ep_state(codes, binary, t, amplitude, found["init"], _EP_TOL)
-        mixture = None
-        if est._average_t and not est._one_vs_rest:
-            mixture = diffusion_time_mixture(found["trace"], t, state)
-            # the kept grid values' posteriors to full precision
-            mixture = [(tk, wk, st if tk == t else self._ep_state(
-                codes, binary, tk, amplitude, st, _EP_TOL)) for tk, wk, st in mixture]
-        return t, amplitude, state.log_evidence, state, mixture
-
-
-def _rows(loo, keep):
-    """The leave-one-out terms of the labelled points ``keep``."""
-    return tuple(np.asarray(part)[keep] for part in loo)
-
-
-def _argmax_classes(proba, classes):
-    return classes[np.argmax(proba, axis=1)]
-
-
-def _classes_of(proba, classes):
-    """The most probable class of each row (lazily for a dask array)."""
-    if not isinstance(proba, np.ndarray):
-        return proba.map_blocks(_argmax_classes, classes, drop_axis=1, dtype=classes.dtype,
-                                meta=np.empty(0, dtype=classes.dtype))
-    return _argmax_classes(proba, classes)
-
-
-def _gram(prior, t, V1, V2):
-    """``V1 K V2ᵀ`` of the prior at ``t`` (``V1``, ``V2`` rows of the rotated basis)."""
-    V1, w, V2 = active_columns(V1, prior.weights(t), V2)
-    return (V1 * w) @ V2.T
-
-
-class _ClassPredictor:
-    """Class probabilities and latent moments of a fitted classifier from eigenvector rows
-    (:meth:`Eigenpairs.map_chunks` / :meth:`~Eigenpairs.map_points` call it on blocks of
-    rows). It holds the posterior over the diffusion times it averages (one when not
-    averaging), the predictive scale, the labelled rows' eigenvectors (Laplace) and which
-    connected components hold a label - no ``n``-sized array - so it is small and
-    picklable: Dask ships it to its tasks.
-
-    With EP everything a prediction needs of a row ``v`` is linear in it (latent means,
-    the factors of the latent covariances), so the predictor declares ``project``, two
-    matrices (the means' columns in float64, the factors' in float32), and is called with
-    the rows of ``V`` times each: for FLGP these come from the ``r``-sparse transition rows
-    and the induced points (``O(r k)`` a point, :meth:`Eigenpairs.map_chunks`). Laplace
-    predictors (``project`` None) get ``V``.
-
-    ``predictor(Z, components) -> (b, n_classes)`` probabilities; rows in a component
-    without labels get the class frequencies of the labels (the prior prediction).
-    """
-
-    def __init__(self, spectrum: SpectralPrior, n_classes: int, ep: bool, one_vs_rest: bool,
-                 mixture, scale, prior, component_has_label, V_lab):
-        self.spectrum = spectrum
-        self.n_classes = int(n_classes)
-        self.ep = ep
-        self.one_vs_rest = one_vs_rest
-        self.mixture = mixture
-        self.scale = scale
-        self.prior = prior
-        self.component_has_label = component_has_label
-        self.V_lab = None if self.ep else spectrum.rotate(V_lab)
-        self._project, self._columns = (self._projection() if self.ep else (None, None))
-        self._project_single = (None if self._project is None else
-                                self._project[1].astype(np.float32))
-
-    def _posteriors(self):
-        """``(t, amplitude, state)`` of every EP posterior the predictions use: one per
-        class (one-vs-rest) or per diffusion time of the mixture."""
-        if self.one_vs_rest:
-            (t, A, states), = [(c[0], c[3], c[2]) for c in self.mixture]
-            return list(zip(t, A, states))
-        return [(c[0], c[3], c[2]) for c in self.mixture]
-
-    def _projection(self):
-        """``(means, factors)``: the latent means' columns and the variance factors', with
-        each posterior's columns in both. The probabilities read the factors in float32
-        (:attr:`project`; their squares are summed in float64, a class probability moves
-        by 2.5e-8 at most over MNIST's 70,000 points, and the transduction reads half the
-        bytes); the latent moments read them in float64 (:attr:`project_exact`)."""
-        means, factors, columns, at_m, at_f = [], [], [], 0, 0
-        multinomial = self.n_classes > 2 and not self.one_vs_rest
-        for t, A, state in self._posteriors():
-            D = self.spectrum.feature_matrix(t, A)
-            block = D @ (multinomial_projection(state) if multinomial
-                         else probit_projection(state))
-            k = self.n_classes if multinomial else 1
-            means.append(block[:, :k])
-            factors.append(block[:, k:])
-            columns.append((at_m, at_m + k, at_f, at_f + block.shape[1] - k, D.shape[1]))
-            at_m, at_f = at_m + k, at_f + block.shape[1] - k
-        return (np.ascontiguousarray(np.hstack(means)),
-                np.ascontiguousarray(np.hstack(factors))), columns
-
-    @property
-    def project(self):
-        """What the probabilities read: the variance factors in float32."""
-        if self._project is None:
-            return None
-        return self._project[0], self._project_single
-
-    @property
-    def project_exact(self):
-        """What the latent moments read (:meth:`latent`): everything in float64."""
-        return self._project
-
-    def __call__(self, Z, components=None):
-        return self.predict(Z, components, moments=False)[0]
-
-    def latent(self, Z, components=None):
-        """Latent means and variances side by side, ``(b, 2)`` or ``(b, 2 C)``."""
-        _, mean, var = self.predict(Z, None, moments=True)
-        b = (Z[0] if isinstance(Z, tuple) else Z).shape[0]
-        return np.concatenate([np.reshape(mean, (b, -1)), np.reshape(var, (b, -1))], axis=1)
-
-    def _one(self, Z, j, t, state, moments=True, scale=1.0):
-        """Class probabilities (or the binary ``P(class 1)``), latent means and variances of
-        posterior ``j`` (one diffusion time, or one class of one-vs-rest); the moments are
-        None when not asked for (multi-class EP computes them only then). ``Z``: the rows
-        of ``V · project`` (EP) or ``V`` (Laplace)."""
-        if self.ep:
-            a, b, af, bf, dim = self._columns[j]
-            means, factors = Z[0][:, a:b], Z[1][:, af:bf]
-            if self.n_classes == 2 or self.one_vs_rest:
-                mean, var = probit_latent_projected(means, factors)
-                return probit_probabilities(mean, var, scale), mean, var
-            out = multinomial_predict_projected(means, self.n_classes, dim,
-                                                moments=moments, scale=scale, factors=factors)
-            return out if moments else (out, None, None)
-        V, Vl = self.spectrum.rotate(Z), self.V_lab
-        if self.n_classes == 2 or self.one_vs_rest:
-            mean, var = binary_predict_low_rank(state, Vl, self.spectrum.weights(t), V)
-            return probit_logistic(mean, var), mean, var
-        K_cross = _gram(self.spectrum, t, Vl, V)
-        k_diag = (V * V) @ self.spectrum.weights(t)
-        mean, var = softmax_predict(state, K_cross, k_diag)
-        return softmax_probabilities(mean, var, random_state=0), mean, var
-
-    def predict(self, Z, components, moments=True):
-        """Class probabilities and latent moments, averaged over the mixture of diffusion
-        times. Latent moments are those of the mixture (None for ``moments=False`` where
-        they cost extra: multi-class EP)."""
-        if self.one_vs_rest:
-            posteriors = self._posteriors()
-            scales = np.broadcast_to(self.scale, (len(posteriors),))
-            out = [self._one(Z, j, t, st, scale=k)
-                   for j, ((t, _, st), k) in enumerate(zip(posteriors, scales))]
-            proba = np.stack([o[0] for o in out], 1)
-            proba /= proba.sum(axis=1, keepdims=True)
-            mean = np.stack([o[1] for o in out], 1)
-            var = np.stack([o[2] for o in out], 1)
-        elif self.n_classes == 2 and not self.ep and len(self.mixture) > 1:
-            # Laplace, binary: one stacked product serves every diffusion time
-            weights = np.array([c[1] for c in self.mixture])
-            W = self.spectrum.weights(np.array([c[0] for c in self.mixture]))
-            means, variances = binary_predict_low_rank_many(
-                [c[2] for c in self.mixture], self.V_lab, W, self.spectrum.rotate(Z))
-            proba = probit_logistic(means, variances) @ weights
-            mean = means @ weights
-            var = np.maximum((variances + means * means) @ weights - mean * mean, 0.0)
-        else:
-            proba = mean = second = 0.0
-            for j, (t, w, st, _) in enumerate(self.mixture):
-                p, mu, v = self._one(Z, j, t, st, moments, self.scale)
-                proba = proba + w * p
-                if mu is not None:
-                    mean = mean + w * mu
-                    second = second + w * (v + mu * mu)
-            var = np.maximum(second - mean * mean, 0.0) if mu is not None else None
-        if self.n_classes == 2:
-            proba = np.c_[1 - proba, proba]
-        if components is not None and self.component_has_label is not None:
-            prior = ~self.component_has_label[components]
-            if prior.any():
-                proba[prior] = self.prior
-        return proba, mean, var
