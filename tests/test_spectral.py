@@ -230,3 +230,28 @@ def test_one_place_makes_eigenpairs(method):
     wide = compute_eigenpairs(X, method=method, kernel=kernel, bandwidth_scale=4.0, **kw)
     np.testing.assert_allclose(cands[4.0]().eigenvalues, wide.eigenvalues, rtol=1e-9,
                                atol=1e-12)
+
+
+def test_vector_rows_is_the_eigenvector_store_and_cloud_its_old_name():
+    """'cloud' names the input points only: Eigenpairs' store of eigenvector rows is
+    vector_rows; the old keyword and attribute still work for a release, with a
+    FutureWarning, and give the same object; an old pickle (state key 'cloud') loads."""
+    import pickle
+
+    from flgp.spectral import Eigenpairs
+    from flgp.spectral.eigenpairs import DenseVectorRows
+
+    V = np.random.default_rng(0).standard_normal((30, 4))
+    ep = Eigenpairs(np.linspace(0, 1, 4), V)
+    assert isinstance(ep.vector_rows, DenseVectorRows)
+    with pytest.warns(FutureWarning, match="vector_rows"):
+        assert ep.cloud is ep.vector_rows
+    with pytest.warns(FutureWarning, match="vector_rows"):
+        old = Eigenpairs(np.linspace(0, 1, 4), cloud=ep.vector_rows)
+    np.testing.assert_array_equal(old.eigenvector_rows(np.arange(5)), V[:5])
+    state = ep.__getstate__()
+    state["cloud"] = state.pop("vector_rows")
+    revived = Eigenpairs.__new__(Eigenpairs)
+    revived.__setstate__(state)
+    np.testing.assert_array_equal(revived.eigenvector_rows(np.arange(5)), V[:5])
+    assert pickle.loads(pickle.dumps(ep)).vector_rows is not None

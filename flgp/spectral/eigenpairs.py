@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
 from .._chunks import InMemoryBlocks, default_chunk_size, is_dask_array, row_bytes, row_ranges
 
-__all__ = ["Eigenpairs", "DenseCloud", "RowSquaredNorm", "deterministic_sign_flip",
+__all__ = ["Eigenpairs", "DenseVectorRows", "RowSquaredNorm", "deterministic_sign_flip",
            "symmetric_eigh"]
 
 
@@ -53,26 +55,48 @@ class Eigenpairs:
 
     def __init__(self, eigenvalues, eigenvectors=None, kernel_scale=1.0, extension=None,
                  method: str = "flgp", n_components: int = 1, singular_values=None,
-                 component_labels=None, *, cloud=None, component_sizes=None):
-        if (eigenvectors is None) == (cloud is None):
+                 component_labels=None, *, vector_rows=None, component_sizes=None,
+                 cloud=None):
+        if cloud is not None:                # the name before 2026-11-27 (issue 35)
+            warnings.warn("Eigenpairs(cloud=...) is now Eigenpairs(vector_rows=...): "
+                          "'cloud' names the input points only; the old keyword goes in the "
+                          "next release.", FutureWarning, stacklevel=2)
+            if vector_rows is not None:
+                raise TypeError("pass vector_rows only (cloud is its deprecated name).")
+            vector_rows = cloud
+        if (eigenvectors is None) == (vector_rows is None):
             raise TypeError("Eigenpairs needs exactly one of eigenvectors (an n x M array) "
-                            "and cloud (a map to the eigenvector rows).")
-        if cloud is None:
-            cloud = DenseCloud(np.asarray(eigenvectors), component_labels)
+                            "and vector_rows (a map to the eigenvector rows).")
+        if vector_rows is None:
+            vector_rows = DenseVectorRows(np.asarray(eigenvectors), component_labels)
         elif component_labels is not None:
-            raise TypeError("component_labels come from the cloud map when it is given.")
+            raise TypeError("component_labels come from the vector_rows map when it is "
+                            "given.")
         self.eigenvalues = eigenvalues
         self.kernel_scale = kernel_scale
         self.extension = extension
         self.method = method
         self.n_components = int(n_components)
         self.singular_values = singular_values
-        self.cloud = cloud
-        if component_sizes is None and cloud.tracks_components and not cloud.is_dask:
-            component_sizes = np.bincount(cloud.all_components(),
+        self.vector_rows = vector_rows
+        if (component_sizes is None and vector_rows.tracks_components
+                and not vector_rows.is_dask):
+            component_sizes = np.bincount(vector_rows.all_components(),
                                           minlength=self.n_components)
         self.component_sizes = component_sizes
         self._vectors_cache = None
+
+    @property
+    def cloud(self):
+        """Deprecated name of :attr:`vector_rows` (goes in the next release)."""
+        warnings.warn("Eigenpairs.cloud is now Eigenpairs.vector_rows: 'cloud' names the "
+                      "input points only.", FutureWarning, stacklevel=2)
+        return self.vector_rows
+
+    def __setstate__(self, state):
+        if "cloud" in state:                 # pickled before the rename
+            state["vector_rows"] = state.pop("cloud")
+        self.__dict__.update(state)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -82,11 +106,11 @@ class Eigenpairs:
     @property
     def is_dask(self) -> bool:
         """Whether the eigenvectors live on a dask array (a Dask fit)."""
-        return self.cloud.is_dask
+        return self.vector_rows.is_dask
 
     @property
     def n_samples(self) -> int:
-        return self.cloud.n_samples
+        return self.vector_rows.n_samples
 
     @property
     def n_eigenpairs(self) -> int:
@@ -97,40 +121,40 @@ class Eigenpairs:
         """All ``n x M`` eigenvector values at the cloud's points: the explicit "give me
         all of them" path (computed on first access and kept; a lazy dask array for a Dask
         fit). Estimators use :meth:`eigenvector_rows` and :meth:`map_chunks`."""
-        if self.cloud.is_dask:
-            return self.cloud.all_vectors()
+        if self.vector_rows.is_dask:
+            return self.vector_rows.all_vectors()
         if self._vectors_cache is None:
-            self._vectors_cache = self.cloud.all_vectors()
+            self._vectors_cache = self.vector_rows.all_vectors()
         return self._vectors_cache
 
     @property
     def component_labels(self):
         """Connected component of each cloud point (``(n,)`` ints; None: not tracked; a
         lazy dask array for a Dask fit)."""
-        return self.cloud.all_components() if self.cloud.tracks_components else None
+        return self.vector_rows.all_components() if self.vector_rows.tracks_components else None
 
     def eigenvector_rows(self, index) -> np.ndarray:
         """Eigenvector values at the cloud points ``index`` (integer indices, a boolean
         mask or a slice): ``(len(index), M)``, the rows of :attr:`eigenvectors`."""
-        return self.cloud.vectors(_as_index(index, self.n_samples))
+        return self.vector_rows.vectors(_as_index(index, self.n_samples))
 
     def component_rows(self, index):
         """Connected component of the cloud points ``index`` (None: not tracked)."""
-        if not self.cloud.tracks_components:
+        if not self.vector_rows.tracks_components:
             return None
-        return self.cloud.components(_as_index(index, self.n_samples))
+        return self.vector_rows.components(_as_index(index, self.n_samples))
 
     def iter_chunks(self, chunk_size: int | None = None):
         """Yield ``(start, stop, vectors, components)`` over blocks of the cloud's rows:
         ``vectors`` the ``(stop - start, M)`` eigenvector rows, ``components`` their
         connected components (None: not tracked). In-memory eigenpairs only (a Dask fit
         maps blocks with :meth:`map_chunks`)."""
-        if self.cloud.is_dask:
+        if self.vector_rows.is_dask:
             raise TypeError("these eigenpairs come from a dask array: use map_chunks(func), "
                             "which returns a lazy dask array, instead of iterating.")
         chunk = default_chunk_size(row_bytes(0, 3, self.n_eigenpairs), chunk_size)
         for a, b in row_ranges(self.n_samples, chunk):
-            yield a, b, self.cloud.vectors(slice(a, b)), self.component_rows(slice(a, b))
+            yield a, b, self.vector_rows.vectors(slice(a, b)), self.component_rows(slice(a, b))
 
     def map_chunks(self, func, *, n_columns: int | None = None, dtype=np.float64,
                    chunk_size: int | None = None, parallel: bool = False, project=None):
@@ -155,9 +179,9 @@ class Eigenpairs:
         column per point, ``|v F|²`` (a posterior variance), which FLGP reads off the
         transition rows without forming the ``k``-wide rows ``v F``.
         """
-        cloud = self.cloud if project is None else self.cloud.projected(
+        rows = self.vector_rows if project is None else self.vector_rows.projected(
             _check_project(project, self.n_eigenpairs))
-        return cloud.map(func, n_columns=n_columns, dtype=dtype, chunk_size=chunk_size,
+        return rows.map(func, n_columns=n_columns, dtype=dtype, chunk_size=chunk_size,
                          parallel=parallel)
 
     def reduce_chunks(self, func, shape, *, chunk_size: int | None = None,
@@ -166,7 +190,7 @@ class Eigenpairs:
         the block's first row), each term an array of ``shape`` - e.g. ``Vᵀ G`` for a
         sketch ``G`` whose rows are drawn from the row numbers. Returns numpy in both
         engines (a Dask fit sums the blocks' terms with a dask tree reduction)."""
-        return self.cloud.reduce(func, shape, chunk_size=chunk_size, parallel=parallel)
+        return self.vector_rows.reduce(func, shape, chunk_size=chunk_size, parallel=parallel)
 
     def column_sums(self) -> np.ndarray:
         """``Vᵀ 1``: each eigenvector's sum over the cloud (``(M,)``). FLGP reads it off the
@@ -193,7 +217,7 @@ class Eigenpairs:
         transition row cut to its own component
         (:meth:`flgp.spectral.flgp.FLGPExtension.with_components`)."""
         fn = getattr(self.extension, "with_components", None)
-        if fn is None or not self.cloud.tracks_components:
+        if fn is None or not self.vector_rows.tracks_components:
             V = self.extension(X_new)
             return (V, None, None) if return_nearest else (V, None)
         if restrict:
@@ -206,7 +230,7 @@ class Eigenpairs:
         if project is None:
             return self.extend_with_components(X_new, return_nearest=True, restrict=restrict)
         fn = getattr(self.extension, "with_components", None)
-        if fn is None or not self.cloud.tracks_components:
+        if fn is None or not self.vector_rows.tracks_components:
             V = self.extend_with_components(X_new, return_nearest=True, restrict=restrict)
             return (_apply_project(V[0], project),) + tuple(V[1:])
         return fn(X_new, return_nearest=True, restrict=restrict, row_map=row_map)
@@ -344,7 +368,7 @@ def _as_index(index, n: int):
     return index.astype(np.int64)
 
 
-class DenseCloud:
+class DenseVectorRows:
     """Eigenvector rows stored as an ``n x M`` array (GLGP, Nyström-GLGP)."""
 
     is_dask = False
@@ -373,9 +397,9 @@ class DenseCloud:
     def all_components(self):
         return self._components
 
-    def projected(self, project: np.ndarray) -> "DenseCloud":
+    def projected(self, project: np.ndarray) -> "DenseVectorRows":
         """The rows of ``V L``, computed block by block where they are read."""
-        return _ProjectedDense(self._vectors, project, self._components)
+        return _ProjectedDenseRows(self._vectors, project, self._components)
 
     def _width(self) -> int:
         return self._vectors.shape[1]
@@ -406,7 +430,7 @@ class DenseCloud:
             threads=None if parallel else 1)["total"]
 
 
-class _ProjectedDense(DenseCloud):
+class _ProjectedDenseRows(DenseVectorRows):
     def __init__(self, vectors, project, components):
         super().__init__(vectors, components)
         self._project = project

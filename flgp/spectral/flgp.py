@@ -15,7 +15,7 @@ Two spectra (``spectrum=``):
 
 Out of sample, ``v(x) = a(x) Λ^{-1/2} W Σ^{-1}``: :class:`FLGPExtension`. The cloud's own
 eigenvectors are the same map applied to the cloud's transition rows - stored by an
-in-memory graph, recomputed from the blocks of a Dask one (:class:`GraphCloud`); no
+in-memory graph, recomputed from the blocks of a Dask one (:class:`GraphVectorRows`); no
 ``n x M`` array is formed unless asked for.
 """
 
@@ -32,7 +32,7 @@ from .._validation import check_int, check_option
 from ..graph.components import connected_pieces
 from .eigenpairs import Eigenpairs, deterministic_sign_flip, symmetric_eigh
 
-__all__ = ["flgp_eigenpairs", "FLGPExtension", "FLGPRowMap", "GraphCloud", "SPECTRA"]
+__all__ = ["flgp_eigenpairs", "FLGPExtension", "FLGPRowMap", "GraphVectorRows", "SPECTRA"]
 
 SPECTRA = ("one_step", "two_step")
 
@@ -152,7 +152,7 @@ class _SquaredNormRows(_SquaredNorm):
         return np.einsum("ij,ij->i", G, G)
 
 
-class GraphCloud:
+class GraphVectorRows:
     """Eigenvector rows of an FLGP fit: the cloud's transition rows - stored by an
     in-memory graph, recomputed from the points of a Dask graph
     (:meth:`flgp.graph.CrossGraph.row_source`) - through an :class:`FLGPRowMap`. Every
@@ -182,9 +182,9 @@ class GraphCloud:
     def components(self, index):
         return self.row_map.components(*self._rows(index))
 
-    def projected(self, project: np.ndarray) -> "GraphCloud":
+    def projected(self, project: np.ndarray) -> "GraphVectorRows":
         """The rows of ``V L`` (see :meth:`FLGPRowMap.projected`)."""
-        return GraphCloud(self.graph, self.row_map.projected(project,
+        return GraphVectorRows(self.graph, self.row_map.projected(project,
                                                              tables=not self.is_dask))
 
     def _bytes_per_row(self, width: int) -> int:
@@ -422,8 +422,8 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     sizes = np.bincount(induced_comp[used], weights=products["argmax"][used],
                         minlength=n_comp).round().astype(np.int64)
     row_map = FLGPRowMap(projection, induced_comp)
-    cloud = GraphCloud(graph, row_map)
+    vector_rows = GraphVectorRows(graph, row_map)
     return Eigenpairs(eigenvalues=lam, kernel_scale=float(graph.n_samples),
                       extension=FLGPExtension(graph, projection, induced_comp),
                       method="flgp", n_components=n_comp, singular_values=sigma,
-                      cloud=cloud, component_sizes=sizes)
+                      vector_rows=vector_rows, component_sizes=sizes)
