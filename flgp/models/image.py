@@ -66,6 +66,18 @@ class ImagePrediction:
         return int(self.observed.sum())
 
 
+def fresh_regressor(regressor) -> FLGPRegressor:
+    """An unfitted clone of the configured ``regressor`` (default ``FLGPRegressor()``) for
+    :func:`predict_image` and :func:`~flgp.models.surface.predict_surface`; the instance
+    passed stays untouched."""
+    if regressor is None:
+        return FLGPRegressor()
+    if not isinstance(regressor, FLGPRegressor):
+        raise TypeError(f"regressor must be an flgp.FLGPRegressor (configured, e.g. "
+                        f"FLGPRegressor(n_induced=1000)); got {type(regressor).__name__}.")
+    return clone(regressor)
+
+
 def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill=0.0,
                   include_noise=False, progress=False) -> ImagePrediction:
     """Predict the unobserved voxels of a region of a 3-d image, with uncertainty.
@@ -171,12 +183,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         raise TypeError(f"include_noise must be True or False; got {include_noise!r}.")
     if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
         raise TypeError(f"fill must be a number (NaN allowed); got {fill!r}.")
-    if regressor is None:
-        regressor = FLGPRegressor()
-    elif not isinstance(regressor, FLGPRegressor):
-        raise TypeError(f"regressor must be an flgp.FLGPRegressor (configured, e.g. "
-                        f"FLGPRegressor(n_induced=1000)); got {type(regressor).__name__}.")
-    reg = clone(regressor)
+    reg = fresh_regressor(regressor)
     if include_noise and reg.likelihood != "gaussian":
         raise ValueError("include_noise=True adds the Gaussian noise variance; with "
                          f"likelihood={reg.likelihood!r} there is none (leave it False).")

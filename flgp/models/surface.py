@@ -21,9 +21,9 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.base import clone
 
 from ..graph.mesh import mesh_graph
+from .image import fresh_regressor
 from .regressor import FLGPRegressor
 
 __all__ = ["SurfacePrediction", "predict_surface", "load_mesh", "load_surface_values",
@@ -74,19 +74,25 @@ def _nilearn_surface():
     return surface
 
 
+def _read_surface_file(path, name: str, reader: str, what: str):
+    """``nilearn.surface.<reader>(path)``, a missing file or one nilearn cannot read
+    reported as the ``name`` argument's error."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{name} {path!r}: no such file.")
+    try:
+        return getattr(_nilearn_surface(), reader)(path)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{name} {path!r} cannot be read as {what} "
+                         f"({type(exc).__name__}: {exc}).") from exc
+
+
 def load_mesh(mesh):
     """``(vertices (n, 3) float64, faces (f, 3) int64)`` of a mesh given as a pair of
     arrays, an object with ``coordinates`` and ``faces`` (nilearn's meshes), or a file
     nilearn reads (GIfTI ``.surf.gii``, a FreeSurfer surface such as ``lh.pial``)."""
     if isinstance(mesh, (str, os.PathLike)):
-        path = os.fspath(mesh)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"mesh {path!r}: no such file.")
-        try:
-            mesh = _nilearn_surface().load_surf_mesh(path)
-        except (ValueError, OSError, EOFError) as exc:
-            raise ValueError(f"mesh {path!r} cannot be read as a surface mesh "
-                             f"({type(exc).__name__}: {exc}).") from exc
+        mesh = _read_surface_file(mesh, "mesh", "load_surf_mesh", "a surface mesh")
     if hasattr(mesh, "coordinates") and hasattr(mesh, "faces"):
         return (np.asarray(mesh.coordinates, dtype=np.float64),
                 np.asarray(mesh.faces))
@@ -100,14 +106,7 @@ def load_surface_values(values, n_vertices: int, name: str = "values") -> np.nda
     """A per-vertex map as a float64 vector: an array, or a file nilearn reads (GIfTI
     ``.func.gii`` / ``.shape.gii``, FreeSurfer morph data such as ``lh.thickness``)."""
     if isinstance(values, (str, os.PathLike)):
-        path = os.fspath(values)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{name} {path!r}: no such file.")
-        try:
-            values = _nilearn_surface().load_surf_data(path)
-        except (ValueError, OSError, EOFError) as exc:
-            raise ValueError(f"{name} {path!r} cannot be read as per-vertex data "
-                             f"({type(exc).__name__}: {exc}).") from exc
+        values = _read_surface_file(values, name, "load_surf_data", "per-vertex data")
     try:
         v = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -178,12 +177,7 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
                                       fill, include_noise)
     V, F = load_mesh(mesh)
     y = load_surface_values(values, V.shape[0])
-    if regressor is None:
-        regressor = FLGPRegressor()
-    elif not isinstance(regressor, FLGPRegressor):
-        raise TypeError(f"regressor must be an flgp.FLGPRegressor; got "
-                        f"{type(regressor).__name__}.")
-    reg = clone(regressor)
+    reg = fresh_regressor(regressor)
     region = np.isfinite(y) if mask is None else _vertex_mask(mask, V.shape[0])
     bad = region & ~np.isfinite(y)
     if bad.any():

@@ -103,30 +103,26 @@ class PatternCholesky:
         """Factor the matrix whose lower triangle holds ``values`` in the analysed pattern's
         CSC order (the fast path of :class:`~flgp.precision.matern.MaternFamily`: no
         sparse matrix is built)."""
-        cvxopt, cholmod = _cholmod()
+        cvxopt, _ = _cholmod()
         values = np.ascontiguousarray(values, dtype=np.float64)
         if values.shape != (self._matrix.V.size[0],):
             raise ValueError(f"values must hold the pattern's {self._matrix.V.size[0]} "
                              f"lower-triangle entries; got shape {values.shape}.")
         self._matrix.V = cvxopt.matrix(values)
-        try:
-            cholmod.numeric(self._matrix, self._symbolic)
-        except ArithmeticError as exc:
-            self._factored = False
-            raise NotPositiveDefiniteError(
-                f"the precision matrix is not positive definite (CHOLMOD stopped at column "
-                f"{exc.args[0] if exc.args else '?'}): it is singular or its "
-                f"hyperparameters are out of range.") from exc
-        self._factored = True
+        self._numeric(self._matrix)
 
     def factor(self, A: sp.spmatrix) -> None:
         """Factor ``A`` numerically (its pattern must be within the analysed one)."""
-        cvxopt, cholmod = _cholmod()
         A = sp.csc_matrix(A)
         if A.shape != (self.n, self.n):
             raise ValueError(f"A has shape {A.shape}; the analysed pattern is "
                              f"{self.n} x {self.n}.")
-        lower = _lower(_on_pattern(A, self._structure))
+        self._numeric(_lower(_on_pattern(A, self._structure)))
+
+    def _numeric(self, lower) -> None:
+        """CHOLMOD's numeric factorisation of ``lower`` (a cvxopt lower triangle on the
+        analysed pattern); a matrix that is not positive definite leaves no factor."""
+        _, cholmod = _cholmod()
         try:
             cholmod.numeric(lower, self._symbolic)
         except ArithmeticError as exc:
