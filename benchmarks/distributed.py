@@ -173,7 +173,8 @@ def run_memory(args, queue):
 
 
 def _warm_up():
-    import flgp._chunks.dask_blocks  # noqa: F401
+    import dask.array  # noqa: F401
+    import flgp  # noqa: F401
 
 
 def _worker_peak():

@@ -185,13 +185,13 @@ GRAPH_METHODS = {"poisson (graphlearning)": "poisson", "laplace (graphlearning)"
 
 
 # ------------------------------------------------------------------------------------------
-def run(sets, draws, methods):
+def run(sets, draws, methods, first_draw=0):
     rows = []
     for name in sets:
         X, y = L.load_set(name)
         C = int(y.max()) + 1
-        for k in KS:
-            for d in range(draws[k]):
+        for k in draws:
+            for d in range(first_draw, first_draw + draws[k]):
                 lab = L.stratified_draw(y, k, d, C)
                 u = L.unlabelled_mask(y.size, lab)
                 for meth in methods:
@@ -329,6 +329,13 @@ def main(argv=None):
                          "circles Table 1) instead")
     ap.add_argument("--check-sets", nargs="+", default=["mnist", "circles"],
                     choices=["mnist", "circles"])
+    ap.add_argument("--ks", nargs="+", type=int, default=None, choices=KS,
+                    help="labels per class to run (default: all of 1, 2, 3, 5, 10)")
+    ap.add_argument("--draws", type=int, default=None,
+                    help="draws at each k instead of 20 / 10 (draw d is the same labelled "
+                         "set in every run, so more draws extend the fewer)")
+    ap.add_argument("--first-draw", type=int, default=0,
+                    help="start at this draw (with --draws: extend an earlier run)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -362,7 +369,12 @@ def main(argv=None):
                 json.dump(dict(summary=summary, runs=rows), fh, indent=1)
             print(f"wrote {path}")
             return
-        rows = run(args.sets, QUICK_DRAWS if args.quick else DRAWS, methods)
+        draws = dict(QUICK_DRAWS if args.quick else DRAWS)
+        if args.draws is not None:
+            draws = {k: args.draws for k in draws}
+        if args.ks is not None:
+            draws = {k: n for k, n in draws.items() if k in args.ks}
+        rows = run(args.sets, draws, methods, first_draw=args.first_draw)
     table = summarise(rows)
     print_table(table)
     path = args.json or os.path.join(RESULTS, "few_labels.json")

@@ -37,7 +37,7 @@ def _inputs(n: int, rng):
 def cases(n: int, rng):
     """``(name, rows, run)`` with ``run()`` returning an array to compare."""
     import flgp
-    from flgp._validation import check_cloud
+    from flgp.graph.cross_graph import validate_cloud
     from flgp.graph.cross_kernel import lae_weights
     from flgp.graph import kmeans_centres
     from flgp.graph.neighbors import nearest_induced_points, search_tree
@@ -69,7 +69,7 @@ def cases(n: int, rng):
         ("products (Λ, AᵀA; blocks of 32,768 rows)", n, lambda: _gram_in_blocks(idx, A)),
         ("k-means++ seeding (4,000 points, 1,000 centres)", 4000,
          lambda: kmeans_centres(X[:4000], 1000, n_iter=0, random_state=0).points),
-        ("cloud check", n, lambda: np.asarray(check_cloud(X)[:1])),
+        ("cloud check", n, lambda: np.asarray(validate_cloud(X)[:1])),
     ]
     comps = np.zeros(1000, dtype=np.int64)
     for k in (1, 100):

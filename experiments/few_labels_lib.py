@@ -398,7 +398,7 @@ def fit_rule(lam, V, lab, y, C, *, families=(("heat", None),), consts=(0.0,),
     parabolic steps in log t); ``"bma"``: the class probabilities averaged over the grid
     points holding ``mass`` of the posterior. ``n_cloud``: the cloud's size (the kernel
     scale) when ``V`` holds only some of its rows."""
-    from flgp.models._search import parabolic_refine
+    from flgp.models.search import parabolic_refine
     n = V.shape[0] if n_cloud is None else n_cloud
     Vl = np.asarray(V[lab])
     yl = y[lab]

@@ -39,7 +39,7 @@ from ..spectral.compute import default_n_eigenpairs, default_n_induced
 from ..spectral.candidates import eigenpair_candidates
 from ..spectral.dense import TooFewEigenvaluesError
 from ..spectral.flgp import SPECTRA
-from ._search import single_threaded_blas
+from .search import single_threaded_blas
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spectral.families import SpectralPrior, active_columns
+from ..spectral.families import SpectralPrior
+from ..spectral.prior import LowRankPrior
 from .inference.ep import (multinomial_predict_projected, multinomial_projection,
                            probit_latent_projected, probit_probabilities, probit_projection)
 from .inference.laplace import (binary_predict_low_rank, binary_predict_low_rank_many,
@@ -34,9 +35,9 @@ def classes_of(proba, classes):
 
 
 def prior_gram(prior, t, V1, V2):
-    """``V1 K V2ᵀ`` of the prior at ``t`` (``V1``, ``V2`` rows of the rotated basis)."""
-    V1, w, V2 = active_columns(V1, prior.weights(t), V2)
-    return (V1 * w) @ V2.T
+    """``V1 K V2ᵀ`` of the prior at ``t`` (``V1``, ``V2`` rows of the rotated basis): the
+    low-rank prior's covariance (:meth:`flgp.spectral.LowRankPrior.gram`)."""
+    return LowRankPrior(prior.weights(t)).gram(V1, V2)
 
 
 class ClassPredictor:

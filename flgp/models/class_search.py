@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..spectral.families import SpectralPrior, diffusion_time_range, spectral_time_prior
-from ._search import diffusion_time_mixture, parabolic_refine, search_log_scalar
+from .search import diffusion_time_mixture, parabolic_refine, search_log_scalar
 from .class_predictor import prior_gram
 from .inference.ep import ep_multinomial_probit, ep_probit
 from .inference.laplace import LogisticLikelihood, laplace_binary, laplace_softmax
@@ -105,7 +105,7 @@ class TimeSearch:
         """``t`` and the amplitude ``A`` by the EP marginal likelihood: a 12-point log grid
         over ``t`` at ``A = 100``, the amplitude grid at the best ``t`` (the grid over ``t``
         again if another ``A`` wins), then two steps of parabolic interpolation in
-        ``log t`` (:func:`flgp.models._search.parabolic_refine`; an EP run costs as much as
+        ``log t`` (:func:`flgp.models.search.parabolic_refine`; an EP run costs as much as
         ~20 Laplace fits, Brent's ~8 evaluations would double the search). Each EP run
         starts from the sites of the previous one and stops at a looser tolerance than the
         final posteriors. Returns what :meth:`finish_ep` needs, with ``search_evidence``

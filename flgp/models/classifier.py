@@ -20,7 +20,7 @@ from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_si
                                         green_scores, scores_to_probabilities)
 from ..spectral.families import FAMILIES, ZERO_EIGENVALUE, SpectralPrior, diffusion_time_range
 from ._base import _POSITIVE, FAR_FACTOR, CandidateFit, HeatGPEstimator, target_vector
-from ._search import single_threaded_blas
+from .search import single_threaded_blas
 from .baselines import RBFLaplaceClassifier
 from .class_predictor import ClassPredictor, classes_of, loo_rows
 from .class_search import TimeSearch

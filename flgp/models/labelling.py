@@ -66,7 +66,7 @@ from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int
-from ._search import single_threaded_blas
+from .search import single_threaded_blas
 
 __all__ = ["LatentPosterior", "suggest_labels", "classifier_latent_posterior",
            "probit_ep_posterior", "multinomial_ep_posterior", "laplace_binary_posterior",

@@ -30,6 +30,7 @@ from .inference.gaussian import LowRankGaussianEvidence
 from .inference.poisson import (check_counts, count_offset, fit_count_hyperparameters,
                                 poisson_interval)
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
+from .search import log_grid_starts
 
 __all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM"]
 
@@ -609,9 +610,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if fixed_t is not None:
             starts = [bounds[0][0]]
         else:  # the best two diffusion times of a coarse log grid (scale-matched)
-            grid = np.linspace(np.log(lo), np.log(hi), 12)
-            vals = [f_and_grad(np.array([g, matched_log_s2(g), noise0]))[0] for g in grid]
-            starts = [grid[k] for k in np.argsort(vals)[:2]]
+            starts = log_grid_starts(
+                lambda g: f_and_grad(np.array([g, matched_log_s2(g), noise0]))[0], lo, hi,
+                n_grid=12, n_starts=2)
         best = None
         for log_t0 in starts:
             x0 = np.array([log_t0, matched_log_s2(log_t0), noise0])

@@ -19,7 +19,9 @@ from .dense import glgp_eigenpairs, nystrom_eigenpairs
 from .eigenpairs import Eigenpairs, RowSquaredNorm
 from .families import default_diffusion_time, diffusion_time_range
 from .flgp import SPECTRA, flgp_eigenpairs
+from .prior import LowRankPrior
 
 __all__ = ["Eigenpairs", "compute_eigenpairs", "flgp_eigenpairs", "glgp_eigenpairs",
            "nystrom_eigenpairs", "SPECTRA", "families", "diffusion_time_range",
-           "default_diffusion_time", "RowSquaredNorm", "eigenpair_candidates"]
+           "default_diffusion_time", "RowSquaredNorm", "eigenpair_candidates",
+           "LowRankPrior"]

@@ -1,5 +1,7 @@
-"""Hyperparameter searches in one dimension, and the posterior over the diffusion time's
-search grid: what the estimators' fits share, knowing nothing of estimators."""
+"""The estimators' hyperparameter searches: one-dimensional searches on a log grid, the
+starting points a grid gives a local optimiser, and the posterior over the diffusion
+time's search grid - what the classifier (:mod:`flgp.models.class_search`), the regressor
+and the labelling loop share, knowing nothing of estimators."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from scipy.optimize import minimize_scalar
 
 from ..backends import limit_blas_threads
 
-__all__ = ["search_log_scalar", "parabolic_refine", "diffusion_time_mixture",
-           "single_threaded_blas"]
+__all__ = ["search_log_scalar", "log_grid_starts", "parabolic_refine",
+           "diffusion_time_mixture", "single_threaded_blas"]
 
 
 def single_threaded_blas():
@@ -35,6 +37,15 @@ def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int 
     if res.fun <= vals[k]:
         return float(np.exp(res.x)), float(res.fun)
     return float(np.exp(grid[k])), float(vals[k])
+
+
+def log_grid_starts(fun, lo: float, hi: float, n_grid: int = 12, n_starts: int = 2):
+    """The ``n_starts`` best of ``n_grid`` log-spaced points of ``[lo, hi]`` by ``fun(log
+    x)``, best first, as logarithms: where a local optimiser (the regressor's L-BFGS-B in
+    ``(log t, log s², log noise)``) starts."""
+    grid = np.linspace(np.log(lo), np.log(hi), n_grid)
+    vals = [fun(g) for g in grid]
+    return [grid[k] for k in np.argsort(vals)[:n_starts]]
 
 
 def parabolic_refine(fun, grid: np.ndarray, vals: np.ndarray, k: int, steps: int = 2):

@@ -1,0 +1,118 @@
+"""One interface for the Gaussian priors the estimators put on a cloud.
+
+flgp has two representations of a zero-mean Gaussian prior ``f ~ N(0, K)`` on the ``n``
+points of a cloud (or the nodes of a graph):
+
+* **low rank** - ``K = V diag(w) Vᵀ`` over the top ``M`` eigenpairs of an induced-point
+  graph (:class:`flgp.spectral.LowRankPrior`);
+* **sparse precision** - ``K = A P Q⁻¹ P`` with ``Q`` the graph Matérn precision of the
+  cloud's own graph, nothing truncated (:class:`flgp.precision.SparsePrecisionPrior`).
+
+What Gaussian-process inference needs of a prior is the same for both, and is this
+class's interface:
+
+* :meth:`GraphPrior.cross_covariance` - ``K[rows, labelled]``, or that block times a
+  matrix of weights (the low-rank prior forms it from eigenvector rows; the sparse one
+  needs one sparse solve per column of the weights, or per labelled point);
+* :meth:`GraphPrior.labelled_covariance` - the labelled block ``K[labelled, labelled]``
+  (what EP and the Laplace approximation run on);
+* :meth:`GraphPrior.marginal_variances` - ``diag K`` at some points;
+* :meth:`GraphPrior.log_evidence` - ``log N(y | 0, K_ll + σ² I)``, the Gaussian
+  likelihood's marginal likelihood.
+
+From these the base class gives the Gaussian posterior (:meth:`GraphPrior.posterior`).
+A third representation is a subclass in a module of its own, written against this file
+only. Indices are rows of the fitted cloud; this interface knows nothing of estimators,
+graphs or eigenpairs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve, solve_triangular
+
+__all__ = ["GraphPrior", "as_row_indices"]
+
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+def as_row_indices(rows, n: int) -> np.ndarray:
+    """``rows`` as int64 indices into ``range(n)`` (None: all of them)."""
+    if rows is None:
+        return np.arange(n, dtype=np.int64)
+    rows = np.asarray(rows)
+    if rows.dtype == bool:
+        if rows.shape != (n,):
+            raise ValueError(f"a boolean row mask needs {n} entries; got shape {rows.shape}.")
+        return np.flatnonzero(rows).astype(np.int64)
+    rows = rows.astype(np.int64, copy=False).ravel()
+    if rows.size and (rows.min() < 0 or rows.max() >= n):
+        raise IndexError(f"row indices must lie in [0, {n}); got {rows.min()}..{rows.max()}.")
+    return rows
+
+
+class GraphPrior(ABC):
+    """A zero-mean Gaussian prior ``f ~ N(0, K)`` on the ``n_points`` points of a cloud
+    (see the module notes). Subclasses give :attr:`n_points`,
+    :meth:`cross_covariance` and :meth:`marginal_variances`; the rest follows."""
+
+    @property
+    @abstractmethod
+    def n_points(self) -> int:
+        """The number of points the prior lives on."""
+
+    @abstractmethod
+    def cross_covariance(self, labelled, rows=None, weights=None) -> np.ndarray:
+        """``K[rows, labelled]`` (``(r, m)``; ``rows`` None: every point), or with
+        ``weights`` (``(m, c)``) the product ``K[rows, labelled] @ weights`` (``(r, c)``),
+        which a representation may form without the block."""
+
+    @abstractmethod
+    def marginal_variances(self, rows=None) -> np.ndarray:
+        """``diag K`` at ``rows`` (None: every point)."""
+
+    def labelled_covariance(self, labelled) -> np.ndarray:
+        """``K[labelled, labelled]`` (``(m, m)``, symmetric to the last bit)."""
+        labelled = as_row_indices(labelled, self.n_points)
+        K = np.asarray(self.cross_covariance(labelled, rows=labelled), dtype=np.float64)
+        return 0.5 * (K + K.T)
+
+    def _noisy_factor(self, labelled, noise):
+        noise = float(noise)
+        if not (np.isfinite(noise) and noise > 0):
+            raise ValueError(f"noise must be a finite positive variance; got {noise!r}.")
+        K = self.labelled_covariance(labelled)
+        K[np.diag_indices_from(K)] += noise
+        return cho_factor(K, lower=True, check_finite=False)
+
+    def log_evidence(self, labelled, y, noise) -> float:
+        """``log N(y | 0, K_ll + noise I)``: the marginal likelihood of targets ``y`` at
+        the points ``labelled`` under Gaussian noise of variance ``noise``."""
+        labelled = as_row_indices(labelled, self.n_points)
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if y.shape != labelled.shape:
+            raise ValueError(f"y needs one value per labelled point ({labelled.size}); "
+                             f"got {y.size}.")
+        factor = self._noisy_factor(labelled, noise)
+        alpha = cho_solve(factor, y, check_finite=False)
+        logdet = 2.0 * float(np.sum(np.log(np.diag(factor[0]))))
+        return float(-0.5 * (y @ alpha) - 0.5 * logdet - 0.5 * y.size * _LOG_2PI)
+
+    def posterior(self, labelled, y, noise, rows=None):
+        """The Gaussian posterior of ``f`` at ``rows`` given targets ``y`` at
+        ``labelled`` with noise variance ``noise``: ``(mean, variance)``,
+        ``K_rl (K_ll + σ²I)⁻¹ y`` and ``diag K_rr - diag(K_rl (K_ll + σ²I)⁻¹ K_lr)``."""
+        labelled = as_row_indices(labelled, self.n_points)
+        rows = as_row_indices(rows, self.n_points)
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if y.shape != labelled.shape:
+            raise ValueError(f"y needs one value per labelled point ({labelled.size}); "
+                             f"got {y.size}.")
+        factor = self._noisy_factor(labelled, noise)
+        K_rl = np.asarray(self.cross_covariance(labelled, rows=rows), dtype=np.float64)
+        mean = K_rl @ cho_solve(factor, y, check_finite=False)
+        half = solve_triangular(factor[0], K_rl.T, lower=True, check_finite=False)
+        var = self.marginal_variances(rows) - np.einsum("ij,ij->j", half, half)
+        return mean, np.maximum(var, 0.0)

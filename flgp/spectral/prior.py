@@ -1,0 +1,101 @@
+"""The low-rank prior ``K = V diag(w) Vᵀ`` behind the :class:`flgp.prior.GraphPrior`
+interface.
+
+``V`` are eigenvector rows - of the fitted cloud (:class:`~flgp.spectral.Eigenpairs`) or of
+any points, new ones included, given as an array - and ``w`` the prior weights of the
+eigenpairs (a spectral family at a diffusion time, times an amplitude:
+:func:`flgp.spectral.families.spectral_weights`). Every covariance is a product over the
+columns whose weight is not 0 (:func:`~flgp.spectral.families.active_columns`): at long
+diffusion times most are 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..prior import GraphPrior, as_row_indices
+from .families import active_columns, spectral_weights
+
+__all__ = ["LowRankPrior"]
+
+
+class LowRankPrior(GraphPrior):
+    """``K = V diag(weights) Vᵀ``.
+
+    Parameters
+    ----------
+    weights : ndarray (M,)
+        Non-negative prior weights of the eigenpairs' columns.
+    eigenpairs : Eigenpairs or ndarray (n, M), optional
+        Where the rows of ``V`` come from for the interface's row indices: an
+        :class:`~flgp.spectral.Eigenpairs` (its :meth:`~flgp.spectral.Eigenpairs.eigenvector_rows`;
+        all rows by :meth:`~flgp.spectral.Eigenpairs.map_chunks`) or an array of rows.
+        None: only :meth:`gram` and :meth:`variances_of`, which take rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> V = np.linalg.qr(np.random.default_rng(0).standard_normal((6, 3)))[0]
+    >>> prior = LowRankPrior(np.array([1.0, 0.5, 0.1]), V)
+    >>> K = V @ np.diag([1.0, 0.5, 0.1]) @ V.T
+    >>> bool(np.allclose(prior.labelled_covariance([0, 2]), K[np.ix_([0, 2], [0, 2])]))
+    True
+    """
+
+    def __init__(self, weights, eigenpairs=None):
+        self.weights = np.asarray(weights, dtype=np.float64)
+        if self.weights.ndim != 1:
+            raise ValueError(f"weights must be a 1-d array, one prior weight an "
+                             f"eigenpair; got shape {self.weights.shape}.")
+        self.eigenpairs = eigenpairs
+
+    @classmethod
+    def of_family(cls, eigenpairs, t, amplitude: float = 1.0, **family):
+        """The prior ``amplitude · Σ w(λ_l) v_l v_lᵀ`` of a spectral family at diffusion
+        time ``t`` (the heat kernel by default; ``family=`` and ``nu=`` as in
+        :func:`~flgp.spectral.families.spectral_weights`)."""
+        return cls(float(amplitude) * spectral_weights(eigenpairs, t, **family), eigenpairs)
+
+    @property
+    def n_points(self) -> int:
+        if self.eigenpairs is None:
+            raise ValueError("this LowRankPrior holds weights only: pass eigenpairs (or "
+                             "an array of eigenvector rows) to index points.")
+        if isinstance(self.eigenpairs, np.ndarray):
+            return self.eigenpairs.shape[0]
+        return self.eigenpairs.n_samples
+
+    def _vectors(self, rows) -> np.ndarray:
+        if isinstance(self.eigenpairs, np.ndarray):
+            return self.eigenpairs[rows]
+        return self.eigenpairs.eigenvector_rows(rows)
+
+    # -- on eigenvector rows (any points) --------------------------------------------------
+    def gram(self, V1: np.ndarray, V2: np.ndarray) -> np.ndarray:
+        """``V1 diag(w) V2ᵀ``: the prior covariance between the points whose eigenvector
+        rows are ``V1`` and ``V2``."""
+        V1, w, V2 = active_columns(V1, self.weights, V2)
+        return (V1 * w) @ V2.T
+
+    def variances_of(self, V: np.ndarray) -> np.ndarray:
+        """``diag(V diag(w) Vᵀ)``: the prior variance of the points with rows ``V``."""
+        return (V * V) @ self.weights
+
+    # -- the interface: rows of the fitted cloud -------------------------------------------
+    def cross_covariance(self, labelled, rows=None, weights=None) -> np.ndarray:
+        n = self.n_points
+        labelled = as_row_indices(labelled, n)
+        right = (self._vectors(labelled) * self.weights).T            # (M, m): diag(w) V_lᵀ
+        if weights is not None:
+            right = right @ np.asarray(weights, dtype=np.float64)
+        if rows is None and not isinstance(self.eigenpairs, np.ndarray):
+            return self.eigenpairs.map_chunks(lambda V, _: V @ right,
+                                              n_columns=right.shape[1])
+        return self._vectors(as_row_indices(rows, n)) @ right
+
+    def marginal_variances(self, rows=None) -> np.ndarray:
+        n = self.n_points
+        if rows is None and not isinstance(self.eigenpairs, np.ndarray):
+            w = self.weights
+            return self.eigenpairs.map_chunks(lambda V, _: (V * V) @ w)
+        return self.variances_of(self._vectors(as_row_indices(rows, n)))

@@ -1,0 +1,176 @@
+"""The prior interface (flgp.prior.GraphPrior) and its two representations, each against
+dense linear algebra: the low-rank prior (flgp.spectral.LowRankPrior) and the graph
+Matérn prior at full resolution (flgp.precision.SparsePrecisionPrior)."""
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+import flgp
+from flgp.graph.lattice import lattice_graph
+from flgp.graph.knn import self_tuning_knn_graph
+from flgp.precision import SparsePrecisionPrior, green_scores, matern_precision
+from flgp.precision import prior as sparse_prior_module
+from flgp.prior import GraphPrior
+from flgp.spectral import LowRankPrior
+
+
+def _dense_posterior(K, lab, y, noise, rows):
+    Kll = K[np.ix_(lab, lab)] + noise * np.eye(lab.size)
+    Krl = K[np.ix_(rows, lab)]
+    mean = Krl @ np.linalg.solve(Kll, y)
+    var = np.diag(K)[rows] - np.einsum("ij,ji->i", Krl, np.linalg.solve(Kll, Krl.T))
+    return mean, var
+
+
+@pytest.fixture(scope="module")
+def lattice():
+    return lattice_graph(np.argwhere(np.ones((7, 6, 1), bool)))
+
+
+def _check_against_dense(prior, K, rng):
+    n = K.shape[0]
+    lab = np.sort(rng.choice(n, 6, replace=False))
+    rows = rng.choice(n, 9, replace=False)
+    np.testing.assert_allclose(prior.labelled_covariance(lab), K[np.ix_(lab, lab)],
+                               rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(prior.cross_covariance(lab, rows=rows), K[np.ix_(rows, lab)],
+                               rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(prior.cross_covariance(lab), K[:, lab], rtol=1e-8, atol=1e-12)
+    W = rng.standard_normal((lab.size, 3))
+    np.testing.assert_allclose(prior.cross_covariance(lab, weights=W), K[:, lab] @ W,
+                               rtol=1e-8, atol=1e-11)
+    np.testing.assert_allclose(prior.marginal_variances(rows), np.diag(K)[rows], rtol=1e-8)
+    np.testing.assert_allclose(prior.marginal_variances(), np.diag(K), rtol=1e-8)
+    y = rng.standard_normal(lab.size)
+    ref = multivariate_normal(np.zeros(lab.size), K[np.ix_(lab, lab)] + 0.1 * np.eye(lab.size))
+    assert prior.log_evidence(lab, y, 0.1) == pytest.approx(ref.logpdf(y), rel=1e-9)
+    mean, var = prior.posterior(lab, y, 0.1, rows=rows)
+    mean_ref, var_ref = _dense_posterior(K, lab, y, 0.1, rows)
+    np.testing.assert_allclose(mean, mean_ref, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(var, var_ref, rtol=1e-7, atol=1e-12)
+
+
+def test_low_rank_prior_from_rows_matches_dense():
+    rng = np.random.default_rng(0)
+    V = np.linalg.qr(rng.standard_normal((30, 8)))[0]
+    w = np.exp(-np.linspace(0, 3, 8))
+    prior = LowRankPrior(w, V)
+    assert isinstance(prior, GraphPrior) and prior.n_points == 30
+    _check_against_dense(prior, V @ np.diag(w) @ V.T, rng)
+
+
+def test_low_rank_prior_on_eigenpairs_is_the_heat_kernel():
+    X = flgp.datasets.make_concentric_circles(400, random_state=0)[0]
+    ep = flgp.compute_eigenpairs(X, n_induced=80, n_eigenpairs=15, random_state=0)
+    prior = LowRankPrior.of_family(ep, t=2.0, amplitude=3.0)
+    V = ep.eigenvectors
+    w = 3.0 * ep.kernel_scale * np.exp(-2.0 * ep.eigenvalues)
+    _check_against_dense(prior, V @ np.diag(w) @ V.T, np.random.default_rng(1))
+    # the out-of-sample form: covariances between points given by their eigenvector rows
+    Vn = ep.extend(X[:5] * 1.01)
+    np.testing.assert_allclose(prior.gram(Vn, V[:3]), Vn @ np.diag(w) @ V[:3].T, rtol=1e-10)
+
+
+@pytest.mark.parametrize("nu", [1, 2])
+@pytest.mark.parametrize("centred", [False, True])
+def test_sparse_precision_prior_matches_dense_inverse(lattice, nu, centred):
+    Q = matern_precision(lattice, 0.4, nu).toarray()
+    K = 1.7 * np.linalg.inv(Q)
+    if centred:
+        P = np.eye(K.shape[0]) - 1.0 / K.shape[0]
+        K = P @ K @ P
+    prior = SparsePrecisionPrior(lattice, nu=nu, kappa2=0.4, amplitude=1.7, centred=centred)
+    _check_against_dense(prior, K, np.random.default_rng(nu))
+
+
+def test_amg_solver_matches_the_factor(lattice):
+    exact = SparsePrecisionPrior(lattice, nu=2, kappa2=0.4, centred=True)
+    amg = SparsePrecisionPrior(lattice, nu=2, kappa2=0.4, centred=True, solver="amg",
+                               tol=1e-12)
+    lab = [0, 5, 17, 30]
+    np.testing.assert_allclose(amg.cross_covariance(lab), exact.cross_covariance(lab),
+                               rtol=1e-7, atol=1e-9)
+
+
+def test_monte_carlo_variances_beyond_the_exact_rows(lattice, monkeypatch):
+    Q = matern_precision(lattice, 0.4, 1).toarray()
+    K = np.linalg.inv(Q)
+    P = np.eye(K.shape[0]) - 1.0 / K.shape[0]
+    monkeypatch.setattr(sparse_prior_module, "EXACT_VARIANCE_ROWS", 5)
+    for centred, ref in ((False, K), (True, P @ K @ P)):
+        var = SparsePrecisionPrior(lattice, nu=1, kappa2=0.4,
+                                   centred=centred).marginal_variances()
+        # Rao-Blackwellised Monte Carlo, 64 draws: its error is a few per cent of the
+        # uncentred variance (the centring's correction is exact)
+        err = np.abs(var - np.diag(ref)) / np.diag(K)
+        assert err.mean() < 0.05 and err.max() < 0.25
+    with pytest.raises(ValueError, match="solver='cholesky'"):
+        SparsePrecisionPrior(lattice, kappa2=0.4, solver="amg").marginal_variances()
+
+
+def test_the_two_representations_are_interchangeable(lattice):
+    """A low-rank prior holding every eigenpair of K = Q⁻¹ is the same prior: the
+    interface's evidence and posterior agree (the estimators can swap them)."""
+    sparse = SparsePrecisionPrior(lattice, nu=2, kappa2=0.3)
+    lam, V = np.linalg.eigh(matern_precision(lattice, 0.3, 2).toarray())
+    low_rank = LowRankPrior(1.0 / lam, V)
+    rng = np.random.default_rng(3)
+    lab = rng.choice(lattice.n_nodes, 8, replace=False)
+    y = rng.standard_normal(8)
+    assert low_rank.log_evidence(lab, y, 0.05) == pytest.approx(
+        sparse.log_evidence(lab, y, 0.05), rel=1e-9)
+    for a, b in zip(low_rank.posterior(lab, y, 0.05), sparse.posterior(lab, y, 0.05)):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-10)
+
+
+def test_green_scores_are_the_centred_prior_times_the_sources():
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(0, 1, (60, 3)), rng.normal(4, 1, (60, 3))]
+    graph = self_tuning_knn_graph(X, 10)
+    lab = np.array([0, 1, 60, 61, 62])
+    codes = np.array([0, 0, 1, 1, 2])
+    U = green_scores(graph, lab, codes, 3, kappa2=1e-3, tol=1e-12)
+    n = X.shape[0]
+    K = graph.stiffness.toarray() + 1e-3 * np.diag(graph.mass)
+    P = np.eye(n) - 1.0 / n
+    B = np.zeros((n, 3))
+    B[lab, codes] = 1.0
+    B[lab] -= B[lab].mean(axis=0)
+    np.testing.assert_allclose(U, P @ np.linalg.solve(K, P @ B), rtol=1e-6, atol=1e-9)
+
+
+def test_bad_arguments_are_refused(lattice):
+    with pytest.raises(ValueError, match="kappa2 = 0"):
+        SparsePrecisionPrior(lattice, kappa2=0.0)
+    with pytest.raises(ValueError, match="solver"):
+        SparsePrecisionPrior(lattice, solver="lu")
+    with pytest.raises(ValueError, match="nu"):
+        SparsePrecisionPrior(lattice, nu=0)
+    with pytest.raises(ValueError, match="amplitude"):
+        SparsePrecisionPrior(lattice, amplitude=-1.0)
+    prior = SparsePrecisionPrior(lattice, kappa2=0.5)
+    with pytest.raises(IndexError, match="row indices"):
+        prior.cross_covariance([0, lattice.n_nodes])
+    with pytest.raises(ValueError, match="boolean row mask"):
+        prior.marginal_variances(np.ones(3, bool))
+    with pytest.raises(ValueError, match="noise"):
+        prior.log_evidence([0, 1], [0.0, 1.0], 0.0)
+    with pytest.raises(ValueError, match="one value per labelled"):
+        prior.posterior([0, 1], [0.0], 0.1)
+    with pytest.raises(ValueError, match="weights"):
+        prior.cross_covariance([0, 1], weights=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="1-d"):
+        LowRankPrior(np.ones((2, 2)))
+    with pytest.raises(ValueError, match="weights only"):
+        LowRankPrior(np.ones(3)).marginal_variances()
+
+
+def test_a_centred_prior_of_higher_order_needs_uniform_mass():
+    from flgp.graph.knn import knn_point_graph
+
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    graph = knn_point_graph(X, 6)
+    assert not np.all(graph.mass == graph.mass[0])
+    with pytest.raises(ValueError, match="uniform mass"):
+        SparsePrecisionPrior(graph, nu=2, kappa2=0.1, centred=True)
