@@ -262,3 +262,17 @@ def test_learning_rate_is_deprecated(Estimator):
         other = Estimator(n_induced=40, learning_rate=0.5).fit(X, yy)
     np.testing.assert_array_equal(np.asarray(base.predict(X[:10])),
                                   np.asarray(other.predict(X[:10])))
+
+
+def test_softmax_is_the_old_name_of_multinomial():
+    """multi_class='softmax' warns that the name goes and fits the multinomial model."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((150, 2))
+    y = np.digitize(X[:, 0], [-0.5, 0.5])
+    yy = np.full(150, -1)
+    lab = rng.choice(150, 30, replace=False)
+    yy[lab] = y[lab]
+    base = FLGPClassifier(n_induced=40).fit(X, yy)
+    with pytest.warns(FutureWarning, match="now called 'multinomial'"):
+        old = FLGPClassifier(n_induced=40, multi_class="softmax").fit(X, yy)
+    np.testing.assert_array_equal(base.predict_proba(X[:10]), old.predict_proba(X[:10]))

@@ -49,18 +49,18 @@ def test_chunked_engine_equals_the_dense_path(rng, kernel, subsample, chunk_size
                                         sizes_from_nearest=subsample == "kmeans")
     np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
     assert_allclose_up_to_sign(ep.eigenvectors, V, atol=1e-10)
-    np.testing.assert_array_equal(ep.component_labels, comp)
+    np.testing.assert_array_equal(ep.piece_labels, comp)
 
 
 def test_chunked_components_equal_the_dense_path(rng):
     X = np.vstack([open_spiral(600, rng), open_spiral(500, rng) + 50.0])
-    with pytest.warns(UserWarning, match="2 connected components"):
+    with pytest.warns(UserWarning, match="falls apart into 2 pieces"):
         ep = compute_eigenpairs(X, n_induced=100, n_eigenpairs=10, random_state=0,
                                 chunk_size=128)
     lam, V, comp = reference_eigenpairs(X, ep.extension.graph.induced.points, 10)
-    assert ep.n_components == 2
-    np.testing.assert_array_equal(ep.component_labels, comp)
-    np.testing.assert_array_equal(ep.component_sizes, np.bincount(comp))
+    assert ep.n_pieces == 2
+    np.testing.assert_array_equal(ep.piece_labels, comp)
+    np.testing.assert_array_equal(ep.piece_sizes, np.bincount(comp))
     np.testing.assert_allclose(ep.eigenvalues, lam, atol=1e-10)
 
 
@@ -89,7 +89,7 @@ def test_row_access_paths_agree(rng):
     assert [(a, b) for a, b, _, _ in blocks] == [(0, 500), (500, 1000), (1000, 1200)]
     np.testing.assert_array_equal(np.vstack([b[2] for b in blocks]), V)
     np.testing.assert_array_equal(np.concatenate([b[3] for b in blocks]),
-                                  ep.component_labels)
+                                  ep.piece_labels)
     out = ep.map_chunks(lambda v, c: v[:, :2] * 3.0, n_columns=2, chunk_size=77,
                         parallel=True)
     np.testing.assert_array_equal(out, 3.0 * V[:, :2])
@@ -251,7 +251,7 @@ def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, infe
     # EP: the predictor reads V times each of its projections, here all in float64
     project = clf._predictor.project_exact
     Z = Vd if project is None else tuple(Vd @ L for L in project)
-    dense = clf._predictor(Z, ep.component_labels)
+    dense = clf._predictor(Z, ep.piece_labels)
     # the probabilities read the EP variance factors in float32 (they move by ~1e-8)
     tol = 1e-10 if project is None else 1e-7
     np.testing.assert_allclose(clf.label_distributions_, dense, atol=tol)

@@ -26,8 +26,8 @@ def _same_eigenpairs(lazy, ref, atol=1e-10):
     assert isinstance(V, da.Array)
     np.testing.assert_allclose(lazy.eigenvalues, ref.eigenvalues, atol=atol)
     assert_allclose_up_to_sign(V.compute(), ref.eigenvectors, atol=atol)
-    np.testing.assert_array_equal(lazy.component_labels.compute(), ref.component_labels)
-    np.testing.assert_array_equal(lazy.component_sizes, ref.component_sizes)
+    np.testing.assert_array_equal(lazy.piece_labels.compute(), ref.piece_labels)
+    np.testing.assert_array_equal(lazy.piece_sizes, ref.piece_sizes)
 
 
 @pytest.mark.parametrize("kernel, subsample", [("lae", "kmeans"), ("se", "kmeans"),

@@ -9,7 +9,7 @@ from scipy.spatial.distance import pdist, squareform
 
 from flgp import compute_eigenpairs
 from flgp.datasets import make_swiss_roll
-from flgp.embedding import DiffusionMap, GPEmbedding, auto_diffusion_time
+from flgp.embedding import DiffusionMap, GPEmbedding, auto_diffusion_steps
 from flgp.embedding.metrics import (bilipschitz_distortion, diffusion_distances,
                                     mean_relative_error)
 from flgp.graph.affinity import build_dense_affinity
@@ -186,7 +186,7 @@ def test_flgp_gp_embedding_monte_carlo(rng):
     k, t = 3000, 4
     gp = GPEmbedding(k, method="flgp", t=t, sketch="rademacher", n_induced=100,
                      n_eigenpairs=30, random_state=0).fit(X)
-    ep = gp._spectrum
+    ep = gp._eigenbasis
     sub = np.arange(0, 600, 40)
     truth = pdist(ep.phi[sub] * ep.mu ** t, "sqeuclidean")
     i, j = np.triu_indices(len(sub), 1)
@@ -199,23 +199,23 @@ def test_flgp_gp_embedding_monte_carlo(rng):
 def test_auto_time_is_the_smallest_admissible_integer():
     mu = np.array([0.99, 0.98, 0.9, 0.85, 0.8, 0.7, 0.5])
     for k in (1, 2, 3):
-        t = auto_diffusion_time(mu, k)
+        t = auto_diffusion_steps(mu, k)
         def ok(s):
             w = (mu / mu[0]) ** (2 * s)
             return w[k:].sum() <= 0.1 * w[:k].sum()
         assert ok(t) and (t == 1 or not ok(t - 1))
     # no gap after the k-th eigenvalue: capped where mu_1^{2t} reaches 1e-3
     flat = np.full(5, 0.9)
-    assert auto_diffusion_time(flat, 2) == int(np.floor(np.log(1e-3) / (2 * np.log(0.9))))
+    assert auto_diffusion_steps(flat, 2) == int(np.floor(np.log(1e-3) / (2 * np.log(0.9))))
 
 
 def test_auto_time_rejects_bad_spectra():
     with pytest.raises(ValueError, match="finite"):
-        auto_diffusion_time(np.array([0.9, np.nan]), 1)
+        auto_diffusion_steps(np.array([0.9, np.nan]), 1)
     with pytest.raises(ValueError, match="decreasing"):
-        auto_diffusion_time(np.array([0.5, 0.9]), 1)
+        auto_diffusion_steps(np.array([0.5, 0.9]), 1)
     with pytest.raises(ValueError, match="n_components"):
-        auto_diffusion_time(np.array([0.9, 0.5]), 0)
+        auto_diffusion_steps(np.array([0.9, 0.5]), 0)
 
 
 def test_auto_time_on_a_circle_keeps_the_first_harmonics(circle):
@@ -334,10 +334,10 @@ def test_flgp_default_sizes(k, s, M):
     """M = max(3 (k + 1), 30) eigenpairs and s = 10 M induced points (docs/embedding.md)."""
     X, _ = make_swiss_roll(2000, random_state=0)
     dm = DiffusionMap(k, method="flgp", random_state=0).fit(X)
-    assert dm._spectrum.eigenpairs.extension.graph.n_induced == s
+    assert dm._eigenbasis.eigenpairs.extension.graph.n_induced == s
     assert dm.eigenvalues_.shape == (M,)
     small = DiffusionMap(k, method="flgp", random_state=0).fit(X[:400])
-    assert small._spectrum.eigenpairs.extension.graph.n_induced == 100     # n // 4
+    assert small._eigenbasis.eigenpairs.extension.graph.n_induced == 100     # n // 4
 
 
 # ------------------------------------------------------------------------ disconnected data
@@ -433,7 +433,7 @@ def test_flgp_embedding_of_a_graph_in_pieces(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ep = compute_eigenpairs(X, kernel="se", **kw)
-    np.testing.assert_array_equal(dm.piece_labels_, ep.component_labels)
+    np.testing.assert_array_equal(dm.piece_labels_, ep.piece_labels)
     np.testing.assert_array_equal(dm.piece_labels_, np.repeat([0, 1, 2], [150, 100, 50]))
     np.testing.assert_allclose(dm.eigenvalues_[:3], 1.0)
     np.testing.assert_allclose(dm.eigenvalues_[3:], 1 - ep.eigenvalues[3:], atol=1e-12)

@@ -260,7 +260,7 @@ def test_three_labels_per_cluster_suffice_on_separated_clusters():
 
 
 def test_diffusion_time_mixture_weights():
-    from flgp.models._search import diffusion_time_mixture
+    from flgp.models.search import diffusion_time_mixture
     grid = [(1.0, 5.0, "a"), (2.0, 3.0, "b"), (4.0, 3.0 + np.log(3.0), "c"),
             (8.0, 30.0, "d")]
     mix = diffusion_time_mixture(grid, 2.2, "map", mass=0.99)

@@ -118,7 +118,7 @@ def test_constant_mode_rotation_on_a_disconnected_cloud():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ep = compute_eigenpairs(X, n_induced=150, n_eigenpairs=20, random_state=0)
-    assert ep.n_components == 3
+    assert ep.n_pieces == 3
     np.testing.assert_allclose(ep.column_sums(), ep.eigenvectors.sum(0), atol=1e-10)
     R = constant_mode_rotation(ep.eigenvalues, ep.column_sums())
     V, W = ep.eigenvectors, ep.eigenvectors @ R

@@ -129,7 +129,7 @@ def test_flat_right_triangle_grid_matches_the_five_point_stencil():
     np.testing.assert_allclose(Lf[1:-1, 1:-1], lap, rtol=1e-10, atol=1e-10)
     # median edge: 28 y-edges (0.7) < 30 x-edges (1.5) < 24 diagonals (1.66)
     assert g.spacing == pytest.approx(hx)
-    assert g.components()[0] == 1
+    assert g.pieces()[0] == 1
 
 
 def test_curved_random_mesh_matches_an_element_by_element_p1_assembly(rng):
@@ -164,7 +164,7 @@ def test_obtuse_angles_give_positive_off_diagonal_but_a_psd_stiffness():
     assert g.adjacency.toarray()[0, 2] < 0
     ev = np.linalg.eigvalsh(G)
     assert ev[0] > -1e-12 and ev[1] > 1e-3
-    assert g.components()[0] == 1
+    assert g.pieces()[0] == 1
 
 
 # --------------------------------------------------------------------------- (2) linear
@@ -227,7 +227,7 @@ def test_sphere_spectrum_is_l_l_plus_1_over_r_squared():
     U, X, C = vec[:, 1:4], g.points - g.points.mean(axis=0), g.mass[:, None]
     coef = np.linalg.solve(U.T @ (C * U), U.T @ (C * X))
     assert np.linalg.norm(X - U @ coef) < 1e-3 * np.linalg.norm(X)
-    assert g.components()[0] == 1
+    assert g.pieces()[0] == 1
     _, fine, _ = sphere_spectrum(4, R)
     assert np.all(np.abs(fine[4:9] * R ** 2 - 6) < np.abs(lam[4:9] * R ** 2 - 6))
 
@@ -254,7 +254,7 @@ def test_pieces_are_components():
     V = np.r_[V1, V2 + 10.0]
     F = np.r_[F1, F2 + len(V1)]
     g = mesh_graph(V, F)
-    k, labels = g.components()
+    k, labels = g.pieces()
     assert k == 2
     assert len(set(labels[:len(V1)])) == 1 and len(set(labels[len(V1):])) == 1
     assert labels[0] != labels[-1]
@@ -342,7 +342,7 @@ def test_fsaverage5_meshes():
     g = mesh_graph(pial.coordinates, pial.faces)
     check_graph(g)
     assert g.n_nodes == 10242 and g.stiffness.shape == (10242, 10242)
-    assert g.components()[0] == 1
+    assert g.pieces()[0] == 1
     assert np.all(g.mass > 0)
     assert 1.0 < g.spacing < 6.0                      # mm
     assert 5e4 < g.mass.sum() < 1.2e5                 # a hemisphere's pial area, mm²

@@ -57,7 +57,7 @@ def test_lattice_neighbours_and_bad_input():
         lattice_graph(np.zeros((4, 2), int))
     # a mask that falls apart: two components, reported
     two = np.array([[0, 0, 0], [0, 0, 1], [5, 5, 5]])
-    assert lattice_graph(two).components()[0] == 2
+    assert lattice_graph(two).pieces()[0] == 2
 
 
 def test_knn_point_graph_approximates_the_laplacian():

@@ -107,9 +107,9 @@ def test_nystrom_close_to_glgp_on_small_n():
 def test_disconnected_graph_warns(rng):
     X = np.r_[rng.standard_normal((150, 2)), rng.standard_normal((150, 2)) + 100]
     g = build_cross_graph(X, n_induced=30, n_neighbors=2, random_state=0)
-    with pytest.warns(UserWarning, match="2 connected components"):
+    with pytest.warns(UserWarning, match="falls apart into 2 pieces"):
         ep = flgp_eigenpairs(g, 5)
-    assert ep.n_components == 2
+    assert ep.n_pieces == 2
     assert ep.eigenvalues[1] < 1e-10
 
 
@@ -183,7 +183,7 @@ def test_symmetric_eigh_top_eigenpairs_match_numpy(rng, n_top):
 
 
 def test_extension_restricted_to_the_point_component(rng):
-    """``with_components(restrict=True)``: cloud points unchanged; a new point between the
+    """``with_pieces(restrict=True)``: cloud points unchanged; a new point between the
     two components keeps only the transition weights into the component of its most likely
     induced point, renormalised (computed here from the graph's public rows)."""
     X = np.r_[rng.standard_normal((150, 2)), rng.standard_normal((150, 2)) + [100.0, 0.0]]
@@ -191,21 +191,21 @@ def test_extension_restricted_to_the_point_component(rng):
     # are), while a point half-way has weight on both
     g = build_cross_graph(X, n_induced=30, n_neighbors=3, kernel="se", bandwidth=20.0,
                           random_state=0)
-    with pytest.warns(UserWarning, match="2 connected components"):
+    with pytest.warns(UserWarning, match="falls apart into 2 pieces"):
         ep = flgp_eigenpairs(g, 8)
     ext = ep.extension
-    V, comp = ext.with_components(X, restrict=True)
+    V, comp = ext.with_pieces(X, restrict=True)
     np.testing.assert_allclose(V, ep.eigenvectors, atol=1e-12)
-    np.testing.assert_array_equal(comp, ep.component_labels)
+    np.testing.assert_array_equal(comp, ep.piece_labels)
     x = np.array([[50.0, 0.0], [50.2, 0.5]])
     idx, rows = g.transition_rows(x)
-    lab = ext.induced_components[idx]
+    lab = ext.induced_pieces[idx]
     assert lab[0].min() != lab[0].max()               # the first row straddles both
     own = lab[np.arange(2), rows.argmax(1)]
     cut = np.where(lab == own[:, None], rows, 0.0)
     cut /= cut.sum(1, keepdims=True)
     ref = np.einsum("ir,irm->im", cut, ext.projection[idx])
-    got, got_comp = ext.with_components(x, restrict=True)
+    got, got_comp = ext.with_pieces(x, restrict=True)
     np.testing.assert_allclose(got, ref, atol=1e-12)
     np.testing.assert_array_equal(got_comp, own)
     assert not np.allclose(ext(x)[0], got[0])         # its unrestricted row differs

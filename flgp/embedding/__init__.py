@@ -12,7 +12,7 @@
 """
 
 from . import metrics
-from ._base import auto_diffusion_time
+from ._base import auto_diffusion_steps
 from .compressed import CompressedDiffusionMap
 from .deep import DeepDiffusionMap, conv_network
 from .diffusion_map import DiffusionMap
@@ -20,4 +20,17 @@ from .gp_embedding import GPEmbedding
 
 __all__ = ["DiffusionMap", "GPEmbedding", "CompressedDiffusionMap", "DeepDiffusionMap",
            "conv_network",
-           "auto_diffusion_time", "metrics"]
+           "auto_diffusion_steps", "metrics"]
+
+
+def __getattr__(name):
+    if name == "auto_diffusion_time":     # its name until 2026-11-27
+        import warnings
+
+        warnings.warn("flgp.embedding.auto_diffusion_time is now auto_diffusion_steps (the "
+                      "embeddings' t is a number of steps of the diffusion operator; "
+                      "'diffusion time' is the models' continuous heat-kernel time); the "
+                      "old name will be removed in the next release.", FutureWarning,
+                      stacklevel=2)
+        return auto_diffusion_steps
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

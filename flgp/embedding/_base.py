@@ -1,5 +1,5 @@
-r"""What the diffusion map and the GP embedding share: the spectrum of the heat operator
-(dense Algorithms 1-2 or the FLGP engine), the diffusion-time rule and input checks.
+r"""What the diffusion map and the GP embedding share: the eigenbasis of the heat operator
+(dense Algorithms 1-2 or the FLGP engine), the diffusion-steps rule and input checks.
 
 Notation: ``mu_0 = 1 >= mu_1 >= ...`` are the eigenvalues of the normalised affinity
 ``A`` (dense) or of the one-step FLGP operator ``(A Λ^-1 A^T)^{1/2}`` (``mu = 1 - λ``,
@@ -29,7 +29,7 @@ from .._validation import check_int, check_points
 from ..backends import BACKENDS, resolve_backend
 from ..graph.affinity import (NORMALIZATIONS, affinity, build_piecewise_affinity,
                               check_dense_affinity_size, epsilon_rule)
-from ..graph.components import Pieces, kernel_pieces
+from ..graph.pieces import Pieces, kernel_pieces
 from ..graph.cross_graph import check_graph_options, cross_graph, validate_cloud
 from ..spectral.flgp import flgp_eigenpairs
 from ..spectral.dense import top_eigenpairs, top_eigenpairs_lanczos
@@ -44,7 +44,7 @@ DISCONNECTED = ("warn", "raise")
 AUTO_DENSE_MAX_SAMPLES = 700
 # FLGP's default induced points per computed eigenpair (docs/embedding.md)
 INDUCED_PER_EIGENPAIR = 10
-# the diffusion-time rule: the components a k-dimensional embedding leaves out may carry at
+# the diffusion-steps rule: the coordinates a k-dimensional embedding leaves out may carry at
 # most this fraction of the diffusion variance sum_l mu_l^{2t} kept in the first k
 TAIL_FRACTION = 0.1
 # ... but diffuse no longer than until mu_1^{2t} falls to this (a spectrum with no gap after
@@ -72,8 +72,9 @@ def check_powering_cost(steps: int, work_per_step: float, *, what: str, fix: str
                          f"would run for hours. {fix}")
 
 
-def auto_diffusion_time(mu: np.ndarray, n_components: int) -> int:
-    r"""The default diffusion time ``t`` from the spectrum.
+def auto_diffusion_steps(mu: np.ndarray, n_components: int) -> int:
+    r"""The default number of diffusion steps ``t`` (the power of the operator) from its
+    eigenvalues.
 
     ``mu`` are the non-trivial eigenvalues ``mu_1 >= mu_2 >= ...`` (the top ``mu_0 = 1``
     removed). ``t`` is the smallest integer ``>= 1`` with
@@ -116,7 +117,7 @@ def auto_diffusion_time(mu: np.ndarray, n_components: int) -> int:
     return int(hi)
 
 
-class _Spectrum:
+class _Eigenbasis:
     """Top eigenpairs of the heat operator and the map that extends them to new points.
 
     ``mu`` (descending, ``mu[0]`` the top eigenvalue 1) and ``phi`` (n x m, orthonormal).
@@ -262,7 +263,11 @@ def _top_pairs(aff, m: int, random_state):
     return np.clip(mu, 0.0, 1.0), _sign_columns(phi)
 
 
-def _dense_spectrum(X, n_eig, est) -> _Spectrum:
+# old pickles name the class ``_Spectrum`` (its name until 2026-11-27)
+_Spectrum = _Eigenbasis
+
+
+def _dense_eigenbasis(X, n_eig, est) -> _Eigenbasis:
     """Dense Algorithms 1-2, then the top ``n_eig`` eigenpairs (``n_eig=None``: none; the
     GP embedding with a fixed power needs only products with ``A``). A cloud that falls
     apart (:func:`flgp.graph.kernel_pieces`) gets the block-diagonal affinity of its
@@ -271,13 +276,13 @@ def _dense_spectrum(X, n_eig, est) -> _Spectrum:
     epsilon = epsilon_rule(X) if est.epsilon is None else float(est.epsilon)
     pieces = kernel_pieces(X, epsilon, backend=est.backend)
     if pieces.n_pieces > 1:
-        return _piecewise_dense_spectrum(X, n_eig, est, pieces, epsilon, lazy)
+        return _piecewise_dense_eigenbasis(X, n_eig, est, pieces, epsilon, lazy)
     if not lazy:      # KeOps never stores the n x n matrix (Lanczos for the eigenpairs)
         check_dense_affinity_size(X.shape[0])
     aff = affinity(X, epsilon=epsilon, normalization=est._normalization, alpha=est.alpha,
                    tol=est.tol, max_iter=est.max_iter, lazy=lazy, backend="keops")
     if n_eig is None:
-        return _Spectrum(None, None, None, aff.epsilon, affinity=aff)
+        return _Eigenbasis(None, None, None, aff.epsilon, affinity=aff)
     mu, phi = _top_pairs(aff, n_eig, est.random_state)
     if mu.shape[0] > 1 and mu[1] > _UNIT:
         n_unit = max(2, int(np.sum(mu > _UNIT)))
@@ -288,11 +293,11 @@ def _dense_spectrum(X, n_eig, est) -> _Spectrum:
                       f"points is linked by kernel weights above 1e-9/n, so the leading "
                       f"coordinates are ill-determined. Increase epsilon.", UserWarning,
                       stacklevel=_user_stacklevel())
-    return _Spectrum(mu, phi, _NystromExtension(aff, phi / np.maximum(mu, 1e-300)[None, :]),
+    return _Eigenbasis(mu, phi, _NystromExtension(aff, phi / np.maximum(mu, 1e-300)[None, :]),
                      aff.epsilon, affinity=aff)
 
 
-def _piecewise_dense_spectrum(X, n_eig, est, pieces, epsilon, lazy) -> _Spectrum:
+def _piecewise_dense_eigenbasis(X, n_eig, est, pieces, epsilon, lazy) -> _Eigenbasis:
     if est.disconnected == "raise":
         raise _falls_apart(pieces.describe(), epsilon)
     warnings.warn(_pieces_warning(pieces, f"affinity graph (epsilon={epsilon:.4g})",
@@ -303,14 +308,14 @@ def _piecewise_dense_spectrum(X, n_eig, est, pieces, epsilon, lazy) -> _Spectrum
                                    tol=est.tol, max_iter=est.max_iter, lazy=lazy,
                                    backend=est.backend)
     if n_eig is None:
-        return _Spectrum(None, None, None, epsilon, affinity=aff, pieces=pieces)
+        return _Eigenbasis(None, None, None, epsilon, affinity=aff, pieces=pieces)
     spectra = [_top_pairs(part, n_eig, est.random_state) for part in aff.parts]
     if est._normalization == "symmetric":
         masses = np.array([part.degrees.sum() for part in aff.parts])
     else:                                   # bistochastic: uniform stationary weights
         masses = pieces.sizes.astype(np.float64)
     mu, phi = assemble(aff.index, spectra, masses, X.shape[0], n_eig)
-    return _Spectrum(mu, phi, _NystromExtension(aff, phi / np.maximum(mu, 1e-300)[None, :]),
+    return _Eigenbasis(mu, phi, _NystromExtension(aff, phi / np.maximum(mu, 1e-300)[None, :]),
                      epsilon, affinity=aff, pieces=pieces)
 
 
@@ -325,7 +330,7 @@ class _NystromExtension:
         return self.affinity.apply_rows(X_new, self.vectors_over_mu)
 
 
-def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
+def _flgp_eigenbasis(X, n_eig, est) -> _Eigenbasis:
     bandwidth = None if est.epsilon is None else float(np.sqrt(est.epsilon / 4.0))
     induced = getattr(est, "induced_points", None)
     options = check_graph_options(
@@ -334,14 +339,14 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
         lae_regularization=1e-3, backend=est.backend, induced_points=induced,
         random_state=est.random_state)
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*connected components.*")
+        warnings.filterwarnings("ignore", message=".*pieces \\(connected components\\).*")
         eigenpairs = flgp_eigenpairs(cross_graph(X, options), n_eig)
     mu = np.clip(1.0 - eigenpairs.eigenvalues, 0.0, 1.0)
     epsilon = 4.0 * eigenpairs.extension.graph.bandwidth ** 2
     if eigenpairs.n_components == 1:
-        return _Spectrum(mu, None, None, epsilon, eigenpairs=eigenpairs, phi_map=_PhiMap())
-    pieces = Pieces(labels=eigenpairs.component_labels,
-                    sizes=np.asarray(eigenpairs.component_sizes, dtype=np.int64))
+        return _Eigenbasis(mu, None, None, epsilon, eigenpairs=eigenpairs, phi_map=_PhiMap())
+    pieces = Pieces(labels=eigenpairs.piece_labels,
+                    sizes=np.asarray(eigenpairs.piece_sizes, dtype=np.int64))
     if est.disconnected == "raise":
         raise ValueError(
             f"the FLGP graph falls apart into {pieces.describe()}; the embedding would "
@@ -358,7 +363,7 @@ def _flgp_spectrum(X, n_eig, est) -> _Spectrum:
     R = unit_basis(pieces.sizes.astype(np.float64))
     unit_rows = R[:, :n_unit] / np.sqrt(pieces.sizes)[:, None]
     mu[:n_unit] = 1.0
-    return _Spectrum(mu, None, None, epsilon, eigenpairs=eigenpairs, pieces=pieces,
+    return _Eigenbasis(mu, None, None, epsilon, eigenpairs=eigenpairs, pieces=pieces,
                      phi_map=_PhiMap(unit_rows, n_unit))
 
 
@@ -372,7 +377,7 @@ def embedding_n_induced(n_samples: int, n_eigenpairs: int) -> int:
 class _HeatEmbedding(TransformerMixin, BaseEstimator):
     """Shared fit/transform plumbing of :class:`DiffusionMap` and :class:`GPEmbedding`:
     the parameters' constraints (checked once when ``fit`` starts), the input checks, the
-    spectrum (dense or FLGP) and the diffusion-time rule."""
+    eigenbasis (dense or FLGP) and the diffusion-steps rule."""
 
     _parameter_constraints: dict = {
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -395,6 +400,12 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     _dense_cost_grows_with_t = False
     # diffusion coordinates are eigenvectors (k < n - 1 of them); a sketch can have any k
     _components_are_eigenvectors = True
+
+    def __setstate__(self, state):
+        # fitted before 2026-11-27 the eigenbasis was stored as ``_spectrum``
+        if "_spectrum" in state:
+            state["_eigenbasis"] = state.pop("_spectrum")
+        super().__setstate__(state)
 
     def _needs_dense(self) -> bool:
         """Whether a parameter only the dense method has is set (method="auto" then
@@ -487,7 +498,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     def _dense_eigenpairs_without_auto(self, k: int):
         return k + 1
 
-    def _fit_spectrum(self, X):
+    def _fit_eigenbasis(self, X):
         lazy = is_dask_array(X) or is_zarr_array(X)
         if lazy:
             from .._chunks.dask_blocks import as_dask_points
@@ -510,15 +521,15 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         k = self._check_params(n)
         X = validate_cloud(X, min_samples=3)          # once: NaN, scale, duplicates
         m = self._n_eigenpairs(n, k)
-        spec = (_dense_spectrum if self._method == "dense" else _flgp_spectrum)(X, m, self)
+        spec = (_dense_eigenbasis if self._method == "dense" else _flgp_eigenbasis)(X, m, self)
         c = spec.n_pieces
         if self.t != "auto":
             self.t_ = float(self.t)
         elif c == 1:
-            self.t_ = auto_diffusion_time(spec.mu[1:], k)
+            self.t_ = auto_diffusion_steps(spec.mu[1:], k)
         else:
             # the c - 1 coordinates of eigenvalue 1 do not decay: the rule sees the rest
-            self.t_ = auto_diffusion_time(spec.mu[c:], max(1, k - (c - 1)))
+            self.t_ = auto_diffusion_steps(spec.mu[c:], max(1, k - (c - 1)))
         if self.t_ > 1000 and self._method == "dense" and self._dense_cost_grows_with_t:
             warnings.warn(f"t={self.t_:g} asks for {self.t_:g} products with the dense "
                           f"n x n affinity; a larger epsilon shortens the time scale, "
@@ -555,7 +566,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         else:
             self.n_pieces_ = spec.pieces.n_pieces
             self.piece_labels_ = spec.pieces.labels
-        self._spectrum = spec
+        self._eigenbasis = spec
         return X, k, spec
 
     def _check_transform_X(self, X):

@@ -40,7 +40,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_cloud, check_int, check_random_state
-from ..graph.components import KERNEL_FLOOR, Pieces, connected_pieces
+from ..graph.pieces import KERNEL_FLOOR, Pieces, connected_pieces
 from ..graph.knn import gaussian_knn_graph
 from ..graph.induced_points import kmeans_centres
 from ._base import DISCONNECTED, POSITIVE, _user_stacklevel, check_powering_cost
@@ -219,7 +219,7 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
     if grow.any():
         _grow_regions(A, labels, grow, level)
     if (~reach).any():
-        warnings.warn(f"{int((~reach).sum())} point(s) lie in graph components without any "
+        warnings.warn(f"{int((~reach).sum())} point(s) lie in graph pieces without any "
                       f"centroid; they are assigned to the Euclidean-nearest centroid. "
                       f"Increase n_neighbors to connect the graph.", stacklevel=3)
         if X is None:
@@ -439,7 +439,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         paper's Fig. VI.1 setting). Must be at most ``n_samples`` and larger than
         ``n_components``.
     t : int, default=1
-        Diffusion time: of the coherence ``rho_t``, of the angular distance ``D_c^t`` used to
+        Diffusion steps: of the coherence ``rho_t``, of the angular distance ``D_c^t`` used to
         partition, and of the region map ``lambda^t phi``.
     n_neighbors : int, default=15
         ``k`` of the nearest-neighbour Gaussian graph (capped at ``n_samples - 1``).

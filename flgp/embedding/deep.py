@@ -38,7 +38,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._validation import check_cloud, check_int, check_points, check_random_state
 from ..graph.affinity import affinity, build_piecewise_affinity, check_dense_affinity_size
-from ..graph.components import kernel_pieces
+from ..graph.pieces import kernel_pieces
 from ._base import DISCONNECTED, POSITIVE, _user_stacklevel
 
 __all__ = ["DeepDiffusionMap", "deep_diffusion_cost"]

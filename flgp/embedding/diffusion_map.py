@@ -42,9 +42,10 @@ class DiffusionMap(_HeatEmbedding):
         :func:`flgp.graph.affinity.default_epsilon`), or the FLGP rule (mean squared
         distance to the ``n_neighbors`` nearest induced points).
     t : float or "auto", default="auto"
-        Diffusion time: the power of the eigenvalues. "auto" picks the smallest integer
+        Diffusion steps: the power of the operator, ``A^t`` (the models' ``diffusion_time`` is
+        the heat kernel's continuous time instead). "auto" picks the smallest integer
         ``t`` at which the left-out components carry at most 10% of the diffusion
-        variance (:func:`flgp.embedding.auto_diffusion_time`); the same rule as
+        variance (:func:`flgp.embedding.auto_diffusion_steps`); the same rule as
         :class:`GPEmbedding`, whose sketch of ``A^t`` approximates the same distance.
     normalization : {"symmetric", "bistochastic"}, optional
         Dense: Algorithm 1 (default) or Algorithm 2. FLGP's operator is bistochastic by
@@ -89,7 +90,7 @@ class DiffusionMap(_HeatEmbedding):
     eigenvalues_ : ndarray
         ``mu_0 = 1 >= mu_1 >= ...`` of the operator (all computed ones).
     t_ : float
-        The diffusion time used.
+        The diffusion steps used.
     epsilon_ : float
         The kernel scale used.
     n_iter_ : int
@@ -150,7 +151,7 @@ class DiffusionMap(_HeatEmbedding):
         self.induced_points = induced_points
 
     def _coordinate_map(self):
-        spec = self._spectrum
+        spec = self._eigenbasis
         aff = spec.affinity
         uniform = aff is None or aff.normalization == "bistochastic"
         return _DiffusionCoordinates(
@@ -167,7 +168,7 @@ class DiffusionMap(_HeatEmbedding):
     def fit_transform(self, X, y=None):
         """Fit on ``X`` and return its diffusion coordinates ``(n_samples,
         n_components)`` (a lazy dask array for a dask ``X``)."""
-        X, k, spec = self._fit_spectrum(X)
+        X, k, spec = self._fit_eigenbasis(X)
         if spec.affinity is not None:
             self._log_total_degree = float(np.log(np.sum(spec.affinity.degrees)))
         coords = self._coordinate_map()
@@ -181,7 +182,7 @@ class DiffusionMap(_HeatEmbedding):
 
     def transform(self, X):
         X = self._check_transform_X(X)
-        return self._spectrum.map_new(X, self._coordinate_map(), self.n_components)
+        return self._eigenbasis.map_new(X, self._coordinate_map(), self.n_components)
 
 
 class _DiffusionCoordinates:

@@ -160,7 +160,7 @@ class GPEmbedding(_HeatEmbedding):
     def fit_transform(self, X, y=None):
         """Fit on ``X`` and return its embedding ``(n_samples, n_components)`` (a lazy dask
         array for a dask ``X``)."""
-        X, k, spec = self._fit_spectrum(X)
+        X, k, spec = self._fit_eigenbasis(X)
         rng = check_random_state(self.random_state)
         if self._method == "flgp":
             self.sketch_coefficients_ = self._flgp_coefficients(spec, k, rng)
@@ -195,10 +195,10 @@ class GPEmbedding(_HeatEmbedding):
     def transform(self, X):
         X = self._check_transform_X(X)
         if self.method_ == "flgp":
-            return self._spectrum.map_new(
+            return self._eigenbasis.map_new(
                 X, _SketchCoordinates(self._weights, self.sketch_coefficients_),
                 self.n_components)
-        return self._spectrum.affinity.apply_rows(X, self._propagated)[0]
+        return self._eigenbasis.affinity.apply_rows(X, self._propagated)[0]
 
 
 # rows of the Rademacher sketch drawn from one seed (FLGP)

@@ -6,8 +6,8 @@
 * :mod:`~flgp.graph.transition` - ``Z``, ``A``, ``Λ`` (He et al., eq. 4);
 * :mod:`~flgp.graph.cross_graph` - all of the above in one call, with the out-of-sample rows;
 * :mod:`~flgp.graph.dense` - the full ``n x n`` graph of GLGP and the Nyström graph;
-* :mod:`~flgp.graph.components` - connected pieces of any of these graphs (the one
-  component finder shared by the engine, the estimators and the transformers);
+* :mod:`~flgp.graph.pieces` - connected pieces of any of these graphs (the one
+  piece finder shared by the engine, the estimators and the transformers);
 * graphs on the data points themselves, for the sparse-precision priors
   (:class:`~flgp.graph.PointGraph`): :mod:`~flgp.graph.lattice` (a voxel mask),
   :mod:`~flgp.graph.mesh` (a triangle mesh), :func:`~flgp.graph.knn.knn_point_graph`
@@ -19,7 +19,7 @@ Nothing here imports GPyTorch or scikit-learn's estimators (scikit-learn's neigh
 search serves the exact k-NN graphs).
 """
 
-from .components import Pieces, connected_pieces, kernel_pieces
+from .pieces import Pieces, connected_pieces, kernel_pieces
 from .cross_graph import CrossGraph, build_cross_graph
 from .cross_kernel import default_bandwidth, lae_weights
 from .dense import DenseGraph, build_dense_graph, build_nystrom_graph, NystromGraph

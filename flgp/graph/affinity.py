@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .._validation import check_cloud, check_int, check_option, check_points, check_positive
-from .components import Pieces
+from .pieces import Pieces
 from .neighbors import mean_neighbour_sq_distance, nearest_induced_points, pairwise_sq_distances
 
 __all__ = ["DenseAffinity", "build_dense_affinity", "dense_affinity", "affinity",

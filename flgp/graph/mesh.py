@@ -33,8 +33,8 @@ at ``k`` (the one opposite the edge ``ij``)::
   ``1 / length²`` units: on a sphere of radius ``R`` its smallest eigenvalues approach
   ``l (l + 1) / R²``.
 
-A mesh that falls apart into several pieces is allowed: the graph's components are those
-of the mesh's edges (:meth:`PointGraph.components`), whatever the weights - an edge whose
+A mesh that falls apart into several pieces is allowed: the graph's pieces are those
+of the mesh's edges (:meth:`PointGraph.pieces`), whatever the weights - an edge whose
 cotangents cancel (weight 0) still joins its ends.
 """
 
@@ -239,12 +239,12 @@ def mesh_graph(vertices, faces) -> PointGraph:
     G = (sp.diags(degree) - W).tocsr()
     mass = np.bincount(F.ravel(), weights=np.repeat(area / 3.0, 3), minlength=n)
 
-    # unique edges: the spacing, and the components (from the edges, not the weights)
+    # unique edges: the spacing, and the pieces (from the edges, not the weights)
     lo, hi = np.minimum(r, c), np.maximum(r, c)
     key = np.unique(lo * np.int64(n) + hi)
     ei, ej = key // n, key % n
     spacing = float(np.median(np.linalg.norm(V[ei] - V[ej], axis=1)))
     E = sp.coo_matrix((np.ones(key.size), (ei, ej)), shape=(n, n))
-    components = connected_components(E, directed=False)
+    pieces = connected_components(E, directed=False)
     return PointGraph(stiffness=G, mass=mass, points=V, kind="mesh", spacing=spacing,
-                      _components=components)
+                      _pieces=pieces)

@@ -17,7 +17,7 @@ Passes (He et al., Algorithm 1, steps 2-4):
 3. :class:`TransitionPass` - the rows of ``A`` (:meth:`CrossStep.transition`); partial
    :func:`products_partial`: ``Λ_jj = Σ_i A_ij``, the Gram matrix ``AᵀA`` (``s x s``) and how
    many points move to each induced point with the largest probability (the size of each
-   connected component).
+   connected piece).
 
 An in-memory cloud keeps its rows (:class:`CloudRows`, ``O(n r)``): pass 1 stores them and
 passes 2-3 read them. A Dask cloud keeps none (``O(n r)`` numbers would not fit where ``X``

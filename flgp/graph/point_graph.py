@@ -22,6 +22,7 @@ that ``C⁻¹ G`` approximates ``-Δ``).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +58,11 @@ class PointGraph:
     points: np.ndarray
     kind: str
     spacing: float
-    _components: tuple | None = field(default=None, repr=False)
+    _pieces: tuple | None = field(default=None, repr=False)
+
+    def __setstate__(self, state):
+        # pickled before 2026-11-27, when a graph's components became its pieces
+        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
 
     def __post_init__(self):
         n = self.stiffness.shape[0]
@@ -89,11 +94,18 @@ class PointGraph:
                              f"X_unlabeled).")
         return self
 
+    def pieces(self) -> tuple[int, np.ndarray]:
+        """``(number of connected pieces, label of each node)``."""
+        if self._pieces is None:
+            self._pieces = connected_components(self.adjacency, directed=False)
+        return self._pieces
+
     def components(self) -> tuple[int, np.ndarray]:
-        """``(number of connected components, label of each node)``."""
-        if self._components is None:
-            self._components = connected_components(self.adjacency, directed=False)
-        return self._components
+        """Deprecated name of :meth:`pieces` (until 2026-11-27; goes in the next release)."""
+        warnings.warn("PointGraph.components() is now PointGraph.pieces() (a graph's "
+                      "connected components are its pieces in flgp).", FutureWarning,
+                      stacklevel=2)
+        return self.pieces()
 
     def subgraph(self, nodes: np.ndarray) -> "PointGraph":
         """The graph induced by ``nodes`` (indices): their weights among themselves, the

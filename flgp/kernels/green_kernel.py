@@ -15,7 +15,7 @@ class GreenKernel(SpectralKernel):
               v_l(x)\, v_l(x') + c \sum_{l:\,\lambda_l = 0} v_l(x)\, v_l(x')
 
     the Green's function Poisson learning solves with (Calder et al. 2020), scaled to 1 at
-    the smallest positive eigenvalue ``λ_2``; the zero modes (the connected components'
+    the smallest positive eigenvalue ``λ_2``; the zero modes (the connected pieces'
     indicators) keep weight 1. It has no hyperparameter of its own: wrap it in
     ``gpytorch.kernels.ScaleKernel`` for an amplitude.
 

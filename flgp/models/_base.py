@@ -12,7 +12,7 @@
 * the candidate eigenpairs - one per value of the SE bandwidth grid - built by the graph
   and spectral cores on the already valid cloud, kept across fits with ``warm_start``;
 * the loop that fits the GP part on each candidate and keeps the best by its evidence;
-* the fitted engine's attributes, the connected components without labels and the
+* the fitted engine's attributes, the connected pieces without labels and the
   far-point warning of predictions.
 
 The subclasses supply the GP part: targets, the hyperparameter fit on one candidate, the
@@ -127,10 +127,14 @@ class HeatGPEstimator(BaseEstimator):
     _CACHE = "_eigenpair_cache"
 
     # private state a fit sets (the public fitted attributes end with "_")
-    _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_component_has_label",
+    _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_piece_has_label",
                      "_node_posterior", "_scores", "_score_scale", "_node_index",
                      "_spectral_prior",
                      "_reach", "_y_mean", "_y_scale", "_y_unit", "_noise_std", "_noise_pre")
+
+    def __setstate__(self, state):
+        # fitted before 2026-11-27, when a graph's components became its pieces
+        super().__setstate__({k.replace("component", "piece"): v for k, v in state.items()})
 
     def _clear_fit(self) -> None:
         """Forget everything a previous fit set (the public ``name_`` attributes and the
@@ -303,9 +307,9 @@ class HeatGPEstimator(BaseEstimator):
         best_failure = None
         yielded = 0
         with warnings.catch_warnings():
-            # the estimator warns only about components that hold no label
-            # (_label_components): a component with labels is predicted from them
-            warnings.filterwarnings("ignore", message=".*connected components.*")
+            # the estimator warns only about pieces that hold no label
+            # (_label_pieces): a piece with labels is predicted from them
+            warnings.filterwarnings("ignore", message=".*pieces \\(connected components\\).*")
             for a, make in self._candidate_makers(X):
                 try:
                     eigenpairs = make()
@@ -381,7 +385,7 @@ class HeatGPEstimator(BaseEstimator):
 
     def _set_engine(self, a, eigenpairs, X, labelled) -> None:
         """The fitted engine's attributes: ``eigenpairs_``, ``eigenvalues_``,
-        ``bandwidth_scale_``, ``bandwidth_``, ``labelled_indices_``, the components that
+        ``bandwidth_scale_``, ``bandwidth_``, ``labelled_indices_``, the pieces that
         hold a label and the cloud's reach (for the far-point warning)."""
         self.eigenpairs_ = eigenpairs
         self.eigenvalues_ = eigenpairs.eigenvalues
@@ -389,7 +393,7 @@ class HeatGPEstimator(BaseEstimator):
         self.bandwidth_ = getattr(getattr(eigenpairs.extension, "graph", None), "bandwidth",
                                   None)
         self.labelled_indices_ = np.asarray(labelled, dtype=np.int64)
-        self._component_has_label = _label_components(eigenpairs, labelled, stacklevel=5)
+        self._piece_has_label = _label_pieces(eigenpairs, labelled, stacklevel=5)
         self._reach = cloud_reach(eigenpairs, X)
 
     def _warn_far_points(self, X, nearest_sq=None, stacklevel: int = 4) -> None:
@@ -439,15 +443,15 @@ def cloud_reach(eigenpairs, X: np.ndarray):
     return points, reach_sq
 
 
-def _label_components(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
-    """Which connected components hold a labelled point (``(n_components,)`` bool; None
-    when components are not tracked), warning with the number of points in the others -
-    counted from the components' sizes, without an ``n``-sized mask."""
-    comp = eigenpairs.component_rows(labelled)
-    sizes = getattr(eigenpairs, "component_sizes", None)
+def _label_pieces(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
+    """Which connected pieces hold a labelled point (``(n_pieces,)`` bool; None
+    when pieces are not tracked), warning with the number of points in the others -
+    counted from the pieces' sizes, without an ``n``-sized mask."""
+    comp = eigenpairs.piece_rows(labelled)
+    sizes = getattr(eigenpairs, "piece_sizes", None)
     if comp is None or sizes is None:
         return None
-    has_label = np.zeros(max(eigenpairs.n_components, int(comp.max()) + 1), dtype=bool)
+    has_label = np.zeros(max(eigenpairs.n_pieces, int(comp.max()) + 1), dtype=bool)
     has_label[comp] = True
     sizes = np.asarray(sizes)
     empty = ~has_label[:sizes.size] & (sizes > 0)

@@ -45,7 +45,7 @@ class ClassPredictor:
     (:meth:`Eigenpairs.map_chunks` / :meth:`~Eigenpairs.map_points` call it on blocks of
     rows). It holds the posterior over the diffusion times it averages (one when not
     averaging), the predictive scale, the labelled rows' eigenvectors (Laplace) and which
-    connected components hold a label - no ``n``-sized array - so it is small and
+    connected pieces hold a label - no ``n``-sized array - so it is small and
     picklable: Dask ships it to its tasks.
 
     With EP everything a prediction needs of a row ``v`` is linear in it (latent means,
@@ -55,24 +55,31 @@ class ClassPredictor:
     and the induced points (``O(r k)`` a point, :meth:`Eigenpairs.map_chunks`). Laplace
     predictors (``project`` None) get ``V``.
 
-    ``predictor(Z, components) -> (b, n_classes)`` probabilities; rows in a component
+    ``predictor(Z, pieces) -> (b, n_classes)`` probabilities; rows in a piece
     without labels get the class frequencies of the labels (the prior prediction).
     """
 
-    def __init__(self, spectrum: SpectralPrior, n_classes: int, ep: bool, one_vs_rest: bool,
-                 mixture, scale, prior, component_has_label, V_lab):
-        self.spectrum = spectrum
+    def __init__(self, spectral_prior: SpectralPrior, n_classes: int, ep: bool,
+                 one_vs_rest: bool, mixture, scale, prior, piece_has_label, V_lab):
+        self.spectral_prior = spectral_prior
         self.n_classes = int(n_classes)
         self.ep = ep
         self.one_vs_rest = one_vs_rest
         self.mixture = mixture
         self.scale = scale
         self.prior = prior
-        self.component_has_label = component_has_label
-        self.V_lab = None if self.ep else spectrum.rotate(V_lab)
+        self.piece_has_label = piece_has_label
+        self.V_lab = None if self.ep else spectral_prior.rotate(V_lab)
         self._project, self._columns = (self._projection() if self.ep else (None, None))
         self._project_single = (None if self._project is None else
                                 self._project[1].astype(np.float32))
+
+    def __setstate__(self, state):
+        # fitted before 2026-11-27: the spectral prior was stored as ``spectrum``, and a
+        # graph's pieces were its components
+        if "spectrum" in state:
+            state["spectral_prior"] = state.pop("spectrum")
+        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
 
     def _posteriors(self):
         """``(t, amplitude, state)`` of every EP posterior the predictions use: one per
@@ -91,7 +98,7 @@ class ClassPredictor:
         means, factors, columns, at_m, at_f = [], [], [], 0, 0
         multinomial = self.n_classes > 2 and not self.one_vs_rest
         for t, A, state in self._posteriors():
-            D = self.spectrum.feature_matrix(t, A)
+            D = self.spectral_prior.feature_matrix(t, A)
             block = D @ (multinomial_projection(state) if multinomial
                          else probit_projection(state))
             k = self.n_classes if multinomial else 1
@@ -114,10 +121,10 @@ class ClassPredictor:
         """What the latent moments read (:meth:`latent`): everything in float64."""
         return self._project
 
-    def __call__(self, Z, components=None):
-        return self.predict(Z, components, moments=False)[0]
+    def __call__(self, Z, pieces=None):
+        return self.predict(Z, pieces, moments=False)[0]
 
-    def latent(self, Z, components=None):
+    def latent(self, Z, pieces=None):
         """Latent means and variances side by side, ``(b, 2)`` or ``(b, 2 C)``."""
         _, mean, var = self.predict(Z, None, moments=True)
         b = (Z[0] if isinstance(Z, tuple) else Z).shape[0]
@@ -137,16 +144,16 @@ class ClassPredictor:
             out = multinomial_predict_projected(means, self.n_classes, dim,
                                                 moments=moments, scale=scale, factors=factors)
             return out if moments else (out, None, None)
-        V, Vl = self.spectrum.rotate(Z), self.V_lab
+        V, Vl = self.spectral_prior.rotate(Z), self.V_lab
         if self.n_classes == 2 or self.one_vs_rest:
-            mean, var = binary_predict_low_rank(state, Vl, self.spectrum.weights(t), V)
+            mean, var = binary_predict_low_rank(state, Vl, self.spectral_prior.weights(t), V)
             return probit_logistic(mean, var), mean, var
-        K_cross = prior_gram(self.spectrum, t, Vl, V)
-        k_diag = (V * V) @ self.spectrum.weights(t)
+        K_cross = prior_gram(self.spectral_prior, t, Vl, V)
+        k_diag = (V * V) @ self.spectral_prior.weights(t)
         mean, var = softmax_predict(state, K_cross, k_diag)
         return softmax_probabilities(mean, var, random_state=0), mean, var
 
-    def predict(self, Z, components, moments=True):
+    def predict(self, Z, pieces, moments=True):
         """Class probabilities and latent moments, averaged over the mixture of diffusion
         times. Latent moments are those of the mixture (None for ``moments=False`` where
         they cost extra: multi-class EP)."""
@@ -162,9 +169,9 @@ class ClassPredictor:
         elif self.n_classes == 2 and not self.ep and len(self.mixture) > 1:
             # Laplace, binary: one stacked product serves every diffusion time
             weights = np.array([c[1] for c in self.mixture])
-            W = self.spectrum.weights(np.array([c[0] for c in self.mixture]))
+            W = self.spectral_prior.weights(np.array([c[0] for c in self.mixture]))
             means, variances = binary_predict_low_rank_many(
-                [c[2] for c in self.mixture], self.V_lab, W, self.spectrum.rotate(Z))
+                [c[2] for c in self.mixture], self.V_lab, W, self.spectral_prior.rotate(Z))
             proba = probit_logistic(means, variances) @ weights
             mean = means @ weights
             var = np.maximum((variances + means * means) @ weights - mean * mean, 0.0)
@@ -179,8 +186,8 @@ class ClassPredictor:
             var = np.maximum(second - mean * mean, 0.0) if mu is not None else None
         if self.n_classes == 2:
             proba = np.c_[1 - proba, proba]
-        if components is not None and self.component_has_label is not None:
-            prior = ~self.component_has_label[components]
+        if pieces is not None and self.piece_has_label is not None:
+            prior = ~self.piece_has_label[pieces]
             if prior.any():
                 proba[prior] = self.prior
         return proba, mean, var

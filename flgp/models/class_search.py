@@ -33,7 +33,7 @@ class TimeSearch:
 
     def __init__(self, est, prior: SpectralPrior, V_lab):      # est: the FLGPClassifier
         self.est = est
-        self.spectrum = prior
+        self.spectral_prior = prior
         self.V_lab = V_lab                       # EP's features rotate it themselves
         self.V_rot = prior.rotate(V_lab)         # Laplace's kernel blocks read V R
         self.n_classes = est.classes_.size
@@ -68,16 +68,16 @@ class TimeSearch:
         if est.diffusion_time is not None:
             self.n_evals += 1
             t = float(est.diffusion_time)
-            state = self._laplace(prior_gram(self.spectrum, t, Vm, Vm), codes, binary=binary)
+            state = self._laplace(prior_gram(self.spectral_prior, t, Vm, Vm), codes, binary=binary)
             return t, 1.0, state.log_evidence, state, None
-        lo, hi = diffusion_time_range(self.spectrum.eigenvalues)
+        lo, hi = diffusion_time_range(self.spectral_prior.eigenvalues)
         warm = {}
         trace = []
 
         def neg(log_t):
             # Newton warm-started from the mode at the previous diffusion time
             self.n_evals += 1
-            st = self._laplace(prior_gram(self.spectrum, np.exp(log_t), Vm, Vm), codes,
+            st = self._laplace(prior_gram(self.spectral_prior, np.exp(log_t), Vm, Vm), codes,
                                warm.get("a"), binary=binary)
             warm["a"] = st.a
             val = -st.log_evidence - self._log_prior_t(log_t)
@@ -85,7 +85,7 @@ class TimeSearch:
             return val
 
         t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=est.max_iter)
-        state = self._laplace(prior_gram(self.spectrum, t, Vm, Vm), codes, binary=binary)
+        state = self._laplace(prior_gram(self.spectral_prior, t, Vm, Vm), codes, binary=binary)
         mixture = None
         if est._average_t and not est._one_vs_rest:
             mixture = diffusion_time_mixture(trace[:_T_GRID], t, state)
@@ -94,7 +94,7 @@ class TimeSearch:
     # -- expectation propagation (probit / multinomial probit) ---------------------------
     def _ep_state(self, codes, binary, t, amplitude, init=None, tol=_EP_TOL):
         self.n_evals += 1
-        Phi = self.spectrum.features(self.V_lab, t, amplitude)
+        Phi = self.spectral_prior.features(self.V_lab, t, amplitude)
         if binary:
             return ep_probit(Phi, 2.0 * codes - 1.0, init=init, tol=tol,
                              max_sweeps=self.est.max_iter)
@@ -148,7 +148,7 @@ class TimeSearch:
                 amplitude, st = max(amps, key=lambda p: p[1].log_evidence)
                 done = (t, amplitude, st.log_evidence, st, None)
             return dict(done=done, search_evidence=done[2])
-        lo, hi = diffusion_time_range(self.spectrum.eigenvalues)
+        lo, hi = diffusion_time_range(self.spectral_prior.eigenvalues)
         amplitude = _A_START if fixed_a is None else float(fixed_a)
         trace = grid_t(amplitude)
         if fixed_a is None:

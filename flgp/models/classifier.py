@@ -171,14 +171,15 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         and 1 has the higher evidence (two searches over ``t``; only a prior within a nat
         of the better one's search evidence gets the final full-precision EP run; with
         few labels per class it is 0).
-        With several connected components only the constant combination of their
-        indicators gets it; the contrasts between components keep the family's weight.
+        With several connected pieces only the constant combination of their
+        indicators gets it; the contrasts between pieces keep the family's weight.
         At most ``1e6``: already a flat prior on the offset for any labels, while larger
         values leave float64 too few digits for the other modes.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
-        (multinomial probit with EP, softmax with Laplace; ``"softmax"`` is accepted as
-        another name), or one binary GP per class against the rest, each with its own ``t``
+        (multinomial probit with EP, softmax with Laplace; ``"softmax"``, its name until
+        2026-11-27, still works for one release with a ``FutureWarning``), or one binary GP
+        per class against the rest, each with its own ``t``
         (``"ovr"``; probabilities normalised to sum to one, ``diffusion_time_`` one ``t``
         per class). Ignored for two classes and by ``method="rbf"``. Prefer the joint
         model with many classes: per-class ``t`` make the binary probabilities
@@ -323,7 +324,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         # above 1e6 the constant mode swamps float64's resolution of the others (EP's
         # posterior precision and Laplace's kernel matrix lose definiteness near 1e8)
         "constant_variance": [Interval(numbers.Real, 0, 1e6, closed="both"), None],
-        "multi_class": [StrOptions({"multinomial", "softmax", "ovr"})],
+        "multi_class": [StrOptions({"multinomial", "softmax", "ovr"}, deprecated={"softmax"})],
         "inference": [StrOptions({"ep", "laplace"})],
         "amplitude": [_POSITIVE, None],
         "calibration": [StrOptions({"loo"}), None],
@@ -378,6 +379,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     # -- inputs ---------------------------------------------------------------------------
     def _check_parameters(self):
         super()._check_parameters()
+        if self.multi_class == "softmax":
+            warnings.warn("multi_class='softmax' is now called 'multinomial' (the joint "
+                          "multi-class GP, whatever its likelihood); 'softmax' will be "
+                          "removed in the next release.", FutureWarning, stacklevel=3)
         if self.inference == "laplace" and self.amplitude not in (None, 1, 1.0):
             raise ValueError("amplitude is a parameter of inference='ep'; the Laplace "
                              "classifier's kernel has amplitude 1 (leave amplitude=None).")
@@ -446,7 +451,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self._warn_degenerate_prior(prior, t)
         self._predictor = ClassPredictor(
             prior, self.classes_.size, self._ep, self._one_vs_rest,
-            self._mixture, self.predictive_scale_, self._prior, self._component_has_label,
+            self._mixture, self.predictive_scale_, self._prior, self._piece_has_label,
             V_lab)
         with stage("transduction"):
             proba = eigenpairs.map_chunks(self._predictor, n_columns=self.classes_.size,
@@ -490,7 +495,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self._scores = U
         self.label_distributions_ = P
         self.transduction_ = self.classes_[np.argmax(P, axis=1)]
-        n_comp, labels = graph.components()
+        n_comp, labels = graph.pieces()
         if n_comp > 1:
             has = np.zeros(n_comp, dtype=bool)
             has[labels[labelled]] = True

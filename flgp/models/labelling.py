@@ -253,12 +253,14 @@ def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitu
     return LatentPosterior(*laplace_softmax_posterior(state, V_lab, w))
 
 
-def _weights(spectrum, t):
-    if hasattr(spectrum, "weights"):
-        return spectrum.weights(t)
+def _weights(prior, t):
+    """Prior weights at ``t`` of a :class:`~flgp.spectral.families.SpectralPrior`, or of
+    the heat kernel on anything with eigenvalues and a kernel scale."""
+    if hasattr(prior, "weights"):
+        return prior.weights(t)
     from ..spectral.families import spectral_weights
 
-    return spectral_weights(spectrum, t)
+    return spectral_weights(prior, t)
 
 
 def _binary_posterior(ep_inference, state, V_lab, w, amplitude):
@@ -389,7 +391,7 @@ class _SquaredNorms:
         self.n_plain = int(n_plain)
         self.edges = np.cumsum([self.n_plain] + list(widths))
 
-    def __call__(self, Z, components=None):
+    def __call__(self, Z, pieces=None):
         out = np.empty((Z.shape[0], self.n_plain + self.edges.size - 1))
         out[:, :self.n_plain] = Z[:, :self.n_plain]
         for j, (a, b) in enumerate(zip(self.edges[:-1], self.edges[1:])):
@@ -397,7 +399,7 @@ class _SquaredNorms:
         return out
 
 
-def _identity(Z, components=None):
+def _identity(Z, pieces=None):
     return Z
 
 

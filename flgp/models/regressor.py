@@ -417,7 +417,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         sd = self._y_scale * np.sqrt(np.maximum(var, 0.0))
         self._node_posterior = NodePosterior(graph.points, mean, sd, graph.spacing)
         self.transduction_, self.transduction_std_ = mean, sd
-        n_comp, labels = graph.components()
+        n_comp, labels = graph.pieces()
         if n_comp > 1:
             has = np.zeros(n_comp, dtype=bool)
             has[labels[self.labelled_indices_]] = True
@@ -474,7 +474,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         sd[:k], w_mean[:k], w_cov[:k, :k] = sd_k, w_mean_k, w_cov_k   # the rest: weight 0
         self._noise_std = fit["noise"]          # noise variance in standardised units
         self._predictor = _RegressionPredictor(sd, w_mean, w_cov, self._y_mean,
-                                               self._y_scale, self._component_has_label)
+                                               self._y_scale, self._piece_has_label)
         return eigenpairs
 
     def _transduce(self, eigenpairs):
@@ -562,7 +562,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self._noise_std = None
         self.overdispersion_ = fit["nugget"]
         self._predictor = _CountPredictor(sd, w_mean, w_cov, offset,
-                                          self._component_has_label, fit["nugget"])
+                                          self._piece_has_label, fit["nugget"])
         return self._transduce(eigenpairs)
 
     def _fit_hyper(self, eigenpairs, V_lab, z):
@@ -759,17 +759,21 @@ def _log_weights(eigenpairs, t, s2):
 
 class _RegressionPredictor:
     """Posterior mean and sd of ``y`` from eigenvector rows: ``f(x) = v(x) D^{1/2} u`` with
-    ``u ~ N(w_mean, w_cov)``; rows in a component without labels get the prior. Small and
-    picklable (it runs inside Dask tasks); ``__call__(Z, components) -> (b, 2)``.
+    ``u ~ N(w_mean, w_cov)``; rows in a piece without labels get the prior. Small and
+    picklable (it runs inside Dask tasks); ``__call__(Z, pieces) -> (b, 2)``.
 
     Both moments are linear in the row before a sum of squares - the mean is
     ``v D^{1/2} w_mean`` and the variance ``|v D^{1/2} L|²`` with ``L Lᵀ = w_cov`` - so the
     predictor reads the rows of ``Z = V · project`` (``M x (1 + k)``, plus ``k`` prior
-    columns when a component holds no label), which FLGP computes from the ``r``-sparse
+    columns when a piece holds no label), which FLGP computes from the ``r``-sparse
     transition rows (:meth:`flgp.spectral.Eigenpairs.map_chunks`): ``O(r k)`` a point
     instead of ``O(k²)``."""
 
-    def __init__(self, sd, w_mean, w_cov, y_mean, y_scale, component_has_label):
+    def __setstate__(self, state):
+        # pickled before 2026-11-27, when a graph's components became its pieces
+        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
+
+    def __init__(self, sd, w_mean, w_cov, y_mean, y_scale, piece_has_label):
         M = sd.size
         # prior weights below 1e-8 of the largest sd (1e-16 of the variance) are dropped
         # (as in spectral_weights) and so are their columns (active_columns)
@@ -783,11 +787,11 @@ class _RegressionPredictor:
         self.w_cov = np.ascontiguousarray(w_cov)
         self.y_mean = y_mean
         self.y_scale = y_scale
-        self.component_has_label = component_has_label
+        self.piece_has_label = piece_has_label
         evals, U = np.linalg.eigh(0.5 * (self.w_cov + self.w_cov.T))
         factor = U * np.sqrt(np.maximum(evals, 0.0))                    # L Lᵀ = w_cov
-        self._with_prior = (component_has_label is not None
-                            and not np.all(component_has_label))
+        self._with_prior = (piece_has_label is not None
+                            and not np.all(piece_has_label))
 
         def padded(block):
             out = np.zeros((M, block.shape[1]))
@@ -796,27 +800,27 @@ class _RegressionPredictor:
 
         # the mean's column, and the variance as a squared norm |v D^{1/2} L|² (the
         # engine reads it off the transition rows, RowSquaredNorm); the prior's variance
-        # |v D^{1/2}|² for rows in components without a label
+        # |v D^{1/2}|² for rows in pieces without a label
         self.project = (padded((sd * w_mean)[:, None]),
                         RowSquaredNorm(padded(sd[:, None] * factor)))
         if self._with_prior:
             self.project += (RowSquaredNorm(padded(np.diag(sd))),)
 
-    def moments(self, Z, components=None):
+    def moments(self, Z, pieces=None):
         """Posterior mean and variance of the (standardised) latent from ``Z``: the rows
         of ``V`` through ``project`` (its mean column, the variance, the prior's
         variance)."""
         mean = Z[0][:, 0].copy()
         var = np.array(Z[1], dtype=np.float64)
-        if self._with_prior and components is not None:
-            prior = ~self.component_has_label[components]
+        if self._with_prior and pieces is not None:
+            prior = ~self.piece_has_label[pieces]
             if prior.any():
                 mean[prior] = 0.0
                 var[prior] = Z[2][prior]
         return mean, np.maximum(var, 0.0)
 
-    def __call__(self, Z, components=None):
-        mean, var = self.moments(Z, components)
+    def __call__(self, Z, pieces=None):
+        mean, var = self.moments(Z, pieces)
         out = np.empty((mean.shape[0], 2))
         out[:, 0] = self.y_mean + self.y_scale * mean
         out[:, 1] = self.y_scale * np.sqrt(np.maximum(var, 0.0))
@@ -826,19 +830,19 @@ class _RegressionPredictor:
 class _CountPredictor(_RegressionPredictor):
     """Posterior mean and sd of the rate ``exp(b + f(x) + ε)`` of a new count from
     eigenvector rows (``latent``: the log-rate's mean and sd instead; ``ε ~ N(0, σ²)`` its
-    own term, the overdispersion); picklable, ``__call__(V, components) -> (b, 2)``."""
+    own term, the overdispersion); picklable, ``__call__(V, pieces) -> (b, 2)``."""
 
-    def __init__(self, sd, w_mean, w_cov, offset, component_has_label, nugget=0.0,
+    def __init__(self, sd, w_mean, w_cov, offset, piece_has_label, nugget=0.0,
                  latent=False):
-        super().__init__(sd, w_mean, w_cov, 0.0, 1.0, component_has_label)
+        super().__init__(sd, w_mean, w_cov, 0.0, 1.0, piece_has_label)
         self.offset = float(offset)
         self.nugget = float(nugget)     # σ²: a new count's own log-rate variance
         self.latent = latent
 
-    def moments(self, Z, components=None):
+    def moments(self, Z, pieces=None):
         """The log-rate of a new count: the latent's posterior plus the count's own term
         (variance ``σ²``)."""
-        mean, var = super().moments(Z, components)
+        mean, var = super().moments(Z, pieces)
         return mean, var + self.nugget
 
     @classmethod
@@ -848,8 +852,8 @@ class _CountPredictor(_RegressionPredictor):
         out.latent = True
         return out
 
-    def __call__(self, Z, components=None):
-        mean, var = self.moments(Z, components)
+    def __call__(self, Z, pieces=None):
+        mean, var = self.moments(Z, pieces)
         out = np.empty((mean.shape[0], 2))
         if self.latent:
             out[:, 0] = self.offset + mean

@@ -28,7 +28,7 @@ __all__ = ["PatternCholesky", "NotPositiveDefiniteError"]
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
     """A matrix given to :meth:`PatternCholesky.factor` is not positive definite (numerically):
-    the precision is singular (e.g. ``κ = 0`` on a component of the graph without an
+    the precision is singular (e.g. ``κ = 0`` on a piece of the graph without an
     observation) or its hyperparameters are out of range."""
 
 

@@ -244,7 +244,7 @@ def search_subgraph(graph, observed, z, size: int = SEARCH_MAX_NODES):
     _, ball = cKDTree(P).query(P[centre], k=int(size))
     ball = np.sort(np.asarray(ball, dtype=np.int64))
     sub = graph.subgraph(ball)
-    n_comp, labels = sub.components()
+    n_comp, labels = sub.pieces()
     if n_comp > 1:
         keep = labels == labels[np.searchsorted(ball, centre)]
         ball = ball[keep]

@@ -1,5 +1,5 @@
 """Graph operators -> :class:`Eigenpairs` (values, vectors, out-of-sample map), and the
-spectrum of the priors built on them.
+spectral families of the priors built on them.
 
 * :func:`flgp_eigenpairs` - truncated SVD of ``A Λ^{-1/2}`` (FLGP);
 * :func:`glgp_eigenpairs` - dense eigendecomposition (GLGP);

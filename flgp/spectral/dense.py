@@ -97,7 +97,7 @@ def glgp_eigenpairs(graph: DenseGraph, n_eigenpairs: int) -> Eigenpairs:
     V *= deterministic_sign_flip(V)
     return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=V, kernel_scale=float(n),
                       extension=_DenseExtension(graph, V / mu[None, :]), method="glgp",
-                      n_components=_count_unit(mu))
+                      n_pieces=_count_unit(mu))
 
 
 class _LazyMarkovExtension:
@@ -158,7 +158,7 @@ def glgp_lazy(X: np.ndarray, M: int, *, bandwidth: float, backend: str = "keops"
     mu = np.clip(mu, 0.0, 1.0)
     return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=vec, kernel_scale=float(n),
                       extension=_LazyMarkovExtension(aff, vec / mu[None, :]), method="glgp",
-                      n_components=_count_unit(mu))
+                      n_pieces=_count_unit(mu))
 
 
 def nystrom_eigenpairs(graph: NystromGraph, n_eigenpairs: int, X) -> Eigenpairs:
@@ -171,4 +171,4 @@ def nystrom_eigenpairs(graph: NystromGraph, n_eigenpairs: int, X) -> Eigenpairs:
     ext = _DenseExtension(graph, Vs / mu[None, :])
     V = ext.values(X)        # the cloud, validated where the fit began
     return Eigenpairs(eigenvalues=1.0 - mu, eigenvectors=V, kernel_scale=float(s),
-                      extension=ext, method="nystrom", n_components=_count_unit(mu))
+                      extension=ext, method="nystrom", n_pieces=_count_unit(mu))

@@ -45,18 +45,21 @@ class Eigenpairs:
         point of the cloud it returns that point's eigenvector row.
     method : str
         "flgp", "glgp" or "nystrom".
-    n_components : int
-        Connected components of the graph (1 when connected).
+    n_pieces : int
+        Connected pieces of the graph (1 when connected).
     singular_values : ndarray (M,) or None
         FLGP's ``σ_l`` of ``A Λ^{-1/2}``.
-    component_sizes : ndarray (n_components,) or None
-        Points of the cloud in each connected component (None when not tracked).
+    piece_sizes : ndarray (n_pieces,) or None
+        Points of the cloud in each connected piece (None when not tracked).
     """
 
     def __init__(self, eigenvalues, eigenvectors=None, kernel_scale=1.0, extension=None,
-                 method: str = "flgp", n_components: int = 1, singular_values=None,
-                 component_labels=None, *, vector_rows=None, component_sizes=None,
-                 cloud=None):
+                 method: str = "flgp", n_pieces: int = 1, singular_values=None,
+                 piece_labels=None, *, vector_rows=None, piece_sizes=None,
+                 cloud=None, **renamed):
+        if renamed:                          # the names before 2026-11-27 (issue 35)
+            n_pieces, piece_labels, piece_sizes = _renamed_keywords(
+                renamed, n_pieces, piece_labels, piece_sizes)
         if cloud is not None:                # the name before 2026-11-27 (issue 35)
             warnings.warn("Eigenpairs(cloud=...) is now Eigenpairs(vector_rows=...): "
                           "'cloud' names the input points only; the old keyword goes in the "
@@ -68,22 +71,21 @@ class Eigenpairs:
             raise TypeError("Eigenpairs needs exactly one of eigenvectors (an n x M array) "
                             "and vector_rows (a map to the eigenvector rows).")
         if vector_rows is None:
-            vector_rows = DenseVectorRows(np.asarray(eigenvectors), component_labels)
-        elif component_labels is not None:
-            raise TypeError("component_labels come from the vector_rows map when it is "
+            vector_rows = DenseVectorRows(np.asarray(eigenvectors), piece_labels)
+        elif piece_labels is not None:
+            raise TypeError("piece_labels come from the vector_rows map when it is "
                             "given.")
         self.eigenvalues = eigenvalues
         self.kernel_scale = kernel_scale
         self.extension = extension
         self.method = method
-        self.n_components = int(n_components)
+        self.n_pieces = int(n_pieces)
         self.singular_values = singular_values
         self.vector_rows = vector_rows
-        if (component_sizes is None and vector_rows.tracks_components
+        if (piece_sizes is None and vector_rows.tracks_pieces
                 and not vector_rows.is_dask):
-            component_sizes = np.bincount(vector_rows.all_components(),
-                                          minlength=self.n_components)
-        self.component_sizes = component_sizes
+            piece_sizes = np.bincount(vector_rows.all_pieces(), minlength=self.n_pieces)
+        self.piece_sizes = piece_sizes
         self._vectors_cache = None
 
     @property
@@ -93,9 +95,44 @@ class Eigenpairs:
                       "input points only.", FutureWarning, stacklevel=2)
         return self.vector_rows
 
+    # "components" of a graph are its pieces since 2026-11-27 ("n_components" is an
+    # embedding's output dimension); the old names work for one release
+    @property
+    def n_components(self) -> int:
+        """Deprecated name of :attr:`n_pieces`."""
+        _warn_renamed("Eigenpairs.n_components", "Eigenpairs.n_pieces")
+        return self.n_pieces
+
+    @property
+    def component_sizes(self):
+        """Deprecated name of :attr:`piece_sizes`."""
+        _warn_renamed("Eigenpairs.component_sizes", "Eigenpairs.piece_sizes")
+        return self.piece_sizes
+
+    @property
+    def component_labels(self):
+        """Deprecated name of :attr:`piece_labels`."""
+        _warn_renamed("Eigenpairs.component_labels", "Eigenpairs.piece_labels")
+        return self.piece_labels
+
+    def component_rows(self, index):
+        """Deprecated name of :meth:`piece_rows`."""
+        _warn_renamed("Eigenpairs.component_rows", "Eigenpairs.piece_rows")
+        return self.piece_rows(index)
+
+    def extend_with_components(self, X_new, return_nearest: bool = False,
+                               restrict: bool = False):
+        """Deprecated name of :meth:`extend_with_pieces`."""
+        _warn_renamed("Eigenpairs.extend_with_components", "Eigenpairs.extend_with_pieces")
+        return self.extend_with_pieces(X_new, return_nearest=return_nearest,
+                                       restrict=restrict)
+
     def __setstate__(self, state):
         if "cloud" in state:                 # pickled before the rename
             state["vector_rows"] = state.pop("cloud")
+        for old, new in (("n_components", "n_pieces"), ("component_sizes", "piece_sizes")):
+            if old in state:                 # pickled before 2026-11-27
+                state[new] = state.pop(old)
         self.__dict__.update(state)
 
     def __getstate__(self):
@@ -128,39 +165,39 @@ class Eigenpairs:
         return self._vectors_cache
 
     @property
-    def component_labels(self):
-        """Connected component of each cloud point (``(n,)`` ints; None: not tracked; a
+    def piece_labels(self):
+        """Connected piece of each cloud point (``(n,)`` ints; None: not tracked; a
         lazy dask array for a Dask fit)."""
-        return self.vector_rows.all_components() if self.vector_rows.tracks_components else None
+        return self.vector_rows.all_pieces() if self.vector_rows.tracks_pieces else None
 
     def eigenvector_rows(self, index) -> np.ndarray:
         """Eigenvector values at the cloud points ``index`` (integer indices, a boolean
         mask or a slice): ``(len(index), M)``, the rows of :attr:`eigenvectors`."""
         return self.vector_rows.vectors(_as_index(index, self.n_samples))
 
-    def component_rows(self, index):
-        """Connected component of the cloud points ``index`` (None: not tracked)."""
-        if not self.vector_rows.tracks_components:
+    def piece_rows(self, index):
+        """Connected piece of the cloud points ``index`` (None: not tracked)."""
+        if not self.vector_rows.tracks_pieces:
             return None
-        return self.vector_rows.components(_as_index(index, self.n_samples))
+        return self.vector_rows.pieces(_as_index(index, self.n_samples))
 
     def iter_chunks(self, chunk_size: int | None = None):
-        """Yield ``(start, stop, vectors, components)`` over blocks of the cloud's rows:
-        ``vectors`` the ``(stop - start, M)`` eigenvector rows, ``components`` their
-        connected components (None: not tracked). In-memory eigenpairs only (a Dask fit
+        """Yield ``(start, stop, vectors, pieces)`` over blocks of the cloud's rows:
+        ``vectors`` the ``(stop - start, M)`` eigenvector rows, ``pieces`` their
+        connected pieces (None: not tracked). In-memory eigenpairs only (a Dask fit
         maps blocks with :meth:`map_chunks`)."""
         if self.vector_rows.is_dask:
             raise TypeError("these eigenpairs come from a dask array: use map_chunks(func), "
                             "which returns a lazy dask array, instead of iterating.")
         chunk = default_chunk_size(row_bytes(0, 3, self.n_eigenpairs), chunk_size)
         for a, b in row_ranges(self.n_samples, chunk):
-            yield a, b, self.vector_rows.vectors(slice(a, b)), self.component_rows(slice(a, b))
+            yield a, b, self.vector_rows.vectors(slice(a, b)), self.piece_rows(slice(a, b))
 
     def map_chunks(self, func, *, n_columns: int | None = None, dtype=np.float64,
                    chunk_size: int | None = None, parallel: bool = False, project=None):
-        """``func(vectors, components)`` over blocks of the cloud's rows, joined.
+        """``func(vectors, pieces)`` over blocks of the cloud's rows, joined.
 
-        ``func`` gets a block's ``(b, M)`` eigenvector rows and their components (``(b,)``
+        ``func`` gets a block's ``(b, M)`` eigenvector rows and their pieces (``(b,)``
         ints, or None) and returns ``(b,)`` or ``(b, n_columns)`` values. In-memory
         eigenpairs return a numpy array (``parallel``: blocks on as many threads as torch
         uses; ``func`` must then be thread-safe); a Dask fit returns a lazy dask array with
@@ -186,7 +223,7 @@ class Eigenpairs:
 
     def reduce_chunks(self, func, shape, *, chunk_size: int | None = None,
                       parallel: bool = False) -> np.ndarray:
-        """``Σ func(vectors, components, start)`` over blocks of the cloud's rows (``start``:
+        """``Σ func(vectors, pieces, start)`` over blocks of the cloud's rows (``start``:
         the block's first row), each term an array of ``shape`` - e.g. ``Vᵀ G`` for a
         sketch ``G`` whose rows are drawn from the row numbers. Returns numpy in both
         engines (a Dask fit sums the blocks' terms with a dask tree reduction)."""
@@ -208,16 +245,16 @@ class Eigenpairs:
         :meth:`map_points` for blocks)."""
         return self.extension(X_new)
 
-    def extend_with_components(self, X_new, return_nearest: bool = False,
+    def extend_with_pieces(self, X_new, return_nearest: bool = False,
                                restrict: bool = False):
-        """Eigenvector values at new points and their connected component (None when the
-        graph's components are not tracked), computed in one pass. ``return_nearest``: also
+        """Eigenvector values at new points and their connected piece (None when the
+        graph's pieces are not tracked), computed in one pass. ``return_nearest``: also
         each point's squared distance to its nearest induced point where the neighbour
         search finds it on the way (FLGP), else None. ``restrict`` (FLGP): each point's
-        transition row cut to its own component
-        (:meth:`flgp.spectral.flgp.FLGPExtension.with_components`)."""
-        fn = getattr(self.extension, "with_components", None)
-        if fn is None or not self.vector_rows.tracks_components:
+        transition row cut to its own piece
+        (:meth:`flgp.spectral.flgp.FLGPExtension.with_pieces`)."""
+        fn = getattr(self.extension, "with_pieces", None)
+        if fn is None or not self.vector_rows.tracks_pieces:
             V = self.extension(X_new)
             return (V, None, None) if return_nearest else (V, None)
         if restrict:
@@ -225,26 +262,26 @@ class Eigenpairs:
         return fn(X_new, return_nearest=return_nearest)
 
     def _extend(self, X_new, restrict, project, row_map):
-        """``(V or V L, components, nearest squared distances)`` of a block of new points;
+        """``(V or V L, pieces, nearest squared distances)`` of a block of new points;
         ``row_map``: the FLGP map already projected by ``project``."""
         if project is None:
-            return self.extend_with_components(X_new, return_nearest=True, restrict=restrict)
-        fn = getattr(self.extension, "with_components", None)
-        if fn is None or not self.vector_rows.tracks_components:
-            V = self.extend_with_components(X_new, return_nearest=True, restrict=restrict)
+            return self.extend_with_pieces(X_new, return_nearest=True, restrict=restrict)
+        fn = getattr(self.extension, "with_pieces", None)
+        if fn is None or not self.vector_rows.tracks_pieces:
+            V = self.extend_with_pieces(X_new, return_nearest=True, restrict=restrict)
             return (_apply_project(V[0], project),) + tuple(V[1:])
         return fn(X_new, return_nearest=True, restrict=restrict, row_map=row_map)
 
     def map_points(self, X_new, func, *, n_columns: int | None = None, dtype=np.float64,
                    chunk_size: int | None = None, return_nearest: bool = False,
                    restrict: bool = False, project=None):
-        """``func(vectors, components)`` over blocks of new points (validated ``(n_new,
+        """``func(vectors, pieces)`` over blocks of new points (validated ``(n_new,
         p)`` float64, or a dask array), as :meth:`map_chunks` does for the cloud.
 
         A numpy ``X_new`` gives a numpy result, with ``return_nearest`` also each point's
         squared distance to its nearest induced point (``(n_new,)``; None where the map does
         not find it). A dask ``X_new`` gives a lazy dask array (and None). ``restrict``: see
-        :meth:`extend_with_components`; ``project``: see :meth:`map_chunks`."""
+        :meth:`extend_with_pieces`; ``project``: see :meth:`map_chunks`."""
         if is_dask_array(X_new):
             map_lazy = getattr(self.extension, "map_points", None)
             if map_lazy is None:
@@ -283,7 +320,7 @@ class Eigenpairs:
 
     def __repr__(self) -> str:
         return (f"Eigenpairs(method={self.method!r}, n_samples={self.n_samples}, "
-                f"n_eigenpairs={self.n_eigenpairs}, n_components={self.n_components})")
+                f"n_eigenpairs={self.n_eigenpairs}, n_pieces={self.n_pieces})")
 
 
 class RowSquaredNorm:
@@ -373,42 +410,46 @@ class DenseVectorRows:
 
     is_dask = False
 
-    def __init__(self, vectors: np.ndarray, components=None):
+    def __setstate__(self, state):
+        # pickled before 2026-11-27, when a graph's components became its pieces
+        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
+
+    def __init__(self, vectors: np.ndarray, pieces=None):
         self._vectors = vectors
-        self._components = components
+        self._pieces = pieces
 
     @property
     def n_samples(self) -> int:
         return self._vectors.shape[0]
 
     @property
-    def tracks_components(self) -> bool:
-        return self._components is not None
+    def tracks_pieces(self) -> bool:
+        return self._pieces is not None
 
     def vectors(self, index):
         return self._vectors[index]
 
-    def components(self, index):
-        return self._components[index]
+    def pieces(self, index):
+        return self._pieces[index]
 
     def all_vectors(self):
         return self._vectors
 
-    def all_components(self):
-        return self._components
+    def all_pieces(self):
+        return self._pieces
 
     def projected(self, project: np.ndarray) -> "DenseVectorRows":
         """The rows of ``V L``, computed block by block where they are read."""
-        return _ProjectedDenseRows(self._vectors, project, self._components)
+        return _ProjectedDenseRows(self._vectors, project, self._pieces)
 
     def _width(self) -> int:
         return self._vectors.shape[1]
 
     def map(self, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
             parallel=False):
-        """``func(vectors, components)`` over blocks of rows, stacked."""
+        """``func(vectors, pieces)`` over blocks of rows, stacked."""
         def block(Xb, a, b):
-            comp = None if self._components is None else self._components[a:b]
+            comp = None if self._pieces is None else self._pieces[a:b]
             return func(self.vectors(slice(a, b)), comp)
 
         return InMemoryBlocks(n_samples=self.n_samples).map(
@@ -416,12 +457,12 @@ class DenseVectorRows:
             parallel=parallel)
 
     def reduce(self, func, shape, *, chunk_size=None, parallel=False) -> np.ndarray:
-        """``Σ func(vectors, components, start)`` over blocks of rows (on threads with
+        """``Σ func(vectors, pieces, start)`` over blocks of rows (on threads with
         ``parallel``; ``func`` must then be thread-safe)."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
 
         def block(Xb, a, b):
-            comp = None if self._components is None else self._components[a:b]
+            comp = None if self._pieces is None else self._pieces[a:b]
             return {"total": np.asarray(func(self.vectors(slice(a, b)), comp, a),
                                         dtype=np.float64).reshape(shape)}
 
@@ -431,8 +472,8 @@ class DenseVectorRows:
 
 
 class _ProjectedDenseRows(DenseVectorRows):
-    def __init__(self, vectors, project, components):
-        super().__init__(vectors, components)
+    def __init__(self, vectors, project, pieces):
+        super().__init__(vectors, pieces)
         self._project = project
 
     def vectors(self, index):
@@ -492,3 +533,28 @@ def symmetric_eigh(A: np.ndarray, n_top: int | None = None) -> tuple[np.ndarray,
         if single:
             torch.set_num_threads(threads)
     return w.numpy(), V.numpy()
+
+
+def _warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
+    warnings.warn(f"{old} is now {new} (a graph's connected components are its 'pieces' "
+                  f"in flgp; n_components is an embedding's output dimension); the old "
+                  f"name will be removed in the next release.", FutureWarning,
+                  stacklevel=stacklevel)
+
+
+_RENAMED_KEYWORDS = {"n_components": "n_pieces", "component_labels": "piece_labels",
+                     "component_sizes": "piece_sizes"}
+
+
+def _renamed_keywords(renamed: dict, n_pieces, piece_labels, piece_sizes):
+    """``Eigenpairs(n_components=..., component_labels=..., component_sizes=...)``, the
+    keywords before 2026-11-27: their values, with a FutureWarning each."""
+    unknown = set(renamed) - set(_RENAMED_KEYWORDS)
+    if unknown:
+        raise TypeError(f"Eigenpairs got unexpected keyword argument(s) {sorted(unknown)}.")
+    values = dict(n_pieces=n_pieces, piece_labels=piece_labels, piece_sizes=piece_sizes)
+    for old, value in renamed.items():
+        _warn_renamed(f"Eigenpairs({old}=...)", f"Eigenpairs({_RENAMED_KEYWORDS[old]}=...)",
+                      stacklevel=4)
+        values[_RENAMED_KEYWORDS[old]] = value
+    return values["n_pieces"], values["piece_labels"], values["piece_sizes"]

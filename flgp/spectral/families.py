@@ -1,4 +1,4 @@
-r"""The spectrum of a graph-Laplacian prior: the one home of its weights.
+r"""The spectral families of the graph-Laplacian priors: the one home of their weights.
 
 Every prior flgp builds on a cloud is a function of the Laplacian's eigenpairs
 ``(λ_l, v_l)``:
@@ -8,7 +8,7 @@ Every prior flgp builds on a cloud is a function of the Laplacian's eigenpairs
 with ``c`` the eigenpairs' ``kernel_scale`` and ``w`` the weights of a *spectral family*.
 The heat kernel is ``w(λ) = e^{-tλ}`` with the diffusion time ``t``. This module holds,
 side by side in numpy and torch, what the kernels (:mod:`flgp.kernels`), the estimators
-(:mod:`flgp.models`), the embeddings and the reproductions need of a spectrum:
+(:mod:`flgp.models`), the embeddings and the reproductions need of the weights:
 
 * the weights, their logarithms and their derivatives in the log-hyperparameters
   (:func:`heat_weights`, :func:`heat_log_weights`, :func:`heat_log_weight_gradient`);
@@ -16,7 +16,8 @@ side by side in numpy and torch, what the kernels (:mod:`flgp.kernels`), the est
   :func:`default_diffusion_time`);
 * the rule that drops the weights below float64 resolution (:func:`spectral_weights`,
   :func:`nonzero_prefix`, :func:`active_columns`) and the small picklable
-  :class:`Spectrum` a predictor carries instead of the eigenpairs;
+  :class:`Eigenvalues` a predictor carries instead of the eigenpairs (``Spectrum``, its
+  name until 2026-11-27, still imports for one release, with a ``FutureWarning``);
 * the feature map ``φ(x) = √c v(x) diag(√w)`` and kernel blocks in torch, differentiable in
   the hyperparameters (:func:`heat_features`, :func:`heat_kernel`,
   :func:`heat_kernel_diag`).
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Spectrum", "SpectralPrior", "FAMILIES", "heat_weights", "heat_log_weights",
+__all__ = ["Eigenvalues", "SpectralPrior", "FAMILIES", "heat_weights", "heat_log_weights",
            "heat_log_weight_gradient", "family_log_weights", "family_log_weight_gradient",
            "diffusion_time_range", "default_diffusion_time", "spectral_time_prior",
            "spectral_weights", "constant_mode_rotation", "nonzero_prefix", "active_columns",
@@ -36,29 +37,29 @@ __all__ = ["Spectrum", "SpectralPrior", "FAMILIES", "heat_weights", "heat_log_we
 
 # the spectral families: "heat" e^{-tλ}, "matern" (1 + tλ/ν)^{-ν}, "green" λ_2/λ
 FAMILIES = ("heat", "matern", "green")
-# an eigenvalue at most this is a zero mode (a connected component's indicator)
+# an eigenvalue at most this is a zero mode (a connected piece's indicator)
 ZERO_EIGENVALUE = 1e-10
 
 # weights below this fraction of the largest are set to 0 (spectral_weights)
 FLUSH_RELATIVE = 1e-16
 
 
-class Spectrum:
+class Eigenvalues:
     """What a prior's weights need of the eigenpairs - ``eigenvalues`` and
     ``kernel_scale`` - without the eigenvectors: small and picklable, for predictors that
     run inside Dask tasks. Anything with these two attributes (an
-    :class:`~flgp.spectral.Eigenpairs`, say) serves where a Spectrum is asked for."""
+    :class:`~flgp.spectral.Eigenpairs`, say) serves where Eigenvalues are asked for."""
 
     def __init__(self, eigenpairs):
         self.eigenvalues = np.asarray(eigenpairs.eigenvalues, dtype=np.float64)
         self.kernel_scale = float(eigenpairs.kernel_scale)
 
 
-class SpectralPrior(Spectrum):
+class SpectralPrior(Eigenvalues):
     """A prior ``c Σ w(λ_l) v_l v_lᵀ`` of a family on given eigenpairs, ready for the
     estimators: the family (``"heat"``, ``"matern"`` with ``nu``, ``"green"``), the prior
     variance ``constant`` of the constant mode relative to the family's (1: the family as
-    it is; 0: no constant mode) and, when the graph has several components, the rotation
+    it is; 0: no constant mode) and, when the graph has several pieces, the rotation
     ``R`` that puts the constant mode first (:func:`constant_mode_rotation`). Small and
     picklable (Dask ships predictors holding it).
 
@@ -170,7 +171,7 @@ def family_log_weights(eigenvalues, t, family: str = "heat", nu: float = 2.0):
       heat kernel at the same ``t``);
     * ``"green"`` - ``w = λ_2 / λ`` for ``λ > 0``, the Laplacian's pseudo-inverse (the
       Green's function Poisson learning solves with), scaled to 1 at the smallest positive
-      eigenvalue ``λ_2``; ``t`` plays no part, and the zero modes (the components'
+      eigenvalue ``λ_2``; ``t`` plays no part, and the zero modes (the pieces'
       indicators) keep weight 1.
     """
     if family == "heat":
@@ -220,7 +221,7 @@ def diffusion_time_range(eigenvalues: np.ndarray) -> tuple[float, float]:
 
     ``t_lo = 0.1 / λ_M`` (every kept mode weighted at least ``e^{-0.1}``: the roughest prior
     the eigenpairs can express) and ``t_hi = 10 / λ_2`` (every non-constant mode damped by
-    at least ``e^{-10}``: nearly constant on each connected component), with ``λ_2`` the
+    at least ``e^{-10}``: nearly constant on each connected piece), with ``λ_2`` the
     smallest eigenvalue above ``1e-10``.
     """
     lam = np.asarray(eigenvalues, dtype=np.float64)
@@ -251,7 +252,7 @@ def spectral_time_prior(eigenvalues: np.ndarray, n_classes: int):
     number of classes; ``t_C`` clipped to :func:`diffusion_time_range`. ``t_C`` is the
     smoothest prior in which each class still has a non-constant mode of its own with
     weight at least ``e^{-2}`` (``C`` well-separated clusters are spanned by the first
-    ``C`` eigenvectors); with ``C`` or more connected components ``λ_{C+1} = 0`` and the
+    ``C`` eigenvectors); with ``C`` or more connected pieces ``λ_{C+1} = 0`` and the
     first positive eigenvalue sets the scale. The spread (two e-folds) makes it a
     tie-breaker: it moves ``t`` only where the evidence varies by a few nats, as with one
     label per class (docs/models.md, "The fewest labels").
@@ -274,7 +275,7 @@ def spectral_time_prior(eigenvalues: np.ndarray, n_classes: int):
 
 def spectral_weights(spectrum, t, family: str = "heat", nu: float = 2.0,
                      constant: float = 1.0) -> np.ndarray:
-    """Prior weights ``c w(λ)`` of a :class:`Spectrum` (or eigenpairs) for a family
+    """Prior weights ``c w(λ)`` of :class:`Eigenvalues` (or eigenpairs) for a family
     (:func:`family_log_weights`; the heat kernel ``c exp(-t λ)`` by default), shape
     ``t.shape + (M,)``; ``constant`` multiplies the first weight (the constant mode's, once
     :func:`constant_mode_rotation` has put it first). Every weight below ``1e-16`` times the
@@ -303,9 +304,9 @@ def spectral_weights(spectrum, t, family: str = "heat", nu: float = 2.0,
 def constant_mode_rotation(eigenvalues, column_sums) -> np.ndarray | None:
     """An orthogonal ``M x M`` matrix ``R`` such that the first column of ``V R`` is the
     constant vector ``1/√n`` (up to sign) and ``V R`` spans what ``V`` spans, mixing only
-    the zero modes (``λ = 0``: one per connected component); None when the first
+    the zero modes (``λ = 0``: one per connected piece); None when the first
     eigenvector already is the constant one (a connected graph). ``column_sums``: ``Vᵀ 1``,
-    the eigenvectors' sums over the cloud. With several components the solver returns an
+    the eigenvectors' sums over the cloud. With several pieces the solver returns an
     arbitrary orthonormal basis of their indicators; the reflection makes it a constant
     plus contrasts, so that the constant mode alone can get a prior variance of its own
     (``spectral_weights(..., constant=γ)``)."""
@@ -379,3 +380,14 @@ def heat_kernel_diag(v, eigenvalues, t, kernel_scale: float):
     """Diagonal ``C_t(x, x)``, shape ``(..., N)`` (torch)."""
     w = float(kernel_scale) * heat_weights(eigenvalues, t)
     return (v * v * w.unsqueeze(-2)).sum(-1)
+
+
+def __getattr__(name):
+    if name == "Spectrum":             # its name until 2026-11-27 (old pickles load too)
+        import warnings
+
+        warnings.warn("flgp.spectral.families.Spectrum is now called Eigenvalues ('spectrum' "
+                      "names FLGP's eigenvalue rule only); the old name will be removed in "
+                      "the next release.", FutureWarning, stacklevel=2)
+        return Eigenvalues
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

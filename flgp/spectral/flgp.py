@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from ..backends import compiled
 from .._chunks import count, row_bytes, stage
 from .._validation import check_int, check_option
-from ..graph.components import connected_pieces
+from ..graph.pieces import connected_pieces
 from .eigenpairs import Eigenpairs, deterministic_sign_flip, symmetric_eigh
 
 __all__ = ["flgp_eigenpairs", "FLGPExtension", "FLGPRowMap", "GraphVectorRows", "SPECTRA"]
@@ -42,14 +42,18 @@ _SIGMA_FLOOR = 1e-8
 
 class FLGPRowMap:
     """Eigenvector rows from transition rows: ``v = a P`` with ``P = Λ^{-1/2} W Σ^{-1}``
-    (``s x M``), and the component of a row (that of the induced point it moves to with
+    (``s x M``), and the piece of a row (that of the induced point it moves to with
     the largest probability). Small (``O(s M)``) and picklable: the Dask engine ships it to
     its tasks. A projected map (:meth:`projected`) may hold a tuple of matrices, each
     applied in its own dtype."""
 
-    def __init__(self, projection, induced_components: np.ndarray):
+    def __setstate__(self, state):
+        # pickled before 2026-11-27, when a graph's components became its pieces
+        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
+
+    def __init__(self, projection, induced_pieces: np.ndarray):
         self.projection = projection
-        self.induced_components = induced_components
+        self.induced_pieces = induced_pieces
 
     @property
     def width(self) -> int:
@@ -72,7 +76,7 @@ class FLGPRowMap:
                 return compiled.rows_times(idx, values, self.projection)
             return tuple(P.of_rows(idx, values) if isinstance(P, _SquaredNorm)
                          else compiled.rows_times(idx, values, P) for P in self.projection)
-        s = self.induced_components.shape[0]
+        s = self.induced_pieces.shape[0]
         A = sp.csr_matrix((values.ravel(), idx.ravel(), np.arange(0, b * r + 1, r)),
                           shape=(b, s))
         if not isinstance(self.projection, tuple):
@@ -83,9 +87,9 @@ class FLGPRowMap:
                      else np.asarray((single if P.dtype == np.float32 else A) @ P)
                      for P in self.projection)
 
-    def components(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
+    def pieces(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
         top = idx[np.arange(idx.shape[0]), values.argmax(axis=1)]
-        return self.induced_components[top]
+        return self.induced_pieces[top]
 
     def projected(self, project, tables: bool = True) -> "FLGPRowMap":
         """The map to ``v L`` for an ``M x k`` matrix ``L``: ``a (P L)``, ``r k`` operations
@@ -98,9 +102,9 @@ class FLGPRowMap:
         else the rows ``P F``."""
         if isinstance(project, tuple):
             return FLGPRowMap(tuple(self._project_one(L, tables) for L in project),
-                              self.induced_components)
+                              self.induced_pieces)
         return FLGPRowMap(np.ascontiguousarray(self.projection @ project),
-                          self.induced_components)
+                          self.induced_pieces)
 
     def _project_one(self, L, tables):
         from .._config import working_memory_bytes
@@ -158,7 +162,7 @@ class GraphVectorRows:
     (:meth:`flgp.graph.CrossGraph.row_source`) - through an :class:`FLGPRowMap`. Every
     pass runs on the graph's driver (:mod:`flgp._chunks`)."""
 
-    tracks_components = True
+    tracks_pieces = True
 
     def __init__(self, graph, row_map: FLGPRowMap):
         self.graph = graph
@@ -179,8 +183,8 @@ class GraphVectorRows:
     def vectors(self, index):
         return self.row_map.vectors(*self._rows(index))
 
-    def components(self, index):
-        return self.row_map.components(*self._rows(index))
+    def pieces(self, index):
+        return self.row_map.pieces(*self._rows(index))
 
     def projected(self, project: np.ndarray) -> "GraphVectorRows":
         """The rows of ``V L`` (see :meth:`FLGPRowMap.projected`)."""
@@ -194,7 +198,7 @@ class GraphVectorRows:
 
     def map(self, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
             parallel=False):
-        """``func(vectors, components)`` over blocks of the cloud's rows (numpy, or a lazy
+        """``func(vectors, pieces)`` over blocks of the cloud's rows (numpy, or a lazy
         dask array for a Dask graph)."""
         width = self.row_map.width
         if chunk_size is None and self.is_dask:
@@ -205,7 +209,7 @@ class GraphVectorRows:
                                      parallel=parallel)
 
     def reduce(self, func, shape, *, chunk_size=None, parallel=False) -> np.ndarray:
-        """``Σ func(vectors, components, start)`` over blocks of the cloud's rows, each term
+        """``Σ func(vectors, pieces, start)`` over blocks of the cloud's rows, each term
         an array of ``shape`` (numpy in both engines; in-memory blocks on threads with
         ``parallel``, ``func`` then thread-safe)."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
@@ -222,12 +226,12 @@ class GraphVectorRows:
         return self.map(_vectors_only, n_columns=self.row_map.projection.shape[1],
                         chunk_size=self.graph.chunk_size)
 
-    def all_components(self):
-        return self.map(_components_only, dtype=np.int64, chunk_size=self.graph.chunk_size)
+    def all_pieces(self):
+        return self.map(_pieces_only, dtype=np.int64, chunk_size=self.graph.chunk_size)
 
 
 class _RowsThrough:
-    """``func(vectors, components)`` of a block's transition rows: small and picklable
+    """``func(vectors, pieces)`` of a block's transition rows: small and picklable
     (Dask ships it to its tasks)."""
 
     def __init__(self, source, row_map: FLGPRowMap, func):
@@ -236,13 +240,13 @@ class _RowsThrough:
     def __call__(self, Xb, a, b):
         with stage("map/eigenvector rows"):
             idx, values = self.source(Xb, a, b)
-            V, comp = self.row_map.vectors(idx, values), self.row_map.components(idx, values)
+            V, comp = self.row_map.vectors(idx, values), self.row_map.pieces(idx, values)
         with stage("map/function"):
             return self.func(V, comp)
 
 
 class _SumThrough(_RowsThrough):
-    """``{"total": func(vectors, components, start)}`` of a block (a partial)."""
+    """``{"total": func(vectors, pieces, start)}`` of a block (a partial)."""
 
     def __init__(self, source, row_map, func, shape):
         super().__init__(source, row_map, func)
@@ -251,7 +255,7 @@ class _SumThrough(_RowsThrough):
     def __call__(self, Xb, a, b):
         idx, values = self.source(Xb, a, b)
         term = self.func(self.row_map.vectors(idx, values),
-                         self.row_map.components(idx, values), a)
+                         self.row_map.pieces(idx, values), a)
         return {"total": np.asarray(term, dtype=np.float64).reshape(self.shape)}
 
 
@@ -259,40 +263,44 @@ def _vectors_only(V, comp):
     return V
 
 
-def _components_only(V, comp):
+def _pieces_only(V, comp):
     return comp
 
 
 class FLGPExtension:
     """``v(x) = a(x) P`` with ``P = Λ^{-1/2} W Σ^{-1}`` (``s x M``).
 
-    ``induced_components`` labels the connected component of each induced point; a point
-    belongs to the component of the induced point it moves to with the largest probability.
+    ``induced_pieces`` labels the connected piece of each induced point; a point
+    belongs to the piece of the induced point it moves to with the largest probability.
     """
 
-    def __init__(self, graph, projection: np.ndarray, induced_components: np.ndarray):
+    def __setstate__(self, state):
+        # pickled before 2026-11-27, when a graph's components became its pieces
+        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
+
+    def __init__(self, graph, projection: np.ndarray, induced_pieces: np.ndarray):
         self.graph = graph
         self.projection = projection
-        self.induced_components = induced_components
+        self.induced_pieces = induced_pieces
 
     @property
     def row_map(self) -> FLGPRowMap:
-        return FLGPRowMap(self.projection, self.induced_components)
+        return FLGPRowMap(self.projection, self.induced_pieces)
 
     def __call__(self, X_new) -> np.ndarray:
-        return self.with_components(X_new)[0]
+        return self.with_pieces(X_new)[0]
 
-    def with_components(self, X_new, return_nearest: bool = False, restrict: bool = False,
+    def with_pieces(self, X_new, return_nearest: bool = False, restrict: bool = False,
                         row_map: FLGPRowMap | None = None):
-        """Eigenvector values and connected component of new points, from one pass of the
+        """Eigenvector values and connected piece of new points, from one pass of the
         neighbour search (``return_nearest``: also each point's squared distance to its
         nearest induced point). ``row_map``: another map of the same graph's rows (e.g.
         :meth:`FLGPRowMap.projected`) instead of the eigenvectors.
 
         ``restrict``: the transition row of each new point is cut to the induced points of
-        its own component and renormalised (the row of the block-diagonal operator that
-        each component defines on its own). A point of the cloud is unchanged: its induced
-        points all lie in one component.
+        its own piece and renormalised (the row of the block-diagonal operator that
+        each piece defines on its own). A point of the cloud is unchanged: its induced
+        points all lie in one piece.
         """
         idx, values, sq = self.graph.transition_rows(X_new, return_sq=True)
         return rows_to_vectors(self.row_map if row_map is None else row_map, idx, values, sq,
@@ -300,7 +308,7 @@ class FLGPExtension:
 
     def map_points(self, X_new, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
                    restrict: bool = False, project=None):
-        """``func(vectors, components)`` over the blocks of a dask array of new points: a
+        """``func(vectors, pieces)`` over the blocks of a dask array of new points: a
         lazy dask array (the map is small enough to ship to the tasks)."""
         from .._chunks.dask_blocks import DaskBlocks, as_dask_points
 
@@ -319,7 +327,7 @@ class FLGPExtension:
 
 
 class _NewPointRows:
-    """``func(vectors, components)`` of a block of new points (their transition rows
+    """``func(vectors, pieces)`` of a block of new points (their transition rows
     recomputed through the graph's step): small and picklable."""
 
     def __init__(self, step, row_map: FLGPRowMap, func, restrict: bool):
@@ -333,17 +341,17 @@ class _NewPointRows:
 
 def rows_to_vectors(row_map: FLGPRowMap, idx, values, sq, return_nearest=False,
                     restrict=False):
-    """:meth:`FLGPExtension.with_components` from transition rows already computed."""
-    comp = row_map.components(idx, values)
+    """:meth:`FLGPExtension.with_pieces` from transition rows already computed."""
+    comp = row_map.pieces(idx, values)
     if restrict:
-        values = np.where(row_map.induced_components[idx] == comp[:, None], values, 0.0)
+        values = np.where(row_map.induced_pieces[idx] == comp[:, None], values, 0.0)
         values = values / values.sum(axis=1, keepdims=True)
     vectors = row_map.vectors(idx, values)
     return (vectors, comp, sq[:, 0]) if return_nearest else (vectors, comp)
 
 
-def _components(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
-    """Connected components of the induced points (the Gram matrix's nonzero pattern):
+def _pieces(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
+    """Connected pieces of the induced points (the Gram matrix's nonzero pattern):
     their count and each induced point's label (-1 for an induced point no point uses, an
     isolated vertex that is not counted)."""
     pieces = connected_pieces(gram, active=used)
@@ -374,7 +382,7 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     Warns
     -----
     UserWarning
-        When the graph has several connected components (their indicator vectors all have
+        When the graph has several connected pieces (their indicator vectors all have
         ``λ = 0``), or when fewer than ``M`` singular values are usable.
     """
     check_option(spectrum, "spectrum", SPECTRA)
@@ -391,12 +399,12 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     gram = inv_sqrt[:, None] * products["gram"] * inv_sqrt[None, :]
     gram = 0.5 * (gram + gram.T)
     n_used = int(used.sum())
-    n_comp, induced_comp = _components(gram, used)
+    n_comp, induced_comp = _pieces(gram, used)
     if n_comp > 1:
-        warnings.warn(f"the graph has {n_comp} connected components; each contributes an "
-                      f"eigenvalue 0 and the heat kernel does not connect points in different "
-                      f"components. Increase n_neighbors or the bandwidth if that is not "
-                      f"intended.", UserWarning, stacklevel=2)
+        warnings.warn(f"the graph falls apart into {n_comp} pieces (connected components); "
+                      f"each contributes an eigenvalue 0 and the heat kernel does not connect "
+                      f"points in different pieces. Increase n_neighbors or the bandwidth if "
+                      f"that is not intended.", UserWarning, stacklevel=2)
     M_eff = min(M, n_used)
     with stage("eigenpairs"):
         evals, W = symmetric_eigh(gram, n_top=M_eff)
@@ -417,7 +425,7 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     projection = inv_sqrt[:, None] * W
     lam = 1.0 - sigma if spectrum == "one_step" else 1.0 - sigma2
     lam = np.clip(lam, 0.0, 1.0)
-    # points per component: each point joins the component of its most probable induced
+    # points per piece: each point joins the piece of its most probable induced
     # point, counted in the products pass
     sizes = np.bincount(induced_comp[used], weights=products["argmax"][used],
                         minlength=n_comp).round().astype(np.int64)
@@ -425,5 +433,5 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     vector_rows = GraphVectorRows(graph, row_map)
     return Eigenpairs(eigenvalues=lam, kernel_scale=float(graph.n_samples),
                       extension=FLGPExtension(graph, projection, induced_comp),
-                      method="flgp", n_components=n_comp, singular_values=sigma,
-                      vector_rows=vector_rows, component_sizes=sizes)
+                      method="flgp", n_pieces=n_comp, singular_values=sigma,
+                      vector_rows=vector_rows, piece_sizes=sizes)
