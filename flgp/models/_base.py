@@ -275,16 +275,24 @@ class HeatGPEstimator(BaseEstimator):
             return DEFAULT_BANDWIDTH_GRID
         return tuple(np.atleast_1d(np.asarray(self.bandwidth_grid, dtype=np.float64)).ravel())
 
-    def _candidate_makers(self, X):
-        """``(a, make)`` per candidate of the bandwidth grid
-        (:func:`flgp.spectral.candidates.eigenpair_candidates`) from the validated cloud."""
-        n = X.shape[0]
-        s, M = self._engine_sizes(n)
+    def _eigenpair_candidates(self, X):
+        """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed
+        bandwidth, one per grid value of ``a`` (``4 eps^2 = a mean d^2``) for the SE kernels
+        otherwise (:func:`flgp.spectral.eigenpair_candidates`, from the validated cloud).
+        Induced points and neighbour searches are computed once and reused across the
+        grid.
+
+        GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
+        kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
+        eigenvalues. That grid value is then skipped (the evidence could not be compared
+        with fewer eigenpairs); only when every value fails is an error raised, the one of
+        the value that came closest."""
+        s, M = self._engine_sizes(X.shape[0])
         if self._graph_method != "flgp" and self.induced_points is not None:
             raise ValueError(f"induced_points work with method='flgp' only; got "
                              f"method={self._graph_method!r}.")
         flgp_with_points = self._graph_method == "flgp" and self.induced_points is not None
-        return eigenpair_candidates(
+        makers = eigenpair_candidates(
             X, self._graph_method, self._bandwidth_grid(),
             n_induced=None if flgp_with_points else s, n_eigenpairs=M,
             n_neighbors=self.n_neighbors, subsample=self.subsample, kernel=self.kernel,
@@ -292,25 +300,13 @@ class HeatGPEstimator(BaseEstimator):
             spectrum=self.spectrum, random_state=self.random_state, backend=self.backend,
             induced_points=self.induced_points,
             anchor=1.0 if self._graph_method in ("flgp", "nystrom") else None)
-
-    def _eigenpair_candidates(self, X):
-        """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed
-        bandwidth, one per grid value of ``a`` (``4 eps^2 = a mean d^2``) for the SE kernels
-        otherwise. Induced points and neighbour searches are computed once and reused across
-        the grid.
-
-        GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
-        kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
-        eigenvalues. That grid value is then skipped (the evidence could not be compared
-        with fewer eigenpairs); only when every value fails is an error raised, the one of
-        the value that came closest."""
         best_failure = None
         yielded = 0
         with warnings.catch_warnings():
             # the estimator warns only about pieces that hold no label
             # (_label_pieces): a piece with labels is predicted from them
             warnings.filterwarnings("ignore", message=".*pieces \\(connected components\\).*")
-            for a, make in self._candidate_makers(X):
+            for a, make in makers:
                 try:
                     eigenpairs = make()
                 except TooFewEigenvaluesError as err:
