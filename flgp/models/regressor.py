@@ -6,7 +6,6 @@ import numbers
 import warnings
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import ndtri
 from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -30,7 +29,7 @@ from .inference.gaussian import LowRankGaussianEvidence
 from .inference.poisson import (check_counts, count_offset, fit_count_hyperparameters,
                                 poisson_interval)
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
-from .search import log_grid_starts
+from .search import multistart_minimize
 
 __all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM"]
 
@@ -607,19 +606,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             prior_var = Vm2 @ spectral_weights(eigenpairs, np.exp(log_t))
             return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
 
-        if fixed_t is not None:
-            starts = [bounds[0][0]]
-        else:  # the best two diffusion times of a coarse log grid (scale-matched)
-            starts = log_grid_starts(
-                lambda g: f_and_grad(np.array([g, matched_log_s2(g), noise0]))[0], lo, hi,
-                n_grid=12, n_starts=2)
-        best = None
-        for log_t0 in starts:
-            x0 = np.array([log_t0, matched_log_s2(log_t0), noise0])
-            res = minimize(f_and_grad, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                           options={"maxiter": self.max_iter})
-            if best is None or res.fun < best.fun:
-                best = res
+        # the best two diffusion times of a coarse log grid (scale-matched), or the fixed one
+        grid = ([bounds[0][0]] if fixed_t is not None
+                else np.linspace(np.log(lo), np.log(hi), 12))
+        best = multistart_minimize(
+            f_and_grad, [np.array([g, matched_log_s2(g), noise0]) for g in grid], bounds,
+            n_starts=2, max_iter=self.max_iter)
         log_t, log_s2, log_noise = best.x
         prior_term = (self.diffusion_time_prior_power - 1.0) * log_t
         return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)),

@@ -6,11 +6,11 @@ and the labelling loop share, knowing nothing of estimators."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import minimize, minimize_scalar
 
 from ..backends import limit_blas_threads
 
-__all__ = ["search_log_scalar", "log_grid_starts", "parabolic_refine",
+__all__ = ["search_log_scalar", "multistart_minimize", "parabolic_refine",
            "diffusion_time_mixture", "single_threaded_blas"]
 
 
@@ -39,13 +39,24 @@ def search_log_scalar(fun, lo: float, hi: float, n_grid: int = 12, maxiter: int 
     return float(np.exp(grid[k])), float(vals[k])
 
 
-def log_grid_starts(fun, lo: float, hi: float, n_grid: int = 12, n_starts: int = 2):
-    """The ``n_starts`` best of ``n_grid`` log-spaced points of ``[lo, hi]`` by ``fun(log
-    x)``, best first, as logarithms: where a local optimiser (the regressor's L-BFGS-B in
-    ``(log t, log s², log noise)``) starts."""
-    grid = np.linspace(np.log(lo), np.log(hi), n_grid)
-    vals = [fun(g) for g in grid]
-    return [grid[k] for k in np.argsort(vals)[:n_starts]]
+def multistart_minimize(f_and_grad, candidates, bounds, *, n_starts: int = 2,
+                        max_iter: int = 100, reset=None):
+    """L-BFGS-B with an analytic gradient (``f_and_grad(x) -> (value, gradient)``) from
+    each of the ``n_starts`` best ``candidates`` (by their value; ties in the given order),
+    within ``bounds``; returns the best of scipy's results. ``reset()`` runs before each
+    start (a warm-start cache of the objective's inner solver, say). The regressor's
+    ``(log t, log s², log noise)`` and the count model's ``(log t, log s², log nugget)``
+    are searched so, from a log grid of ``t`` with the amplitude matched to the labels."""
+    vals = [f_and_grad(x)[0] for x in candidates]
+    best = None
+    for k in np.argsort(vals, kind="stable")[:n_starts]:
+        if reset is not None:
+            reset()
+        res = minimize(f_and_grad, candidates[k], jac=True, method="L-BFGS-B", bounds=bounds,
+                       options={"maxiter": max_iter})
+        if best is None or res.fun < best.fun:
+            best = res
+    return best
 
 
 def parabolic_refine(fun, grid: np.ndarray, vals: np.ndarray, k: int, steps: int = 2):

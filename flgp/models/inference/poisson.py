@@ -31,10 +31,10 @@ constant eigenvector lets the posterior move the overall level away from it.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import pdtr
 
 from ...spectral.families import diffusion_time_range, spectral_weights
+from ..search import multistart_minimize
 from .laplace import PoissonLikelihood, laplace_weights, laplace_weights_grad
 
 __all__ = ["check_counts", "count_offset", "fit_count_hyperparameters", "poisson_interval"]
@@ -146,15 +146,12 @@ def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offs
     grid_t = ([bounds[0][0]] if diffusion_time is not None
               else np.linspace(np.log(lo), np.log(hi), _T_GRID))
     grid = [start(g, a) for g in grid_t for a in _AMPLITUDE_STARTS]
-    vals = [f_and_grad(x)[0] for x in grid]
-    starts = [grid[k] for k in np.argsort(vals, kind="stable")[:2]]
-    best = None
-    for x0 in starts:
+
+    def cold():
         warm[:] = 0.0
-        res = minimize(f_and_grad, x0, jac=True, method="L-BFGS-B",
-                       bounds=bounds, options={"maxiter": max_iter})
-        if best is None or res.fun < best.fun:
-            best = res
+
+    best = multistart_minimize(f_and_grad, grid, bounds, n_starts=2, max_iter=max_iter,
+                               reset=cold)
     warm[:] = 0.0
     state, kept, _, w = evaluate(best.x)
     log_t, log_s2 = best.x[:2]
