@@ -181,8 +181,8 @@ def test_count_means_beyond_float64_are_reported_not_overflowed():
     assert not np.isnan(mean).any() and not np.isnan(sd).any()
     assert any("beyond float64" in str(w.message) for w in caught)
     # where the mean is representable it is the log-normal mean exp(m + v/2)
-    from flgp.models.regressor import _CountPredictor
-    latent = _CountPredictor.latent_of(reg._predictor)
+    from flgp.models.regression_predictor import CountPredictor
+    latent = CountPredictor.latent_of(reg._predictor)
     lat = reg.eigenpairs_.map_points(X, latent, n_columns=2, project=latent.project)
     ok = ~over
     np.testing.assert_allclose(mean[ok], np.exp(lat[ok, 0] + 0.5 * lat[ok, 1] ** 2),

@@ -1,0 +1,144 @@
+"""Predictions of a fitted heat-kernel regressor from eigenvector rows: the Gaussian
+posterior of ``y`` (:class:`RegressionPredictor`) and, for counts, of the rate
+(:class:`CountPredictor`). Small and picklable - Dask ships them to its tasks - and called
+by :meth:`flgp.spectral.Eigenpairs.map_chunks` / ``map_points`` on blocks of rows; the
+regressor's counterpart of :mod:`flgp.models.class_predictor`."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..spectral import RowSquaredNorm
+from ..spectral.families import nonzero_prefix
+
+__all__ = ["RegressionPredictor", "CountPredictor", "warn_unrepresentable_counts"]
+
+
+class RegressionPredictor:
+    """Posterior mean and sd of ``y`` from eigenvector rows: ``f(x) = v(x) D^{1/2} u`` with
+    ``u ~ N(w_mean, w_cov)``; rows in a piece without labels get the prior. Small and
+    picklable (it runs inside Dask tasks); ``__call__(Z, pieces) -> (b, 2)``.
+
+    Both moments are linear in the row before a sum of squares - the mean is
+    ``v D^{1/2} w_mean`` and the variance ``|v D^{1/2} L|²`` with ``L Lᵀ = w_cov`` - so the
+    predictor reads the rows of ``Z = V · project`` (``M x (1 + k)``, plus ``k`` prior
+    columns when a piece holds no label), which FLGP computes from the ``r``-sparse
+    transition rows (:meth:`flgp.spectral.Eigenpairs.map_chunks`): ``O(r k)`` a point
+    instead of ``O(k²)``."""
+
+    def __setstate__(self, state):
+        # pickled before 2026-11-27, when a graph's components became its pieces
+        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
+
+    def __init__(self, sd, w_mean, w_cov, y_mean, y_scale, piece_has_label):
+        M = sd.size
+        # prior weights below 1e-8 of the largest sd (1e-16 of the variance) are dropped
+        # (as in spectral_weights) and so are their columns (active_columns)
+        sd = np.where(sd < 1e-8 * sd.max(), 0.0, sd)
+        k = nonzero_prefix(sd)
+        if k is not None and k < sd.size:   # the dropped ones trail: keep the leading ones
+            sd, w_mean, w_cov = sd[:k], w_mean[:k], w_cov[:k, :k]
+        self.k = sd.size
+        self.sd = sd
+        self.w_mean = w_mean
+        self.w_cov = np.ascontiguousarray(w_cov)
+        self.y_mean = y_mean
+        self.y_scale = y_scale
+        self.piece_has_label = piece_has_label
+        evals, U = np.linalg.eigh(0.5 * (self.w_cov + self.w_cov.T))
+        factor = U * np.sqrt(np.maximum(evals, 0.0))                    # L Lᵀ = w_cov
+        self._with_prior = (piece_has_label is not None
+                            and not np.all(piece_has_label))
+
+        def padded(block):
+            out = np.zeros((M, block.shape[1]))
+            out[:self.k] = block
+            return out
+
+        # the mean's column, and the variance as a squared norm |v D^{1/2} L|² (the
+        # engine reads it off the transition rows, RowSquaredNorm); the prior's variance
+        # |v D^{1/2}|² for rows in pieces without a label
+        self.project = (padded((sd * w_mean)[:, None]),
+                        RowSquaredNorm(padded(sd[:, None] * factor)))
+        if self._with_prior:
+            self.project += (RowSquaredNorm(padded(np.diag(sd))),)
+
+    def moments(self, Z, pieces=None):
+        """Posterior mean and variance of the (standardised) latent from ``Z``: the rows
+        of ``V`` through ``project`` (its mean column, the variance, the prior's
+        variance)."""
+        mean = Z[0][:, 0].copy()
+        var = np.array(Z[1], dtype=np.float64)
+        if self._with_prior and pieces is not None:
+            prior = ~self.piece_has_label[pieces]
+            if prior.any():
+                mean[prior] = 0.0
+                var[prior] = Z[2][prior]
+        return mean, np.maximum(var, 0.0)
+
+    def __call__(self, Z, pieces=None):
+        mean, var = self.moments(Z, pieces)
+        out = np.empty((mean.shape[0], 2))
+        out[:, 0] = self.y_mean + self.y_scale * mean
+        out[:, 1] = self.y_scale * np.sqrt(np.maximum(var, 0.0))
+        return out
+
+
+class CountPredictor(RegressionPredictor):
+    """Posterior mean and sd of the rate ``exp(b + f(x) + ε)`` of a new count from
+    eigenvector rows (``latent``: the log-rate's mean and sd instead; ``ε ~ N(0, σ²)`` its
+    own term, the overdispersion); picklable, ``__call__(V, pieces) -> (b, 2)``."""
+
+    def __init__(self, sd, w_mean, w_cov, offset, piece_has_label, nugget=0.0,
+                 latent=False):
+        super().__init__(sd, w_mean, w_cov, 0.0, 1.0, piece_has_label)
+        self.offset = float(offset)
+        self.nugget = float(nugget)     # σ²: a new count's own log-rate variance
+        self.latent = latent
+
+    def moments(self, Z, pieces=None):
+        """The log-rate of a new count: the latent's posterior plus the count's own term
+        (variance ``σ²``)."""
+        mean, var = super().moments(Z, pieces)
+        return mean, var + self.nugget
+
+    @classmethod
+    def latent_of(cls, pr):
+        out = cls.__new__(cls)
+        out.__dict__.update(pr.__dict__)
+        out.latent = True
+        return out
+
+    def __call__(self, Z, pieces=None):
+        mean, var = self.moments(Z, pieces)
+        out = np.empty((mean.shape[0], 2))
+        if self.latent:
+            out[:, 0] = self.offset + mean
+            out[:, 1] = np.sqrt(var)
+            return out
+        # the log-normal's moments, inf where they leave float64 (no overflow warning here:
+        # the estimator reports such points once, with the reason)
+        log_mean = self.offset + mean + 0.5 * var
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[:, 0] = np.exp(log_mean)
+            out[:, 1] = out[:, 0] * np.sqrt(np.expm1(var))
+            bad = ~np.isfinite(out[:, 1])
+            if bad.any():               # the product overflowed or met 0 * inf: in logs
+                out[bad, 1] = np.exp(log_mean[bad] + 0.5 * (var[bad] + np.log(
+                    -np.expm1(-np.maximum(var[bad], 1e-300)))))
+        return out
+
+
+def warn_unrepresentable_counts(mean, sd_latent_max, stacklevel: int = 3) -> None:
+    """Warn when posterior mean counts overflow float64 (returned as inf)."""
+    over = ~np.isfinite(mean)
+    if over.any():
+        warnings.warn(f"{int(over.sum())} point(s) have a posterior mean count beyond "
+                      f"float64 (returned as inf): E[exp f] = exp(m + v/2) with the "
+                      f"log-rate's posterior sd up to {sd_latent_max:.3g} there. The prior "
+                      f"variance of the heat kernel is large at those points for the fitted "
+                      f"diffusion time; predict_interval gives the count's quantiles, and "
+                      f"more labels near them narrow the posterior.", UserWarning,
+                      stacklevel=stacklevel)
