@@ -79,23 +79,24 @@ class GraphPrior(ABC):
         K = np.asarray(self.cross_covariance(labelled, rows=labelled), dtype=np.float64)
         return 0.5 * (K + K.T)
 
-    def _noisy_factor(self, labelled, noise):
-        noise = float(noise)
-        if not (np.isfinite(noise) and noise > 0):
-            raise ValueError(f"noise must be a finite positive variance; got {noise!r}.")
-        K = self.labelled_covariance(labelled)
-        K[np.diag_indices_from(K)] += noise
-        return cho_factor(K, lower=True, check_finite=False)
-
-    def log_evidence(self, labelled, y, noise) -> float:
-        """``log N(y | 0, K_ll + noise I)``: the marginal likelihood of targets ``y`` at
-        the points ``labelled`` under Gaussian noise of variance ``noise``."""
+    def _labelled_system(self, labelled, y, noise):
+        """``(labelled, y, Cholesky factor of K_ll + noise I)``, the arguments checked."""
         labelled = as_row_indices(labelled, self.n_points)
         y = np.asarray(y, dtype=np.float64).ravel()
         if y.shape != labelled.shape:
             raise ValueError(f"y needs one value per labelled point ({labelled.size}); "
                              f"got {y.size}.")
-        factor = self._noisy_factor(labelled, noise)
+        noise = float(noise)
+        if not (np.isfinite(noise) and noise > 0):
+            raise ValueError(f"noise must be a finite positive variance; got {noise!r}.")
+        K = self.labelled_covariance(labelled)
+        K[np.diag_indices_from(K)] += noise
+        return labelled, y, cho_factor(K, lower=True, check_finite=False)
+
+    def log_evidence(self, labelled, y, noise) -> float:
+        """``log N(y | 0, K_ll + noise I)``: the marginal likelihood of targets ``y`` at
+        the points ``labelled`` under Gaussian noise of variance ``noise``."""
+        _, y, factor = self._labelled_system(labelled, y, noise)
         alpha = cho_solve(factor, y, check_finite=False)
         logdet = 2.0 * float(np.sum(np.log(np.diag(factor[0]))))
         return float(-0.5 * (y @ alpha) - 0.5 * logdet - 0.5 * y.size * _LOG_2PI)
@@ -104,13 +105,8 @@ class GraphPrior(ABC):
         """The Gaussian posterior of ``f`` at ``rows`` given targets ``y`` at
         ``labelled`` with noise variance ``noise``: ``(mean, variance)``,
         ``K_rl (K_ll + σ²I)⁻¹ y`` and ``diag K_rr - diag(K_rl (K_ll + σ²I)⁻¹ K_lr)``."""
-        labelled = as_row_indices(labelled, self.n_points)
+        labelled, y, factor = self._labelled_system(labelled, y, noise)
         rows = as_row_indices(rows, self.n_points)
-        y = np.asarray(y, dtype=np.float64).ravel()
-        if y.shape != labelled.shape:
-            raise ValueError(f"y needs one value per labelled point ({labelled.size}); "
-                             f"got {y.size}.")
-        factor = self._noisy_factor(labelled, noise)
         K_rl = np.asarray(self.cross_covariance(labelled, rows=rows), dtype=np.float64)
         mean = K_rl @ cho_solve(factor, y, check_finite=False)
         half = solve_triangular(factor[0], K_rl.T, lower=True, check_finite=False)

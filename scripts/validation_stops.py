@@ -47,6 +47,16 @@ def _trace(fit, cloud):
             calls["sklearn " + code.co_name] += 1
 
     np.isfinite = isfinite
+    try:
+        run_profiled(fit, profile)
+    finally:
+        np.isfinite = real_isfinite
+    return calls, scans[0]
+
+
+def run_profiled(fit, profile) -> None:
+    """``fit()`` with ``profile`` as the profiler (``sys.setprofile``), warnings silenced
+    (scripts/x_path.py uses it too)."""
     sys.setprofile(profile)
     try:
         with warnings.catch_warnings():
@@ -54,8 +64,6 @@ def _trace(fit, cloud):
             fit()
     finally:
         sys.setprofile(None)
-        np.isfinite = real_isfinite
-    return calls, scans[0]
 
 
 def main() -> int:

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
+from validation_stops import run_profiled  # noqa: E402  (scripts/ is on the path)
 
 
 def _holds_cloud(value, shape) -> bool:
@@ -49,13 +48,7 @@ def trace(fit, shape):
             key = (path[path.rindex("/flgp/") + 1:], code.co_qualname)
             seen.setdefault(key, len(seen))
 
-    sys.setprofile(profile)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fit()
-    finally:
-        sys.setprofile(None)
+    run_profiled(fit, profile)
     return sorted(seen, key=seen.get)
 
 

@@ -149,7 +149,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     y = np.full(400, -1)
     y[:10] = (A[:10, 0] > 0).astype(int)
     y[0], y[1] = 0, 1
-    with pytest.warns(UserWarning, match="200 point\\(s\\) lie in 1 connected part"):
+    with pytest.warns(UserWarning, match="200 point\\(s\\) lie in 1 piece"):
         clf = FLGPClassifier(n_induced=40, random_state=0).fit(X, y)
     prior = np.bincount(y[:10], minlength=2) / 10
     np.testing.assert_allclose(clf.label_distributions_[200:], np.tile(prior, (200, 1)))
@@ -157,7 +157,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     np.testing.assert_allclose(clf.predict_proba(B[:5] + 0.01), np.tile(prior, (5, 1)))
     yr = np.full(400, np.nan)
     yr[:10] = A[:10, 0] + 3.0
-    with pytest.warns(UserWarning, match="connected part"):
+    with pytest.warns(UserWarning, match="piece\\(s\\) of the graph"):
         reg = FLGPRegressor(method="flgp", n_induced=40, random_state=0).fit(X, yr)
     np.testing.assert_allclose(reg.transduction_[200:], yr[:10].mean())
     assert np.all(np.isfinite(reg.transduction_std_)) and np.all(reg.transduction_std_ > 0)

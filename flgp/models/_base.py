@@ -453,9 +453,10 @@ def _label_pieces(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
     empty = ~has_label[:sizes.size] & (sizes > 0)
     if empty.any():
         warnings.warn(f"{int(sizes[empty].sum())} point(s) lie in {int(empty.sum())} "
-                      f"connected part(s) of the graph that hold no labelled point; they get "
-                      f"the prior prediction. Label a point there, or connect the graph "
-                      f"(larger n_neighbors or bandwidth).", UserWarning, stacklevel=stacklevel)
+                      f"piece(s) of the graph (connected parts) that hold no labelled point; "
+                      f"they get the prior prediction. Label a point there, or connect the "
+                      f"graph (larger n_neighbors or bandwidth).", UserWarning,
+                      stacklevel=stacklevel)
     return has_label
 
 

@@ -672,10 +672,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                           f"diffusion_time, settle it.", UserWarning, stacklevel=4)
 
     def _warn_degenerate_prior(self, prior, t) -> None:
-        """Warn when the fitted prior cannot tell the points of a connected part of the
+        """Warn when the fitted prior cannot tell the points of a piece of the
         graph apart: at the fitted ``t`` every mode of non-zero eigenvalue has weight 0 (one
         eigenpair, an endless diffusion time, a graph of two induced points). The fit then
-        gives the prior's answer - the same prediction at every point of a part, or ``1/C``
+        gives the prior's answer - the same prediction at every point of a piece, or ``1/C``
         everywhere when no mode is left at all."""
         lam = prior.eigenvalues
         kept = np.zeros(lam.size, dtype=bool)
@@ -684,10 +684,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         if np.any(kept & (lam > ZERO_EIGENVALUE)):
             return
         sizes = f"{lam.size} eigenpair(s)"
-        what = ("no mode of the spectrum: the latent is 0 everywhere and every class gets "
+        what = ("no mode of the eigenbasis: the latent is 0 everywhere and every class gets "
                 "probability 1/n_classes" if not kept.any() else
-                "only the constant mode of each connected part of the graph (eigenvalue 0): "
-                "every point of a part gets the same prediction")
+                "only the constant mode of each piece of the graph (eigenvalue 0): "
+                "every point of a piece gets the same prediction")
         warnings.warn(f"the fitted prior (diffusion time {float(np.max(t)):.3g}, {sizes}) "
                       f"keeps {what}. The labels cannot say more through it; use more "
                       f"eigenpairs and induced points (n_eigenpairs, n_induced), or a shorter "
