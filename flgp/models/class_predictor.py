@@ -148,8 +148,8 @@ class ClassPredictor:
         if self.n_classes == 2 or self.one_vs_rest:
             mean, var = binary_predict_low_rank(state, Vl, self.spectral_prior.weights(t), V)
             return probit_logistic(mean, var), mean, var
-        K_cross = prior_gram(self.spectral_prior, t, Vl, V)
-        k_diag = (V * V) @ self.spectral_prior.weights(t)
+        prior = LowRankPrior(self.spectral_prior.weights(t))
+        K_cross, k_diag = prior.gram(Vl, V), prior.variances_of(V)
         mean, var = softmax_predict(state, K_cross, k_diag)
         return softmax_probabilities(mean, var, random_state=0), mean, var
 

@@ -15,7 +15,7 @@ from .._chunks import is_lazy, stage
 from .._validation import power_of_two_unit
 from ..backends import resolve_backend
 from ..spectral.families import (diffusion_time_range, heat_log_weight_gradient,
-                                 heat_log_weights, spectral_weights)
+                                 heat_log_weights)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from ..graph import PointGraph
 from ..graph.knn import knn_point_graph
@@ -30,7 +30,7 @@ from .inference.poisson import (check_counts, count_offset, fit_count_hyperparam
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
 from .regression_predictor import (CountPredictor, RegressionPredictor,
                                    warn_unrepresentable_counts)
-from .search import multistart_minimize
+from .search import multistart_minimize, unit_prior_log_scale
 
 __all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM"]
 
@@ -600,12 +600,10 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             return nll, grad
 
         noise0 = bounds[2][0] if fixed_noise is not None else np.log(0.1)
-        Vm2 = ev.V ** 2
 
         def matched_log_s2(log_t):
             # outputscale at which the mean prior variance of the labelled points is 1
-            prior_var = Vm2 @ spectral_weights(eigenpairs, np.exp(log_t))
-            return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
+            return unit_prior_log_scale(eigenpairs, ev.V, log_t, bounds[1])
 
         # the best two diffusion times of a coarse log grid (scale-matched), or the fixed one
         grid = ([bounds[0][0]] if fixed_t is not None

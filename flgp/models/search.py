@@ -9,8 +9,9 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from ..backends import limit_blas_threads
+from ..spectral.prior import LowRankPrior
 
-__all__ = ["search_log_scalar", "multistart_minimize", "parabolic_refine",
+__all__ = ["search_log_scalar", "multistart_minimize", "unit_prior_log_scale", "parabolic_refine",
            "diffusion_time_mixture", "single_threaded_blas"]
 
 
@@ -57,6 +58,14 @@ def multistart_minimize(f_and_grad, candidates, bounds, *, n_starts: int = 2,
         if best is None or res.fun < best.fun:
             best = res
     return best
+
+
+def unit_prior_log_scale(eigenpairs, V_lab: np.ndarray, log_t: float, bounds) -> float:
+    """``log s²`` at which the heat prior at ``t = exp(log_t)`` has mean variance 1 over the
+    labelled rows ``V_lab`` (clipped to ``bounds``): the amplitude the regressor's and the
+    count model's searches start from at each grid value of ``t``."""
+    var = LowRankPrior.of_family(eigenpairs, np.exp(log_t)).variances_of(V_lab)
+    return float(np.clip(-np.log(max(var.mean(), 1e-300)), *bounds))
 
 
 def parabolic_refine(fun, grid: np.ndarray, vals: np.ndarray, k: int, steps: int = 2):

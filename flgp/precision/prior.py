@@ -3,8 +3,8 @@ interface.
 
 On a :class:`~flgp.graph.PointGraph` the prior is ``f ~ N(0, K)`` with
 
-* ``K = A Q_ν⁻¹``, ``Q_ν = S (C⁻¹S)^{ν-1}``, ``S = κ²C + G`` (:mod:`flgp.precision.matern`),
-  or, ``centred``,
+* ``K = A Q_ν⁻¹``, ``Q_ν = S (C⁻¹S)^{ν-1}``, ``S = κ²C + G``
+  (:mod:`flgp.precision.matern`), or, ``centred``,
 * ``K = A P Q_ν⁻¹ P`` with ``P = I - 11ᵀ/n``: no constant mode (the classifier's prior,
   whose ``κ → 0`` limit at ``ν = 1`` is Poisson learning's Green function).
 

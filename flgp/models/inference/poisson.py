@@ -34,7 +34,7 @@ import numpy as np
 from scipy.special import pdtr
 
 from ...spectral.families import diffusion_time_range, spectral_weights
-from ..search import multistart_minimize
+from ..search import multistart_minimize, unit_prior_log_scale
 from .laplace import PoissonLikelihood, laplace_weights, laplace_weights_grad
 
 __all__ = ["check_counts", "count_offset", "fit_count_hyperparameters", "poisson_interval"]
@@ -98,7 +98,6 @@ def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offs
         bounds[0] = (np.log(diffusion_time),) * 2
     a0 = float(prior_power) - 1.0
     warm = np.zeros(M)
-    V2 = V_lab ** 2
 
     def nugget_of(theta):
         return float(np.exp(theta[2])) if fit_nugget else float(nugget)
@@ -133,8 +132,7 @@ def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offs
         return nll, grad
 
     def matched_log_s2(log_t):
-        prior_var = V2 @ spectral_weights(eigenpairs, np.exp(log_t))
-        return float(np.clip(-np.log(max(prior_var.mean(), 1e-300)), *bounds[1]))
+        return unit_prior_log_scale(eigenpairs, V_lab, log_t, bounds[1])
 
     def start(log_t, log_scale=0.0):
         x = [log_t, float(np.clip(matched_log_s2(log_t) + log_scale, *bounds[1]))]
