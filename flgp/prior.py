@@ -79,8 +79,9 @@ class GraphPrior(ABC):
         K = np.asarray(self.cross_covariance(labelled, rows=labelled), dtype=np.float64)
         return 0.5 * (K + K.T)
 
-    def _labelled_system(self, labelled, y, noise):
-        """``(labelled, y, Cholesky factor of K_ll + noise I)``, the arguments checked."""
+    def _checked_targets(self, labelled, y, noise):
+        """``(labelled, y, noise)`` checked: row indices, one float target each, a finite
+        positive noise variance."""
         labelled = as_row_indices(labelled, self.n_points)
         y = np.asarray(y, dtype=np.float64).ravel()
         if y.shape != labelled.shape:
@@ -89,6 +90,11 @@ class GraphPrior(ABC):
         noise = float(noise)
         if not (np.isfinite(noise) and noise > 0):
             raise ValueError(f"noise must be a finite positive variance; got {noise!r}.")
+        return labelled, y, noise
+
+    def _labelled_system(self, labelled, y, noise):
+        """``(labelled, y, Cholesky factor of K_ll + noise I)``, the arguments checked."""
+        labelled, y, noise = self._checked_targets(labelled, y, noise)
         K = self.labelled_covariance(labelled)
         K[np.diag_indices_from(K)] += noise
         return labelled, y, cho_factor(K, lower=True, check_finite=False)
