@@ -160,8 +160,14 @@ def test_bad_arguments_are_refused(lattice):
         prior.posterior([0, 1], [0.0], 0.1)
     with pytest.raises(ValueError, match="weights"):
         prior.cross_covariance([0, 1], weights=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="tol"):
+        SparsePrecisionPrior(lattice, solver="amg", tol=0.0)
+    with pytest.raises(ValueError, match="one row per node"):
+        prior.apply_inverse(np.ones((3, 2)))
     with pytest.raises(ValueError, match="1-d"):
         LowRankPrior(np.ones((2, 2)))
+    with pytest.raises(ValueError, match="columns"):
+        LowRankPrior(np.ones(3)).variances_of(np.ones((4, 2)))
     with pytest.raises(ValueError, match="weights only"):
         LowRankPrior(np.ones(3)).marginal_variances()
 

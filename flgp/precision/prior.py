@@ -83,6 +83,9 @@ class SparsePrecisionPrior(GraphPrior):
             raise ValueError(f"amplitude must be finite and > 0; got {amplitude!r}.")
         if solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}; got {solver!r}.")
+        if not (np.isfinite(tol) and 0 < tol < 1):
+            raise ValueError(f"tol must be a relative residual in (0, 1), e.g. 1e-8; got "
+                             f"{tol!r}.")
         mass = np.asarray(graph.mass, dtype=np.float64)
         self._uniform_mass = bool(np.all(mass == mass[0]))
         if centred and nu > 1 and not self._uniform_mass:
@@ -96,6 +99,9 @@ class SparsePrecisionPrior(GraphPrior):
             chol = PatternCholesky(stiffness)
             chol.factor(stiffness)
             self._solve = chol.solve
+            # log |Q_ν| = ν log |S| - (ν - 1) log |C| (matern.py): no factor of Q needed
+            self._logdet_Q = (nu * chol.logdet()
+                              - (nu - 1) * float(np.sum(np.log(mass))))
         else:
             from .iterative import _pyamg
 
@@ -112,11 +118,16 @@ class SparsePrecisionPrior(GraphPrior):
         return self.graph.n_nodes
 
     def _centre(self, B: np.ndarray) -> np.ndarray:
+        # column by column, as the classifier's scores always were (the same bits)
         return np.column_stack([B[:, c] - B[:, c].mean() for c in range(B.shape[1])])
 
     def apply_inverse(self, B: np.ndarray) -> np.ndarray:
         """``Q_ν⁻¹ B`` (``P Q_ν⁻¹ P B`` when centred), ``B`` of shape ``(n, c)``."""
-        U = np.asarray(B, dtype=np.float64).reshape(self.n_points, -1)
+        U = np.asarray(B, dtype=np.float64)
+        if U.ndim not in (1, 2) or U.shape[0] != self.n_points:
+            raise ValueError(f"B must have one row per node ({self.n_points}); got shape "
+                             f"{U.shape}.")
+        U = U.reshape(self.n_points, -1)
         for k in range(self.nu):
             if k:
                 U = U * self._mass[:, None]
@@ -147,7 +158,7 @@ class SparsePrecisionPrior(GraphPrior):
         return self.solver == "cholesky" and not self.centred
 
     def _posterior_factor(self, labelled, y, noise):
-        """``(labelled, y, c = A/σ², Q, Q̃, factor of Q̃)`` for the sparse algebra."""
+        """``(labelled, y, c = A/σ², Q̃, factor of Q̃)`` for the sparse algebra."""
         labelled, y, noise = self._checked_targets(labelled, y, noise)
         if np.unique(labelled).size != labelled.size:
             raise ValueError("each point may carry one target; average repeated ones.")
@@ -157,7 +168,7 @@ class SparsePrecisionPrior(GraphPrior):
                                 shape=Q.shape)).tocsc()
         chol = PatternCholesky(Qt)
         chol.factor(Qt)
-        return labelled, y, c, Q, Qt, chol
+        return labelled, y, c, Qt, chol
 
     def log_evidence(self, labelled, y, noise) -> float:
         """``log N(y | 0, K_ll + noise I)``; uncentred with a factor, by the determinant
@@ -165,14 +176,12 @@ class SparsePrecisionPrior(GraphPrior):
         and ``(I + c P Q⁻¹ Pᵀ)⁻¹ = I - c P Q̃⁻¹ Pᵀ``."""
         if not self._sparse_algebra():
             return super().log_evidence(labelled, y, noise)
-        labelled, y, c, Q, _, chol = self._posterior_factor(labelled, y, noise)
+        labelled, y, c, _, chol = self._posterior_factor(labelled, y, noise)
         n, m = self.n_points, labelled.size
         b = np.zeros(n)
         b[labelled] = y
         quad = (float(y @ y) - c * float(b @ chol.solve(b))) / (self.amplitude / c)
-        prior = PatternCholesky(Q)
-        prior.factor(Q)
-        logdet = m * np.log(self.amplitude / c) + chol.logdet() - prior.logdet()
+        logdet = m * np.log(self.amplitude / c) + chol.logdet() - self._logdet_Q
         return float(-0.5 * quad - 0.5 * logdet - 0.5 * m * np.log(2.0 * np.pi))
 
     def posterior(self, labelled, y, noise, rows=None):
@@ -182,7 +191,7 @@ class SparsePrecisionPrior(GraphPrior):
         ``EXACT_VARIANCE_ROWS`` rows, by Rao-Blackwellised Monte Carlo beyond."""
         if not self._sparse_algebra():
             return super().posterior(labelled, y, noise, rows)
-        labelled, y, c, _, Qt, chol = self._posterior_factor(labelled, y, noise)
+        labelled, y, c, Qt, chol = self._posterior_factor(labelled, y, noise)
         n = self.n_points
         rows = as_row_indices(rows, n)
         b = np.zeros(n)

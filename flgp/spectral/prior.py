@@ -79,6 +79,9 @@ class LowRankPrior(GraphPrior):
 
     def variances_of(self, V: np.ndarray) -> np.ndarray:
         """``diag(V diag(w) Vᵀ)``: the prior variance of the points with rows ``V``."""
+        if V.ndim != 2 or V.shape[1] != self.weights.size:
+            raise ValueError(f"V must hold eigenvector rows of {self.weights.size} columns "
+                             f"(one a weight); got shape {V.shape}.")
         return (V * V) @ self.weights
 
     # -- the interface: rows of the fitted cloud -------------------------------------------
