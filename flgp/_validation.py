@@ -122,28 +122,39 @@ def _raise_not_finite(X: np.ndarray, name: str):
 
 
 def check_cloud(X, *, name: str = "X", min_samples: int = 2, finite: bool = True):
-    """:func:`check_points` for a cloud a graph is built on: also the spread of its
-    coordinates (:func:`check_coordinate_scale`) and mostly duplicate rows
-    (:func:`check_duplicates`). With the compiled kernels, one read of ``X``
-    (:func:`flgp.backends.compiled.scan_cloud`) gives every number these checks need."""
+    """:func:`check_points` for a cloud a graph is built on: the shape (a C-contiguous 2-d
+    float64 array of at least ``min_samples`` rows), then :func:`check_cloud_values`."""
+    X = _as_points(X, name=name, min_samples=min_samples)
+    return check_cloud_values(X, name=name, finite=finite)
+
+
+def check_cloud_values(X: np.ndarray, *, name: str = "X", finite: bool = True) -> np.ndarray:
+    """The checks of a cloud a graph is built on that read its values, for a cloud whose
+    shape is already checked (a C-contiguous 2-d float64 array: :func:`check_cloud`, or
+    scikit-learn's ``validate_data(..., order="C")`` at an estimator's boundary): NaN and
+    infinity (``finite=False``: the caller has scanned for them), the size and spread of
+    the coordinates (:func:`check_coordinate_scale`) and mostly duplicate rows
+    (:func:`check_distinct_rows`). With the compiled kernels, one read of ``X``
+    (:func:`flgp.backends.compiled.scan_cloud`) gives every number these checks need.
+    Returns ``X``."""
     from .backends import compiled
 
-    if not compiled.enabled():
-        X = check_points(X, name=name, min_samples=min_samples, finite=finite)
-        if X.shape[0] > 1:
-            spread = float(np.max(np.ptp(X, axis=0)))
-            check_coordinate_scale(0.0, spread, X.shape[1], name)
-        check_duplicates(X, name=name)
-        return X
-    X = _as_points(X, name=name, min_samples=min_samples)
-    all_finite, largest, lo, hi, hashes = compiled.scan_cloud(
-        X, _row_hash_multipliers(X.shape[1]))
+    n, p = X.shape
+    hashes = None
+    if compiled.enabled():
+        all_finite, largest, lo, hi, hashes = compiled.scan_cloud(
+            X, _row_hash_multipliers(p))
+        spread = float(np.max(hi - lo))
+    else:
+        all_finite = not finite or bool(np.isfinite(X).all())
+        largest = float(np.abs(X).max()) if all_finite else 0.0
+        spread = float(np.max(np.ptp(X, axis=0))) if all_finite and n > 1 else 0.0
     if finite and not all_finite:
         _raise_not_finite(X, name)
-    check_coordinate_scale(largest, None, X.shape[1], name)
-    if X.shape[0] > 1:
-        check_coordinate_scale(0.0, float(np.max(hi - lo)), X.shape[1], name)
-    check_duplicates(X, name=name, hashes=hashes)
+    check_coordinate_scale(float(largest), None, p, name)
+    if n > 1:
+        check_coordinate_scale(0.0, spread, p, name)
+    check_distinct_rows(n, count_distinct_rows(X, hashes=hashes), name=name)
     return X
 
 
@@ -250,15 +261,15 @@ def _row_hashes(X: np.ndarray, chunk: int = 65536) -> np.ndarray:
     return h
 
 
-def check_duplicates(X: np.ndarray, *, name: str = "X", max_fraction: float = 0.5,
-                     hashes: np.ndarray | None = None) -> None:
-    """Raise if more than ``max_fraction`` of the rows of ``X`` are exact duplicates.
+def check_distinct_rows(n: int, n_unique: int, *, name: str = "X",
+                        max_fraction: float = 0.5) -> None:
+    """Raise if a cloud of ``n`` rows has fewer than two distinct rows, or more than
+    ``max_fraction`` of its rows are exact duplicates (``n_unique``:
+    :func:`count_distinct_rows`).
 
     A cloud made mostly of repeated points has no geometry to learn: the graph built on it
     collapses onto a few nodes.
     """
-    n = X.shape[0]
-    n_unique = count_distinct_rows(X, hashes=hashes)
     if n_unique < 2:
         raise ValueError(f"{name} has only {n_unique} distinct point(s); a heat kernel needs a "
                          f"cloud of at least two distinct points.")

@@ -17,7 +17,8 @@ from scipy.spatial import cKDTree
 
 import flgp
 from flgp.backends import compiled
-from flgp._validation import _row_hash_multipliers, check_cloud, count_distinct_rows
+from flgp._validation import (_row_hash_multipliers, check_cloud, check_cloud_values,
+                              count_distinct_rows)
 from flgp.graph import build_cross_graph, nearest_induced_points
 from flgp.graph.cross_kernel import lae_weights
 from flgp.graph.induced_points import _kmeanspp
@@ -312,6 +313,15 @@ def test_scan_cloud_reads_what_the_numpy_checks_compute(rng):
                 check_cloud(np.repeat(X[:30], 3, axis=0))
             with pytest.raises(ValueError, match="spans only"):
                 check_cloud(1e-120 * rng.standard_normal((50, 2)))
+            with pytest.raises(ValueError, match="as large as"):
+                check_cloud(1e160 * rng.standard_normal((50, 2)))
+            with pytest.raises(ValueError, match="only 1 distinct point"):
+                check_cloud(np.ones((6, 2)))
+            Y = np.ascontiguousarray(X[:40])
+            assert check_cloud_values(Y) is Y                  # checked, not copied
+            # finite=False: the caller has scanned; the other checks still run
+            with pytest.raises(ValueError, match="duplicate rows"):
+                check_cloud_values(np.repeat(X[:30], 3, axis=0), finite=False)
 
 
 # -- whole fits ----------------------------------------------------------------------------

@@ -255,3 +255,23 @@ def test_vector_rows_is_the_eigenvector_store_and_cloud_its_old_name():
     revived.__setstate__(state)
     np.testing.assert_array_equal(revived.eigenvector_rows(np.arange(5)), V[:5])
     assert pickle.loads(pickle.dumps(ep)).vector_rows is not None
+
+
+def test_nystrom_graph_with_bandwidth_and_reach(rng):
+    """A Nyström graph rescaled by ``with_bandwidth`` is the graph built afresh on the same
+    induced points at that bandwidth, and ``nearest_sq_max`` is the largest squared distance
+    from a point to its nearest induced point (brute force)."""
+    from flgp.graph.dense import build_nystrom_graph
+
+    X = rng.standard_normal((300, 3))
+    g = build_nystrom_graph(X, n_induced=40, random_state=0)
+    U = g.induced.points
+    d2 = ((X[:, None, :] - U[None, :, :]) ** 2).sum(-1)
+    assert g.nearest_sq_max == pytest.approx(d2.min(axis=1).max(), rel=1e-12)
+    wide = g.with_bandwidth(2.0 * g.bandwidth)
+    fresh = build_nystrom_graph(X, n_induced=40, bandwidth=2.0 * g.bandwidth,
+                                induced=g.induced)
+    assert wide.bandwidth == fresh.bandwidth
+    np.testing.assert_allclose(wide.symmetric, fresh.symmetric, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(wide.log_colsum, fresh.log_colsum, rtol=1e-12)
+    assert wide.nearest_sq_max == fresh.nearest_sq_max == g.nearest_sq_max

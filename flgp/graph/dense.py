@@ -23,7 +23,8 @@ import torch
 from .._validation import check_cloud, check_int, check_option, check_positive
 from .cross_kernel import bandwidth_from_mean, check_bandwidth
 from .induced_points import InducedPoints, kmeans_centres, random_induced_points
-from .neighbors import mean_neighbour_sq_distance, pairwise_sq_distances
+from .neighbors import (mean_neighbour_sq_distance, nearest_induced_points,
+                        pairwise_sq_distances)
 
 __all__ = ["DenseGraph", "build_dense_graph", "dense_graph", "NystromGraph",
            "build_nystrom_graph", "nystrom_graph", "neighbour_bandwidth",
@@ -96,9 +97,21 @@ class NystromGraph:
     symmetric: np.ndarray
     row_sums: np.ndarray
     log_colsum: np.ndarray
+    # the largest squared distance from a point of the cloud to its nearest induced point
+    # (found with the bandwidth; the estimators' far-point warning reads it)
+    nearest_sq_max: float | None = None
 
     def transition_rows(self, X_new):
         return _rows(X_new, self.induced.points, self.bandwidth, self.log_colsum)
+
+    def with_bandwidth(self, bandwidth: float) -> "NystromGraph":
+        """The graph on the same induced points at another bandwidth (its ``s x s``
+        operator only: nothing is read from the cloud)."""
+        bandwidth = check_bandwidth(bandwidth)
+        U = self.induced.points
+        S, log_c, d = _symmetric_operator(_log_se(U, U, bandwidth))
+        return NystromGraph(induced=self.induced, bandwidth=bandwidth, symmetric=S,
+                            row_sums=d, log_colsum=log_c, nearest_sq_max=self.nearest_sq_max)
 
 
 def bandwidth_neighbour_count(n_neighbors: int, available: int) -> int:
@@ -185,10 +198,13 @@ def nystrom_graph(X: np.ndarray, *, n_induced: int, subsample: str = "kmeans",
         induced = random_induced_points(X, n_induced, random_state)
     else:
         induced = kmeans_centres(X, n_induced, random_state=random_state, backend=backend)
-    if bandwidth is None:
-        bandwidth = neighbour_bandwidth(X, induced.points, n_neighbors, bandwidth_scale)
-    bandwidth = check_bandwidth(bandwidth)
     U = induced.points
+    # each point's nearest induced points: the bandwidth rule's distances (its n_neighbors
+    # nearest) and the cloud's reach (the nearest)
+    _, sq = nearest_induced_points(X, U, n_neighbors if bandwidth is None else 1)
+    if bandwidth is None:
+        bandwidth = bandwidth_from_mean(float(np.mean(sq)), bandwidth_scale)
+    bandwidth = check_bandwidth(bandwidth)
     S, log_c, d = _symmetric_operator(_log_se(U, U, bandwidth))
     return NystromGraph(induced=induced, bandwidth=bandwidth, symmetric=S, row_sums=d,
-                        log_colsum=log_c)
+                        log_colsum=log_c, nearest_sq_max=float(sq[:, 0].max()))

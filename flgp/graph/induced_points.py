@@ -19,13 +19,10 @@ import scipy.sparse as sp
 import torch
 
 
-from ..backends import compiled
-from ..backends import cpu_threads, keops_nearest, resolve_backend
-
-from .._chunks import (count, is_dask_array, map_row_ranges, one_thread_each, row_ranges,
-                       stage, take_rows)
+from ..backends import compiled, cpu_threads, resolve_backend
+from .._chunks import count, map_row_ranges, one_thread_each, row_ranges, stage, take_rows
 from .._validation import check_random_state
-from .neighbors import KDTREE_MAX_DIM, kdtree_nearest, nearest_induced_points, search_tree
+from .neighbors import KDTREE_MAX_DIM, nearest_induced_points, search_tree
 
 __all__ = ["InducedPoints", "random_induced_points", "kmeans_centres"]
 
@@ -115,9 +112,8 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         fit_idx = rng.choice(n, size=max_fit_samples, replace=False)
         Xf = take_rows(X, fit_idx)
     else:
-        if is_dask_array(X):
-            X = np.ascontiguousarray(X.compute(), dtype=np.float64)
-        Xf = X
+        # a numpy cloud as it is; a dask one computed (numpy reads it through __array__)
+        X = Xf = np.ascontiguousarray(X, dtype=np.float64)
     centre = Xf.mean(axis=0, keepdims=True)
     seed_n = min(Xf.shape[0], _SEED_SAMPLE_FACTOR * s)
     seed_idx = rng.choice(Xf.shape[0], size=seed_n, replace=False) if seed_n < Xf.shape[0] \
@@ -134,26 +130,9 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         if n > max_refine_samples:
             Xr = take_rows(X, rng.choice(n, size=int(max_refine_samples), replace=False))
         else:
-            Xr = X if not is_dask_array(X) else np.ascontiguousarray(X.compute(),
-                                                                     dtype=np.float64)
+            Xr = np.ascontiguousarray(X, dtype=np.float64)
         stages.append((Xr, n_refine))
-    if resolve_backend(backend) == "keops":
-        def assign(Xc, C):
-            lab = keops_nearest(Xc, C, 1)       # None (after a warning) if KeOps fails
-            return lab[:, 0] if lab is not None else nearest_induced_points(
-                Xc, C, 1, backend="torch")[0][:, 0]
-    elif Xf.shape[1] <= KDTREE_MAX_DIM:
-        workers = cpu_threads()
-
-        def assign(Xc, C):
-            # the compiled search (a tree and lists per centre set, ~3 ms for 1,000 centres)
-            # where the kernels are in use, else scipy's k-d tree (ties to the smaller
-            # index either way: the same centres on a grid)
-            tree = search_tree(C, 1)
-            if tree is not None:
-                return compiled.query(tree, Xc, 1, threads=workers)[0][:, 0]
-            return kdtree_nearest(Xc, C, 1, workers)[0][:, 0]
-    else:
+    if Xf.shape[1] > KDTREE_MAX_DIM and resolve_backend(backend) != "keops":
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype if isinstance(dtype, torch.dtype) \
             else np.dtype(dtype)
         C = C0
@@ -164,7 +143,7 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     C = C0
     with stage("induced points/lloyd"):
         for Xs, iters in stages:
-            C = _lloyd(Xs - centre, C, iters, assign, tol)
+            C = _lloyd(Xs - centre, C, iters, tol, backend)
     return InducedPoints(points=C + centre, method="kmeans")
 
 
@@ -246,15 +225,21 @@ def _moved_little(sq_move_sum: float, inertia: float, n: int, s: int, tol: float
     return tol > 0 and sq_move_sum / s <= tol * inertia / n
 
 
-def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, assign, tol: float = 0.0) -> np.ndarray:
-    """Lloyd iterations with ``assign(X, C) -> nearest centre index`` (a k-d tree in low
-    dimension, or KeOps); stops when no assignment changes or by ``tol``
+def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float = 0.0,
+           backend: str = "auto") -> np.ndarray:
+    """Lloyd iterations, each point assigned to its nearest centre by
+    :func:`flgp.graph.neighbors.nearest_induced_points` (the compiled search or scipy's
+    k-d tree in low dimension, KeOps when asked for; ties to the smaller index either way:
+    the same centres on a grid); stops when no assignment changes or by ``tol``
     (:func:`kmeans_centres`)."""
     s, p = C.shape
+    keops = resolve_backend(backend) == "keops"
     prev = None
     for _ in range(n_iter):
         count("lloyd point-iterations", X.shape[0])
-        lab = assign(X, C)
+        # the compiled search's tree of the centres (~3 ms for 1,000), whatever n is
+        tree = None if keops else search_tree(C, 1)
+        lab = nearest_induced_points(X, C, 1, backend=backend, tree=tree)[0][:, 0]
         counts = np.bincount(lab, minlength=s)
         nonempty = counts > 0
         C_old = C.copy()

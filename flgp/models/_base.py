@@ -5,7 +5,7 @@
 * the parameters of the engine and their constraints (scikit-learn's
   ``_parameter_constraints``, checked once when ``fit`` starts, before any work);
 * the inputs, validated once at the boundary - a numpy cloud by ``validate_data`` and
-  :func:`flgp._validation.check_cloud` (one scan for NaN and infinity), a dask or zarr
+  :func:`flgp._validation.check_cloud_values` (one scan for NaN and infinity), a dask or zarr
   cloud by its shape and one pass over its chunks - with the labelled rows and values of
   ``y``, and ``X_unlabeled`` stacked below ``X``;
 * one place that clears what a previous fit left (:meth:`HeatGPEstimator._clear_fit`);
@@ -32,7 +32,7 @@ from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._chunks import is_lazy, stage
-from .._validation import check_cloud, check_points
+from .._validation import check_cloud_values, check_points
 from ..graph.cross_graph import KERNELS, SUBSAMPLES
 from ..graph.neighbors import nearest_induced_points
 from ..spectral.compute import default_n_eigenpairs, default_n_induced
@@ -154,15 +154,12 @@ class HeatGPEstimator(BaseEstimator):
         if is_lazy(X) or is_lazy(y) or is_lazy(X_unlabeled):
             with stage("labels"):
                 return self._lazy_inputs(X, y, X_unlabeled)
-        return self._numpy_inputs(X, y, X_unlabeled)
-
-    def _numpy_inputs(self, X, y, X_unlabeled):
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2,
+        # the shape once (scikit-learn's validate_data), then the values once: the one scan
+        # for NaN, with the graph's own checks (spread, duplicates) when the cloud is X alone
+        X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=2,
                           ensure_all_finite=False)
         graph = self._graph_method != "rbf"
-        # the one scan for NaN: with the graph's own checks (spread, duplicates) when the
-        # cloud is X alone
-        X = check_cloud(X) if graph and X_unlabeled is None else check_points(X)
+        X = check_cloud_values(X) if graph and X_unlabeled is None else check_points(X)
         y = self._target_array(y)
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y must have one entry per row of X; got {y.shape[0]} targets "
@@ -180,7 +177,7 @@ class HeatGPEstimator(BaseEstimator):
             labelled = np.r_[labelled, np.zeros(Xu.shape[0], dtype=bool)]
             y = np.r_[y, fill]
             if graph:                           # the graph's own checks: spread, duplicates
-                X = check_cloud(X, finite=False)
+                X = check_cloud_values(X, finite=False)
         idx = np.flatnonzero(labelled)
         return X, idx, y[idx]
 
@@ -275,18 +272,27 @@ class HeatGPEstimator(BaseEstimator):
             return DEFAULT_BANDWIDTH_GRID
         return tuple(np.atleast_1d(np.asarray(self.bandwidth_grid, dtype=np.float64)).ravel())
 
-    def _eigenpair_candidates(self, X):
+    def _candidates(self, X):
         """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed
         bandwidth, one per grid value of ``a`` (``4 eps^2 = a mean d^2``) for the SE kernels
         otherwise (:func:`flgp.spectral.eigenpair_candidates`, from the validated cloud).
         Induced points and neighbour searches are computed once and reused across the
-        grid.
+        grid. With ``warm_start``, the cached candidates of the previous fit when neither
+        the cloud nor the graph settings changed (see ``warm_start`` in the estimators'
+        docs).
 
         GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
         kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
         eigenvalues. That grid value is then skipped (the evidence could not be compared
         with fewer eigenpairs); only when every value fails is an error raised, the one of
         the value that came closest."""
+        key = self._cache_key(X) if self.warm_start else None
+        cached = getattr(self, self._CACHE, None)
+        if key is not None and cached is not None and cached[0] == key:
+            yield from cached[1]
+            return
+        if hasattr(self, self._CACHE):
+            delattr(self, self._CACHE)          # free the old eigenpairs before new ones
         s, M = self._engine_sizes(X.shape[0])
         if self._graph_method != "flgp" and self.induced_points is not None:
             raise ValueError(f"induced_points work with method='flgp' only; got "
@@ -301,7 +307,7 @@ class HeatGPEstimator(BaseEstimator):
             induced_points=self.induced_points,
             anchor=1.0 if self._graph_method in ("flgp", "nystrom") else None)
         best_failure = None
-        yielded = 0
+        found, yielded = [], 0              # found: kept only for the warm-start cache
         with warnings.catch_warnings():
             # the estimator warns only about pieces that hold no label
             # (_label_pieces): a piece with labels is predicted from them
@@ -315,30 +321,11 @@ class HeatGPEstimator(BaseEstimator):
                         best_failure = err.with_traceback(None)
                     continue
                 yielded += 1
+                if key is not None:
+                    found.append((a, eigenpairs))
                 yield a, eigenpairs
         if yielded == 0 and best_failure is not None:
             raise best_failure
-
-    def _warm_candidates(self, X):
-        """:meth:`_eigenpair_candidates`, or the cached candidates of the previous fit when
-        ``warm_start`` is set and neither the cloud nor the graph settings changed
-        (see ``warm_start`` in the estimators' docs)."""
-        if not self.warm_start:
-            if hasattr(self, self._CACHE):
-                delattr(self, self._CACHE)
-            yield from self._eigenpair_candidates(X)
-            return
-        key = self._cache_key(X)
-        cached = getattr(self, self._CACHE, None)
-        if key is not None and cached is not None and cached[0] == key:
-            yield from cached[1]
-            return
-        if hasattr(self, self._CACHE):
-            delattr(self, self._CACHE)          # free the old eigenpairs before new ones
-        found = []
-        for a, eigenpairs in self._eigenpair_candidates(X):
-            found.append((a, eigenpairs))
-            yield a, eigenpairs
         if key is not None:
             setattr(self, self._CACHE, (key, found))
 
@@ -363,7 +350,7 @@ class HeatGPEstimator(BaseEstimator):
         points, CandidateFit)``."""
         best = None
         name = type(self).__name__
-        for a, eigenpairs in self._warm_candidates(X):
+        for a, eigenpairs in self._candidates(X):
             with stage("labelled rows"):
                 V_lab = eigenpairs.eigenvector_rows(labelled)
             with stage("hyperparameters"), single_threaded_blas():
@@ -379,7 +366,7 @@ class HeatGPEstimator(BaseEstimator):
     def _fit_gp(self, eigenpairs, V_lab, targets) -> CandidateFit:  # pragma: no cover
         raise NotImplementedError
 
-    def _set_engine(self, a, eigenpairs, X, labelled) -> None:
+    def _set_engine(self, a, eigenpairs, labelled) -> None:
         """The fitted engine's attributes: ``eigenpairs_``, ``eigenvalues_``,
         ``bandwidth_scale_``, ``bandwidth_``, ``labelled_indices_``, the pieces that
         hold a label and the cloud's reach (for the far-point warning)."""
@@ -390,7 +377,7 @@ class HeatGPEstimator(BaseEstimator):
                                   None)
         self.labelled_indices_ = np.asarray(labelled, dtype=np.int64)
         self._piece_has_label = _label_pieces(eigenpairs, labelled, stacklevel=5)
-        self._reach = cloud_reach(eigenpairs, X)
+        self._reach = cloud_reach(eigenpairs)
 
     def _warn_far_points(self, X, nearest_sq=None, stacklevel: int = 4) -> None:
         """Warn when new points lie farther than ``FAR_FACTOR`` times the cloud's reach
@@ -415,7 +402,7 @@ class HeatGPEstimator(BaseEstimator):
                           f"with the distance).", UserWarning, stacklevel=stacklevel)
 
 
-def cloud_reach(eigenpairs, X: np.ndarray):
+def cloud_reach(eigenpairs):
     """``(reference points, reach^2)`` of a fitted cloud: the induced points (FLGP,
     Nyström) or the cloud itself (GLGP), and the squared reach - the largest distance from
     a point of the cloud to its nearest reference point (other than itself), and at least
@@ -431,10 +418,8 @@ def cloud_reach(eigenpairs, X: np.ndarray):
         return None
     _, own = nearest_induced_points(points, points, 2)      # nearest other reference point
     reach_sq = float(own[:, 1].max())
-    if induced is not None:
-        near = getattr(graph, "nearest_sq_max", None)      # FLGP: found while building
-        if near is None:                                    # Nyström
-            near = float(nearest_induced_points(X, points, 1)[1][:, 0].max())
+    near = getattr(graph, "nearest_sq_max", None)       # FLGP, Nyström: found while building
+    if induced is not None and near is not None:
         reach_sq = max(reach_sq, float(near))
     return points, reach_sq
 

@@ -13,6 +13,7 @@ and LAPACK); its predictions come from the Cholesky factor of the labelled covar
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial.distance import cdist
 
 from .._chunks import default_chunk_size
 from .._validation import power_of_two_unit
@@ -28,10 +29,6 @@ def _standardise(X):
     sd = X.std(0)
     sd[sd == 0] = 1.0
     return mu, sd
-
-
-def _sqdist(A, B):
-    return np.maximum((A * A).sum(1)[:, None] - 2 * A @ B.T + (B * B).sum(1)[None, :], 0.0)
 
 
 class RBFLaplaceClassifier:
@@ -55,7 +52,7 @@ class RBFLaplaceClassifier:
         self.Z_ = Z
         self.codes_ = codes
         self.n_classes_ = int(codes.max()) + 1
-        d2 = _sqdist(Z, Z)
+        d2 = cdist(Z, Z, "sqeuclidean")
         med = np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0) or 1.0
         best = None
         for ell in med * self.LENGTH_GRID:
@@ -70,7 +67,8 @@ class RBFLaplaceClassifier:
 
     def _latent(self, X):
         Z = (X - self.mu_) / self.sd_
-        K_cross = self.outputscale_ * np.exp(-_sqdist(self.Z_, Z) / (2 * self.lengthscale_ ** 2))
+        d2 = cdist(self.Z_, Z, "sqeuclidean")
+        K_cross = self.outputscale_ * np.exp(-d2 / (2 * self.lengthscale_ ** 2))
         k_diag = np.full(Z.shape[0], self.outputscale_)
         if self.n_classes_ == 2:
             return binary_predict(self.state_, K_cross, k_diag)
@@ -121,7 +119,8 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 def _self_sqdist(Z):
     """Squared distances between the rows of ``Z`` (``m x m``, zero diagonal), built in one
-    ``m x m`` array (:func:`_sqdist` needs four)."""
+    ``m x m`` array (scipy's ``cdist`` needs the same, and is slower for the evidence's
+    repeated use)."""
     D2 = Z @ Z.T
     norms = np.einsum("ij,ij->i", Z, Z)
     D2 *= -2.0
@@ -136,7 +135,7 @@ def _median_scale(Z):
     """The median heuristic for the length-scale: ``sqrt(median |z_i - z_j|^2 / 2)`` over
     the pairs of the first 2000 rows (1 where all of them coincide)."""
     sub = Z[:2000]            # the median heuristic needs no more points
-    d2 = _sqdist(sub, sub)
+    d2 = cdist(sub, sub, "sqeuclidean")
     return float(np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)) or 1.0
 
 
@@ -424,7 +423,7 @@ class RBFGPRegressor:
         step = default_chunk_size(8 * (5 * Zt.shape[0] + 4 * X.shape[1] + 8))
         for start in range(0, n, step):
             Z = (X[start:start + step] - self.mu_) / self.sd_
-            Kx = np.exp(-_sqdist(Z, Zt) / (2.0 * ell * ell))
+            Kx = np.exp(-cdist(Z, Zt, "sqeuclidean") / (2.0 * ell * ell))
             mean[start:start + step] = constant + Kx @ self._alpha
             if return_std:
                 W = scipy.linalg.solve_triangular(L, Kx.T, lower=True, check_finite=False)

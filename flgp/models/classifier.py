@@ -431,7 +431,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         if self.method_ == "gmrf":
             return self._fit_gmrf(X, labelled, codes)
         a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, codes)
-        self._set_engine(a, eigenpairs, X, labelled)
+        self._set_engine(a, eigenpairs, labelled)
         t, amplitude, log_ev, state, mixture, n_evals, prior = fit.result
         self._V_lab = V_lab
         self._spectral_prior = prior

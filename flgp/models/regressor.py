@@ -320,14 +320,15 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                        f"{FACTOR_MAX_NODES}: the graph Matérn prior's evidence is that of "
                        f"a ball, not comparable; it predicts") for name in ("flgp", "rbf")}
             return self._use_gmrf(self._gmrf_candidate(X, labelled, z))
-        heat = self._fit_heat(X, labelled, z, m)
+        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, z)
+        heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z)
         if self.method == "auto" and not is_lazy(X):
             # every feasible prior by its exact evidence of y (docs/models.md, "Choosing
             # the prior"); skipped_methods_ says why one was left out
             self.log_evidence_ = {"flgp": self.log_marginal_likelihood_}
             self.skipped_methods_ = {}
             gmrf = rbf = None
-            why = self._gmrf_infeasible(X)
+            why = self._gmrf_infeasible(X.shape)
             if why is None:
                 gmrf = self._gmrf_candidate(X, labelled, z)
                 self.log_evidence_["gmrf"] = gmrf.log_evidence_y
@@ -351,20 +352,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         return self._transduce(heat)
 
     # -- the full-resolution prior (method="gmrf") ------------------------------------------
-    def _point_graph(self, X):
-        """The graph of the rows of ``X``: ``graph`` when given (checked against ``X``), else
-        the k-nearest-neighbour graph of ``X`` (:func:`flgp.graph.knn_point_graph`)."""
-        if self.graph is not None:
-            return self.graph.check_rows(X.shape[0])
-        return knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
-
-    def _gmrf_infeasible(self, X):
-        """Why ``"auto"`` leaves the full-resolution prior out, or None: a k-NN graph in
-        more than 16 dimensions (its factor fills in) or of more than GMRF_MAX_NODES
-        points; never when a graph is given."""
+    def _gmrf_infeasible(self, shape):
+        """Why ``"auto"`` leaves the full-resolution prior out of a cloud of this ``(n, p)``
+        shape, or None: a k-NN graph in more than 16 dimensions (its factor fills in) or of
+        more than GMRF_MAX_NODES points; never when a graph is given."""
         if self.graph is not None:
             return None
-        n, p = X.shape
+        n, p = shape
         if n < 3:
             return f"{n} points: a k-NN graph needs at least 3"
         if p > KNN_GMRF_MAX_DIM:
@@ -377,8 +371,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     def _gmrf_candidate(self, X, labelled, z):
         """The graph Matérn fit (:func:`flgp.precision.gaussian.fit_gmrf`) on the point
-        graph, with its evidence of ``y``."""
-        graph = self._point_graph(X)
+        graph - ``graph`` when given (checked against ``X``), else the k-nearest-neighbour
+        graph of ``X`` (:func:`flgp.graph.knn_point_graph`) - with its evidence of ``y``."""
+        if self.graph is not None:
+            graph = self.graph.check_rows(X.shape[0])
+        else:
+            graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
         nus = MATERN_ORDERS if self.matern_order is None else (int(self.matern_order),)
         with stage("gmrf"):
             fit, reg, by_order = fit_gmrf(graph, labelled, z, nus=nus, verbose=self.verbose)
@@ -447,12 +445,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self.transduction_, self.transduction_std_ = self.rbf_.predict(X)
         return self
 
-    def _fit_heat(self, X, labelled, z, m):
+    def _fit_heat(self, a, eigenpairs, V_lab, fit, labelled, z):
         """The heat-kernel GP's hyperparameters, evidence and posterior (not yet its
-        transduction); returns the eigenpairs."""
-        unit = self._y_unit
-        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, z)
-        self._set_engine(a, eigenpairs, X, labelled)
+        transduction) from the best candidate (:meth:`_fit_candidates`); returns the
+        eigenpairs."""
+        unit, m = self._y_unit, labelled.size
+        self._set_engine(a, eigenpairs, labelled)
         fit = fit.result
         y_scale_pre = self._y_scale / unit
         self.diffusion_time_ = fit["t"]
@@ -543,7 +541,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self.method_ = self._graph_method
         self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
         a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, (y_lab, offset))
-        self._set_engine(a, eigenpairs, X, labelled)
+        self._set_engine(a, eigenpairs, labelled)
         fit = fit.result
         self.diffusion_time_ = fit["t"]
         self.outputscale_ = fit["s2"]

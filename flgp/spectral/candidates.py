@@ -74,9 +74,7 @@ def eigenpair_candidates(X, method: str, grid=(1.0,), *, n_induced, n_eigenpairs
                            n_neighbors=r, bandwidth_scale=anchor, random_state=random_state,
                            backend=backend)
         for a in grid:
-            g = g0 if a == anchor else nystrom_graph(
-                X, n_induced=s, bandwidth=g0.bandwidth * np.sqrt(a / anchor), n_neighbors=r,
-                induced=g0.induced)
+            g = g0 if a == anchor else g0.with_bandwidth(g0.bandwidth * np.sqrt(a / anchor))
             yield a, lambda g=g: nystrom_eigenpairs(g, M, X)
         return
     r = bandwidth_neighbour_count(n_neighbors, n - 1)
