@@ -69,6 +69,11 @@ def test_knn_point_graph_approximates_the_laplacian():
     Lf = g.operator() @ (X ** 2).sum(1)
     assert -4.5 < np.median(Lf[inner]) < -3.0
     assert g.kind == "knn" and 0.005 < g.spacing < 0.02
+    # the spacing: the median distance to the nearest other point (brute force)
+    sub = knn_point_graph(X[:400], 10)
+    d = np.sqrt(((X[:400, None] - X[None, :400]) ** 2).sum(-1))
+    np.fill_diagonal(d, np.inf)
+    assert sub.spacing == pytest.approx(np.median(d.min(axis=1)), rel=1e-12)
 
 
 # -- the factor ----------------------------------------------------------------------------

@@ -75,6 +75,13 @@ def gaussian_knn_graph(X: np.ndarray, n_neighbors: int, bandwidth: float | None 
         Squared distance from each point to the last of its ``k + 1`` neighbours (self
         included): ``x in kNN(y)`` iff ``||x - y||^2 <= kth_sq_dist[y]``.
     """
+    G, eps, nn, dist = _gaussian_knn(X, n_neighbors, bandwidth)
+    return G, eps, nn, dist[:, -1] ** 2
+
+
+def _gaussian_knn(X: np.ndarray, n_neighbors: int, bandwidth: float | None = None):
+    """:func:`gaussian_knn_graph` with the search's distances: ``(G, eps, nn, dist)``,
+    ``dist`` ``(n, k + 1)`` to each point's ``k + 1`` nearest points, self included."""
     n = X.shape[0]
     k = int(n_neighbors)
     nn = NeighborIndex(X)
@@ -96,7 +103,7 @@ def gaussian_knn_graph(X: np.ndarray, n_neighbors: int, bandwidth: float | None 
         G = G.maximum(sp.identity(n, format="csr"))
     G = G.tocsr()
     G.sort_indices()
-    return G, eps, nn, sq[:, -1].copy()
+    return G, eps, nn, dist
 
 
 def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
@@ -125,7 +132,7 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
     k = int(n_neighbors)
     if not 1 <= k < n:
         raise ValueError(f"n_neighbors must be between 1 and n - 1 = {n - 1}; got {k}.")
-    G, eps, _, sq_last = gaussian_knn_graph(X, k)
+    G, eps, _, dist = _gaussian_knn(X, k)
     W = G.tocsr(copy=True)
     W.setdiag(0.0)
     W.eliminate_zeros()
@@ -135,8 +142,7 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
                          f"non-zero distance (duplicates of each other?); remove "
                          f"duplicate rows or raise n_neighbors.")
     stiffness = (sp.diags(degree) - W).tocsr()
-    nn = NeighborIndex(X)
-    d1 = nn.kneighbors(X, 2)[0][:, 1]
+    d1 = dist[:, 1]                 # to the nearest other point (the search's own)
     spacing = float(np.median(d1[d1 > 0])) if np.any(d1 > 0) else float(np.sqrt(eps))
     return PointGraph(stiffness=stiffness, mass=degree * eps / 4.0, points=X, kind="knn",
                       spacing=spacing)
