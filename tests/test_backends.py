@@ -190,3 +190,26 @@ def test_auto_is_torch_when_the_gpu_probe_fails(monkeypatch):
     assert backends.resolve_backend("auto") == "torch"
     with pytest.warns(RuntimeWarning, match="test reduction on the GPU"):
         assert backends.resolve_backend("keops") == "torch"
+
+
+def test_backends_import_nothing_of_the_input_checks():
+    """The input checks import the compiled kernels at module level, so the backends
+    package (whose ``__init__`` any import of ``flgp.backends.compiled`` runs) must import
+    nothing of them: else the two close an import cycle that only a function-level import
+    kept from failing."""
+    import ast
+    import pathlib
+    import subprocess
+    import sys
+
+    import flgp.backends
+
+    for path in pathlib.Path(flgp.backends.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert "_validation" not in (node.module or ""), path.name
+    # a fresh interpreter can start with either side
+    for first in ("flgp._validation", "flgp.backends.compiled", "flgp.backends.choice"):
+        out = subprocess.run([sys.executable, "-c", f"import {first}"], capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import warnings
 
-from .._validation import check_option
 
 __all__ = ["BACKENDS", "resolve_backend", "keops_available", "keops_cuda_probe",
            "KEOPS_CUDA_PROBE", "KEOPS_PROBE_TIMEOUT"]
@@ -76,7 +75,9 @@ def _cuda_available() -> bool:
 
 def resolve_backend(backend: str) -> str:
     """``"auto" | "torch" | "keops"`` -> the backend that will run ("torch" or "keops")."""
-    check_option(backend, "backend", BACKENDS)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not supported; choose one of "
+                         f"{sorted(BACKENDS)}.")
     if backend == "torch":
         return "torch"
     if backend == "auto":      # pykeops is not even imported on a machine without CUDA
