@@ -199,8 +199,6 @@ def test_backends_import_nothing_of_the_input_checks():
     kept from failing."""
     import ast
     import pathlib
-    import subprocess
-    import sys
 
     import flgp.backends
 
@@ -208,8 +206,4 @@ def test_backends_import_nothing_of_the_input_checks():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 assert "_validation" not in (node.module or ""), path.name
-    # a fresh interpreter can start with either side
-    for first in ("flgp._validation", "flgp.backends.compiled", "flgp.backends.choice"):
-        out = subprocess.run([sys.executable, "-c", f"import {first}"], capture_output=True,
-                             text=True, timeout=300)
-        assert out.returncode == 0, out.stderr
+    # (tests/test_structure.py imports either side first in a fresh interpreter)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._config import in_settings, thread_settings, working_memory_bytes
+from ..backends import cpu_threads, limit_blas_threads
 
 __all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_threads", "map_row_ranges",
            "imap_threads", "one_thread_each", "is_dask_array", "is_zarr_array", "is_lazy",
@@ -120,8 +119,6 @@ def one_thread_each():
     slower (benchmarks/profile.py)."""
     import torch
 
-    from ..backends import limit_blas_threads
-
     threads = torch.get_num_threads()
     with limit_blas_threads(1):
         if threads > 1:
@@ -217,8 +214,6 @@ def _add_into(total: dict, part: dict) -> None:
 # -- the drivers --------------------------------------------------------------------------
 
 def _threads() -> int:
-    from ..backends import cpu_threads
-
     return cpu_threads()
 
 

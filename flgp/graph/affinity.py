@@ -29,8 +29,9 @@ import numpy as np
 import torch
 
 from .._validation import check_cloud, check_int, check_option, check_points, check_positive
-from .pieces import Pieces
+from ..backends import gaussian_matmul, min_sq_distances
 from .neighbors import mean_neighbour_sq_distance, nearest_induced_points, pairwise_sq_distances
+from .pieces import Pieces
 
 __all__ = ["DenseAffinity", "build_dense_affinity", "dense_affinity", "affinity",
            "check_dense_affinity_size", "LazyAffinity",
@@ -274,8 +275,6 @@ class LazyAffinity:
 
     def matmat(self, H: np.ndarray) -> np.ndarray:
         """``A H``."""
-        from ..backends import gaussian_matmul
-
         H2 = np.asarray(H, dtype=np.float64).reshape(self.points.shape[0], -1)
         out = gaussian_matmul(self.points, self.points, self.epsilon,
                               self.scale[:, None] * H2, backend=self.backend)
@@ -287,8 +286,6 @@ class LazyAffinity:
         sums — the formulas of :meth:`DenseAffinity.rows`, evaluated with every kernel
         value scaled by ``exp(min_j d^2 / epsilon)`` so that a far-away point does not
         underflow (the factor cancels or is applied in log space)."""
-        from ..backends import gaussian_matmul, min_sq_distances
-
         X_new = check_points(X_new, name="X", min_samples=1)
         a = self.alpha
         q_a = np.exp(-a * self.log_q)                       # q_j^-alpha
@@ -314,8 +311,6 @@ class LazyAffinity:
         """``P(X_new, cloud) W`` with the Markov rows ``P(x, j) = K^(alpha)(x, j) /
         sum_l K^(alpha)(x, l)`` (the row factor ``q(x)^-alpha`` and the far-point shift
         cancel)."""
-        from ..backends import gaussian_matmul, min_sq_distances
-
         X_new = check_points(X_new, name="X", min_samples=1)
         q_a = np.exp(-self.alpha * self.log_q)
         W = np.asarray(W, dtype=np.float64).reshape(self.points.shape[0], -1)
@@ -344,8 +339,6 @@ def lazy_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: floa
                   tol: float = 1e-8, max_iter: int = 1000,
                   backend: str = "keops") -> LazyAffinity:
     """:func:`build_lazy_affinity` on checked arguments (also for one piece of a cloud)."""
-    from ..backends import gaussian_matmul
-
     n = X.shape[0]
 
     def K(M):

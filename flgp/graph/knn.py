@@ -16,7 +16,9 @@ from scipy.spatial import cKDTree
 from sklearn.neighbors import NearestNeighbors
 
 from ..backends import cpu_threads
-from .neighbors import KDTREE_MAX_DIM
+from .induced_points import kmeans_centres
+from .neighbors import KDTREE_MAX_DIM, nearest_induced_points, smallest_columns
+from .point_graph import PointGraph
 
 __all__ = ["knn_epsilon", "NeighborIndex", "gaussian_knn_graph", "knn_point_graph",
            "bucket_knn", "self_tuning_knn_graph"]
@@ -125,8 +127,6 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
     >>> g.n_nodes, g.kind
     (500, 'knn')
     """
-    from .point_graph import PointGraph
-
     X = np.ascontiguousarray(X, dtype=np.float64)
     n = X.shape[0]
     k = int(n_neighbors)
@@ -162,9 +162,6 @@ def bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=N
     ``n_probe`` nearest: the recall is measured in tests and benchmarks (MNIST, 70,000 x
     100: docs/few_labels.md). Exact (``NeighborIndex``) below 16 features is cheaper.
     """
-    from .induced_points import kmeans_centres
-    from .neighbors import nearest_induced_points, smallest_columns
-
     X = np.ascontiguousarray(X, dtype=np.float64)
     n = X.shape[0]
     k = int(n_neighbors)
@@ -217,8 +214,6 @@ def self_tuning_knn_graph(X: np.ndarray, n_neighbors: int = 10, *, random_state=
     symmetrised as ``(W + Wᵀ)/2``, as a :class:`~flgp.graph.PointGraph` with stiffness
     ``G = D - W`` and unit mass. Neighbours exactly (``NeighborIndex``) up to 16
     features, by :func:`bucket_knn` above."""
-    from .point_graph import PointGraph
-
     X = np.ascontiguousarray(X, dtype=np.float64)
     n = X.shape[0]
     k = int(n_neighbors)

@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._chunks import is_lazy, map_threads, stage
 from ..backends import cpu_threads
 from ..graph import Pieces, PointGraph
-from ..graph.knn import self_tuning_knn_graph
+from ..graph.knn import NeighborIndex, self_tuning_knn_graph
 from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_size_prior,
                                         green_scores, scores_to_probabilities)
 from ..spectral.families import FAMILIES, ZERO_EIGENVALUE, SpectralPrior, diffusion_time_range
@@ -520,7 +520,6 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         class weights."""
         g = self.graph_
         k = int(min(GMRF_NEIGHBOURS, g.n_nodes))
-        from ..graph.knn import NeighborIndex
 
         if not hasattr(self, "_node_index") or self._node_index is None:
             self._node_index = NeighborIndex(g.points)

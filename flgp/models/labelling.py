@@ -66,6 +66,7 @@ from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int
+from ..spectral.families import spectral_weights
 from .search import single_threaded_blas
 
 __all__ = ["LatentPosterior", "suggest_labels", "classifier_latent_posterior",
@@ -258,7 +259,6 @@ def _weights(prior, t):
     the heat kernel on anything with eigenvalues and a kernel scale."""
     if hasattr(prior, "weights"):
         return prior.weights(t)
-    from ..spectral.families import spectral_weights
 
     return spectral_weights(prior, t)
 

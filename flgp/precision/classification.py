@@ -38,6 +38,7 @@ hundred labels estimate ten shares too poorly to be used unless the evidence ask
 from __future__ import annotations
 
 import numpy as np
+from .prior import SparsePrecisionPrior
 
 __all__ = ["green_scores", "scores_to_probabilities", "class_size_prior",
            "balanced_log_odds", "balance_to_prior", "SCORE_SPREAD", "KAPPA_RELATIVE"]
@@ -58,8 +59,6 @@ def green_scores(graph, labelled, codes, n_classes, *, nu: int = 1, kappa2=None,
     ``G_ν`` is the centred graph Matérn prior
     (:class:`~flgp.precision.prior.SparsePrecisionPrior`, AMG-CG solves) and ``G_ν B`` its
     cross-covariance with the labelled nodes times the centred sources."""
-    from .prior import SparsePrecisionPrior
-
     C = int(n_classes)
     labelled = np.asarray(labelled, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
+from .iterative import ITERATIVE_ORDERS, IterativeGMRF
 from .matern import MATERN_ORDERS, MaternFamily
 
 __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "fit_gmrf", "search_gmrf",
@@ -410,8 +411,6 @@ def _fit_iterative(graph, observed, z, nus, kappa2, ratio, start, verbose, searc
     and the order (1 or 2) by the exact evidence of a ball of ``search_max_nodes`` nodes,
     the posterior by :class:`flgp.precision.iterative.IterativeGMRF`. The fit's
     ``log_evidence`` is the ball's (``evidence_nodes`` says how many nodes it covers)."""
-    from .iterative import ITERATIVE_ORDERS, IterativeGMRF
-
     orders = tuple(nu for nu in nus if nu in ITERATIVE_ORDERS) or ITERATIVE_ORDERS
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:

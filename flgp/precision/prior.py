@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
 from .gaussian import rbmc_variances
+from .iterative import _pyamg
 from .matern import matern_precision, shifted_stiffness
 
 __all__ = ["SparsePrecisionPrior", "EXACT_VARIANCE_ROWS", "SOLVERS"]
@@ -103,8 +104,6 @@ class SparsePrecisionPrior(GraphPrior):
             self._logdet_Q = (nu * chol.logdet()
                               - (nu - 1) * float(np.sum(np.log(mass))))
         else:
-            from .iterative import _pyamg
-
             # classical (Ruge-Stüben) AMG: S is an M-matrix (a graph Laplacian plus a
             # diagonal). MNIST's 10-NN graph: 5 iterations and 0.12 s a solve to 1e-3,
             # against 6-8 and 0.3 s with smoothed aggregation

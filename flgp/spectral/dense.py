@@ -15,6 +15,7 @@ import scipy.sparse.linalg
 
 from .._validation import check_cloud, check_int, check_points, check_random_state
 from ..graph.cross_kernel import check_bandwidth
+from ..graph.affinity import lazy_affinity
 from ..graph.dense import DenseGraph, NystromGraph
 from .eigenpairs import Eigenpairs, deterministic_sign_flip
 
@@ -141,8 +142,6 @@ def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
 def glgp_lazy(X: np.ndarray, M: int, *, bandwidth: float, backend: str = "keops",
               random_state: int = 0) -> Eigenpairs:
     """:func:`glgp_eigenpairs_lazy` on a validated cloud with validated options."""
-    from ..graph.affinity import lazy_affinity
-
     n = X.shape[0]
     aff = lazy_affinity(X, epsilon=4.0 * bandwidth * bandwidth, normalization="symmetric",
                         alpha=1.0, backend=backend)

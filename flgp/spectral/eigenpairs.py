@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from .._chunks import InMemoryBlocks, default_chunk_size, is_dask_array, row_bytes, row_ranges
+from ..backends import limit_blas_threads
 
 __all__ = ["Eigenpairs", "DenseVectorRows", "RowSquaredNorm", "deterministic_sign_flip",
            "symmetric_eigh"]
@@ -519,8 +520,6 @@ def symmetric_eigh(A: np.ndarray, n_top: int | None = None) -> tuple[np.ndarray,
     single = s <= _SINGLE_THREAD_EIGH_MAX and threads > 1
     if n_top is not None and 0 < int(n_top) <= s // 2:
         import scipy.linalg
-
-        from ..backends import limit_blas_threads
 
         with limit_blas_threads(1 if single else threads):
             return scipy.linalg.eigh(A, subset_by_index=[s - int(n_top), s - 1],

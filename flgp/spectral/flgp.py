@@ -26,11 +26,12 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from ..backends import compiled
 from .._chunks import count, row_bytes, stage
+from .._config import working_memory_bytes
 from .._validation import check_int, check_option
+from ..backends import compiled
 from ..graph.pieces import connected_pieces
-from .eigenpairs import Eigenpairs, deterministic_sign_flip, symmetric_eigh
+from .eigenpairs import Eigenpairs, RowSquaredNorm, deterministic_sign_flip, symmetric_eigh
 
 __all__ = ["flgp_eigenpairs", "FLGPExtension", "FLGPRowMap", "GraphVectorRows", "SPECTRA"]
 
@@ -107,9 +108,6 @@ class FLGPRowMap:
                           self.induced_pieces)
 
     def _project_one(self, L, tables):
-        from .._config import working_memory_bytes
-        from .eigenpairs import RowSquaredNorm
-
         if isinstance(L, RowSquaredNorm):
             rows = np.ascontiguousarray(self.projection @ L.factor)
             s = rows.shape[0]

@@ -41,6 +41,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, ndtr
 
 from ..._chunks import count, stage
+from ..._config import working_memory_bytes
 from ...backends import limit_blas_threads
 
 __all__ = ["probit_moments", "ProbitEPState", "ep_probit", "probit_latent",
@@ -646,8 +647,6 @@ def _predict_chunk(n_classes: int, width: int) -> int:
     """Rows of new points handled at once by :func:`multinomial_predict`: its work array
     holds ``rows * C * (d + m)`` float64 numbers, kept within flgp's working-memory
     budget (:func:`flgp.get_config`; 64 MiB: 4,096 rows at ``C = 10``, ``d = m = 100``)."""
-    from ..._config import working_memory_bytes
-
     budget = working_memory_bytes()
     return int(max(64, budget // (8 * n_classes * width)))
 
