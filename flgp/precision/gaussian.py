@@ -31,8 +31,8 @@ from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .iterative import ITERATIVE_ORDERS, IterativeGMRF
 from .matern import MATERN_ORDERS, MaternFamily
 
-__all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "fit_gmrf", "search_gmrf",
-           "search_subgraph"]
+__all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse", "fit_gmrf",
+           "search_gmrf", "search_subgraph"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 
@@ -99,11 +99,9 @@ class GMRFRegression:
         """``Q̃ = Q_ν(κ) + Pᵀ P / r``."""
         return self._Q.matrix(kappa2, self._posterior_values(kappa2, ratio))
 
-    def evaluate(self, kappa2: float, ratio: float) -> GMRFFit:
-        """The evidence, amplitude and posterior mean at ``(κ², r)``; leaves ``Q̃``
-        factored (for :meth:`variances`)."""
-        kappa2, ratio = float(kappa2), float(ratio)
-        self.n_evaluations += 1
+    def _terms(self, kappa2: float, ratio: float):
+        """``(μ, zᵀ S⁻¹ z, log |S|)`` at ``(κ², r)`` (``S = P Q⁻¹ Pᵀ + r I``); leaves ``Q̃``
+        factored."""
         ld_prior = self.logdet_prior(kappa2)
         self._chol_Q.factor_values(self._posterior_values(kappa2, ratio))
         self._last = (kappa2, ratio)
@@ -111,12 +109,45 @@ class GMRFRegression:
         b[self.observed] = self.z / ratio
         mean = self._chol_Q.solve(b)
         quad = float(self.z @ self.z) / ratio - float(b @ mean)
+        logdet_S = self.m * np.log(ratio) + self._chol_Q.logdet() - ld_prior
+        return mean, quad, logdet_S
+
+    def evaluate(self, kappa2: float, ratio: float) -> GMRFFit:
+        """The evidence, amplitude and posterior mean at ``(κ², r)``; leaves ``Q̃``
+        factored (for :meth:`variances`)."""
+        kappa2, ratio = float(kappa2), float(ratio)
+        self.n_evaluations += 1
+        mean, quad, logdet_S = self._terms(kappa2, ratio)
         m = self.m
         amplitude = max(quad, 1e-300) / m
-        logdet_S = m * np.log(ratio) + self._chol_Q.logdet() - ld_prior
         log_ev = -0.5 * m * (_LOG_2PI + np.log(amplitude) + 1.0) - 0.5 * logdet_S
         return GMRFFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
                        log_evidence=float(log_ev), mean=mean)
+
+    def log_evidence_at(self, kappa2: float, ratio: float, amplitude: float) -> float:
+        """``log N(z | 0, A S)`` at a given amplitude ``A`` (:meth:`evaluate` profiles it
+        out); leaves ``Q̃`` factored."""
+        _, quad, logdet_S = self._terms(float(kappa2), float(ratio))
+        A, m = float(amplitude), self.m
+        return float(-0.5 * quad / A - 0.5 * (m * np.log(A) + logdet_S) - 0.5 * m * _LOG_2PI)
+
+    def posterior_mean(self, kappa2: float, ratio: float) -> np.ndarray:
+        """``μ = Q̃⁻¹ Pᵀ z / r`` at every node; leaves ``Q̃`` factored."""
+        return self._terms(float(kappa2), float(ratio))[0]
+
+    def unit_posterior_variances(self, kappa2: float, ratio: float, rows: np.ndarray,
+                                 exact_rows: int, n_samples: int = 64,
+                                 random_state=0) -> np.ndarray:
+        """``diag(Q̃⁻¹)`` at ``rows`` - the posterior variances in units of ``A``: exact
+        (one solve a row, 256 at a time) for at most ``exact_rows`` rows, else by
+        :func:`rbmc_variances` over every node."""
+        kappa2, ratio = float(kappa2), float(ratio)
+        if self._last != (kappa2, ratio):
+            self._terms(kappa2, ratio)
+        if rows.size <= exact_rows:
+            return diagonal_of_inverse(self._chol_Q.solve, self.n, rows)
+        Qt = self.posterior_precision(kappa2, ratio)
+        return rbmc_variances(Qt, self._chol_Q, n_samples, random_state)[0][rows]
 
     def variances(self, fit: GMRFFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node under ``fit``: the RBMC
@@ -126,6 +157,18 @@ class GMRFRegression:
         Qt = self.posterior_precision(fit.kappa2, fit.ratio)
         var, se = rbmc_variances(Qt, self._chol_Q, n_samples, random_state)
         return fit.amplitude * var, fit.amplitude * se
+
+
+def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
+    """``diag(X)`` at ``rows`` for ``X`` given by ``apply_inverse(B) = X B``: its columns
+    at ``rows``, 256 at a time."""
+    out = np.empty(rows.size)
+    for a in range(0, rows.size, 256):
+        block = rows[a:a + 256]
+        B = np.zeros((n, block.size))
+        B[block, np.arange(block.size)] = 1.0
+        out[a:a + 256] = apply_inverse(B)[block, np.arange(block.size)]
+    return out
 
 
 def rbmc_variances(Q: sp.spmatrix, chol: PatternCholesky, n_samples: int = 64,

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
-from .gaussian import rbmc_variances
+from .gaussian import GMRFRegression, diagonal_of_inverse, rbmc_variances
 from .iterative import _pyamg
 from .matern import matern_precision, shifted_stiffness
 
@@ -156,32 +156,21 @@ class SparsePrecisionPrior(GraphPrior):
         ``Q̃ = Q + (A/σ²) PᵀP`` (uncentred, CHOLMOD) rather than the dense labelled block."""
         return self.solver == "cholesky" and not self.centred
 
-    def _posterior_factor(self, labelled, y, noise):
-        """``(labelled, y, c = A/σ², Q̃, factor of Q̃)`` for the sparse algebra."""
+    def _regression(self, labelled, y, noise):
+        """``(GMRFRegression of y at labelled, ratio r = σ²/A)``: the full-resolution
+        regressor's algebra of ``Q̃`` (:class:`flgp.precision.gaussian.GMRFRegression`),
+        the one implementation of it."""
         labelled, y, noise = self._checked_targets(labelled, y, noise)
-        if np.unique(labelled).size != labelled.size:
-            raise ValueError("each point may carry one target; average repeated ones.")
-        Q = matern_precision(self.graph, self.kappa2, self.nu)
-        c = self.amplitude / noise
-        Qt = (Q + sp.csc_matrix((np.full(labelled.size, c), (labelled, labelled)),
-                                shape=Q.shape)).tocsc()
-        chol = PatternCholesky(Qt)
-        chol.factor(Qt)
-        return labelled, y, c, Qt, chol
+        return GMRFRegression(self.graph, labelled, y, self.nu), noise / self.amplitude
 
     def log_evidence(self, labelled, y, noise) -> float:
         """``log N(y | 0, K_ll + noise I)``; uncentred with a factor, by the determinant
         lemma on the sparse ``Q̃`` (no ``m x m`` block): ``|I + c P Q⁻¹ Pᵀ| = |Q̃| / |Q|``
-        and ``(I + c P Q⁻¹ Pᵀ)⁻¹ = I - c P Q̃⁻¹ Pᵀ``."""
+        and ``(I + c P Q⁻¹ Pᵀ)⁻¹ = I - c P Q̃⁻¹ Pᵀ`` (``c = A/σ²``)."""
         if not self._sparse_algebra():
             return super().log_evidence(labelled, y, noise)
-        labelled, y, c, _, chol = self._posterior_factor(labelled, y, noise)
-        n, m = self.n_points, labelled.size
-        b = np.zeros(n)
-        b[labelled] = y
-        quad = (float(y @ y) - c * float(b @ chol.solve(b))) / (self.amplitude / c)
-        logdet = m * np.log(self.amplitude / c) + chol.logdet() - self._logdet_Q
-        return float(-0.5 * quad - 0.5 * logdet - 0.5 * m * np.log(2.0 * np.pi))
+        reg, ratio = self._regression(labelled, y, noise)
+        return reg.log_evidence_at(self.kappa2, ratio, self.amplitude)
 
     def posterior(self, labelled, y, noise, rows=None):
         """The Gaussian posterior ``(mean, variance)`` at ``rows``; uncentred with a
@@ -190,23 +179,17 @@ class SparsePrecisionPrior(GraphPrior):
         ``EXACT_VARIANCE_ROWS`` rows, by Rao-Blackwellised Monte Carlo beyond."""
         if not self._sparse_algebra():
             return super().posterior(labelled, y, noise, rows)
-        labelled, y, c, Qt, chol = self._posterior_factor(labelled, y, noise)
-        n = self.n_points
-        rows = as_row_indices(rows, n)
-        b = np.zeros(n)
-        b[labelled] = c * y
-        mean = chol.solve(b)[rows]
-        if rows.size <= EXACT_VARIANCE_ROWS:
-            var = _diagonal_of_inverse(chol.solve, n, rows)
-        else:
-            var = rbmc_variances(Qt, chol, n_samples=64, random_state=0)[0][rows]
+        reg, ratio = self._regression(labelled, y, noise)
+        rows = as_row_indices(rows, self.n_points)
+        mean = reg.posterior_mean(self.kappa2, ratio)[rows]
+        var = reg.unit_posterior_variances(self.kappa2, ratio, rows, EXACT_VARIANCE_ROWS)
         return mean, self.amplitude * var
 
     def marginal_variances(self, rows=None) -> np.ndarray:
         n = self.n_points
         rows = as_row_indices(rows, n)
         if rows.size <= EXACT_VARIANCE_ROWS:
-            return self.amplitude * _diagonal_of_inverse(self.apply_inverse, n, rows)
+            return self.amplitude * diagonal_of_inverse(self.apply_inverse, n, rows)
         if self.solver != "cholesky":
             raise ValueError(f"the marginal variances of {rows.size} points > "
                              f"EXACT_VARIANCE_ROWS = {EXACT_VARIANCE_ROWS} need "
@@ -220,15 +203,3 @@ class SparsePrecisionPrior(GraphPrior):
             g = chol.solve(np.ones(n))
             var = var - 2.0 * g / n + g.sum() / (n * n)
         return self.amplitude * var[rows]
-
-
-def _diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
-    """``diag(X)`` at ``rows`` for ``X`` given by ``apply_inverse(B) = X B``: its columns
-    at ``rows``, 256 at a time."""
-    out = np.empty(rows.size)
-    for a in range(0, rows.size, 256):
-        block = rows[a:a + 256]
-        B = np.zeros((n, block.size))
-        B[block, np.arange(block.size)] = 1.0
-        out[a:a + 256] = apply_inverse(B)[block, np.arange(block.size)]
-    return out
