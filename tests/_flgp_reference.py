@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import connected_components
 
 from flgp.graph.cross_kernel import default_bandwidth, lae_weights
 from flgp.graph.neighbors import nearest_induced_points
-from flgp.models.inference.gaussian import LowRankGaussianEvidence
+from flgp.spectral.gaussian import LowRankGaussianEvidence
 
 
 def reference_transition(X, U, *, r=3, kernel="lae", sizes_from_nearest=True,

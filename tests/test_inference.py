@@ -5,7 +5,7 @@ import pytest
 import scipy.stats
 from scipy.special import expit, softmax
 
-from flgp.models.inference.gaussian import LowRankGaussianEvidence
+from flgp.spectral.gaussian import LowRankGaussianEvidence
 from flgp.models.inference.laplace import (LogisticLikelihood, PoissonLikelihood, binary_predict,
                                  active_columns, binary_predict_low_rank,
                                  binary_predict_low_rank_many,

@@ -24,7 +24,7 @@ from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from ._base import FAR_FACTOR
 from .baselines import RBF_MAX_LABELS, RBFGPRegressor
-from .inference.gaussian import LowRankGaussianEvidence
+from ..spectral.gaussian import LowRankGaussianEvidence
 from .inference.poisson import (check_counts, count_offset, fit_count_hyperparameters,
                                 poisson_interval)
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels

@@ -5,8 +5,10 @@ eigenbasis and knowing nothing of estimators:
   multinomial probit (nested EP), with the leave-one-out predictive scale;
 * :mod:`~flgp.models.inference.laplace` - Laplace's approximation (logistic, softmax,
   Poisson);
-* :mod:`~flgp.models.inference.gaussian` - exact Gaussian regression with a low-rank
-  covariance (the FLGP appendix's Woodbury identities);
 * :mod:`~flgp.models.inference.poisson` - the count model's hyperparameters and
   predictive intervals.
+
+Exact Gaussian regression is the priors' own algebra: :mod:`flgp.spectral.gaussian` (low
+rank, the FLGP appendix's Woodbury identities; here until 2026-11-27) and
+:mod:`flgp.precision.gaussian` (sparse precision).
 """

@@ -1,4 +1,7 @@
-r"""Exact Gaussian-likelihood GP regression with a low-rank covariance (numpy, float64).
+r"""Exact Gaussian-likelihood GP regression with a low-rank covariance (numpy, float64):
+the evidence and posterior of :class:`flgp.spectral.LowRankPrior`, and the objective of the
+heat-kernel regressor's hyperparameter search (with its gradient). The sparse-precision
+prior's counterpart is :mod:`flgp.precision.gaussian`.
 
 For a covariance ``K = V D V^T + σ^2 I`` (``V`` is ``m x M``, ``D = diag(d)``), the FLGP
 appendix "Scalable Gaussian process regression" (eqs. 13-14) gives, with
@@ -59,8 +62,8 @@ class LowRankGaussianEvidence:
         Q[np.diag_indices_from(Q)] += noise
         return sd, scipy.linalg.cho_factor(Q, lower=True, check_finite=False)
 
-    def value_and_grad(self, log_d: np.ndarray, log_noise: float):
-        """``-log p(y)``, its gradient in ``log d`` (M,) and in ``log σ^2``."""
+    def _value(self, log_d, log_noise: float):
+        """``-log p(y)`` and what its gradient reuses: ``(nll, noise, sd, factor, b, c)``."""
         noise = math.exp(log_noise)
         sd, cf = self._factor(log_d, noise)
         b = sd * self.Vty
@@ -68,6 +71,15 @@ class LowRankGaussianEvidence:
         quad = (self.yty - b @ c) / noise
         logdet = (self.m - self.M) * log_noise + 2.0 * np.log(np.diag(cf[0])).sum()
         nll = 0.5 * (quad + logdet + self.m * math.log(2 * math.pi))
+        return nll, noise, sd, cf, b, c
+
+    def value(self, log_d: np.ndarray, log_noise: float) -> float:
+        """``-log p(y)``."""
+        return float(self._value(log_d, log_noise)[0])
+
+    def value_and_grad(self, log_d: np.ndarray, log_noise: float):
+        """``-log p(y)``, its gradient in ``log d`` (M,) and in ``log σ^2``."""
+        nll, noise, sd, cf, b, c = self._value(log_d, log_noise)
         # gradient
         SG = sd[:, None] * self.G                      # S G
         QinvSG = scipy.linalg.cho_solve(cf, SG, check_finite=False)
