@@ -1,7 +1,8 @@
 """Count the input checks one fit runs: every call of a function of ``flgp/_validation.py``
 and of scikit-learn's ``validate_data`` / ``check_array``, and every scan of the whole cloud
-for NaN or infinity by those checks (``np.isfinite`` over the cloud's values; scikit-learn
-checks with a sum first and scans only when it is not finite), traced with
+for NaN or infinity by those checks (``np.isfinite`` over the cloud's values, or the
+compiled ``scan_cloud``; scikit-learn checks with a sum first and scans only when it is not
+finite), traced with
 ``sys.setprofile`` while the estimator fits. Works on any checkout:
 
     python scripts/validation_stops.py                      # this tree
@@ -40,7 +41,11 @@ def _trace(fit, cloud):
             return
         code = frame.f_code
         path = code.co_filename.replace(os.sep, "/")
-        if path.endswith("flgp/_validation.py") and code.co_name.startswith("check_"):
+        if path.endswith("flgp/backends/compiled.py") and code.co_name == "scan_cloud":
+            x = frame.f_locals.get("X")         # the compiled scan: one read of the values
+            if getattr(x, "shape", None) == cloud.shape and np.array_equal(x, cloud):
+                scans[0] += 1
+        elif path.endswith("flgp/_validation.py") and code.co_name.startswith("check_"):
             calls[code.co_name] += 1
         elif path.endswith("sklearn/utils/validation.py") and code.co_name in (
                 "validate_data", "check_array"):
