@@ -275,3 +275,40 @@ def test_nystrom_graph_with_bandwidth_and_reach(rng):
     np.testing.assert_allclose(wide.symmetric, fresh.symmetric, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(wide.log_colsum, fresh.log_colsum, rtol=1e-12)
     assert wide.nearest_sq_max == fresh.nearest_sq_max == g.nearest_sq_max
+
+
+@pytest.mark.parametrize("method", ["glgp", "nystrom"])
+def test_zero_modes_of_several_pieces_do_not_depend_on_the_solver_basis(rng, method,
+                                                                         monkeypatch):
+    """The solver returns any rotation of the eigenvectors of a repeated eigenvalue - the
+    zero modes of a graph in pieces - and which one moved with the BLAS threads. The zero
+    modes' V_z V_zᵀ (what a prior with equal weights on them sees) must not: it is the
+    projection onto the pieces' indicators, Σ_p 1_p 1_pᵀ / n_p."""
+    import flgp.spectral.dense as dense
+
+    X = np.r_[rng.standard_normal((90, 2)), rng.standard_normal((60, 2)) + 300,
+              rng.standard_normal((50, 2)) - 300]
+    sizes = (90, 60, 50)
+    kwargs = dict(method=method, n_eigenpairs=6, bandwidth=0.5, random_state=0)
+    if method == "nystrom":
+        kwargs["n_induced"] = 60
+    plain = compute_eigenpairs(X, **kwargs)
+    original = dense.top_eigenpairs
+
+    def rotated(S, M, random_state=0):
+        mu, psi = original(S, M, random_state)
+        z = int(np.sum(mu > 1 - 1e-9))
+        R = np.linalg.qr(np.random.default_rng(7).standard_normal((z, z)))[0]
+        psi = psi.copy()
+        psi[:, :z] = psi[:, :z] @ R
+        return mu, psi
+
+    monkeypatch.setattr(dense, "top_eigenpairs", rotated)
+    turned = compute_eigenpairs(X, **kwargs)
+    assert plain.n_pieces == turned.n_pieces == 3
+    P = [ep.eigenvectors[:, :3] @ ep.eigenvectors[:, :3].T for ep in (plain, turned)]
+    np.testing.assert_allclose(P[0], P[1], atol=1e-10)
+    if method == "glgp":
+        labels = np.repeat(np.arange(3), sizes)
+        ref = sum(np.outer(labels == p, labels == p) / n for p, n in enumerate(sizes))
+        np.testing.assert_allclose(P[0], ref, atol=1e-10)
