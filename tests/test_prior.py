@@ -237,6 +237,15 @@ def test_the_full_resolution_regressor_fits_the_sparse_prior_evidence():
     for factor in (0.5, 2.0):
         other = SparsePrecisionPrior(graph, nu=2, kappa2=0.3, amplitude=factor * fit.amplitude)
         assert other.log_evidence(lab, z, factor * fit.noise) < fit.log_evidence
+    reg = GMRFRegression(graph, lab, z, nu=2)
+    with pytest.raises(ValueError, match="kappa2 must be a finite number > 0"):
+        reg.posterior_mean(0.0, 0.2)
+    with pytest.raises(ValueError, match="ratio .* must be a finite number > 0"):
+        reg.evaluate(0.3, np.nan)
+    with pytest.raises(ValueError, match="amplitude must be a finite number > 0"):
+        reg.log_evidence_at(0.3, 0.2, -1.0)
+    with pytest.raises(IndexError, match="node indices"):
+        reg.unit_posterior_variances(0.3, 0.2, np.array([graph.n_nodes]), exact_rows=10)
 
 
 def test_the_heat_kernel_regressor_fits_the_low_rank_prior_evidence():

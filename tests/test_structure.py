@@ -12,7 +12,7 @@ import flgp
 ROOT = pathlib.Path(flgp.__file__).parent
 # what may be imported inside a function: the Dask driver (dask is an optional extra); the
 # command line (cli.py, skipped) imports its subcommands when they run, to start fast
-LAZY_ALLOWED = ("_chunks.dask_blocks", "dask_blocks")
+LAZY_ALLOWED = "dask_blocks"
 
 
 def _function_level_imports(path):

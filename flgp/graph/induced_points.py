@@ -132,7 +132,8 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
         else:
             Xr = np.ascontiguousarray(X, dtype=np.float64)
         stages.append((Xr, n_refine))
-    if Xf.shape[1] > KDTREE_MAX_DIM and resolve_backend(backend) != "keops":
+    backend = resolve_backend(backend)          # once: "torch" or "keops"
+    if Xf.shape[1] > KDTREE_MAX_DIM and backend != "keops":
         np_dtype = torch.empty(0, dtype=dtype).numpy().dtype if isinstance(dtype, torch.dtype) \
             else np.dtype(dtype)
         C = C0
@@ -226,14 +227,14 @@ def _moved_little(sq_move_sum: float, inertia: float, n: int, s: int, tol: float
 
 
 def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float = 0.0,
-           backend: str = "auto") -> np.ndarray:
+           backend: str = "torch") -> np.ndarray:
     """Lloyd iterations, each point assigned to its nearest centre by
     :func:`flgp.graph.neighbors.nearest_induced_points` (the compiled search or scipy's
     k-d tree in low dimension, KeOps when asked for; ties to the smaller index either way:
     the same centres on a grid); stops when no assignment changes or by ``tol``
-    (:func:`kmeans_centres`)."""
+    (:func:`kmeans_centres`). ``backend``: resolved, ``"torch"`` or ``"keops"``."""
     s, p = C.shape
-    keops = resolve_backend(backend) == "keops"
+    keops = backend == "keops"
     prev = None
     for _ in range(n_iter):
         count("lloyd point-iterations", X.shape[0])

@@ -38,6 +38,7 @@ hundred labels estimate ten shares too poorly to be used unless the evidence ask
 from __future__ import annotations
 
 import numpy as np
+
 from .prior import SparsePrecisionPrior
 
 __all__ = ["green_scores", "scores_to_probabilities", "class_size_prior",

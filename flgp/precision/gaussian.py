@@ -99,15 +99,29 @@ class GMRFRegression:
         """``Q̃ = Q_ν(κ) + Pᵀ P / r``."""
         return self._Q.matrix(kappa2, self._posterior_values(kappa2, ratio))
 
-    def _terms(self, kappa2: float, ratio: float):
-        """``(μ, zᵀ S⁻¹ z, log |S|)`` at ``(κ², r)`` (``S = P Q⁻¹ Pᵀ + r I``); leaves ``Q̃``
-        factored."""
-        ld_prior = self.logdet_prior(kappa2)
+    @staticmethod
+    def _checked(kappa2, ratio) -> tuple[float, float]:
+        kappa2, ratio = float(kappa2), float(ratio)
+        if not (np.isfinite(kappa2) and kappa2 > 0):
+            raise ValueError(f"kappa2 must be a finite number > 0; got {kappa2!r}.")
+        if not (np.isfinite(ratio) and ratio > 0):
+            raise ValueError(f"ratio (the noise-to-signal ratio r) must be a finite number "
+                             f"> 0; got {ratio!r}.")
+        return kappa2, ratio
+
+    def _factor_posterior(self, kappa2: float, ratio: float):
+        """Factor ``Q̃`` at ``(κ², r)``: ``(μ, b)`` with ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``."""
         self._chol_Q.factor_values(self._posterior_values(kappa2, ratio))
         self._last = (kappa2, ratio)
         b = np.zeros(self.n)
         b[self.observed] = self.z / ratio
-        mean = self._chol_Q.solve(b)
+        return self._chol_Q.solve(b), b
+
+    def _terms(self, kappa2: float, ratio: float):
+        """``(μ, zᵀ S⁻¹ z, log |S|)`` at ``(κ², r)`` (``S = P Q⁻¹ Pᵀ + r I``); leaves ``Q̃``
+        factored."""
+        ld_prior = self.logdet_prior(kappa2)
+        mean, b = self._factor_posterior(kappa2, ratio)
         quad = float(self.z @ self.z) / ratio - float(b @ mean)
         logdet_S = self.m * np.log(ratio) + self._chol_Q.logdet() - ld_prior
         return mean, quad, logdet_S
@@ -115,7 +129,7 @@ class GMRFRegression:
     def evaluate(self, kappa2: float, ratio: float) -> GMRFFit:
         """The evidence, amplitude and posterior mean at ``(κ², r)``; leaves ``Q̃``
         factored (for :meth:`variances`)."""
-        kappa2, ratio = float(kappa2), float(ratio)
+        kappa2, ratio = self._checked(kappa2, ratio)
         self.n_evaluations += 1
         mean, quad, logdet_S = self._terms(kappa2, ratio)
         m = self.m
@@ -127,13 +141,16 @@ class GMRFRegression:
     def log_evidence_at(self, kappa2: float, ratio: float, amplitude: float) -> float:
         """``log N(z | 0, A S)`` at a given amplitude ``A`` (:meth:`evaluate` profiles it
         out); leaves ``Q̃`` factored."""
-        _, quad, logdet_S = self._terms(float(kappa2), float(ratio))
         A, m = float(amplitude), self.m
+        if not (np.isfinite(A) and A > 0):
+            raise ValueError(f"amplitude must be a finite number > 0; got {amplitude!r}.")
+        _, quad, logdet_S = self._terms(*self._checked(kappa2, ratio))
         return float(-0.5 * quad / A - 0.5 * (m * np.log(A) + logdet_S) - 0.5 * m * _LOG_2PI)
 
     def posterior_mean(self, kappa2: float, ratio: float) -> np.ndarray:
-        """``μ = Q̃⁻¹ Pᵀ z / r`` at every node; leaves ``Q̃`` factored."""
-        return self._terms(float(kappa2), float(ratio))[0]
+        """``μ = Q̃⁻¹ Pᵀ z / r`` at every node; leaves ``Q̃`` factored (no factor of ``K``:
+        the prior's determinant is the evidence's only)."""
+        return self._factor_posterior(*self._checked(kappa2, ratio))[0]
 
     def unit_posterior_variances(self, kappa2: float, ratio: float, rows: np.ndarray,
                                  exact_rows: int, n_samples: int = 64,
@@ -141,9 +158,13 @@ class GMRFRegression:
         """``diag(Q̃⁻¹)`` at ``rows`` - the posterior variances in units of ``A``: exact
         (one solve a row, 256 at a time) for at most ``exact_rows`` rows, else by
         :func:`rbmc_variances` over every node."""
-        kappa2, ratio = float(kappa2), float(ratio)
+        kappa2, ratio = self._checked(kappa2, ratio)
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n):
+            raise IndexError(f"rows must be node indices in [0, {self.n}); got "
+                             f"{rows.min()}..{rows.max()}.")
         if self._last != (kappa2, ratio):
-            self._terms(kappa2, ratio)
+            self._factor_posterior(kappa2, ratio)
         if rows.size <= exact_rows:
             return diagonal_of_inverse(self._chol_Q.solve, self.n, rows)
         Qt = self.posterior_precision(kappa2, ratio)

@@ -14,8 +14,8 @@ import scipy.linalg
 import scipy.sparse.linalg
 
 from .._validation import check_cloud, check_int, check_points, check_random_state
-from ..graph.cross_kernel import check_bandwidth
 from ..graph.affinity import lazy_affinity
+from ..graph.cross_kernel import check_bandwidth
 from ..graph.dense import DenseGraph, NystromGraph
 from .eigenpairs import Eigenpairs, deterministic_sign_flip
 
@@ -98,7 +98,7 @@ def _random_walk_vectors(psi: np.ndarray, d: np.ndarray, mu: np.ndarray) -> np.n
     two threads). Orthonormalised, ``V_z V_zᵀ`` is the projection onto the pieces'
     indicators whatever the rotation."""
     vec = psi / np.sqrt(d)[:, None]
-    z = int(np.sum(mu > 1.0 - 1e-9))
+    z = _count_unit(mu)
     if z > 1:
         vec[:, :z] = np.linalg.qr(vec[:, :z])[0]
     vec /= np.linalg.norm(vec, axis=0, keepdims=True)

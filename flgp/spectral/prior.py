@@ -106,14 +106,14 @@ class LowRankPrior(GraphPrior):
 
     # -- the Gaussian evidence and posterior in weight space ---------------------------------
     def _weight_space(self, labelled, y, noise):
-        """``(evidence engine, log weights, noise, kept columns, labelled)`` over the columns
-        whose weight is not 0, or None when no column has weight (then ``K = 0``)."""
+        """``(evidence engine, log weights, noise, kept columns)`` over the columns whose
+        weight is not 0, or None when no column has weight (then ``K = 0``)."""
         labelled, y, noise = self._checked_targets(labelled, y, noise)
         keep = np.flatnonzero(self.weights > 0)
         if keep.size == 0:
             return None
         ev = LowRankGaussianEvidence(self._vectors(labelled)[:, keep], y)
-        return ev, np.log(self.weights[keep]), noise, keep, labelled
+        return ev, np.log(self.weights[keep]), noise, keep
 
     def log_evidence(self, labelled, y, noise) -> float:
         """``log N(y | 0, K_ll + noise I)`` by the Woodbury identities
@@ -122,7 +122,7 @@ class LowRankPrior(GraphPrior):
         space = self._weight_space(labelled, y, noise)
         if space is None:
             return super().log_evidence(labelled, y, noise)
-        ev, log_w, noise, _, _ = space
+        ev, log_w, noise, _ = space
         return -ev.value(log_w, np.log(noise))
 
     def posterior(self, labelled, y, noise, rows=None):
@@ -133,7 +133,7 @@ class LowRankPrior(GraphPrior):
         space = self._weight_space(labelled, y, noise)
         if space is None:
             return super().posterior(labelled, y, noise, rows)
-        ev, log_w, noise, keep, _ = space
+        ev, log_w, noise, keep = space
         sd, w_mean, w_cov = ev.posterior(log_w, noise)
 
         def moments(V, _=None):
