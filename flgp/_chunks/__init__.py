@@ -25,10 +25,10 @@ defaults (``p = 3``, ``r = 3``, ``M = 100``) a row costs about 5 kB, so a block 
 13,000 rows.
 """
 
-from .blocks import (InMemoryBlocks, default_chunk_size, imap_threads, is_dask_array,
-                     is_lazy, is_zarr_array, map_row_ranges, map_threads, merge_partials,
-                     one_thread_each, row_bytes, row_ranges, take_rows)
-from .drivers import blocks_of
+from .blocks import (default_chunk_size, imap_threads, is_dask_array, is_zarr_array,
+                     map_row_ranges, map_threads, merge_partials, one_thread_each, row_bytes,
+                     row_ranges, take_rows)
+from .drivers import InMemoryBlocks, blocks_of, is_lazy
 from .stages import StageLog, count, record_stages, stage
 
 __all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_threads", "map_row_ranges",

@@ -1,6 +1,7 @@
-"""Blocks of rows and the in-memory driver: block sizes from the memory budget, thread maps
-that carry the caller's settings, the merge of per-block partials, and
-:class:`InMemoryBlocks` (the package notes: :mod:`flgp._chunks`)."""
+"""Blocks of rows: block sizes from the memory budget, thread maps that carry the caller's
+settings, the kinds of array a cloud may be, and the merge of per-block partials - what both
+drivers (:mod:`flgp._chunks.drivers`, :mod:`flgp._chunks.dask_blocks`) are made of (the
+package notes: :mod:`flgp._chunks`)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._config import in_settings, thread_settings, working_memory_bytes
-from ..backends import cpu_threads, limit_blas_threads
+from ..backends import limit_blas_threads
 
 __all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_threads", "map_row_ranges",
-           "imap_threads", "one_thread_each", "is_dask_array", "is_zarr_array", "is_lazy",
-           "take_rows", "merge_partials", "InMemoryBlocks"]
+           "imap_threads", "one_thread_each", "is_dask_array", "is_zarr_array", "take_rows",
+           "merge_partials"]
 
 _MIN_CHUNK = 1024
 _MAX_CHUNK = 2**20
@@ -141,13 +142,6 @@ def is_zarr_array(X) -> bool:
     return type(X).__module__.split(".")[0] == "zarr" and hasattr(X, "shape")
 
 
-def is_lazy(X) -> bool:
-    """A dask or zarr array: the passes over it run as Dask tasks. (Anything else - a
-    numpy cloud - is told apart by its type's module alone.)"""
-    root = type(X).__module__.split(".")[0]
-    return (root == "dask" and is_dask_array(X)) or (root == "zarr" and is_zarr_array(X))
-
-
 def take_rows(X, index: np.ndarray) -> np.ndarray:
     """``X[index]`` as a float64 numpy array, in the order of ``index``: numpy fancy
     indexing, or one dask computation reading only the blocks that hold the rows."""
@@ -209,76 +203,3 @@ def _add_into(total: dict, part: dict) -> None:
             np.add(t, v, out=t)
         else:
             total[key] = v + t.toarray() if sp.issparse(t) and not sp.issparse(v) else t + v
-
-
-# -- the drivers --------------------------------------------------------------------------
-
-def _threads() -> int:
-    return cpu_threads()
-
-
-class InMemoryBlocks:
-    """The rows of an in-memory cloud as blocks.
-
-    ``X`` is the numpy array of points, or None when the passes read rows that an earlier
-    pass stored (then ``n_samples`` says how many rows there are and every block function
-    gets ``None`` for its points).
-    """
-
-    is_dask = False
-
-    def __init__(self, X: np.ndarray | None = None, n_samples: int | None = None):
-        self.X = X
-        self.n_samples = int(X.shape[0] if X is not None else n_samples)
-
-    def _block(self, a: int, b: int):
-        return None if self.X is None else self.X[a:b]
-
-    def reduce(self, fn, *, bytes_per_row: int, chunk_size: int | None = None,
-               layout=None, threads: int | None = None) -> dict:
-        """:func:`merge_partials` of ``fn(X_block, start, stop)`` over the blocks (on as
-        many threads as torch uses, or ``threads``; ``layout`` is the Dask driver's and
-        ignored here). The partials are added up as the blocks finish, in block order (a
-        few ``s x s`` partials in memory at a time, whatever the number of blocks); the
-        log-sum-exp pairs, ``2 x s`` each, are merged at the end, all at once - the same
-        arithmetic as merging every partial at once."""
-        ranges = row_ranges(self.n_samples, default_chunk_size(bytes_per_row, chunk_size))
-        threads = _threads() if threads is None else threads
-        total, lse_parts, owned = None, [], False
-        for part in imap_threads(lambda ab: fn(self._block(*ab), *ab), ranges, threads):
-            if not part:
-                continue
-            lse_parts.append({key: part.pop(key) for key in LSE_FIELDS if key in part})
-            if total is None:
-                total = part
-            elif not owned:                  # the first merge makes arrays of our own
-                total, owned = merge_partials([total, part]), True
-            else:
-                _add_into(total, part)
-        if total is None:
-            return {}
-        total.update(merge_partials(lse_parts))
-        return total
-
-    def map(self, fn, *, bytes_per_row: int, chunk_size: int | None = None,
-            n_columns: int | None = None, dtype=np.float64, parallel: bool = False):
-        """``fn(X_block, start, stop)`` over the blocks, stacked into one array (blocks on
-        threads with ``parallel``; ``fn`` must then be thread-safe). ``n_columns`` and
-        ``dtype`` describe the output for the Dask driver; here the first block does."""
-        ranges = row_ranges(self.n_samples, default_chunk_size(bytes_per_row, chunk_size))
-        if not ranges:
-            raise ValueError("no rows to map over.")
-        a0, b0 = ranges[0]
-        first = np.asarray(fn(self._block(a0, b0), a0, b0))
-        out = np.empty((self.n_samples,) + first.shape[1:], dtype=first.dtype)
-        out[a0:b0] = first
-
-        def fill(a, b):
-            out[a:b] = fn(self._block(a, b), a, b)
-
-        map_row_ranges(fill, ranges[1:], _threads() if parallel else 1)
-        return out
-
-    def take(self, index) -> np.ndarray:
-        """Rows ``index`` of the points (float64)."""
-        return take_rows(self.X, index)
