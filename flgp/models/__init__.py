@@ -5,7 +5,11 @@
 * :mod:`flgp.models.inference` - the inference engines they use (expectation
   propagation, Laplace, exact low-rank Gaussian, Poisson counts), which know nothing of
   estimators;
-* :mod:`flgp.models.baselines` - the extrinsic RBF-kernel GPs;
+* :mod:`flgp.models.representation` - what the estimators ask of a representation of
+  their prior other than the heat kernel's eigenbasis; the two they register are
+  :mod:`flgp.models.graph_matern` (the full-resolution graph Matérn prior,
+  ``method="gmrf"``) and :mod:`flgp.models.baselines` (the extrinsic RBF-kernel GPs,
+  ``method="rbf"``);
 * :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
   interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
 * :func:`predict_image` - regression on the voxels of a NIfTI image, mean and sd images

@@ -126,10 +126,13 @@ class HeatGPEstimator(BaseEstimator):
     # -- fitted state ---------------------------------------------------------------------
     _CACHE = "_eigenpair_cache"
 
+    # the fit of the representation that predicts when it is not the heat kernel's
+    # eigenbasis (flgp.models.representation: the estimators' REPRESENTATIONS), else None
+    _other_fit = None
+
     # private state a fit sets (the public fitted attributes end with "_")
     _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_piece_has_label",
-                     "_node_posterior", "_scores", "_score_scale", "_node_index",
-                     "_spectral_prior",
+                     "_other_fit", "_spectral_prior",
                      "_reach", "_y_mean", "_y_scale", "_y_unit", "_noise_std", "_noise_pre")
 
     def __setstate__(self, state):
@@ -246,8 +249,10 @@ class HeatGPEstimator(BaseEstimator):
             if X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} "
                                  f"is expecting {self.n_features_in_} features as input.")
-            if self.method_ == "rbf":
-                raise ValueError("the RBF GP predicts numpy arrays only; compute X first.")
+            if self._other_fit is not None:
+                raise ValueError(f"method_={self.method_!r} predicts numpy arrays only (the "
+                                 f"heat kernel's eigenbasis alone maps dask blocks); compute "
+                                 f"X first.")
             return X
         X = validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite=False)
         return check_points(X, min_samples=1)
@@ -344,13 +349,13 @@ class HeatGPEstimator(BaseEstimator):
         return (array_fingerprint(X),) + tuple(
             (name, _value_key(getattr(self, name, None))) for name in self.GRAPH_PARAMETERS)
 
-    def _fit_candidates(self, X, labelled, targets):
-        """Fit the GP part on every candidate (:meth:`_fit_gp`) and keep the one with the
-        highest score: ``(bandwidth scale, eigenpairs, eigenvector rows of the labelled
-        points, CandidateFit)``."""
+    def _fit_candidates(self, candidates, labelled, targets):
+        """Fit the GP part on every candidate of :meth:`_candidates` (:meth:`_fit_gp`) and
+        keep the one with the highest score: ``(bandwidth scale, eigenpairs, eigenvector
+        rows of the labelled points, CandidateFit)``."""
         best = None
         name = type(self).__name__
-        for a, eigenpairs in self._candidates(X):
+        for a, eigenpairs in candidates:
             with stage("labelled rows"):
                 V_lab = eigenpairs.eigenvector_rows(labelled)
             with stage("hyperparameters"), single_threaded_blas():

@@ -17,11 +17,16 @@ from scipy.spatial.distance import cdist
 
 from .._chunks import default_chunk_size
 from .._validation import power_of_two_unit
+from ..backends import resolve_backend
 from .inference.laplace import (LogisticLikelihood, binary_predict, laplace_binary,
                                 laplace_softmax, probit_logistic, softmax_predict,
                                 softmax_probabilities)
+from .representation import (ClassificationFit, ClassificationRepresentation, RegressionFit,
+                             RegressionRepresentation)
+from .search import single_threaded_blas
 
-__all__ = ["RBFLaplaceClassifier", "RBFGPRegressor"]
+__all__ = ["RBFLaplaceClassifier", "RBFGPRegressor", "RBFRegression", "RBFRegressionFit",
+           "RBFClassification", "RBFClassificationFit"]
 
 
 def _standardise(X):
@@ -431,3 +436,90 @@ class RBFGPRegressor:
                 std[start:start + step] = np.sqrt(np.maximum(var, 0.0))
         mean = self.y_mean_ + self.y_scale_ * mean
         return (mean, self.y_scale_ * std) if return_std else mean
+
+
+# -- the RBF GPs as representations of the estimators' priors (method="rbf") ---------------
+
+class RBFRegression(RegressionRepresentation):
+    """The exact RBF GP on the labelled points as one of :class:`flgp.FLGPRegressor`'s
+    representations (:mod:`flgp.models.representation`)."""
+
+    name = "rbf"
+
+    def infeasible(self, est, shape, n_labelled):
+        """More than ``RBF_MAX_LABELS`` labels (``O(m³)`` an evidence evaluation)."""
+        if n_labelled <= RBF_MAX_LABELS:
+            return None
+        return (f"{n_labelled} labels > RBF_MAX_LABELS = {RBF_MAX_LABELS}: an exact RBF GP "
+                f"costs O(m^3) per evidence evaluation")
+
+    def fit(self, est, X, labelled, y_lab, z, standardisation):
+        """:class:`RBFGPRegressor` on ``X[labelled]`` and ``y_lab`` (it standardises
+        ``y`` itself)."""
+        rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend)).fit(
+            X[labelled], y_lab)
+        return RBFRegressionFit(rbf)
+
+
+class RBFRegressionFit(RegressionFit):
+    """A fitted :class:`RBFGPRegressor` (``rbf``), the estimator's ``rbf_``."""
+
+    method = "rbf"
+
+    def __init__(self, rbf: RBFGPRegressor):
+        self.rbf = rbf
+        self.log_evidence = rbf.log_marginal_likelihood_
+
+    def adopt(self, est, X, stacklevel):
+        rbf = est.rbf_ = self.rbf
+        est.method_ = "rbf"
+        est.n_iter_ = rbf.n_iter_
+        if est.method == "rbf":
+            est.eigenpairs_ = None
+        est.noise_ = rbf.noise_
+        est.outputscale_ = rbf.outputscale_
+        est.log_marginal_likelihood_ = rbf.log_marginal_likelihood_
+        est.transduction_, est.transduction_std_ = rbf.predict(X)
+
+    def predict(self, X, stacklevel):
+        return self.rbf.predict(X)
+
+    def interval_noise(self):
+        return self.rbf.y_unit_, self.rbf.noise_pre_
+
+
+class RBFClassification(ClassificationRepresentation):
+    """The RBF GP classifier on the labelled points as one of :class:`flgp.FLGPClassifier`'s
+    representations (:mod:`flgp.models.representation`); ``"auto"`` never takes it."""
+
+    name = "rbf"
+
+    def chosen_by_auto(self, est, X, counts):
+        return False
+
+    def fit(self, est, X, labelled, codes):
+        """:class:`RBFLaplaceClassifier` on ``X[labelled]`` and the class codes."""
+        with single_threaded_blas():
+            rbf = RBFLaplaceClassifier(max_iter=est.max_iter).fit(X[labelled], codes)
+        return RBFClassificationFit(rbf)
+
+
+class RBFClassificationFit(ClassificationFit):
+    """A fitted :class:`RBFLaplaceClassifier` (``rbf``), the estimator's ``rbf_``."""
+
+    method = "rbf"
+
+    def __init__(self, rbf: RBFLaplaceClassifier):
+        self.rbf = rbf
+
+    def adopt(self, est, X, stacklevel):
+        rbf = est.rbf_ = self.rbf
+        est.n_iter_ = 1
+        est.eigenpairs_ = None
+        est.diffusion_time_weights_ = None
+        est.log_marginal_likelihood_ = rbf.log_marginal_likelihood_
+        est.transduction_ = est.classes_[rbf.predict_codes(X)]
+        est.label_distributions_ = rbf.predict_proba(X)
+
+    def predict_proba(self, X, stacklevel):
+        return self.rbf.predict_proba(X)

@@ -14,27 +14,21 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, map_threads, stage
 from ..backends import cpu_threads
-from ..graph import Pieces, PointGraph
-from ..graph.knn import NeighborIndex, self_tuning_knn_graph
-from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_size_prior,
-                                        green_scores, scores_to_probabilities)
+from ..graph import PointGraph
 from ..spectral.families import FAMILIES, ZERO_EIGENVALUE, SpectralPrior, diffusion_time_range
-from ._base import _POSITIVE, FAR_FACTOR, CandidateFit, HeatGPEstimator, target_vector
-from .search import single_threaded_blas
-from .baselines import RBFLaplaceClassifier
+from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
+from .baselines import RBFClassification, RBFClassificationFit
+from .graph_matern import GraphMaternClassification, GraphMaternClassificationFit
 from .class_predictor import ClassPredictor, classes_of, loo_rows
 from .class_search import TimeSearch
 from .inference.ep import fit_predictive_scale, multinomial_loo, probit_loo
 from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels
 
-# neighbours of the full-resolution classifier's k-NN graph (Poisson learning's default)
-GMRF_NEIGHBOURS = 10
-# method="auto": the full-resolution classifier when some class has at most this many
-# labels, the low-rank heat kernel otherwise (measured on six clouds: docs/few_labels.md,
-# "Full resolution")
-AUTO_GMRF_MAX_LABELS = 2
+# the representations of the prior besides the heat kernel's eigenbasis, in the order
+# method="auto" asks them (flgp.models.representation)
+REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternClassification(), RBFClassification())}
 
-__all__ = ["FLGPClassifier", "split_labels"]
+__all__ = ["FLGPClassifier", "split_labels", "REPRESENTATIONS"]
 
 # candidate priors whose search-precision evidence trails the best by more than this many
 # nats skip the final tight EP run: they cannot win (the search evidence is within about
@@ -313,7 +307,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     _parameter_constraints: dict = {
         **HeatGPEstimator._parameter_constraints,
-        "method": [StrOptions({"flgp", "glgp", "nystrom", "rbf", "gmrf", "auto"})],
+        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})],
         "class_prior": [StrOptions({"auto", "balanced", "labels"}), "array-like", None],
         "graph": [PointGraph, None],
         "matern_order": [Interval(numbers.Integral, 1, 2, closed="both"), None],
@@ -333,6 +327,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                                                                "constant_variance")
     _unlabelled_fill = -1
     _is_labelled = staticmethod(split_labels)
+    REPRESENTATIONS = REPRESENTATIONS
 
     def __init__(self, *, method="flgp", kernel="lae", subsample="kmeans", n_induced=None,
                  n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
@@ -423,14 +418,16 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         self.method_ = self.method
         if self.method == "auto":
-            fewest = int(np.bincount(codes, minlength=self.classes_.size).min())
-            self.method_ = ("gmrf" if fewest <= AUTO_GMRF_MAX_LABELS and not is_lazy(X)
-                            and self.induced_points is None else "flgp")
-        if self.method_ == "rbf":
-            return self._fit_rbf(X, labelled, codes)
-        if self.method_ == "gmrf":
-            return self._fit_gmrf(X, labelled, codes)
-        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, codes)
+            # the first representation whose rule takes these labels, else the heat kernel
+            counts = np.bincount(codes, minlength=self.classes_.size)
+            self.method_ = next((name for name, rep in self.REPRESENTATIONS.items()
+                                 if rep.chosen_by_auto(self, X, counts)), "flgp")
+        if self.method_ in self.REPRESENTATIONS:
+            # its warnings point at the caller of fit
+            self._other_fit = self.REPRESENTATIONS[self.method_].fit(self, X, labelled, codes)
+            self._other_fit.adopt(self, X, stacklevel=3)
+            return self
+        a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled, codes)
         self._set_engine(a, eigenpairs, labelled)
         t, amplitude, log_ev, state, mixture, n_evals, prior = fit.result
         self._V_lab = V_lab
@@ -460,95 +457,19 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.transduction_ = classes_of(proba, self.classes_)
         return self
 
-    def _fit_gmrf(self, X, labelled, codes):
-        """The full-resolution classifier (``method="gmrf"``): class scores from the graph
-        Matérn GP in its small-amplitude limit on the cloud's own k-NN graph, probabilities
-        at a spread set from the cloud, re-weighted to the class-size prior
-        (:mod:`flgp.precision.classification`)."""
-        C = self.classes_.size
-        if self.graph is not None:
-            graph = self.graph.check_rows(X.shape[0])
-        else:
-            with stage("graph"):
-                graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
-                                              random_state=self.random_state
-                                              if isinstance(self.random_state, int) else 0)
-        nu = 1 if self.matern_order is None else int(self.matern_order)
-        with stage("scores"):
-            U = green_scores(graph, labelled, codes, C, nu=nu)
-        unl = np.ones(X.shape[0], dtype=bool)
-        unl[labelled] = False
-        spread = float(U[unl].std()) if unl.any() else float(U.std())
-        self._score_scale = (spread or 1.0) / SCORE_SPREAD
-        P = scores_to_probabilities(U, self._score_scale)
-        self.class_prior_ = (None if self.class_prior is None else
-                             class_size_prior(codes, C, self.class_prior))
-        if self.class_prior_ is not None:
-            self.class_weights_, P = balance_to_prior(P, self.class_prior_)
-        else:
-            self.class_weights_ = np.ones(C)
-        self.graph_ = graph
-        self.matern_order_ = nu
-        self.eigenpairs_ = None
-        self.n_iter_ = 1
-        self.log_marginal_likelihood_ = None
-        self._scores = U
-        self.label_distributions_ = P
-        self.transduction_ = self.classes_[np.argmax(P, axis=1)]
-        n_comp, labels = graph.pieces()
-        if n_comp > 1:
-            has = np.zeros(n_comp, dtype=bool)
-            has[labels[labelled]] = True
-            if not has.all():
-                sizes = np.bincount(labels, minlength=n_comp)
-                empty = np.sort(sizes[~has])[::-1]
-                listed = ", ".join(str(int(v)) for v in empty[:8]) + (
-                    f", ... ({empty.size - 8} more)" if empty.size > 8 else "")
-                warnings.warn(f"the graph falls apart into "
-                              f"{Pieces(labels, sizes).describe()}; {empty.size} of them "
-                              f"hold no label (sizes {listed}): their points get scores "
-                              f"near 0, so probabilities near the class prior. Label a point "
-                              f"in each, or pass graph= with more neighbours "
-                              f"(flgp.graph.self_tuning_knn_graph(X, k)).",
-                              UserWarning, stacklevel=3)
-        return self
-
-    def _gmrf_proba(self, X):
-        """New points: each score the weighted mean of its ``min(2^p, 10)`` nearest nodes'
-        scores (the graph's own weights ``exp(-4 d² / d_k²)``: the value a new node joined
-        by those edges takes at the harmonic solution), then the fitted scale and
-        class weights."""
-        g = self.graph_
-        k = int(min(GMRF_NEIGHBOURS, g.n_nodes))
-
-        if not hasattr(self, "_node_index") or self._node_index is None:
-            self._node_index = NeighborIndex(g.points)
-        dist, idx = self._node_index.kneighbors(X, k)
-        sq = dist ** 2
-        scale = np.maximum(sq[:, -1:], 1e-300)
-        w = np.exp(-4.0 * sq / scale)
-        exact = np.all(np.asarray(X) == g.points[idx[:, 0]], axis=1)  # a node: its own row
-        w[exact] = 0.0
-        w[exact, 0] = 1.0
-        w /= w.sum(axis=1, keepdims=True)
-        U = np.einsum("ij,ijc->ic", w, self._scores[idx])
-        far = sq[:, 0] > (FAR_FACTOR * 2.0 * g.spacing) ** 2
-        if far.any():
-            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far from every "
-                          f"node of the fitted graph; their probabilities are the nearest "
-                          f"nodes' (extrapolations).", UserWarning, stacklevel=4)
-        return scores_to_probabilities(U, self._score_scale, self.class_weights_)
-
-    def _fit_rbf(self, X, labelled, codes):
-        with single_threaded_blas():
-            self.rbf_ = RBFLaplaceClassifier(max_iter=self.max_iter).fit(X[labelled], codes)
-        self.n_iter_ = 1
-        self.eigenpairs_ = None
-        self.diffusion_time_weights_ = None
-        self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
-        self.transduction_ = self.classes_[self.rbf_.predict_codes(X)]
-        self.label_distributions_ = self.rbf_.predict_proba(X)
-        return self
+    def __setstate__(self, state):
+        # fitted before 2026-11-27 (fourth session), when the full-resolution and RBF fits
+        # lived in the estimator's own attributes
+        scores = state.pop("_scores", None)
+        score_scale = state.pop("_score_scale", None)
+        state.pop("_node_index", None)
+        super().__setstate__(state)
+        if scores is not None and state.get("method_") == "gmrf":
+            self._other_fit = GraphMaternClassificationFit(
+                self.graph_, self.matern_order_, scores, score_scale, self.class_prior_,
+                self.class_weights_, None)
+        elif state.get("method_") == "rbf" and "_other_fit" not in state:
+            self._other_fit = RBFClassificationFit(self.rbf_)
 
     @property
     def _one_vs_rest(self):
@@ -705,10 +626,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             return self.eigenpairs_.map_points(X, self._predictor,
                                                n_columns=self.classes_.size,
                                                project=self._predictor.project)
-        if self.method_ == "rbf":
-            return self.rbf_.predict_proba(X)
-        if self.method_ == "gmrf":
-            return self._gmrf_proba(X)
+        if self._other_fit is not None:
+            return self._other_fit.predict_proba(X, stacklevel=3)
         proba, nearest = self.eigenpairs_.map_points(X, self._predictor,
                                                      return_nearest=True,
                                                      project=self._predictor.project)
@@ -724,7 +643,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
         moments of the mixture over the diffusion times."""
         check_is_fitted(self, "classes_")
-        if self.method_ in ("rbf", "gmrf"):
+        if self._other_fit is not None:
             raise ValueError(f"predict_latent is available for the heat-kernel methods; "
                              f"method_={self.method_!r} has no heat-kernel latent.")
         width = 1 if self.classes_.size == 2 else self.classes_.size
@@ -749,7 +668,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         for two classes, one per class otherwise), at the MAP diffusion time; with the
         precision a new label adds to each. What :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "classes_")
-        if self.method_ in ("rbf", "gmrf"):
+        if self._other_fit is not None:
             raise ValueError(f"latent_posterior needs the heat-kernel posterior over the "
                              f"cloud; method_={self.method_!r} has none.")
         t, _, state, amplitude = self._mixture[0]

@@ -554,7 +554,7 @@ def suggest_labels(est, n, strategy, random_state):
                          f"the same as {_ALIASES['uncertainty'][kind]!r}).")
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
-    if getattr(est, "method_", None) in ("rbf", "gmrf"):
+    if getattr(est, "_other_fit", None) is not None:
         raise ValueError(f"suggest_labels needs the heat-kernel posterior over the cloud; "
                          f"{name}(method={est.method_!r}) has none. Use method='flgp', "
                          f"'glgp' or 'nystrom'.")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 from scipy.special import ndtri
@@ -13,37 +12,27 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, stage
 from .._validation import power_of_two_unit
-from ..backends import resolve_backend
 from ..spectral.families import (diffusion_time_range, heat_log_weight_gradient,
                                  heat_log_weights)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from ..graph import PointGraph
-from ..graph.knn import knn_point_graph
-from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
-from ..precision.matern import MATERN_ORDERS
-from ..precision.posterior import NodePosterior
-from ._base import FAR_FACTOR
-from .baselines import RBF_MAX_LABELS, RBFGPRegressor
+from .baselines import RBFRegressionFit, RBFRegression
+from .graph_matern import (GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegressionFit,
+                           GraphMaternRegression)
 from ..spectral.gaussian import LowRankGaussianEvidence
 from .inference.poisson import (check_counts, count_offset, fit_count_hyperparameters,
                                 poisson_interval)
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
 from .regression_predictor import (CountPredictor, RegressionPredictor,
                                    warn_unrepresentable_counts)
+from .representation import Standardisation
 from .search import multistart_minimize, unit_prior_log_scale
 
-__all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM"]
+__all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM", "REPRESENTATIONS"]
 
-# method="auto" weighs the graph Matérn prior on the k-NN graph of X (no graph= given) up to
-# this many points - where its hyperparameters are searched on the whole graph; a 20,000-
-# point curve costs 3 s against 1 s for the low-rank fit, 100,000 points 35 s and 2.4 GB -
-# and this many features
-GMRF_MAX_NODES = 32_000
-KNN_GMRF_MAX_DIM = 16
-# neighbours of the default k-NN point graph (graphlearning's default)
-GMRF_NEIGHBOURS = 10
-# draws of the Rao-Blackwellised variance estimator (relative standard error ~5-10 %)
-GMRF_VARIANCE_SAMPLES = 64
+# the representations of the prior besides the heat kernel's eigenbasis, in the order
+# method="auto" weighs them after it (flgp.models.representation)
+REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegression())}
 
 
 class FLGPRegressor(RegressorMixin, HeatGPEstimator):
@@ -202,12 +191,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         "noise": [_POSITIVE, None],
         "likelihood": [StrOptions({"gaussian", "poisson"})],
         "overdispersion": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", "rbf", "gmrf"})],
+        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})],
         "graph": [PointGraph, None],
         "matern_order": [Interval(numbers.Integral, 1, 4, closed="both"), None],
     }
     _finite_parameters = HeatGPEstimator._finite_parameters + ("noise", "overdispersion")
     _unlabelled_fill = np.nan
+    REPRESENTATIONS = REPRESENTATIONS
 
     @staticmethod
     def _is_labelled(y):
@@ -249,7 +239,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     def _check_parameters(self):
         super()._check_parameters()
         if self.likelihood == "poisson":
-            if self.method in ("rbf", "gmrf"):
+            if self.method in self.REPRESENTATIONS:
                 raise ValueError(f"likelihood='poisson' works with the heat-kernel methods "
                                  f"('flgp', 'glgp', 'nystrom'); method={self.method!r} is "
                                  f"Gaussian only.")
@@ -306,144 +296,60 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
                              f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
         z = (y_pre - self._y_mean / unit) / (self._y_scale / unit)
-        if self.method == "rbf":
-            return self._fit_rbf(X, labelled, y_lab)
-        if self.method == "gmrf":
-            return self._use_gmrf(self._gmrf_candidate(X, labelled, z))
-        if self.method == "auto" and self.graph is not None \
-                and self.graph.n_nodes > FACTOR_MAX_NODES:
-            # beyond a factor's reach there is no whole-graph evidence to compare; a fine
-            # map on that many nodes is beyond what 100-400 eigenpairs resolve
-            self.log_evidence_ = {}
-            self.skipped_methods_ = {
-                name: (f"the graph has {self.graph.n_nodes} nodes > FACTOR_MAX_NODES = "
-                       f"{FACTOR_MAX_NODES}: the graph Matérn prior's evidence is that of "
-                       f"a ball, not comparable; it predicts") for name in ("flgp", "rbf")}
-            return self._use_gmrf(self._gmrf_candidate(X, labelled, z))
-        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, z)
-        heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z)
-        if self.method == "auto" and not is_lazy(X):
-            # every feasible prior by its exact evidence of y (docs/models.md, "Choosing
-            # the prior"); skipped_methods_ says why one was left out
-            self.log_evidence_ = {"flgp": self.log_marginal_likelihood_}
-            self.skipped_methods_ = {}
-            gmrf = rbf = None
-            why = self._gmrf_infeasible(X.shape)
-            if why is None:
-                gmrf = self._gmrf_candidate(X, labelled, z)
-                self.log_evidence_["gmrf"] = gmrf.log_evidence_y
-            else:
-                self.skipped_methods_["gmrf"] = why
-            if m <= RBF_MAX_LABELS:
-                rbf = RBFGPRegressor(self.max_iter,
-                                     backend=resolve_backend(self.backend)).fit(
-                    X[labelled], y_lab)
-                self.log_evidence_["rbf"] = rbf.log_marginal_likelihood_
-            else:
-                self.skipped_methods_["rbf"] = (
-                    f"{m} labels > RBF_MAX_LABELS = {RBF_MAX_LABELS}: an exact RBF GP "
-                    f"costs O(m^3) per evidence evaluation")
-            best = max(self.log_evidence_, key=self.log_evidence_.get)
-            if best == "rbf":
-                return self._fit_rbf(X, labelled, y_lab, rbf)
-            if best == "gmrf":
-                return self._use_gmrf(gmrf)
-        self.method_ = "flgp" if self.method == "auto" else self.method
+        standard = Standardisation(self._y_mean, self._y_scale, unit)
+        fits = {}                       # the other representations' fits
+        sole = self._sole_representation() if self.method == "auto" else None
+        if self.method in self.REPRESENTATIONS or sole is not None:
+            best = self.method if sole is None else sole
+            fits[best] = self.REPRESENTATIONS[best].fit(self, X, labelled, y_lab, z,
+                                                        standard)
+        else:
+            a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled, z)
+            heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z)
+            best = "flgp" if self.method == "auto" else self.method
+            if self.method == "auto" and not is_lazy(X):
+                # every feasible representation by its exact evidence of y (docs/models.md,
+                # "Choosing the prior"); skipped_methods_ says why one was left out
+                self.log_evidence_ = {"flgp": self.log_marginal_likelihood_}
+                self.skipped_methods_ = {}
+                for name, representation in self.REPRESENTATIONS.items():
+                    why = representation.infeasible(self, X.shape, m)
+                    if why is not None:
+                        self.skipped_methods_[name] = why
+                        continue
+                    fits[name] = representation.fit(self, X, labelled, y_lab, z, standard)
+                    self.log_evidence_[name] = fits[name].log_evidence
+                best = max(self.log_evidence_, key=self.log_evidence_.get)
+        if best in fits:
+            # another representation predicts; its warnings point at the caller of fit
+            self._other_fit = fits[best]
+            fits[best].adopt(self, X, stacklevel=3)
+            return self
+        self.method_ = best
         return self._transduce(heat)
 
-    # -- the full-resolution prior (method="gmrf") ------------------------------------------
-    def _gmrf_infeasible(self, shape):
-        """Why ``"auto"`` leaves the full-resolution prior out of a cloud of this ``(n, p)``
-        shape, or None: a k-NN graph in more than 16 dimensions (its factor fills in) or of
-        more than GMRF_MAX_NODES points; never when a graph is given."""
-        if self.graph is not None:
-            return None
-        n, p = shape
-        if n < 3:
-            return f"{n} points: a k-NN graph needs at least 3"
-        if p > KNN_GMRF_MAX_DIM:
-            return (f"{p} features > {KNN_GMRF_MAX_DIM}: a k-NN graph in high dimension "
-                    f"has no sparse Cholesky factor worth its fill; pass graph= to use one")
-        if n > GMRF_MAX_NODES:
-            return (f"{n} points > GMRF_MAX_NODES = {GMRF_MAX_NODES} for a k-NN graph; "
-                    f"pass graph= to use one")
+    def _sole_representation(self):
+        """The representation ``"auto"`` must take without weighing the others (then
+        ``log_evidence_`` is empty and ``skipped_methods_`` says why), or None."""
+        for name, representation in self.REPRESENTATIONS.items():
+            why = representation.sole_reason(self)
+            if why is not None:
+                self.log_evidence_ = {}
+                self.skipped_methods_ = {other: why for other in ("flgp", *self.REPRESENTATIONS)
+                                         if other != name}
+                return name
         return None
 
-    def _gmrf_candidate(self, X, labelled, z):
-        """The graph Matérn fit (:func:`flgp.precision.gaussian.fit_gmrf`) on the point
-        graph - ``graph`` when given (checked against ``X``), else the k-nearest-neighbour
-        graph of ``X`` (:func:`flgp.graph.knn_point_graph`) - with its evidence of ``y``."""
-        if self.graph is not None:
-            graph = self.graph.check_rows(X.shape[0])
-        else:
-            graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
-        nus = MATERN_ORDERS if self.matern_order is None else (int(self.matern_order),)
-        with stage("gmrf"):
-            fit, reg, by_order = fit_gmrf(graph, labelled, z, nus=nus, verbose=self.verbose)
-        m = labelled.size
-        y_scale_pre = self._y_scale / self._y_unit
-        fit.log_evidence_y = (fit.log_evidence - m * np.log(y_scale_pre)
-                              - m * np.log(self._y_unit))
-        fit.graph, fit.regression = graph, reg
-        fit.by_order = {nu: f.log_evidence - m * np.log(y_scale_pre) - m * np.log(self._y_unit)
-                        for nu, f in by_order.items()}
-        return fit
-
-    def _use_gmrf(self, fit):
-        """Predict with the graph Matérn fit: its attributes, node posterior and
-        transduction."""
-        unit, y_scale_pre = self._y_unit, self._y_scale / self._y_unit
-        graph = fit.graph
-        self.method_ = "gmrf"
-        self.graph_ = graph
-        self.matern_order_ = fit.nu
-        self.matern_kappa_ = float(np.sqrt(fit.kappa2))
-        self.matern_log_evidence_ = fit.by_order
-        self.outputscale_ = fit.amplitude * y_scale_pre ** 2 * unit * unit
-        self._noise_pre = fit.noise * y_scale_pre ** 2
-        self.noise_ = self._noise_pre * unit * unit
-        self._noise_std = fit.noise
-        self.log_marginal_likelihood_ = fit.log_evidence_y
-        self.n_iter_ = fit.regression.n_evaluations
-        with stage("gmrf variances"):
-            var, se = fit.regression.variances(fit, n_samples=GMRF_VARIANCE_SAMPLES,
-                                               random_state=self.random_state
-                                               if isinstance(self.random_state, int) else 0)
-        self.transduction_std_error_ = self._y_scale * 0.5 * se / np.sqrt(np.maximum(var,
-                                                                                    1e-300))
-        mean = self._y_mean + self._y_scale * fit.mean
-        sd = self._y_scale * np.sqrt(np.maximum(var, 0.0))
-        self._node_posterior = NodePosterior(graph.points, mean, sd, graph.spacing)
-        self.transduction_, self.transduction_std_ = mean, sd
-        n_comp, labels = graph.pieces()
-        if n_comp > 1:
-            has = np.zeros(n_comp, dtype=bool)
-            has[labels[self.labelled_indices_]] = True
-            if not has.all():
-                sizes = np.bincount(labels, minlength=n_comp)
-                warnings.warn(f"the graph falls apart into {n_comp} pieces; "
-                              f"{int(sizes[~has].sum())} point(s) lie in "
-                              f"{int((~has).sum())} piece(s) without an observed target and "
-                              f"get the prior (the mean of the targets, a wide sd). Observe "
-                              f"a point there, or connect the graph.", UserWarning,
-                              stacklevel=4)
-        return self
-
-    def _fit_rbf(self, X, labelled, y_lab, rbf=None):
-        """The RBF GP's fit (``method="rbf"``, or chosen by ``"auto"``): its hyperparameters,
-        evidence and transduction."""
-        self.rbf_ = rbf if rbf is not None else RBFGPRegressor(
-            self.max_iter,
-            backend=resolve_backend(self.backend)).fit(X[labelled], y_lab)
-        self.method_ = "rbf"
-        self.n_iter_ = self.rbf_.n_iter_
-        if self.method == "rbf":
-            self.eigenpairs_ = None
-        self.noise_ = self.rbf_.noise_
-        self.outputscale_ = self.rbf_.outputscale_
-        self.log_marginal_likelihood_ = self.rbf_.log_marginal_likelihood_
-        self.transduction_, self.transduction_std_ = self.rbf_.predict(X)
-        return self
+    def __setstate__(self, state):
+        # fitted before 2026-11-27 (fourth session), when the graph Matérn and RBF fits
+        # lived in the estimator's own attributes
+        node_posterior = state.pop("_node_posterior", None)
+        super().__setstate__(state)
+        if node_posterior is not None and state.get("method_") == "gmrf":
+            self._other_fit = GraphMaternRegressionFit.from_node_posterior(
+                node_posterior, self._y_unit, self._noise_pre)
+        elif state.get("method_") == "rbf" and "_other_fit" not in state:
+            self._other_fit = RBFRegressionFit(self.rbf_)
 
     def _fit_heat(self, a, eigenpairs, V_lab, fit, labelled, z):
         """The heat-kernel GP's hyperparameters, evidence and posterior (not yet its
@@ -540,7 +446,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         offset = count_offset(y_lab)
         self.method_ = self._graph_method
         self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
-        a, eigenpairs, V_lab, fit = self._fit_candidates(X, labelled, (y_lab, offset))
+        a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled, (y_lab, offset))
         self._set_engine(a, eigenpairs, labelled)
         fit = fit.result
         self.diffusion_time_ = fit["t"]
@@ -627,12 +533,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                               project=self._predictor.project)
             mean, std = out[:, 0], out[:, 1]
             return (mean, std) if return_std else mean
-        if self.method_ == "rbf":
-            mean, std = self.rbf_.predict(X)
-            return (mean, std) if return_std else mean
-        if self.method_ == "gmrf":
-            mean, std = self._node_posterior.at(X)
-            self._warn_far_from_graph(X)
+        if self._other_fit is not None:
+            mean, std = self._other_fit.predict(X, stacklevel=2)
             return (mean, std) if return_std else mean
         out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
                                                    return_nearest=True,
@@ -646,18 +548,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                              project=latent.project)[:, 1]
             warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()))
         return (mean, std) if return_std else mean
-
-    def _warn_far_from_graph(self, X) -> None:
-        post = self._node_posterior
-        d2 = post.nearest_sq_distances(X)
-        reach = FAR_FACTOR * 2.0 * post.spacing
-        far = d2 > reach * reach
-        if far.any():
-            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie farther than "
-                          f"{reach:.3g} (three times two graph spacings) from every node of "
-                          f"the fitted graph, up to {np.sqrt(d2.max()):.3g}: their "
-                          f"predictions are the nearest nodes' (extrapolations).",
-                          UserWarning, stacklevel=4)
 
     def predict_interval(self, X, coverage=0.9):
         """Equal-tailed ``coverage`` interval ``(lower, upper)`` for a new observation at
@@ -674,8 +564,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         check_is_fitted(self, "n_features_in_")
         if self.likelihood != "poisson":
             mean, std = self.predict(X, return_std=True)
-            if self.method_ == "rbf":
-                unit, noise = self.rbf_.y_unit_, self.rbf_.noise_pre_
+            if self._other_fit is not None:
+                unit, noise = self._other_fit.interval_noise()
             else:
                 unit, noise = self._y_unit, self._noise_pre
             half = ndtri(0.5 + coverage / 2.0) * np.sqrt((std / unit) ** 2 + noise) * unit
@@ -695,7 +585,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         noise, the log-rate for counts), with the precision a new label adds: what
         :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "n_features_in_")
-        if self.method_ in ("rbf", "gmrf"):
+        if self._other_fit is not None:
             raise ValueError(f"latent_posterior needs the heat-kernel posterior in its "
                              f"eigenbasis; method_={self.method_!r} has none.")
         pr = self._predictor

@@ -1,0 +1,307 @@
+"""The estimators' full-resolution representation (``method="gmrf"``,
+:mod:`flgp.models.representation`): the graph Matérn prior on a point graph - the one
+given (``graph=``) or a k-nearest-neighbour graph of the cloud.
+
+* Regression (:class:`GraphMaternRegression`): the prior on the cloud's k-NN graph,
+  fitted by its exact evidence (:func:`flgp.precision.gaussian.fit_gmrf`), predicting at
+  new points by the nodes' posterior (:class:`flgp.precision.NodePosterior`);
+  docs/full_resolution.md.
+* Classification (:class:`GraphMaternClassification`): class scores from the prior in
+  its small-amplitude limit on the cloud's self-tuning k-NN graph, probabilities at a
+  spread set from the cloud, re-weighted to the class-size prior
+  (:mod:`flgp.precision.classification`); docs/few_labels.md.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._chunks import is_lazy, stage
+from ..graph import Pieces
+from ..graph.knn import NeighborIndex, knn_point_graph, self_tuning_knn_graph
+from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_size_prior,
+                                        green_scores, scores_to_probabilities)
+from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
+from ..precision.matern import MATERN_ORDERS
+from ..precision.posterior import NodePosterior
+from ._base import FAR_FACTOR
+from .representation import (ClassificationFit, ClassificationRepresentation, RegressionFit,
+                             RegressionRepresentation, Standardisation)
+
+__all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClassification",
+           "GraphMaternClassificationFit", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM",
+           "AUTO_GMRF_MAX_LABELS"]
+
+# method="auto" weighs the graph Matérn prior on the k-NN graph of X (no graph= given) up to
+# this many points - where its hyperparameters are searched on the whole graph; a 20,000-
+# point curve costs 3 s against 1 s for the low-rank fit, 100,000 points 35 s and 2.4 GB -
+# and this many features
+GMRF_MAX_NODES = 32_000
+KNN_GMRF_MAX_DIM = 16
+# neighbours of the default k-NN point graphs (graphlearning's and Poisson learning's
+# default)
+GMRF_NEIGHBOURS = 10
+# the classifier's method="auto": the full-resolution classifier when some class has at
+# most this many labels, the low-rank heat kernel otherwise (measured on six clouds:
+# docs/few_labels.md, "Full resolution")
+AUTO_GMRF_MAX_LABELS = 2
+# draws of the Rao-Blackwellised variance estimator (relative standard error ~5-10 %)
+GMRF_VARIANCE_SAMPLES = 64
+
+
+class GraphMaternRegression(RegressionRepresentation):
+    """The graph Matérn prior on the point graph (see the module notes)."""
+
+    name = "gmrf"
+
+    def infeasible(self, est, shape, n_labelled):
+        """A k-NN graph in more than 16 dimensions (its factor fills in) or of more than
+        ``GMRF_MAX_NODES`` points; never when a graph is given."""
+        if est.graph is not None:
+            return None
+        n, p = shape
+        if n < 3:
+            return f"{n} points: a k-NN graph needs at least 3"
+        if p > KNN_GMRF_MAX_DIM:
+            return (f"{p} features > {KNN_GMRF_MAX_DIM}: a k-NN graph in high dimension "
+                    f"has no sparse Cholesky factor worth its fill; pass graph= to use one")
+        if n > GMRF_MAX_NODES:
+            return (f"{n} points > GMRF_MAX_NODES = {GMRF_MAX_NODES} for a k-NN graph; "
+                    f"pass graph= to use one")
+        return None
+
+    def sole_reason(self, est):
+        """A given graph beyond a factor's reach (``FACTOR_MAX_NODES``): there is no
+        whole-graph evidence to compare, and a map on that many nodes is finer than
+        100-400 eigenpairs resolve."""
+        if est.graph is None or est.graph.n_nodes <= FACTOR_MAX_NODES:
+            return None
+        return (f"the graph has {est.graph.n_nodes} nodes > FACTOR_MAX_NODES = "
+                f"{FACTOR_MAX_NODES}: the graph Matérn prior's evidence is that of a ball, "
+                f"not comparable; it predicts")
+
+    def fit(self, est, X, labelled, y_lab, z, standardisation):
+        """The graph Matérn fit on ``graph`` when given (checked against ``X``), else on
+        the k-nearest-neighbour graph of ``X`` (:func:`flgp.graph.knn_point_graph`), over
+        the orders ``matern_order`` (None: all of ``MATERN_ORDERS``)."""
+        if est.graph is not None:
+            graph = est.graph.check_rows(X.shape[0])
+        else:
+            graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
+        nus = MATERN_ORDERS if est.matern_order is None else (int(est.matern_order),)
+        with stage("gmrf"):
+            fit, reg, by_order = fit_gmrf(graph, labelled, z, nus=nus, verbose=est.verbose)
+        m = labelled.size
+        seed = est.random_state if isinstance(est.random_state, int) else 0
+        return GraphMaternRegressionFit(
+            graph, fit, reg, standardisation,
+            standardisation.log_evidence_of_y(fit.log_evidence, m),
+            {nu: standardisation.log_evidence_of_y(f.log_evidence, m)
+             for nu, f in by_order.items()},
+            labelled, seed)
+
+
+class GraphMaternRegressionFit(RegressionFit):
+    """A fitted graph Matérn prior: the search's result (``fit``: order, ``κ²``, amplitude,
+    noise, posterior mean) and its regression (``regression``: the factor of the posterior
+    precision, for the variances) until adopted; then the nodes' posterior
+    (``node_posterior``), which is all it predicts with."""
+
+    method = "gmrf"
+
+    def __init__(self, graph, fit, regression, standardisation, log_evidence, by_order,
+                 labelled, random_state):
+        self.graph, self.fit, self.regression = graph, fit, regression
+        self.standardisation = standardisation
+        self.log_evidence, self.by_order = float(log_evidence), by_order
+        self.labelled, self.random_state = labelled, random_state
+        self.node_posterior = None
+
+    @classmethod
+    def from_node_posterior(cls, node_posterior, unit: float, noise_pre: float):
+        """What predicts of a fit pickled before the representations had modules of their
+        own (the estimator then held the nodes' posterior itself)."""
+        out = cls.__new__(cls)
+        out.node_posterior, out._noise_pre = node_posterior, noise_pre
+        out.standardisation = Standardisation(0.0, unit, unit)
+        return out
+
+    def adopt(self, est, X, stacklevel):
+        """The graph, order, ``κ``, hyperparameters in the units of ``y``, the nodes'
+        posterior (variances by Rao-Blackwellised Monte Carlo beyond a few thousand
+        nodes, with their standard errors) and the transduction."""
+        fit, st = self.fit, self.standardisation
+        unit, scale_pre = st.unit, st.scale_pre
+        graph = self.graph
+        est.method_ = "gmrf"
+        est.graph_ = graph
+        est.matern_order_ = fit.nu
+        est.matern_kappa_ = float(np.sqrt(fit.kappa2))
+        est.matern_log_evidence_ = self.by_order
+        est.outputscale_ = fit.amplitude * scale_pre ** 2 * unit * unit
+        est._noise_pre = fit.noise * scale_pre ** 2
+        est.noise_ = est._noise_pre * unit * unit
+        est._noise_std = fit.noise
+        est.log_marginal_likelihood_ = self.log_evidence
+        est.n_iter_ = self.regression.n_evaluations
+        with stage("gmrf variances"):
+            var, se = self.regression.variances(fit, n_samples=GMRF_VARIANCE_SAMPLES,
+                                                random_state=self.random_state)
+        est.transduction_std_error_ = st.scale * 0.5 * se / np.sqrt(np.maximum(var, 1e-300))
+        mean = st.mean + st.scale * fit.mean
+        sd = st.scale * np.sqrt(np.maximum(var, 0.0))
+        self.node_posterior = NodePosterior(graph.points, mean, sd, graph.spacing)
+        self._noise_pre = est._noise_pre
+        # what predicts is the nodes' posterior: the factor (not picklable) and the
+        # search's result go
+        self.fit = self.regression = None
+        est.transduction_, est.transduction_std_ = mean, sd
+        n_comp, labels = graph.pieces()
+        if n_comp > 1:
+            has = np.zeros(n_comp, dtype=bool)
+            has[labels[self.labelled]] = True
+            if not has.all():
+                sizes = np.bincount(labels, minlength=n_comp)
+                warnings.warn(f"the graph falls apart into {n_comp} pieces; "
+                              f"{int(sizes[~has].sum())} point(s) lie in "
+                              f"{int((~has).sum())} piece(s) without an observed target and "
+                              f"get the prior (the mean of the targets, a wide sd). Observe "
+                              f"a point there, or connect the graph.", UserWarning,
+                              stacklevel=stacklevel + 1)
+
+    def predict(self, X, stacklevel):
+        """The nodes' posterior at the nearest nodes of ``X`` (a warning for points beyond
+        three times two graph spacings of every node)."""
+        post = self.node_posterior
+        mean, std = post.at(X)
+        d2 = post.nearest_sq_distances(X)
+        reach = FAR_FACTOR * 2.0 * post.spacing
+        far = d2 > reach * reach
+        if far.any():
+            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie farther than "
+                          f"{reach:.3g} (three times two graph spacings) from every node of "
+                          f"the fitted graph, up to {np.sqrt(d2.max()):.3g}: their "
+                          f"predictions are the nearest nodes' (extrapolations).",
+                          UserWarning, stacklevel=stacklevel + 1)
+        return mean, std
+
+    def interval_noise(self):
+        return self.standardisation.unit, self._noise_pre
+
+
+# -- classification --------------------------------------------------------------------------
+
+class GraphMaternClassification(ClassificationRepresentation):
+    """The full-resolution classifier (see the module notes)."""
+
+    name = "gmrf"
+
+    def chosen_by_auto(self, est, X, counts):
+        """Some class has at most ``AUTO_GMRF_MAX_LABELS`` labels (a numpy cloud, no
+        induced points given)."""
+        return bool(counts.min() <= AUTO_GMRF_MAX_LABELS and not is_lazy(X)
+                    and est.induced_points is None)
+
+    def fit(self, est, X, labelled, codes):
+        """Class scores from the graph Matérn GP in its small-amplitude limit on ``graph``
+        (checked against ``X``) or the cloud's self-tuning k-NN graph, probabilities at a
+        spread set from the cloud, re-weighted to the class-size prior."""
+        C = est.classes_.size
+        if est.graph is not None:
+            graph = est.graph.check_rows(X.shape[0])
+        else:
+            with stage("graph"):
+                graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
+                                              random_state=est.random_state
+                                              if isinstance(est.random_state, int) else 0)
+        nu = 1 if est.matern_order is None else int(est.matern_order)
+        with stage("scores"):
+            U = green_scores(graph, labelled, codes, C, nu=nu)
+        unl = np.ones(X.shape[0], dtype=bool)
+        unl[labelled] = False
+        spread = float(U[unl].std()) if unl.any() else float(U.std())
+        score_scale = (spread or 1.0) / SCORE_SPREAD
+        P = scores_to_probabilities(U, score_scale)
+        class_prior = (None if est.class_prior is None else
+                       class_size_prior(codes, C, est.class_prior))
+        if class_prior is not None:
+            class_weights, P = balance_to_prior(P, class_prior)
+        else:
+            class_weights = np.ones(C)
+        return GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
+                                            class_weights, P)
+
+
+class GraphMaternClassificationFit(ClassificationFit):
+    """A fitted full-resolution classifier: the graph, the nodes' class scores ``U``, their
+    scale and the classes' weights (and the probabilities of the nodes)."""
+
+    method = "gmrf"
+
+    def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
+                 probabilities):
+        self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
+        self.class_prior, self.class_weights = class_prior, class_weights
+        self.probabilities = probabilities
+        self._node_index = None
+
+    def adopt(self, est, X, stacklevel):
+        graph, P = self.graph, self.probabilities
+        est.class_prior_ = self.class_prior
+        est.class_weights_ = self.class_weights
+        est.graph_ = graph
+        est.matern_order_ = self.nu
+        est.eigenpairs_ = None
+        est.n_iter_ = 1
+        est.log_marginal_likelihood_ = None
+        est.label_distributions_ = P
+        est.transduction_ = est.classes_[np.argmax(P, axis=1)]
+        self.probabilities = None           # the estimator holds them now
+        n_comp, labels = graph.pieces()
+        if n_comp > 1:
+            has = np.zeros(n_comp, dtype=bool)
+            has[labels[est.labelled_indices_]] = True
+            if not has.all():
+                sizes = np.bincount(labels, minlength=n_comp)
+                empty = np.sort(sizes[~has])[::-1]
+                listed = ", ".join(str(int(v)) for v in empty[:8]) + (
+                    f", ... ({empty.size - 8} more)" if empty.size > 8 else "")
+                warnings.warn(f"the graph falls apart into "
+                              f"{Pieces(labels, sizes).describe()}; {empty.size} of them "
+                              f"hold no label (sizes {listed}): their points get scores "
+                              f"near 0, so probabilities near the class prior. Label a point "
+                              f"in each, or pass graph= with more neighbours "
+                              f"(flgp.graph.self_tuning_knn_graph(X, k)).",
+                              UserWarning, stacklevel=stacklevel + 1)
+
+    def predict_proba(self, X, stacklevel):
+        """New points: each score the weighted mean of its ``min(GMRF_NEIGHBOURS, n)``
+        nearest nodes' scores (the graph's own weights ``exp(-4 d² / d_k²)``: the value a
+        new node joined by those edges takes at the harmonic solution), then the fitted
+        scale and class weights."""
+        g = self.graph
+        k = int(min(GMRF_NEIGHBOURS, g.n_nodes))
+        if self._node_index is None:
+            self._node_index = NeighborIndex(g.points)
+        dist, idx = self._node_index.kneighbors(X, k)
+        sq = dist ** 2
+        scale = np.maximum(sq[:, -1:], 1e-300)
+        w = np.exp(-4.0 * sq / scale)
+        exact = np.all(np.asarray(X) == g.points[idx[:, 0]], axis=1)  # a node: its own row
+        w[exact] = 0.0
+        w[exact, 0] = 1.0
+        w /= w.sum(axis=1, keepdims=True)
+        U = np.einsum("ij,ijc->ic", w, self.scores[idx])
+        far = sq[:, 0] > (FAR_FACTOR * 2.0 * g.spacing) ** 2
+        if far.any():
+            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far from every "
+                          f"node of the fitted graph; their probabilities are the nearest "
+                          f"nodes' (extrapolations).", UserWarning, stacklevel=stacklevel + 1)
+        return scores_to_probabilities(U, self.score_scale, self.class_weights)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_node_index"] = None              # rebuilt at first use
+        return state

@@ -1,0 +1,153 @@
+"""What the estimators ask of a representation of their prior other than the heat kernel's
+eigenbasis (their own engine, :class:`flgp.models._base.HeatGPEstimator`).
+
+A *representation* is a module of its own with one class per task:
+
+* regression (:class:`RegressionRepresentation`): why it cannot serve a cloud
+  (:meth:`~RegressionRepresentation.infeasible`, what ``method="auto"`` reports in
+  ``skipped_methods_``) and a fit of the standardised targets by their exact evidence
+  (:meth:`~RegressionRepresentation.fit`), giving a :class:`RegressionFit` - the log
+  evidence of ``y`` in its units (what ``"auto"`` compares), the fitted attributes it
+  gives the estimator, the posterior at new points and the noise of a new observation;
+* classification (:class:`ClassificationRepresentation`): whether ``method="auto"``
+  takes it for these labels (:meth:`~ClassificationRepresentation.chosen_by_auto`: the
+  classifier's ``"auto"`` is a rule on the label counts, docs/few_labels.md) and a fit
+  (:meth:`~ClassificationRepresentation.fit`), giving a :class:`ClassificationFit` - the
+  fitted attributes and the class probabilities at new points.
+
+Each estimator keeps its representations in one registry (``FLGPRegressor.REPRESENTATIONS``
+and ``FLGPClassifier.REPRESENTATIONS``, in the order ``"auto"`` weighs them):
+
+* ``"gmrf"`` - the graph Matérn prior at full resolution on a point graph
+  (:mod:`flgp.models.graph_matern`);
+* ``"rbf"`` - the RBF-kernel GP on the labelled points (:mod:`flgp.models.baselines`).
+
+A third is a new module with these classes and one entry in a registry: the estimator's
+``method`` options, ``"auto"``, ``predict`` / ``predict_proba``, ``predict_interval``, the
+refusals of what needs the eigenbasis (``latent_posterior``, ``predict_latent``,
+``suggest_labels``'s variance reduction, a dask ``X``) follow from the registry.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+__all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresentation",
+           "ClassificationFit", "Standardisation"]
+
+
+class Standardisation:
+    """How the regressor standardised ``y``: ``z = (y / unit - mean / unit) / (scale / unit)``
+    with ``unit`` an exact power of two (:func:`flgp._validation.power_of_two_unit`)."""
+
+    def __init__(self, mean: float, scale: float, unit: float):
+        self.mean, self.scale, self.unit = float(mean), float(scale), float(unit)
+
+    @property
+    def scale_pre(self) -> float:
+        """The standard deviation of ``y / unit``."""
+        return self.scale / self.unit
+
+    def log_evidence_of_y(self, log_evidence_z: float, m: int) -> float:
+        """``log p(y)`` from ``log p(z)`` of ``m`` standardised targets (the Jacobian of
+        ``y -> z``)."""
+        return log_evidence_z - m * np.log(self.scale_pre) - m * np.log(self.unit)
+
+
+class RegressionFit(ABC):
+    """One representation's fit of the labelled targets.
+
+    Attributes
+    ----------
+    method : str
+        The registry name, the estimator's ``method_`` when this fit predicts.
+    log_evidence : float
+        ``log p(y)`` at the fitted hyperparameters, in the units of ``y``.
+    """
+
+    method: str
+    log_evidence: float
+
+    @abstractmethod
+    def adopt(self, est, X, stacklevel: int) -> None:
+        """Give the estimator this fit's fitted attributes: at least ``method_``,
+        ``outputscale_``, ``noise_``, ``log_marginal_likelihood_``, ``n_iter_``,
+        ``transduction_`` and ``transduction_std_`` of the cloud ``X``. ``stacklevel``:
+        the caller's, as :func:`warnings.warn` takes it (a warning here passes
+        ``stacklevel + 1``, so that it points at the user's call)."""
+
+    @abstractmethod
+    def predict(self, X, stacklevel: int):
+        """``(mean, std)`` of the latent at the points ``X`` (a validated numpy array), in
+        the units of ``y`` (``stacklevel`` as in :meth:`adopt`)."""
+
+    @abstractmethod
+    def interval_noise(self) -> tuple[float, float]:
+        """``(unit, noise)``: the noise variance of a new observation in units of
+        ``(y / unit)²``, for :meth:`FLGPRegressor.predict_interval`."""
+
+
+class RegressionRepresentation(ABC):
+    """A representation of the regressor's prior other than the heat kernel's eigenbasis."""
+
+    name: str
+
+    @abstractmethod
+    def infeasible(self, est, shape: tuple[int, int], n_labelled: int) -> str | None:
+        """Why ``method="auto"`` leaves this representation out for a cloud of ``shape``
+        with ``n_labelled`` targets, or None."""
+
+    def sole_reason(self, est) -> str | None:
+        """Why ``method="auto"`` must take this representation without weighing the
+        others - their evidence would not be comparable with its own - or None (the
+        default)."""
+        return None
+
+    @abstractmethod
+    def fit(self, est, X, labelled: np.ndarray, y_lab: np.ndarray, z: np.ndarray,
+            standardisation: Standardisation) -> RegressionFit:
+        """Fit the targets ``y_lab`` at rows ``labelled`` of the validated cloud ``X``
+        (``z``: the same standardised) by their evidence; the estimator ``est`` gives its
+        parameters (``graph``, ``max_iter``, ``backend``, ...)."""
+
+
+class ClassificationFit(ABC):
+    """One representation's fit of the labelled classes.
+
+    Attributes
+    ----------
+    method : str
+        The registry name, the estimator's ``method_``.
+    """
+
+    method: str
+
+    @abstractmethod
+    def adopt(self, est, X, stacklevel: int) -> None:
+        """Give the estimator this fit's fitted attributes: at least ``n_iter_``,
+        ``log_marginal_likelihood_`` (None where there is none), ``transduction_`` and
+        ``label_distributions_`` of the cloud ``X`` (``stacklevel`` as in
+        :meth:`RegressionFit.adopt`)."""
+
+    @abstractmethod
+    def predict_proba(self, X, stacklevel: int) -> np.ndarray:
+        """Class probabilities ``(n, n_classes)``, in the order of ``est.classes_``, at the
+        points ``X`` (a validated numpy array)."""
+
+
+class ClassificationRepresentation(ABC):
+    """A representation of the classifier's prior other than the heat kernel's eigenbasis."""
+
+    name: str
+
+    @abstractmethod
+    def chosen_by_auto(self, est, X, counts: np.ndarray) -> bool:
+        """Whether ``method="auto"`` takes this representation for a cloud ``X`` whose
+        classes have ``counts`` labels each."""
+
+    @abstractmethod
+    def fit(self, est, X, labelled: np.ndarray, codes: np.ndarray) -> ClassificationFit:
+        """Fit the class codes ``codes`` (``0 .. C - 1``, ``est.classes_`` holds the
+        classes) at rows ``labelled`` of the validated cloud ``X``."""

@@ -1,0 +1,291 @@
+"""The estimators' representations of the prior behind one interface
+(flgp.models.representation): the registry is all an estimator needs of one - a third is a
+new class and a registry entry. The toy thirds here have closed forms: for regression,
+white noise around the targets' mean; for classification, the labelled class shares
+everywhere."""
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+from sklearn.utils._param_validation import StrOptions
+
+from flgp import FLGPClassifier, FLGPRegressor
+from flgp.datasets import make_concentric_circles, make_spiral
+from flgp.models.baselines import (RBFClassification, RBFClassificationFit, RBFRegression,
+                                   RBFRegressionFit)
+from flgp.models.graph_matern import (AUTO_GMRF_MAX_LABELS, GraphMaternClassification,
+                                      GraphMaternClassificationFit, GraphMaternRegression,
+                                      GraphMaternRegressionFit)
+from flgp.models.representation import (ClassificationFit, ClassificationRepresentation,
+                                        RegressionFit, RegressionRepresentation)
+
+
+class WhiteNoise(RegressionRepresentation):
+    """y_i = μ + ε_i, ε_i ~ N(0, σ²) independent: no latent function at all (f = 0), with
+    μ and σ² at their maximum-likelihood values (the targets' mean and variance)."""
+
+    name = "white"
+
+    def infeasible(self, est, shape, n_labelled):
+        return None
+
+    def fit(self, est, X, labelled, y_lab, z, standardisation):
+        m = labelled.size
+        # z has mean 0 and variance 1: log N(z | 0, I)
+        log_z = -0.5 * m * np.log(2 * np.pi) - 0.5 * float(z @ z)
+        return WhiteNoiseFit(standardisation, standardisation.log_evidence_of_y(log_z, m))
+
+
+class WhiteNoiseFit(RegressionFit):
+    method = "white"
+
+    def __init__(self, standardisation, log_evidence):
+        self.standardisation, self.log_evidence = standardisation, log_evidence
+
+    def adopt(self, est, X, stacklevel):
+        st = self.standardisation
+        est.method_ = "white"
+        est.outputscale_, est.noise_ = 0.0, st.scale ** 2
+        est.log_marginal_likelihood_ = self.log_evidence
+        est.n_iter_ = 0
+        est.transduction_, est.transduction_std_ = self.predict(X, stacklevel + 1)
+
+    def predict(self, X, stacklevel):
+        n = X.shape[0]
+        return np.full(n, self.standardisation.mean), np.zeros(n)
+
+    def interval_noise(self):
+        st = self.standardisation
+        return st.unit, st.scale_pre ** 2
+
+
+class WithWhiteNoise(FLGPRegressor):
+    """The registry entry: the estimator's representations plus the new one."""
+
+    REPRESENTATIONS = {**FLGPRegressor.REPRESENTATIONS, "white": WhiteNoise()}
+    _parameter_constraints = {
+        **FLGPRegressor._parameter_constraints,
+        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})]}
+
+
+def _spiral(n=600, frac=0.15, seed=0):
+    X, y, f = make_spiral(n, noise=0.3, random_state=seed)
+    rng = np.random.default_rng(seed)
+    return X, np.where(rng.random(n) < frac, y, np.nan), f
+
+
+def test_registry_holds_the_two_representations_in_auto_order():
+    reps = FLGPRegressor.REPRESENTATIONS
+    assert list(reps) == ["gmrf", "rbf"]
+    assert isinstance(reps["gmrf"], GraphMaternRegression)
+    assert isinstance(reps["rbf"], RBFRegression)
+    assert all(name == rep.name for name, rep in reps.items())
+    # the method option is the heat kernel's three and the registry's
+    with pytest.raises(ValueError, match="method"):
+        FLGPRegressor(method="white").fit(*_spiral()[:2])
+
+
+def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
+    X, y, _ = _spiral()
+    obs = ~np.isnan(y)
+    reg = WithWhiteNoise(method="white").fit(X, y)
+    y_obs = y[obs]
+    # closed form: the targets' own Gaussian at their mean and (population) variance
+    expected = norm.logpdf(y_obs, y_obs.mean(), y_obs.std()).sum()
+    assert reg.method_ == "white"
+    assert reg.log_marginal_likelihood_ == pytest.approx(expected, rel=1e-12)
+    mean, std = reg.predict(X[:5], return_std=True)
+    assert np.allclose(mean, y_obs.mean()) and np.all(std == 0)
+    lo, hi = reg.predict_interval(X[:5], coverage=0.9)
+    half = norm.ppf(0.95) * y_obs.std()
+    assert np.allclose(hi - lo, 2 * half, rtol=1e-12)
+    assert np.allclose((hi + lo) / 2, y_obs.mean())
+    with pytest.raises(ValueError, match="eigenbasis"):
+        reg.latent_posterior()
+
+    auto = WithWhiteNoise(n_induced=120).fit(X, y)
+    assert list(auto.log_evidence_) == ["flgp", "gmrf", "rbf", "white"]
+    assert auto.log_evidence_["white"] == pytest.approx(expected, rel=1e-12)
+    assert auto.method_ == max(auto.log_evidence_, key=auto.log_evidence_.get)
+    # a spiral's targets follow the curve: white noise explains them worst
+    assert auto.log_evidence_["white"] < min(v for k, v in auto.log_evidence_.items()
+                                             if k != "white")
+    # and the plain estimator's weighing is unchanged by the subclass's registry
+    plain = FLGPRegressor(n_induced=120).fit(X, y)
+    assert {k: plain.log_evidence_[k] for k in plain.log_evidence_} == pytest.approx(
+        {k: auto.log_evidence_[k] for k in plain.log_evidence_}, rel=1e-10)
+
+
+@pytest.mark.parametrize("method, fit_type", [("gmrf", GraphMaternRegressionFit), ("rbf", RBFRegressionFit)])
+def test_registered_fits_predict_as_their_own_models(method, fit_type):
+    X, y, _ = _spiral(400)
+    reg = FLGPRegressor(method=method).fit(X, y)
+    assert isinstance(reg._other_fit, fit_type) and reg.method_ == method
+    mean, std = reg.predict(X, return_std=True)
+    # at the cloud's own rows, the transduction
+    # (the nodes' interpolation weighs the node itself by 1 - 1e-12 or so)
+    for got, want in ((mean, reg.transduction_), (std, reg.transduction_std_)):
+        assert np.allclose(got, want, rtol=0, atol=1e-9 * np.abs(want).max())
+    if method == "rbf":
+        # the fitted RBF GP predicts the same numbers itself
+        m2, s2 = reg.rbf_.predict(X)
+        assert np.array_equal(mean, m2) and np.array_equal(std, s2)
+    # a pickled and restored estimator predicts the same
+    back = pickle.loads(pickle.dumps(reg))
+    assert np.array_equal(back.predict(X[:20]), reg.predict(X[:20]))
+    # a refit with the heat kernel forgets the other representation
+    reg.set_params(method="flgp", n_induced=100).fit(X, y)
+    assert reg._other_fit is None and reg.latent_posterior() is not None
+
+
+def test_a_pickle_from_before_the_registry_still_predicts():
+    """Fits pickled when the estimator held the nodes' posterior itself (``_node_posterior``)
+    and the RBF GP only as ``rbf_``."""
+    X, y, _ = _spiral(400)
+    for method in ("gmrf", "rbf"):
+        reg = FLGPRegressor(method=method).fit(X, y)
+        state = dict(reg.__getstate__())      # a copy: not the estimator's own dict
+        fit = state.pop("_other_fit")
+        if method == "gmrf":
+            state["_node_posterior"] = fit.node_posterior
+        old = FLGPRegressor.__new__(FLGPRegressor)
+        old.__setstate__(state)
+        assert np.array_equal(old.predict(X[:20]), reg.predict(X[:20]))
+        lo, hi = old.predict_interval(X[:20])
+        lo2, hi2 = reg.predict_interval(X[:20])
+        assert np.allclose(lo, lo2, rtol=1e-14) and np.allclose(hi, hi2, rtol=1e-14)
+
+
+def test_another_representation_refuses_a_dask_cloud_at_predict():
+    da = pytest.importorskip("dask.array")
+    X, y, _ = _spiral(400)
+    for method in ("gmrf", "rbf"):
+        reg = FLGPRegressor(method=method).fit(X, y)
+        with pytest.raises(ValueError, match="numpy arrays only"):
+            reg.predict(da.from_array(X, chunks=100))
+
+
+# -- classification ---------------------------------------------------------------------------
+
+class ClassShares(ClassificationRepresentation):
+    """Every point gets the labelled classes' shares; "auto" takes it when every class has
+    at least 50 labels (a rule of its own, to see that "auto" asks the registry)."""
+
+    name = "shares"
+
+    def chosen_by_auto(self, est, X, counts):
+        return bool(counts.min() >= 50)
+
+    def fit(self, est, X, labelled, codes):
+        return ClassSharesFit(np.bincount(codes, minlength=est.classes_.size) / codes.size)
+
+
+class ClassSharesFit(ClassificationFit):
+    method = "shares"
+
+    def __init__(self, shares):
+        self.shares = shares
+
+    def adopt(self, est, X, stacklevel):
+        est.n_iter_, est.log_marginal_likelihood_ = 0, None
+        est.label_distributions_ = self.predict_proba(X, stacklevel + 1)
+        est.transduction_ = est.classes_[np.argmax(est.label_distributions_, axis=1)]
+
+    def predict_proba(self, X, stacklevel):
+        return np.tile(self.shares, (X.shape[0], 1))
+
+
+class WithClassShares(FLGPClassifier):
+    REPRESENTATIONS = {**FLGPClassifier.REPRESENTATIONS, "shares": ClassShares()}
+    _parameter_constraints = {
+        **FLGPClassifier._parameter_constraints,
+        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})]}
+
+
+def _circles(n=500, n_labels=None, seed=0):
+    X, y = make_concentric_circles(n, random_state=seed)
+    semi = np.full(n, -1)
+    rng = np.random.default_rng(seed)
+    for c in (0, 1):
+        rows = np.flatnonzero(y == c)
+        semi[rng.choice(rows, n_labels[c], replace=False)] = c
+    return X, y, semi
+
+
+def test_classifier_registry_and_auto_rule():
+    reps = FLGPClassifier.REPRESENTATIONS
+    assert list(reps) == ["gmrf", "rbf"]
+    assert isinstance(reps["gmrf"], GraphMaternClassification)
+    assert isinstance(reps["rbf"], RBFClassification)
+    # "auto": the full-resolution classifier when a class has at most AUTO_GMRF_MAX_LABELS
+    X, _, semi = _circles(n_labels=(AUTO_GMRF_MAX_LABELS, 10))
+    assert FLGPClassifier(method="auto", n_induced=100).fit(X, semi).method_ == "gmrf"
+    X, _, semi = _circles(n_labels=(AUTO_GMRF_MAX_LABELS + 1, 10))
+    assert FLGPClassifier(method="auto", n_induced=100).fit(X, semi).method_ == "flgp"
+
+
+def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
+    X, y, semi = _circles(n_labels=(60, 90))
+    clf = WithClassShares(method="shares").fit(X, semi)
+    assert clf.method_ == "shares"
+    np.testing.assert_allclose(clf.predict_proba(X[:4]), [[0.4, 0.6]] * 4, rtol=1e-15)
+    assert np.all(clf.predict(X[:4]) == 1)
+    for refused in (clf.latent_posterior, lambda: clf.predict_latent(X[:3]),
+                    lambda: clf.suggest_labels(2)):
+        with pytest.raises(ValueError, match="heat-kernel"):
+            refused()
+    # "auto" asks the registry in order: with 60 and 90 labels the shares' rule takes it
+    assert WithClassShares(method="auto", n_induced=100).fit(X, semi).method_ == "shares"
+    # and with one class at 2 labels the full-resolution classifier, first in the registry
+    X, _, semi = _circles(n_labels=(2, 90))
+    assert WithClassShares(method="auto", n_induced=100).fit(X, semi).method_ == "gmrf"
+
+
+@pytest.mark.parametrize("method, fit_type", [("gmrf", GraphMaternClassificationFit),
+                                              ("rbf", RBFClassificationFit)])
+def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type):
+    X, y, semi = _circles(n_labels=(5, 5))
+    clf = FLGPClassifier(method=method).fit(X, semi)
+    assert isinstance(clf._other_fit, fit_type) and clf.method_ == method
+    # at the cloud's own rows, the transduction's probabilities
+    np.testing.assert_allclose(clf.predict_proba(X), clf.label_distributions_, rtol=1e-12,
+                               atol=1e-15)
+    back = pickle.loads(pickle.dumps(clf))
+    assert np.array_equal(back.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
+    # a pickle from before the registry: the estimator held the scores / the RBF GP itself
+    state = dict(clf.__getstate__())
+    fit = state.pop("_other_fit")
+    if method == "gmrf":
+        state["_scores"], state["_score_scale"] = fit.scores, fit.score_scale
+    old = FLGPClassifier.__new__(FLGPClassifier)
+    old.__setstate__(state)
+    assert np.array_equal(old.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
+    # a refit with the heat kernel forgets it
+    clf.set_params(method="flgp", n_induced=100).fit(X, semi)
+    assert clf._other_fit is None and clf.predict_latent(X[:3])[0].shape == (3,)
+
+
+def test_a_representation_auto_must_take_alone(monkeypatch):
+    """A given graph beyond a factor's reach: "auto" takes the graph Matérn prior without
+    weighing the others (their evidence is not comparable), and says so for each."""
+    from flgp.graph import lattice_graph
+    from flgp.models import graph_matern
+
+    ijk = np.argwhere(np.ones((8, 8, 4), bool))
+    x = ijk.astype(float)
+    y = np.where(np.arange(len(x)) % 4 == 0, np.sin(x[:, 0] / 2.0), np.nan)
+    monkeypatch.setattr(graph_matern, "FACTOR_MAX_NODES", len(x) - 1)
+    reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
+    assert reg.method_ == "gmrf" and reg.log_evidence_ == {}
+    assert list(reg.skipped_methods_) == ["flgp", "rbf"]
+    assert all(f"{len(x)} nodes > FACTOR_MAX_NODES" in why
+               for why in reg.skipped_methods_.values())
+    # the same fit as asked for by name
+    named = FLGPRegressor(method="gmrf", graph=lattice_graph(ijk)).fit(x, y)
+    assert np.array_equal(reg.transduction_, named.transduction_)
+    # at the limit itself, "auto" weighs all three
+    monkeypatch.setattr(graph_matern, "FACTOR_MAX_NODES", len(x))
+    reg = FLGPRegressor(graph=lattice_graph(ijk), n_induced=60).fit(x, y)
+    assert set(reg.log_evidence_) == {"flgp", "gmrf", "rbf"}
