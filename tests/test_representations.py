@@ -165,6 +165,13 @@ def test_another_representation_refuses_a_dask_cloud_at_predict():
         reg = FLGPRegressor(method=method).fit(X, y)
         with pytest.raises(ValueError, match="numpy arrays only"):
             reg.predict(da.from_array(X, chunks=100))
+    # "auto" fits the heat kernel first; when the graph Matérn prior wins (a noisy spiral:
+    # the evidence prefers it), a dask X must not be mapped through the heat kernel
+    X, y, _ = _spiral(600)
+    reg = FLGPRegressor(n_induced=120).fit(X, y)
+    assert reg.method_ == "gmrf" and reg.eigenpairs_ is not None
+    with pytest.raises(ValueError, match="numpy arrays only"):
+        reg.predict(da.from_array(X, chunks=100))
 
 
 # -- classification ---------------------------------------------------------------------------
