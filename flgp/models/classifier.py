@@ -100,7 +100,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         posterior (``predict_latent`` and ``suggest_labels`` raise). ``"auto"``:
         ``"gmrf"`` when some class has at most two labels, ``"flgp"`` otherwise (and for
         dask inputs or given ``induced_points``) - the rule measured on six clouds
-        (docs/few_labels.md); ``method_`` says which ran.
+        (docs/few_labels.md); ``method_`` says which ran. ``"gmrf"`` and ``"rbf"`` are
+        the entries of ``FLGPClassifier.REPRESENTATIONS``
+        (:mod:`flgp.models.representation`), each with its rule for ``"auto"``.
     kernel : {"lae", "se"}, default="lae"
         FLGP cross kernel (LKFLGP/LRFLGP vs SKFLGP/SRFLGP).
     subsample : {"kmeans", "random"}, default="kmeans"

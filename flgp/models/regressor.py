@@ -71,7 +71,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         "Choosing the prior"; docs/full_resolution.md). Dask inputs and counts fit the
         heat kernel alone. ``"gmrf"``: the graph Matérn prior alone (any size;
         :mod:`flgp.precision`). The others: one prior, as in :class:`FLGPClassifier`
-        (``"rbf"``: the RBF GP alone).
+        (``"rbf"``: the RBF GP alone). ``"gmrf"`` and ``"rbf"`` are the entries of
+        ``FLGPRegressor.REPRESENTATIONS`` (:mod:`flgp.models.representation`), which
+        ``"auto"`` weighs in that order after the heat kernel.
     kernel, subsample, n_induced, n_neighbors, bandwidth, bandwidth_grid,
     lae_regularization, spectrum, diffusion_time, random_state, backend, verbose,
     induced_points, warm_start :
