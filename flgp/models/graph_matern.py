@@ -51,6 +51,19 @@ AUTO_GMRF_MAX_LABELS = 2
 GMRF_VARIANCE_SAMPLES = 64
 
 
+def _pieces_without_labels(graph, labelled):
+    """``(piece of each node, piece sizes, whether each piece holds a labelled node)`` of a
+    graph in pieces of which some hold no labelled node, else None."""
+    n_pieces, labels = graph.pieces()
+    if n_pieces == 1:
+        return None
+    has = np.zeros(n_pieces, dtype=bool)
+    has[labels[labelled]] = True
+    if has.all():
+        return None
+    return labels, np.bincount(labels, minlength=n_pieces), has
+
+
 class GraphMaternRegression(RegressionRepresentation):
     """The graph Matérn prior on the point graph (see the module notes)."""
 
@@ -100,7 +113,7 @@ class GraphMaternRegression(RegressionRepresentation):
             standardisation.log_evidence_of_y(fit.log_evidence, m),
             {nu: standardisation.log_evidence_of_y(f.log_evidence, m)
              for nu, f in by_order.items()},
-            labelled, seed)
+            seed)
 
 
 class GraphMaternRegressionFit(RegressionFit):
@@ -112,11 +125,11 @@ class GraphMaternRegressionFit(RegressionFit):
     method = "gmrf"
 
     def __init__(self, graph, fit, regression, standardisation, log_evidence, by_order,
-                 labelled, random_state):
+                 random_state):
         self.graph, self.fit, self.regression = graph, fit, regression
         self.standardisation = standardisation
         self.log_evidence, self.by_order = float(log_evidence), by_order
-        self.labelled, self.random_state = labelled, random_state
+        self.random_state = random_state
         self.node_posterior = None
 
     @classmethod
@@ -158,18 +171,15 @@ class GraphMaternRegressionFit(RegressionFit):
         # search's result go
         self.fit = self.regression = None
         est.transduction_, est.transduction_std_ = mean, sd
-        n_comp, labels = graph.pieces()
-        if n_comp > 1:
-            has = np.zeros(n_comp, dtype=bool)
-            has[labels[self.labelled]] = True
-            if not has.all():
-                sizes = np.bincount(labels, minlength=n_comp)
-                warnings.warn(f"the graph falls apart into {n_comp} pieces; "
-                              f"{int(sizes[~has].sum())} point(s) lie in "
-                              f"{int((~has).sum())} piece(s) without an observed target and "
-                              f"get the prior (the mean of the targets, a wide sd). Observe "
-                              f"a point there, or connect the graph.", UserWarning,
-                              stacklevel=stacklevel + 1)
+        unlabelled = _pieces_without_labels(graph, est.labelled_indices_)
+        if unlabelled is not None:
+            _, sizes, has = unlabelled
+            warnings.warn(f"the graph falls apart into {has.size} pieces; "
+                          f"{int(sizes[~has].sum())} point(s) lie in "
+                          f"{int((~has).sum())} piece(s) without an observed target and "
+                          f"get the prior (the mean of the targets, a wide sd). Observe "
+                          f"a point there, or connect the graph.", UserWarning,
+                          stacklevel=stacklevel + 1)
 
     def predict(self, X, stacklevel):
         """The nodes' posterior at the nearest nodes of ``X`` (a warning for points beyond
@@ -259,22 +269,19 @@ class GraphMaternClassificationFit(ClassificationFit):
         est.label_distributions_ = P
         est.transduction_ = est.classes_[np.argmax(P, axis=1)]
         self.probabilities = None           # the estimator holds them now
-        n_comp, labels = graph.pieces()
-        if n_comp > 1:
-            has = np.zeros(n_comp, dtype=bool)
-            has[labels[est.labelled_indices_]] = True
-            if not has.all():
-                sizes = np.bincount(labels, minlength=n_comp)
-                empty = np.sort(sizes[~has])[::-1]
-                listed = ", ".join(str(int(v)) for v in empty[:8]) + (
-                    f", ... ({empty.size - 8} more)" if empty.size > 8 else "")
-                warnings.warn(f"the graph falls apart into "
-                              f"{Pieces(labels, sizes).describe()}; {empty.size} of them "
-                              f"hold no label (sizes {listed}): their points get scores "
-                              f"near 0, so probabilities near the class prior. Label a point "
-                              f"in each, or pass graph= with more neighbours "
-                              f"(flgp.graph.self_tuning_knn_graph(X, k)).",
-                              UserWarning, stacklevel=stacklevel + 1)
+        unlabelled = _pieces_without_labels(graph, est.labelled_indices_)
+        if unlabelled is not None:
+            labels, sizes, has = unlabelled
+            empty = np.sort(sizes[~has])[::-1]
+            listed = ", ".join(str(int(v)) for v in empty[:8]) + (
+                f", ... ({empty.size - 8} more)" if empty.size > 8 else "")
+            warnings.warn(f"the graph falls apart into "
+                          f"{Pieces(labels, sizes).describe()}; {empty.size} of them "
+                          f"hold no label (sizes {listed}): their points get scores "
+                          f"near 0, so probabilities near the class prior. Label a point "
+                          f"in each, or pass graph= with more neighbours "
+                          f"(flgp.graph.self_tuning_knn_graph(X, k)).",
+                          UserWarning, stacklevel=stacklevel + 1)
 
     def predict_proba(self, X, stacklevel):
         """New points: each score the weighted mean of its ``min(GMRF_NEIGHBOURS, n)``
