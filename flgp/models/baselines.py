@@ -100,7 +100,7 @@ class RBFLaplaceClassifier:
 # sd came out about 14-fold inflated on the motor map, docs/images.md), and this was the
 # size up to which it was told to stay exact. Kept for the callers that name it.
 EXACT_MAX_LABELS = 20_000
-# The largest number of labels for which the RBF GP stays a candidate of
+# The largest number of labels for which the RBF GP stays a representation weighed by
 # ``FLGPRegressor(method="auto")``. Its fit costs 10 Cholesky factorisations of the m x m
 # labelled covariance (the grid) plus 12-20 evaluations with the evidence gradient (each a
 # Cholesky and the inverse from it, together ~3 Cholesky times), and holds two m x m float64

@@ -60,7 +60,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     Parameters
     ----------
     method : {"auto", "flgp", "gmrf", "glgp", "nystrom", "rbf"}, default="auto"
-        The prior. ``"auto"``: every feasible candidate is fitted by its exact marginal
+        The prior. ``"auto"``: every feasible representation is fitted by its exact marginal
         likelihood and the one of highest evidence predicts (``method_`` says which,
         ``log_evidence_`` holds each, ``skipped_methods_`` why one was left out) - FLGP's
         low-rank heat kernel; the graph Matérn prior at full resolution (``"gmrf"``) on
@@ -116,10 +116,10 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     method_ : str
         The prior that predicts (``"rbf"`` or the heat kernel's method).
     log_evidence_ : dict
-        ``method="auto"``: the log evidence of each candidate prior (of ``y``, in its
+        ``method="auto"``: the log evidence of each representation (of ``y``, in its
         units), ``{"flgp": ..., "gmrf": ..., "rbf": ...}``.
     skipped_methods_ : dict
-        ``method="auto"``: why a candidate was left out.
+        ``method="auto"``: why a representation was left out.
     n_eigenpairs_ : int
         The leading eigenpairs the low-rank heat kernel predicts with (by evidence among
         ``M/8, M/4, M/2, M`` when ``n_eigenpairs`` is None, ``M = min(400, s - 1)``).
