@@ -97,3 +97,17 @@ def test_old_module_and_function_names():
     assert auto_diffusion_time is flgp.embedding.auto_diffusion_steps
     with pytest.raises(AttributeError):
         flgp.embedding.no_such_name
+
+
+def test_a_fit_pickled_when_the_in_memory_driver_lived_in_blocks_loads():
+    """The in-memory driver moved from flgp._chunks.blocks to flgp._chunks.drivers on
+    2026-11-27 (fourth session); a fitted model's graph holds one. A pickle naming the old
+    place (protocol 2 writes module and class as text) still loads and predicts."""
+    X, y = flgp.datasets.make_concentric_circles(300, random_state=0)
+    semi = np.where(np.arange(300) % 10 == 0, y, -1)
+    clf = flgp.FLGPClassifier(n_induced=60).fit(X, semi)
+    data = pickle.dumps(clf, protocol=2)
+    new_place = b"flgp._chunks.drivers\nInMemoryBlocks\n"
+    assert new_place in data                      # the fit does hold the driver
+    old = pickle.loads(data.replace(new_place, b"flgp._chunks.blocks\nInMemoryBlocks\n"))
+    np.testing.assert_array_equal(old.predict_proba(X[:20]), clf.predict_proba(X[:20]))

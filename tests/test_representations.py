@@ -296,3 +296,22 @@ def test_a_representation_auto_must_take_alone(monkeypatch):
     monkeypatch.setattr(graph_matern, "FACTOR_MAX_NODES", len(x))
     reg = FLGPRegressor(graph=lattice_graph(ijk), n_induced=60).fit(x, y)
     assert set(reg.log_evidence_) == {"flgp", "gmrf", "rbf"}
+
+
+def test_prediction_warnings_point_at_the_users_call():
+    """predict and predict_interval warn about far points at the line that called them,
+    whichever representation predicts."""
+    import warnings
+
+    X, y, _ = _spiral(400)
+    for method in ("gmrf", "flgp"):
+        reg = FLGPRegressor(method=method, n_induced=80).fit(X, y)
+        far = X[:3] + 100.0
+        for call in (lambda: reg.predict(far), lambda: reg.predict_interval(far)):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                call()
+            far_warnings = [w for w in caught if "far" in str(w.message)]
+            assert far_warnings, method
+            assert all(w.filename == __file__ for w in far_warnings), (
+                method, [(w.filename, w.lineno) for w in far_warnings])

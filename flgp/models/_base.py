@@ -43,7 +43,8 @@ from .search import single_threaded_blas
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
 
-ESTIMATOR_METHODS = ("flgp", "glgp", "nystrom", "rbf")
+# the heat kernel's methods; each estimator adds the names of its REPRESENTATIONS
+ESTIMATOR_METHODS = ("flgp", "glgp", "nystrom")
 DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
 # a new point farther than this many times the cloud's reach from every reference point
 # is reported as an extrapolation
@@ -126,8 +127,10 @@ class HeatGPEstimator(BaseEstimator):
     # -- fitted state ---------------------------------------------------------------------
     _CACHE = "_eigenpair_cache"
 
-    # the fit of the representation that predicts when it is not the heat kernel's
-    # eigenbasis (flgp.models.representation: the estimators' REPRESENTATIONS), else None
+    # the representations of the prior besides the heat kernel's eigenbasis, by method
+    # name (flgp.models.representation; each estimator its own), and the fit of the one
+    # that predicts when it is not the eigenbasis, else None
+    REPRESENTATIONS: dict = {}
     _other_fit = None
 
     # private state a fit sets (the public fitted attributes end with "_")
@@ -161,7 +164,8 @@ class HeatGPEstimator(BaseEstimator):
         # for NaN, with the graph's own checks (spread, duplicates) when the cloud is X alone
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=2,
                           ensure_all_finite=False)
-        graph = self._graph_method != "rbf"
+        other = self.REPRESENTATIONS.get(self._graph_method)
+        graph = other is None or other.graph_checks
         X = check_cloud_values(X) if graph and X_unlabeled is None else check_points(X)
         y = self._target_array(y)
         if y.shape[0] != X.shape[0]:

@@ -445,6 +445,7 @@ class RBFRegression(RegressionRepresentation):
     representations (:mod:`flgp.models.representation`)."""
 
     name = "rbf"
+    graph_checks = False                # the labelled rows alone: no graph on the cloud
 
     def infeasible(self, est, shape, n_labelled):
         """More than ``RBF_MAX_LABELS`` labels (``O(m³)`` an evidence evaluation)."""
@@ -493,6 +494,7 @@ class RBFClassification(ClassificationRepresentation):
     representations (:mod:`flgp.models.representation`); ``"auto"`` never takes it."""
 
     name = "rbf"
+    graph_checks = False                # the labelled rows alone: no graph on the cloud
 
     def chosen_by_auto(self, est, X, counts):
         return False

@@ -128,7 +128,7 @@ class GraphMaternRegressionFit(RegressionFit):
                  random_state):
         self.graph, self.fit, self.regression = graph, fit, regression
         self.standardisation = standardisation
-        self.log_evidence, self.by_order = float(log_evidence), by_order
+        self.log_evidence, self.by_order = log_evidence, by_order
         self.random_state = random_state
         self.node_posterior = None
 

@@ -114,7 +114,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     Attributes
     ----------
     method_ : str
-        The prior that predicts (``"rbf"`` or the heat kernel's method).
+        The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
+        ``"nystrom"``) or a representation's name (``"gmrf"``, ``"rbf"``).
     log_evidence_ : dict
         ``method="auto"``: the log evidence of each representation (of ``y``, in its
         units), ``{"flgp": ..., "gmrf": ..., "rbf": ...}``.
@@ -448,7 +449,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         offset = count_offset(y_lab)
         self.method_ = self._graph_method
         self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
-        a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled, (y_lab, offset))
+        a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled,
+                                                         (y_lab, offset))
         self._set_engine(a, eigenpairs, labelled)
         fit = fit.result
         self.diffusion_time_ = fit["t"]
@@ -529,27 +531,32 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         ``likelihood="poisson"``: the posterior mean and standard deviation of the rate
         ``exp(b + f(x))``, i.e. of the expected count (:meth:`predict_interval` gives an
         interval for a new count). A dask ``X`` gives lazy dask arrays."""
+        mean, std = self._predict(X, stacklevel=3)
+        return (mean, std) if return_std else mean
+
+    def _predict(self, X, stacklevel):
+        """``(mean, std)`` at ``X`` (:meth:`predict`); a warning raised in this frame with
+        ``stacklevel`` points at the user's call."""
         X = self._predict_points(X)
         if is_lazy(X):
             out = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
                                               project=self._predictor.project)
-            mean, std = out[:, 0], out[:, 1]
-            return (mean, std) if return_std else mean
+            return out[:, 0], out[:, 1]
         if self._other_fit is not None:
-            mean, std = self._other_fit.predict(X, stacklevel=2)
-            return (mean, std) if return_std else mean
+            return self._other_fit.predict(X, stacklevel=stacklevel)
         out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
                                                    return_nearest=True,
                                                    project=self._predictor.project)
-        self._warn_far_points(X, nearest, stacklevel=3)
+        self._warn_far_points(X, nearest, stacklevel=stacklevel + 1)
         out = out.T.copy()              # two contiguous rows: mean, sd
         mean, std = out[0], out[1]
         if self.likelihood == "poisson" and not np.isfinite(mean).all():
             latent = CountPredictor.latent_of(self._predictor)
             sd = self.eigenpairs_.map_points(X, latent, n_columns=2,
                                              project=latent.project)[:, 1]
-            warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()))
-        return (mean, std) if return_std else mean
+            warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
+                                        stacklevel=stacklevel + 1)
+        return mean, std
 
     def predict_interval(self, X, coverage=0.9):
         """Equal-tailed ``coverage`` interval ``(lower, upper)`` for a new observation at
@@ -565,7 +572,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                              "first (or call it on blocks).")
         check_is_fitted(self, "n_features_in_")
         if self.likelihood != "poisson":
-            mean, std = self.predict(X, return_std=True)
+            mean, std = self._predict(X, stacklevel=3)
             if self._other_fit is not None:
                 unit, noise = self._other_fit.interval_noise()
             else:

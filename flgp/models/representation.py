@@ -89,10 +89,18 @@ class RegressionFit(ABC):
         ``(y / unit)²``, for :meth:`FLGPRegressor.predict_interval`."""
 
 
-class RegressionRepresentation(ABC):
-    """A representation of the regressor's prior other than the heat kernel's eigenbasis."""
+class _Representation(ABC):
+    """What both kinds share: the registry ``name`` (a ``method`` value) and whether the
+    estimator gives the cloud the graph's own input checks (its spread and duplicate rows,
+    :func:`flgp._validation.check_cloud_values`) - False for a model of the labelled rows
+    alone."""
 
     name: str
+    graph_checks: bool = True
+
+
+class RegressionRepresentation(_Representation):
+    """A representation of the regressor's prior other than the heat kernel's eigenbasis."""
 
     @abstractmethod
     def infeasible(self, est, shape: tuple[int, int], n_labelled: int) -> str | None:
@@ -137,10 +145,8 @@ class ClassificationFit(ABC):
         points ``X`` (a validated numpy array)."""
 
 
-class ClassificationRepresentation(ABC):
+class ClassificationRepresentation(_Representation):
     """A representation of the classifier's prior other than the heat kernel's eigenbasis."""
-
-    name: str
 
     @abstractmethod
     def chosen_by_auto(self, est, X, counts: np.ndarray) -> bool:
