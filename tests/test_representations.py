@@ -315,3 +315,22 @@ def test_prediction_warnings_point_at_the_users_call():
             assert far_warnings, method
             assert all(w.filename == __file__ for w in far_warnings), (
                 method, [(w.filename, w.lineno) for w in far_warnings])
+
+
+def test_standardisation_round_trip_and_bad_input():
+    from flgp.models.representation import Standardisation
+
+    y = np.array([3.0, 5.0, 10.0, -2.0])
+    unit = 4.0
+    st = Standardisation(y.mean(), y.std(), unit)
+    z = st.standardise(y)
+    np.testing.assert_allclose([z.mean(), z.std()], [0.0, 1.0], atol=1e-15)
+    # a variance of z is y.std()^2 times it in units of y^2, (y.std()/unit)^2 in (y/unit)^2
+    assert st.variance_of_y(0.5) == pytest.approx(0.5 * y.var(), rel=1e-14)
+    assert st.variance_pre(0.5) == pytest.approx(0.5 * y.var() / unit ** 2, rel=1e-14)
+    # log p(y) = log p(z) - m log(sd of y): the Jacobian of y -> z
+    assert st.log_evidence_of_y(norm.logpdf(z).sum(), y.size) == pytest.approx(
+        norm.logpdf(y, y.mean(), y.std()).sum(), rel=1e-13)
+    for bad in ((np.nan, 1.0, 1.0), (0.0, 0.0, 1.0), (0.0, 1.0, -2.0), (0.0, np.inf, 1.0)):
+        with pytest.raises(ValueError, match="finite positive scale and unit"):
+            Standardisation(*bad)

@@ -146,16 +146,15 @@ class GraphMaternRegressionFit(RegressionFit):
         posterior (variances by Rao-Blackwellised Monte Carlo beyond a few thousand
         nodes, with their standard errors) and the transduction."""
         fit, st = self.fit, self.standardisation
-        unit, scale_pre = st.unit, st.scale_pre
         graph = self.graph
         est.method_ = "gmrf"
         est.graph_ = graph
         est.matern_order_ = fit.nu
         est.matern_kappa_ = float(np.sqrt(fit.kappa2))
         est.matern_log_evidence_ = self.by_order
-        est.outputscale_ = fit.amplitude * scale_pre ** 2 * unit * unit
-        est._noise_pre = fit.noise * scale_pre ** 2
-        est.noise_ = est._noise_pre * unit * unit
+        est.outputscale_ = st.variance_of_y(fit.amplitude)
+        est._noise_pre = st.variance_pre(fit.noise)
+        est.noise_ = st.variance_of_y(fit.noise)
         est._noise_std = fit.noise
         est.log_marginal_likelihood_ = self.log_evidence
         est.n_iter_ = self.regression.n_evaluations

@@ -298,17 +298,22 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if not (np.isfinite(self._y_mean) and np.isfinite(self._y_scale)):
             raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
                              f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
-        z = (y_pre - self._y_mean / unit) / (self._y_scale / unit)
         standard = Standardisation(self._y_mean, self._y_scale, unit)
+        z = standard.standardise(y_lab)
         fits = {}                       # the other representations' fits
         sole = self._sole_representation() if self.method == "auto" else None
+        if sole is not None:
+            best, why = sole
+            self.log_evidence_ = {}
+            self.skipped_methods_ = {other: why for other in ("flgp", *self.REPRESENTATIONS)
+                                     if other != best}
         if self.method in self.REPRESENTATIONS or sole is not None:
-            best = self.method if sole is None else sole
+            best = self.method if sole is None else best
             fits[best] = self.REPRESENTATIONS[best].fit(self, X, labelled, y_lab, z,
                                                         standard)
         else:
             a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled, z)
-            heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z)
+            heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z, standard)
             best = "flgp" if self.method == "auto" else self.method
             if self.method == "auto" and not is_lazy(X):
                 # every feasible representation by its exact evidence of y (docs/models.md,
@@ -332,15 +337,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         return self._transduce(heat)
 
     def _sole_representation(self):
-        """The representation ``"auto"`` must take without weighing the others (then
-        ``log_evidence_`` is empty and ``skipped_methods_`` says why), or None."""
+        """``(name, why)`` of the representation ``"auto"`` must take without weighing the
+        others, or None."""
         for name, representation in self.REPRESENTATIONS.items():
             why = representation.sole_reason(self)
             if why is not None:
-                self.log_evidence_ = {}
-                self.skipped_methods_ = {other: why for other in ("flgp", *self.REPRESENTATIONS)
-                                         if other != name}
-                return name
+                return name, why
         return None
 
     def __setstate__(self, state):
@@ -354,22 +356,20 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         elif state.get("method_") == "rbf" and "_other_fit" not in state:
             self._other_fit = RBFRegressionFit(self.rbf_)
 
-    def _fit_heat(self, a, eigenpairs, V_lab, fit, labelled, z):
+    def _fit_heat(self, a, eigenpairs, V_lab, fit, labelled, z, standard):
         """The heat-kernel GP's hyperparameters, evidence and posterior (not yet its
         transduction) from the best candidate (:meth:`_fit_candidates`); returns the
         eigenpairs."""
-        unit, m = self._y_unit, labelled.size
         self._set_engine(a, eigenpairs, labelled)
         fit = fit.result
-        y_scale_pre = self._y_scale / unit
         self.diffusion_time_ = fit["t"]
-        self.outputscale_ = fit["s2"] * y_scale_pre ** 2 * unit * unit
-        self._noise_pre = fit["noise"] * y_scale_pre ** 2     # in units of y / unit
-        self.noise_ = self._noise_pre * unit * unit
+        self.outputscale_ = standard.variance_of_y(fit["s2"])
+        self._noise_pre = standard.variance_pre(fit["noise"])     # in units of y / unit
+        self.noise_ = standard.variance_of_y(fit["noise"])
         # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
         # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
-        self.log_marginal_likelihood_ = (-fit["nll_evidence"] - m * np.log(y_scale_pre)
-                                         - m * np.log(unit))
+        self.log_marginal_likelihood_ = standard.log_evidence_of_y(-fit["nll_evidence"],
+                                                                   labelled.size)
         self.n_iter_ = fit["n_iter"]
         k = fit["rank"]
         self.n_eigenpairs_ = k

@@ -44,11 +44,28 @@ class Standardisation:
 
     def __init__(self, mean: float, scale: float, unit: float):
         self.mean, self.scale, self.unit = float(mean), float(scale), float(unit)
+        if not (np.isfinite(self.mean) and np.isfinite(self.scale) and self.scale > 0
+                and np.isfinite(self.unit) and self.unit > 0):
+            raise ValueError(f"a standardisation needs a finite mean and a finite positive "
+                             f"scale and unit; got mean={mean!r}, scale={scale!r}, "
+                             f"unit={unit!r}.")
 
     @property
     def scale_pre(self) -> float:
         """The standard deviation of ``y / unit``."""
         return self.scale / self.unit
+
+    def standardise(self, y: np.ndarray) -> np.ndarray:
+        """``z`` of the targets ``y``."""
+        return (y / self.unit - self.mean / self.unit) / self.scale_pre
+
+    def variance_pre(self, variance_z: float) -> float:
+        """A variance of ``z`` in units of ``(y / unit)²``."""
+        return variance_z * self.scale_pre ** 2
+
+    def variance_of_y(self, variance_z: float) -> float:
+        """A variance of ``z`` in units of ``y²``."""
+        return self.variance_pre(variance_z) * self.unit * self.unit
 
     def log_evidence_of_y(self, log_evidence_z: float, m: int) -> float:
         """``log p(y)`` from ``log p(z)`` of ``m`` standardised targets (the Jacobian of
