@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -44,9 +45,30 @@ def _circles(args) -> int:
 
 
 def _fail(command, message) -> int:
-    """An error the user can fix: one line on stderr, exit status 2, no traceback."""
-    print(f"flgp {command}: error: {message}", file=sys.stderr)
+    """An error the user can fix: one line on stderr, exit status 2, no traceback (a
+    message of nibabel's quoted in it may hold line breaks: they become spaces)."""
+    print(f"flgp {command}: error: {' '.join(str(message).split())}", file=sys.stderr)
     return 2
+
+
+class _WarningLines(warnings.catch_warnings):
+    """Inside: each warning shown as one line ``flgp COMMAND: warning: ...`` on stderr -
+    where in the code it was raised means nothing at the command line (the user's filters
+    still decide which are shown)."""
+
+    def __init__(self, command):
+        super().__init__()
+        self.command = command
+
+    def __enter__(self):
+        out = super().__enter__()
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            text = " ".join(str(message).split())
+            print(f"flgp {self.command}: warning: {text}", file=sys.stderr)
+
+        warnings.showwarning = show
+        return out
 
 
 def _nifti(args) -> int:
@@ -74,9 +96,10 @@ def _nifti(args) -> int:
                         random_state=args.seed)
     observed = images.get("--observed", args.observed_fraction)
     try:
-        res = predict_image(images["MAP"], images.get("--mask"), observed, regressor=reg,
-                            random_state=args.seed, fill=args.fill,
-                            include_noise=args.include_noise, progress=not args.quiet)
+        with _WarningLines("nifti"):
+            res = predict_image(images["MAP"], images.get("--mask"), observed,
+                                regressor=reg, random_state=args.seed, fill=args.fill,
+                                include_noise=args.include_noise, progress=not args.quiet)
     except (ValueError, TypeError, OSError) as exc:
         return _fail("nifti", str(exc))
     paths = [f"{args.out}_mean.nii.gz", f"{args.out}_sd.nii.gz"]
@@ -151,11 +174,12 @@ def _surface(args) -> int:
                 else load_surface_values(args.mask, V.shape[0], "--mask") != 0)
         observed = (args.observed_fraction if args.observed is None
                     else load_surface_values(args.observed, V.shape[0], "--observed") != 0)
-        res = predict_surface((V, F), values, observed, mask=mask,
-                              regressor=FLGPRegressor(method=args.method,
-                                                      random_state=args.seed),
-                              random_state=args.seed, fill=args.fill,
-                              include_noise=args.include_noise)
+        with _WarningLines("surface"):
+            res = predict_surface((V, F), values, observed, mask=mask,
+                                  regressor=FLGPRegressor(method=args.method,
+                                                          random_state=args.seed),
+                                  random_state=args.seed, fill=args.fill,
+                                  include_noise=args.include_noise)
     except (ValueError, TypeError, OSError) as exc:
         return _fail("surface", str(exc))
     paths = [f"{args.out}_mean.func.gii", f"{args.out}_sd.func.gii"]

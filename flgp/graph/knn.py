@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from scipy.spatial import cKDTree
 from sklearn.neighbors import NearestNeighbors
 
+from .._validation import check_points
 from ..backends import cpu_threads
 from .induced_points import kmeans_centres
 from .neighbors import KDTREE_MAX_DIM, nearest_induced_points, smallest_columns
@@ -76,9 +77,24 @@ def gaussian_knn_graph(X: np.ndarray, n_neighbors: int, bandwidth: float | None 
     kth_sq_dist : ndarray (n,)
         Squared distance from each point to the last of its ``k + 1`` neighbours (self
         included): ``x in kNN(y)`` iff ``||x - y||^2 <= kth_sq_dist[y]``.
+
+    Raises
+    ------
+    ValueError
+        ``X`` with NaN or infinite rows (the message counts them and names the first:
+        remove or impute them), or coordinates too large for squared distances.
     """
+    X = _cloud(X)
     G, eps, nn, dist = _gaussian_knn(X, n_neighbors, bandwidth)
     return G, eps, nn, dist[:, -1] ** 2
+
+
+def _cloud(X) -> np.ndarray:
+    """``X`` as a C-contiguous float64 cloud, checked (flgp's own message) for NaN and
+    infinite rows, which the searches do not survive: scipy's tree refuses them with
+    "data must be finite", the bucketed search and scikit-learn's pass them on as a graph
+    of NaN weights."""
+    return check_points(X, name="X", min_samples=1)
 
 
 def _gaussian_knn(X: np.ndarray, n_neighbors: int, bandwidth: float | None = None):
@@ -117,7 +133,8 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
     sampled with density ``p`` from a manifold, ``Σ_j w_ij (f_j - f_i) ≈ D_i (ε/4) Δf`` (the
     Gaussian kernel's second moment), so ``C⁻¹ G ≈ -Δ`` in ``1 / length²``, as the lattice
     and mesh graphs give; the density's own effect on ``D`` cancels in ``C⁻¹ G``.
-    ``spacing``: the median distance to the nearest other point.
+    ``spacing``: the median distance to the nearest other point. ``X`` with NaN or
+    infinite rows is a ``ValueError`` that counts them and names the first.
 
     Examples
     --------
@@ -127,7 +144,7 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
     >>> g.n_nodes, g.kind
     (500, 'knn')
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = _cloud(X)
     n = X.shape[0]
     k = int(n_neighbors)
     if not 1 <= k < n:
@@ -161,8 +178,16 @@ def bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=N
     neighbour is missed only when its bucket's centre is not among the point's
     ``n_probe`` nearest: the recall is measured in tests and benchmarks (MNIST, 70,000 x
     100: docs/few_labels.md). Exact (``NeighborIndex``) below 16 features is cheaper.
+    ``X`` with NaN or infinite rows is a ``ValueError`` that counts them and names the
+    first.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    return _bucket_knn(_cloud(X), n_neighbors, n_probe=n_probe, n_buckets=n_buckets,
+                       random_state=random_state)
+
+
+def _bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=None,
+                random_state=0):
+    """:func:`bucket_knn` of a checked cloud (C-contiguous float64, finite)."""
     n = X.shape[0]
     k = int(n_neighbors)
     if not 1 <= k < n:
@@ -213,14 +238,15 @@ def self_tuning_knn_graph(X: np.ndarray, n_neighbors: int = 10, *, random_state=
     on each point's ``k`` nearest neighbours (``d_k``: the distance to the ``k``-th),
     symmetrised as ``(W + Wᵀ)/2``, as a :class:`~flgp.graph.PointGraph` with stiffness
     ``G = D - W`` and unit mass. Neighbours exactly (``NeighborIndex``) up to 16
-    features, by :func:`bucket_knn` above."""
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    features, by :func:`bucket_knn` above. ``X`` with NaN or infinite rows is a
+    ``ValueError`` that counts them and names the first."""
+    X = _cloud(X)
     n = X.shape[0]
     k = int(n_neighbors)
     if not 1 <= k < n:
         raise ValueError(f"n_neighbors must be between 1 and n - 1 = {n - 1}; got {k}.")
     if X.shape[1] >= BUCKET_MIN_DIM:
-        ind, sq = bucket_knn(X, k, random_state=random_state)
+        ind, sq = _bucket_knn(X, k, random_state=random_state)
     else:
         dist, ind = NeighborIndex(X).kneighbors(X, k + 1)
         # drop each point's own entry (the first, or wherever a duplicate put it)

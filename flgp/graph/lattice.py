@@ -12,6 +12,7 @@ is ``Δf`` to second order. The mass is 1 per voxel.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,6 +22,15 @@ from .point_graph import PointGraph
 __all__ = ["lattice_graph", "CONNECTIVITIES"]
 
 CONNECTIVITIES = (6, 18, 26)
+
+# Neighbours are read off a dense index of the voxels' bounding box (8 bytes a cell) while
+# it holds at most 8 cells a voxel plus 2**20 (8 MiB): a mask's box is a few times its
+# voxels. A sparse cloud of voxels (two voxels 10**6 apart: 10**18 cells) would not fit in
+# memory; its neighbours are looked up in the voxels' sorted keys (np.searchsorted),
+# O(n log n) whatever the box. Keys are int64: a box above 2**62 cells is an error.
+_DENSE_CELLS_PER_VOXEL = 8
+_DENSE_EXTRA_CELLS = 2 ** 20
+_MAX_CELLS = 2 ** 62
 
 
 def _offsets(connectivity: int) -> np.ndarray:
@@ -52,6 +62,17 @@ def lattice_graph(ijk, affine=None, *, connectivity: int = 6) -> PointGraph:
     -------
     PointGraph
         ``kind="lattice"``, mass 1 per voxel, ``spacing`` the smallest voxel size.
+        Voxels with no neighbour in ``ijk`` are pieces of their own
+        (:meth:`PointGraph.pieces`), however far apart: neighbours are found in ``O(n)``
+        memory whatever the voxels' spread (a dense index of their bounding box when it
+        is small, a search in their sorted keys otherwise).
+
+    Raises
+    ------
+    ValueError
+        A malformed ``ijk`` or ``affine``, a voxel given twice, or a bounding box of more
+        than ``2**62`` cells (indices that cannot be keyed as int64: coordinates instead
+        of indices?).
 
     Examples
     --------
@@ -79,13 +100,30 @@ def lattice_graph(ijk, affine=None, *, connectivity: int = 6) -> PointGraph:
         raise ValueError("the affine's 3 x 3 part is singular: voxels have no volume.")
     n = ijk.shape[0]
     lo = ijk.min(axis=0)
+    # the box's sides in Python integers: far-apart indices overflow int64 differences
+    shape = tuple(int(h) - int(l) + 1 for h, l in zip(ijk.max(axis=0), lo))
+    cells = math.prod(shape)
+    if cells > _MAX_CELLS:
+        raise ValueError(f"the voxels' bounding box is {' x '.join(map(str, shape))} voxels, "
+                         f"more than 2**62 cells: their indices cannot be keyed as int64. "
+                         f"Check that ijk holds voxel indices (e.g. np.argwhere(mask)), not "
+                         f"coordinates.")
     local = ijk - lo
-    shape = tuple(int(v) + 1 for v in local.max(axis=0))
     flat = np.ravel_multi_index(local.T, shape)
-    if np.unique(flat).size != n:
+    order = np.argsort(flat, kind="stable")
+    keys = flat[order]                                  # sorted, for the duplicates too
+    if np.any(keys[1:] == keys[:-1]):
         raise ValueError("ijk holds a voxel more than once.")
-    index = np.full(int(np.prod(shape)), -1, dtype=np.int64)
-    index[flat] = np.arange(n)
+    if cells <= _DENSE_CELLS_PER_VOXEL * n + _DENSE_EXTRA_CELLS:
+        index = np.full(cells, -1, dtype=np.int64)
+        index[flat] = np.arange(n)
+
+        def node_of(key):
+            return index[key]
+    else:
+        def node_of(key):
+            pos = np.minimum(np.searchsorted(keys, key), n - 1)
+            return np.where(keys[pos] == key, order[pos], -1)
     offsets = _offsets(connectivity)
     world = offsets @ M.T                                   # (k, 3) world offsets
     sq = np.einsum("ij,ij->i", world, world)
@@ -99,7 +137,7 @@ def lattice_graph(ijk, affine=None, *, connectivity: int = 6) -> PointGraph:
         nb = local + e
         ok = np.all((nb >= 0) & (nb < np.asarray(shape)), axis=1)
         j = np.full(n, -1, dtype=np.int64)
-        j[ok] = index[np.ravel_multi_index(nb[ok].T, shape)]
+        j[ok] = node_of(np.ravel_multi_index(nb[ok].T, shape))
         keep = j >= 0
         rows.append(np.flatnonzero(keep))
         cols.append(j[keep])

@@ -9,7 +9,9 @@ NIfTI (nibabel); nothing is resampled. Needs nibabel, the ``fmri`` extra.
 from __future__ import annotations
 
 import numbers
+import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +80,29 @@ def fresh_regressor(regressor) -> FLGPRegressor:
     return clone(regressor)
 
 
+# flgp's own code (the package's folder): a warning raised there is about the user's call
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def reissue_warnings(caught, stacklevel: int) -> None:
+    """Issue again the warnings ``caught`` by ``warnings.catch_warnings(record=True)``
+    around the work of :func:`predict_image` or :func:`~flgp.models.surface
+    .predict_surface`, so that they point at the user's call rather than into flgp.
+
+    A warning raised in flgp's own code (the estimator's, whose location is its caller,
+    this module; a graph builder's) is issued ``stacklevel`` frames up from the caller of
+    this function, as ``warnings.warn`` counts (2: the caller of ``predict_image``); any
+    other (numpy's, say) where it was raised. The user's filters apply once more, and
+    nothing is lost to them: ``catch_warnings`` clears the registries of "default" and
+    "once" on the way in and out."""
+    for w in caught:
+        if os.path.abspath(w.filename).startswith(_PACKAGE_DIR + os.sep):
+            warnings.warn(w.message, w.category, stacklevel=stacklevel + 1)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
+                                   source=w.source)
+
+
 def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill=0.0,
                   include_noise=False, progress=False) -> ImagePrediction:
     """Predict the unobserved voxels of a region of a 3-d image, with uncertainty.
@@ -134,6 +159,12 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     TypeError
         An input of the wrong kind, or a ``regressor`` that is not an ``FLGPRegressor``.
 
+    Warns
+    -----
+    UserWarning
+        The regressor's warnings (a region in pieces without an observed voxel, ...):
+        they point at the call of ``predict_image``, not into flgp.
+
     Notes
     -----
     Nothing is resampled: a mask (region or observed) on a grid other than the image's --
@@ -177,8 +208,6 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     >>> float(mean[~region].max()), bool(res.sd.get_fdata()[region].min() > 0)
     (0.0, True)
     """
-    from tqdm.auto import tqdm
-
     if not isinstance(include_noise, (bool, np.bool_)):
         raise TypeError(f"include_noise must be True or False; got {include_noise!r}.")
     if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
@@ -187,6 +216,23 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     if include_noise and reg.likelihood != "gaussian":
         raise ValueError("include_noise=True adds the Gaussian noise variance; with "
                          f"likelihood={reg.likelihood!r} there is none (leave it False).")
+    caught = []
+    try:
+        # the user's filters decide inside (ignore, error, a module's pattern); what they
+        # let through is issued again from the user's call
+        with warnings.catch_warnings(record=True) as caught:
+            return _predict_image(image, mask, observed, reg, random_state, fill,
+                                  include_noise, progress)
+    finally:
+        reissue_warnings(caught, stacklevel=2)
+
+
+def _predict_image(image, mask, observed, reg, random_state, fill, include_noise,
+                   progress) -> ImagePrediction:
+    """:func:`predict_image` past its checks of the arguments, with ``reg`` the fresh
+    regressor."""
+    from tqdm.auto import tqdm
+
     stages = ["reading images", f"fitting FLGPRegressor(method={reg.method!r})",
               "writing images"]
     bar = tqdm(total=len(stages), desc=stages[0], unit="stage", disable=None if progress

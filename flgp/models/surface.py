@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph.mesh import mesh_graph
-from .image import fresh_regressor
+from .image import fresh_regressor, reissue_warnings
 from .regressor import FLGPRegressor
 
 __all__ = ["SurfacePrediction", "predict_surface", "load_mesh", "load_surface_values",
@@ -80,11 +80,30 @@ def _read_surface_file(path, name: str, reader: str, what: str):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{name} {path!r}: no such file.")
+    surface = _nilearn_surface()          # a missing extra stays an ImportError
+    return _guarded_read(lambda: getattr(surface, reader)(path), path, name, what)
+
+
+def _guarded_read(read, path: str, name: str, what: str):
+    """``read()``, any failure to read or parse the file ``path`` raised as the
+    ``ValueError`` that :func:`predict_surface` documents, chained to nibabel's."""
     try:
-        return getattr(_nilearn_surface(), reader)(path)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{name} {path!r} cannot be read as {what} "
-                         f"({type(exc).__name__}: {exc}).") from exc
+        return read()
+    except Exception as exc:    # noqa: BLE001 - see below; KeyboardInterrupt passes
+        # a damaged file fails wherever nibabel's parser gives up: a truncated GIfTI in
+        # expat (ExpatError), an empty one in ImageFileError, corrupt bytes in its
+        # compressed arrays in zlib.error, a short FreeSurfer file in ValueError,
+        # IndexError or struct.error - no list of types is complete, so every Exception
+        # but a lack of memory or of a package becomes the one ValueError
+        if isinstance(exc, (MemoryError, ImportError)):
+            raise
+        kind = type(exc).__name__
+        if kind == "error":                 # zlib.error, struct.error: name the module
+            kind = f"{type(exc).__module__}.error"
+        why = " ".join(f"{kind}: {exc}".split())       # on one line
+        raise ValueError(f"could not read {path} ({name}, {what}): {why}; check that the "
+                         f"file is complete and undamaged (write or download it again) "
+                         f"and that it is a GIfTI (.gii) or FreeSurfer file.") from exc
 
 
 def load_mesh(mesh):
@@ -93,6 +112,11 @@ def load_mesh(mesh):
     nilearn reads (GIfTI ``.surf.gii``, a FreeSurfer surface such as ``lh.pial``)."""
     if isinstance(mesh, (str, os.PathLike)):
         mesh = _read_surface_file(mesh, "mesh", "load_surf_mesh", "a surface mesh")
+    source = getattr(mesh, "file_path", None)
+    if source is not None:
+        # nilearn's FileMesh reads its file again at each access of coordinates or faces
+        mesh = _guarded_read(lambda: (mesh.coordinates, mesh.faces), os.fspath(source),
+                             "mesh", "a surface mesh")
     if hasattr(mesh, "coordinates") and hasattr(mesh, "faces"):
         return (np.asarray(mesh.coordinates, dtype=np.float64),
                 np.asarray(mesh.faces))
@@ -105,8 +129,10 @@ def load_mesh(mesh):
 def load_surface_values(values, n_vertices: int, name: str = "values") -> np.ndarray:
     """A per-vertex map as a float64 vector: an array, or a file nilearn reads (GIfTI
     ``.func.gii`` / ``.shape.gii``, FreeSurfer morph data such as ``lh.thickness``)."""
+    path = None
     if isinstance(values, (str, os.PathLike)):
-        values = _read_surface_file(values, name, "load_surf_data", "per-vertex data")
+        path = os.fspath(values)
+        values = _read_surface_file(path, name, "load_surf_data", "per-vertex data")
     try:
         v = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -115,8 +141,11 @@ def load_surface_values(values, n_vertices: int, name: str = "values") -> np.nda
     if v.ndim == 2 and 1 in v.shape:
         v = v.ravel()
     if v.shape != (n_vertices,):
+        # a truncated FreeSurfer morph file reads as a shorter vector: say which file
+        source = "" if path is None else (f" (read from {path}: is the file complete, and "
+                                          f"made for this mesh?)")
         raise ValueError(f"{name} must hold one value per vertex ({n_vertices}); got shape "
-                         f"{v.shape}.")
+                         f"{v.shape}{source}.")
     return v
 
 
@@ -152,6 +181,24 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
         ``mean``, ``sd`` (arrays per vertex, or ``SurfaceImage`` for a ``SurfaceImage``
         input), the fitted ``regressor``, ``observed``, ``mask``, ``sd_kind``.
 
+    Raises
+    ------
+    FileNotFoundError
+        A path that names no file.
+    ValueError
+        A file that cannot be read (truncated, empty, damaged compressed data, not a
+        surface file): ``could not read PATH (...): what went wrong; what to do``, chained
+        to nibabel's error; values that are not one per vertex; NaN or infinite values
+        in the region; a fraction outside (0, 1); fewer than 2 observed or 3 region
+        vertices.
+
+    Warns
+    -----
+    UserWarning
+        Region vertices on no face of the region (left out), the regressor's warnings (a
+        graph in pieces without an observed vertex, ...): they point at the call of
+        ``predict_surface``, not into flgp.
+
     Examples
     --------
     >>> import numpy as np
@@ -172,9 +219,25 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
         raise TypeError(f"include_noise must be True or False; got {include_noise!r}.")
     if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
         raise TypeError(f"fill must be a number (NaN allowed); got {fill!r}.")
-    if hasattr(values, "mesh") and hasattr(values, "data") and hasattr(values.data, "parts"):
-        return _predict_surface_image(values, observed, mask, regressor, random_state,
-                                      fill, include_noise)
+    caught = []
+    try:
+        # the user's filters decide inside; what they let through (the estimator's, the
+        # mesh graph's, the stray vertices' warnings) is issued again from the user's call
+        with warnings.catch_warnings(record=True) as caught:
+            if (hasattr(values, "mesh") and hasattr(values, "data")
+                    and hasattr(values.data, "parts")):
+                return _predict_surface_image(values, observed, mask, regressor,
+                                              random_state, fill, include_noise)
+            return _predict_surface(mesh, values, observed, mask, regressor, random_state,
+                                    fill, include_noise)
+    finally:
+        reissue_warnings(caught, stacklevel=2)
+
+
+def _predict_surface(mesh, values, observed, mask, regressor, random_state, fill,
+                     include_noise) -> SurfacePrediction:
+    """:func:`predict_surface` of arrays, a nilearn mesh or files, past the checks of
+    ``fill`` and ``include_noise``."""
     V, F = load_mesh(mesh)
     y = load_surface_values(values, V.shape[0])
     reg = fresh_regressor(regressor)
@@ -261,13 +324,13 @@ def _predict_surface_image(image, observed, mask, regressor, random_state, fill,
     for k, part in enumerate(parts):
         obs = observed[part] if isinstance(observed, dict) else observed
         msk = mask[part] if isinstance(mask, dict) else mask
-        results[part] = predict_surface(image.mesh.parts[part],
-                                        np.asarray(image.data.parts[part]), obs, mask=msk,
-                                        regressor=regressor,
-                                        random_state=None if random_state is None
-                                        else np.random.default_rng(random_state).integers(
-                                            2 ** 31) + k,
-                                        fill=fill, include_noise=include_noise)
+        results[part] = _predict_surface(image.mesh.parts[part],
+                                         np.asarray(image.data.parts[part]), obs, msk,
+                                         regressor,
+                                         None if random_state is None
+                                         else np.random.default_rng(random_state).integers(
+                                             2 ** 31) + k,
+                                         fill, include_noise)
     mean = SurfaceImage(mesh=image.mesh, data={p: r.mean for p, r in results.items()})
     sd = SurfaceImage(mesh=image.mesh, data={p: r.sd for p, r in results.items()})
     first = results[parts[0]]
