@@ -36,8 +36,9 @@ def _flat_mesh(k=20, size=50.0):
 
 def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
     """transduction_ is the posterior mean ȳ + s Q̃⁻¹Pᵀz/r, noise_ and outputscale_ the
-    fitted A r s² and A s², the evidence the dense formula's in the units of y, and the
-    sd the dense posterior sd within the RBMC estimator's error."""
+    fitted A r s² and A s² (A the amplitude of Q_ν(κ)⁻¹ on the graph in its own units,
+    κ = matern_kappa_ in the units of the points), the evidence the dense formula's in the
+    units of y, and the sd the dense posterior sd within the RBMC estimator's error."""
     ijk, x, truth, y, obs = _box_map((7, 6, 5))
     g = lattice_graph(ijk)
     reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
@@ -45,7 +46,9 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
     z_mean, z_sd = np.nanmean(y), np.nanstd(y)
     s2 = reg.outputscale_ / z_sd ** 2
     r = reg.noise_ / reg.outputscale_
-    Q = matern_precision(g, reg.matern_kappa_ ** 2, reg.matern_order_).toarray()
+    length, _ = g.own_units()
+    Q = matern_precision(g.in_own_units(), (reg.matern_kappa_ * length) ** 2,
+                         reg.matern_order_).toarray()
     lab = np.flatnonzero(obs)
     Sigma = s2 * np.linalg.inv(Q)
     S = Sigma[np.ix_(lab, lab)] + s2 * r * np.eye(lab.size)

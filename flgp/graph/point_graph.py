@@ -85,13 +85,32 @@ class PointGraph:
         W.eliminate_zeros()
         return W
 
-    def check_rows(self, n_rows: int) -> "PointGraph":
-        """This graph, if it has one node per row of a cloud of ``n_rows`` rows; else a
-        ``ValueError`` saying so (an estimator's ``graph=`` against its ``X``)."""
-        if self.n_nodes != int(n_rows):
-            raise ValueError(f"graph has {self.n_nodes} nodes but the cloud has {n_rows} "
+    # how far a node may lie from its row of X, in graph spacings (float32 rounding of
+    # coordinates in millimetres is ~1e-5 spacings; a lattice built without the image's
+    # translation is a whole voxel off)
+    ROW_TOLERANCE = 1e-3
+
+    def check_rows(self, X) -> "PointGraph":
+        """This graph, if its nodes are the rows of the cloud ``X`` (an estimator's
+        ``graph=`` against its ``X``: one node a row, in order, each within
+        ``ROW_TOLERANCE`` spacings of its row); else a ``ValueError`` saying which."""
+        X = np.asarray(X)
+        if self.n_nodes != X.shape[0]:
+            raise ValueError(f"graph has {self.n_nodes} nodes but the cloud has {X.shape[0]} "
                              f"rows; build the graph on the same points (X stacked above "
                              f"X_unlabeled).")
+        if self.points.shape[1] != X.shape[1]:
+            raise ValueError(f"graph's points have {self.points.shape[1]} coordinates but X "
+                             f"has {X.shape[1]} features; build the graph on X's rows.")
+        gap = np.sqrt(np.max(np.sum((self.points - X) ** 2, axis=1))) if X.size else 0.0
+        if not gap <= self.ROW_TOLERANCE * self.spacing:
+            row = int(np.argmax(np.sum((self.points - X) ** 2, axis=1)))
+            raise ValueError(f"graph's nodes are not the rows of X: node {row} lies "
+                             f"{gap:.3g} from row {row} (the graph's spacing is "
+                             f"{self.spacing:.3g}). Build the graph on X's rows, in their "
+                             f"order and units (X stacked above X_unlabeled; for an image, "
+                             f"lattice_graph(ijk, affine) and X the voxels' world "
+                             f"coordinates).")
         return self
 
     def pieces(self) -> tuple[int, np.ndarray]:
@@ -117,6 +136,39 @@ class PointGraph:
         G = (sp.diags(degree) - W).tocsr()
         return PointGraph(stiffness=G, mass=self.mass[nodes].copy(),
                           points=self.points[nodes], kind=self.kind, spacing=self.spacing)
+
+    def own_units(self) -> tuple[float, float]:
+        """``(length, mass)``: the graph's own units. ``length = s^{-1/2}`` with ``s`` the
+        median over nodes of ``G_ii / C_ii`` (the diagonal of ``C⁻¹G``, a ``1 / length²``),
+        ``mass`` the mean of ``C``. Both move with the units of the points exactly: a
+        graph built on ``c X`` has ``c`` times the length unit (and the mass unit that its
+        builder's masses carry), so that :meth:`in_units` of its own units is the same
+        graph whatever the units of ``X`` - what the priors' searches run on
+        (docs/full_resolution.md, "Units")."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = self.stiffness.diagonal() / self.mass
+        ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+        scale = float(np.median(ratio)) if ratio.size else 1.0
+        return 1.0 / float(np.sqrt(scale)), float(np.mean(self.mass))
+
+    def in_units(self, length: float, mass: float) -> "PointGraph":
+        """This graph with lengths measured in ``length`` and masses in ``mass``: points and
+        spacing divided by ``length``, the mass by ``mass``, the stiffness multiplied by
+        ``length² / mass`` - so that ``C⁻¹G``, a ``1 / length²``, is multiplied by
+        ``length²``."""
+        length, mass = float(length), float(mass)
+        if not (np.isfinite(length) and length > 0 and np.isfinite(mass) and mass > 0):
+            raise ValueError(f"units must be finite and positive; got length={length!r}, "
+                             f"mass={mass!r}.")
+        factor = (length / mass) * length
+        return PointGraph(stiffness=(self.stiffness * factor).tocsr(),
+                          mass=self.mass / mass, points=self.points / length,
+                          kind=self.kind, spacing=self.spacing / length,
+                          _pieces=self._pieces)
+
+    def in_own_units(self) -> "PointGraph":
+        """:meth:`in_units` of :meth:`own_units`: the same graph, unit-free."""
+        return self.in_units(*self.own_units())
 
     def operator(self) -> sp.csr_matrix:
         """``C⁻¹ G`` (the discrete ``-Δ``)."""

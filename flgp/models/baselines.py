@@ -162,11 +162,16 @@ class _ProfiledEvidence:
 
     Targets that are all equal (``z = 0`` after standardisation) have an unbounded profile
     (``Â = 0``); there ``Â`` is floored at ``AMPLITUDE_FLOOR`` and the value is
-    ``log N(z | ĉ 1, Â S)`` at the floor (the same formula, finite)."""
+    ``log N(z | ĉ 1, Â S)`` at the floor (the same formula, finite).
+
+    A fixed ``noise`` (the variance ``A r`` of ``z``) replaces the profile in ``A``:
+    ``A = noise / r``, and the gradient in ``log r`` gains ``∂ log p / ∂ log A · (-1) =
+    (m - q / A) / 2``."""
 
     AMPLITUDE_FLOOR = 1e-12
 
-    def __init__(self, Z, z):
+    def __init__(self, Z, z, noise=None):
+        self.noise = None if noise is None else float(noise)
         self.z = np.ascontiguousarray(z, dtype=np.float64)
         self.m = self.z.size
         self.sqdist = _self_sqdist(Z)
@@ -197,7 +202,8 @@ class _ProfiledEvidence:
         constant = float(solved[:, 0].sum() / solved[:, 1].sum())
         alpha = solved[:, 0] - constant * solved[:, 1]        # S⁻¹ (z - ĉ)
         quad = float((self.z - constant) @ alpha)
-        amplitude = max(quad / m, self.AMPLITUDE_FLOOR)
+        amplitude = (max(quad / m, self.AMPLITUDE_FLOOR) if self.noise is None
+                     else self.noise / ratio)
         logdet = 2.0 * float(np.log(np.diagonal(factor)).sum())
         value = -0.5 * (m * (_LOG_2PI + np.log(amplitude)) + logdet + quad / amplitude)
         if not np.isfinite(value):
@@ -215,6 +221,8 @@ class _ProfiledEvidence:
         # once: rows [a, b) against columns [a, m) of the transpose
         inverse = inverse.T
         d_ratio = 0.5 * ratio * (float(alpha @ alpha) / amplitude - float(np.trace(inverse)))
+        if self.noise is not None:                  # A = noise / r moves with r
+            d_ratio += 0.5 * (m - quad / amplitude)
         quad_ell = trace_ell = 0.0
         step = default_chunk_size(8 * 3 * m)
         for start in range(0, m, step):
@@ -256,6 +264,10 @@ class RBFGPRegressor:
     backend : str
         Unused: ``"keops"`` (and any other) runs the same numpy/LAPACK fit, which is exact
         and dense; kept for the signature.
+    noise : float, optional
+        Fix the noise variance (in units of ``y²``): ``A = noise / r`` instead of the
+        profile in ``A``, the same search over ``(ℓ, r)`` (its grid's ratios then those
+        that give ``A = 0.1`` and ``1`` in standardised units).
 
     Attributes
     ----------
@@ -288,9 +300,10 @@ class RBFGPRegressor:
     GRADIENT_TOLERANCE = 1e-4
     FIRST_STEP = 0.5
 
-    def __init__(self, max_iter: int = 100, backend: str = "torch"):
+    def __init__(self, max_iter: int = 100, backend: str = "torch", noise=None):
         self.max_iter = max_iter
         self.backend = backend
+        self.noise = noise
 
     def fit(self, X, y):
         X = np.asarray(X, dtype=np.float64)
@@ -313,6 +326,11 @@ class RBFGPRegressor:
         self.y_scale_ = scale_pre * unit
         Z = (X - self.mu_) / self.sd_
         z = (y_pre - mean_pre) / scale_pre
+        noise_z = (None if self.noise is None
+                   else float(self.noise) / unit / unit / scale_pre ** 2)
+        if noise_z is not None and not (np.isfinite(noise_z) and noise_z > 0):
+            raise ValueError(f"noise must be a positive variance that float64 holds in the "
+                             f"units of y; got {self.noise!r}.")
         med = _median_scale(Z)
         start = None
         if z.size > 1.5 * SUBSET_LABELS:
@@ -320,10 +338,10 @@ class RBFGPRegressor:
             # gradient steps on all of them (each ~3 Cholesky factorisations of m x m)
             pick = np.sort(np.random.default_rng(0).choice(z.size, SUBSET_LABELS,
                                                             replace=False))
-            sub = _ProfiledEvidence(Z[pick], z[pick])
+            sub = _ProfiledEvidence(Z[pick], z[pick], noise_z)
             start = self._search(sub, med)[:2]
             del sub
-        evidence = _ProfiledEvidence(Z, z)
+        evidence = _ProfiledEvidence(Z, z, noise_z)
         log_ell, log_ratio, value = self._search(
             evidence, med, start=start,
             max_iter=None if start is None else min(int(self.max_iter), REFINE_STEPS))
@@ -362,9 +380,13 @@ class RBFGPRegressor:
             if value > best[0]:
                 best[:] = [value, (float(point[0]), float(point[1]))]
 
+        ratios = self.RATIO_GRID
+        if evidence.noise is not None:              # A = noise / r: A = 0.1 and 1
+            ratios = tuple(float(np.clip(evidence.noise / a, *self.RATIO_RANGE))
+                           for a in (0.1, 1.0))
         points = ([start] if start is not None else
                   [(np.log(med * factor), np.log(ratio)) for factor in self.LENGTH_FACTORS
-                   for ratio in self.RATIO_GRID])
+                   for ratio in ratios])
         for point in points:
             keep(point, evidence(*point)[0])
         if best[1] is None and start is not None:      # the sample's optimum fails here
@@ -457,8 +479,8 @@ class RBFRegression(RegressionRepresentation):
     def fit(self, est, X, labelled, y_lab, z, standardisation):
         """:class:`RBFGPRegressor` on ``X[labelled]`` and ``y_lab`` (it standardises
         ``y`` itself)."""
-        rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend)).fit(
-            X[labelled], y_lab)
+        rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend),
+                             noise=est.noise).fit(X[labelled], y_lab)
         return RBFRegressionFit(rbf)
 
 

@@ -100,12 +100,14 @@ class GraphMaternRegression(RegressionRepresentation):
         the k-nearest-neighbour graph of ``X`` (:func:`flgp.graph.knn_point_graph`), over
         the orders ``matern_order`` (None: all of ``MATERN_ORDERS``)."""
         if est.graph is not None:
-            graph = est.graph.check_rows(X.shape[0])
+            graph = est.graph.check_rows(X)
         else:
             graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
         nus = MATERN_ORDERS if est.matern_order is None else (int(est.matern_order),)
+        noise = None if est.noise is None else standardisation.variance_of_z(est.noise)
         with stage("gmrf"):
-            fit, reg, by_order = fit_gmrf(graph, labelled, z, nus=nus, verbose=est.verbose)
+            fit, reg, by_order = fit_gmrf(graph, labelled, z, nus=nus, noise=noise,
+                                          verbose=est.verbose)
         m = labelled.size
         seed = est.random_state if isinstance(est.random_state, int) else 0
         return GraphMaternRegressionFit(
@@ -150,7 +152,7 @@ class GraphMaternRegressionFit(RegressionFit):
         est.method_ = "gmrf"
         est.graph_ = graph
         est.matern_order_ = fit.nu
-        est.matern_kappa_ = float(np.sqrt(fit.kappa2))
+        est.matern_kappa_ = fit.kappa
         est.matern_log_evidence_ = self.by_order
         est.outputscale_ = st.variance_of_y(fit.amplitude)
         est._noise_pre = st.variance_pre(fit.noise)
@@ -219,13 +221,19 @@ class GraphMaternClassification(ClassificationRepresentation):
         spread set from the cloud, re-weighted to the class-size prior."""
         C = est.classes_.size
         if est.graph is not None:
-            graph = est.graph.check_rows(X.shape[0])
+            graph = est.graph.check_rows(X)
         else:
             with stage("graph"):
                 graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
                                               random_state=est.random_state
                                               if isinstance(est.random_state, int) else 0)
         nu = 1 if est.matern_order is None else int(est.matern_order)
+        if nu > 1 and np.ptp(graph.mass) > 0:
+            raise ValueError(f"matern_order={nu} needs a graph of uniform mass (a lattice, "
+                             f"or a k-NN graph such as flgp.graph.self_tuning_knn_graph): "
+                             f"the prior has no constant mode only there. This graph's "
+                             f"masses vary (a {graph.kind} graph); use matern_order=1 (the "
+                             f"default) or None.")
         with stage("scores"):
             U = green_scores(graph, labelled, codes, C, nu=nu)
         unl = np.ones(X.shape[0], dtype=bool)

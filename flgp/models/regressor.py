@@ -86,7 +86,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
         ``σ^2`` are the MAP with this prior and flat priors on ``log s^2``, ``log σ^2``.
     noise : float, optional
-        Fix the noise variance (in units of ``y``) instead of fitting it.
+        Fix the noise variance (in units of ``y²``) instead of fitting it; every
+        representation honours it (``"auto"`` compares fits of the same noise).
     max_iter : int, default=100
         L-BFGS-B iterations per start (of the ``"rbf"`` GP's search too).
     learning_rate : deprecated
@@ -125,8 +126,10 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         The leading eigenpairs the low-rank heat kernel predicts with (by evidence among
         ``M/8, M/4, M/2, M`` when ``n_eigenpairs`` is None, ``M = min(400, s - 1)``).
     graph_, matern_order_, matern_kappa_, matern_log_evidence_ :
-        ``method_ == "gmrf"``: the graph, the order ``ν``, ``κ`` and the log evidence of
-        each order compared.
+        ``method_ == "gmrf"``: the graph, the order ``ν``, ``κ`` (in the units of ``X``:
+        an inverse length) and the log evidence of each order compared. The fit does not
+        depend on the units of ``X``: it is searched on the graph in its own units
+        (:meth:`flgp.graph.PointGraph.in_own_units`; docs/full_resolution.md, "Units").
     transduction_std_error_ : ndarray (n_samples,)
         ``method_ == "gmrf"``: the standard error of ``transduction_std_`` (the RBMC
         variance estimator's, docs/full_resolution.md).
@@ -136,7 +139,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         predicts).
     diffusion_time_ : float
     outputscale_ : float
-        ``s^2`` in units of ``y^2`` (on the log-rate scale for counts).
+        ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For
+        ``method_ == "gmrf"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹`` on the graph
+        in its own units, in units of ``y^2``.
     noise_ : float or None
         ``σ^2`` in units of ``y^2`` (None for counts).
     log_marginal_likelihood_ : float

@@ -63,6 +63,10 @@ class Standardisation:
         """A variance of ``z`` in units of ``(y / unit)²``."""
         return variance_z * self.scale_pre ** 2
 
+    def variance_of_z(self, variance_y: float) -> float:
+        """A variance in units of ``y²`` in units of ``z²`` (a fixed noise)."""
+        return variance_y / self.unit / self.unit / self.scale_pre ** 2
+
     def variance_of_y(self, variance_z: float) -> float:
         """A variance of ``z`` in units of ``y²``."""
         return self.variance_pre(variance_z) * self.unit * self.unit

@@ -46,7 +46,8 @@ __all__ = ["green_scores", "scores_to_probabilities", "class_size_prior",
 
 # the spread over the cloud of the scaled scores, in logits (see the module notes)
 SCORE_SPREAD = 5.0
-# κ² relative to the median degree: a nearly intrinsic prior (Poisson learning's κ = 0)
+# κ² relative to the graph's own 1 / length² (the median of diag(C⁻¹G): the median degree
+# on a graph of unit mass): a nearly intrinsic prior (Poisson learning's κ = 0)
 KAPPA_RELATIVE = 1e-5
 # relative residual of the conjugate-gradient solves (Poisson learning's graphlearning
 # default is 1e-3 as well; the argmax moves at about one point in 10^4 against 1e-8)
@@ -67,7 +68,9 @@ def green_scores(graph, labelled, codes, n_classes, *, nu: int = 1, kappa2=None,
     sources[np.arange(labelled.size), codes] = 1.0
     sources -= sources.mean(axis=0)
     if kappa2 is None:
-        kappa2 = KAPPA_RELATIVE * float(np.median(graph.stiffness.diagonal()))
+        # relative to the graph's own 1 / length² (PointGraph.own_units): the same prior
+        # whatever the units of the points
+        kappa2 = KAPPA_RELATIVE / graph.own_units()[0] ** 2
     prior = SparsePrecisionPrior(graph, nu=nu, kappa2=kappa2, centred=True, solver="amg",
                                  tol=tol)
     # every row of the sources sums to 0 (one 1 a label, minus the label shares), so

@@ -21,10 +21,13 @@ statistics, ``(κ² - Δ)^{ν/2} f = W`` discretised (Lindgren, Rue and Lindstr�
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFamily"]
+__all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFamily",
+           "check_order"]
 
 # the orders the estimators compare, in the order they are searched (each later one from
 # the best optimum so far). Fill grows with ν: on the motor map's 45,448-voxel lattice a
@@ -32,6 +35,30 @@ __all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFami
 # and the evidence chose 4 there (4,783 nats against 4,704 for ν = 3, 2,423 for ν = 2; the
 # 95 % intervals then cover 95.2 % of the held-out voxels, against 97.4 % for ν = 3)
 MATERN_ORDERS = (2, 3, 4, 1)
+
+
+def check_order(nu) -> int:
+    """``nu`` as an int if it is a whole number ``>= 1`` (an integer, or a float such as
+    ``2.0``); else a ``ValueError``: the family's members are integer powers, and a
+    fractional order would need a rational approximation this module does not build."""
+    if isinstance(nu, (bool, np.bool_)) or not isinstance(nu, (numbers.Real, np.number)):
+        raise ValueError(f"nu (the Matérn order) must be a positive integer; got {nu!r}.")
+    if not (np.isfinite(nu) and float(nu) == int(nu) and int(nu) >= 1):
+        raise ValueError(f"nu (the Matérn order) must be a positive integer (1, 2, 3, ...); "
+                         f"got {nu!r}. Fractional orders are not supported: round it.")
+    return int(nu)
+
+
+def _power(kappa2: float, k: int) -> float:
+    """``κ^{2k}``, refused where it leaves float64 (coordinates in extreme units: the
+    estimators search in the graph's own units, :meth:`flgp.graph.PointGraph.in_own_units`)."""
+    with np.errstate(over="ignore"):
+        value = np.float64(kappa2) ** k
+    if not np.isfinite(value):
+        raise ValueError(f"kappa2 ** {k} = ({kappa2:.3g}) ** {k} overflows float64; express "
+                         f"the graph in other units (graph.in_own_units() is unit-free) and "
+                         f"kappa2 in the same.")
+    return float(value)
 
 
 def shifted_stiffness(graph, kappa2: float) -> sp.csc_matrix:
@@ -53,9 +80,7 @@ def matern_precision(graph, kappa2: float, nu: int) -> sp.csc_matrix:
     >>> bool(np.allclose(Q.toarray(), K @ K))
     True
     """
-    nu = int(nu)
-    if nu < 1:
-        raise ValueError(f"nu must be a positive integer; got {nu!r}.")
+    nu = check_order(nu)
     if not (np.isfinite(kappa2) and kappa2 >= 0):
         raise ValueError(f"kappa2 must be finite and >= 0; got {kappa2!r}.")
     K = shifted_stiffness(graph, kappa2)
@@ -65,6 +90,9 @@ def matern_precision(graph, kappa2: float, nu: int) -> sp.csc_matrix:
         for _ in range(nu - 1):
             Q = (Q @ CinvK).tocsc()
         Q = (0.5 * (Q + Q.T)).tocsc()          # symmetric to the last bit
+    if not np.all(np.isfinite(Q.data)):
+        raise ValueError(f"Q_nu(kappa) has entries beyond float64 at kappa2={kappa2:.3g} "
+                         f"(a graph in extreme units); use graph.in_own_units().")
     return Q
 
 
@@ -88,9 +116,7 @@ class MaternFamily:
     def __init__(self, graph, nu: int):
         from math import comb
 
-        self.nu = int(nu)
-        if self.nu < 1:
-            raise ValueError(f"nu must be a positive integer; got {nu!r}.")
+        self.nu = check_order(nu)
         n = graph.n_nodes
         C = sp.diags(graph.mass).tocsc()
         T = (sp.diags(1.0 / graph.mass) @ graph.stiffness).tocsc()
@@ -117,7 +143,10 @@ class MaternFamily:
         """The lower triangle's values of ``Q_ν(κ)`` (pattern order)."""
         out = np.zeros(self.nnz)
         for j, (c, v) in enumerate(zip(self._coef, self._terms)):
-            out += (c * float(kappa2) ** (self.nu - j)) * v
+            out += (c * _power(kappa2, self.nu - j)) * v
+        if not np.all(np.isfinite(out)):
+            raise ValueError(f"Q_nu(kappa) has entries beyond float64 at kappa2={kappa2:.3g} "
+                             f"(a graph in extreme units); use graph.in_own_units().")
         return out
 
     def matrix(self, kappa2: float, values=None) -> sp.csc_matrix:

@@ -27,7 +27,7 @@ from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
 from .gaussian import GMRFRegression, diagonal_of_inverse, rbmc_variances
 from .iterative import _pyamg
-from .matern import matern_precision, shifted_stiffness
+from .matern import check_order, matern_precision, shifted_stiffness
 
 __all__ = ["SparsePrecisionPrior", "EXACT_VARIANCE_ROWS", "SOLVERS"]
 
@@ -70,9 +70,7 @@ class SparsePrecisionPrior(GraphPrior):
 
     def __init__(self, graph, nu: int = 1, kappa2: float = 1.0, amplitude: float = 1.0,
                  centred: bool = False, solver: str = "cholesky", tol: float = 1e-8):
-        nu = int(nu)
-        if nu < 1:
-            raise ValueError(f"nu must be a positive integer; got {nu!r}.")
+        nu = check_order(nu)
         kappa2, amplitude = float(kappa2), float(amplitude)
         if not (np.isfinite(kappa2) and kappa2 >= 0):
             raise ValueError(f"kappa2 must be finite and >= 0; got {kappa2!r}.")
