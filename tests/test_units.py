@@ -128,7 +128,7 @@ def test_regressor_at_extreme_scales():
         assert abs(fit.log_evidence_["gmrf"] - ref.log_marginal_likelihood_) < 1e-3
         gm = FLGPRegressor(method="gmrf").fit(X * c, y)
         _close(gm.transduction_, ref.transduction_)
-        np.testing.assert_allclose(gm.matern_kappa_ * c, ref.matern_kappa_, rtol=1e-6)
+        np.testing.assert_allclose(gm.matern_kappa_ * c, ref.matern_kappa_, rtol=1e-4)
     # the raw family refuses what float64 cannot hold, naming the way out
     g = lattice_graph(np.argwhere(np.ones((4, 4, 2), bool)))
     with pytest.raises(ValueError, match="in_own_units"):

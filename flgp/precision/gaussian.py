@@ -36,7 +36,7 @@ __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse",
 
 _LOG_2PI = np.log(2.0 * np.pi)
 # observed nodes whose exact prior variance sets the scale of the noise in the search
-SCALE_NODES = 32
+SCALE_NODES = 8
 
 
 @dataclass
@@ -293,10 +293,10 @@ LINE_VALUE_TOLERANCE = 0.1
 COARSE_TOLERANCE = 0.7
 COARSE_VALUE_TOLERANCE = 1.0
 COARSE_MAX_EVALUATIONS = 6
-REFINE_MARGIN = 5.0
+REFINE_MARGIN = 2.0
 # an order this many nats below the best after one coarse sweep gets no second one
 FAR_MARGIN = 100.0
-LINE_MAX_EVALUATIONS = 12
+LINE_MAX_EVALUATIONS = 8
 _GOLDEN = 0.3819660112501051
 
 
