@@ -169,8 +169,14 @@ def test_count_means_beyond_float64_are_reported_not_overflowed():
     at = reg.transduction_[lab]
     big = counts[lab] > 1e5
     np.testing.assert_allclose(at[big], counts[lab][big], rtol=0.05)
-    # a log-rate variance no float64 mean survives
+    # a log-rate variance of 10^4: the mean is bounded by the rate the labels support
+    # (RATE_CEILING times the largest count; docs/models.md, "Count data")
     reg._predictor.nugget = 1e4
+    bounded = reg.predict(X)
+    assert np.all(np.isfinite(bounded))
+    assert bounded.max() <= np.exp(reg._predictor.ceiling) * (1 + 1e-9)
+    # without the bound, a variance no float64 mean survives
+    reg._predictor.ceiling = np.inf
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mean, sd = reg.predict(X, return_std=True)

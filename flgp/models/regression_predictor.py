@@ -12,6 +12,7 @@ import numpy as np
 
 from ..spectral import RowSquaredNorm
 from ..spectral.families import nonzero_prefix
+from .inference.poisson import bounded_rate_moments
 
 __all__ = ["RegressionPredictor", "CountPredictor", "warn_unrepresentable_counts"]
 
@@ -89,19 +90,40 @@ class RegressionPredictor:
 class CountPredictor(RegressionPredictor):
     """Posterior mean and sd of the rate ``exp(b + f(x) + ε)`` of a new count from
     eigenvector rows (``latent``: the log-rate's mean and sd instead; ``ε ~ N(0, σ²)`` its
-    own term, the overdispersion); picklable, ``__call__(V, pieces) -> (b, 2)``."""
+    own term, the overdispersion); picklable, ``__call__(V, pieces) -> (b, 2)``.
+
+    Two things differ from the Gaussian predictor (issue 42; docs/models.md, "Count
+    data"):
+
+    * a piece of the graph without a label predicts the log-rate of a count drawn like the
+      labelled ones, ``N(population[0], population[1] + σ²)``
+      (:func:`~flgp.models.inference.poisson.count_population`), not the heat kernel's
+      prior there: its variance grows as the piece shrinks (598 on a 6-point piece against
+      6 at the labels, a mean count of ``e^{300}``);
+    * the log-rate is truncated at ``ceiling``
+      (:func:`~flgp.models.inference.poisson.rate_ceiling`), so that the mean count stays
+      bounded by what the labels support where its posterior variance is huge
+      (:func:`~flgp.models.inference.poisson.bounded_rate_moments`)."""
 
     def __init__(self, sd, w_mean, w_cov, offset, piece_has_label, nugget=0.0,
-                 latent=False):
+                 latent=False, population=None, ceiling=np.inf):
         super().__init__(sd, w_mean, w_cov, 0.0, 1.0, piece_has_label)
         self.offset = float(offset)
         self.nugget = float(nugget)     # σ²: a new count's own log-rate variance
         self.latent = latent
+        # (mean, variance) of a labelled count's latent log-rate, relative to the offset
+        self.population = None if population is None else tuple(map(float, population))
+        self.ceiling = float(ceiling)   # the log-rate's upper bound
 
     def moments(self, Z, pieces=None):
         """The log-rate of a new count: the latent's posterior plus the count's own term
-        (variance ``σ²``)."""
+        (variance ``σ²``); in a piece without a label, the labelled counts' population."""
         mean, var = super().moments(Z, pieces)
+        population = getattr(self, "population", None)   # None: pickled before issue 42
+        if population is not None and self._with_prior and pieces is not None:
+            alone = ~self.piece_has_label[pieces]
+            if alone.any():
+                mean[alone], var[alone] = population
         return mean, var + self.nugget
 
     @classmethod
@@ -118,16 +140,8 @@ class CountPredictor(RegressionPredictor):
             out[:, 0] = self.offset + mean
             out[:, 1] = np.sqrt(var)
             return out
-        # the log-normal's moments, inf where they leave float64 (no overflow warning here:
-        # the estimator reports such points once, with the reason)
-        log_mean = self.offset + mean + 0.5 * var
-        with np.errstate(over="ignore", invalid="ignore"):
-            out[:, 0] = np.exp(log_mean)
-            out[:, 1] = out[:, 0] * np.sqrt(np.expm1(var))
-            bad = ~np.isfinite(out[:, 1])
-            if bad.any():               # the product overflowed or met 0 * inf: in logs
-                out[bad, 1] = np.exp(log_mean[bad] + 0.5 * (var[bad] + np.log(
-                    -np.expm1(-np.maximum(var[bad], 1e-300)))))
+        out[:, 0], out[:, 1] = bounded_rate_moments(self.offset + mean, var,
+                                                    getattr(self, "ceiling", np.inf))
         return out
 
 

@@ -20,8 +20,8 @@ from .baselines import RBFRegressionFit, RBFRegression
 from .graph_matern import (GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegressionFit,
                            GraphMaternRegression)
 from ..spectral.gaussian import LowRankGaussianEvidence
-from .inference.poisson import (check_counts, count_offset, fit_count_hyperparameters,
-                                poisson_interval)
+from .inference.poisson import (check_counts, count_offset, count_population,
+                                fit_count_hyperparameters, poisson_interval, rate_ceiling)
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
 from .regression_predictor import (CountPredictor, RegressionPredictor,
                                    warn_unrepresentable_counts)
@@ -54,8 +54,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     grid, starts and L-BFGS-B, with the evidence's analytic gradient). Each count also
     has a log-rate term of its own, ``ε ~ N(0, σ²)`` (``overdispersion``, fitted with
     ``t`` and ``s^2`` by default). ``predict`` returns the posterior mean count of a new
-    observation, ``E[exp(b + f + ε)] = exp(b + m + (v + σ²)/2)``; :meth:`predict_interval`
-    an interval for a new count.
+    observation, ``E[exp(b + f + ε)] = exp(b + m + (v + σ²)/2)``, with the log-rate
+    truncated at ``log(RATE_CEILING (max y + 1))`` (``RATE_CEILING = 1000``: a posterior
+    variance of the log-rate far above the labels' - sparse tails, a piece of the graph
+    without a label, which gets the labelled points' population instead of its prior -
+    cannot push a mean beyond what the labels support; docs/models.md, "Count data");
+    :meth:`predict_interval` an interval for a new count.
 
     Parameters
     ----------
@@ -474,8 +478,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         w_cov[np.ix_(kept, kept)] = state.covariance()
         self._noise_std = None
         self.overdispersion_ = fit["nugget"]
+        # a piece without a label predicts the labelled counts' population; the log-rate is
+        # bounded by what the labels support (issue 42, CountPredictor)
+        population = count_population(V_lab[:, kept] * sd[kept], state)
         self._predictor = CountPredictor(sd, w_mean, w_cov, offset,
-                                          self._piece_has_label, fit["nugget"])
+                                          self._piece_has_label, fit["nugget"],
+                                          population=population, ceiling=rate_ceiling(y_lab))
         return self._transduce(eigenpairs)
 
     def _fit_hyper(self, eigenpairs, V_lab, z):
@@ -590,7 +598,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                                    return_nearest=True,
                                                    project=latent.project)
         self._warn_far_points(X, nearest, stacklevel=3)
-        return poisson_interval(out[:, 0], out[:, 1], coverage)
+        return poisson_interval(out[:, 0], out[:, 1], coverage,
+                                ceiling=getattr(self._predictor, "ceiling", None))
 
     # -- the labelling loop ---------------------------------------------------------------
     def latent_posterior(self):

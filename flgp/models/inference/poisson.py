@@ -26,18 +26,31 @@ constant eigenvector lets the posterior move the overall level away from it.
   ``exp(b + m + (v + σ²)/2)`` and standard deviation ``mean · √(e^{v + σ²} - 1)``, and
   the new count follows the Poisson–log-normal mixture whose quantiles
   :func:`poisson_interval` finds.
+* Where the posterior variance of the log-rate is large (issue 42): the heat kernel's
+  prior variance is not uniform over the cloud - it grows where the cloud is sparse (a
+  Gaussian blob's tails, 100 against 6 at the labels) and, in a piece of the graph, as
+  one over the piece's size (598 on a 6-point piece) - and ``e^{v/2}`` turned it into
+  mean counts of 10^136 for counts below 10^7. A piece without a label predicts the
+  log-rate of a count drawn like the labelled ones (:func:`count_population`), and the
+  log-rate is truncated at :func:`rate_ceiling`, ``RATE_CEILING = 10^3`` times the
+  largest labelled count (a bounded-rate prior; :func:`bounded_rate_moments`, and
+  :func:`poisson_interval`'s ``ceiling``), which moves no prediction that the labels
+  inform (below 1e-11 on the ordinary examples) and bounds the mean where the
+  log-normal's mean ``e^{m + v/2}`` lies beyond every rate the data show.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import pdtr
+import scipy.linalg
+from scipy.special import log_ndtr, ndtr, ndtri, pdtr
 
 from ...spectral.families import diffusion_time_range, spectral_weights
 from ..search import multistart_minimize, unit_prior_log_scale
 from .laplace import PoissonLikelihood, laplace_weights, laplace_weights_grad
 
-__all__ = ["check_counts", "count_offset", "fit_count_hyperparameters", "poisson_interval"]
+__all__ = ["check_counts", "count_offset", "fit_count_hyperparameters", "poisson_interval",
+           "RATE_CEILING", "rate_ceiling", "count_population", "bounded_rate_moments"]
 
 _T_GRID = 12
 
@@ -69,6 +82,70 @@ def count_offset(y: np.ndarray) -> float:
     y = np.asarray(y, dtype=np.float64)
     mean = float(y.mean())
     return float(np.log(mean if mean > 0 else 0.5 / y.size))
+
+
+# the largest rate the model admits, as a multiple of the largest labelled count (+ 1): the
+# log-rate's posterior is truncated at log(RATE_CEILING (max y + 1)) (see rate_ceiling)
+RATE_CEILING = 1e3
+
+
+def rate_ceiling(y: np.ndarray) -> float:
+    """The log of the largest rate the labelled counts support, ``log(RATE_CEILING (max y +
+    1))``: the log-rate of every prediction is truncated there (a bounded-rate prior,
+    :func:`bounded_rate_moments`). Far above any posterior that the labels inform - with
+    ordinary counts the truncated mass is below 1e-12 - it bounds the posterior mean count
+    where the heat kernel's posterior variance of the log-rate is so large that
+    ``E[e^L] = e^{m + v/2}`` is carried by rates no label comes near (issue 42)."""
+    y = np.asarray(y, dtype=np.float64)
+    return float(np.log(RATE_CEILING) + np.log1p(y.max()))
+
+
+def count_population(Phi: np.ndarray, state) -> tuple[float, float]:
+    """The log-rate of a count drawn like the labelled ones, relative to the offset ``b``:
+    the mean ``m̄`` and variance ``var(m_i) + mean(v_i)`` of the latent's posterior
+    ``N(m_i, v_i)`` at the labelled rows ``Φ`` (``Φ u`` and ``diag(Φ H⁻¹ Φᵀ)``; the count's
+    own ``σ²`` is added where it is used). What a piece of the graph without a label
+    predicts (see :class:`~flgp.models.regression_predictor.CountPredictor`)."""
+    m = Phi @ state.u
+    PL = scipy.linalg.solve_triangular(state.chol, Phi.T, lower=True)   # H = L Lᵀ
+    v = np.einsum("ij,ij->j", PL, PL)
+    return float(m.mean()), float(m.var() + v.mean())
+
+
+def bounded_rate_moments(log_mean: np.ndarray, var: np.ndarray, ceiling: float = np.inf):
+    """Mean and sd of the rate ``e^L``, ``L ~ N(log_mean, var)`` truncated at ``L <=
+    ceiling`` (:func:`rate_ceiling`): ``E[e^L] = e^{μ + v/2} Φ(z₁) / Φ(z₀)`` and
+    ``E[e^{2L}] = e^{2μ + 2v} Φ(z₂) / Φ(z₀)`` with ``z_k = (c - μ - k v) / √v``, in logs.
+    Rows where the truncation changes nothing in float64 (``z₂ > 8.5``) get the log-normal's
+    moments ``e^{μ + v/2}`` and ``e^{μ + v/2} √(e^v - 1)`` exactly; inf where those leave
+    float64."""
+    log_mean = np.asarray(log_mean, dtype=np.float64)
+    var = np.asarray(var, dtype=np.float64)
+    mean = np.empty(log_mean.shape)
+    sd = np.empty(log_mean.shape)
+    mu = log_mean + 0.5 * var
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        root = np.sqrt(var)
+        cut = (var > 0) & (ceiling - log_mean - 2.0 * var < 8.5 * root)
+        free = ~cut
+        # the log-normal's moments (no overflow warning here: the estimator reports such
+        # points once, with the reason)
+        mean[free] = np.exp(mu[free])
+        sd[free] = mean[free] * np.sqrt(np.expm1(var[free]))
+        bad = free & ~np.isfinite(sd)
+        if bad.any():               # the product overflowed or met 0 * inf: in logs
+            sd[bad] = np.exp(mu[bad] + 0.5 * (var[bad] + np.log(
+                -np.expm1(-np.maximum(var[bad], 1e-300)))))
+        if cut.any():
+            m, v, r = log_mean[cut], var[cut], root[cut]
+            l0 = log_ndtr((ceiling - m) / r)
+            l1 = log_ndtr((ceiling - m - v) / r)
+            l2 = log_ndtr((ceiling - m - 2.0 * v) / r)
+            log_m = m + 0.5 * v + l1 - l0
+            mean[cut] = np.exp(log_m)
+            # Var / mean² = E[e^{2L}] / E[e^L]² - 1 = e^{v + l2 + l0 - 2 l1} - 1
+            sd[cut] = mean[cut] * np.sqrt(np.maximum(np.expm1(v + l2 + l0 - 2.0 * l1), 0.0))
+    return mean, sd
 
 
 # the range of the overdispersion σ² (the variance of each count's own log-rate term)
@@ -161,41 +238,87 @@ def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offs
 _GH_NODES = 24
 
 
-def poisson_interval(mean: np.ndarray, sd: np.ndarray, coverage: float = 0.9):
+def poisson_interval(mean: np.ndarray, sd: np.ndarray, coverage: float = 0.9,
+                     ceiling: float | None = None):
     """Equal-tailed ``coverage`` interval ``(lower, upper)`` of a new count whose log-rate
     is ``N(mean, sd²)``: the quantiles of the Poisson–log-normal mixture, its CDF by
     Gauss–Hermite quadrature over the log-rate (24 nodes), each quantile the smallest
-    count whose CDF reaches the level (bisection over integers)."""
+    count whose CDF reaches the level (bisection over integers).
+
+    ``ceiling``: the log-rate truncated at ``L <= ceiling`` (:func:`rate_ceiling`), which
+    keeps the mass ``Φ(z) = Φ((ceiling - mean) / sd)``. Where it cuts off more than 1e-6
+    (posteriors with a log-rate sd of about 1.5 or more), the mixture is integrated over
+    the truncated log-rate's own quantiles, ``L_j = mean + sd Φ⁻¹(u_j Φ(z))`` at the
+    midpoints ``u_j`` of 1024 equal slices of probability: the CDF within 1/1024 at any sd
+    (24 Gauss–Hermite nodes lie 9 apart at an sd of 13), once per distinct ``(mean,
+    sd)`` (a piece without a label has one). Elsewhere the levels are scaled by ``Φ(z)``
+    (exact for the rate; 1 in float64 for the posteriors that labels inform)."""
     mean = np.asarray(mean, dtype=np.float64)
     sd = np.asarray(sd, dtype=np.float64)
     x, w = np.polynomial.hermite.hermgauss(_GH_NODES)
     w = w / np.sqrt(np.pi)
-    log_rate = mean[:, None] + np.sqrt(2.0) * sd[:, None] * x[None, :]
+    levels = ((1.0 - coverage) / 2.0, (1.0 + coverage) / 2.0)
+    kept = np.ones(mean.shape)
+    if ceiling is not None and np.isfinite(ceiling):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            kept = np.where(sd > 0, ndtr((ceiling - mean) / sd), 1.0)
+    cut = kept < 1.0 - 1e-6
+    free = ~cut
+    log_rate = mean[free, None] + np.sqrt(2.0) * sd[free, None] * x[None, :]
     rate = np.exp(np.minimum(log_rate, 700.0))
-    out = []
-    for level in ((1.0 - coverage) / 2.0, (1.0 + coverage) / 2.0):
-        # bracket: the mixture's quantile lies between its components' quantiles
-        lo = np.zeros(mean.shape)
-        hi = np.max(_poisson_upper(rate, level), axis=1)
-        # invariant: cdf(hi) >= level; find the smallest such integer - or, beyond 2^53
-        # where floats no longer hold every integer, the smallest float within rounding
-        # (a count of 10^16 is not exact anyway); inf where the quantile exceeds float64
-        while True:
-            open_ = np.isfinite(hi) & (hi - lo > np.maximum(1.0, hi * 2.0 ** -52))
-            if not open_.any():
-                break
-            mid = np.floor(lo + (hi - lo) / 2.0)
-            cdf = (pdtr(mid[:, None], rate) * w).sum(1)
-            reach = cdf >= level
-            hi = np.where(open_ & reach, mid, hi)
-            lo = np.where(open_ & ~reach, mid + 1.0, lo)
-        # the last step of an exact bracket: lo == hi - 1 may already reach the level
-        last = np.isfinite(hi) & (hi - lo == 1.0)
-        if last.any():
-            reach = (pdtr(lo[last, None], rate[last]) * w).sum(1) >= level
-            hi[np.flatnonzero(last)[reach]] = lo[last][reach]
-        out.append(hi)
+    out = [np.empty(mean.shape), np.empty(mean.shape)]
+    for q, level in zip(out, levels):
+        q[free] = _mixture_quantile(rate, w, level * kept[free])
+    if cut.any():
+        pairs, inverse = np.unique(np.c_[mean[cut], sd[cut]], axis=0, return_inverse=True)
+        inverse = np.ravel(inverse)
+        u = (np.arange(_TRUNCATED_NODES) + 0.5) / _TRUNCATED_NODES
+        w = np.full(_TRUNCATED_NODES, 1.0 / _TRUNCATED_NODES)
+        found = np.empty((2, pairs.shape[0]))
+        for start in range(0, pairs.shape[0], _TRUNCATED_BLOCK):
+            m_, s_ = pairs[start:start + _TRUNCATED_BLOCK].T
+            keep = ndtr((ceiling - m_) / s_)
+            log_rate = m_[:, None] + s_[:, None] * ndtri(u[None, :] * keep[:, None])
+            rate = np.exp(np.minimum(log_rate, min(ceiling, 700.0)))
+            for j, level in enumerate(levels):
+                found[j, start:start + _TRUNCATED_BLOCK] = _mixture_quantile(rate, w, level)
+        for j, q in enumerate(out):
+            q[cut] = found[j, inverse]
     return out[0], out[1]
+
+
+_TRUNCATED_NODES = 1024
+_TRUNCATED_BLOCK = 256
+
+
+def _mixture_quantile(rate: np.ndarray, w: np.ndarray, level) -> np.ndarray:
+    """The smallest count whose CDF under the Poisson mixture with rates ``rate`` (rows x
+    nodes) and node weights ``w`` reaches ``level`` (a number or one per row; bisection
+    over integers)."""
+    level = np.asarray(level, dtype=np.float64)
+    # bracket: the mixture's quantile lies between its components' quantiles
+    lo = np.zeros(rate.shape[0])
+    hi = np.max(_poisson_upper(rate, level if np.ndim(level) == 0 else level[:, None]),
+                axis=1)
+    # invariant: cdf(hi) >= level; find the smallest such integer - or, beyond 2^53
+    # where floats no longer hold every integer, the smallest float within rounding
+    # (a count of 10^16 is not exact anyway); inf where the quantile exceeds float64
+    while True:
+        open_ = np.isfinite(hi) & (hi - lo > np.maximum(1.0, hi * 2.0 ** -52))
+        if not open_.any():
+            break
+        mid = np.floor(lo + (hi - lo) / 2.0)
+        cdf = (pdtr(mid[:, None], rate) * w).sum(1)
+        reach = cdf >= level
+        hi = np.where(open_ & reach, mid, hi)
+        lo = np.where(open_ & ~reach, mid + 1.0, lo)
+    # the last step of an exact bracket: lo == hi - 1 may already reach the level
+    last = np.isfinite(hi) & (hi - lo == 1.0)
+    if last.any():
+        reach = (pdtr(lo[last, None], rate[last]) * w).sum(1) >= (
+            level if np.ndim(level) == 0 else level[last])
+        hi[np.flatnonzero(last)[reach]] = lo[last][reach]
+    return hi
 
 
 def _poisson_upper(rate: np.ndarray, level: float) -> np.ndarray:
