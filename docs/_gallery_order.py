@@ -8,6 +8,7 @@ ORDER = [
     "plot_brain_map.py",
     "plot_surface_thickness.py",
     "plot_gpytorch_heat_kernel.py",
+    "plot_gpytorch_graph_matern.py",
     "plot_diffusion_map_vs_spectral_embedding.py",
     "plot_large_data.py",
 ]

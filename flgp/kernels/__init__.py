@@ -11,3 +11,7 @@ from .spectral_kernel import SpectralKernel
 
 __all__ = ["SpectralKernel", "HeatKernel", "MaternKernel", "GreenKernel", "HeatKernelFLGP",
            "HeatKernelGLGP", "HeatKernelNystrom", "MaternKernelFLGP", "GreenKernelFLGP"]
+
+from .graph_matern import GraphMaternKernel  # noqa: E402
+
+__all__ += ["GraphMaternKernel"]
