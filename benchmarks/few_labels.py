@@ -68,17 +68,22 @@ DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2")
 
 # flgp methods: name -> FLGPClassifier kwargs (the public API only).
 FLGP_METHODS = {
-    # the default since issue 25: no constant mode, spectral prior on t, heat family
+    # the default (issue 43: method="auto", the full-resolution classifier on a numpy cloud)
     "flgp default": {},
-    # full resolution: the graph Matérn GP on the cloud's own k-NN graph (issue 34)
+    # the low-rank heat kernel (the default from issue 25 to issue 43): no constant mode,
+    # spectral prior on t, heat family
+    "flgp heat kernel": {"method": "flgp"},
+    # full resolution: the graph Matérn GP on the cloud's own k-NN graph (issue 34; the
+    # least-squares GP classifier since issue 43)
     "flgp gmrf": {"method": "gmrf"},
-    "flgp laplace": {"inference": "laplace"},
+    "flgp laplace": {"method": "flgp", "inference": "laplace"},
     # heat / Matérn / pseudo-inverse chosen by the evidence
-    "flgp auto family": {"spectral_family": "auto"},
+    "flgp auto family": {"method": "flgp", "spectral_family": "auto"},
     # the model before issue 25: constant mode of variance 1, flat prior on t
-    "flgp before": {"constant_variance": 1.0, "diffusion_time_prior": "flat"},
+    "flgp before": {"method": "flgp", "constant_variance": 1.0,
+                    "diffusion_time_prior": "flat"},
 }
-DEFAULT_METHODS = ("flgp default", "flgp gmrf", "poisson (graphlearning)",
+DEFAULT_METHODS = ("flgp default", "flgp heat kernel", "poisson (graphlearning)",
                    "poisson balanced (graphlearning)", "LabelSpreading")
 
 

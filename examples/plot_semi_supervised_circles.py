@@ -29,7 +29,7 @@ unlabelled = y_semi == -1
 # baseline on the same labels. ``transduction_`` holds the predicted label of every point
 # of the cloud.
 
-flgp_clf = FLGPClassifier(n_induced=400, random_state=0).fit(X, y_semi)
+flgp_clf = FLGPClassifier(method="flgp", n_induced=400, random_state=0).fit(X, y_semi)
 rbf_clf = FLGPClassifier(method="rbf").fit(X, y_semi)
 for name, clf in [("heat kernel (LKFLGP)", flgp_clf), ("RBF kernel", rbf_clf)]:
     error = np.mean(clf.transduction_[unlabelled] != y[unlabelled])

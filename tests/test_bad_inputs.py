@@ -100,14 +100,14 @@ def test_labels_mixing_strings_and_integers_get_flgps_message():
     y = np.full(300, -1, dtype=object)
     y[:6] = [-1, "a", 1, "a", 1, "a"]
     with pytest.raises(ValueError, match="mix types that cannot be ordered"):
-        FLGPClassifier(n_induced=50).fit(X, y)
+        FLGPClassifier(method="flgp", n_induced=50).fit(X, y)
 
 
 def test_a_bandwidth_out_of_range_is_named():
     X, y = make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     with pytest.raises(ValueError, match="bandwidth=1e-300 is out of float64's range"):
-        FLGPClassifier(kernel="se", bandwidth=1e-300, n_induced=50).fit(X, semi)
+        FLGPClassifier(method="flgp", kernel="se", bandwidth=1e-300, n_induced=50).fit(X, semi)
     from flgp import compute_eigenpairs
     with pytest.raises(ValueError, match="bandwidth=1e-300"):
         compute_eigenpairs(X, kernel="se", bandwidth=1e-300, n_induced=50)
@@ -117,7 +117,7 @@ def test_switching_method_clears_the_previous_fit():
     """set_params(method=...) then fit used to keep the other method's attributes."""
     X, y = make_concentric_circles(600, random_state=0)
     semi = np.where(np.arange(600) % 12 == 0, y, -1)
-    clf = FLGPClassifier(n_induced=100).fit(X, semi)
+    clf = FLGPClassifier(method="flgp", n_induced=100).fit(X, semi)
     heat_only = ("diffusion_time_", "eigenvalues_", "bandwidth_", "bandwidth_scale_",
                  "amplitude_", "predictive_scale_")
     assert all(hasattr(clf, a) for a in heat_only)
@@ -140,10 +140,10 @@ def test_unsigned_labels_with_a_wrapped_minus_one_are_refused():
     semi = np.where(np.arange(300) % 10 == 0, y, -1).astype(np.int64).astype(np.uint64)
     assert semi.max() == np.iinfo(np.uint64).max
     with pytest.raises(ValueError, match="wrapped around"):
-        FLGPClassifier(n_induced=50).fit(X, semi)
+        FLGPClassifier(method="flgp", n_induced=50).fit(X, semi)
     # unsigned labels without the wrapped value are ordinary labels
     labels = np.where(np.arange(300) % 10 == 0, y, 0).astype(np.uint8)
-    clf = FLGPClassifier(n_induced=50).fit(X, labels)
+    clf = FLGPClassifier(method="flgp", n_induced=50).fit(X, labels)
     assert clf.classes_.dtype == np.uint8
 
 
@@ -226,7 +226,7 @@ def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch, compiled):
     monkeypatch.setattr(np, "isfinite", counting)
     monkeypatch.setattr(kernels, "scan_cloud", counting_scan)
     with flgp.config_context(compiled=compiled):
-        for est in (FLGPClassifier(n_induced=200),
+        for est in (FLGPClassifier(method="flgp", n_induced=200),
                     FLGPClassifier(method="nystrom", n_induced=100)):
             scans.clear()
             est.fit(X, semi)
@@ -246,7 +246,7 @@ def test_a_bad_parameter_fails_before_any_work(monkeypatch):
     X, y = make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     with pytest.raises(InvalidParameterError, match="'spectrum' parameter"):
-        FLGPClassifier(spectrum="bogus").fit(X, semi)
+        FLGPClassifier(method="flgp", spectrum="bogus").fit(X, semi)
     with pytest.raises(InvalidParameterError, match="'likelihood' parameter"):
         FLGPRegressor(likelihood="cauchy").fit(X, np.where(semi >= 0, 1.0, np.nan))
 
@@ -278,7 +278,7 @@ def test_softmax_is_the_old_name_of_multinomial():
     yy = np.full(150, -1)
     lab = rng.choice(150, 30, replace=False)
     yy[lab] = y[lab]
-    base = FLGPClassifier(n_induced=40).fit(X, yy)
+    base = FLGPClassifier(method="flgp", n_induced=40).fit(X, yy)
     with pytest.warns(FutureWarning, match="now called 'multinomial'"):
-        old = FLGPClassifier(n_induced=40, multi_class="softmax").fit(X, yy)
+        old = FLGPClassifier(method="flgp", n_induced=40, multi_class="softmax").fit(X, yy)
     np.testing.assert_array_equal(base.predict_proba(X[:10]), old.predict_proba(X[:10]))

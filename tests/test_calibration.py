@@ -55,7 +55,7 @@ def test_probabilities_match_known_class_probabilities(n_classes):
     leave-one-out calibration must leave the scale near 1."""
     X, y, yy, p = _circle_with_known_probabilities(n_classes)
     unl = yy == -1
-    clf = FLGPClassifier(random_state=0).fit(X, yy)
+    clf = FLGPClassifier(method="flgp", random_state=0).fit(X, yy)
     mae = np.abs(clf.label_distributions_[unl] - p[unl]).mean()
     knn = KNeighborsClassifier(40).fit(X[~unl], yy[~unl])
     mae_knn = np.abs(knn.predict_proba(X[unl]) - p[unl]).mean()
@@ -73,8 +73,8 @@ def test_clustered_data_probabilities_are_no_longer_underconfident():
     yy = np.full(2000, -1)
     yy[lab] = y[lab]
     unl = yy == -1
-    ep = FLGPClassifier(random_state=0).fit(X, yy)
-    lap = FLGPClassifier(random_state=0, inference="laplace").fit(X, yy)
+    ep = FLGPClassifier(method="flgp", random_state=0).fit(X, yy)
+    lap = FLGPClassifier(method="flgp", random_state=0, inference="laplace").fit(X, yy)
     ece_ep = _ece(ep.label_distributions_[unl], y[unl])
     ece_lap = _ece(lap.label_distributions_[unl], y[unl])
     assert ece_ep < 0.05 and ece_lap > 0.15
@@ -84,18 +84,18 @@ def test_clustered_data_probabilities_are_no_longer_underconfident():
 def test_classifier_inference_options_and_attributes():
     X, y, yy, _ = _circle_with_known_probabilities(3, n=600, m=90, seed=1)
     kw = dict(n_induced=100, random_state=0)
-    clf = FLGPClassifier(**kw).fit(X, yy)
+    clf = FLGPClassifier(method="flgp", **kw).fit(X, yy)
     assert clf.amplitude_ == 1.0 and np.isfinite(clf.predictive_scale_)
     P = clf.predict_proba(X[:50] * 1.01)
     np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-12)
-    raw = FLGPClassifier(calibration=None, **kw).fit(X, yy)
+    raw = FLGPClassifier(method="flgp", calibration=None, **kw).fit(X, yy)
     assert raw.predictive_scale_ == 1.0
-    searched = FLGPClassifier(amplitude=None, **kw).fit(X, yy)
+    searched = FLGPClassifier(method="flgp", amplitude=None, **kw).fit(X, yy)
     assert searched.amplitude_ in AMPLITUDE_GRID
-    ovr = FLGPClassifier(multi_class="ovr", **kw).fit(X, yy)
+    ovr = FLGPClassifier(method="flgp", multi_class="ovr", **kw).fit(X, yy)
     assert ovr.predictive_scale_.shape == (3,) and ovr.amplitude_.shape == (3,)
     np.testing.assert_allclose(ovr.predict_proba(X[:20]).sum(1), 1.0, atol=1e-12)
-    lap = FLGPClassifier(inference="laplace", **kw).fit(X, yy)
+    lap = FLGPClassifier(method="flgp", inference="laplace", **kw).fit(X, yy)
     assert lap.predictive_scale_ == 1.0 and lap.amplitude_ == 1.0
     # a fitted EP classifier pickles and predicts the same after
     again = pickle.loads(pickle.dumps(clf))
@@ -108,7 +108,7 @@ def test_classifier_inference_options_and_attributes():
                        (dict(amplitude=-1.0), "amplitude"),
                        (dict(inference="laplace", amplitude=5.0), "amplitude")]:
         with pytest.raises(ValueError, match=match):
-            FLGPClassifier(**bad, **kw).fit(X, yy)
+            FLGPClassifier(method="flgp", **bad, **kw).fit(X, yy)
 
 
 def test_multinomial_probit_likelihood_against_simulation():

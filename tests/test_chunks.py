@@ -239,7 +239,7 @@ def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, infe
     (:mod:`_flgp_reference`), and ``predict_proba`` at the cloud's points gives them too."""
     X, y, _ = spiral_classes(2000, rng, n_classes=n_classes)
     with flgp.config_context(working_memory=0.01):
-        clf = FLGPClassifier(n_induced=200, n_eigenpairs=30, inference=inference,
+        clf = FLGPClassifier(method="flgp", n_induced=200, n_eigenpairs=30, inference=inference,
                              amplitude=None if inference == "laplace" else 1.0).fit(X, y)
     ep = clf.eigenpairs_
     U = ep.extension.graph.induced.points
@@ -328,7 +328,7 @@ def test_classifier_memory_shape_at_1e5_points(rng):
     y[:150] = (th[:150] * 3 / (2 * np.pi)).astype(int)
     with flgp.config_context(working_memory=8):
         tracemalloc.start()
-        clf = FLGPClassifier(n_induced=500, n_eigenpairs=M).fit(X, y)
+        clf = FLGPClassifier(method="flgp", n_induced=500, n_eigenpairs=M).fit(X, y)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert peak < n * M * 8 / 2, f"traced peak {peak / 2**20:.0f} MiB"
@@ -415,7 +415,7 @@ def test_fit_does_not_depend_on_the_number_of_threads(rng, p, monkeypatch):
         for threads in (1, 2):
             torch.set_num_threads(threads)
             with flgp.config_context(working_memory=0.01):     # 1024-row blocks
-                clf = FLGPClassifier(n_induced=120, random_state=0).fit(X, y)
+                clf = FLGPClassifier(method="flgp", n_induced=120, random_state=0).fit(X, y)
             fits.append((clf.eigenpairs_.extension.graph.induced.points,
                          clf.eigenvalues_, clf.label_distributions_, clf.diffusion_time_))
     finally:
@@ -437,7 +437,7 @@ def test_compared_priors_searched_on_threads_give_the_same_fit(rng, inference):
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            clf = FLGPClassifier(n_induced=100, spectral_family="auto", inference=inference,
+            clf = FLGPClassifier(method="flgp", n_induced=100, spectral_family="auto", inference=inference,
                                  random_state=0).fit(X, y)
             fits.append((clf.label_distributions_, clf.diffusion_time_, clf.amplitude_,
                          clf.log_marginal_likelihood_, clf.n_iter_, clf.spectral_family_,
@@ -455,9 +455,9 @@ def test_fit_does_not_depend_on_the_block_size(rng, p):
     one fitted with the default blocks, to rounding."""
     X, y = _blobs_in_20d(rng, n=5000)
     X = X[:, :p] if p == 3 else X
-    big = FLGPClassifier(n_induced=150, random_state=0).fit(X, y)
+    big = FLGPClassifier(method="flgp", n_induced=150, random_state=0).fit(X, y)
     with flgp.config_context(working_memory=0.01):             # 1024-row blocks
-        small = FLGPClassifier(n_induced=150, random_state=0).fit(X, y)
+        small = FLGPClassifier(method="flgp", n_induced=150, random_state=0).fit(X, y)
     np.testing.assert_array_equal(small.eigenpairs_.extension.graph.induced.points,
                                   big.eigenpairs_.extension.graph.induced.points)
     np.testing.assert_allclose(small.eigenvalues_, big.eigenvalues_, atol=1e-12)

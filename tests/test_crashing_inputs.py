@@ -68,7 +68,7 @@ def test_a_degenerate_prior_gives_the_prior_answer_with_a_warning(params, none_l
     every point gets 1/2."""
     X, y, semi = _moons()
     with pytest.warns(UserWarning, match="n_eigenpairs, n_induced"):
-        clf = FLGPClassifier(**params).fit(X, semi)
+        clf = FLGPClassifier(method="flgp", **params).fit(X, semi)
     proba = clf.predict_proba(X)
     assert np.all(np.isfinite(proba))
     np.testing.assert_allclose(proba.sum(1), 1.0)
@@ -83,7 +83,7 @@ def test_induced_points_far_from_the_cloud_give_an_answer():
     answer with warnings about the unusable eigenpairs and the empty prior."""
     X, y, semi = _moons()
     with pytest.warns(UserWarning):
-        clf = FLGPClassifier(induced_points=X[:100] + 1000.0).fit(X, semi)
+        clf = FLGPClassifier(method="flgp", induced_points=X[:100] + 1000.0).fit(X, semi)
     assert np.all(np.isfinite(clf.predict_proba(X[:10])))
 
 
@@ -111,13 +111,13 @@ def test_constant_variance_up_to_its_bound_fits(inference):
     unl = semi == -1
     errors = []
     for c in (1.0, 1e6):
-        proba = FLGPClassifier(constant_variance=c, inference=inference).fit(
+        proba = FLGPClassifier(method="flgp", constant_variance=c, inference=inference).fit(
             X, semi).predict_proba(X)
         assert np.all(np.isfinite(proba))
         errors.append(np.mean(proba.argmax(1)[unl] != y[unl]))
     assert errors[1] <= errors[0] + 0.03
     with pytest.raises(InvalidParameterError, match="constant_variance"):
-        FLGPClassifier(constant_variance=1e100, inference=inference).fit(X, semi)
+        FLGPClassifier(method="flgp", constant_variance=1e100, inference=inference).fit(X, semi)
 
 
 # -- the same answer with or without the compiled kernels, on grids -------------------------
@@ -155,7 +155,7 @@ def test_a_grid_fit_does_not_depend_on_the_compiled_kernels():
     out = []
     for on in (True, False):
         with flgp.config_context(compiled=on):
-            out.append(FLGPClassifier(random_state=0).fit(G, semi).predict_proba(G))
+            out.append(FLGPClassifier(method="flgp", random_state=0).fit(G, semi).predict_proba(G))
     np.testing.assert_allclose(out[0], out[1], atol=1e-6)      # EP's tolerance
 
 

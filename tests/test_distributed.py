@@ -100,11 +100,11 @@ def test_regressor_on_dask_equals_in_memory(rng):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_classifier_on_dask_equals_in_memory(rng, n_classes):
     X, y, truth = spiral_classes(3000, rng, n_classes=n_classes)
-    ref = FLGPClassifier(n_induced=300, n_eigenpairs=40).fit(X, y)
+    ref = FLGPClassifier(method="flgp", n_induced=300, n_eigenpairs=40).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
     fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_)
-    a = FLGPClassifier(**fixed).fit(X, y)
-    b = FLGPClassifier(**fixed).fit(da.from_array(X, chunks=700), da.from_array(y, chunks=500))
+    a = FLGPClassifier(method="flgp", **fixed).fit(X, y)
+    b = FLGPClassifier(method="flgp", **fixed).fit(da.from_array(X, chunks=700), da.from_array(y, chunks=500))
     assert isinstance(b.label_distributions_, da.Array)
     assert isinstance(b.transduction_, da.Array)
     _same_eigenpairs(b.eigenpairs_, a.eigenpairs_)
@@ -126,7 +126,7 @@ def test_classifier_on_dask_equals_in_memory(rng, n_classes):
     # string labels, -1 for the unlabelled rows, in a dask array of objects
     names = np.array(["arc0", "arc1", "arc2"])[np.maximum(y, 0)].astype(object)
     names[y == -1] = -1
-    c = FLGPClassifier(**fixed).fit(da.from_array(X, chunks=700),
+    c = FLGPClassifier(method="flgp", **fixed).fit(da.from_array(X, chunks=700),
                                     da.from_array(names, chunks=500))
     np.testing.assert_array_equal(c.classes_, np.array(["arc0", "arc1", "arc2"])[:n_classes])
     np.testing.assert_allclose(c.label_distributions_.compute(), a.label_distributions_,

@@ -48,7 +48,7 @@ def test_circles_skflgp_error_below_two_percent():
     yy, lab = _semi_labels(y, 100, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = FLGPClassifier(kernel="se", subsample="kmeans", n_induced=600, n_eigenpairs=100,
+        clf = FLGPClassifier(method="flgp", kernel="se", subsample="kmeans", n_induced=600, n_eigenpairs=100,
                              random_state=0).fit(X, yy)
     mask = yy == -1
     assert np.mean(clf.transduction_[mask] != y[mask]) < 0.02
@@ -63,7 +63,7 @@ def test_three_classes_string_labels_and_x_unlabeled():
     rng = np.random.default_rng(1)
     lab = rng.choice(900, 30, replace=False)
     unl = np.setdiff1d(np.arange(900), lab)
-    clf = FLGPClassifier(n_induced=150, random_state=0).fit(X[lab], names[y[lab]],
+    clf = FLGPClassifier(method="flgp", n_induced=150, random_state=0).fit(X[lab], names[y[lab]],
                                                            X_unlabeled=X[unl])
     pred = clf.predict(X[unl])
     assert set(clf.classes_) == set(names)
@@ -76,7 +76,7 @@ def test_three_classes_string_labels_and_x_unlabeled():
     yy[lab] = names[y[lab]]
     X2 = np.r_[X[lab], X[unl]]
     y2 = np.r_[yy[lab], yy[unl]]
-    clf2 = FLGPClassifier(n_induced=150, random_state=0).fit(X2, y2)
+    clf2 = FLGPClassifier(method="flgp", n_induced=150, random_state=0).fit(X2, y2)
     np.testing.assert_array_equal(clf2.predict(X[unl]), pred)
 
 
@@ -87,14 +87,14 @@ def test_one_vs_rest_equals_separate_binary_fits():
     y = np.repeat([0, 1, 2], 300)
     yy, lab = _semi_labels(y, 45, 3)
     kw = dict(n_induced=150, random_state=0)
-    ovr = FLGPClassifier(multi_class="ovr", **kw).fit(X, yy)
+    ovr = FLGPClassifier(method="flgp", multi_class="ovr", **kw).fit(X, yy)
     assert ovr.diffusion_time_.shape == (3,)
     mean, var = ovr.predict_latent(X[:50])
     p = []
     for c in range(3):
         yc = np.where(yy == -1, -1, (yy == c).astype(int))
         # one-vs-rest keeps each class's MAP t: compare with MAP binary fits
-        bin_c = FLGPClassifier(average_diffusion_time=False, **kw).fit(X, yc)
+        bin_c = FLGPClassifier(method="flgp", average_diffusion_time=False, **kw).fit(X, yc)
         np.testing.assert_allclose(ovr.diffusion_time_[c], bin_c.diffusion_time_, rtol=1e-10)
         m_c, v_c = bin_c.predict_latent(X[:50])
         np.testing.assert_allclose(mean[:, c], m_c, rtol=1e-8, atol=1e-10)
@@ -106,16 +106,16 @@ def test_one_vs_rest_equals_separate_binary_fits():
     unl = yy == -1
     assert np.mean(ovr.transduction_[unl] != y[unl]) < 0.05
     with pytest.raises(ValueError, match="multi_class"):
-        FLGPClassifier(multi_class="crammer", **kw).fit(X, yy)
+        FLGPClassifier(method="flgp", multi_class="crammer", **kw).fit(X, yy)
 
 
 def test_fitting_t_increases_marginal_likelihood():
     X, y = make_concentric_circles(1200, random_state=2)
     X = _standardise(X)
     yy, _ = _semi_labels(y, 60, 2)
-    fitted = FLGPClassifier(n_induced=300, random_state=0).fit(X, yy)
+    fitted = FLGPClassifier(method="flgp", n_induced=300, random_state=0).fit(X, yy)
     t0 = default_diffusion_time(fitted.eigenvalues_)
-    fixed = FLGPClassifier(n_induced=300, diffusion_time=t0, random_state=0).fit(X, yy)
+    fixed = FLGPClassifier(method="flgp", n_induced=300, diffusion_time=t0, random_state=0).fit(X, yy)
     # t is the MAP under pi(t) ~ t^-a0, i.e. it maximises evidence - (a0 - 1) log t over log t
     a = fitted.diffusion_time_prior_power - 1.0
     assert (fitted.log_marginal_likelihood_ - a * np.log(fitted.diffusion_time_)
@@ -150,7 +150,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     y[:10] = (A[:10, 0] > 0).astype(int)
     y[0], y[1] = 0, 1
     with pytest.warns(UserWarning, match="200 point\\(s\\) lie in 1 piece"):
-        clf = FLGPClassifier(n_induced=40, random_state=0).fit(X, y)
+        clf = FLGPClassifier(method="flgp", n_induced=40, random_state=0).fit(X, y)
     prior = np.bincount(y[:10], minlength=2) / 10
     np.testing.assert_allclose(clf.label_distributions_[200:], np.tile(prior, (200, 1)))
     assert np.all(np.isfinite(clf.label_distributions_))
@@ -174,19 +174,19 @@ def test_clear_errors():
     yy = np.full(300, -1)
     yy[5] = 1
     with pytest.raises(ValueError, match="1 labelled point"):
-        FLGPClassifier().fit(X, yy)
+        FLGPClassifier(method="flgp").fit(X, yy)
     yy[6] = 1
     with pytest.raises(ValueError, match="all labelled points have the class"):
-        FLGPClassifier().fit(X, yy)
+        FLGPClassifier(method="flgp").fit(X, yy)
     with pytest.raises(ValueError, match="one entry per row"):
-        FLGPClassifier().fit(X, yy[:-1])
+        FLGPClassifier(method="flgp").fit(X, yy[:-1])
     Xn = X.copy()
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        FLGPClassifier().fit(Xn, y)
+        FLGPClassifier(method="flgp").fit(Xn, y)
     with pytest.raises(NotFittedError):
-        FLGPClassifier().predict(X)
-    clf = FLGPClassifier(n_induced=50).fit(X, np.where(np.arange(300) % 10 == 0, y, -1))
+        FLGPClassifier(method="flgp").predict(X)
+    clf = FLGPClassifier(method="flgp", n_induced=50).fit(X, np.where(np.arange(300) % 10 == 0, y, -1))
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :1])
     yr = np.full(300, np.nan)
@@ -196,7 +196,7 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="The 'method' parameter of FLGPRegressor must be"):
         FLGPRegressor(method="svm").fit(X, y.astype(float))
     with pytest.raises(ValueError, match="overflow"):
-        FLGPClassifier().fit(X * 1e160, np.where(np.arange(300) % 10 == 0, y, -1))
+        FLGPClassifier(method="flgp").fit(X * 1e160, np.where(np.arange(300) % 10 == 0, y, -1))
     with pytest.raises(ValueError, match="overflow"):
         clf.predict_proba(np.array([[1e155, 0.0]]))
 
@@ -251,7 +251,7 @@ def test_three_labels_per_cluster_suffice_on_separated_clusters():
     with warnings.catch_warnings():
         # two connected components, both labelled: nothing to warn about
         warnings.simplefilter("error", UserWarning)
-        clf = FLGPClassifier().fit(X, ys)
+        clf = FLGPClassifier(method="flgp").fit(X, ys)
         yr = np.full(1000, np.nan)
         yr[lab] = y[lab].astype(float)
         reg = FLGPRegressor().fit(X, yr)
@@ -287,20 +287,20 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
     yy, lab = _semi_labels(y, 12, 4)   # few labels: a flat evidence, several t in the mix
     kw = dict(subsample="random", n_induced=120, random_state=0,  # LAE: no bandwidth grid
               inference=inference, calibration=None)  # a refit's own LOO scale differs
-    clf = FLGPClassifier(average_diffusion_time=True, **kw).fit(X, yy)
+    clf = FLGPClassifier(method="flgp", average_diffusion_time=True, **kw).fit(X, yy)
     mix = clf.diffusion_time_weights_
     assert mix.shape[0] >= 2 and np.isclose(mix[:, 1].sum(), 1.0)
     assert mix[0, 0] == clf.diffusion_time_
     amp = {} if inference == "laplace" else {"amplitude": clf.amplitude_}
     amp["constant_variance"] = clf.constant_variance_     # as the averaged fit chose
-    ref = sum(w * FLGPClassifier(diffusion_time=t, **amp, **kw).fit(X, yy)
+    ref = sum(w * FLGPClassifier(method="flgp", diffusion_time=t, **amp, **kw).fit(X, yy)
               .predict_proba(X[:60]) for t, w in mix)
     np.testing.assert_allclose(clf.predict_proba(X[:60]), ref, atol=1e-6)
-    map_only = FLGPClassifier(average_diffusion_time=False, **kw).fit(X, yy)
+    map_only = FLGPClassifier(method="flgp", average_diffusion_time=False, **kw).fit(X, yy)
     assert map_only.diffusion_time_weights_ is None
     assert map_only.diffusion_time_ == clf.diffusion_time_
     # the default: averaging with Laplace (as before), the MAP t with EP
-    default = FLGPClassifier(**kw).fit(X, yy)
+    default = FLGPClassifier(method="flgp", **kw).fit(X, yy)
     assert (default.diffusion_time_weights_ is None) == (inference == "ep")
 
 
@@ -396,11 +396,11 @@ def test_unorderable_labels_sparse_input_and_a_scalar_grid():
     ys = np.full(300, -1)
     ys[::10] = y[::10]
     with pytest.raises(ValueError, match="labels mix types"):
-        FLGPClassifier().fit(X, np.array([0, "a"] * 150, dtype=object))
+        FLGPClassifier(method="flgp").fit(X, np.array([0, "a"] * 150, dtype=object))
     with pytest.raises(ValueError, match=r"sparse matrix.*toarray"):
         flgp.compute_eigenpairs(sp.csr_matrix(X))
     # one bandwidth scale given as a number means that scale
-    clf = FLGPClassifier(kernel="se", bandwidth_grid=5).fit(X, ys)
+    clf = FLGPClassifier(method="flgp", kernel="se", bandwidth_grid=5).fit(X, ys)
     assert clf.bandwidth_scale_ == 5.0
 
 
@@ -433,7 +433,7 @@ def test_no_far_warning_between_points_when_induced_points_are_the_cloud():
     mid = 0.5 * (X + X[d2.argmin(1)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = FLGPClassifier(n_induced=400).fit(X, ys)
+        clf = FLGPClassifier(method="flgp", n_induced=400).fit(X, ys)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clf.predict(mid)

@@ -102,8 +102,10 @@ def test_gmrf_classifier_on_blobs_with_one_label_a_class():
     # new points: at a node, that node's probabilities; near one, close to them
     np.testing.assert_allclose(clf.predict_proba(X[:20]), P[:20], atol=1e-9)
     assert np.mean(clf.predict(X[:200] + 0.01) == clf.transduction_[:200]) > 0.95
-    with pytest.raises(ValueError, match="method_='gmrf'"):
-        clf.predict_latent(X[:3])
+    # the latent posterior at the nodes: the scores and positive variances
+    mean, var = clf.predict_latent(X[:20])
+    assert mean.shape == var.shape == (20, 4) and np.all(var > 0)
+    np.testing.assert_allclose(mean, clf._other_fit.scores[:20], atol=1e-12)
     # no class prior: the softmax of the scores alone
     raw = FLGPClassifier(method="gmrf", class_prior=None).fit(X, yy)
     assert raw.class_prior_ is None and np.allclose(raw.class_weights_, 1.0)
@@ -119,9 +121,11 @@ def test_gmrf_classifier_graph_that_falls_apart_warns():
         clf = FLGPClassifier(method="gmrf").fit(X, yy)
     P = clf.label_distributions_
     assert np.all(np.isfinite(P))
-    # the unlabelled piece: one constant score a class, so every point at the same
-    # probabilities
-    np.testing.assert_allclose(P[100:], P[100:101].repeat(100, 0), atol=1e-6)
+    # the unlabelled piece: one constant latent a class, so every point at the same
+    # probabilities (to the sparse solves' tolerance, 1e-3 relative: each label's column
+    # is a solve of the centred prior, whose value there is a constant in exact arithmetic)
+    np.testing.assert_allclose(P[100:], P[100:101].repeat(100, 0), atol=0.01)
+    assert np.abs(P[100:] - 0.5).max() < 0.05
 
 
 def test_balanced_log_odds_is_the_bayes_factor():
@@ -146,21 +150,121 @@ def test_balanced_log_odds_is_the_bayes_factor():
     np.testing.assert_allclose(class_size_prior([0] * 11 + [1] * 9, 2), [0.5, 0.5])
 
 
-def test_auto_method_follows_the_fewest_labels():
-    """method='auto': the full-resolution classifier while some class has at most two
-    labels, the low-rank heat kernel from three a class on; the labelling loop says why it
-    cannot run on the former."""
+def test_auto_is_full_resolution_and_suggests_labels():
+    """method='auto' (the default): the full-resolution classifier for a numpy cloud at any
+    label count; its labelling loop runs (margin by default, the rows not labelled yet,
+    ``variance_reduction`` refused with what to use)."""
     X, y = _blobs(800, 5, 3)
-    for per_class, expected in ((1, "gmrf"), (2, "gmrf"), (3, "flgp")):
+    for per_class in (1, 2, 3, 10):
         lab = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in range(3)])
         yy = np.full(len(y), -1)
         yy[lab] = y[lab]
-        clf = FLGPClassifier(method="auto", n_induced=100).fit(X, yy)
-        assert clf.method_ == expected
+        clf = FLGPClassifier(n_induced=100).fit(X, yy)
+        assert clf.method_ == "gmrf"
         assert np.mean(clf.transduction_[yy == -1] != y[yy == -1]) < 0.05
-    one = np.concatenate([np.flatnonzero(y == c)[:1] for c in range(3)])
+    rows = clf.suggest_labels(5)
+    assert rows.size == 5 and np.unique(rows).size == 5 and np.all(yy[rows] == -1)
+    with pytest.raises(ValueError, match="margin"):
+        clf.suggest_labels(2, strategy="variance_reduction")
+    with pytest.raises(ValueError, match="at most"):
+        clf.suggest_labels(len(y))
+
+
+# -- the least-squares GP classifier (issue 43) --------------------------------------------
+
+def _small_problem(n=300, seed=0, per_class=(3, 4, 2)):
+    from flgp.precision import SparsePrecisionPrior
+
+    rng = np.random.default_rng(seed)
+    X, y = _blobs(n, 3, 3, seed)
+    g = self_tuning_knn_graph(X, 8)
+    lab = np.sort(np.concatenate([rng.choice(np.flatnonzero(y == c), k, replace=False)
+                                  for c, k in enumerate(per_class)]))
+    prior = SparsePrecisionPrior(g, nu=1, kappa2=1e-3, centred=True, solver="amg",
+                                 tol=1e-12)
+    Q = g.stiffness.toarray() + 1e-3 * np.diag(g.mass)
+    P = np.eye(n) - 1.0 / n
+    K = P @ np.linalg.inv(Q) @ P
+    return X, y, g, lab, prior, K
+
+
+def test_least_squares_classifier_is_the_dense_gp_regression():
+    """Posterior mean, exact leave-one-out means (against refits without each label),
+    evidence (against scipy's normal density at the profiled noise) and variances of
+    LeastSquaresClassification equal the dense GP regression of the centred one-hot
+    labels; the column store solves each label's column once."""
+    from scipy.stats import multivariate_normal
+
+    from flgp.precision.classification import LabelledColumns, LeastSquaresClassification
+
+    X, y, g, lab, prior, K = _small_problem()
+    columns = LabelledColumns(prior)
+    W = columns(lab)
+    np.testing.assert_allclose(W, K[:, lab], atol=1e-8 * np.abs(K).max())
+    codes, C, rho = y[lab], 3, 0.3
+    model = LeastSquaresClassification(W, lab, codes, C, rho)
+    s = np.mean(np.diag(K)[lab])
+    T = np.eye(C)[codes]
+    T -= T.mean(0)
+    S = rho * K[np.ix_(lab, lab)] / s + np.eye(lab.size)
+    mean = rho * K[:, lab] / s @ np.linalg.solve(S, T)
+    np.testing.assert_allclose(model.mean, mean, atol=1e-8)
+    for i in range(lab.size):                       # leave one out by refitting
+        keep = np.arange(lab.size) != i
+        Si = S[np.ix_(keep, keep)]
+        mu_i = rho * K[lab[i], lab[keep]] / s @ np.linalg.solve(Si, T[keep])
+        np.testing.assert_allclose(model.loo_means[i], mu_i, atol=1e-8)
+    noise = np.einsum("ic,ic->c", T, np.linalg.solve(S, T)) / lab.size
+    ev = sum(multivariate_normal(np.zeros(lab.size), noise[c] * S).logpdf(T[:, c])
+             for c in range(C))
+    assert model.log_evidence == pytest.approx(ev, abs=1e-6)
+    var = rho * np.diag(K) / s - rho ** 2 * np.einsum(
+        "ij,ji->i", K[:, lab] / s, np.linalg.solve(S, K[lab] / s))
+    np.testing.assert_allclose(model.unit_variances(W, np.diag(K)), var, atol=1e-8)
+    # columns asked again are not solved again; new ones are
+    calls = []
+    original = prior.cross_covariance
+    prior.cross_covariance = lambda nodes: calls.append(len(nodes)) or original(nodes)
+    columns(lab[::-1])
+    columns(np.r_[lab, [0, 1]])
+    assert calls == [2]
+
+
+def test_small_ratio_is_poisson_learning():
+    """As ρ → 0 the posterior mean is ρ times the Green-function scores: Poisson learning's
+    solution (green_scores) for ν = 1."""
+    from flgp.precision.classification import LeastSquaresClassification
+
+    X, y, g, lab, prior, K = _small_problem(per_class=(1, 1, 1))
+    model = LeastSquaresClassification(prior.cross_covariance(lab), lab, y[lab], 3, 1e-6)
+    U = green_scores(g, lab, y[lab], 3, kappa2=1e-3, tol=1e-12)
+    s = np.mean(np.diag(K)[lab])
+    np.testing.assert_allclose(model.mean / 1e-6 * s, U, rtol=1e-4, atol=1e-4 * np.abs(U).max())
+
+
+def test_the_labelling_loop_at_full_resolution():
+    """A warm refit with the suggested labels equals a cold fit given the same
+    provenance; suggested rows do not count as a random sample of the class sizes (a cold
+    fit that reads them as one tilts the shares); the batch spreads (no two picks among
+    each other's 5 nearest neighbours)."""
+    from flgp.graph.knn import NeighborIndex
+
+    X, y = _blobs(900, 3, 3, 1)
     yy = np.full(len(y), -1)
-    yy[one] = y[one]
-    clf = FLGPClassifier(method="gmrf").fit(X, yy)
-    with pytest.raises(ValueError, match="method='gmrf'"):
-        clf.suggest_labels(2)
+    for c in range(3):
+        yy[np.flatnonzero(y == c)[0]] = c
+    clf = FLGPClassifier(warm_start=True).fit(X, yy)
+    assert clf.method_ == "gmrf"
+    rows = clf.suggest_labels(6)
+    assert np.all(yy[rows] == -1) and np.unique(rows).size == 6
+    _, near = NeighborIndex(X).kneighbors(X[rows], 6)
+    assert not any(set(near[i, 1:]) & set(rows) for i in range(6))
+    yy[rows] = y[rows]
+    warm = clf.fit(X, yy).label_distributions_.copy()
+    cold = FLGPClassifier()
+    cold._suggested = (clf._cloud_key, rows)
+    np.testing.assert_allclose(cold.fit(X, yy).label_distributions_, warm, atol=1e-9)
+    assert np.allclose(clf.class_prior_, 1 / 3)
+    # a fit that does not know the provenance reads every label's class
+    naive = FLGPClassifier().fit(X, yy)
+    np.testing.assert_allclose(naive.class_prior_, class_size_prior(y[yy >= 0], 3))

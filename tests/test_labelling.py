@@ -114,7 +114,7 @@ def test_classifier_posterior_matches_its_predictions(kw, C):
     if C == 2 and "multi_class" in kw:
         pytest.skip("one-vs-rest needs three classes")
     X, y, yy = _classes(C=C)
-    clf = FLGPClassifier(n_induced=120, random_state=0, **kw).fit(X, yy)
+    clf = FLGPClassifier(method="flgp", n_induced=120, random_state=0, **kw).fit(X, yy)
     post = clf.latent_posterior()
     V = clf.eigenpairs_.eigenvector_rows(np.arange(100))
     mean = V @ post.mean
@@ -129,7 +129,7 @@ def test_classifier_variance_reduction_is_the_dense_greedy_rule():
     from scipy.stats import norm
 
     X, y, yy = _classes(C=3, seed=2)
-    clf = FLGPClassifier(n_induced=120, random_state=0).fit(X, yy)
+    clf = FLGPClassifier(method="flgp", n_induced=120, random_state=0).fit(X, yy)
     post = clf.latent_posterior()
     V = clf.eigenpairs_.eigenvectors
     Ps = [V @ S @ V.T for S in post.cov]                 # latent covariance per class
@@ -153,7 +153,7 @@ def test_uncertainty_batches_spread_out():
     X, y, yy = _classes(n=800, C=2, m=10, seed=3)
     # a model whose most uncertain points crowd together (the heat kernel with its
     # constant mode), so that the spreading of the batch shows
-    clf = FLGPClassifier(n_induced=150, random_state=0, constant_variance=1.0,
+    clf = FLGPClassifier(method="flgp", n_induced=150, random_state=0, constant_variance=1.0,
                          diffusion_time_prior="flat").fit(X, yy)
     unl = np.flatnonzero(yy == -1)
     H = uncertainty_scores(clf.label_distributions_[unl], "entropy")
@@ -180,7 +180,7 @@ def test_lazy_pool_gives_the_full_greedy(monkeypatch):
     monkeypatch.setattr(labelling, "_POOL_PER_PICK", 1)
     np.testing.assert_array_equal(reg.suggest_labels(8, strategy="std"), full)
     Xc, yc, yyc = _classes(n=400, C=3, seed=4)
-    clf = FLGPClassifier(n_induced=100).fit(Xc, yyc)
+    clf = FLGPClassifier(method="flgp", n_induced=100).fit(Xc, yyc)
     small = {s: clf.suggest_labels(6, strategy=s) for s in ("entropy", "margin")}
     monkeypatch.setattr(labelling, "_MIN_POOL", 1024)
     monkeypatch.setattr(labelling, "_POOL_PER_PICK", 32)
@@ -261,13 +261,13 @@ def test_poisson_warm_start_equals_cold_fit():
 
 def test_classifier_warm_start_equals_cold_fit():
     X, y, yy = _classes(n=600, C=3, seed=8)
-    warm = FLGPClassifier(warm_start=True, n_induced=120).fit(X, yy)
+    warm = FLGPClassifier(method="flgp", warm_start=True, n_induced=120).fit(X, yy)
     ep = warm.eigenpairs_
     new = warm.suggest_labels(10)
     yy[new] = y[new]
     warm.fit(X, yy)
     assert warm.eigenpairs_ is ep
-    cold = FLGPClassifier(n_induced=120).fit(X, yy)
+    cold = FLGPClassifier(method="flgp", n_induced=120).fit(X, yy)
     np.testing.assert_allclose(warm.label_distributions_, cold.label_distributions_,
                                rtol=0, atol=1e-10)
     X2 = X.copy()
@@ -298,7 +298,7 @@ def test_bad_input_gets_clear_errors():
     with pytest.raises(ValueError, match="method='rbf'"):
         FLGPRegressor(method="rbf", max_iter=5).fit(X, yy).suggest_labels(1)
     Xc, yc, yyc = _classes(n=300, C=2, m=10, seed=9)
-    clf = FLGPClassifier(n_induced=80).fit(Xc, yyc)
+    clf = FLGPClassifier(method="flgp", n_induced=80).fit(Xc, yyc)
     with pytest.raises(ValueError, match="unknown strategy 'std'.*'entropy'"):
         _classifier_suggest(clf, 1, "std")
     with warnings.catch_warnings():

@@ -61,7 +61,7 @@ def test_objects_pickled_under_the_old_names_load(two_piece_eigenpairs):
 def test_a_fitted_estimator_pickled_under_the_old_names_loads():
     X, y = flgp.datasets.make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
-    clf = flgp.FLGPClassifier(n_induced=60).fit(X, semi)
+    clf = flgp.FLGPClassifier(method="flgp", n_induced=60).fit(X, semi)
     state = clf.__getstate__()
     state["_component_has_label"] = state.pop("_piece_has_label")
     predictor = clf._predictor.__dict__.copy()
@@ -105,7 +105,7 @@ def test_a_fit_pickled_when_the_in_memory_driver_lived_in_blocks_loads():
     place (protocol 2 writes module and class as text) still loads and predicts."""
     X, y = flgp.datasets.make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
-    clf = flgp.FLGPClassifier(n_induced=60).fit(X, semi)
+    clf = flgp.FLGPClassifier(method="flgp", n_induced=60).fit(X, semi)
     data = pickle.dumps(clf, protocol=2)
     new_place = b"flgp._chunks.drivers\nInMemoryBlocks\n"
     assert new_place in data                      # the fit does hold the driver

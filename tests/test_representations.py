@@ -15,7 +15,7 @@ from flgp import FLGPClassifier, FLGPRegressor
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.models.baselines import (RBFClassification, RBFClassificationFit, RBFRegression,
                                    RBFRegressionFit)
-from flgp.models.graph_matern import (AUTO_GMRF_MAX_LABELS, GraphMaternClassification,
+from flgp.models.graph_matern import (GMRF_CLASSIFIER_MAX_NODES, GraphMaternClassification,
                                       GraphMaternClassificationFit, GraphMaternRegression,
                                       GraphMaternRegressionFit)
 from flgp.models.representation import (ClassificationFit, ClassificationRepresentation,
@@ -226,11 +226,19 @@ def test_classifier_registry_and_auto_rule():
     assert list(reps) == ["gmrf", "rbf"]
     assert isinstance(reps["gmrf"], GraphMaternClassification)
     assert isinstance(reps["rbf"], RBFClassification)
-    # "auto": the full-resolution classifier when a class has at most AUTO_GMRF_MAX_LABELS
-    X, _, semi = _circles(n_labels=(AUTO_GMRF_MAX_LABELS, 10))
-    assert FLGPClassifier(method="auto", n_induced=100).fit(X, semi).method_ == "gmrf"
-    X, _, semi = _circles(n_labels=(AUTO_GMRF_MAX_LABELS + 1, 10))
-    assert FLGPClassifier(method="auto", n_induced=100).fit(X, semi).method_ == "flgp"
+    # "auto" (the default): the full-resolution classifier for a numpy cloud of up to
+    # GMRF_CLASSIFIER_MAX_NODES points, whatever the label counts; the heat kernel with
+    # given induced points or beyond that size
+    assert FLGPClassifier().method == "auto"
+    for counts in ((1, 10), (3, 10), (30, 30)):
+        X, _, semi = _circles(n_labels=counts)
+        assert FLGPClassifier(n_induced=100).fit(X, semi).method_ == "gmrf"
+    X, _, semi = _circles(n_labels=(3, 10))
+    assert FLGPClassifier(induced_points=X[::20]).fit(X, semi).method_ == "flgp"
+    rep = FLGPClassifier.REPRESENTATIONS["gmrf"]
+    est = FLGPClassifier()
+    assert rep.chosen_by_auto(est, np.zeros((GMRF_CLASSIFIER_MAX_NODES, 2)), None)
+    assert not rep.chosen_by_auto(est, np.zeros((GMRF_CLASSIFIER_MAX_NODES + 1, 2)), None)
 
 
 def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
@@ -243,11 +251,15 @@ def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
                     lambda: clf.suggest_labels(2)):
         with pytest.raises(ValueError, match="heat-kernel"):
             refused()
-    # "auto" asks the registry in order: with 60 and 90 labels the shares' rule takes it
-    assert WithClassShares(method="auto", n_induced=100).fit(X, semi).method_ == "shares"
-    # and with one class at 2 labels the full-resolution classifier, first in the registry
-    X, _, semi = _circles(n_labels=(2, 90))
+    # "auto" asks the registry in order: the full-resolution classifier, first, takes a
+    # numpy cloud; with given induced points it declines, and with 60 and 90 labels the
+    # shares' rule takes it
     assert WithClassShares(method="auto", n_induced=100).fit(X, semi).method_ == "gmrf"
+    assert WithClassShares(method="auto", induced_points=X[::10]).fit(
+        X, semi).method_ == "shares"
+    X, _, semi = _circles(n_labels=(2, 90))
+    assert WithClassShares(method="auto", induced_points=X[::10]).fit(
+        X, semi).method_ == "flgp"
 
 
 @pytest.mark.parametrize("method, fit_type", [("gmrf", GraphMaternClassificationFit),

@@ -21,18 +21,22 @@ import numpy as np
 from .._chunks import is_lazy, stage
 from ..graph import Pieces
 from ..graph.knn import NeighborIndex, knn_point_graph, self_tuning_knn_graph
-from ..precision.classification import (SCORE_SPREAD, balance_to_prior, class_size_prior,
-                                        green_scores, scores_to_probabilities)
+from ..precision.classification import (KAPPA_RELATIVE, SCORE_SPREAD, SOLVE_TOL,
+                                        LabelledColumns, LeastSquaresClassification,
+                                        balance_to_prior, class_size_prior,
+                                        prior_to_noise_ratio, scores_to_probabilities)
+from ..precision.prior import SparsePrecisionPrior
 from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from ._base import FAR_FACTOR
+from .labelling import uncertainty_scores
 from .representation import (ClassificationFit, ClassificationRepresentation, RegressionFit,
                              RegressionRepresentation, Standardisation)
 
 __all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClassification",
            "GraphMaternClassificationFit", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM",
-           "AUTO_GMRF_MAX_LABELS"]
+           "GMRF_CLASSIFIER_MAX_NODES"]
 
 # method="auto" weighs the graph Matérn prior on the k-NN graph of X (no graph= given) up to
 # this many points - where its hyperparameters are searched on the whole graph; a 20,000-
@@ -43,10 +47,10 @@ KNN_GMRF_MAX_DIM = 16
 # neighbours of the default k-NN point graphs (graphlearning's and Poisson learning's
 # default)
 GMRF_NEIGHBOURS = 10
-# the classifier's method="auto": the full-resolution classifier when some class has at
-# most this many labels, the low-rank heat kernel otherwise (measured on six clouds:
-# docs/few_labels.md, "Full resolution")
-AUTO_GMRF_MAX_LABELS = 2
+# the classifier's method="auto": the full-resolution classifier on numpy clouds of up to
+# this many points (its k-NN graph and one sparse solve a label; beyond, the low-rank heat
+# kernel: docs/few_labels.md, "One classifier")
+GMRF_CLASSIFIER_MAX_NODES = 2_000_000
 # draws of the Rao-Blackwellised variance estimator (relative standard error ~5-10 %)
 GMRF_VARIANCE_SAMPLES = 64
 
@@ -210,16 +214,23 @@ class GraphMaternClassification(ClassificationRepresentation):
     name = "gmrf"
 
     def chosen_by_auto(self, est, X, counts):
-        """Some class has at most ``AUTO_GMRF_MAX_LABELS`` labels (a numpy cloud, no
-        induced points given)."""
-        return bool(counts.min() <= AUTO_GMRF_MAX_LABELS and not is_lazy(X)
-                    and est.induced_points is None)
+        """A numpy cloud of at most ``GMRF_CLASSIFIER_MAX_NODES`` points (or a given graph)
+        without given induced points: the full-resolution classifier, whatever the label
+        counts (docs/few_labels.md, "One classifier")."""
+        return bool(not is_lazy(X) and est.induced_points is None
+                    and (est.graph is not None or X.shape[0] <= GMRF_CLASSIFIER_MAX_NODES))
 
-    def fit(self, est, X, labelled, codes):
-        """Class scores from the graph Matérn GP in its small-amplitude limit on ``graph``
-        (checked against ``X``) or the cloud's self-tuning k-NN graph, probabilities at a
-        spread set from the cloud, re-weighted to the class-size prior."""
-        C = est.classes_.size
+    def _engine(self, est, X, nu):
+        """``(graph, prior, columns)``: the graph (``graph=`` checked against ``X``, else the
+        self-tuning k-NN graph of ``X``), the centred graph Matérn prior on it and the
+        store of its covariance columns - from the warm-start cache when ``X`` and the
+        settings are the previous fit's."""
+        key = None
+        if est.warm_start:
+            key = (est._cache_key(X), id(est.graph), nu)
+            cached = getattr(est, "_gmrf_cache", None)
+            if cached is not None and cached[0] == key and cached[2].prior is not None:
+                return cached[1], cached[2].prior, cached[2]
         if est.graph is not None:
             graph = est.graph.check_rows(X)
         else:
@@ -227,42 +238,73 @@ class GraphMaternClassification(ClassificationRepresentation):
                 graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
                                               random_state=est.random_state
                                               if isinstance(est.random_state, int) else 0)
-        nu = 1 if est.matern_order is None else int(est.matern_order)
         if nu > 1 and np.ptp(graph.mass) > 0:
             raise ValueError(f"matern_order={nu} needs a graph of uniform mass (a lattice, "
                              f"or a k-NN graph such as flgp.graph.self_tuning_knn_graph): "
                              f"the prior has no constant mode only there. This graph's "
                              f"masses vary (a {graph.kind} graph); use matern_order=1 (the "
                              f"default) or None.")
+        prior = SparsePrecisionPrior(graph, nu=nu, kappa2=KAPPA_RELATIVE
+                                     / graph.own_units()[0] ** 2, centred=True,
+                                     solver="amg", tol=SOLVE_TOL)
+        columns = LabelledColumns(prior)
+        if key is not None:
+            est._gmrf_cache = (key, graph, columns)
+        return graph, prior, columns
+
+    def fit(self, est, X, labelled, codes):
+        """The least-squares GP classifier under the centred graph Matérn prior on
+        ``graph`` or the cloud's self-tuning k-NN graph
+        (:class:`flgp.precision.classification.LeastSquaresClassification`): the posterior
+        mean of the class latents from the prior's columns at the labels (one sparse solve
+        a label), probabilities at a spread set from the cloud, re-weighted to the
+        class-size prior."""
+        C = est.classes_.size
+        nu = 1 if est.matern_order is None else int(est.matern_order)
+        graph, prior, columns = self._engine(est, X, nu)
         with stage("scores"):
-            U = green_scores(graph, labelled, codes, C, nu=nu)
+            W = columns(labelled)
+            model = LeastSquaresClassification(W, labelled, codes, C,
+                                               prior_to_noise_ratio(codes, C))
+        U = model.mean
         unl = np.ones(X.shape[0], dtype=bool)
         unl[labelled] = False
         spread = float(U[unl].std()) if unl.any() else float(U.std())
         score_scale = (spread or 1.0) / SCORE_SPREAD
         P = scores_to_probabilities(U, score_scale)
+        # the class shares from the labels that are a random sample: not those of rows
+        # the estimator suggested (the labelling loop picks boundaries, not shares)
+        key, suggested = getattr(est, "_suggested", (None, ()))
+        sampled = (~np.isin(labelled, suggested) if key == est._cloud_key
+                   else np.ones(labelled.size, dtype=bool))
         class_prior = (None if est.class_prior is None else
-                       class_size_prior(codes, C, est.class_prior))
+                       class_size_prior(codes[sampled], C, est.class_prior))
         if class_prior is not None:
             class_weights, P = balance_to_prior(P, class_prior)
         else:
             class_weights = np.ones(C)
         return GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
-                                            class_weights, P)
+                                            class_weights, P, model, columns)
 
 
 class GraphMaternClassificationFit(ClassificationFit):
-    """A fitted full-resolution classifier: the graph, the nodes' class scores ``U``, their
-    scale and the classes' weights (and the probabilities of the nodes)."""
+    """A fitted full-resolution classifier: the graph, the nodes' latent means ``U`` (the
+    class scores), their scale and the classes' weights (and the probabilities of the
+    nodes); until pickled also the least-squares model and the store of prior columns,
+    for the latent variances and the labelling loop."""
 
     method = "gmrf"
+    # fits pickled before 2026-11-28 hold none of these
+    model = columns = _variances = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
-                 probabilities):
+                 probabilities, model=None, columns=None):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
+        self.model, self.columns = model, columns
         self._node_index = None
+        self._variances = None
 
     def adopt(self, est, X, stacklevel):
         graph, P = self.graph, self.probabilities
@@ -272,7 +314,9 @@ class GraphMaternClassificationFit(ClassificationFit):
         est.matern_order_ = self.nu
         est.eigenpairs_ = None
         est.n_iter_ = 1
-        est.log_marginal_likelihood_ = None
+        est.log_marginal_likelihood_ = (None if self.model is None
+                                        else self.model.log_evidence)
+        est.prior_to_noise_ratio_ = None if self.model is None else self.model.rho
         est.label_distributions_ = P
         est.transduction_ = est.classes_[np.argmax(P, axis=1)]
         self.probabilities = None           # the estimator holds them now
@@ -290,11 +334,11 @@ class GraphMaternClassificationFit(ClassificationFit):
                           f"(flgp.graph.self_tuning_knn_graph(X, k)).",
                           UserWarning, stacklevel=stacklevel + 1)
 
-    def predict_proba(self, X, stacklevel):
-        """New points: each score the weighted mean of its ``min(GMRF_NEIGHBOURS, n)``
-        nearest nodes' scores (the graph's own weights ``exp(-4 d² / d_k²)``: the value a
-        new node joined by those edges takes at the harmonic solution), then the fitted
-        scale and class weights."""
+    def _neighbours(self, X, stacklevel):
+        """``(indices, weights)`` of each point's ``min(GMRF_NEIGHBOURS, n)`` nearest nodes
+        (the graph's own weights ``exp(-4 d² / d_k²)``: the value a new node joined by those
+        edges takes at the harmonic solution; at a node, that node alone), with a warning
+        for points far from every node."""
         g = self.graph
         k = int(min(GMRF_NEIGHBOURS, g.n_nodes))
         if self._node_index is None:
@@ -307,15 +351,89 @@ class GraphMaternClassificationFit(ClassificationFit):
         w[exact] = 0.0
         w[exact, 0] = 1.0
         w /= w.sum(axis=1, keepdims=True)
-        U = np.einsum("ij,ijc->ic", w, self.scores[idx])
         far = sq[:, 0] > (FAR_FACTOR * 2.0 * g.spacing) ** 2
         if far.any():
             warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far from every "
-                          f"node of the fitted graph; their probabilities are the nearest "
+                          f"node of the fitted graph; their predictions are the nearest "
                           f"nodes' (extrapolations).", UserWarning, stacklevel=stacklevel + 1)
+        return idx, w
+
+    def predict_proba(self, X, stacklevel):
+        """New points: each latent mean the weighted mean of its nearest nodes'
+        (:meth:`_neighbours`), then the fitted scale and class weights."""
+        idx, w = self._neighbours(X, stacklevel + 1)
+        U = np.einsum("ij,ijc->ic", w, self.scores[idx])
         return scores_to_probabilities(U, self.score_scale, self.class_weights)
+
+    def node_variances(self) -> np.ndarray:
+        """The class latents' posterior variances at every node ``(n, C)``
+        (:meth:`LeastSquaresClassification.unit_variances` with the prior's marginal
+        variances by the Rao-Blackwellised estimator of
+        :meth:`flgp.precision.SparsePrecisionPrior.marginal_variances`: relative standard
+        error up to ~25 %); computed once."""
+        if self._variances is None:
+            if self.model is None or self.columns is None or self.columns.prior is None:
+                raise ValueError("the latent variances of a full-resolution classifier need "
+                                 "its prior's columns, which a pickled fit does not keep; "
+                                 "fit it again.")
+            with stage("prior variances"):
+                prior_var = _cached_prior_variances(self.columns)
+            unit = self.model.unit_variances(self.columns(self.model.labelled), prior_var)
+            self._variances = unit[:, None] * self.model.noise[None, :]
+        return self._variances
+
+    def predict_latent(self, X, stacklevel):
+        """Latent means and variances ``(n, C)`` at new points (nearest nodes' weighted
+        means of both)."""
+        idx, w = self._neighbours(X, stacklevel + 1)
+        mean = np.einsum("ij,ijc->ic", w, self.scores[idx])
+        var = np.einsum("ij,ijc->ic", w, self.node_variances()[idx])
+        return mean, var
+
+    def suggest(self, est, index, n, strategy):
+        """``n`` rows of ``index`` (unlabelled nodes) to label next: the most uncertain by
+        ``strategy`` (``"margin"``, ``"entropy"``, ``"least_confident"``) of
+        ``label_distributions_``, a batch spread greedily - after each pick the latents are
+        conditioned on a label there (one sparse solve for its covariance column, kept for
+        the next fit), and each candidate's uncertainty is multiplied by the share of its
+        latent standard deviation the batch leaves, as the eigenbasis loop does
+        (:mod:`flgp.models.labelling`)."""
+        base = uncertainty_scores(np.asarray(est.label_distributions_)[index], strategy)
+        base = np.where(np.isfinite(base), base, 0.0)
+        if n == 1 or self.model is None or self.columns is None \
+                or self.columns.prior is None:
+            return index[np.argsort(-base, kind="stable")[:n]]
+        model = self.model
+        W = self.columns(model.labelled)
+        v0 = np.maximum(self.node_variances()[:, 0] / model.noise[0], 1e-300)[index]
+        picks, cov = [], np.zeros((index.size, 0))
+        B = np.zeros((0, 0))
+        score = base.copy()
+        for _ in range(int(n)):
+            p = int(np.argmax(score))
+            picks.append(p)
+            node = index[p]
+            K_col = self.columns([node])[:, 0]
+            c = model.unit_covariances(W[index], W[[node]], K_col[index, None])[:, 0]
+            cov = np.column_stack([cov, c])
+            sel = np.array(picks)
+            B = cov[sel] + np.eye(sel.size)                 # noise of one unit at a label
+            explained = np.einsum("ij,ji->i", cov, np.linalg.solve(B, cov.T))
+            keep = np.clip(1.0 - explained / v0, 0.0, 1.0)
+            score = base * np.sqrt(keep)
+            score[sel] = -np.inf
+        return index[np.array(picks, dtype=np.int64)]
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_node_index"] = None              # rebuilt at first use
+        state["columns"] = state["model"] = state["_variances"] = None
         return state
+
+
+def _cached_prior_variances(columns):
+    """The prior's marginal variances at every node, kept with the column store (they do
+    not depend on the labels: one estimate for a whole labelling loop)."""
+    if getattr(columns, "prior_variances", None) is None:
+        columns.prior_variances = columns.prior.marginal_variances()
+    return columns.prior_variances

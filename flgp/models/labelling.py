@@ -554,12 +554,19 @@ def suggest_labels(est, n, strategy, random_state):
                          f"the same as {_ALIASES['uncertainty'][kind]!r}).")
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
-    if getattr(est, "_other_fit", None) is not None:
+    other = getattr(est, "_other_fit", None)
+    if other is not None and not hasattr(other, "suggest"):
         raise ValueError(f"suggest_labels needs the heat-kernel posterior over the cloud; "
                          f"{name}(method={est.method_!r}) has none. Use method='flgp', "
                          f"'glgp' or 'nystrom'.")
+    if other is not None and strategy == "variance_reduction":
+        raise ValueError(f"strategy='variance_reduction' needs every candidate's covariance "
+                         f"with the cloud, one sparse solve each at full resolution; "
+                         f"{name}(method={est.method_!r}) suggests by 'margin' (its "
+                         f"default), 'entropy', 'least_confident' or 'random'.")
     eigenpairs = est.eigenpairs_
-    n_rows = eigenpairs.n_samples
+    n_rows = (eigenpairs.n_samples if eigenpairs is not None
+              else np.asarray(est.label_distributions_).shape[0])
     labelled = np.zeros(n_rows, dtype=bool)
     labelled[np.asarray(est.labelled_indices_)] = True
     index = np.flatnonzero(~labelled)
@@ -577,6 +584,8 @@ def suggest_labels(est, n, strategy, random_state):
         return np.asarray(_generator(seed, labelled.sum()).choice(index, size=n,
                                                                    replace=False),
                           dtype=np.int64)
+    if other is not None:
+        return np.asarray(other.suggest(est, index, n, strategy), dtype=np.int64)
     if kind == "classifier":
         uncertainty = est.label_distributions_
     else:

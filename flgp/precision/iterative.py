@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from .matern import MaternFamily
 
-__all__ = ["IterativeGMRF", "ITERATIVE_ORDERS"]
+__all__ = ["IterativeGMRF", "ITERATIVE_ORDERS", "matern_root_draw"]
 
 ITERATIVE_ORDERS = (2, 1)
 # relative residual of the solves behind a variance draw (the mean's: 1e-8)
@@ -37,6 +37,29 @@ def _pyamg():
     except ImportError as exc:          # pragma: no cover - pyamg is a dependency
         raise ImportError("graphs too large to factor need pyamg: pip install pyamg") from exc
     return pyamg
+
+
+def matern_root_draw(graph, kappa2: float, nu: int, rng) -> np.ndarray:
+    """``R z`` for a standard normal ``z``, with ``R Rᵀ = Q_ν(κ)`` (``ν = 1, 2``): then
+    ``Q⁻¹ R z ~ N(0, Q⁻¹)`` - a draw of the prior by one solve. ``ν = 1``: ``R = [κ C^{1/2},
+    Eᵀ W^{1/2}]`` (``E`` the edge incidence, ``W`` the edge weights: ``Eᵀ W E = G``);
+    ``ν = 2``: ``R = K C^{-1/2}``."""
+    if int(nu) not in ITERATIVE_ORDERS:
+        raise ValueError(f"prior draws by perturbation exist for orders {ITERATIVE_ORDERS}; "
+                         f"got nu={nu!r}.")
+    g = graph
+    if int(nu) == 2:
+        K = (g.stiffness + sp.diags(kappa2 * g.mass)).tocsr()
+        return K @ (rng.standard_normal(g.n_nodes) / np.sqrt(g.mass))
+    W = sp.triu(g.adjacency, k=1).tocoo()
+    if np.any(W.data < 0):
+        raise ValueError("a graph with negative weights (a mesh's obtuse angles) has "
+                         "no edge root; factor it instead.")
+    e = rng.standard_normal(W.data.size) * np.sqrt(W.data)
+    out = np.sqrt(kappa2 * g.mass) * rng.standard_normal(g.n_nodes)
+    np.add.at(out, W.row, e)
+    np.add.at(out, W.col, -e)
+    return out
 
 
 class IterativeGMRF:
@@ -77,19 +100,7 @@ class IterativeGMRF:
 
     def _root_draw(self, rng) -> np.ndarray:
         """``R z`` with ``R Rᵀ = Q``."""
-        g = self.graph
-        K = (g.stiffness + sp.diags(self.kappa2 * g.mass)).tocsr()
-        if self.nu == 2:
-            return K @ (rng.standard_normal(g.n_nodes) / np.sqrt(g.mass))
-        W = sp.triu(g.adjacency, k=1).tocoo()
-        if np.any(W.data < 0):
-            raise ValueError("a graph with negative weights (a mesh's obtuse angles) has "
-                             "no edge root; factor it instead.")
-        e = rng.standard_normal(W.data.size) * np.sqrt(W.data)
-        out = np.sqrt(self.kappa2 * g.mass) * rng.standard_normal(g.n_nodes)
-        np.add.at(out, W.row, e)
-        np.add.at(out, W.col, -e)
-        return out
+        return matern_root_draw(self.graph, self.kappa2, self.nu, rng)
 
     def variances(self, n_samples: int = 16, random_state=0):
         """``(variance, standard error)`` of ``f`` (times ``A``) by RBMC with
