@@ -72,7 +72,7 @@ class _WarningLines(warnings.catch_warnings):
 
 
 def _nifti(args) -> int:
-    from .datasets.fmri import volume_of
+    from .datasets.fmri import volume_of, volumes_of
     from .models import FLGPRegressor, predict_image
 
     try:
@@ -88,7 +88,9 @@ def _nifti(args) -> int:
         if not os.path.isfile(path):
             return _fail("nifti", f"{label} {path!r}: no such file.")
         try:
-            images[label] = volume_of(path, label)[0]     # read (and cached) here
+            # read (and cached) here; MAP may hold several volumes (predict_image reads it)
+            images[label] = (volumes_of(path, label)[0] if label == "MAP"
+                             else volume_of(path, label)[0])
         except (ValueError, TypeError) as exc:
             return _fail("nifti", str(exc))
     reg = FLGPRegressor(method=args.method, n_induced=args.n_induced,
@@ -99,7 +101,9 @@ def _nifti(args) -> int:
         with _WarningLines("nifti"):
             res = predict_image(images["MAP"], images.get("--mask"), observed,
                                 regressor=reg, random_state=args.seed, fill=args.fill,
-                                include_noise=args.include_noise, progress=not args.quiet)
+                                include_noise=args.include_noise, progress=not args.quiet,
+                                hyperparameters=("shared" if args.shared_hyperparameters
+                                                 else "own"))
     except (ValueError, TypeError, OSError) as exc:
         return _fail("nifti", str(exc))
     paths = [f"{args.out}_mean.nii.gz", f"{args.out}_sd.nii.gz"]
@@ -114,7 +118,14 @@ def _nifti(args) -> int:
     size = " x ".join(f"{v:.3g}" for v in np.sqrt((vox.affine[:3, :3] ** 2).sum(0)))
     print(f"{args.map}: grid {' x '.join(map(str, vox.shape))}, voxels {size} mm")
     print(f"region {n} voxels, observed {m} ({100 * m / n:.1f}%), predicted {n - m}")
-    print(_fit_line(fitted, res.seconds))
+    if res.maps:
+        print(f"{len(res.mean.shape) == 4 and res.mean.shape[3]} maps in {res.seconds:.1f} s:")
+        for row in res.maps:
+            parts = [f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+                     for key, value in row.items() if value is not None]
+            print("  " + ", ".join(parts))
+    else:
+        print(_fit_line(fitted, res.seconds))
     sd = res.sd.get_fdata()[tuple(vox.ijk[~res.observed].T)]
     if sd.size:
         print(f"predictive sd at the unobserved voxels: median {np.median(sd):.3g} "
@@ -245,8 +256,9 @@ def main(argv=None) -> int:
                                    "PREFIX_sd.nii.gz on MAP's grid (FILL outside the "
                                    "region). Nothing is resampled: masks must be on MAP's "
                                    "grid.")
-    f.add_argument("map", metavar="MAP", help="3-d NIfTI image (a 4-d one with one volume "
-                                              "is accepted)")
+    f.add_argument("map", metavar="MAP", help="3-d NIfTI image, or a 4-d one of several maps "
+                                              "on one grid (one volume a subject or "
+                                              "contrast: each fitted, the outputs 4-d)")
     f.add_argument("--mask", default=None, help="NIfTI mask of the region (non-zero = "
                    "inside) on MAP's grid; default: every finite, non-zero voxel of MAP")
     obs = f.add_mutually_exclusive_group(required=True)
@@ -275,6 +287,10 @@ def main(argv=None) -> int:
     f.add_argument("--include-noise", action="store_true", help="sd of a new observation "
                    "(adds the fitted noise variance) instead of that of the map")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
+    f.add_argument("--shared-hyperparameters", action="store_true",
+                   help="several maps: one graph Matérn prior for all, by their pooled "
+                        "evidence (one factorisation serves every map) instead of each "
+                        "map's own fit")
     _surface_parser(sub)
     args = ap.parse_args(argv)
     if args.command == "circles":

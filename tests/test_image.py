@@ -252,8 +252,10 @@ def _errors():
         ("fraction_big", (img, region, 1.5), ValueError, "strictly between 0 and 1"),
         ("observed_outside", (img, region, outside), ValueError,
          r"1 observed voxel\(s\) lie outside the region.*observed & region"),
-        ("four_volumes", (nib.Nifti1Image(np.ones(SHAPE + (3,), np.float32), AFFINE),
-                          region, obs), ValueError, r"image must be a 3-d map.*index_img"),
+        ("five_dims", (nib.Nifti1Image(np.ones(SHAPE + (3, 2), np.float32), AFFINE),
+                       region, obs), ValueError, r"image must be a 3-d map or a 4-d"),
+        ("constant_maps", (nib.Nifti1Image(np.ones(SHAPE + (3,), np.float32), AFFINE),
+                           region, obs), ValueError, "map 0 takes one value"),
         ("image_array", (data, region, obs), TypeError, "NIfTI image"),
         ("mask_list", (img, [1, 2], obs), TypeError, "mask must be a NIfTI image"),
         ("observed_bool", (img, region, True), TypeError, "fraction in"),
@@ -394,3 +396,109 @@ def test_cli_requires_one_kind_of_observed(files, capsys):
               "--observed-fraction", "0.3", "--out", str(d / "x")])
     assert exc.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+# -- several maps on one mask (issue 45) --------------------------------------------------
+
+def _maps(k=3, seed=0):
+    """k smooth maps of different length-scales on the synthetic grid (4-d) and the
+    region."""
+    img, region, _ = synthetic()
+    ijk = np.indices(SHAPE).transpose(1, 2, 3, 0).astype(float)
+    xyz = world(ijk)
+    rng = np.random.default_rng(seed)
+    out = np.stack([np.sin(xyz[..., 0] / s) + np.cos(xyz[..., 1] / (s + 3.0))
+                    + 0.01 * rng.standard_normal(SHAPE) for s in (5.0, 8.0, 12.0)[:k]],
+                   axis=3)
+    return nib.Nifti1Image(out.astype(np.float32), AFFINE), region, out
+
+
+def test_a_4d_image_is_each_maps_own_fit():
+    """hyperparameters='own': the 4-d result is, map by map, predict_image of that map
+    alone; the table holds each fit's values; a list of 3-d images gives the same."""
+    img4, region, data = _maps()
+    reg = FLGPRegressor(method="gmrf")
+    res = predict_image(img4, region, 0.3, regressor=reg)
+    assert res.mean.shape == res.sd.shape == SHAPE + (3,)
+    assert [row["map"] for row in res.maps] == [0, 1, 2] and len(res.regressor) == 3
+    for j in range(3):
+        one = predict_image(nib.Nifti1Image(data[..., j].astype(np.float32), AFFINE), region,
+                            0.3, regressor=reg)
+        np.testing.assert_allclose(res.mean.get_fdata()[..., j], one.mean.get_fdata(),
+                                   atol=1e-5)
+        assert res.maps[j]["log_evidence"] == pytest.approx(
+            one.regressor.log_marginal_likelihood_, abs=1e-6)
+        np.testing.assert_array_equal(res.observed, one.observed)
+    listed = predict_image([nib.Nifti1Image(data[..., j].astype(np.float32), AFFINE)
+                            for j in range(3)], region, 0.3, regressor=reg)
+    np.testing.assert_allclose(listed.mean.get_fdata(), res.mean.get_fdata(), atol=1e-6)
+
+
+def test_shared_hyperparameters_are_the_pooled_evidence():
+    """hyperparameters='shared': one order, κ and noise-to-signal ratio for every map at
+    the maximum of the summed evidence (each map its own amplitude); each map's mean is
+    the single-map posterior at those hyperparameters; the pooled evidence is the sum of
+    the single-map evidences there."""
+    from flgp.graph import lattice_graph
+    from flgp.precision import GMRFRegression
+
+    img4, region, data = _maps()
+    res = predict_image(img4, region, 0.3, hyperparameters="shared")
+    rows = res.maps
+    assert {r["order"] for r in rows} == {rows[0]["order"]} and rows[-1]["map"] == "all"
+    vox = res.voxels
+    obs = np.flatnonzero(res.observed)
+    g = lattice_graph(vox.ijk, AFFINE).in_own_units()
+    values = data[tuple(vox.ijk.T)]
+    y = values[obs]
+    z = (y - y.mean(0)) / y.std(0)
+    length = lattice_graph(vox.ijk, AFFINE).own_units()[0]
+    kappa2 = (rows[0]["kappa"] * length) ** 2
+    reg_all = GMRFRegression(g, obs, z, rows[0]["order"])
+    noise_z = np.array([r["noise"] for r in rows[:-1]]) / y.std(0) ** 2
+    amp_z = np.array([r["outputscale"] for r in rows[:-1]]) / y.std(0) ** 2
+    ratio = float(noise_z[0] / amp_z[0])
+    pooled = reg_all.evaluate(kappa2, ratio)
+    singles = [GMRFRegression(g, obs, z[:, j], rows[0]["order"]).evaluate(kappa2, ratio)
+               for j in range(3)]
+    assert pooled.log_evidence == pytest.approx(sum(f.log_evidence for f in singles),
+                                                abs=1e-6)
+    for j in range(3):
+        mean = y[:, j].mean() + y[:, j].std() * singles[j].mean
+        np.testing.assert_allclose(res.mean.get_fdata()[tuple(vox.ijk.T)][:, j], mean,
+                                   atol=1e-4)
+        assert singles[j].amplitude == pytest.approx(amp_z[j], rel=1e-6)
+
+
+def test_several_maps_bad_input():
+    img4, region, data = _maps(2)
+    other = nib.Nifti1Image(data[..., 0].astype(np.float32), AFFINE * 2.0)
+    with pytest.raises(ValueError, match=r"image\[1\] is not on image\[0\]'s grid"):
+        predict_image([nib.Nifti1Image(data[..., 0].astype(np.float32), AFFINE), other],
+                      region, 0.3)
+    flat = data.copy()
+    flat[..., 1] = 3.0
+    with pytest.raises(ValueError, match="map 1 takes one value"):
+        predict_image(nib.Nifti1Image(flat.astype(np.float32), AFFINE), region, 0.3)
+    holed = data.copy()
+    holed[tuple(np.argwhere(region)[5])] = (0.0, np.nan)
+    with pytest.raises(ValueError, match="map 1 has 1 NaN"):
+        predict_image(nib.Nifti1Image(holed.astype(np.float32), AFFINE), region, 0.3)
+    with pytest.raises(ValueError, match="pools several maps"):
+        predict_image(nib.Nifti1Image(data[..., 0].astype(np.float32), AFFINE), region, 0.3,
+                      hyperparameters="shared")
+    with pytest.raises(ValueError, match="'own'"):
+        predict_image(img4, region, 0.3, hyperparameters="pooled")
+
+
+def test_cli_writes_4d_outputs(tmp_path, capsys):
+    img4, region, _ = _maps(2)
+    path = tmp_path / "maps.nii.gz"
+    nib.save(img4, path)
+    code = main(["nifti", str(path), "--observed-fraction", "0.3", "--out",
+                 str(tmp_path / "o"), "--quiet", "--method", "gmrf",
+                 "--shared-hyperparameters"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "2 maps in" in out and "map all" in out
+    assert nib.load(tmp_path / "o_mean.nii.gz").shape == SHAPE + (2,)

@@ -112,13 +112,13 @@ def test_monte_carlo_variances_beyond_the_exact_rows(lattice, monkeypatch):
         # uncentred variance (the centring's correction is exact)
         err = np.abs(var - np.diag(ref)) / np.diag(K)
         assert err.mean() < 0.05 and err.max() < 0.25
-    # with conjugate gradients: Rao-Blackwellised perturbation draws (32), within the
-    # estimator's stated error (relative sd up to sqrt(2/32) = 25 %)
+    # with conjugate gradients: Rao-Blackwellised perturbation draws (16), within the
+    # estimator's stated error (relative sd up to sqrt(2/16) = 35 %)
     for centred, ref in ((False, K), (True, P @ K @ P)):
         var = SparsePrecisionPrior(lattice, nu=1, kappa2=0.4, centred=centred,
                                    solver="amg", tol=1e-10).marginal_variances()
         rel = np.abs(var / np.diag(ref) - 1.0)
-        assert np.median(rel) < 0.15 and rel.max() < 0.8
+        assert np.median(rel) < 0.25 and rel.max() < 1.2
 
 
 def test_the_two_representations_are_interchangeable(lattice):

@@ -80,6 +80,25 @@ def volume_of(img, name):
     return img, data
 
 
+def volumes_of(img, name):
+    """``(image, data)`` of a NIfTI image or path holding one map or several on one grid:
+    ``data`` of shape ``(X, Y, Z, maps)`` (a 3-d image: one map). A file that cannot be
+    read raises a ``ValueError`` naming it."""
+    img = as_nifti(img, name)
+    if len(img.shape) == 3 or (len(img.shape) == 4 and img.shape[3] == 1):
+        img, data = volume_of(img, name)
+        return img, data[..., None]
+    if len(img.shape) != 4:
+        raise ValueError(f"{name} must be a 3-d map or a 4-d image of maps (one volume a "
+                         f"subject or contrast); got shape {img.shape}.")
+    try:
+        data = np.asarray(img.get_fdata(dtype=np.float64))
+    except _READ_ERRORS + (_nibabel().filebasedimages.ImageFileError,) as exc:
+        source = img.get_filename() if hasattr(img, "get_filename") else None
+        raise _unreadable(name, source or "(in memory)", exc) from exc
+    return img, data
+
+
 def region_of(values):
     """Voxels that a mask marks as inside: finite and non-zero."""
     return np.isfinite(values) & (values != 0)

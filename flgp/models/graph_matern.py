@@ -370,7 +370,7 @@ class GraphMaternClassificationFit(ClassificationFit):
         (:meth:`LeastSquaresClassification.unit_variances` with the prior's marginal
         variances by the Rao-Blackwellised estimator of
         :meth:`flgp.precision.SparsePrecisionPrior.marginal_variances`: relative standard
-        error up to ~25 %); computed once."""
+        error up to ~35 %); computed once."""
         if self._variances is None:
             if self.model is None or self.columns is None or self.columns.prior is None:
                 raise ValueError("the latent variances of a full-resolution classifier need "

@@ -18,8 +18,9 @@ import numpy as np
 from sklearn.base import clone
 
 from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, region_of,
-                             volume_of)
+                             volume_of, volumes_of)
 from ..graph.lattice import lattice_graph
+from ..precision.gaussian import fit_gmrf
 from .regressor import FLGPRegressor
 
 __all__ = ["ImagePrediction", "predict_image"]
@@ -52,15 +53,22 @@ class ImagePrediction:
         Which region voxels were observed (the targets of the fit), in the order of
         ``voxels``.
     seconds : float
-        Wall time of the fit.
+        Wall time of the fit (of all of them, for several maps).
+    maps : list of dict
+        Several maps (a 4-d image or a list): one row a map - ``method``, ``order``,
+        ``kappa`` (1/mm), ``noise``, ``outputscale``, ``log_evidence`` and ``seconds`` of
+        its fit (``hyperparameters="shared"``: the shared ``order``, ``kappa`` and noise
+        ratio, each map's own amplitude and noise); ``regressor`` is then the list of the
+        fitted regressors (None when shared). Empty for one map.
     """
 
     mean: object
     sd: object
-    regressor: FLGPRegressor
+    regressor: FLGPRegressor | None
     voxels: Voxels
     observed: np.ndarray
     seconds: float = field(default=0.0)
+    maps: list = field(default_factory=list)
 
     @property
     def n_observed(self) -> int:
@@ -104,7 +112,8 @@ def reissue_warnings(caught, stacklevel: int) -> None:
 
 
 def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill=0.0,
-                  include_noise=False, progress=False) -> ImagePrediction:
+                  include_noise=False, progress=False,
+                  hyperparameters="own") -> ImagePrediction:
     """Predict the unobserved voxels of a region of a 3-d image, with uncertainty.
 
     The region's voxel centres in world coordinates (mm, ``affine @ [i, j, k, 1]``) are the
@@ -115,9 +124,15 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
 
     Parameters
     ----------
-    image : nibabel image or path
+    image : nibabel image or path, or a list of them
         A 3-d image: a statistical map, or any 3-d image (a 4-d image with one volume is
         accepted). NaN or infinite voxels are allowed outside the region, not inside.
+        Several maps on one grid - a 4-d image (one volume a subject or contrast) or a list
+        of 3-d images - are fitted one by one on one region and one set of observed voxels,
+        and come back as 4-d images: what depends on the mask alone (the region's voxels,
+        its lattice) is built once, each map gets its own hyperparameters by its own
+        evidence (``hyperparameters="own"``) or all share those of the pooled evidence
+        (``"shared"``), and ``maps`` holds a row of fitted values a map.
     mask : nibabel image, path, boolean array or None
         The region: voxels where the mask is non-zero (and finite). An image must be on the
         image's grid (same shape and affine; see Notes), an array must have the image's
@@ -140,8 +155,15 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         ``True``: the standard deviation of a new observation, ``sqrt(sd² + noise_)``,
         instead of that of the latent map (Gaussian likelihood only).
     progress : bool, default=False
-        Show a tqdm bar over the stages (reading, fitting, writing) on stderr; it stays
-        silent when stderr is not a terminal.
+        Show a tqdm bar over the stages (reading, fitting, writing) - over the maps for
+        several - on stderr; it stays silent when stderr is not a terminal.
+    hyperparameters : {"own", "shared"}, default="own"
+        Several maps: each map's own fit (the regressor's default choice among its
+        priors, one map at a time), or ``"shared"``: one graph Matérn prior on the region's
+        lattice for every map, its order, ``κ`` and noise-to-signal ratio by the sum of the
+        maps' evidences (each map its own amplitude), so that one factorisation of the
+        posterior precision serves every map (:class:`flgp.precision.GMRFRegression` of
+        several maps) - the fast path for a study of similar maps.
 
     Returns
     -------
@@ -216,15 +238,135 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     if include_noise and reg.likelihood != "gaussian":
         raise ValueError("include_noise=True adds the Gaussian noise variance; with "
                          f"likelihood={reg.likelihood!r} there is none (leave it False).")
+    if hyperparameters not in ("own", "shared"):
+        raise ValueError(f"hyperparameters must be 'own' (each map its own fit) or "
+                         f"'shared' (one prior, the pooled evidence); got "
+                         f"{hyperparameters!r}.")
     caught = []
     try:
         # the user's filters decide inside (ignore, error, a module's pattern); what they
         # let through is issued again from the user's call
         with warnings.catch_warnings(record=True) as caught:
-            return _predict_image(image, mask, observed, reg, random_state, fill,
-                                  include_noise, progress)
+            img, maps = _maps_of(image)
+            if maps.shape[3] == 1:
+                if hyperparameters != "own":
+                    raise ValueError("hyperparameters='shared' pools several maps; one map "
+                                     "was given (a 3-d image).")
+                return _predict_image((img, maps[..., 0]), mask, observed, reg,
+                                      random_state, fill, include_noise, progress)
+            return _predict_maps(img, maps, mask, observed, reg, random_state, fill,
+                                 include_noise, progress, hyperparameters)
     finally:
         reissue_warnings(caught, stacklevel=2)
+
+
+def _maps_of(image):
+    """``(reference image, data (X, Y, Z, maps))`` of one image or path - 3-d or 4-d -
+    or a list of 3-d images on one grid."""
+    if isinstance(image, (list, tuple)):
+        if not image:
+            raise ValueError("image is an empty list; give at least one map.")
+        first, data = volume_of(image[0], "image[0]")
+        out = [data]
+        for k, other in enumerate(image[1:], start=1):
+            oimg, odata = volume_of(other, f"image[{k}]")
+            if odata.shape != data.shape or not np.allclose(oimg.affine, first.affine):
+                what = (f"shape {odata.shape} instead of {data.shape}"
+                        if odata.shape != data.shape else "another affine")
+                raise ValueError(f"image[{k}] is not on image[0]'s grid ({what}); every map "
+                                 f"must share one grid: " + RESAMPLE_HINT.format(
+                                     name=f"image[{k}]") + ".")
+            out.append(odata)
+        return first, np.stack(out, axis=3)
+    return volumes_of(image, "image")
+
+
+def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_noise,
+                  progress, hyperparameters) -> ImagePrediction:
+    """:func:`predict_image` of several maps (``maps``: ``(X, Y, Z, k)``)."""
+    from tqdm.auto import tqdm
+
+    shape, k = maps.shape[:3], maps.shape[3]
+    region = (np.all(region_of(maps), axis=3) if mask is None else
+              _grid_mask(mask, img, shape, "mask"))
+    if not region.any():
+        raise ValueError("the region is empty: no voxel is inside the mask"
+                         + (" and finite and non-zero in every map" if mask is None else "")
+                         + "; check the mask (is it on these images?).")
+    ijk = np.argwhere(region)
+    values = maps[tuple(ijk.T)]                                   # (n, k)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise ValueError(f"map {col} has {int(bad[:, col].sum())} NaN or infinite voxel(s) "
+                         f"inside the region (the first at voxel "
+                         f"{tuple(int(v) for v in ijk[row])}); drop them from the mask or "
+                         f"replace them.")
+    voxels = Voxels(coords=ijk @ img.affine[:3, :3].T + img.affine[:3, 3],
+                    values=values[:, 0], ijk=ijk, affine=img.affine, shape=shape)
+    obs = _observed(observed, img, shape, region, random_state)
+    flat = np.ptp(values[obs], axis=0) == 0
+    if flat.any():
+        raise ValueError(f"map {int(np.flatnonzero(flat)[0])} takes one value at every "
+                         f"observed voxel: it has no variance to fit. Leave it out.")
+    graph = lattice_graph(ijk, img.affine) if reg.graph is None else reg.graph
+    start = time.perf_counter()
+    if hyperparameters == "shared":
+        mean, sd, rows = _shared_fit(graph, voxels, values, obs, include_noise)
+        regressors = None
+    else:
+        mean, sd, rows, regressors = np.empty_like(values), np.empty_like(values), [], []
+        for j in tqdm(range(k), desc="maps", unit="map", disable=None if progress else True,
+                      leave=False):
+            t0 = time.perf_counter()
+            fit = clone(reg)
+            if fit.graph is None and fit.method in ("auto", "gmrf"):
+                fit.set_params(graph=graph)
+            fit.fit(voxels.coords, np.where(obs, values[:, j], np.nan))
+            mean[:, j] = np.asarray(fit.transduction_, dtype=np.float64)
+            sd_j = np.asarray(fit.transduction_std_, dtype=np.float64)
+            sd[:, j] = np.sqrt(sd_j ** 2 + fit.noise_) if include_noise else sd_j
+            rows.append(_map_row(j, fit, time.perf_counter() - t0))
+            regressors.append(fit)
+    seconds = time.perf_counter() - start
+    out = [copy_spatial_codes(voxels.to_nifti(v, fill=float(fill)), img) for v in (mean, sd)]
+    out[0].header["descrip"] = b"flgp: posterior means of the maps"
+    out[1].header["descrip"] = (b"flgp: predictive sd of a new observation" if include_noise
+                                else b"flgp: posterior sd of the maps (no noise)")
+    return ImagePrediction(mean=out[0], sd=out[1], regressor=regressors, voxels=voxels,
+                           observed=obs, seconds=seconds, maps=rows)
+
+
+def _map_row(j, reg, seconds) -> dict:
+    """One row of :attr:`ImagePrediction.maps` from a fitted regressor."""
+    gmrf = reg.method_ == "gmrf"
+    return dict(map=j, method=reg.method_, order=getattr(reg, "matern_order_", None)
+                if gmrf else None, kappa=getattr(reg, "matern_kappa_", None) if gmrf else None,
+                noise=float(reg.noise_), outputscale=float(reg.outputscale_),
+                log_evidence=float(reg.log_marginal_likelihood_), seconds=float(seconds))
+
+
+def _shared_fit(graph, voxels, values, obs, include_noise):
+    """``hyperparameters="shared"``: one graph Matérn prior for every map by the pooled
+    evidence (each map standardised by its observed values' mean and sd, its own
+    amplitude); returns the maps' means and sds ``(n, k)`` and the table's rows."""
+    observed = np.flatnonzero(obs)
+    y = values[observed]
+    centre, scale = y.mean(axis=0), y.std(axis=0)
+    z = (y - centre) / scale
+    best, regression, _ = fit_gmrf(graph, observed, z)
+    var, _ = regression.variances(best, n_samples=64, random_state=0)
+    mean = centre + scale * best.mean
+    noise = best.amplitude * best.ratio                           # (k,) standardised
+    sd = scale * np.sqrt(np.maximum(var + (noise if include_noise else 0.0), 0.0))
+    m = observed.size
+    rows = [dict(map=j, method="gmrf", order=best.nu, kappa=best.kappa,
+                 noise=float(noise[j] * scale[j] ** 2),
+                 outputscale=float(best.amplitude[j] * scale[j] ** 2),
+                 log_evidence=None, seconds=None) for j in range(values.shape[1])]
+    rows.append(dict(map="all", method="gmrf", order=best.nu, kappa=best.kappa,
+                     log_evidence=float(best.log_evidence - m * np.log(scale).sum())))
+    return mean, sd, rows
 
 
 def _predict_image(image, mask, observed, reg, random_state, fill, include_noise,
@@ -238,7 +380,7 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
     bar = tqdm(total=len(stages), desc=stages[0], unit="stage", disable=None if progress
                else True, leave=False)
     try:
-        img, data = volume_of(image, "image")
+        img, data = image                       # read once, by predict_image
         region = (region_of(data) if mask is None else
                   _grid_mask(mask, img, data.shape, "mask"))
         n = int(region.sum())

@@ -72,6 +72,9 @@ class GMRFFit:
 class GMRFRegression:
     """The exact Gaussian posterior and evidence of a graph Matérn prior of order ``nu``
     on ``graph`` for targets ``z`` at the nodes ``observed`` (see the module notes).
+    ``z`` of shape ``(m, maps)`` holds several maps observed at the same nodes under one
+    prior: each its own amplitude (profiled), the evidence their sum, the posterior
+    precision and its factor shared (one factorisation for every map).
     Sparsity patterns are analysed once; each :meth:`evaluate` factors ``K`` (cached by
     ``κ²``) and ``Q̃``."""
 
@@ -79,8 +82,10 @@ class GMRFRegression:
         self.graph = graph
         self.observed = np.asarray(observed, dtype=np.int64)
         self.z = np.asarray(z, dtype=np.float64)
-        if self.observed.shape != self.z.shape:
-            raise ValueError("observed and z must have one entry per target.")
+        if self.observed.ndim != 1 or self.z.shape[:1] != self.observed.shape \
+                or self.z.ndim > 2:
+            raise ValueError("observed and z must have one entry (z: one row, of one value "
+                             "a map) per target.")
         if np.unique(self.observed).size != self.observed.size:
             raise ValueError("each node may carry one target; average repeated ones.")
         self.nu = check_order(nu)
@@ -150,7 +155,7 @@ class GMRFRegression:
         """Factor ``Q̃`` at ``(κ², r)``: ``(μ, b)`` with ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``."""
         self._chol_Q.factor_values(self._posterior_values(kappa2, ratio))
         self._last = (kappa2, ratio)
-        b = np.zeros(self.n)
+        b = np.zeros((self.n,) + self.z.shape[1:])
         b[self.observed] = self.z / ratio
         return self._chol_Q.solve(b), b
 
@@ -159,7 +164,8 @@ class GMRFRegression:
         factored."""
         ld_prior = self.logdet_prior(kappa2)
         mean, b = self._factor_posterior(kappa2, ratio)
-        quad = float(self.z @ self.z) / ratio - float(b @ mean)
+        quad = (np.sum(self.z * self.z, axis=0) / ratio
+                - np.sum(b[self.observed] * mean[self.observed], axis=0))
         logdet_S = self.m * np.log(ratio) + self._chol_Q.logdet() - ld_prior
         return mean, quad, logdet_S
 
@@ -171,13 +177,16 @@ class GMRFRegression:
         self.n_evaluations += 1
         mean, quad, logdet_S = self._terms(kappa2, ratio)
         m = self.m
+        maps = 1 if self.z.ndim == 1 else self.z.shape[1]
         if noise is None:
-            amplitude = max(quad, 1e-300) / m
-            log_ev = -0.5 * m * (_LOG_2PI + np.log(amplitude) + 1.0) - 0.5 * logdet_S
+            amplitude = np.maximum(quad, 1e-300) / m
+            log_ev = np.sum(-0.5 * m * (_LOG_2PI + np.log(amplitude) + 1.0))
         else:
-            amplitude = float(noise) / ratio
-            log_ev = -0.5 * (quad / amplitude + m * (_LOG_2PI + np.log(amplitude))
-                             + logdet_S)
+            amplitude = np.full(np.shape(quad), float(noise) / ratio)
+            log_ev = np.sum(-0.5 * (quad / amplitude + m * (_LOG_2PI + np.log(amplitude))))
+        log_ev -= 0.5 * maps * logdet_S
+        if self.z.ndim == 1:
+            amplitude = float(amplitude)
         return GMRFFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
                        log_evidence=float(log_ev), mean=mean)
 
@@ -187,6 +196,8 @@ class GMRFRegression:
         A, m = float(amplitude), self.m
         if not (np.isfinite(A) and A > 0):
             raise ValueError(f"amplitude must be a finite number > 0; got {amplitude!r}.")
+        if self.z.ndim != 1:
+            raise ValueError("log_evidence_at takes one map (z of shape (m,)).")
         _, quad, logdet_S = self._terms(*self._checked(kappa2, ratio))
         return float(-0.5 * quad / A - 0.5 * (m * np.log(A) + logdet_S) - 0.5 * m * _LOG_2PI)
 
@@ -220,6 +231,8 @@ class GMRFRegression:
             self.evaluate(fit.kappa2, fit.ratio)
         Qt = self.posterior_precision(fit.kappa2, fit.ratio)
         var, se = rbmc_variances(Qt, self._chol_Q, n_samples, random_state)
+        if np.ndim(fit.amplitude):                      # several maps: (n, maps)
+            return np.multiply.outer(var, fit.amplitude), np.multiply.outer(se, fit.amplitude)
         return fit.amplitude * var, fit.amplitude * se
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..backends import limit_blas_threads
 from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
 from .gaussian import GMRFRegression, diagonal_of_inverse, rbmc_variances
@@ -35,7 +36,7 @@ __all__ = ["SparsePrecisionPrior", "EXACT_VARIANCE_ROWS", "SOLVERS"]
 # marginal variances of up to this many points by one exact application of K each
 EXACT_VARIANCE_ROWS = 2000
 # draws of the Rao-Blackwellised variances beyond them with solver="amg"
-AMG_VARIANCE_SAMPLES = 32
+AMG_VARIANCE_SAMPLES = 16
 SOLVERS = ("cholesky", "amg")
 
 
@@ -106,9 +107,17 @@ class SparsePrecisionPrior(GraphPrior):
             # diagonal). MNIST's 10-NN graph: 5 iterations and 0.12 s a solve to 1e-3,
             # against 6-8 and 0.3 s with smoothed aggregation
             amg = _pyamg().ruge_stuben_solver(sp.csr_matrix(stiffness))
-            self._solve = lambda B: np.column_stack([
-                amg.solve(B[:, c], tol=self.tol, accel="cg", maxiter=1000)
-                for c in range(B.shape[1])])
+            self._amg = amg
+            self._solve = self._amg_solve
+
+    def _amg_solve(self, B: np.ndarray) -> np.ndarray:
+        """Each column of ``B`` by AMG-preconditioned CG, on one BLAS thread: the
+        iterations' vector products are too small for two (on a loaded 2-core machine the
+        norms alone cost 7 ms each on two threads)."""
+        with limit_blas_threads(1):
+            return np.column_stack([self._amg.solve(B[:, c], tol=self.tol, accel="cg",
+                                                    maxiter=1000)
+                                    for c in range(B.shape[1])])
 
     @property
     def n_points(self) -> int:
@@ -215,7 +224,7 @@ class SparsePrecisionPrior(GraphPrior):
         itself, or ``x_i - x̄`` when centred) ``Var y_i = a_ii²/Q_ii + Var E[y_i | x_-i]``,
         the first term exact and only the second sampled. Its relative standard error is
         ``√(2/S)`` times the share of the second term: small where the conditional
-        variance dominates, up to ``√(2/S)`` (25 % at 32 draws) for a smooth long-range
+        variance dominates, up to ``√(2/S)`` (35 % at 16 draws) for a smooth long-range
         prior, whose variance is nearly all in the conditional mean."""
         rng = np.random.default_rng(0)
         n = self.n_points
