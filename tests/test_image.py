@@ -502,3 +502,51 @@ def test_cli_writes_4d_outputs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 maps in" in out and "map all" in out
     assert nib.load(tmp_path / "o_mean.nii.gz").shape == SHAPE + (2,)
+
+
+# -- seed-correlation maps (issue 45) -----------------------------------------------------
+
+def test_seed_correlations_equal_the_dense_prior_and_posterior():
+    """The prior's and the posterior's correlations between seeds and every voxel equal
+    the dense inverse's (this region has under EXACT_VARIANCE_ROWS voxels: exact), and an
+    atlas gives each region's voxel of largest |value|."""
+    from flgp.models import atlas_seeds, seed_correlation
+    from flgp.precision import matern_precision
+
+    img, region, data = synthetic()
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    fit = res.regressor
+    graph = fit.graph_
+    length, _ = graph.own_units()
+    own = graph.in_own_units()
+    Q = matern_precision(own, (fit.matern_kappa_ * length) ** 2, fit.matern_order_).toarray()
+    seeds = np.array([0, 17, 101])
+    out = seed_correlation(res, seeds)
+    K = np.linalg.inv(Q)
+    ref = K[:, seeds] / np.sqrt(np.outer(np.diag(K), np.diag(K)[seeds]))
+    np.testing.assert_allclose(out.correlation, ref.T, atol=1e-8)
+    np.testing.assert_allclose(np.diag(out.matrix), 1.0, atol=1e-12)
+    post = seed_correlation(res, seeds, posterior=True)
+    obs = np.flatnonzero(res.observed)
+    Qt = Q.copy()
+    Qt[obs, obs] += fit.outputscale_ / fit.noise_
+    Kt = np.linalg.inv(Qt)
+    ref = Kt[:, seeds] / np.sqrt(np.outer(np.diag(Kt), np.diag(Kt)[seeds]))
+    np.testing.assert_allclose(post.correlation, ref.T, atol=1e-8)
+    assert post.to_nifti(res.voxels).shape == SHAPE + (3,)
+    # an atlas: two labelled halves of the region
+    atlas = np.zeros(SHAPE)
+    ijk = res.voxels.ijk
+    atlas[tuple(ijk.T)] = np.where(ijk[:, 0] < SHAPE[0] // 2, 1, 2)
+    atlas_img = nib.Nifti1Image(atlas.astype(np.int16), AFFINE)
+    labels, picks = atlas_seeds(atlas_img, fit.transduction_, res.voxels)
+    assert list(labels) == [1, 2]
+    for lab, row in zip(labels, picks):
+        inside = np.flatnonzero(atlas[tuple(ijk.T)] == lab)
+        assert row == inside[np.argmax(np.abs(fit.transduction_[inside]))]
+    by_atlas = seed_correlation(res, atlas=atlas_img)
+    np.testing.assert_array_equal(by_atlas.seeds, picks)
+    with pytest.raises(ValueError, match="outside the region"):
+        seed_correlation(res, np.array([[0, 0, 0]]))
+    with pytest.raises(ValueError, match="not on the image's grid"):
+        seed_correlation(res, atlas=nib.Nifti1Image(atlas.astype(np.int16), AFFINE * 2))

@@ -12,9 +12,10 @@
   ``method="rbf"``);
 * :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
   interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
-* :func:`predict_image` - regression on the voxels of a NIfTI image, mean and sd images
-  out (``flgp.models.image``); :func:`predict_surface` - on the vertices of a surface
-  mesh (``flgp.models.surface``);
+* :func:`predict_image` - regression on the voxels of a NIfTI image (or several maps),
+  mean and sd images out (``flgp.models.image``); :func:`seed_correlation` - the fitted
+  prior's seed-correlation maps (``flgp.models.seeds``); :func:`predict_surface` - on the
+  vertices of a surface mesh (``flgp.models.surface``);
 * :class:`MultinomialProbitLikelihood` for users' own GPyTorch models.
 """
 
@@ -22,8 +23,9 @@ from .classifier import FLGPClassifier
 from .image import ImagePrediction, predict_image
 from .likelihoods import MultinomialProbitLikelihood
 from .regressor import FLGPRegressor
+from .seeds import SeedCorrelation, atlas_seeds, seed_correlation
 from .surface import SurfacePrediction, predict_surface
 
 __all__ = ["FLGPClassifier", "FLGPRegressor", "ImagePrediction",
            "MultinomialProbitLikelihood", "predict_image", "SurfacePrediction",
-           "predict_surface"]
+           "predict_surface", "SeedCorrelation", "seed_correlation", "atlas_seeds"]

@@ -206,6 +206,17 @@ class GMRFRegression:
         the prior's determinant is the evidence's only)."""
         return self._factor_posterior(*self._checked(kappa2, ratio))[0]
 
+    def unit_posterior_columns(self, kappa2: float, ratio: float, nodes) -> np.ndarray:
+        """``Q̃⁻¹[:, nodes]`` - the posterior covariances with ``nodes`` in units of ``A``
+        (one solve a node with the factor of ``Q̃``)."""
+        kappa2, ratio = self._checked(kappa2, ratio)
+        nodes = np.asarray(nodes, dtype=np.int64).ravel()
+        if self._last != (kappa2, ratio):
+            self._factor_posterior(kappa2, ratio)
+        B = np.zeros((self.n, nodes.size))
+        B[nodes, np.arange(nodes.size)] = 1.0
+        return self._chol_Q.solve(B)
+
     def unit_posterior_variances(self, kappa2: float, ratio: float, rows: np.ndarray,
                                  exact_rows: int, n_samples: int = 64,
                                  random_state=0) -> np.ndarray:
