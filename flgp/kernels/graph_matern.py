@@ -738,7 +738,7 @@ class GraphMaternCovariance(_GraphOperator):
 
     Parameters
     ----------
-    kappa2 : Tensor (*batch)
+    kappa2 : Tensor (``*batch``)
         ``κ²`` in the graph's own units.
     scale : Tensor (*batch)
         ``a``: the amplitude in the graph's own units (outputscale over the normalisation).
@@ -1133,7 +1133,7 @@ class GraphMaternKernel(Kernel):
 
     Attributes
     ----------
-    kappa2 : Tensor (*batch_shape x 1 x 1)
+    kappa2 : Tensor (``*batch_shape x 1 x 1``)
         ``κ²`` in the units of ``graph.points``; settable.
     trace_diagnostics : dict or None
         The last backward pass's traces: estimator, probes, the value and standard error
