@@ -36,6 +36,48 @@ def test_bucket_knn_against_brute_force():
         bucket_knn(X[:5], 5)
 
 
+def test_bucket_selection_under_a_bound_is_argpartitions():
+    """The search's selection (the k smallest of a row ranked only among the entries under
+    the k-th smallest of a subset of its columns) picks the same columns as a full
+    argpartition, also with ties, infinities and a subset that holds the row's minimum."""
+    from flgp.graph.knn import _smallest_under_bound
+
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        S = rng.standard_normal((40, 300)).astype(np.float32)
+        S[rng.random(S.shape) < 0.02] = np.inf
+        if trial % 2:
+            S = np.round(S, 1)                                     # many ties
+        own = slice(50 + trial, 120 + trial)
+        k = int(rng.integers(1, 12))
+        got = _smallest_under_bound(S, k, S[:, own])
+        want = np.argpartition(S, k - 1, axis=1)[:, :k]
+        kth = np.take_along_axis(S, want, 1).max(1)
+        assert got.shape == (40, k) and all(len(set(r)) == k for r in got)
+        # the same values (the columns may differ only among ties at the k-th value)
+        np.testing.assert_array_equal(np.sort(np.take_along_axis(S, got, 1), 1),
+                                      np.sort(np.take_along_axis(S, want, 1), 1))
+        assert np.all(np.take_along_axis(S, got, 1).max(1) == kth)
+
+
+def test_bucket_knn_does_not_depend_on_threads():
+    """The buckets are searched on several threads; each writes its own rows, so the
+    neighbours are the same on one thread and on two."""
+    import torch
+
+    X, _ = _blobs(900, 20, 3, seed=1)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = bucket_knn(X, 7, n_buckets=15)
+        torch.set_num_threads(2)
+        two = bucket_knn(X, 7, n_buckets=15)
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])
+
+
 def test_self_tuning_graph_is_poisson_learnings():
     """w_ij = exp(-4 d_ij² / d_k(i)²) on each point's k nearest, symmetrised as (W + Wᵀ)/2."""
     rng = np.random.default_rng(0)

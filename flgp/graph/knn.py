@@ -16,6 +16,7 @@ from scipy.spatial import cKDTree
 from sklearn.neighbors import NearestNeighbors
 
 from .._validation import check_points
+from .._chunks.blocks import map_threads
 from ..backends import cpu_threads, limit_blas_threads
 from .induced_points import kmeans_centres
 from .neighbors import KDTREE_MAX_DIM, nearest_induced_points, smallest_columns
@@ -174,7 +175,9 @@ def bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=N
     centre; ``n_buckets`` default ``min(1000, max(1, n // 64))``); a point's candidates are
     the points of the buckets of its ``n_probe`` nearest centres, and the points of one
     bucket are searched together against the union of their candidate buckets (one float32
-    GEMM a bucket), the kept pairs' distances recomputed exactly in float64. A true
+    GEMM a bucket; the buckets shared among ``torch.get_num_threads()`` threads, each on
+    one BLAS thread; a row's entries ranked only under a bound from its own bucket), the
+    kept pairs' distances recomputed exactly in float64. A true
     neighbour is missed only when its bucket's centre is not among the point's
     ``n_probe`` nearest: the recall is measured in tests and benchmarks (MNIST, 70,000 x
     100: docs/few_labels.md). Exact (``NeighborIndex``) below 16 features is cheaper.
@@ -204,10 +207,14 @@ def _bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=
     Xf = X.astype(np.float32)
     half = 0.5 * np.einsum("ij,ij->i", Xf, Xf)
     indices = np.empty((n, k), dtype=np.int64)
+    # a thousand small GEMMs: two BLAS threads synchronise more than they compute (MNIST:
+    # 24-27 s against 14.5 s on one thread, on a loaded 2-core machine), so the buckets
+    # are shared among threads, each on one BLAS thread; each bucket writes its own rows
+    threads = cpu_threads()
+    groups = np.array_split(np.arange(s), min(s, 8 * threads))
     with limit_blas_threads(1):
-        # a thousand small GEMMs: two BLAS threads synchronise more than they compute
-        # (MNIST: 24-27 s against 14.5 s on one thread, on a loaded 2-core machine)
-        _bucket_search(s, order, starts, near, half, Xf, k, indices)
+        map_threads(lambda group: _bucket_search(group, order, starts, near, half, Xf, k,
+                                                 indices), groups, threads)
     sq = np.empty((n, k))
     step = max(1, 4_000_000 // max(1, k * X.shape[1]))
     for a in range(0, n, step):
@@ -217,23 +224,46 @@ def _bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=
     return np.take_along_axis(indices, srt, 1), np.take_along_axis(sq, srt, 1)
 
 
-def _bucket_search(s, order, starts, near, half, Xf, k, indices):
-    """The candidates' search of :func:`bucket_knn`, bucket by bucket, into ``indices``."""
-    for c in range(s):
+def _bucket_search(group, order, starts, near, half, Xf, k, indices):
+    """The candidates' search of :func:`bucket_knn` for the buckets ``group``, bucket by
+    bucket, into ``indices``."""
+    for c in group:
         members = order[starts[c]:starts[c + 1]]
         if members.size == 0:
             continue
         buckets = np.unique(near[members])
+        sizes = starts[buckets + 1] - starts[buckets]
         cand = np.concatenate([order[starts[b]:starts[b + 1]] for b in buckets])
         # |x|²/2 - x·y ranks the candidates of each member as |x - y|² does
         S = half[cand][None, :] - Xf[members] @ Xf[cand].T
         S[cand[None, :] == members[:, None]] = np.inf               # not the point itself
         kk = min(k, cand.size - 1)
-        pick = smallest_columns(S, kk) if kk > 0 else np.empty((members.size, 0), int)
+        if 0 < kk < members.size:
+            # the members' own bucket (c is among the probed ones) bounds each member's
+            # kk-th smallest from above: only the entries under the bound are ranked
+            at = int(np.searchsorted(buckets, c))
+            own = slice(int(sizes[:at].sum()), int(sizes[:at + 1].sum()))
+            pick = _smallest_under_bound(S, kk, S[:, own])
+        else:
+            pick = smallest_columns(S, kk) if kk > 0 else np.empty((members.size, 0), int)
         got = cand[pick]
         if kk < k:       # a tiny candidate set: pad with the point's nearest centre's bucket
             got = np.c_[got, np.repeat(got[:, :1], k - kk, axis=1)]
         indices[members] = got
+
+
+def _smallest_under_bound(S: np.ndarray, k: int, subset: np.ndarray) -> np.ndarray:
+    """Column indices of the ``k`` smallest entries of each row of ``S`` (unsorted), given
+    ``subset``, some of ``S``'s columns with at least ``k`` finite entries a row: its
+    ``k``-th smallest bounds the row's from above, so only the entries at or under the
+    bound are ranked (a comparison over the block instead of a selection; MNIST's buckets:
+    a few dozen entries a row of a few thousand)."""
+    bound = np.partition(subset, k - 1, axis=1)[:, k - 1]
+    rows, cols = np.nonzero(S <= bound[:, None])
+    o = np.lexsort((S[rows, cols], rows))
+    rows, cols = rows[o], cols[o]
+    first = np.searchsorted(rows, np.arange(S.shape[0]))
+    return cols[first[:, None] + np.arange(k)]
 
 
 # above this many features the k-NN graphs are searched by buckets (bucket_knn)
