@@ -310,3 +310,26 @@ def test_the_labelling_loop_at_full_resolution():
     # a fit that does not know the provenance reads every label's class
     naive = FLGPClassifier().fit(X, yy)
     np.testing.assert_allclose(naive.class_prior_, class_size_prior(y[yy >= 0], 3))
+
+
+def test_labelled_columns_grow_and_pickle():
+    """The column store adds columns one call at a time (as the labelling loop does), each
+    equal to the prior's own column; a pickled store keeps its columns (not the solver)."""
+    import pickle
+
+    from flgp.precision import SparsePrecisionPrior
+    from flgp.precision.classification import LabelledColumns
+
+    X, _ = _blobs(300, 5, 3)
+    g = self_tuning_knn_graph(X, 8)
+    prior = SparsePrecisionPrior(g, nu=1, kappa2=0.05, centred=True)
+    store = LabelledColumns(prior)
+    rng = np.random.default_rng(0)
+    nodes = rng.choice(300, 40, replace=False)
+    for k in range(0, 40, 3):
+        got = store(nodes[:k + 3])
+    np.testing.assert_allclose(got, prior.cross_covariance(nodes), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(store(nodes[[7, 2]]), got[:, [7, 2]])
+    back = pickle.loads(pickle.dumps(store))
+    assert back.prior is None and back._store.shape == (300, 40)
+    np.testing.assert_array_equal(back._columns, store._columns)

@@ -350,8 +350,12 @@ class HeatGPEstimator(BaseEstimator):
         None for a dask cloud (not fingerprinted)."""
         if not isinstance(X, np.ndarray):
             return None
-        return (array_fingerprint(X),) + tuple(
-            (name, _value_key(getattr(self, name, None))) for name in self.GRAPH_PARAMETERS)
+        return (array_fingerprint(X),) + self._settings_key()
+
+    def _settings_key(self) -> tuple:
+        """The graph settings' part of :meth:`_cache_key`."""
+        return tuple((name, _value_key(getattr(self, name, None)))
+                     for name in self.GRAPH_PARAMETERS)
 
     def _fit_candidates(self, candidates, labelled, targets):
         """Fit the GP part on every candidate of :meth:`_candidates` (:meth:`_fit_gp`) and

@@ -227,7 +227,9 @@ class GraphMaternClassification(ClassificationRepresentation):
         settings are the previous fit's."""
         key = None
         if est.warm_start:
-            key = (est._cache_key(X), id(est.graph), nu)
+            # the cloud's fingerprint from the start of this fit (one read of X a fit)
+            key = ((None if est._cloud_key is None else (est._cloud_key,)
+                    + est._settings_key()), id(est.graph), nu)
             cached = getattr(est, "_gmrf_cache", None)
             if cached is not None and cached[0] == key and cached[2].prior is not None:
                 return cached[1], cached[2].prior, cached[2]
@@ -263,8 +265,11 @@ class GraphMaternClassification(ClassificationRepresentation):
         nu = 1 if est.matern_order is None else int(est.matern_order)
         graph, prior, columns = self._engine(est, X, nu)
         with stage("scores"):
-            W = columns(labelled)
-            model = LeastSquaresClassification(W, labelled, codes, C,
+            columns(labelled)
+            # the labels in the store's order: its columns then without a copy (the model
+            # does not depend on the labels' order)
+            nodes, node_codes = columns.in_held_order(labelled, codes)
+            model = LeastSquaresClassification(columns(nodes), nodes, node_codes, C,
                                                prior_to_noise_ratio(codes, C))
         U = model.mean
         unl = np.ones(X.shape[0], dtype=bool)
@@ -409,12 +414,13 @@ class GraphMaternClassificationFit(ClassificationFit):
         picks, cov = [], np.zeros((index.size, 0))
         B = np.zeros((0, 0))
         score = base.copy()
+        V_index = model.whitened(W[index])            # the candidates' part, once a batch
         for _ in range(int(n)):
             p = int(np.argmax(score))
             picks.append(p)
             node = index[p]
             K_col = self.columns([node])[:, 0]
-            c = model.unit_covariances(W[index], W[[node]], K_col[index, None])[:, 0]
+            c = model.unit_covariances_whitened(V_index, W[[node]], K_col[index, None])[:, 0]
             cov = np.column_stack([cov, c])
             sel = np.array(picks)
             B = cov[sel] + np.eye(sel.size)                 # noise of one unit at a label
