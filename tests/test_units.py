@@ -309,6 +309,16 @@ def test_a_given_graph_must_be_built_on_the_rows_it_is_given():
     with pytest.raises(ValueError, match="2 coordinates but X has 3"):
         FLGPRegressor(method="gmrf", graph=knn_point_graph(flat, 5)).fit(
             np.c_[flat, np.zeros(50)], np.where(np.arange(50) < 10, flat[:, 0], np.nan))
+    # found before anything is fitted: "auto" does not fit the heat kernel first
+    from flgp.models.regressor import FLGPRegressor as Reg
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the heat kernel was fitted before the graph was checked")
+
+    for est in (Reg(graph=wrong), FLGPClassifier(graph=wrong, method="flgp")):
+        est._candidates = no_fit
+        with pytest.raises(ValueError, match="not the rows of X"):
+            est.fit(world, y if isinstance(est, Reg) else labels)
     # the right graph, rounded to float32 as images are stored: accepted
     right = lattice_graph(ijk, affine)
     reg = FLGPRegressor(method="gmrf", graph=right).fit(world.astype(np.float32), y)

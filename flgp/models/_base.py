@@ -185,6 +185,10 @@ class HeatGPEstimator(BaseEstimator):
             y = np.r_[y, fill]
             if graph:                           # the graph's own checks: spread, duplicates
                 X = check_cloud_values(X, finite=False)
+        if getattr(self, "graph", None) is not None:
+            # a given graph against its cloud before anything is fitted (not after "auto"
+            # has fitted the heat kernel: minutes on a whole brain)
+            self.graph.check_rows(X)
         idx = np.flatnonzero(labelled)
         return X, idx, y[idx]
 
