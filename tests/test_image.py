@@ -550,3 +550,42 @@ def test_seed_correlations_equal_the_dense_prior_and_posterior():
         seed_correlation(res, np.array([[0, 0, 0]]))
     with pytest.raises(ValueError, match="not on the image's grid"):
         seed_correlation(res, atlas=nib.Nifti1Image(atlas.astype(np.int16), AFFINE * 2))
+
+
+def test_seed_correlations_on_a_large_region_by_multigrid(monkeypatch):
+    """Beyond FACTOR_MAX_NODES voxels the prior's columns come from AMG-preconditioned CG
+    (relative residual LARGE_SOLVE_TOL): the correlations equal the factored path's to
+    that accuracy (the region is small enough for exact variances on both paths)."""
+    from flgp.models import seed_correlation
+    from flgp.models import seeds as seeds_module
+
+    img, region, _ = synthetic()
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    picks = np.array([0, 17, 101])
+    factored = seed_correlation(res, picks)
+    monkeypatch.setattr(seeds_module, "FACTOR_MAX_NODES", 10)
+    by_cg = seed_correlation(res, picks)
+    np.testing.assert_allclose(by_cg.correlation, factored.correlation, atol=1e-4)
+    np.testing.assert_allclose(np.diag(by_cg.matrix), 1.0, atol=1e-12)
+
+
+def test_seed_correlations_with_estimated_variances_stay_correlations(monkeypatch):
+    """With the variances estimated (more voxels than EXACT_VARIANCE_ROWS; here the
+    threshold lowered) a seed's own correlation is exactly 1 and none leaves [-1, 1],
+    and the rest stay within the estimator's error of the exact ones."""
+    from flgp.models import seed_correlation
+    from flgp.precision import prior as prior_module
+
+    img, region, _ = synthetic()
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    picks = np.array([0, 17, 101])
+    exact = seed_correlation(res, picks)
+    monkeypatch.setattr(prior_module, "EXACT_VARIANCE_ROWS", 10)
+    est = seed_correlation(res, picks)
+    np.testing.assert_array_equal(np.diag(est.matrix), 1.0)
+    assert np.abs(est.correlation).max() <= 1.0
+    # the estimator's error: a variance's relative standard error is up to sqrt(2/64) =
+    # 18 % (all of it in the sampled conditional mean, as for this long-range prior), a
+    # correlation's about half of it; the draws are shared, so the errors are correlated
+    rel = np.abs(est.correlation / exact.correlation - 1.0)
+    assert np.median(rel) < 0.18 and rel.max() < 0.5

@@ -8,9 +8,12 @@ For a fit on the region's lattice (``FLGPRegressor`` whose ``method_`` is ``"gmr
 (:meth:`flgp.graph.PointGraph.in_own_units`):
 
 * prior: ``Cov = A Q_ν(κ)⁻¹`` - a seed's column is ``ν`` sparse solves with the factor of
-  ``K = κ²C + G`` (:class:`flgp.precision.SparsePrecisionPrior`), the marginal variances
-  exact for up to ``EXACT_VARIANCE_ROWS`` voxels, by the Rao-Blackwellised estimator
-  beyond (:func:`flgp.precision.gaussian.rbmc_variances`, 64 draws);
+  ``K = κ²C + G`` (:class:`flgp.precision.SparsePrecisionPrior`; on a region of more than
+  ``FACTOR_MAX_NODES`` voxels by AMG-preconditioned CG to a relative residual
+  ``LARGE_SOLVE_TOL``), the marginal variances exact for up to ``EXACT_VARIANCE_ROWS``
+  voxels, by a Rao-Blackwellised estimator beyond (``VARIANCE_SAMPLES`` draws: from
+  ``Q_ν``'s factor, :func:`flgp.precision.gaussian.rbmc_variances`, or by perturbation on
+  the large regions); correlations that the estimate's error takes past ±1 are clipped;
 * posterior: ``Cov = A Q̃⁻¹`` with ``Q̃ = Q + PᵀP / r`` (the observed voxels'
   noise): a column is one solve with the factor of ``Q̃``, the variances as above
   (:meth:`flgp.precision.GMRFRegression.unit_posterior_variances`).
@@ -26,8 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..datasets.fmri import volume_of
-from ..precision.gaussian import GMRFRegression
+from ..precision.gaussian import FACTOR_MAX_NODES, GMRFRegression
 from ..precision.prior import EXACT_VARIANCE_ROWS, SparsePrecisionPrior
+
+# draws of the variance estimators beyond EXACT_VARIANCE_ROWS voxels
+VARIANCE_SAMPLES = 64
+# relative residual of the prior's solves on regions beyond FACTOR_MAX_NODES voxels
+LARGE_SOLVE_TOL = 1e-5
 
 __all__ = ["SeedCorrelation", "seed_correlation", "atlas_seeds"]
 
@@ -147,9 +155,15 @@ def _one_fit(fit, seeds, observed, posterior) -> np.ndarray:
     kappa2 = (fit.matern_kappa_ * length) ** 2
     n = own.n_nodes
     if not posterior:
-        prior = SparsePrecisionPrior(own, nu=nu, kappa2=kappa2)
+        if n > FACTOR_MAX_NODES:
+            # S's factor alone took 22 s on the 2 mm brain mask; AMG-preconditioned CG
+            # solves as fast without it (flgp.precision.multigrid)
+            prior = SparsePrecisionPrior(own, nu=nu, kappa2=kappa2, solver="amg",
+                                         tol=LARGE_SOLVE_TOL)
+        else:
+            prior = SparsePrecisionPrior(own, nu=nu, kappa2=kappa2)
         cov = prior.cross_covariance(seeds)                        # (n, k)
-        var = prior.marginal_variances()
+        var = prior.marginal_variances(n_samples=VARIANCE_SAMPLES)
     else:
         obs = np.flatnonzero(observed)
         reg = GMRFRegression(own, obs, np.zeros(obs.size), nu)
@@ -158,4 +172,8 @@ def _one_fit(fit, seeds, observed, posterior) -> np.ndarray:
         var = reg.unit_posterior_variances(kappa2, ratio, np.arange(n),
                                            EXACT_VARIANCE_ROWS)
     var_seed = cov[seeds, np.arange(seeds.size)]
-    return (cov / np.sqrt(np.outer(var, var_seed))).T
+    var = np.array(var, dtype=np.float64)
+    var[seeds] = var_seed                   # exact at the seeds: a seed's own value is 1
+    # beyond EXACT_VARIANCE_ROWS voxels the variances are estimates: a correlation past
+    # ±1 by the estimator's error is clipped
+    return np.clip(cov / np.sqrt(np.outer(var, var_seed)), -1.0, 1.0).T

@@ -16,7 +16,9 @@ labelled block costs ``m`` of them and a product ``K[:, labelled] W`` one per co
 ``W``. Marginal variances: exact (one application per point asked for) for up to
 ``EXACT_VARIANCE_ROWS`` points, beyond by Rao-Blackwellised Monte Carlo: draws from the
 factor of ``Q_ν`` (:func:`flgp.precision.gaussian.rbmc_variances`) or, with
-``solver="amg"``, ``AMG_VARIANCE_SAMPLES`` perturbation draws (``ν = 1, 2``).
+``solver="amg"``, ``AMG_VARIANCE_SAMPLES`` perturbation draws (``ν = 1, 2``); on graphs of
+more than ``FACTOR_MAX_NODES`` nodes, where ``Q_ν``'s own factor fills in, by
+``LARGE_VARIANCE_SAMPLES`` perturbation draws with ``S``'s factor (``ν = 1, 2``).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ import scipy.sparse as sp
 
 from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
-from .gaussian import GMRFRegression, diagonal_of_inverse, rbmc_variances
-from .iterative import matern_root_draw
+from .gaussian import (FACTOR_MAX_NODES, GMRFRegression, diagonal_of_inverse,
+                       rbmc_variances)
+from .iterative import ITERATIVE_ORDERS, matern_root_draw
 from .multigrid import ClassicalMultigrid
 from .matern import check_order, matern_precision, shifted_stiffness
 
@@ -37,6 +40,9 @@ __all__ = ["SparsePrecisionPrior", "EXACT_VARIANCE_ROWS", "SOLVERS"]
 EXACT_VARIANCE_ROWS = 2000
 # draws of the Rao-Blackwellised variances beyond them with solver="amg"
 AMG_VARIANCE_SAMPLES = 16
+# draws with solver="cholesky": from Q_ν's factor, or by perturbation with S's factor on
+# graphs beyond FACTOR_MAX_NODES
+LARGE_VARIANCE_SAMPLES = 64
 SOLVERS = ("cholesky", "amg")
 
 
@@ -186,17 +192,30 @@ class SparsePrecisionPrior(GraphPrior):
         var = reg.unit_posterior_variances(self.kappa2, ratio, rows, EXACT_VARIANCE_ROWS)
         return mean, self.amplitude * var
 
-    def marginal_variances(self, rows=None) -> np.ndarray:
+    def marginal_variances(self, rows=None, n_samples=None) -> np.ndarray:
+        """The prior's variances at ``rows`` (every node by default): exact up to
+        ``EXACT_VARIANCE_ROWS`` rows, beyond by the Rao-Blackwellised estimators of the
+        module notes, with ``n_samples`` draws (default ``AMG_VARIANCE_SAMPLES`` with
+        ``solver="amg"``, else 64)."""
         n = self.n_points
         rows = as_row_indices(rows, n)
         if rows.size <= EXACT_VARIANCE_ROWS:
             return self.amplitude * diagonal_of_inverse(self.apply_inverse, n, rows)
         Q = matern_precision(self.graph, self.kappa2, self.nu)
         if self.solver != "cholesky":
-            return self.amplitude * self._perturbation_variances(Q, AMG_VARIANCE_SAMPLES)[rows]
+            draws = AMG_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
+            return self.amplitude * self._perturbation_variances(Q, draws)[rows]
+        draws = LARGE_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
+        if n > FACTOR_MAX_NODES and self.nu in ITERATIVE_ORDERS:
+            # Q_ν's own factor fills in (the 2 mm brain mask, ν = 2: 11 GB); draws by
+            # perturbation need only solves with S, whose factor is held
+            try:
+                return self.amplitude * self._perturbation_variances(Q, draws)[rows]
+            except ValueError:          # a mesh's negative weights: no edge root
+                pass
         chol = PatternCholesky(Q)
         chol.factor(Q)
-        var, _ = rbmc_variances(Q, chol, n_samples=64, random_state=0)
+        var, _ = rbmc_variances(Q, chol, n_samples=draws, random_state=0)
         if self.centred:                    # diag(P X P) = X_ii - 2 (X1)_i / n + 1ᵀX1 / n²
             g = chol.solve(np.ones(n))
             var = var - 2.0 * g / n + g.sum() / (n * n)
