@@ -133,7 +133,61 @@ def _nifti(args) -> int:
               + (", of a new observation (the noise included)" if args.include_noise
                  else ", of the map (no noise; --include-noise for a new observation)"))
     print(f"wrote {paths[0]} and {paths[1]}")
+    if args.seeds_atlas is not None:
+        return _seed_maps(args, res)
     return 0
+
+
+def _seed_maps(args, res) -> int:
+    """``--seeds-atlas``: the fitted prior's (or posterior's) correlation maps of each
+    atlas region's seed (its voxel of largest |value|), the regions' correlation matrix
+    as CSV and as a plot (flgp.models.seed_correlation)."""
+    from .models import seed_correlation
+
+    if not os.path.isfile(args.seeds_atlas):
+        return _fail("nifti", f"--seeds-atlas {args.seeds_atlas!r}: no such file.")
+    start = time.perf_counter()
+    try:
+        with _WarningLines("nifti"):
+            seeds = seed_correlation(res, atlas=args.seeds_atlas,
+                                     posterior=args.seeds_posterior)
+    except (ValueError, TypeError, OSError) as exc:
+        return _fail("nifti", str(exc))
+    maps = f"{args.out}_seeds.nii.gz"
+    table = f"{args.out}_seed_matrix.csv"
+    figure = f"{args.out}_seed_matrix.png"
+    try:
+        seeds.to_nifti(res.voxels, fill=args.fill).to_filename(maps)
+        labels = [str(v) for v in seeds.labels]
+        np.savetxt(table, seeds.matrix, delimiter=",", fmt="%.6f",
+                   header=",".join(labels), comments="")
+        _plot_seed_matrix(seeds.matrix, labels, figure)
+    except OSError as exc:
+        return _fail("nifti", f"cannot write {args.out}_seed*: {exc}")
+    which = "posterior" if args.seeds_posterior else "prior"
+    print(f"{len(labels)} atlas regions: seed maps of the fitted {which} in "
+          f"{time.perf_counter() - start:.1f} s")
+    print(f"wrote {maps}, {table} and {figure}")
+    return 0
+
+
+def _plot_seed_matrix(matrix, labels, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    k = len(labels)
+    fig, ax = plt.subplots(figsize=(min(10.0, 4 + 0.12 * k), min(9.5, 3.5 + 0.12 * k)))
+    im = ax.imshow(matrix, vmin=-1, vmax=1, cmap="RdBu_r")
+    if k <= 40:
+        ax.set_xticks(range(k), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(k), labels, fontsize=7)
+    ax.set_title("correlation between the regions' seeds")
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _surface_parser(sub) -> None:
@@ -291,6 +345,15 @@ def main(argv=None) -> int:
                    help="several maps: one graph Matérn prior for all, by their pooled "
                         "evidence (one factorisation serves every map) instead of each "
                         "map's own fit")
+    f.add_argument("--seeds-atlas", default=None, metavar="ATLAS",
+                   help="integer atlas on MAP's grid (0: no region): also write each "
+                        "region's seed-correlation map (its seed: the voxel of largest "
+                        "|value|) as PREFIX_seeds.nii.gz, and the regions' correlation "
+                        "matrix as PREFIX_seed_matrix.csv and .png (one map; a graph "
+                        "Matérn fit)")
+    f.add_argument("--seeds-posterior", action="store_true",
+                   help="with --seeds-atlas: the posterior's correlations (given the "
+                        "observed voxels) instead of the prior's")
     _surface_parser(sub)
     args = ap.parse_args(argv)
     if args.command == "circles":

@@ -589,3 +589,35 @@ def test_seed_correlations_with_estimated_variances_stay_correlations(monkeypatc
     # correlation's about half of it; the draws are shared, so the errors are correlated
     rel = np.abs(est.correlation / exact.correlation - 1.0)
     assert np.median(rel) < 0.18 and rel.max() < 0.5
+
+
+def test_cli_seed_maps_from_an_atlas(files, capsys):
+    """--seeds-atlas: the seed maps (4-d, one volume a region), the regions' matrix as CSV
+    (headed by the labels) and a plot, equal to seed_correlation on the same fit; a
+    missing atlas file is one error line and exit 2."""
+    from flgp.models import seed_correlation
+
+    d, region, _ = files
+    atlas = np.zeros(SHAPE, np.int16)
+    ijk = np.argwhere(region)
+    atlas[tuple(ijk.T)] = 1 + (ijk[:, 0] >= SHAPE[0] // 2) + 2 * (ijk[:, 1] >= SHAPE[1] // 2)
+    nib.Nifti1Image(atlas, AFFINE).to_filename(d / "atlas.nii.gz")
+    args = ["nifti", str(d / "map.nii.gz"), "--mask", str(d / "region.nii.gz"),
+            "--observed", str(d / "obs.nii.gz"), "--method", "gmrf", "--quiet",
+            "--out", str(d / "s"), "--seeds-atlas", str(d / "atlas.nii.gz")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "4 atlas regions: seed maps of the fitted prior" in out
+    ref = seed_correlation(predict_image(d / "map.nii.gz", region, d / "obs.nii.gz",
+                                         regressor=FLGPRegressor(method="gmrf")),
+                           atlas=d / "atlas.nii.gz")
+    with open(d / "s_seed_matrix.csv") as fh:
+        assert fh.readline().strip() == "1,2,3,4"
+    np.testing.assert_allclose(np.loadtxt(d / "s_seed_matrix.csv", delimiter=",",
+                                          skiprows=1), ref.matrix, atol=1e-6)
+    maps = nib.load(d / "s_seeds.nii.gz").get_fdata()
+    assert maps.shape == SHAPE + (4,)
+    np.testing.assert_allclose(maps[tuple(ijk.T)], ref.correlation.T, atol=1e-6)
+    assert (d / "s_seed_matrix.png").stat().st_size > 1000
+    assert main(args[:-1] + [str(d / "no_atlas.nii.gz")]) == 2
+    assert "flgp nifti: error: --seeds-atlas" in capsys.readouterr().err
