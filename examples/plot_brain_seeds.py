@@ -53,8 +53,7 @@ for ax, k in zip(axes, strongest):
     seed_xyz = vox.coords[seeds.seeds[k]]
     plotting.plot_stat_map(maps.slicer[..., int(k)], axes=ax, cut_coords=seed_xyz,
                            vmax=1.0, threshold=0.05,
-                           title=f"region {seeds.labels[k]}: correlation with "
-                                           f"its seed")
+                           title=f"region {seeds.labels[k]}: correlation with its seed")
 plt.show()
 
 # %%
