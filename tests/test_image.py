@@ -621,3 +621,42 @@ def test_cli_seed_maps_from_an_atlas(files, capsys):
     assert (d / "s_seed_matrix.png").stat().st_size > 1000
     assert main(args[:-1] + [str(d / "no_atlas.nii.gz")]) == 2
     assert "flgp nifti: error: --seeds-atlas" in capsys.readouterr().err
+
+
+def test_memory_estimate_matches_the_measured_peaks():
+    """The rule of thumb against the peaks it was read from (docs/images.md), within 10 %,
+    and increasing in the region's size on both paths."""
+    from flgp.models.image import fit_memory_estimate
+
+    for n, gb in [(45_448, 1.8), (69_765, 4.7), (235_375, 1.0), (1_000_000, 2.6),
+                  (1_524_955, 3.96), (1_882_989, 4.73)]:
+        assert fit_memory_estimate(n) == pytest.approx(gb, rel=0.1)
+    sizes = np.r_[np.linspace(1000, 100_000, 20), np.linspace(100_001, 3e6, 20)]
+    below = [fit_memory_estimate(n) for n in sizes[:20]]
+    above = [fit_memory_estimate(n) for n in sizes[20:]]
+    assert np.all(np.diff(below) > 0) and np.all(np.diff(above) > 0)
+
+
+def test_a_fit_that_cannot_fit_in_memory_is_refused_before_it_starts(monkeypatch, capsys):
+    """A region whose fit would need more memory than is available: a ValueError saying
+    how much, before any fit (the regressor is left unfitted); a large one that fits is
+    announced on stderr with progress."""
+    from flgp.models import image as image_module
+
+    img, region, _ = synthetic()
+    monkeypatch.setattr(image_module, "LARGE_FIT_GB", 0.0)
+    monkeypatch.setattr(image_module, "_available_memory_gb", lambda: 1e-9)
+    reg = FLGPRegressor(method="gmrf")
+    with pytest.raises(ValueError, match=r"needs about .* GB of memory and 0.0 GB are "
+                                         r"available: fit a smaller region"):
+        predict_image(img, region, 0.3, regressor=reg)
+    with pytest.raises(ValueError, match="GB of memory"):
+        predict_image([img, img], region, 0.3, regressor=reg)
+    monkeypatch.setattr(image_module, "_available_memory_gb", lambda: 64.0)
+    res = predict_image(img, region, 0.3, regressor=reg, progress=True)
+    assert f"fitting {int(region.sum())} voxels, expected to need about" in \
+        capsys.readouterr().err
+    assert res.regressor.method_ == "gmrf"
+    # the heat kernel alone: no graph Matérn fit to estimate, nothing refused
+    monkeypatch.setattr(image_module, "_available_memory_gb", lambda: 1e-9)
+    predict_image(img, region, 0.3, regressor=small_regressor(method="flgp"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -20,10 +21,62 @@ from sklearn.base import clone
 from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, region_of,
                              volume_of, volumes_of)
 from ..graph.lattice import lattice_graph
-from ..precision.gaussian import fit_gmrf
+from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
 from .regressor import FLGPRegressor
 
 __all__ = ["ImagePrediction", "predict_image"]
+
+# the measured peak memory of `flgp nifti` at its defaults (docs/images.md): on the factored
+# path (up to FACTOR_MAX_NODES voxels, orders up to 4) 1.8 GB at 45,448 voxels and 4.7 GB at
+# 69,765 - growing like n^2.2; on the iterative path 1.0 GB at 235,375 voxels, 2.6 GB at
+# 10^6, 4.0 GB at 1,524,955 and 4.7 GB at 1,882,989: 0.47 GB + 2.3 kB a voxel
+FACTORED_GB, FACTORED_VOXELS, FACTORED_POWER = 1.8, 45_448, 2.2
+ITERATIVE_BASE_GB, ITERATIVE_GB_PER_VOXEL = 0.47, 2.3e-6
+# fits expected to need more than this are announced before they start (with progress)
+LARGE_FIT_GB = 2.0
+
+
+def fit_memory_estimate(n_voxels: int) -> float:
+    """The memory (GB) that the default regressor's graph Matérn fit of a region of
+    ``n_voxels`` is expected to need at its peak, from the measured peaks above: a rule
+    of thumb for refusing a fit that cannot fit, not a bound."""
+    n = int(n_voxels)
+    if n <= FACTOR_MAX_NODES:
+        return FACTORED_GB * (n / FACTORED_VOXELS) ** FACTORED_POWER
+    return ITERATIVE_BASE_GB + ITERATIVE_GB_PER_VOXEL * n
+
+
+def _available_memory_gb():
+    """``MemAvailable`` of ``/proc/meminfo`` in GB, or None where there is none."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024 ** 2
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _check_memory(n_voxels: int, reg, progress) -> None:
+    """Before the graph Matérn fit of a large region: say what it will need (with
+    ``progress``), and refuse one that cannot fit in the memory available."""
+    if reg.method not in ("auto", "gmrf"):
+        return
+    need = fit_memory_estimate(n_voxels)
+    if need < LARGE_FIT_GB:
+        return
+    available = _available_memory_gb()
+    if available is not None and need > available:
+        raise ValueError(f"fitting {n_voxels} voxels needs about {need:.1f} GB of memory "
+                         f"and {available:.1f} GB are available: fit a smaller region (a "
+                         f"grey-matter mask), a coarser grid (nilearn.image.resample_img "
+                         f"of the map and the mask), or free memory.")
+    if progress:
+        have = "" if available is None else f" of the {available:.1f} GB available"
+        print(f"flgp: fitting {n_voxels} voxels, expected to need about {need:.1f} GB"
+              f"{have}", file=sys.stderr, flush=True)
+
 
 RESAMPLE_HINT = ('resample it onto the image\'s grid first, e.g. '
                  '`nilearn.image.resample_to_img({name}, image, interpolation="nearest")`')
@@ -177,7 +230,9 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     ValueError
         A mask on another grid, an empty region, NaN or infinite values inside the
         region, no or a single observed voxel, observed voxels outside the region, a
-        fraction outside (0, 1), a 4-d image of several volumes.
+        fraction outside (0, 1), maps on different grids, a graph Matérn fit expected to
+        need more memory than is available (``flgp.models.image.fit_memory_estimate``; said before the
+        fit starts).
     TypeError
         An input of the wrong kind, or a ``regressor`` that is not an ``FLGPRegressor``.
 
@@ -310,6 +365,7 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
         raise ValueError(f"map {int(np.flatnonzero(flat)[0])} takes one value at every "
                          f"observed voxel: it has no variance to fit. Leave it out.")
     graph = lattice_graph(ijk, img.affine) if reg.graph is None else reg.graph
+    _check_memory(len(ijk), reg, progress)
     start = time.perf_counter()
     if hyperparameters == "shared":
         mean, sd, rows = _shared_fit(graph, voxels, values, obs, include_noise)
@@ -401,6 +457,7 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
         if reg.graph is None and reg.method in ("auto", "gmrf"):
             # voxel resolution: the region's lattice (face neighbours, mm weights)
             reg.set_params(graph=lattice_graph(voxels.ijk, img.affine))
+        _check_memory(n, reg, progress)
         bar.update()
         bar.set_description(stages[1])
         y = np.where(obs, voxels.values, np.nan)
