@@ -231,8 +231,8 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         A mask on another grid, an empty region, NaN or infinite values inside the
         region, no or a single observed voxel, observed voxels outside the region, a
         fraction outside (0, 1), maps on different grids, a graph Matérn fit expected to
-        need more memory than is available (``flgp.models.image.fit_memory_estimate``; said before the
-        fit starts).
+        need more memory than is available (``flgp.models.image.fit_memory_estimate``;
+        said before the fit starts).
     TypeError
         An input of the wrong kind, or a ``regressor`` that is not an ``FLGPRegressor``.
 
