@@ -1,0 +1,139 @@
+"""Many maps on one mask (issue 45): maps per minute, peak memory and each map's test error
+against its own single-map fit.
+
+The mask is the whole brain of nilearn's sample motor activation map (45,448 voxels at
+3 mm); the maps are that map and smooth random fields on the same grid (white noise
+smoothed by Gaussians of 4, 8 and 12 mm sd, scaled to unit sd, plus noise of sd 0.1),
+``--observed`` of each map's voxels observed (the same voxels for every map). Three ways of
+fitting them:
+
+* ``own`` - one 4-d call of :func:`flgp.predict_image`, each map its own hyperparameters
+  (the default);
+* ``shared`` - one call with ``hyperparameters="shared"`` (one prior by the pooled
+  evidence, one factorisation for every map);
+* ``single`` - each map alone, a call each (the reference for the per-map error).
+
+Each way runs in a fresh process (wall time, peak memory). Error: the mean squared error
+at the unobserved voxels against the noise-free map, relative to the single-map fit's;
+coverage: 95 % intervals of a new observation.
+
+    python benchmarks/many_maps.py --maps 6 --json benchmarks/results/many_maps.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import time
+
+import numpy as np
+
+
+def make_maps(n_maps: int, seed: int):
+    """``(image of n_maps volumes, noise-free values (n, k), region mask)``."""
+    import nibabel as nib
+    from nilearn.datasets import load_sample_motor_activation_image
+    from scipy.ndimage import gaussian_filter
+
+    img = nib.load(load_sample_motor_activation_image())
+    data = np.asarray(img.get_fdata())
+    region = np.isfinite(data) & (data != 0)
+    voxel = float(np.sqrt((img.affine[:3, :3] ** 2).sum(0)).mean())
+    rng = np.random.default_rng(seed)
+    clean = [np.where(region, data / data[region].std(), 0.0)]
+    scales = (4.0, 8.0, 12.0)
+    while len(clean) < n_maps:
+        sd_mm = scales[(len(clean) - 1) % len(scales)]
+        field = gaussian_filter(rng.standard_normal(data.shape), sd_mm / voxel)
+        field = np.where(region, field, 0.0)
+        clean.append(field / field[region].std())
+    clean = np.stack(clean[:n_maps], axis=3)
+    noisy = clean + 0.1 * rng.standard_normal(clean.shape) * region[..., None]
+    noisy[~region] = 0.0
+    return (nib.Nifti1Image(noisy.astype(np.float32), img.affine), clean[region],
+            region)
+
+
+def run_way(way: str, n_maps: int, observed: float, seed: int) -> dict:
+    import resource
+
+    from flgp import predict_image
+
+    image, clean, region = make_maps(n_maps, seed)
+    start = time.perf_counter()
+    if way == "single":
+        means, sds, noises = [], [], []
+        for j in range(n_maps):
+            res = predict_image(image.slicer[..., j], region, observed, random_state=seed,
+                                include_noise=True)
+            means.append(res.mean.get_fdata()[region])
+            sds.append(res.sd.get_fdata()[region])
+        mean, sd = np.stack(means, 1), np.stack(sds, 1)
+        obs = res.observed
+    else:
+        res = predict_image(image, region, observed, random_state=seed, include_noise=True,
+                            hyperparameters=way if way == "shared" else "own")
+        mean, sd = res.mean.get_fdata()[region], res.sd.get_fdata()[region]
+        obs = res.observed
+    seconds = time.perf_counter() - start
+    test = ~obs
+    noisy = np.asarray(image.get_fdata())[region]
+    mse = np.mean((mean[test] - clean[test]) ** 2, axis=0)
+    coverage = np.mean(np.abs(noisy[test] - mean[test]) <= 1.96 * sd[test], axis=0)
+    return dict(way=way, maps=n_maps, n=int(region.sum()), m=int(obs.sum()),
+                seconds=seconds, maps_per_minute=60.0 * n_maps / seconds,
+                peak_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2,
+                mse=mse.tolist(), coverage=coverage.tolist())
+
+
+def _child(queue, args):
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    try:
+        queue.put(run_way(*args))
+    except Exception as exc:          # pragma: no cover - reported by the parent
+        queue.put({"error": repr(exc)})
+
+
+def fresh(*args) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, args))
+    p.start()
+    out = q.get()
+    p.join()
+    if "error" in out:
+        raise RuntimeError(f"{args}: {out['error']}")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--maps", type=int, default=6)
+    ap.add_argument("--observed", type=float, default=0.3)
+    ap.add_argument("--ways", default="own,shared,single")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = {way: fresh(way, args.maps, args.observed, args.seed)
+            for way in args.ways.split(",")}
+    ref = rows.get("single")
+    print(f"{args.maps} maps on the motor map's mask ({rows[next(iter(rows))]['n']} voxels, "
+          f"{100 * args.observed:.0f} % observed)")
+    print(f"{'way':>7} {'seconds':>8} {'maps/min':>9} {'peak GB':>8} "
+          f"{'MSE / single (max)':>19} {'coverage (min-max)':>19}")
+    for way, r in rows.items():
+        ratio = (max(a / b for a, b in zip(r["mse"], ref["mse"])) if ref else float("nan"))
+        print(f"{way:>7} {r['seconds']:8.1f} {r['maps_per_minute']:9.2f} "
+              f"{r['peak_gb']:8.2f} {ratio:19.3f} "
+              f"{min(r['coverage']):9.3f}-{max(r['coverage']):.3f}")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as fh:
+            json.dump(list(rows.values()), fh, indent=1)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
