@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from full_resolution import fresh  # noqa: E402 - one fresh process a fit
 
 
 def make_maps(n_maps: int, seed: int):
@@ -88,26 +91,6 @@ def run_way(way: str, n_maps: int, observed: float, seed: int) -> dict:
                 mse=mse.tolist(), coverage=coverage.tolist())
 
 
-def _child(queue, args):
-    os.environ.setdefault("OMP_NUM_THREADS", "2")
-    try:
-        queue.put(run_way(*args))
-    except Exception as exc:          # pragma: no cover - reported by the parent
-        queue.put({"error": repr(exc)})
-
-
-def fresh(*args) -> dict:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=_child, args=(q, args))
-    p.start()
-    out = q.get()
-    p.join()
-    if "error" in out:
-        raise RuntimeError(f"{args}: {out['error']}")
-    return out
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--maps", type=int, default=6)
@@ -116,7 +99,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    rows = {way: fresh(way, args.maps, args.observed, args.seed)
+    rows = {way: fresh(run_way, way, args.maps, args.observed, args.seed)
             for way in args.ways.split(",")}
     ref = rows.get("single")
     print(f"{args.maps} maps on the motor map's mask ({rows[next(iter(rows))]['n']} voxels, "

@@ -172,13 +172,11 @@ def _seed_maps(args, res) -> int:
 
 
 def _plot_seed_matrix(matrix, labels, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure      # no pyplot: no backend to choose
 
     k = len(labels)
-    fig, ax = plt.subplots(figsize=(min(10.0, 4 + 0.12 * k), min(9.5, 3.5 + 0.12 * k)))
+    fig = Figure(figsize=(min(10.0, 4 + 0.12 * k), min(9.5, 3.5 + 0.12 * k)))
+    ax = fig.subplots()
     im = ax.imshow(matrix, vmin=-1, vmax=1, cmap="RdBu_r")
     if k <= 40:
         ax.set_xticks(range(k), labels, rotation=90, fontsize=7)
@@ -187,7 +185,6 @@ def _plot_seed_matrix(matrix, labels, path) -> None:
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def _surface_parser(sub) -> None:

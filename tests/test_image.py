@@ -631,7 +631,7 @@ def test_memory_estimate_matches_the_measured_peaks():
     for n, gb in [(45_448, 1.8), (69_765, 4.7), (235_375, 1.0), (1_000_000, 2.6),
                   (1_524_955, 3.96), (1_882_989, 4.73)]:
         assert fit_memory_estimate(n) == pytest.approx(gb, rel=0.1)
-    sizes = np.r_[np.linspace(1000, 100_000, 20), np.linspace(100_001, 3e6, 20)]
+    sizes = np.r_[np.linspace(1000, 100_000, 20), np.linspace(100_001, 3e6, 20)].astype(int)
     below = [fit_memory_estimate(n) for n in sizes[:20]]
     above = [fit_memory_estimate(n) for n in sizes[20:]]
     assert np.all(np.diff(below) > 0) and np.all(np.diff(above) > 0)
@@ -660,3 +660,17 @@ def test_a_fit_that_cannot_fit_in_memory_is_refused_before_it_starts(monkeypatch
     # the heat kernel alone: no graph Matérn fit to estimate, nothing refused
     monkeypatch.setattr(image_module, "_available_memory_gb", lambda: 1e-9)
     predict_image(img, region, 0.3, regressor=small_regressor(method="flgp"))
+
+
+def test_memory_estimate_and_variance_draws_refuse_bad_counts():
+    from flgp.graph.lattice import lattice_graph
+    from flgp.models.image import fit_memory_estimate
+    from flgp.precision import SparsePrecisionPrior
+
+    for bad in (-1, 2.5, True, "many"):
+        with pytest.raises(ValueError, match="whole number of voxels"):
+            fit_memory_estimate(bad)
+    prior = SparsePrecisionPrior(lattice_graph(np.argwhere(np.ones((4, 4, 4), bool))), nu=1)
+    for bad in (1, 0, 3.0, True):
+        with pytest.raises(ValueError, match="n_samples must be a whole number"):
+            prior.marginal_variances(n_samples=bad)

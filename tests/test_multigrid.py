@@ -98,3 +98,19 @@ def test_indefinite_preconditioner_falls_back_to_galerkin(monkeypatch):
     assert not any("Indefinite" in str(w.message) for w in caught)   # handled, not shown
     assert built == [multigrid.COARSE_DROP, 0.0] and mg.drop == 0.0
     np.testing.assert_allclose(x, spla.spsolve(A.tocsc(), b), rtol=1e-6)
+
+
+def test_bad_inputs_are_named():
+    A = _stiffness(300)
+    with pytest.raises(ValueError, match="square"):
+        ClassicalMultigrid(A[:, :-1])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        bad = A.copy()
+        bad.data[0] = np.nan
+        ClassicalMultigrid(bad)
+    with pytest.raises(ValueError, match="tol must be"):
+        ClassicalMultigrid(A, tol=0.0)
+    with pytest.raises(ValueError, match=r"drop must be a share in \[0, 1\)"):
+        sparsify_lumped(A, 1.5)
+    with pytest.raises(ValueError, match="one row per row of A"):
+        ClassicalMultigrid(A).solve(np.ones(299))

@@ -40,6 +40,10 @@ def fit_memory_estimate(n_voxels: int) -> float:
     """The memory (GB) that the default regressor's graph Matérn fit of a region of
     ``n_voxels`` is expected to need at its peak, from the measured peaks above: a rule
     of thumb for refusing a fit that cannot fit, not a bound."""
+    if isinstance(n_voxels, bool) or not isinstance(n_voxels, (int, np.integer)) \
+            or n_voxels < 0:
+        raise ValueError(f"n_voxels must be a whole number of voxels >= 0; got "
+                         f"{n_voxels!r}.")
     n = int(n_voxels)
     if n <= FACTOR_MAX_NODES:
         return FACTORED_GB * (n / FACTORED_VOXELS) ** FACTORED_POWER

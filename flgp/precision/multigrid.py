@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
 from ..backends import limit_blas_threads
+from .iterative import _pyamg
 
 __all__ = ["ClassicalMultigrid", "sparsify_lumped", "COARSE_DROP", "FLOAT32_TOL"]
 
@@ -49,19 +50,30 @@ FLOAT32_TOL = 1e-5
 MAX_LEVELS, MAX_COARSE = 10, 10
 
 
-def _pyamg():
-    try:
-        import pyamg
-    except ImportError as exc:          # pragma: no cover - pyamg is a dependency
-        raise ImportError("graphs too large to factor need pyamg: pip install pyamg") from exc
-    return pyamg
+def _square(A, name) -> sp.csr_matrix:
+    A = sp.csr_matrix(A)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square sparse matrix; got shape "
+                         f"{A.shape}.")
+    if not np.all(np.isfinite(A.data)):
+        raise ValueError(f"{name} holds NaN or infinite entries; give a finite matrix.")
+    return A
+
+
+def _share(drop, name) -> float:
+    drop = float(drop)
+    if not 0.0 <= drop < 1.0:
+        raise ValueError(f"{name} must be a share in [0, 1) of a row's largest entry (0: "
+                         f"keep every entry); got {drop!r}.")
+    return drop
 
 
 def sparsify_lumped(A, drop: float) -> sp.csr_matrix:
     """``A`` (symmetric) without the off-diagonal entries below ``drop`` times the largest
     off-diagonal magnitude of both their rows, each dropped entry added to its row's
     diagonal: the pattern is symmetric and every row sum is kept."""
-    A = sp.csr_matrix(A)
+    A = _square(A, "A")
+    drop = _share(drop, "drop")
     coo = A.tocoo()
     off = coo.row != coo.col
     r, c, v = coo.row[off], coo.col[off], coo.data[off]
@@ -112,8 +124,12 @@ class ClassicalMultigrid:
     operators (see the module notes)."""
 
     def __init__(self, A, tol: float = 1e-8, drop: float = COARSE_DROP):
-        self.A = sp.csr_matrix(A, dtype=np.float64)
+        self.A = _square(A, "A").astype(np.float64)
         self.tol = float(tol)
+        if not 0.0 < self.tol < 1.0:
+            raise ValueError(f"tol must be a relative residual in (0, 1), e.g. 1e-8; got "
+                             f"{tol!r}.")
+        drop = _share(drop, "drop")
         self.dtype = np.float32 if self.tol >= FLOAT32_TOL else np.float64
         self.drop = float(drop)
         self.hierarchy = _hierarchy(self.A.astype(self.dtype), self.drop)
@@ -132,6 +148,9 @@ class ClassicalMultigrid:
     def solve(self, B: np.ndarray) -> np.ndarray:
         """``A⁻¹ B`` for ``B`` of shape ``(n,)`` or ``(n, c)``."""
         B = np.asarray(B, dtype=np.float64)
+        if B.ndim not in (1, 2) or B.shape[0] != self.A.shape[0]:
+            raise ValueError(f"B must have one row per row of A ({self.A.shape[0]}); got "
+                             f"shape {B.shape}.")
         cols = B.reshape(B.shape[0], -1)
         cg = _pyamg().krylov.cg
         out = np.empty_like(cols)

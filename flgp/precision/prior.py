@@ -199,6 +199,10 @@ class SparsePrecisionPrior(GraphPrior):
         ``solver="amg"``, else 64)."""
         n = self.n_points
         rows = as_row_indices(rows, n)
+        if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(
+                n_samples, (int, np.integer)) or n_samples < 2):
+            raise ValueError(f"n_samples must be a whole number of draws >= 2 (or None for "
+                             f"the default); got {n_samples!r}.")
         if rows.size <= EXACT_VARIANCE_ROWS:
             return self.amplitude * diagonal_of_inverse(self.apply_inverse, n, rows)
         Q = matern_precision(self.graph, self.kappa2, self.nu)
