@@ -1,0 +1,203 @@
+"""Probes of the default (full-resolution) classifier's settings: what the graph Matérn
+order ``ν``, the prior-to-noise ratio ``ρ``, ``κ`` and the logit spread of the scores would
+buy on the small clouds of ``benchmarks/few_labels.py``, and whether anything the labels
+themselves give (the least-squares evidence, leave-one-out error or likelihood) chooses
+them well. The record behind docs/few_labels.md, "What was probed after".
+
+    python experiments/gmrf_classifier_probe.py variants --sets moons2 torus4 helix6 swiss5
+    python experiments/gmrf_classifier_probe.py spread --sets moons2 torus4 helix6 swiss5
+    python experiments/gmrf_classifier_probe.py order --sets mnist moons2 torus4 helix6 swiss5
+
+``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
+k = 2, 3, 5, 10) the heat kernel (``method="flgp"``) and the full-resolution classifier at
+``ν ∈ {1, 2}`` × ``ρ ∈ {0.3, 3}`` (``κ`` and the spread as in the package), with each
+variant's least-squares log evidence and leave-one-out error and negative log likelihood
+(the exact leave-one-out means at the fit's logit scale); then what each criterion picks.
+``spread``: the default fit's scores turned into probabilities at spreads of 2-11 logits
+(10 draws at k = 1, 2, 3, 5, 10): error, ECE, and the leave-one-out NLL of each spread.
+``order``: the default against ``matern_order=2`` at one label a class (10 draws), with
+the fit's time. CSVs under ``experiments/results/gmrf_classifier_probe_*.csv``.
+
+The variants are set through module constants (``RHO`` of
+:mod:`flgp.precision.classification`, ``KAPPA_RELATIVE`` as
+:mod:`flgp.models.graph_matern` imported it): a probe, not an API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import few_labels_lib as L  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results")
+SPREADS = (2, 3, 4, 5, 6, 8, 11)
+
+
+def _draws(name, ks, n_draws):
+    X, y = L.load_set(name)[:2]
+    for k in ks:
+        for d in range(n_draws):
+            lab = L.stratified_draw(y, k, d)
+            yy = np.full(y.shape, -1)
+            yy[lab] = y[lab]
+            unl = np.ones(y.size, dtype=bool)
+            unl[lab] = False
+            yield X, y, yy, unl, k, d
+
+
+def _softmax(S):
+    S = S - S.max(axis=1, keepdims=True)
+    P = np.exp(S)
+    return P / P.sum(axis=1, keepdims=True)
+
+
+def _loo(model, scale, weights=None):
+    """Leave-one-out error and NLL of the labels at the logit scale ``scale``."""
+    S = model.loo_means / scale
+    if weights is not None:
+        S = S + np.log(weights)
+    P = _softmax(S)
+    codes = model.codes
+    return (float(np.mean(P.argmax(axis=1) != codes)),
+            float(-np.mean(np.log(np.maximum(P[np.arange(codes.size), codes], 1e-12)))))
+
+
+def _score(P, y, unl):
+    return float(np.mean(P[unl].argmax(axis=1) != y[unl])), float(L.ece(P[unl], y[unl]))
+
+
+def variants(sets, n_draws):
+    import flgp.models.graph_matern as GM
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (2, 3, 5, 10), n_draws):
+            heat = FLGPClassifier(method="flgp", random_state=0).fit(X, yy)
+            err, ece = _score(heat.label_distributions_, y, unl)
+            rows.append(dict(set=name, k=k, draw=d, variant="heat", error=err, ece=ece))
+            for nu in (1, 2):
+                for rho in (0.3, 3.0):
+                    saved = PC.RHO
+                    PC.RHO = rho
+                    try:
+                        est = FLGPClassifier(matern_order=nu, random_state=0).fit(X, yy)
+                    finally:
+                        PC.RHO = saved
+                    fit = est._other_fit
+                    err, ece = _score(est.label_distributions_, y, unl)
+                    loo_err, loo_nll = _loo(fit.model, fit.score_scale, fit.class_weights)
+                    rows.append(dict(set=name, k=k, draw=d, variant=f"nu{nu} rho{rho:g}",
+                                     error=err, ece=ece, evidence=fit.model.log_evidence,
+                                     loo_error=loo_err, loo_nll=loo_nll))
+            print(name, k, d, flush=True)
+    _write("variants", rows)
+    # what each criterion picks, draw by draw
+    picks = []
+    for key in sorted({(r["set"], r["k"], r["draw"]) for r in rows}):
+        cands = [r for r in rows if (r["set"], r["k"], r["draw"]) == key
+                 and r["variant"] != "heat"]
+        for crit, pick in (("evidence", max(cands, key=lambda r: r["evidence"])),
+                           ("loo error", min(cands, key=lambda r: (r["loo_error"],
+                                                                   -r["evidence"]))),
+                           ("loo nll", min(cands, key=lambda r: r["loo_nll"])),
+                           ("hindsight", min(cands, key=lambda r: r["error"]))):
+            picks.append(dict(set=key[0], k=key[1], draw=key[2], criterion=crit,
+                              variant=pick["variant"], error=pick["error"], ece=pick["ece"]))
+    _write("variants_picks", picks)
+    _table(rows + [dict(p, variant="by " + p["criterion"]) for p in picks], "variant")
+
+
+def spread(sets, n_draws):
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            est = FLGPClassifier(random_state=0).fit(X, yy)
+            fit = est._other_fit
+            U = fit.scores
+            sd = float(U[unl].std())
+            for s in SPREADS:
+                P = PC.scores_to_probabilities(U, sd / s)
+                if est.class_prior_ is not None:
+                    P = PC.balance_to_prior(P, est.class_prior_)[1]
+                err, ece = _score(P, y, unl)
+                rows.append(dict(set=name, k=k, draw=d, variant=f"spread {s}", error=err,
+                                 ece=ece, loo_nll=_loo(fit.model, sd / s)[1]))
+        print(name, flush=True)
+    _write("spread", rows)
+    _table(rows, "variant", extra="loo_nll")
+
+
+def order(sets, n_draws):
+    from flgp import FLGPClassifier
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1,), n_draws):
+            for nu in (1, 2):
+                t0 = time.perf_counter()
+                est = FLGPClassifier(matern_order=nu, random_state=0).fit(X, yy)
+                seconds = time.perf_counter() - t0
+                err, ece = _score(est.label_distributions_, y, unl)
+                rows.append(dict(set=name, k=k, draw=d, variant=f"nu{nu}", error=err,
+                                 ece=ece, seconds=seconds))
+        print(name, flush=True)
+    _write("order", rows)
+    _table(rows, "variant", extra="seconds")
+
+
+def _write(what, rows):
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"gmrf_classifier_probe_{what}.csv")
+    keys = sorted({key for r in rows for key in r}, key=lambda c: list(rows[0]).index(c)
+                  if c in rows[0] else 99)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    print("wrote", path)
+
+
+def _table(rows, by, extra=None):
+    """Mean error % / ECE (and ``extra``) over draws, one line per (set, k, variant)."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["set"], r["k"], r[by]), []).append(r)
+    for (name, k, variant), rs in groups.items():
+        line = (f"{name:9s} k={k:2d} {variant:22s} error {100 * np.mean([r['error'] for r in rs]):6.2f} %"
+                f"  ECE {np.mean([r['ece'] for r in rs]):.3f}")
+        if extra:
+            line += f"  {extra} {np.median([r[extra] for r in rs]):.3f}"
+        print(line)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("variants", "spread", "order"))
+    ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
+                    choices=L.SETS)
+    ap.add_argument("--draws", type=int, default=None,
+                    help="draws per label count (variants: 5; spread, order: 10)")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    n = args.draws or (5 if args.what == "variants" else 10)
+    {"variants": variants, "spread": spread, "order": order}[args.what](args.sets, n)
+
+
+if __name__ == "__main__":
+    main()
