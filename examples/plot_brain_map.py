@@ -5,7 +5,7 @@ Predicting a whole-brain activation map from 30% of its voxels
 nilearn's sample motor activation map (a group z map, left vs right button press, on a
 3 mm MNI grid; it ships with nilearn, nothing is downloaded): all 45,448 voxels of the
 brain, 30% of them observed. :func:`~flgp.predict_image` fits the default
-:class:`~flgp.FLGPRegressor` on the voxel centres in mm. Its ``method="auto"`` weighs,
+:class:`~flgp.FLGPRegressor` on the voxel centres in mm. Its default (``prior=None``) weighs,
 by their exact marginal likelihood, a graph Matérn prior on the voxel lattice itself (a
 sparse precision at full resolution, :mod:`flgp.precision`), the low-rank heat kernel of
 1,000 induced points and 100 eigenpairs, and - below 6,000 observed voxels - an exact RBF
@@ -17,7 +17,7 @@ import numpy as np
 from nilearn import plotting
 from nilearn.datasets import load_sample_motor_activation_image
 
-from flgp import FLGPRegressor, predict_image
+from flgp import FLGPRegressor, HeatKernelPrior, predict_image
 
 zmap = load_sample_motor_activation_image()                # a path to a .nii.gz file
 res = predict_image(zmap, None, 0.3, random_state=0, include_noise=True)
@@ -55,14 +55,14 @@ plt.show()
 # %%
 # Held-out error and coverage, against the low-rank heat kernel
 # -------------------------------------------------------------
-# The same observed voxels with ``method="flgp"``: 100 eigenpairs keep about a third of a
+# The same observed voxels with the heat kernel alone (``HeatKernelPrior()``): 100 eigenpairs keep about a third of a
 # heat kernel's prior variance on a region this size (Weyl's law: ``M ≈ 0.37 V / ℓ³``
 # eigenpairs for a length-scale of ``ℓ`` voxels), so the low-rank prior smooths the map
 # too much. Error on the unobserved voxels: the trimmed MSE of He et al. (the largest 1%
 # of the squared errors left out); coverage of the 95% intervals of a new observation.
 
 low = predict_image(zmap, None, 0.3, random_state=0, include_noise=True,
-                    regressor=FLGPRegressor(method="flgp"))
+                    regressor=FLGPRegressor(HeatKernelPrior()))
 held_out = tuple(vox.ijk[~res.observed].T)
 truth = vox.values[~res.observed]
 rows = []

@@ -22,12 +22,12 @@ from nilearn import plotting
 from nilearn.datasets import load_sample_motor_activation_image
 from sklearn.cluster import KMeans
 
-from flgp import FLGPRegressor, predict_image
+from flgp import FLGPRegressor, GraphMaternPrior, predict_image
 from flgp.models import seed_correlation
 
 zmap = load_sample_motor_activation_image()
 res = predict_image(zmap, None, 0.3, random_state=0,
-                    regressor=FLGPRegressor(method="gmrf"))
+                    regressor=FLGPRegressor(GraphMaternPrior()))
 vox, reg = res.voxels, res.regressor
 print(f"{len(vox)} voxels, {res.n_observed} observed: graph Matérn order "
       f"{reg.matern_order_}, range parameter kappa {reg.matern_kappa_:.3g} / mm; fitted "

@@ -74,6 +74,7 @@ class _WarningLines(warnings.catch_warnings):
 def _nifti(args) -> int:
     from .datasets.fmri import volume_of, volumes_of
     from .models import FLGPRegressor, predict_image
+    from .models.priors import priors_for
 
     try:
         import nibabel  # noqa: F401 - the extra's check
@@ -93,8 +94,9 @@ def _nifti(args) -> int:
                              else volume_of(path, label)[0])
         except (ValueError, TypeError) as exc:
             return _fail("nifti", str(exc))
-    reg = FLGPRegressor(method=args.method, n_induced=args.n_induced,
-                        n_eigenpairs=args.n_eigenpairs, n_neighbors=args.n_neighbors,
+    reg = FLGPRegressor(priors_for(args.method, n_induced=args.n_induced,
+                                   n_eigenpairs=args.n_eigenpairs,
+                                   n_neighbors=args.n_neighbors),
                         random_state=args.seed)
     observed = images.get("--observed", args.observed_fraction)
     try:
@@ -226,6 +228,7 @@ def _surface(args) -> int:
         return _fail("surface", 'needs nibabel and nilearn, the "fmri" extra of flgp: '
                                 'pip install "flgp[fmri]"')
     from .models import FLGPRegressor
+    from .models.priors import priors_for
     from .models.surface import (load_mesh, load_surface_values, predict_surface,
                                  write_gifti)
 
@@ -238,7 +241,7 @@ def _surface(args) -> int:
                     else load_surface_values(args.observed, V.shape[0], "--observed") != 0)
         with _WarningLines("surface"):
             res = predict_surface((V, F), values, observed, mask=mask,
-                                  regressor=FLGPRegressor(method=args.method,
+                                  regressor=FLGPRegressor(priors_for(args.method),
                                                           random_state=args.seed),
                                   random_state=args.seed, fill=args.fill,
                                   include_noise=args.include_noise)
@@ -264,7 +267,8 @@ def _surface(args) -> int:
 def _fit_line(fitted, seconds) -> str:
     """One line saying which prior predicts, and why (the evidence of each candidate)."""
     chosen = getattr(fitted, "method_", fitted.method)
-    parts = [f"FLGPRegressor(method={fitted.method!r}): {chosen}"]
+    weighed = "the priors weighed" if fitted.method == "auto" else f"{fitted.method!r}"
+    parts = [f"FLGPRegressor ({weighed}): {chosen}"]
     if chosen == "gmrf":
         parts.append(f"graph Matérn order {fitted.matern_order_} on the "
                      f"{fitted.graph_.kind} graph")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from flgp import FLGPClassifier, FLGPRegressor
+from flgp import FLGPClassifier, FLGPRegressor, RBFPrior
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.spectral import default_diffusion_time
 
@@ -314,7 +314,7 @@ def test_rbf_regressor_evidence_is_the_prior_marginal():
     y = np.where(np.arange(200) < 40, np.sin(2 * X[:, 0]), np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        reg = FLGPRegressor(method="rbf", max_iter=30).fit(X, y)
+        reg = FLGPRegressor(RBFPrior(), max_iter=30).fit(X, y)
         reg.predict(X[:40])
     g = reg.rbf_
     Z = (X[:40] - g.mu_) / g.sd_

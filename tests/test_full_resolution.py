@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from flgp import FLGPRegressor, predict_surface
+from flgp import FLGPRegressor, GraphMaternPrior, predict_surface
 from flgp.graph import lattice_graph
 from flgp.precision import GMRFRegression, matern_precision
 
@@ -119,13 +119,13 @@ def test_a_graph_that_falls_apart_gives_each_piece_its_prior_and_says_so():
 def test_gmrf_bad_input():
     ijk, x, truth, y, obs = _box_map((5, 5, 3))
     with pytest.raises(ValueError, match="graph has 75 nodes but the cloud has 74 rows"):
-        FLGPRegressor(method="gmrf", graph=lattice_graph(ijk)).fit(x[:-1], y[:-1])
+        FLGPRegressor(GraphMaternPrior(lattice_graph(ijk))).fit(x[:-1], y[:-1])
     with pytest.raises(ValueError, match="method='gmrf' is Gaussian only"):
-        FLGPRegressor(method="gmrf", likelihood="poisson").fit(x, np.abs(np.round(y)))
+        FLGPRegressor(GraphMaternPrior(), likelihood="poisson").fit(x, np.abs(np.round(y)))
     from sklearn.utils._param_validation import InvalidParameterError
 
-    with pytest.raises(InvalidParameterError, match="matern_order"):
-        FLGPRegressor(method="gmrf", matern_order=7).fit(x, y)
+    with pytest.raises(InvalidParameterError, match="'nu' parameter of GraphMaternPrior"):
+        FLGPRegressor(GraphMaternPrior(nu=7)).fit(x, y)
     with pytest.raises(ValueError, match="one target"):
         GMRFRegression(lattice_graph(ijk), np.array([0, 0]), np.array([1.0, 2.0]), 2)
 

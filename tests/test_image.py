@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from flgp import FLGPRegressor, predict_image
+from flgp import FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior, predict_image
 from flgp.cli import main
 from flgp.models import ImagePrediction
 
@@ -161,14 +161,17 @@ def test_include_noise_adds_the_fitted_noise_variance():
 def test_default_regressor_and_a_passed_one_is_cloned():
     img, region, _ = synthetic()
     res = predict_image(img, region, 0.3)
-    params = res.regressor.get_params()
+    params = res.regressor.get_params(deep=False)
     # the defaults, with the region's voxel lattice as the full-resolution prior's graph
-    graph = params.pop("graph")
+    heat, matern, rbf = params.pop("prior")
+    graph = matern.graph
     assert graph.kind == "lattice" and graph.n_nodes == int(region.sum())
+    assert matern.get_params(deep=False) == dict(GraphMaternPrior().get_params(), graph=graph)
+    assert heat.get_params() == HeatKernelPrior().get_params() and isinstance(rbf, RBFPrior)
     expected = FLGPRegressor().get_params()
-    expected.pop("graph")
+    expected.pop("prior")
     assert params == expected
-    mine = FLGPRegressor(method="rbf", max_iter=5)
+    mine = FLGPRegressor(RBFPrior(), max_iter=5)
     out = predict_image(img, region, 0.3, regressor=mine)
     assert out.regressor is not mine and out.regressor.method == "rbf"
     assert not hasattr(mine, "transduction_")                  # left unfitted

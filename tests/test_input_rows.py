@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import pytest
 
-from flgp import FLGPRegressor, predict_image, predict_surface
+from flgp import FLGPRegressor, GraphMaternPrior, predict_image, predict_surface
 from flgp.cli import main
 from flgp.graph import bucket_knn, knn_point_graph, lattice_graph, mesh_graph
 from flgp.graph import lattice as lattice_module
@@ -214,7 +214,7 @@ def test_predict_image_warning_points_at_the_caller():
     region = (i < 5) | (i > 6)                        # two slabs, 2 voxels apart
     observed = region & (i < 4)                       # targets in one slab only
     with pytest.warns(UserWarning, match="falls apart into 2 pieces") as record:
-        predict_image(img, region, observed, regressor=FLGPRegressor(method="gmrf"))
+        predict_image(img, region, observed, regressor=FLGPRegressor(GraphMaternPrior()))
     assert all(w.filename == __file__ for w in _falls_apart(record))
 
 
@@ -230,7 +230,7 @@ def test_predict_surface_warnings_point_at_the_caller():
     observed = np.zeros(len(V), bool)
     observed[:20] = True                              # the first patch only
     with pytest.warns(UserWarning, match="falls apart into 2 pieces") as record:
-        predict_surface((V, F), values, observed, regressor=FLGPRegressor(method="gmrf"))
+        predict_surface((V, F), values, observed, regressor=FLGPRegressor(GraphMaternPrior()))
     assert all(w.filename == __file__ for w in _falls_apart(record))
     # the region's own warning (a spur vertex on no face of the region) too
     V, F = _flat_mesh(10)
@@ -250,7 +250,7 @@ def test_predict_surface_warnings_keep_the_users_filters():
         warnings.simplefilter("error")
         with pytest.raises(UserWarning, match="falls apart"):
             predict_surface((V, F), np.sin(V[:, 0] / 10.0), observed,
-                            regressor=FLGPRegressor(method="gmrf"))
+                            regressor=FLGPRegressor(GraphMaternPrior()))
 
 
 def test_surface_command_prints_a_warning_as_one_line(tmp_path, capsys):

@@ -9,9 +9,9 @@ import pickle
 import numpy as np
 import pytest
 from scipy.stats import norm
-from sklearn.utils._param_validation import StrOptions
 
-from flgp import FLGPClassifier, FLGPRegressor
+from flgp import FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
+from flgp.models.priors import Prior
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.models.baselines import (RBFClassification, RBFClassificationFit, RBFRegression,
                                    RBFRegressionFit)
@@ -61,13 +61,16 @@ class WhiteNoiseFit(RegressionFit):
         return st.unit, st.scale_pre ** 2
 
 
+class WhitePrior(Prior):
+    """Its prior object: no settings, the registry's name."""
+
+    method = "white"
+
+
 class WithWhiteNoise(FLGPRegressor):
     """The registry entry: the estimator's representations plus the new one."""
 
     REPRESENTATIONS = {**FLGPRegressor.REPRESENTATIONS, "white": WhiteNoise()}
-    _parameter_constraints = {
-        **FLGPRegressor._parameter_constraints,
-        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})]}
 
 
 def _spiral(n=600, frac=0.15, seed=0):
@@ -90,7 +93,7 @@ def test_registry_holds_the_two_representations_in_auto_order():
 def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
     X, y, _ = _spiral()
     obs = ~np.isnan(y)
-    reg = WithWhiteNoise(method="white").fit(X, y)
+    reg = WithWhiteNoise(WhitePrior()).fit(X, y)
     y_obs = y[obs]
     # closed form: the targets' own Gaussian at their mean and (population) variance
     expected = norm.logpdf(y_obs, y_obs.mean(), y_obs.std()).sum()
@@ -105,7 +108,8 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
     with pytest.raises(ValueError, match="eigenbasis"):
         reg.latent_posterior()
 
-    auto = WithWhiteNoise(n_induced=120).fit(X, y)
+    auto = WithWhiteNoise([HeatKernelPrior(n_induced=120), GraphMaternPrior(), RBFPrior(),
+                           WhitePrior()]).fit(X, y)
     assert list(auto.log_evidence_) == ["flgp", "gmrf", "rbf", "white"]
     assert auto.log_evidence_["white"] == pytest.approx(expected, rel=1e-12)
     assert auto.method_ == max(auto.log_evidence_, key=auto.log_evidence_.get)
@@ -113,7 +117,8 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
     assert auto.log_evidence_["white"] < min(v for k, v in auto.log_evidence_.items()
                                              if k != "white")
     # and the plain estimator's weighing is unchanged by the subclass's registry
-    plain = FLGPRegressor(n_induced=120).fit(X, y)
+    plain = FLGPRegressor([HeatKernelPrior(n_induced=120), GraphMaternPrior(),
+                           RBFPrior()]).fit(X, y)
     assert {k: plain.log_evidence_[k] for k in plain.log_evidence_} == pytest.approx(
         {k: auto.log_evidence_[k] for k in plain.log_evidence_}, rel=1e-10)
 
@@ -204,11 +209,16 @@ class ClassSharesFit(ClassificationFit):
         return np.tile(self.shares, (X.shape[0], 1))
 
 
+class SharesPrior(Prior):
+    method = "shares"
+
+
 class WithClassShares(FLGPClassifier):
     REPRESENTATIONS = {**FLGPClassifier.REPRESENTATIONS, "shares": ClassShares()}
-    _parameter_constraints = {
-        **FLGPClassifier._parameter_constraints,
-        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})]}
+
+
+def _all_and_shares(**heat):
+    return [HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior(), SharesPrior()]
 
 
 def _circles(n=500, n_labels=None, seed=0):
@@ -243,7 +253,7 @@ def test_classifier_registry_and_auto_rule():
 
 def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
     X, y, semi = _circles(n_labels=(60, 90))
-    clf = WithClassShares(method="shares").fit(X, semi)
+    clf = WithClassShares(SharesPrior()).fit(X, semi)
     assert clf.method_ == "shares"
     np.testing.assert_allclose(clf.predict_proba(X[:4]), [[0.4, 0.6]] * 4, rtol=1e-15)
     assert np.all(clf.predict(X[:4]) == 1)
@@ -254,11 +264,11 @@ def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
     # "auto" asks the registry in order: the full-resolution classifier, first, takes a
     # numpy cloud; with given induced points it declines, and with 60 and 90 labels the
     # shares' rule takes it
-    assert WithClassShares(method="auto", n_induced=100).fit(X, semi).method_ == "gmrf"
-    assert WithClassShares(method="auto", induced_points=X[::10]).fit(
+    assert WithClassShares(_all_and_shares(n_induced=100)).fit(X, semi).method_ == "gmrf"
+    assert WithClassShares(_all_and_shares(induced_points=X[::10])).fit(
         X, semi).method_ == "shares"
     X, _, semi = _circles(n_labels=(2, 90))
-    assert WithClassShares(method="auto", induced_points=X[::10]).fit(
+    assert WithClassShares(_all_and_shares(induced_points=X[::10])).fit(
         X, semi).method_ == "flgp"
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from flgp import FLGPClassifier, FLGPRegressor
+from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+                  RBFPrior)
 from flgp.graph import lattice_graph
 from flgp.graph.knn import knn_point_graph
 from flgp.graph.mesh import mesh_graph
@@ -299,15 +300,15 @@ def test_a_given_graph_must_be_built_on_the_rows_it_is_given():
     y = _targets(world)
     wrong = lattice_graph(ijk, np.diag([2.0, 2.0, 2.0, 1.0]))      # no translation
     with pytest.raises(ValueError, match="not the rows of X"):
-        FLGPRegressor(method="gmrf", graph=wrong).fit(world, y)
+        FLGPRegressor(GraphMaternPrior(wrong)).fit(world, y)
     with pytest.raises(ValueError, match="not the rows of X"):
-        FLGPRegressor(graph=wrong).fit(world, y)
+        FLGPRegressor([HeatKernelPrior(), GraphMaternPrior(wrong), RBFPrior()]).fit(world, y)
     labels = np.where(np.isnan(y), -1, (world[:, 0] > world[:, 0].mean()).astype(int))
     with pytest.raises(ValueError, match="not the rows of X"):
-        FLGPClassifier(method="gmrf", graph=wrong).fit(world, labels)
+        FLGPClassifier(GraphMaternPrior(wrong)).fit(world, labels)
     flat = np.random.default_rng(0).random((50, 2))
     with pytest.raises(ValueError, match="2 coordinates but X has 3"):
-        FLGPRegressor(method="gmrf", graph=knn_point_graph(flat, 5)).fit(
+        FLGPRegressor(GraphMaternPrior(knn_point_graph(flat, 5))).fit(
             np.c_[flat, np.zeros(50)], np.where(np.arange(50) < 10, flat[:, 0], np.nan))
     # found before anything is fitted: "auto" does not fit the heat kernel first
     from flgp.models.regressor import FLGPRegressor as Reg
@@ -315,7 +316,8 @@ def test_a_given_graph_must_be_built_on_the_rows_it_is_given():
     def no_fit(*args, **kwargs):
         raise AssertionError("the heat kernel was fitted before the graph was checked")
 
-    for est in (Reg(graph=wrong), FLGPClassifier(graph=wrong, method="flgp")):
+    for est in (Reg([HeatKernelPrior(), GraphMaternPrior(wrong)]),
+                FLGPClassifier([HeatKernelPrior(), GraphMaternPrior(wrong)])):
         est._candidates = no_fit
         with pytest.raises(ValueError, match="not the rows of X"):
             est.fit(world, y if isinstance(est, Reg) else labels)

@@ -2,6 +2,9 @@
 
 * the estimators - :class:`FLGPClassifier`, :class:`FLGPRegressor` - over one shared core
   (``flgp.models._base``: inputs validated once, candidate eigenpairs, warm start);
+* their priors as objects (:mod:`flgp.models.priors`): :class:`HeatKernelPrior`,
+  :class:`GraphMaternPrior`, :class:`RBFPrior`, each holding its representation's
+  settings and giving its GPyTorch kernel;
 * :mod:`flgp.models.inference` - the inference engines they use (expectation
   propagation, Laplace, exact low-rank Gaussian, Poisson counts), which know nothing of
   estimators;
@@ -22,10 +25,12 @@
 from .classifier import FLGPClassifier
 from .image import ImagePrediction, predict_image
 from .likelihoods import MultinomialProbitLikelihood
+from .priors import GraphMaternPrior, HeatKernelPrior, RBFPrior
 from .regressor import FLGPRegressor
 from .seeds import SeedCorrelation, atlas_seeds, seed_correlation
 from .surface import SurfacePrediction, predict_surface
 
 __all__ = ["FLGPClassifier", "FLGPRegressor", "ImagePrediction",
            "MultinomialProbitLikelihood", "predict_image", "SurfacePrediction",
-           "predict_surface", "SeedCorrelation", "seed_correlation", "atlas_seeds"]
+           "predict_surface", "SeedCorrelation", "seed_correlation", "atlas_seeds",
+           "HeatKernelPrior", "GraphMaternPrior", "RBFPrior"]

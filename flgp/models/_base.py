@@ -39,6 +39,8 @@ from ..spectral.compute import default_n_eigenpairs, default_n_induced
 from ..spectral.candidates import eigenpair_candidates
 from ..spectral.dense import TooFewEigenvaluesError
 from ..spectral.flgp import SPECTRA
+from .priors import (HEAT_PARAMETERS, LEGACY_GRAPH_MATERN, GraphMaternPrior,
+                     HeatKernelPrior, Prior, _same, fold_legacy_parameters, resolve_priors)
 from .search import single_threaded_blas
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
@@ -50,6 +52,18 @@ DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
 # is reported as an extrapolation
 FAR_FACTOR = 3.0
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+
+
+# the estimators' parameters before the prior objects (2026-11-28): still read as
+# properties (from the prior objects), still accepted with a FutureWarning
+LEGACY_PARAMETERS = ("method", *(p for p in HEAT_PARAMETERS if p != "method"),
+                     *LEGACY_GRAPH_MATERN, "learning_rate")
+
+
+def is_classifier_type(estimator) -> bool:
+    from sklearn.base import is_classifier
+
+    return is_classifier(estimator)
 
 
 @dataclass
@@ -68,29 +82,13 @@ class HeatGPEstimator(BaseEstimator):
     """The shared core of the heat-kernel GP estimators (see the module notes)."""
 
     _parameter_constraints: dict = {
-        "method": [StrOptions(set(ESTIMATOR_METHODS) | {"auto"})],
-        "kernel": [StrOptions(set(KERNELS))],
-        "subsample": [StrOptions(set(SUBSAMPLES))],
-        "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],
-        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_eigenpairs": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "bandwidth": [_POSITIVE, None],
-        "bandwidth_grid": ["array-like", _POSITIVE, None],
-        "lae_regularization": [Interval(numbers.Real, 0, None, closed="left")],
-        "spectrum": [StrOptions(set(SPECTRA))],
-        "diffusion_time": [_POSITIVE, None],
-        "diffusion_time_prior_power": [Interval(numbers.Real, None, None, closed="neither")],
+        "prior": [Prior, list, tuple, None],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
-        "learning_rate": [Hidden(StrOptions({"deprecated"})), _POSITIVE],
         "random_state": ["random_state", np.random.Generator],
         "backend": [StrOptions({"auto", "torch", "keops"})],
         "verbose": ["verbose"],
-        "induced_points": ["array-like", None],
         "warm_start": ["boolean"],
     }
-    # numeric parameters that must also be finite (Interval lets infinity through)
-    _finite_parameters = ("bandwidth", "diffusion_time", "diffusion_time_prior_power",
-                          "lae_regularization")
 
     # -- what the subclasses define -----------------------------------------------------
     _unlabelled_fill = None            # the mark of unlabelled rows in y, for X_unlabeled
@@ -103,26 +101,97 @@ class HeatGPEstimator(BaseEstimator):
     def _graph_method(self) -> str:
         """The method whose graph a fit builds: ``method``, FLGP's for ``"auto"`` (which
         weighs FLGP's heat kernel against the RBF GP by their evidence)."""
-        return "flgp" if self.method == "auto" else self.method
+        method = self.method
+        return self._prior_of(HeatKernelPrior).method if method == "auto" else method
 
     # -- parameters -----------------------------------------------------------------------
     def _check_parameters(self) -> None:
-        """What the constraints cannot say: finite numbers, a bandwidth grid of positive
-        finite scales."""
-        if not (isinstance(self.learning_rate, str) and self.learning_rate == "deprecated"):
-            warnings.warn(f"learning_rate is unused by {type(self).__name__} (no fit here takes "
-                          f"gradient steps of a set size) and will be removed in the next "
-                          f"release; leave it out.", FutureWarning, stacklevel=3)
+        """What the constraints cannot say: each prior object's own settings (its
+        constraints, finite numbers, a bandwidth grid of positive finite scales; a
+        classifier's settings refused on a regressor)."""
+        from sklearn.base import is_classifier
+
+        if getattr(self, "_init_error", None) is not None:
+            raise self._init_error          # the old parameters could not be folded
+        for prior in resolve_priors(self.prior):
+            prior._check(type(self).__name__, for_classifier=is_classifier(self))
         for name in self._finite_parameters:
             value = getattr(self, name, None)
             if value is not None and not np.isfinite(value):
                 raise ValueError(f"{name} must be finite; got {value!r}.")
-        if self.bandwidth_grid is not None:
-            grid = np.asarray(self.bandwidth_grid, dtype=np.float64).ravel()
-            if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
-                raise ValueError(f"bandwidth_grid must hold at least one finite positive "
-                                 f"bandwidth scale a (4 eps^2 = a mean d^2); got "
-                                 f"{self.bandwidth_grid!r}.")
+
+    # numeric parameters of the estimator that must also be finite (Interval lets infinity
+    # through); each prior object checks its own
+    _finite_parameters: tuple = ()
+
+    # -- the prior objects and the old parameters ---------------------------------------
+    def _priors(self) -> list:
+        """The prior objects this estimator weighs (:func:`resolve_priors`)."""
+        return resolve_priors(self.prior)
+
+    def _prior_of(self, kind):
+        """The ``kind`` prior among :meth:`_priors`, else one at its defaults."""
+        return next((p for p in self._priors() if isinstance(p, kind)), None) or kind()
+
+    def _offers(self, method: str) -> bool:
+        """Whether the representation ``method`` (``"flgp"`` for the heat kernel) is among
+        the priors weighed (``prior=None``: every representation registered)."""
+        if self.prior is None:
+            return True
+        return any(p.method == method or (method == "flgp" and isinstance(p, HeatKernelPrior))
+                   for p in self._priors())
+
+    @property
+    def method(self) -> str:
+        """The representation, in the words of the old ``method`` parameter: ``"auto"``
+        when several priors are weighed, else the one prior's (``"flgp"`` / ``"glgp"`` /
+        ``"nystrom"`` for the heat kernel, ``"gmrf"``, ``"rbf"``)."""
+        priors = self._priors()
+        return priors[0].method if len(priors) == 1 else "auto"
+
+    def _fold_init(self, prior, legacy) -> None:
+        """``self.prior`` from ``prior`` and the old parameters; a fold that fails is raised
+        when ``fit`` starts (scikit-learn's constructors validate nothing)."""
+        try:
+            self.prior = fold_legacy_parameters(type(self).__name__, prior, legacy,
+                                                is_classifier_type(self), stacklevel=4)
+        except (TypeError, ValueError) as exc:
+            self.prior = prior
+            self._init_error = exc
+
+    def set_params(self, **params):
+        """scikit-learn's ``set_params``; the old per-representation parameters (``method``,
+        ``kernel``, ``graph``, ...) are folded into ``prior`` with a ``FutureWarning``."""
+        legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_PARAMETERS}
+        if legacy or "prior" in params:
+            self.__dict__.pop("_init_error", None)      # new settings: judged afresh
+        if legacy:
+            if "prior" in params:
+                raise ValueError(f"{type(self).__name__}.set_params: pass either prior= or "
+                                 f"the old parameters ({', '.join(sorted(legacy))}), not both.")
+            current = {name: getattr(self, name) for name in LEGACY_PARAMETERS
+                       if name != "learning_rate"}
+            defaults = dict(HeatKernelPrior().get_params(), graph=None, matern_order=None,
+                            method="auto")
+            merged = {k: v for k, v in dict(current, **legacy).items()
+                      if k in legacy or not _same(v, defaults[k])}
+            self.prior = fold_legacy_parameters(type(self).__name__, None, merged,
+                                                is_classifier_type(self), stacklevel=3)
+        return super().set_params(**params)
+
+    def __setstate__(self, state):
+        # fitted before 2026-11-27, when a graph's components became its pieces
+        state = {k.replace("component", "piece"): v for k, v in state.items()}
+        if "prior" not in state:
+            # pickled before 2026-11-28, when each representation's settings were the
+            # estimator's own parameters
+            legacy = {k: state.pop(k) for k in list(state) if k in LEGACY_PARAMETERS}
+            defaults = dict(HeatKernelPrior().get_params(), graph=None, matern_order=None,
+                            method="auto", learning_rate="deprecated")
+            legacy = {k: v for k, v in legacy.items() if not _same(v, defaults[k])}
+            state["prior"] = fold_legacy_parameters(type(self).__name__, None, legacy,
+                                                    is_classifier_type(self), warn=False)
+        super().__setstate__(state)
 
     # -- fitted state ---------------------------------------------------------------------
     _CACHE = "_eigenpair_cache"
@@ -137,10 +206,6 @@ class HeatGPEstimator(BaseEstimator):
     _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_piece_has_label",
                      "_other_fit", "_spectral_prior",
                      "_reach", "_y_mean", "_y_scale", "_y_unit", "_noise_std", "_noise_pre")
-
-    def __setstate__(self, state):
-        # fitted before 2026-11-27, when a graph's components became its pieces
-        super().__setstate__({k.replace("component", "piece"): v for k, v in state.items()})
 
     def _clear_fit(self) -> None:
         """Forget everything a previous fit set (the public ``name_`` attributes and the
@@ -484,3 +549,23 @@ def target_vector(y, warn: bool = True) -> np.ndarray:
     """``y`` as a 1-d numpy array (a column vector is raveled with scikit-learn's
     warning)."""
     return column_or_1d(np.asarray(y), warn=warn)
+
+
+# -- the old parameters, read from the prior objects --------------------------------------
+def _heat_setting(name: str) -> property:
+    def get(self):
+        return getattr(self._prior_of(HeatKernelPrior), name)
+    return property(get, doc=f"``{name}`` of the heat kernel's prior object "
+                             f"(:class:`~flgp.models.priors.HeatKernelPrior`; read-only).")
+
+
+for _name in HEAT_PARAMETERS:
+    if _name != "method":
+        setattr(HeatGPEstimator, _name, _heat_setting(_name))
+HeatGPEstimator.graph = property(
+    lambda self: self._prior_of(GraphMaternPrior).graph,
+    doc="``graph`` of the graph Matérn prior object (read-only).")
+HeatGPEstimator.matern_order = property(
+    lambda self: self._prior_of(GraphMaternPrior).nu,
+    doc="``nu`` of the graph Matérn prior object (read-only).")
+HeatGPEstimator.learning_rate = "deprecated"

@@ -87,154 +87,60 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     Parameters
     ----------
-    method : {"auto", "flgp", "glgp", "nystrom", "rbf", "gmrf"}, default="auto"
-        The prior. ``"gmrf"``: full resolution - the graph Matérn GP on the cloud's own
-        k-NN graph (Poisson learning's self-tuning graph, 10 neighbours) or on ``graph``,
-        a least-squares GP classifier (the labels' centred one-hot vectors regressed on
-        the class latents, one sparse solve a label; near Poisson learning's solution
-        while some class has one label), probabilities at a spread set from the cloud
-        and re-weighted to ``class_prior`` (:mod:`flgp.precision.classification`,
-        docs/few_labels.md, "One classifier"); with its evidence, latent posterior
-        (``predict_latent``) and labelling loop (``suggest_labels``). ``"flgp"``, ``"glgp"``,
-        ``"nystrom"``: the heat kernel of FLGP's, GLGP's (dense ``n x n`` graph) or
-        Nyström-GLGP's eigenpairs with EP (the parameters below that name the heat
-        kernel apply to these only); ``"rbf"`` - the extrinsic baseline, an RBF-kernel GP on
-        the labelled points only. ``"auto"`` (the default): ``"gmrf"`` for a numpy cloud
-        of up to 2,000,000 points (or with ``graph=``), ``"flgp"`` for dask inputs, larger
-        clouds and given ``induced_points`` - measured on six clouds at 1-10 labels per
-        class, the full-resolution classifier is at least as accurate as the heat kernel
-        on MNIST, the Swiss roll, the helix and six circles, and behind it on two moons
-        from three labels a class (docs/few_labels.md, where the evidence's and
-        leave-one-out's choices between the two are measured too: both pick the heat
-        kernel where it errs twice as often); ``method_`` says which ran. ``"gmrf"`` and
-        ``"rbf"`` are the entries of ``FLGPClassifier.REPRESENTATIONS``
-        (:mod:`flgp.models.representation`).
-    kernel : {"lae", "se"}, default="lae"
-        FLGP cross kernel (LKFLGP/LRFLGP vs SKFLGP/SRFLGP).
-    subsample : {"kmeans", "random"}, default="kmeans"
-        How the induced points are chosen (and the normalisation that goes with it).
-    n_induced : int, optional
-        ``s``; default ``min(n, max(10, min(1000, n // 4)))``.
-    n_neighbors : int, default=3
-        ``r``, induced points kept per point.
-    n_eigenpairs : int, optional
-        ``M``; default ``min(100, s - 1)``.
-    bandwidth : float, optional
-        SE ``eps``; default: chosen by marginal likelihood over ``bandwidth_grid``.
-    bandwidth_grid : sequence of float, optional
-        Multipliers ``a`` in ``4 eps^2 = a mean d^2``; default 7 values log-spaced on
-        [0.1, 10].
-    lae_regularization : float, default=1e-3
-        LLE-style regularisation of the LAE weights (0: the paper's exact LAE); see
-        :func:`flgp.graph.build_cross_graph`.
-    spectrum : {"one_step", "two_step"}, default="one_step"
-        FLGP's eigenvalue rule ``λ = 1 - σ`` or ``1 - σ^2`` (:mod:`flgp.spectral.flgp`).
-    diffusion_time : float, optional
-        Fix ``t`` instead of fitting it.
-    diffusion_time_prior : {"spectral", "flat"}, default="spectral"
-        The prior on ``t``; ``t`` maximises the approximate marginal likelihood times it
-        (MAP in ``log t``). ``"spectral"``: ``log t ~ N(log t_C, 2²)`` with ``t_C = 2 / λ*``,
-        ``λ* = max(λ_{C+1}, λ_2)`` for ``C`` classes - the smoothest prior in which each
-        class keeps a non-constant mode of its own
-        (:func:`flgp.spectral.families.spectral_time_prior`). A tie-breaker: with one label
-        per class the evidence is flat in ``t`` and the prior decides; from two or three
-        labels per class the evidence overrules it. ``"flat"``: flat in ``log t``
-        (empirical Bayes, the paper's algorithm and flgp's before 2026-11-25).
-    diffusion_time_prior_power : float, default=1.0
-        ``a0`` of a further factor ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s
-        prior, eq. 3); ``1`` leaves the prior as it is, ``a0 > 1`` pulls ``t`` down by
-        ``a0 - 1`` nats per e-fold.
-    average_diffusion_time : bool or None, default=None
-        True: average the class probabilities over the diffusion times of the search grid
-        (12 values log-spaced over the data-driven range), each weighted by its posterior
-        probability (evidence times prior), the best grid value replaced by the refined MAP
-        ``t``, keeping the smallest set of grid values that holds 99% of the posterior
-        mass: ``t`` integrated out instead of plugged in. False: the MAP ``t`` alone. None:
-        False with EP, True with Laplace (what each gains is measured in docs/models.md).
-        Not used for one-vs-rest (each class keeps its MAP ``t``) or a fixed
-        ``diffusion_time``.
-    spectral_family : {"heat", "matern", "green", "auto"}, default="heat"
-        The prior's weights ``w(λ)`` in the eigenbasis
-        (:func:`flgp.spectral.families.family_log_weights`): the heat kernel ``e^{-tλ}``,
-        the graph Matérn kernel ``(1 + tλ/ν)^{-ν}`` or the Laplacian's pseudo-inverse
-        ``λ_2/λ`` (the Green's function of Poisson learning; no time scale). ``"auto"``:
-        the one of highest evidence among the heat kernel, Matérn with ``ν = 1, 2`` and the
-        pseudo-inverse (four searches; docs/models.md measures what it gains - on the sets
-        measured, nothing: the evidence picks the heat kernel).
-    matern_nu : float, default=2.0
-        ``ν`` of ``spectral_family="matern"``.
-    constant_variance : float or None, default=None
-        The prior variance of the constant eigenvector (``λ = 0``) relative to the
-        family's weight there: each class latent's common offset. ``0`` - the GP form of
-        Poisson learning's centring - is what keeps the classifier from collapsing with
-        one label per class (a per-class offset makes ten labels of ten classes look
-        independent, and the evidence then prefers ``t → 0``; docs/models.md, "The fewest
-        labels"). ``1`` is the heat kernel as the paper writes it. None: whichever of 0
-        and 1 has the higher evidence (two searches over ``t``; only a prior within a nat
-        of the better one's search evidence gets the final full-precision EP run; with
-        few labels per class it is 0).
-        With several connected pieces only the constant combination of their
-        indicators gets it; the contrasts between pieces keep the family's weight.
-        At most ``1e6``: already a flat prior on the offset for any labels, while larger
-        values leave float64 too few digits for the other modes.
+    prior : HeatKernelPrior, GraphMaternPrior, RBFPrior, a list of them, or None
+        The prior of the class latents, as an object holding its own settings
+        (:mod:`flgp.models.priors`). :class:`~flgp.models.priors.GraphMaternPrior` - full
+        resolution: the graph Matérn GP on the cloud's own k-NN graph (Poisson learning's
+        self-tuning graph, 10 neighbours) or on its ``graph``, a least-squares GP
+        classifier (the labels' centred one-hot vectors regressed on the class latents,
+        one sparse solve a label; near Poisson learning's solution while some class has
+        one label), probabilities at a spread set from the cloud and re-weighted to
+        ``class_prior`` (:mod:`flgp.precision.classification`, docs/few_labels.md, "One
+        classifier"); with its evidence, latent posterior (``predict_latent``) and
+        labelling loop (``suggest_labels``). :class:`~flgp.models.priors.HeatKernelPrior`
+        - the heat kernel of FLGP's, GLGP's (dense ``n x n`` graph) or Nyström-GLGP's
+        eigenpairs with EP (its settings: the graph, the eigenpairs and the spectral
+        prior on ``t``). :class:`~flgp.models.priors.RBFPrior` - the extrinsic baseline, an
+        RBF-kernel GP on the labelled points only. A list: the classifier's rule among
+        those listed; ``None`` (the default): all three at their defaults, and the rule
+        takes the graph Matérn prior for a numpy cloud of up to 2,000,000 points (or with
+        a ``graph``), the heat kernel for dask inputs, larger clouds and given
+        ``induced_points`` - measured on six clouds at 1-10 labels per class, the
+        full-resolution classifier is at least as accurate as the heat kernel on MNIST,
+        the Swiss roll, the helix and six circles, and behind it on two moons from three
+        labels a class (docs/few_labels.md, where the evidence's and leave-one-out's
+        choices between the two are measured too: both pick the heat kernel where it errs
+        twice as often); ``method_`` says which ran.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
         (multinomial probit with EP, softmax with Laplace; ``"softmax"``, its name until
         2026-11-27, still works for one release with a ``FutureWarning``), or one binary GP
         per class against the rest, each with its own ``t``
         (``"ovr"``; probabilities normalised to sum to one, ``diffusion_time_`` one ``t``
-        per class). Ignored for two classes and by ``method="rbf"``. Prefer the joint
+        per class). Ignored for two classes and by the RBF prior. Prefer the joint
         model with many classes: per-class ``t`` make the binary probabilities
         incomparable (docs/models.md).
     inference : {"ep", "laplace"}, default="ep"
         ``"ep"``: probit / multinomial-probit likelihood, expectation propagation, the
         amplitude ``A`` fitted with ``t``. ``"laplace"``: logistic / softmax likelihood with
-        amplitude 1 and Laplace's approximation.
-    amplitude : float or None, default=1.0
-        ``A`` of the prior ``f ~ GP(0, A C_t)`` (EP only; the probit noise has variance
-        1). The default 1 is the paper's heat kernel as it is. None: the value of
-        ``(1, 10, 100, 1000)`` with the highest EP marginal likelihood.
-    calibration : {"loo", None}, default="loo"
-        EP only. ``"loo"``: divide the spread of every predictive distribution by ``κ``,
-        the mode of the leave-one-out predictive likelihood of the labelled points whose
-        class keeps another label (EP's cavities, free) under a log-normal prior with
-        median 1 and sd ``log 2`` (:func:`flgp.models.inference.ep.fit_predictive_scale`);
-        it assumes the labelled points are a random sample of the cloud. With one label per
-        class no point qualifies and ``κ = 1`` (with a warning: those probabilities are
-        under-confident). ``None``: the EP posterior predictive as
-        it is.
-    max_iter : int, default=100
-        Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
-        search.
-    learning_rate : deprecated
-        Unused; setting it warns (``FutureWarning``). It will be removed in the next
-        release.
-    random_state : int, Generator or None, default=0
-        Seeds the induced points.
-    backend : {"auto", "torch", "keops"}, default="auto"
-        Who does the distance work (:mod:`flgp.backends`; "auto" is KeOps only with a GPU).
-    verbose : bool, default=False
-        Print each bandwidth candidate's ``t`` and evidence.
-    induced_points : array-like of shape (n_induced, n_features), optional
-        FLGP's induced points, instead of choosing them (``subsample`` then only picks the
-        normalisation). The same points make an in-memory and a Dask fit give the same
-        model.
+        amplitude 1 and Laplace's approximation. (the heat kernel only)
     class_prior : {"auto", "balanced", "labels"}, array-like or None, default="auto"
-        ``method="gmrf"`` only: the classes' prior shares, to which the probabilities'
+        The graph Matérn prior only: the classes' prior shares, to which the probabilities'
         average over the cloud is re-weighted (one factor a class): ``"auto"`` is balanced
         unless the label counts, read as a random sample, favour unequal shares by their
         Bayes factor (:func:`flgp.precision.balanced_log_odds`), and then the label counts
         plus one, normalised; stratified labels always give balanced shares.
         ``"balanced"``, ``"labels"`` (the smoothed counts), the user's shares in the order
         of ``classes_``, or ``None`` for none.
-    graph : PointGraph, optional
-        ``method="gmrf"`` only: the graph on the cloud's rows (``X`` stacked above
-        ``X_unlabeled``) instead of the self-tuning k-NN graph, e.g.
-        :func:`flgp.graph.lattice_graph` for voxels or :func:`flgp.graph.mesh_graph` for
-        a surface.
-    matern_order : {1, 2} or None, default=None
-        ``method="gmrf"`` only: the order ``ν`` of the graph Matérn prior (None: 1, the
-        Green function of the graph Laplacian).
+    max_iter : int, default=100
+        Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
+        search.
+    random_state : int, Generator or None, default=0
+        Seeds the induced points.
+    backend : {"auto", "torch", "keops"}, default="auto"
+        Who does the distance work (:mod:`flgp.backends`; "auto" is KeOps only with a GPU).
+    verbose : bool, default=False
+        Print each bandwidth candidate's ``t`` and evidence.
     warm_start : bool, default=False
         Keep the graph and eigenpairs (every candidate of the bandwidth grid) after
         ``fit``, and reuse them when the next ``fit`` gets the same cloud ``X`` (same shape
@@ -242,6 +148,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         changed labels (the labelling loop, :meth:`suggest_labels`) then reruns only the
         GP part and gives the numbers a cold fit gives. Dask and zarr inputs are always
         recomputed.
+    **legacy :
+        The parameters before 2026-11-28 - ``method``, the heat kernel's settings
+        (``kernel``, ``n_induced``, ``diffusion_time``, ...), ``graph`` and
+        ``matern_order`` - still work for one release: they are folded into the prior
+        objects with a ``FutureWarning`` that names the new form, and read back as
+        read-only attributes (``clf.n_induced``). ``learning_rate`` is unused.
 
     Attributes
     ----------
@@ -305,7 +217,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     >>> y_semi = np.full(len(y), -1)                        # -1 marks an unlabelled row
     >>> labelled = np.random.default_rng(1).choice(len(y), 60, replace=False)
     >>> y_semi[labelled] = y[labelled]
-    >>> clf = FLGPClassifier(method="flgp", n_induced=600, random_state=0).fit(X, y_semi)
+    >>> from flgp import HeatKernelPrior
+    >>> clf = FLGPClassifier(HeatKernelPrior(n_induced=600), random_state=0).fit(X, y_semi)
     >>> unlabelled = y_semi == -1
     >>> print(np.mean(clf.transduction_[unlabelled] != y[unlabelled]) < 0.02)
     True
@@ -315,68 +228,27 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     _parameter_constraints: dict = {
         **HeatGPEstimator._parameter_constraints,
-        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})],
         "class_prior": [StrOptions({"auto", "balanced", "labels"}), "array-like", None],
-        "graph": [PointGraph, None],
-        "matern_order": [Interval(numbers.Integral, 1, 2, closed="both"), None],
-        "diffusion_time_prior": [StrOptions({"spectral", "flat"})],
-        "average_diffusion_time": ["boolean", None],
-        "spectral_family": [StrOptions(set(FAMILIES) | {"auto"})],
-        "matern_nu": [_POSITIVE],
-        # above 1e6 the constant mode swamps float64's resolution of the others (EP's
-        # posterior precision and Laplace's kernel matrix lose definiteness near 1e8)
-        "constant_variance": [Interval(numbers.Real, 0, 1e6, closed="both"), None],
         "multi_class": [StrOptions({"multinomial", "softmax", "ovr"}, deprecated={"softmax"})],
         "inference": [StrOptions({"ep", "laplace"})],
-        "amplitude": [_POSITIVE, None],
-        "calibration": [StrOptions({"loo"}), None],
     }
-    _finite_parameters = HeatGPEstimator._finite_parameters + ("amplitude", "matern_nu",
-                                                               "constant_variance")
     _unlabelled_fill = -1
     _is_labelled = staticmethod(split_labels)
     REPRESENTATIONS = REPRESENTATIONS
 
-    def __init__(self, *, method="auto", kernel="lae", subsample="kmeans", n_induced=None,
-                 n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
-                 lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior="spectral", diffusion_time_prior_power=1.0,
-                 average_diffusion_time=None, spectral_family="heat", matern_nu=2.0,
-                 constant_variance=None, multi_class="multinomial", inference="ep",
-                 amplitude=1.0, calibration="loo", max_iter=100,
-                 learning_rate="deprecated", random_state=0, backend="auto", verbose=False,
-                 induced_points=None, class_prior="auto", graph=None, matern_order=None,
-                 warm_start=False):
-        self.method = method
-        self.kernel = kernel
-        self.subsample = subsample
-        self.n_induced = n_induced
-        self.n_neighbors = n_neighbors
-        self.n_eigenpairs = n_eigenpairs
-        self.bandwidth = bandwidth
-        self.bandwidth_grid = bandwidth_grid
-        self.lae_regularization = lae_regularization
-        self.spectrum = spectrum
-        self.diffusion_time = diffusion_time
-        self.diffusion_time_prior = diffusion_time_prior
-        self.diffusion_time_prior_power = diffusion_time_prior_power
-        self.average_diffusion_time = average_diffusion_time
-        self.spectral_family = spectral_family
-        self.matern_nu = matern_nu
-        self.constant_variance = constant_variance
+    def __init__(self, prior=None, *, multi_class="multinomial", inference="ep",
+                 class_prior="auto", max_iter=100, random_state=0, backend="auto",
+                 verbose=False, warm_start=False, **legacy):
+        # the per-representation parameters before 2026-11-28 (method=, kernel=, graph=,
+        # ...): folded into prior objects with a FutureWarning, for one release
+        self._fold_init(prior, legacy)
         self.multi_class = multi_class
         self.inference = inference
-        self.amplitude = amplitude
-        self.calibration = calibration
+        self.class_prior = class_prior
         self.max_iter = max_iter
-        self.learning_rate = learning_rate
         self.random_state = random_state
         self.backend = backend
         self.verbose = verbose
-        self.induced_points = induced_points
-        self.class_prior = class_prior
-        self.graph = graph
-        self.matern_order = matern_order
         self.warm_start = warm_start
 
     # -- inputs ---------------------------------------------------------------------------
@@ -427,10 +299,13 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
         self.method_ = self.method
         if self.method == "auto":
-            # the first representation whose rule takes these labels, else the heat kernel
+            # the first representation offered whose rule takes these labels, else the
+            # heat kernel (else the first prior offered)
             counts = np.bincount(codes, minlength=self.classes_.size)
+            heat = self._graph_method if self._offers("flgp") else None
             self.method_ = next((name for name, rep in self.REPRESENTATIONS.items()
-                                 if rep.chosen_by_auto(self, X, counts)), "flgp")
+                                 if self._offers(name) and rep.chosen_by_auto(self, X, counts)),
+                                heat or self._priors()[0].method)
         if self.method_ in self.REPRESENTATIONS:
             # its warnings point at the caller of fit
             self._other_fit = self.REPRESENTATIONS[self.method_].fit(self, X, labelled, codes)

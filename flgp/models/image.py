@@ -22,6 +22,7 @@ from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, 
                              volume_of, volumes_of)
 from ..graph.lattice import lattice_graph
 from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
+from .priors import with_graph
 from .regressor import FLGPRegressor
 
 __all__ = ["ImagePrediction", "predict_image"]
@@ -141,7 +142,8 @@ def fresh_regressor(regressor) -> FLGPRegressor:
         return FLGPRegressor()
     if not isinstance(regressor, FLGPRegressor):
         raise TypeError(f"regressor must be an flgp.FLGPRegressor (configured, e.g. "
-                        f"FLGPRegressor(n_induced=1000)); got {type(regressor).__name__}.")
+                        f"FLGPRegressor(HeatKernelPrior(n_induced=1000))); got "
+                        f"{type(regressor).__name__}.")
     return clone(regressor)
 
 
@@ -200,8 +202,9 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         region's voxels, ``round(fraction * n)``, drawn without replacement with
         ``random_state``. At least 2 voxels.
     regressor : FLGPRegressor, optional
-        A configured regressor (e.g. ``FLGPRegressor(n_induced=1000, n_eigenpairs=500)``
-        or ``FLGPRegressor(method="rbf")``); it is cloned, the instance passed stays
+        A configured regressor (e.g.
+        ``FLGPRegressor(HeatKernelPrior(n_induced=1000, n_eigenpairs=500))`` or
+        ``FLGPRegressor(RBFPrior())``); it is cloned, the instance passed stays
         unfitted. Default: ``FLGPRegressor()`` with its own defaults.
     random_state : int, numpy Generator or None, default=0
         Seeds the draw of a fraction of observed voxels (``numpy.random.default_rng``).
@@ -268,14 +271,15 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
 
     >>> import nibabel as nib
     >>> import numpy as np
-    >>> from flgp import FLGPRegressor, predict_image
+    >>> from flgp import FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior, predict_image
     >>> i, j, k = np.indices((12, 12, 6))
     >>> data = np.sin(i / 3.0) + np.cos(j / 4.0) + 0.2 * k
     >>> affine = np.diag([2.0, 2.0, 2.0, 1.0])
     >>> image = nib.Nifti1Image(data.astype(np.float32), affine)
     >>> region = (i - 5.5) ** 2 + (j - 5.5) ** 2 + 4 * (k - 2.5) ** 2 < 36
     >>> res = predict_image(image, region, 0.25,
-    ...                     regressor=FLGPRegressor(n_induced=100, n_eigenpairs=50))
+    ...     regressor=FLGPRegressor([HeatKernelPrior(n_induced=100, n_eigenpairs=50),
+    ...                              GraphMaternPrior(), RBFPrior()]))
     >>> res.mean.shape, res.sd.shape, np.allclose(res.mean.affine, affine)
     ((12, 12, 6), (12, 12, 6), True)
     >>> len(res.voxels), res.n_observed
@@ -380,8 +384,7 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
                       leave=False):
             t0 = time.perf_counter()
             fit = clone(reg)
-            if fit.graph is None and fit.method in ("auto", "gmrf"):
-                fit.set_params(graph=graph)
+            fit.set_params(prior=with_graph(fit.prior, graph))
             fit.fit(voxels.coords, np.where(obs, values[:, j], np.nan))
             mean[:, j] = np.asarray(fit.transduction_, dtype=np.float64)
             sd_j = np.asarray(fit.transduction_std_, dtype=np.float64)
@@ -458,9 +461,10 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
                              f"img=image)).")
         voxels = load_voxels(img, region)      # coordinates (mm), values, C order
         obs = _observed(observed, img, data.shape, region, random_state)
-        if reg.graph is None and reg.method in ("auto", "gmrf"):
+        if reg.graph is None and reg._offers("gmrf"):
             # voxel resolution: the region's lattice (face neighbours, mm weights)
-            reg.set_params(graph=lattice_graph(voxels.ijk, img.affine))
+            reg.set_params(prior=with_graph(reg.prior,
+                                            lattice_graph(voxels.ijk, img.affine)))
         _check_memory(n, reg, progress)
         bar.update()
         bar.set_description(stages[1])

@@ -63,58 +63,43 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     Parameters
     ----------
-    method : {"auto", "flgp", "gmrf", "glgp", "nystrom", "rbf"}, default="auto"
-        The prior. ``"auto"``: every feasible representation is fitted by its exact marginal
-        likelihood and the one of highest evidence predicts (``method_`` says which,
-        ``log_evidence_`` holds each, ``skipped_methods_`` why one was left out) - FLGP's
-        low-rank heat kernel; the graph Matérn prior at full resolution (``"gmrf"``) on
-        ``graph`` or, up to 32,000 points in at most 16 features, on the 10-NN graph of
-        ``X``; the Euclidean RBF GP up to 6,000 labels (``O(m^3)`` per evidence
-        evaluation). A map that follows the manifold gets a graph prior, a map smooth in
-        the ambient space - a thresholded brain map, say - the RBF GP (docs/models.md,
-        "Choosing the prior"; docs/full_resolution.md). Dask inputs and counts fit the
-        heat kernel alone. ``"gmrf"``: the graph Matérn prior alone (any size;
-        :mod:`flgp.precision`). The others: one prior, as in :class:`FLGPClassifier`
-        (``"rbf"``: the RBF GP alone). ``"gmrf"`` and ``"rbf"`` are the entries of
-        ``FLGPRegressor.REPRESENTATIONS`` (:mod:`flgp.models.representation`), which
-        ``"auto"`` weighs in that order after the heat kernel.
-    kernel, subsample, n_induced, n_neighbors, bandwidth, bandwidth_grid,
-    lae_regularization, spectrum, diffusion_time, random_state, backend, verbose,
-    induced_points, warm_start :
-        As in :class:`FLGPClassifier`.
-    n_eigenpairs : int, optional
-        ``M``, fixed. Default (Gaussian noise): the low-rank resolution by evidence - the
-        top ``min(400, s - 1)`` eigenpairs are computed and the leading ``M/8, M/4, M/2,
-        M`` of them compared (``n_eigenpairs_``); counts: ``min(100, s - 1)``.
-    diffusion_time_prior_power : float, default=1.0
-        ``a0`` of the prior ``π(t) ∝ t^{-a0}`` (see :class:`FLGPClassifier`); ``t``, ``s^2``,
-        ``σ^2`` are the MAP with this prior and flat priors on ``log s^2``, ``log σ^2``.
+    prior : HeatKernelPrior, GraphMaternPrior, RBFPrior, a list of them, or None
+        The prior, as an object holding its own settings (:mod:`flgp.models.priors`).
+        ``None`` (the default) or a list: every feasible prior among them is fitted by its
+        exact marginal likelihood and the one of highest evidence predicts (``method_``
+        says which, ``log_evidence_`` holds each, ``skipped_methods_`` why one was left
+        out) - FLGP's low-rank heat kernel (:class:`~flgp.models.priors.HeatKernelPrior`);
+        the graph Matérn prior at full resolution
+        (:class:`~flgp.models.priors.GraphMaternPrior`) on its ``graph`` or, up to 32,000
+        points in at most 16 features, on the 10-NN graph of ``X``; the Euclidean RBF GP
+        (:class:`~flgp.models.priors.RBFPrior`) up to 6,000 labels (``O(m^3)`` per
+        evidence evaluation). A map that follows the manifold gets a graph prior, a map
+        smooth in the ambient space - a thresholded brain map, say - the RBF GP
+        (docs/models.md, "Choosing the prior"; docs/full_resolution.md). Dask inputs and
+        counts fit the heat kernel alone. One object: that prior alone (the graph Matérn
+        prior at any size; :mod:`flgp.precision`). A regressor refuses the heat kernel's
+        classification settings (``spectral_family``, ``amplitude``, ...) and takes the
+        graph Matérn orders 1-4 (default: by evidence among 2, 3, 4 and 1).
+    likelihood : {"gaussian", "poisson"}, default="gaussian"
+        ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
+        rows), modelled with a log link (see above). The heat kernel only.
     noise : float, optional
         Fix the noise variance (in units of ``y²``) instead of fitting it; every
         representation honours it (``"auto"`` compares fits of the same noise).
-    max_iter : int, default=100
-        L-BFGS-B iterations per start (of the ``"rbf"`` GP's search too).
-    learning_rate : deprecated
-        Unused since the ``"rbf"`` GP lost its Adam steps (an analytic-gradient search);
-        setting it warns (``FutureWarning``). It will be removed in the next release.
-    likelihood : {"gaussian", "poisson"}, default="gaussian"
-        ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
-        rows), modelled with a log link (see above). Heat-kernel methods only.
-    graph : flgp.graph.PointGraph, optional
-        The graph of the full-resolution prior, one node per row of ``X`` (``X`` stacked
-        above ``X_unlabeled``): a voxel lattice (:func:`flgp.graph.lattice_graph`), a mesh
-        (:func:`flgp.graph.mesh_graph`), or a k-NN graph. Default: the 10-NN graph of
-        ``X`` (:func:`flgp.graph.knn_point_graph`). :func:`flgp.predict_image` and
-        :func:`flgp.predict_surface` pass the lattice and the mesh.
-    matern_order : int in 1..4, optional
-        Fix the order ``ν`` of the graph Matérn prior instead of choosing it by evidence
-        among 2, 3, 4 and 1.
     overdispersion : float or None, default=None
         Counts only: the variance ``σ²`` of each count's own log-rate term (the
         Poisson–log-normal model, ``y ~ Poisson(exp(b + f(x) + ε))``, ``ε ~ N(0, σ²)``).
         None fits it with ``t`` and ``s²`` (in ``[1e-6, 10]``); 0 is the plain Poisson
         model, which makes a rank-``M`` prior interpolate the logarithms of large counts
         exactly (infinite predicted means away from the labels).
+    max_iter : int, default=100
+        L-BFGS-B iterations per start (of the ``"rbf"`` GP's search too).
+    random_state, backend, verbose, warm_start :
+        As in :class:`FLGPClassifier`.
+    **legacy :
+        The parameters before 2026-11-28 (``method``, ``kernel``, ``n_induced``,
+        ``n_eigenpairs``, ``graph``, ``matern_order``, ...): folded into the prior objects
+        with a ``FutureWarning``, for one release (as in :class:`FLGPClassifier`).
 
     Attributes
     ----------
@@ -185,12 +170,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from flgp import FLGPRegressor
+    >>> from flgp import FLGPRegressor, HeatKernelPrior
     >>> from flgp.datasets import make_spiral
     >>> X, y, f = make_spiral(2000, noise=0.5, random_state=0)
     >>> rng = np.random.default_rng(1)
     >>> y_semi = np.where(rng.random(len(y)) < 0.05, y, np.nan)   # NaN: unlabelled
-    >>> reg = FLGPRegressor(n_induced=300, n_eigenpairs=50, random_state=0).fit(X, y_semi)
+    >>> heat = HeatKernelPrior(n_induced=300, n_eigenpairs=50)        # the FLGP heat kernel
+    >>> reg = FLGPRegressor(heat, random_state=0).fit(X, y_semi)
     >>> mean, std = reg.predict(X, return_std=True)
     >>> mean.shape, std.shape
     ((2000,), (2000,))
@@ -203,11 +189,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         "noise": [_POSITIVE, None],
         "likelihood": [StrOptions({"gaussian", "poisson"})],
         "overdispersion": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "method": [StrOptions({"auto", "flgp", "glgp", "nystrom", *REPRESENTATIONS})],
-        "graph": [PointGraph, None],
-        "matern_order": [Interval(numbers.Integral, 1, 4, closed="both"), None],
     }
-    _finite_parameters = HeatGPEstimator._finite_parameters + ("noise", "overdispersion")
+    _finite_parameters = ("noise", "overdispersion")
     _unlabelled_fill = np.nan
     REPRESENTATIONS = REPRESENTATIONS
 
@@ -215,36 +198,19 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     def _is_labelled(y):
         return ~np.isnan(y)
 
-    def __init__(self, *, method="auto", kernel="lae", subsample="kmeans", n_induced=None,
-                 n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
-                 lae_regularization=1e-3, spectrum="one_step", diffusion_time=None,
-                 diffusion_time_prior_power=1.0, noise=None, max_iter=100,
-                 learning_rate="deprecated", random_state=0, backend="auto", verbose=False,
-                 induced_points=None, likelihood="gaussian", overdispersion=None,
-                 graph=None, matern_order=None, warm_start=False):
-        self.method = method
-        self.kernel = kernel
-        self.subsample = subsample
-        self.n_induced = n_induced
-        self.n_neighbors = n_neighbors
-        self.n_eigenpairs = n_eigenpairs
-        self.bandwidth = bandwidth
-        self.bandwidth_grid = bandwidth_grid
-        self.lae_regularization = lae_regularization
-        self.spectrum = spectrum
-        self.diffusion_time = diffusion_time
-        self.diffusion_time_prior_power = diffusion_time_prior_power
+    def __init__(self, prior=None, *, likelihood="gaussian", noise=None, overdispersion=None,
+                 max_iter=100, random_state=0, backend="auto", verbose=False,
+                 warm_start=False, **legacy):
+        # the per-representation parameters before 2026-11-28 (method=, kernel=, graph=,
+        # ...): folded into prior objects with a FutureWarning, for one release
+        self._fold_init(prior, legacy)
+        self.likelihood = likelihood
         self.noise = noise
+        self.overdispersion = overdispersion
         self.max_iter = max_iter
-        self.learning_rate = learning_rate
         self.random_state = random_state
         self.backend = backend
         self.verbose = verbose
-        self.induced_points = induced_points
-        self.likelihood = likelihood
-        self.overdispersion = overdispersion
-        self.graph = graph
-        self.matern_order = matern_order
         self.warm_start = warm_start
 
     # -- inputs ---------------------------------------------------------------------------
@@ -315,27 +281,39 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             best, why = sole
             self.log_evidence_ = {}
             self.skipped_methods_ = {other: why for other in ("flgp", *self.REPRESENTATIONS)
-                                     if other != best}
+                                     if other != best and self._offers(other)}
         if self.method in self.REPRESENTATIONS or sole is not None:
             best = self.method if sole is None else best
             fits[best] = self.REPRESENTATIONS[best].fit(self, X, labelled, y_lab, z,
                                                         standard)
         else:
-            a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled, z)
-            heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z, standard)
-            best = "flgp" if self.method == "auto" else self.method
-            if self.method == "auto" and not is_lazy(X):
-                # every feasible representation by its exact evidence of y (docs/models.md,
-                # "Choosing the prior"); skipped_methods_ says why one was left out
-                self.log_evidence_ = {"flgp": self.log_marginal_likelihood_}
+            auto = self.method == "auto"
+            if auto:
+                self.log_evidence_ = {}
                 self.skipped_methods_ = {}
+            if self._offers("flgp"):
+                a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X),
+                                                                 labelled, z)
+                heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z, standard)
+                if auto:
+                    self.log_evidence_["flgp"] = self.log_marginal_likelihood_
+            best = "flgp" if auto else self.method
+            if auto and not is_lazy(X):
+                # every feasible representation offered, by its exact evidence of y
+                # (docs/models.md, "Choosing the prior"); skipped_methods_ says why one
+                # was left out
                 for name, representation in self.REPRESENTATIONS.items():
+                    if not self._offers(name):
+                        continue
                     why = representation.infeasible(self, X.shape, m)
                     if why is not None:
                         self.skipped_methods_[name] = why
                         continue
                     fits[name] = representation.fit(self, X, labelled, y_lab, z, standard)
                     self.log_evidence_[name] = fits[name].log_evidence
+                if not self.log_evidence_:
+                    raise ValueError(f"none of the priors offered can be fitted here: "
+                                     f"{self.skipped_methods_}.")
                 best = max(self.log_evidence_, key=self.log_evidence_.get)
         if best in fits:
             # another representation predicts; its warnings point at the caller of fit
@@ -349,6 +327,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         """``(name, why)`` of the representation ``"auto"`` must take without weighing the
         others, or None."""
         for name, representation in self.REPRESENTATIONS.items():
+            if not self._offers(name):
+                continue
             why = representation.sole_reason(self)
             if why is not None:
                 return name, why

@@ -112,7 +112,7 @@ def seed_correlation(prediction, seeds=None, *, atlas=None, posterior=False):
         prediction.regressor]
     if any(f is None or getattr(f, "method_", None) != "gmrf" for f in fits):
         raise ValueError("seed correlations need fits of the graph Matérn prior "
-                         "(predict_image with FLGPRegressor(method='gmrf'), or the default "
+                         "(predict_image with FLGPRegressor(GraphMaternPrior()), or the default "
                          "when it chose 'gmrf'; hyperparameters='own').")
     labels = None
     if atlas is not None:

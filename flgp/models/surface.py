@@ -24,6 +24,7 @@ import numpy as np
 
 from ..graph.mesh import mesh_graph
 from .image import fresh_regressor, reissue_warnings
+from .priors import with_graph
 from .regressor import FLGPRegressor
 
 __all__ = ["SurfacePrediction", "predict_surface", "load_mesh", "load_surface_values",
@@ -269,8 +270,7 @@ def _predict_surface(mesh, values, observed, mask, regressor, random_state, fill
     graph = mesh_graph(V[keep], sub_faces)
     obs = _observed_vertices(observed, region, random_state)
     target = np.where(obs[keep], y[keep], np.nan)
-    if reg.graph is None and reg.method in ("auto", "gmrf"):
-        reg.set_params(graph=graph)
+    reg.set_params(prior=with_graph(reg.prior, graph))
     start = time.perf_counter()
     reg.fit(V[keep], target)
     seconds = time.perf_counter() - start

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ..datasets import make_concentric_circles
 from ..models import FLGPClassifier
+from ..models.priors import HeatKernelPrior, RBFPrior
 from ..spectral.families import heat_weights
 
 __all__ = ["TABLE1_METHODS", "PAPER_ERROR", "PAPER_TIME", "make_method", "run_circles",
@@ -86,20 +87,22 @@ def make_method(name: str, *, n_induced=600, n_neighbors=3, n_eigenpairs=100,
     at n = 4800 on two cores). Every other method selects its bandwidth by marginal
     likelihood over the estimators' default grid.
     """
-    common = dict(n_neighbors=n_neighbors, n_eigenpairs=n_eigenpairs,
-                  random_state=random_state)
+    heat = dict(n_neighbors=n_neighbors, n_eigenpairs=n_eigenpairs)
     if name == "RBF GP":
-        return FLGPClassifier(method="rbf", random_state=random_state)
+        return FLGPClassifier(RBFPrior(), random_state=random_state)
     if name == "KSVM":
         return _KSVM(random_state)
     if name == "GLGP":
-        return FLGPClassifier(method="glgp", bandwidth_grid=glgp_bandwidth_grid, **common)
+        return FLGPClassifier(HeatKernelPrior("glgp", bandwidth_grid=glgp_bandwidth_grid,
+                                              **heat), random_state=random_state)
     if name == "Nystrom-GLGP":
-        return FLGPClassifier(method="nystrom", n_induced=n_induced, **common)
+        return FLGPClassifier(HeatKernelPrior("nystrom", n_induced=n_induced, **heat),
+                              random_state=random_state)
     kernel = {"S": "se", "L": "lae"}[name[0]]
     subsample = {"R": "random", "K": "kmeans"}[name[1]]
-    return FLGPClassifier(method="flgp", kernel=kernel, subsample=subsample,
-                          n_induced=n_induced, **common)
+    return FLGPClassifier(HeatKernelPrior("flgp", kernel=kernel, subsample=subsample,
+                                          n_induced=n_induced, **heat),
+                          random_state=random_state)
 
 
 def run_circles(scenarios=SCENARIOS, methods=TABLE1_METHODS, repetitions=20, *, glgp_max_n=4800,

@@ -1,0 +1,476 @@
+"""The estimators' priors as objects: one class per representation, holding its own
+settings, as scikit-learn's ``GaussianProcessRegressor(kernel=RBF())`` holds its kernel.
+
+* :class:`HeatKernelPrior` - the low-rank heat kernel on the FLGP / GLGP / Nyström
+  eigenpairs of an induced-point graph (the FLGP paper's model): the graph, the engine and
+  the spectral prior's settings;
+* :class:`GraphMaternPrior` - the graph Matérn prior at full resolution, a sparse
+  precision on the cloud's own graph (a self-tuning k-NN graph, or a lattice / mesh
+  :class:`~flgp.graph.PointGraph` given as ``graph``);
+* :class:`RBFPrior` - the Euclidean squared-exponential GP (the exact GP of the labelled
+  points; no settings).
+
+``FLGPClassifier(prior=...)`` and ``FLGPRegressor(prior=...)`` take one of them (that
+representation alone), a list of them (the estimator chooses among those: the regressor
+by their evidence, the classifier by its documented rule), or ``None`` (the default: every
+representation, as the list of all three at their defaults). What concerns every
+representation - the likelihood and its inference, the random state, progress, warm
+starts - stays on the estimator.
+
+Each prior gives the GPyTorch kernel of its first part (:meth:`gpytorch_kernel`), for a
+user's own GPyTorch model on the same cloud.
+
+The estimators' old per-representation parameters (``method``, ``kernel``,
+``n_induced``, ``graph``, ``matern_order``, ...) still work for one release: each
+estimator folds them into these objects with a ``FutureWarning``
+(:func:`fold_legacy_parameters`), and pickles of fitted estimators from before load.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..graph import PointGraph
+from ..graph.knn import self_tuning_knn_graph
+from ..kernels import GraphMaternKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKernelNystrom
+from ..graph.cross_graph import KERNELS, SUBSAMPLES
+from ..spectral.families import FAMILIES
+from ..spectral.flgp import SPECTRA
+
+__all__ = ["Prior", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "PRIOR_CLASSES",
+           "fold_legacy_parameters", "resolve_priors", "priors_for", "with_graph"]
+
+_POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
+HEAT_METHODS = ("flgp", "glgp", "nystrom")
+
+
+class Prior(BaseEstimator):
+    """The base of the prior objects (a further representation subclasses it, with its
+    ``method`` name in the estimator's ``REPRESENTATIONS``). What every prior object shares: scikit-learn's parameter handling (``get_params``,
+    ``set_params``, ``clone``, the repr) and validation of its settings."""
+
+    #: the estimators' name of this representation (their ``method_``)
+    method = None
+    #: the settings only a classifier uses (given to a regressor, an error)
+    _classification_only: tuple = ()
+    #: scikit-learn's constraints on the settings (none: a prior without settings)
+    _parameter_constraints: dict = {}
+
+    def _check(self, estimator_name: str, for_classifier: bool) -> None:
+        """Validate the settings (scikit-learn's constraints, then finiteness); refuse
+        classification-only settings on a regressor."""
+        self._validate_params()
+        for name in self._finite:
+            value = getattr(self, name)
+            if value is not None and not np.isfinite(value):
+                raise ValueError(f"{type(self).__name__}: {name} must be finite; got "
+                                 f"{value!r}.")
+        if not for_classifier:
+            defaults = type(self)().get_params()
+            given = [name for name in self._classification_only
+                     if not _same(getattr(self, name), defaults[name])]
+            if given:
+                raise ValueError(f"{type(self).__name__}({', '.join(given)}=...) sets the "
+                                 f"classifier's prior only; {estimator_name} does not use "
+                                 f"{'it' if len(given) == 1 else 'them'}. Leave "
+                                 f"{'it' if len(given) == 1 else 'them'} out.")
+
+    _finite: tuple = ()
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(np.all(a == b)) if a is not None and b is not None else a is b
+    except Exception:                                   # pragma: no cover - exotic values
+        return a is b
+
+
+class HeatKernelPrior(Prior):
+    """The low-rank heat kernel on the FLGP eigenpairs (or GLGP / Nyström-GLGP).
+
+    ``K = V diag(A e^{-tλ}) Vᵀ`` over the top ``n_eigenpairs`` eigenpairs of an
+    induced-point graph of the cloud (He, Ma, Kang, Yang, Algorithm 1); the diffusion time
+    ``t`` (and the amplitude) by the evidence (:func:`flgp.spectral.compute_eigenpairs`
+    for the engine).
+
+    Parameters
+    ----------
+    method : {"flgp", "glgp", "nystrom"}, default="flgp"
+        The eigenpairs: FLGP's (induced points, ``n_neighbors`` nearest of them a
+        point), GLGP's (the dense graph of every point: small clouds only) or
+        Nyström-GLGP's.
+    kernel : {"lae", "se"}, default="lae"
+        FLGP cross kernel (LKFLGP/LRFLGP vs SKFLGP/SRFLGP).
+    subsample : {"kmeans", "random"}, default="kmeans"
+        How the induced points are chosen (and the normalisation that goes with it).
+    n_induced : int, optional
+        ``s``; default ``min(n, max(10, min(1000, n // 4)))``.
+    n_neighbors : int, default=3
+        ``r``, induced points kept per point.
+    n_eigenpairs : int, optional
+        ``M``, fixed. Default: classification ``min(100, s - 1)``; regression with Gaussian
+        noise, the resolution by evidence - the top ``min(400, s - 1)`` eigenpairs computed
+        and the leading ``M/8, M/4, M/2, M`` compared (the regressor's ``n_eigenpairs_``);
+        counts ``min(100, s - 1)``.
+    bandwidth : float, optional
+        SE ``eps``; default: chosen by marginal likelihood over ``bandwidth_grid``.
+    bandwidth_grid : sequence of float, optional
+        Multipliers ``a`` in ``4 eps^2 = a mean d^2``; default 7 values log-spaced on
+        [0.1, 10].
+    lae_regularization : float, default=1e-3
+        LLE-style regularisation of the LAE weights (0: the paper's exact LAE); see
+        :func:`flgp.graph.build_cross_graph`.
+    spectrum : {"one_step", "two_step"}, default="one_step"
+        FLGP's eigenvalue rule ``λ = 1 - σ`` or ``1 - σ^2`` (:mod:`flgp.spectral.flgp`).
+    induced_points : array-like of shape (n_induced, n_features), optional
+        FLGP's induced points, instead of choosing them (``subsample`` then only picks the
+        normalisation). The same points make an in-memory and a Dask fit give the same
+        model.
+    diffusion_time : float, optional
+        Fix ``t`` instead of fitting it.
+    diffusion_time_prior_power : float, default=1.0
+        ``a0`` of a further factor ``π(t) ∝ t^{-a0}`` (the power-law part of He et al.'s
+        prior, eq. 3); ``1`` leaves the prior as it is, ``a0 > 1`` pulls ``t`` down by
+        ``a0 - 1`` nats per e-fold.
+
+    The classifier's spectral prior (a regressor refuses these set to anything but their
+    defaults; docs/few_labels.md):
+
+    diffusion_time_prior : {"spectral", "flat"}, default="spectral"
+        The prior on ``t``; ``t`` maximises the approximate marginal likelihood times it
+        (MAP in ``log t``). ``"spectral"``: ``log t ~ N(log t_C, 2²)`` with ``t_C = 2 / λ*``,
+        ``λ* = max(λ_{C+1}, λ_2)`` for ``C`` classes - the smoothest prior in which each
+        class keeps a non-constant mode of its own
+        (:func:`flgp.spectral.families.spectral_time_prior`). A tie-breaker: with one label
+        per class the evidence is flat in ``t`` and the prior decides; from two or three
+        labels per class the evidence overrules it. ``"flat"``: flat in ``log t``
+        (empirical Bayes, the paper's algorithm and flgp's before 2026-11-25).
+    average_diffusion_time : bool or None, default=None
+        True: average the class probabilities over the diffusion times of the search grid
+        (12 values log-spaced over the data-driven range), each weighted by its posterior
+        probability (evidence times prior), the best grid value replaced by the refined MAP
+        ``t``, keeping the smallest set of grid values that holds 99% of the posterior
+        mass: ``t`` integrated out instead of plugged in. False: the MAP ``t`` alone. None:
+        False with EP, True with Laplace (what each gains is measured in docs/models.md).
+        Not used for one-vs-rest (each class keeps its MAP ``t``) or a fixed
+        ``diffusion_time``.
+    spectral_family : {"heat", "matern", "green", "auto"}, default="heat"
+        The prior's weights ``w(λ)`` in the eigenbasis
+        (:func:`flgp.spectral.families.family_log_weights`): the heat kernel ``e^{-tλ}``,
+        the graph Matérn kernel ``(1 + tλ/ν)^{-ν}`` or the Laplacian's pseudo-inverse
+        ``λ_2/λ`` (the Green's function of Poisson learning; no time scale). ``"auto"``:
+        the one of highest evidence among the heat kernel, Matérn with ``ν = 1, 2`` and the
+        pseudo-inverse (four searches; docs/models.md measures what it gains - on the sets
+        measured, nothing: the evidence picks the heat kernel).
+    matern_nu : float, default=2.0
+        ``ν`` of ``spectral_family="matern"``.
+    constant_variance : float or None, default=None
+        The prior variance of the constant eigenvector (``λ = 0``) relative to the
+        family's weight there: each class latent's common offset. ``0`` - the GP form of
+        Poisson learning's centring - is what keeps the classifier from collapsing with
+        one label per class (a per-class offset makes ten labels of ten classes look
+        independent, and the evidence then prefers ``t → 0``; docs/models.md, "The fewest
+        labels"). ``1`` is the heat kernel as the paper writes it. None: whichever of 0
+        and 1 has the higher evidence (two searches over ``t``; only a prior within a nat
+        of the better one's search evidence gets the final full-precision EP run; with
+        few labels per class it is 0).
+        With several connected pieces only the constant combination of their
+        indicators gets it; the contrasts between pieces keep the family's weight.
+        At most ``1e6``: already a flat prior on the offset for any labels, while larger
+        values leave float64 too few digits for the other modes.
+    amplitude : float or None, default=1.0
+        ``A`` of the prior ``f ~ GP(0, A C_t)`` (EP only; the probit noise has variance
+        1). The default 1 is the paper's heat kernel as it is. None: the value of
+        ``(1, 10, 100, 1000)`` with the highest EP marginal likelihood.
+    calibration : {"loo", None}, default="loo"
+        EP only. ``"loo"``: divide the spread of every predictive distribution by ``κ``,
+        the mode of the leave-one-out predictive likelihood of the labelled points whose
+        class keeps another label (EP's cavities, free) under a log-normal prior with
+        median 1 and sd ``log 2`` (:func:`flgp.models.inference.ep.fit_predictive_scale`);
+        it assumes the labelled points are a random sample of the cloud. With one label per
+        class no point qualifies and ``κ = 1`` (with a warning: those probabilities are
+        under-confident). ``None``: the EP posterior predictive as
+        it is.
+    """
+
+    method = "flgp"
+    _classification_only = ("diffusion_time_prior", "average_diffusion_time",
+                            "spectral_family", "matern_nu", "constant_variance",
+                            "amplitude", "calibration")
+    _finite = ("bandwidth", "diffusion_time", "diffusion_time_prior_power",
+               "lae_regularization", "amplitude", "matern_nu", "constant_variance")
+    _parameter_constraints: dict = {
+        "method": [StrOptions(set(HEAT_METHODS))],
+        "kernel": [StrOptions(set(KERNELS))],
+        "subsample": [StrOptions(set(SUBSAMPLES))],
+        "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_eigenpairs": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "bandwidth": [_POSITIVE, None],
+        "bandwidth_grid": ["array-like", _POSITIVE, None],
+        "lae_regularization": [Interval(numbers.Real, 0, None, closed="left")],
+        "spectrum": [StrOptions(set(SPECTRA))],
+        "induced_points": ["array-like", None],
+        "diffusion_time": [_POSITIVE, None],
+        "diffusion_time_prior_power": [Interval(numbers.Real, None, None, closed="neither")],
+        "diffusion_time_prior": [StrOptions({"spectral", "flat"})],
+        "average_diffusion_time": ["boolean", None],
+        "spectral_family": [StrOptions(set(FAMILIES) | {"auto"})],
+        "matern_nu": [_POSITIVE],
+        # above 1e6 the constant mode swamps float64's resolution of the others
+        "constant_variance": [Interval(numbers.Real, 0, 1e6, closed="both"), None],
+        "amplitude": [_POSITIVE, None],
+        "calibration": [StrOptions({"loo"}), None],
+    }
+
+    def __init__(self, method="flgp", *, kernel="lae", subsample="kmeans", n_induced=None,
+                 n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
+                 lae_regularization=1e-3, spectrum="one_step", induced_points=None,
+                 diffusion_time=None, diffusion_time_prior_power=1.0,
+                 diffusion_time_prior="spectral", average_diffusion_time=None,
+                 spectral_family="heat", matern_nu=2.0, constant_variance=None,
+                 amplitude=1.0, calibration="loo"):
+        self.method = method
+        self.kernel = kernel
+        self.subsample = subsample
+        self.n_induced = n_induced
+        self.n_neighbors = n_neighbors
+        self.n_eigenpairs = n_eigenpairs
+        self.bandwidth = bandwidth
+        self.bandwidth_grid = bandwidth_grid
+        self.lae_regularization = lae_regularization
+        self.spectrum = spectrum
+        self.induced_points = induced_points
+        self.diffusion_time = diffusion_time
+        self.diffusion_time_prior_power = diffusion_time_prior_power
+        self.diffusion_time_prior = diffusion_time_prior
+        self.average_diffusion_time = average_diffusion_time
+        self.spectral_family = spectral_family
+        self.matern_nu = matern_nu
+        self.constant_variance = constant_variance
+        self.amplitude = amplitude
+        self.calibration = calibration
+
+    def _check(self, estimator_name: str, for_classifier: bool) -> None:
+        super()._check(estimator_name, for_classifier)
+        if self.bandwidth_grid is not None:
+            grid = np.asarray(self.bandwidth_grid, dtype=np.float64).ravel()
+            if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+                raise ValueError(f"bandwidth_grid must hold at least one finite positive "
+                                 f"bandwidth scale a (4 eps^2 = a mean d^2); got "
+                                 f"{self.bandwidth_grid!r}.")
+
+    def gpytorch_kernel(self, X, *, random_state=0, backend="auto", **kwargs):
+        """The GPyTorch kernel of this prior on the cloud ``X`` (every point, labelled or
+        not): :class:`flgp.kernels.HeatKernelFLGP` (or ``HeatKernelGLGP`` /
+        ``HeatKernelNystrom``) with these engine settings; ``kwargs`` go to the kernel
+        (``diffusion_time``, ``batch_shape``, ...). Wrap it in ``ScaleKernel`` for an
+        amplitude."""
+        self._check("gpytorch_kernel", for_classifier=True)
+        if self.diffusion_time is not None:
+            kwargs.setdefault("diffusion_time", self.diffusion_time)
+        common = dict(n_induced=self.n_induced, n_eigenpairs=self.n_eigenpairs,
+                      bandwidth=self.bandwidth, random_state=random_state)
+        if self.method == "flgp":
+            return HeatKernelFLGP(X, n_neighbors=self.n_neighbors, subsample=self.subsample,
+                                  kernel=self.kernel,
+                                  lae_regularization=self.lae_regularization,
+                                  spectrum=self.spectrum, backend=backend, **common,
+                                  **kwargs)
+        if self.method == "nystrom":
+            return HeatKernelNystrom(X, subsample=self.subsample, **common, **kwargs)
+        common.pop("n_induced")
+        return HeatKernelGLGP(X, **common, **kwargs)
+
+
+class GraphMaternPrior(Prior):
+    """The graph Matérn prior at full resolution: ``f ~ N(0, A (L + κ²I)^{-ν})`` on the
+    nodes of a graph (a sparse precision; nothing truncated).
+
+    Parameters
+    ----------
+    graph : flgp.graph.PointGraph, optional
+        The graph whose nodes are the fitted rows (a voxel lattice,
+        :func:`flgp.graph.lattice_graph`; a mesh, :func:`flgp.graph.mesh_graph`; a k-NN
+        graph). Default: the cloud's 10-NN graph (the classifier's is self-tuning, as
+        Poisson learning's; :func:`flgp.graph.self_tuning_knn_graph`,
+        :func:`flgp.graph.knn_point_graph`).
+    nu : int, optional
+        The order ``ν`` (1-4; the classifier takes 1 or 2). Default: by the evidence among
+        2, 3, 4 and 1 (regression); 1 - Poisson learning's order - for classification.
+    """
+
+    method = "gmrf"
+    _parameter_constraints: dict = {
+        "graph": [PointGraph, None],
+        "nu": [Interval(numbers.Integral, 1, 4, closed="both"), None],
+    }
+
+    def __init__(self, graph=None, *, nu=None):
+        self.graph = graph
+        self.nu = nu
+
+    def _check(self, estimator_name: str, for_classifier: bool) -> None:
+        super()._check(estimator_name, for_classifier)
+        if for_classifier and self.nu is not None and int(self.nu) > 2:
+            raise ValueError(f"GraphMaternPrior(nu={self.nu}): the classifier takes nu = 1 "
+                             f"or 2.")
+
+    def gpytorch_kernel(self, X=None, *, random_state=0, **kwargs):
+        """The GPyTorch kernel of this prior, :class:`flgp.kernels.GraphMaternKernel` on
+        ``graph`` (or, without one, the self-tuning k-NN graph of the cloud ``X``); the
+        order ``nu`` (default 2); ``kwargs`` go to the kernel."""
+        self._check("gpytorch_kernel", for_classifier=False)
+        graph = self.graph
+        if graph is None:
+            if X is None:
+                raise ValueError("GraphMaternPrior.gpytorch_kernel needs the cloud X (or a "
+                                 "prior built with graph=...).")
+            X = np.asarray(X, dtype=np.float64)
+            graph = self_tuning_knn_graph(X, min(10, X.shape[0] - 1),
+                                          random_state=random_state)
+        return GraphMaternKernel(graph, nu=2 if self.nu is None else int(self.nu), **kwargs)
+
+
+class RBFPrior(Prior):
+    """The Euclidean squared-exponential GP: exact GP regression (or classification) of
+    the labelled points with an RBF kernel on standardised features, its length-scale and
+    noise by the evidence. No settings."""
+
+    method = "rbf"
+    _parameter_constraints: dict = {}
+
+    def gpytorch_kernel(self, X=None, **kwargs):
+        """``ScaleKernel(RBFKernel())`` (GPyTorch's own), ``kwargs`` to ``RBFKernel``."""
+        import gpytorch
+
+        return gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(**kwargs))
+
+
+PRIOR_CLASSES = (HeatKernelPrior, GraphMaternPrior, RBFPrior)
+_BY_METHOD = {"gmrf": GraphMaternPrior, "rbf": RBFPrior}
+
+
+def resolve_priors(prior) -> list:
+    """The prior objects ``prior`` names: ``None`` - one of each at its defaults; one
+    object - itself; a list or tuple - its members (each kind at most once)."""
+    if prior is None:
+        return [HeatKernelPrior(), GraphMaternPrior(), RBFPrior()]
+    if isinstance(prior, Prior):
+        return [prior]
+    members = list(prior)
+    if not members:
+        raise ValueError("prior=[] names no prior; pass None for every representation, "
+                         "or one or more of HeatKernelPrior(), GraphMaternPrior(), "
+                         "RBFPrior().")
+    for member in members:
+        if not isinstance(member, Prior):
+            raise TypeError(f"prior must hold HeatKernelPrior, GraphMaternPrior or "
+                            f"RBFPrior objects; got {type(member).__name__}.")
+    kinds = [type(member).__name__ for member in members]
+    repeated = sorted({kind for kind in kinds if kinds.count(kind) > 1})
+    if repeated:
+        raise ValueError(f"prior lists {', '.join(repeated)} more than once; give each "
+                         f"representation once (its settings in that one object).")
+    return members
+
+
+# the estimators' parameters before the prior objects (2026-11-28), by the object that
+# holds them now
+HEAT_PARAMETERS = tuple(HeatKernelPrior().get_params())
+LEGACY_GRAPH_MATERN = {"graph": "graph", "matern_order": "nu"}
+
+
+def fold_legacy_parameters(estimator_name: str, prior, legacy: dict, for_classifier: bool,
+                           stacklevel: int = 3, warn: bool = True):
+    """The ``prior`` the old parameters in ``legacy`` mean (``method``, the heat kernel's
+    settings, ``graph``, ``matern_order``), with a ``FutureWarning`` naming the new form;
+    ``learning_rate`` is dropped (it was unused). ``prior`` given too: a ``ValueError``."""
+    legacy = dict(legacy)
+    learning_rate = legacy.pop("learning_rate", "deprecated")
+    if not (isinstance(learning_rate, str) and learning_rate == "deprecated") and warn:
+        warnings.warn(f"learning_rate is unused by {estimator_name} (no fit here takes "
+                      f"gradient steps of a set size) and will be removed in the next "
+                      f"release; leave it out.", FutureWarning, stacklevel=stacklevel)
+    if not legacy:
+        return prior
+    known = set(HEAT_PARAMETERS) | set(LEGACY_GRAPH_MATERN)
+    unknown = sorted(set(legacy) - known)
+    if unknown:
+        raise TypeError(f"{estimator_name}.__init__() got an unexpected keyword argument "
+                        f"{unknown[0]!r}")
+    if prior is not None:
+        raise ValueError(f"{estimator_name}: pass either prior= or the old parameters "
+                         f"({', '.join(sorted(legacy))}), not both; the settings belong "
+                         f"in the prior objects now.")
+    method = legacy.pop("method", "auto")
+    heat = {k: v for k, v in legacy.items() if k in HEAT_PARAMETERS}
+    matern = {LEGACY_GRAPH_MATERN[k]: v for k, v in legacy.items()
+              if k in LEGACY_GRAPH_MATERN}
+    if method in HEAT_METHODS:
+        folded = HeatKernelPrior(method=method, **heat)
+    elif method in _BY_METHOD:
+        folded = (GraphMaternPrior(**matern) if method == "gmrf" else RBFPrior())
+    elif method == "auto":
+        folded = None if not (heat or matern) else [
+            HeatKernelPrior(**heat), GraphMaternPrior(**matern), RBFPrior()]
+    else:
+        raise ValueError(f"The 'method' parameter of {estimator_name} must be one of "
+                         f"'auto', 'flgp', 'glgp', 'nystrom', 'gmrf', 'rbf'; got "
+                         f"{method!r}.")
+    if warn:
+        new = _describe(folded)
+        old = ", ".join(f"{k}={v!r}" if not hasattr(v, "shape") else f"{k}=..."
+                        for k, v in sorted(dict(legacy, method=method).items())
+                        if not (k == "method" and v == "auto"))
+        warnings.warn(f"{estimator_name}({old}) is deprecated and will stop working in the "
+                      f"next release: the settings of each representation now live in its "
+                      f"prior object - write {estimator_name}(prior={new}).",
+                      FutureWarning, stacklevel=stacklevel)
+    return folded
+
+
+def _describe(prior) -> str:
+    if prior is None:
+        return "None"
+    if isinstance(prior, list):
+        return "[" + ", ".join(_describe(p) for p in prior) + "]"
+    params = {k: v for k, v in prior.get_params().items()
+              if not _same(v, type(prior)().get_params()[k])}
+    inner = ", ".join(f"{k}={v!r}" if not hasattr(v, "shape") and not isinstance(
+        v, PointGraph) else f"{k}=..." for k, v in params.items())
+    return f"{type(prior).__name__}({inner})"
+
+
+def priors_for(method: str = "auto", **heat_settings):
+    """The ``prior=`` a method name and heat-kernel settings mean (the command line's
+    ``--method``): ``"auto"`` - every representation, the heat kernel's with these
+    settings (``None`` if there are none); ``"flgp"`` / ``"glgp"`` / ``"nystrom"`` - that
+    heat kernel; ``"gmrf"`` - :class:`GraphMaternPrior`; ``"rbf"`` - :class:`RBFPrior`.
+    Settings left ``None`` take the prior's defaults."""
+    defaults = HeatKernelPrior().get_params()
+    heat = {k: v for k, v in heat_settings.items()
+            if not (v is None and defaults.get(k) is None)}
+    return fold_legacy_parameters("priors_for", None, dict(heat, method=method),
+                                  for_classifier=True, warn=False)
+
+
+def with_graph(prior, graph):
+    """``prior`` with ``graph`` as the graph Matérn prior's graph where that prior is
+    weighed and has none (``None``: every prior, the graph Matérn one on ``graph``); a
+    prior that weighs no graph Matérn prior, unchanged. What :func:`flgp.predict_image`
+    and :func:`flgp.predict_surface` do with the voxel lattice and the mesh."""
+    if prior is None:
+        return [HeatKernelPrior(), GraphMaternPrior(graph), RBFPrior()]
+    members = resolve_priors(prior)
+    if not any(isinstance(p, GraphMaternPrior) and p.graph is None for p in members):
+        return prior
+    members = [clone(p).set_params(graph=graph)
+               if isinstance(p, GraphMaternPrior) and p.graph is None else p
+               for p in members]
+    return members[0] if isinstance(prior, Prior) else members
