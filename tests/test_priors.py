@@ -177,3 +177,30 @@ def test_each_prior_gives_its_gpytorch_kernel(spiral):
         GraphMaternPrior().gpytorch_kernel()
     import gpytorch
     assert isinstance(RBFPrior().gpytorch_kernel(), gpytorch.kernels.ScaleKernel)
+
+
+def test_estimators_pickled_before_the_prior_objects_load_and_predict():
+    """tests/data/estimators_before_priors.pkl: four fits pickled by flgp as of commit
+    8059381 (the parameters still the estimators' own), with their predictions then."""
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "data" / "estimators_before_priors.pkl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # loading warns about nothing
+        old = pickle.loads(path.read_bytes())
+    fits, expected = old["fits"], old["expected"]
+    new_c, new_r = old["X"]
+    heat = fits["clf_heat"].prior
+    assert isinstance(heat, HeatKernelPrior)
+    assert (heat.n_induced, heat.n_eigenpairs) == (40, 10)
+    assert fits["clf_default"].prior is None and fits["clf_default"].method == "auto"
+    assert isinstance(fits["reg_gmrf"].prior, GraphMaternPrior)
+    assert fits["reg_gmrf"].prior.nu == 2 and fits["reg_gmrf"].matern_order == 2
+    auto = fits["reg_auto"].prior
+    assert [type(p) for p in auto] == [HeatKernelPrior, GraphMaternPrior, RBFPrior]
+    assert (auto[0].n_induced, auto[0].n_eigenpairs) == (40, 20)
+    for name, fit in fits.items():
+        got = fit.predict_proba(new_c) if name.startswith("clf") else fit.predict(new_r)
+        np.testing.assert_allclose(got, expected[name], rtol=1e-12, atol=1e-15)
+    # and they refit under the new parameters
+    assert clone(fits["reg_gmrf"]).get_params()["prior"].nu == 2
