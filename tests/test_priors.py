@@ -204,3 +204,21 @@ def test_estimators_pickled_before_the_prior_objects_load_and_predict():
         np.testing.assert_allclose(got, expected[name], rtol=1e-12, atol=1e-15)
     # and they refit under the new parameters
     assert clone(fits["reg_gmrf"]).get_params()["prior"].nu == 2
+
+
+def test_a_list_without_the_heat_kernel_refuses_what_only_the_heat_kernel_fits(spiral):
+    da = pytest.importorskip("dask.array")
+    X, yy = spiral
+    pair = [GraphMaternPrior(), RBFPrior()]
+    with pytest.raises(ValueError, match="dask cloud is fitted by the heat kernel alone"):
+        FLGPRegressor(pair).fit(da.from_array(X, chunks=100), da.from_array(yy, chunks=100))
+    labels = np.where(np.isnan(yy), -1, (yy > 0).astype(int))
+    with pytest.raises(ValueError, match="HeatKernelPrior"):
+        FLGPClassifier(pair).fit(da.from_array(X, chunks=100), labels)
+    counts = np.where(np.isnan(yy), np.nan, np.round(np.abs(yy) * 3))
+    with pytest.raises(ValueError, match="poisson.*does not include"):
+        FLGPRegressor(pair, likelihood="poisson").fit(X, counts)
+    # with the heat kernel listed, a dask cloud fits it
+    reg = FLGPRegressor([HeatKernelPrior(n_induced=60), GraphMaternPrior()]).fit(
+        da.from_array(X, chunks=100), da.from_array(yy, chunks=100))
+    assert reg.method_ == "flgp"

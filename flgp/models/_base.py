@@ -159,6 +159,13 @@ class HeatGPEstimator(BaseEstimator):
             self.prior = prior
             self._init_error = exc
 
+    def _check_prior_for(self, X) -> None:
+        """A dask cloud is fitted by the heat kernel alone: refuse priors without it."""
+        if is_lazy(X) and not self._offers("flgp"):
+            raise ValueError(f"a dask cloud is fitted by the heat kernel alone, and prior="
+                             f"{self.prior!r} does not include HeatKernelPrior(); include "
+                             f"it, or pass a numpy array.")
+
     def set_params(self, **params):
         """scikit-learn's ``set_params``; the old per-representation parameters (``method``,
         ``kernel``, ``graph``, ...) are folded into ``prior`` with a ``FutureWarning``."""

@@ -288,6 +288,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         if m < 2:
             raise ValueError(f"{m} labelled point(s); at least 2 are needed. Unlabelled rows "
                              f"are marked -1 in y.")
+        self._check_prior_for(X)
         self.classes_, codes = encode_classes(y_lab)
         if self.classes_.size < 2:
             hint = (" -1 marks unlabelled rows, so labels in {-1, +1} must be recoded (e.g. "

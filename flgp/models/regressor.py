@@ -218,9 +218,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         super()._check_parameters()
         if self.likelihood == "poisson":
             if self.method in self.REPRESENTATIONS:
-                raise ValueError(f"likelihood='poisson' works with the heat-kernel methods "
-                                 f"('flgp', 'glgp', 'nystrom'); method={self.method!r} is "
+                raise ValueError(f"likelihood='poisson' works with the heat kernel "
+                                 f"(HeatKernelPrior) only; method={self.method!r} is "
                                  f"Gaussian only.")
+            if not self._offers("flgp"):
+                raise ValueError(f"likelihood='poisson' works with the heat kernel "
+                                 f"(HeatKernelPrior) only, which prior={self.prior!r} "
+                                 f"does not include.")
             if self.noise is not None:
                 raise ValueError("noise is a parameter of likelihood='gaussian'; a Poisson "
                                  "count has no separate noise variance (leave noise=None; "
@@ -261,6 +265,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if m < 2:
             raise ValueError(f"{m} labelled target(s); at least 2 are needed (NaN marks "
                              f"unlabelled rows).")
+        self._check_prior_for(X)
         self.labelled_indices_ = labelled
         if self.likelihood == "poisson":
             return self._fit_counts(X, labelled, y_lab)
