@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from flgp import FLGPRegressor
+from flgp import FLGPRegressor, RBFPrior
 from flgp.datasets import make_swiss_roll
 from flgp.spectral.families import spectral_weights
 from flgp.models.inference.laplace import (PoissonLikelihood, binary_predict, laplace_binary,
@@ -145,8 +145,8 @@ def test_bad_counts_and_settings_get_clear_errors():
         FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, bad)
     with pytest.raises(ValueError, match="noise is a parameter of likelihood='gaussian'"):
         FLGPRegressor(likelihood="poisson", noise=0.1, n_induced=60).fit(X, yy)
-    with pytest.raises(ValueError, match="heat-kernel methods"):
-        FLGPRegressor(likelihood="poisson", method="rbf").fit(X, yy)
+    with pytest.raises(ValueError, match="heat kernel \\(HeatKernelPrior\\) only"):
+        FLGPRegressor(RBFPrior(), likelihood="poisson").fit(X, yy)
     with pytest.raises(ValueError, match="likelihood"):
         FLGPRegressor(likelihood="binomial", n_induced=60).fit(X, yy)
     reg = FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, yy)
