@@ -7,6 +7,7 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py variants --sets moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py spread --sets moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py order --sets mnist moons2 torus4 helix6 swiss5
+    python experiments/gmrf_classifier_probe.py kappa --sets mnist moons2 torus4 helix6 swiss5
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel (``method="flgp"``) and the full-resolution classifier at
@@ -16,7 +17,8 @@ variant's least-squares log evidence and leave-one-out error and negative log li
 ``spread``: the default fit's scores turned into probabilities at spreads of 2-11 logits
 (10 draws at k = 1, 2, 3, 5, 10): error, ECE, and the leave-one-out NLL of each spread.
 ``order``: the default against ``matern_order=2`` at one label a class (10 draws), with
-the fit's time. CSVs under ``experiments/results/gmrf_classifier_probe_*.csv``.
+the fit's time. ``kappa``: ``κ²`` at 1e-6 / 1e-5 (the default) / 1e-4 of the graph's own
+``1 / length²`` (``KAPPA_RELATIVE``), 5 draws at k = 1-10 (MNIST: 10 at k = 1). CSVs under ``experiments/results/gmrf_classifier_probe_*.csv``.
 
 The variants are set through module constants (``RHO`` of
 :mod:`flgp.precision.classification`, ``KAPPA_RELATIVE`` as
@@ -161,6 +163,28 @@ def order(sets, n_draws):
     _table(rows, "variant", extra="seconds")
 
 
+def kappa(sets, n_draws):
+    import flgp.models.graph_matern as GM
+    from flgp import FLGPClassifier
+
+    rows, saved = [], GM.KAPPA_RELATIVE
+    for name in sets:
+        ks, draws = ((1,), 10) if name == "mnist" else ((1, 2, 3, 5, 10), n_draws)
+        for X, y, yy, unl, k, d in _draws(name, ks, draws):
+            for relative in (1e-6, 1e-5, 1e-4):
+                GM.KAPPA_RELATIVE = relative
+                try:
+                    est = FLGPClassifier(random_state=0).fit(X, yy)
+                finally:
+                    GM.KAPPA_RELATIVE = saved
+                err, ece = _score(est.label_distributions_, y, unl)
+                rows.append(dict(set=name, k=k, draw=d, variant=f"kappa2 {relative:g}",
+                                 error=err, ece=ece))
+        print(name, flush=True)
+    _write("kappa", rows)
+    _table(rows, "variant")
+
+
 def _write(what, rows):
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"gmrf_classifier_probe_{what}.csv")
@@ -188,15 +212,16 @@ def _table(rows, by, extra=None):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("variants", "spread", "order"))
+    ap.add_argument("what", choices=("variants", "spread", "order", "kappa"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
                     help="draws per label count (variants: 5; spread, order: 10)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    n = args.draws or (5 if args.what == "variants" else 10)
-    {"variants": variants, "spread": spread, "order": order}[args.what](args.sets, n)
+    n = args.draws or (5 if args.what in ("variants", "kappa") else 10)
+    {"variants": variants, "spread": spread, "order": order,
+     "kappa": kappa}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":
