@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
@@ -58,12 +58,6 @@ _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 # properties (from the prior objects), still accepted with a FutureWarning
 LEGACY_PARAMETERS = ("method", *(p for p in HEAT_PARAMETERS if p != "method"),
                      *LEGACY_GRAPH_MATERN, "learning_rate")
-
-
-def is_classifier_type(estimator) -> bool:
-    from sklearn.base import is_classifier
-
-    return is_classifier(estimator)
 
 
 @dataclass
@@ -109,8 +103,6 @@ class HeatGPEstimator(BaseEstimator):
         """What the constraints cannot say: each prior object's own settings (its
         constraints, finite numbers, a bandwidth grid of positive finite scales; a
         classifier's settings refused on a regressor)."""
-        from sklearn.base import is_classifier
-
         if getattr(self, "_init_error", None) is not None:
             raise self._init_error          # the old parameters could not be folded
         for prior in resolve_priors(self.prior):
@@ -154,7 +146,7 @@ class HeatGPEstimator(BaseEstimator):
         when ``fit`` starts (scikit-learn's constructors validate nothing)."""
         try:
             self.prior = fold_legacy_parameters(type(self).__name__, prior, legacy,
-                                                is_classifier_type(self), stacklevel=4)
+                                                stacklevel=4)
         except (TypeError, ValueError) as exc:
             self.prior = prior
             self._init_error = exc
@@ -183,7 +175,7 @@ class HeatGPEstimator(BaseEstimator):
             merged = {k: v for k, v in dict(current, **legacy).items()
                       if k in legacy or not _same(v, defaults[k])}
             self.prior = fold_legacy_parameters(type(self).__name__, None, merged,
-                                                is_classifier_type(self), stacklevel=3)
+                                                stacklevel=3)
         return super().set_params(**params)
 
     def __setstate__(self, state):
@@ -197,7 +189,7 @@ class HeatGPEstimator(BaseEstimator):
                             method="auto", learning_rate="deprecated")
             legacy = {k: v for k, v in legacy.items() if not _same(v, defaults[k])}
             state["prior"] = fold_legacy_parameters(type(self).__name__, None, legacy,
-                                                    is_classifier_type(self), warn=False)
+                                                    warn=False)
         super().__setstate__(state)
 
     # -- fitted state ---------------------------------------------------------------------

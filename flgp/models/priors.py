@@ -24,6 +24,8 @@ The estimators' old per-representation parameters (``method``, ``kernel``,
 ``n_induced``, ``graph``, ``matern_order``, ...) still work for one release: each
 estimator folds them into these objects with a ``FutureWarning``
 (:func:`fold_legacy_parameters`), and pickles of fitted estimators from before load.
+A given graph's prior is :class:`GraphMaternPrior`'s; :func:`with_graph` puts one into
+whatever the user gave (what :func:`flgp.predict_image` does with the voxel lattice).
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..graph import PointGraph
+from ..graph.cross_graph import KERNELS, SUBSAMPLES
 from ..graph.knn import self_tuning_knn_graph
 from ..kernels import GraphMaternKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKernelNystrom
-from ..graph.cross_graph import KERNELS, SUBSAMPLES
 from ..spectral.families import FAMILIES
 from ..spectral.flgp import SPECTRA
 
@@ -50,9 +52,10 @@ HEAT_METHODS = ("flgp", "glgp", "nystrom")
 
 
 class Prior(BaseEstimator):
-    """The base of the prior objects (a further representation subclasses it, with its
-    ``method`` name in the estimator's ``REPRESENTATIONS``). What every prior object shares: scikit-learn's parameter handling (``get_params``,
-    ``set_params``, ``clone``, the repr) and validation of its settings."""
+    """The base of the prior objects: scikit-learn's parameter handling (``get_params``,
+    ``set_params``, ``clone``, the repr) and the validation of their settings. A further
+    representation subclasses it, its ``method`` the name of its entry in the estimator's
+    ``REPRESENTATIONS``."""
 
     #: the estimators' name of this representation (their ``method_``)
     method = None
@@ -80,6 +83,7 @@ class Prior(BaseEstimator):
                                  f"{'it' if len(given) == 1 else 'them'}. Leave "
                                  f"{'it' if len(given) == 1 else 'them'} out.")
 
+    #: numeric settings that must also be finite
     _finite: tuple = ()
 
 
@@ -386,8 +390,8 @@ HEAT_PARAMETERS = tuple(HeatKernelPrior().get_params())
 LEGACY_GRAPH_MATERN = {"graph": "graph", "matern_order": "nu"}
 
 
-def fold_legacy_parameters(estimator_name: str, prior, legacy: dict, for_classifier: bool,
-                           stacklevel: int = 3, warn: bool = True):
+def fold_legacy_parameters(estimator_name: str, prior, legacy: dict, stacklevel: int = 3,
+                           warn: bool = True):
     """The ``prior`` the old parameters in ``legacy`` mean (``method``, the heat kernel's
     settings, ``graph``, ``matern_order``), with a ``FutureWarning`` naming the new form;
     ``learning_rate`` is dropped (it was unused). ``prior`` given too: a ``ValueError``."""
@@ -456,8 +460,7 @@ def priors_for(method: str = "auto", **heat_settings):
     defaults = HeatKernelPrior().get_params()
     heat = {k: v for k, v in heat_settings.items()
             if not (v is None and defaults.get(k) is None)}
-    return fold_legacy_parameters("priors_for", None, dict(heat, method=method),
-                                  for_classifier=True, warn=False)
+    return fold_legacy_parameters("priors_for", None, dict(heat, method=method), warn=False)
 
 
 def with_graph(prior, graph):
