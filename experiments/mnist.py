@@ -39,7 +39,7 @@ from sklearn.decomposition import PCA  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from flgp import FLGPClassifier  # noqa: E402
+from flgp import FLGPClassifier, HeatKernelPrior, RBFPrior  # noqa: E402
 from flgp.datasets import load_mnist  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "results")
@@ -115,20 +115,20 @@ def make_method(name, *, s=1000, r=3, M=200, random_state=0, multi_class="multin
     its bandwidth by marginal likelihood over the estimators' default grid. The heat-kernel
     methods take ``multi_class`` ("multinomial": one shared t; "ovr": one binary GP and one t
     per class)."""
-    common = dict(n_neighbors=r, n_eigenpairs=M, random_state=random_state,
-                  multi_class=multi_class)
+    heat = dict(n_neighbors=r, n_eigenpairs=M)
+    common = dict(random_state=random_state, multi_class=multi_class)
     if name == "RBF GP":
-        return FLGPClassifier(method="rbf", random_state=random_state)
+        return FLGPClassifier(RBFPrior(), random_state=random_state)
     if name == "KSVM":
         return KSVM(random_state)
     if name == "GLGP":
-        return FLGPClassifier(method="glgp", bandwidth_grid=(1.0,), **common)
+        return FLGPClassifier(HeatKernelPrior("glgp", bandwidth_grid=(1.0,), **heat), **common)
     if name == "Nystrom-GLGP":
-        return FLGPClassifier(method="nystrom", n_induced=s, **common)
+        return FLGPClassifier(HeatKernelPrior("nystrom", n_induced=s, **heat), **common)
     kernel = {"S": "se", "L": "lae"}[name[0]]
     subsample = {"R": "random", "K": "kmeans"}[name[1]]
-    return FLGPClassifier(method="flgp", kernel=kernel, subsample=subsample, n_induced=s,
-                          **common)
+    return FLGPClassifier(HeatKernelPrior("flgp", kernel=kernel, subsample=subsample,
+                                          n_induced=s, **heat), **common)
 
 
 def draw(Z, y, n, m, rep, seed=0):
