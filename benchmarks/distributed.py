@@ -124,13 +124,13 @@ def _chunk_rows(n: int) -> int:
 
 
 def _estimator(classifier: bool):
-    from flgp import FLGPClassifier, FLGPRegressor
+    from flgp import FLGPClassifier, FLGPRegressor, HeatKernelPrior
 
-    if classifier:
-        return FLGPClassifier(n_induced=S, n_eigenpairs=M)
-    # the heat kernel alone in both engines: the default method="auto" also fits an exact
-    # RBF GP on numpy inputs (not on dask ones), whose transduction is O(m^2) a point
-    return FLGPRegressor(method="flgp", n_induced=S, n_eigenpairs=M)
+    # the heat kernel alone in both engines: on numpy inputs the default classifier fits
+    # the full-resolution prior and the default regressor also an exact RBF GP (not on dask
+    # ones), whose transduction is O(m^2) a point
+    heat = HeatKernelPrior(n_induced=S, n_eigenpairs=M)
+    return FLGPClassifier(heat) if classifier else FLGPRegressor(heat)
 
 
 def _error(pred, f, classifier: bool):

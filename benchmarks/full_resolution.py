@@ -92,8 +92,9 @@ def whole_brain(seed: int) -> dict:
 
 def _fit_region(coords, y, obs, method, graph):
     from flgp import FLGPRegressor
+    from flgp.models.priors import priors_for, with_graph
 
-    reg = FLGPRegressor(method=method, graph=graph if method in ("auto", "gmrf") else None)
+    reg = FLGPRegressor(with_graph(priors_for(method), graph))
     start = time.perf_counter()
     reg.fit(coords, np.where(obs, y, np.nan))
     seconds = time.perf_counter() - start
@@ -158,6 +159,7 @@ def lattice_1e6(seed: int) -> dict:
 
     from flgp import FLGPRegressor
     from flgp.graph import lattice_graph
+    from flgp.models.priors import with_graph
 
     ijk = np.argwhere(np.ones((100, 100, 100), bool))
     x = ijk.astype(float)
@@ -166,7 +168,7 @@ def lattice_1e6(seed: int) -> dict:
     obs = rng.random(truth.size) < 0.1
     y = np.where(obs, truth + 0.05 * rng.standard_normal(truth.size), np.nan)
     start = time.perf_counter()
-    reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
+    reg = FLGPRegressor(with_graph(None, lattice_graph(ijk))).fit(x, y)
     seconds = time.perf_counter() - start
     un = ~obs
     return dict(workload="lattice1e6", n=int(truth.size), m=int(obs.sum()), seconds=seconds,
@@ -187,6 +189,7 @@ def template_mask(resolution: int, kind: str, fraction: float, seed: int) -> dic
 
     from flgp import FLGPRegressor
     from flgp.graph import lattice_graph
+    from flgp.models.priors import with_graph
 
     load = load_mni152_gm_mask if kind == "gm" else load_mni152_brain_mask
     ijk = np.argwhere(np.asarray(load(resolution=resolution).get_fdata()) > 0)
@@ -199,7 +202,7 @@ def template_mask(resolution: int, kind: str, fraction: float, seed: int) -> dic
     y = np.where(obs, truth + noise * rng.standard_normal(truth.size), np.nan)
     x = ijk.astype(float)
     start = time.perf_counter()
-    reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
+    reg = FLGPRegressor(with_graph(None, lattice_graph(ijk))).fit(x, y)
     seconds = time.perf_counter() - start
     test = np.flatnonzero(~obs)
     tmse = float(np.mean((reg.transduction_[test] - truth[test]) ** 2) / noise ** 2)

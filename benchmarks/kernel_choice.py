@@ -25,6 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import numpy as np  # noqa: E402
 
 from flgp import FLGPRegressor  # noqa: E402
+from flgp.models.priors import priors_for  # noqa: E402
 from flgp.datasets import make_spiral, make_swiss_roll  # noqa: E402
 
 
@@ -82,7 +83,7 @@ def run(sets, draws):
                     start = time.perf_counter()
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        reg = FLGPRegressor(method=method).fit(X, y_semi)
+                        reg = FLGPRegressor(priors_for(method)).fit(X, y_semi)
                     seconds = time.perf_counter() - start
                     mean, sd = reg.transduction_[~obs], reg.transduction_std_[~obs]
                     half = 1.959964 * np.sqrt(sd ** 2 + reg.noise_)

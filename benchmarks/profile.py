@@ -106,10 +106,10 @@ def workload(name: str, n_curve: int = 10**6):
         unl = y == -1
         return X, y, FLGPClassifier, lambda est: float(np.mean(est.transduction_[unl]
                                                                != truth[unl]))
-    from flgp import FLGPRegressor
+    from flgp import FLGPRegressor, HeatKernelPrior
 
     X, f, y = _curve(n_curve)
-    return X, y, lambda: FLGPRegressor(method="flgp", n_induced=1000, n_eigenpairs=100), \
+    return X, y, lambda: FLGPRegressor(HeatKernelPrior(n_induced=1000, n_eigenpairs=100)), \
         lambda est: float(np.sqrt(np.mean((est.transduction_ - f) ** 2)))
 
 

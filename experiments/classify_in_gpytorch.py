@@ -106,7 +106,8 @@ def main(argv=None):
     yy[lab] = y[lab]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = flgp.FLGPClassifier(n_induced=500, n_eigenpairs=60, random_state=0).fit(X, yy)
+        clf = flgp.FLGPClassifier(flgp.HeatKernelPrior(n_induced=500, n_eigenpairs=60),
+                                  random_state=0).fit(X, yy)
     Q = clf.label_distributions_[unl]
     err_ep = float(np.mean(Q.argmax(1) != y[unl]))
     ece_ep = ece(Q, y[unl])
