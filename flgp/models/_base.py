@@ -40,7 +40,8 @@ from ..spectral.candidates import eigenpair_candidates
 from ..spectral.dense import TooFewEigenvaluesError
 from ..spectral.flgp import SPECTRA
 from .priors import (HEAT_PARAMETERS, LEGACY_GRAPH_MATERN, GraphMaternPrior,
-                     HeatKernelPrior, Prior, _same, fold_legacy_parameters, resolve_priors)
+                     HeatKernelPrior, Prior, _same, fold_legacy_parameters, legacy_defaults,
+                     resolve_priors)
 from .search import single_threaded_blas
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
@@ -170,8 +171,7 @@ class HeatGPEstimator(BaseEstimator):
                                  f"the old parameters ({', '.join(sorted(legacy))}), not both.")
             current = {name: getattr(self, name) for name in LEGACY_PARAMETERS
                        if name != "learning_rate"}
-            defaults = dict(HeatKernelPrior().get_params(), graph=None, matern_order=None,
-                            method="auto")
+            defaults = legacy_defaults()
             merged = {k: v for k, v in dict(current, **legacy).items()
                       if k in legacy or not _same(v, defaults[k])}
             self.prior = fold_legacy_parameters(type(self).__name__, None, merged,
@@ -185,8 +185,7 @@ class HeatGPEstimator(BaseEstimator):
             # pickled before 2026-11-28, when each representation's settings were the
             # estimator's own parameters
             legacy = {k: state.pop(k) for k in list(state) if k in LEGACY_PARAMETERS}
-            defaults = dict(HeatKernelPrior().get_params(), graph=None, matern_order=None,
-                            method="auto", learning_rate="deprecated")
+            defaults = legacy_defaults()
             legacy = {k: v for k, v in legacy.items() if not _same(v, defaults[k])}
             state["prior"] = fold_legacy_parameters(type(self).__name__, None, legacy,
                                                     warn=False)

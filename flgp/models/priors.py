@@ -44,8 +44,8 @@ from ..kernels import GraphMaternKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKer
 from ..spectral.families import FAMILIES
 from ..spectral.flgp import SPECTRA
 
-__all__ = ["Prior", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "PRIOR_CLASSES",
-           "fold_legacy_parameters", "resolve_priors", "priors_for", "with_graph"]
+__all__ = ["Prior", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior",
+           "fold_legacy_parameters", "legacy_defaults", "resolve_priors", "priors_for", "with_graph"]
 
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 HEAT_METHODS = ("flgp", "glgp", "nystrom")
@@ -356,9 +356,6 @@ class RBFPrior(Prior):
         return gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(**kwargs))
 
 
-PRIOR_CLASSES = (HeatKernelPrior, GraphMaternPrior, RBFPrior)
-_BY_METHOD = {"gmrf": GraphMaternPrior, "rbf": RBFPrior}
-
 
 def resolve_priors(prior) -> list:
     """The prior objects ``prior`` names: ``None`` - one of each at its defaults; one
@@ -390,6 +387,12 @@ HEAT_PARAMETERS = tuple(HeatKernelPrior().get_params())
 LEGACY_GRAPH_MATERN = {"graph": "graph", "matern_order": "nu"}
 
 
+def legacy_defaults() -> dict:
+    """The old parameters' defaults (the estimators' signatures before 2026-11-28)."""
+    return dict(HeatKernelPrior().get_params(), graph=None, matern_order=None,
+                method="auto", learning_rate="deprecated")
+
+
 def fold_legacy_parameters(estimator_name: str, prior, legacy: dict, stacklevel: int = 3,
                            warn: bool = True):
     """The ``prior`` the old parameters in ``legacy`` mean (``method``, the heat kernel's
@@ -418,8 +421,10 @@ def fold_legacy_parameters(estimator_name: str, prior, legacy: dict, stacklevel:
               if k in LEGACY_GRAPH_MATERN}
     if method in HEAT_METHODS:
         folded = HeatKernelPrior(method=method, **heat)
-    elif method in _BY_METHOD:
-        folded = (GraphMaternPrior(**matern) if method == "gmrf" else RBFPrior())
+    elif method == "gmrf":
+        folded = GraphMaternPrior(**matern)
+    elif method == "rbf":
+        folded = RBFPrior()
     elif method == "auto":
         folded = None if not (heat or matern) else [
             HeatKernelPrior(**heat), GraphMaternPrior(**matern), RBFPrior()]
