@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from flgp import FLGPRegressor, GraphMaternPrior, predict_surface
+from flgp import (FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior,
+                  predict_surface)
 from flgp.graph import lattice_graph
 from flgp.precision import GMRFRegression, matern_precision
 
@@ -72,7 +73,9 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
 def test_auto_weighs_three_priors_by_evidence_and_says_why():
     ijk, x, truth, y, obs = _box_map()
     reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
-    assert set(reg.log_evidence_) == {"flgp", "gmrf", "rbf"}
+    # each prior weighed, or left out with the reason (the heat kernel by its ceiling)
+    assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
+    assert {"gmrf", "rbf"} <= set(reg.log_evidence_)
     assert reg.method_ == max(reg.log_evidence_, key=reg.log_evidence_.get)
     assert reg.log_marginal_likelihood_ == pytest.approx(reg.log_evidence_[reg.method_])
     unobs = ~obs
@@ -84,6 +87,25 @@ def test_auto_weighs_three_priors_by_evidence_and_says_why():
     yy = np.where(np.arange(300) < 60, X[:, 0], np.nan)
     reg = FLGPRegressor(n_induced=60).fit(X, yy)
     assert "gmrf" in reg.skipped_methods_ and "20 features" in reg.skipped_methods_["gmrf"]
+
+
+def test_a_heat_kernel_that_cannot_win_is_not_searched():
+    """On the box map the heat kernel's evidence ceiling lies below the winner's evidence:
+    the default does not search it, says so with both numbers, and the heat kernel fitted
+    alone indeed stays below the ceiling and the winner."""
+    import re
+
+    ijk, x, truth, y, obs = _box_map()
+    graph = lattice_graph(ijk)
+    reg = FLGPRegressor([HeatKernelPrior(), GraphMaternPrior(graph), RBFPrior()]).fit(x, y)
+    why = reg.skipped_methods_["flgp"]
+    ceiling = float(re.search(r"cannot exceed (-?[0-9.]+)", why).group(1))
+    best = reg.log_evidence_[reg.method_]
+    assert ceiling < best and "flgp" not in reg.log_evidence_
+    alone = FLGPRegressor(HeatKernelPrior()).fit(x, y)
+    assert alone.log_marginal_likelihood_ <= ceiling + 0.1      # the message rounds to 0.1
+    # with the heat kernel offered alone nothing is bounded away
+    assert alone.method_ == "flgp"
 
 
 def test_gmrf_on_the_knn_graph_of_a_cloud():

@@ -312,3 +312,42 @@ def test_zero_modes_of_several_pieces_do_not_depend_on_the_solver_basis(rng, met
         labels = np.repeat(np.arange(3), sizes)
         ref = sum(np.outer(labels == p, labels == p) / n for p, n in enumerate(sizes))
         np.testing.assert_allclose(P[0], ref, atol=1e-10)
+
+
+def test_low_rank_evidence_ceiling_bounds_and_is_attained():
+    """The ceiling of ``log N(y | 0, V S Vᵀ + σ² I)`` over every PSD ``S`` and ``σ²`` in a
+    range: above the evidence of random members of the family (dense log densities), equal
+    to that of the rank-one member it names, and at a fixed noise, above every member of
+    that noise."""
+    from flgp.spectral.gaussian import LowRankGaussianEvidence
+
+    rng = np.random.default_rng(3)
+    m, M = 40, 6
+
+    def log_density(K, y):
+        return -0.5 * (y @ np.linalg.solve(K, y) + np.linalg.slogdet(K)[1]
+                       + m * np.log(2 * np.pi))
+
+    for _ in range(3):
+        V = rng.standard_normal((m, M))
+        y = V @ rng.standard_normal(M) + 0.7 * rng.standard_normal(m)
+        ev = LowRankGaussianEvidence(V, y)
+        ceiling = ev.ceiling((1e-6, 10.0))
+        fixed = ev.ceiling((0.3, 0.3))
+        for _ in range(300):
+            L = rng.standard_normal((M, M)) * np.exp(rng.uniform(-3, 3))
+            s2 = float(np.exp(rng.uniform(np.log(1e-6), np.log(10.0))))
+            assert log_density(V @ L @ L.T @ V.T + s2 * np.eye(m), y) <= ceiling + 1e-9
+            assert log_density(V @ L @ L.T @ V.T + 0.3 * np.eye(m), y) <= fixed + 1e-9
+        Q, _ = np.linalg.qr(V)
+        w = Q.T @ y
+        W, E = w @ w, y @ y - w @ w
+        s2 = E / (m - 1)
+        u = Q @ w / np.sqrt(W)
+        attained = log_density(s2 * np.eye(m) + (W - s2) * np.outer(u, u), y)
+        assert attained == pytest.approx(ceiling, abs=1e-8)
+    # a basis that spans y bounds nothing
+    V = rng.standard_normal((5, 5))
+    assert LowRankGaussianEvidence(V, rng.standard_normal(5)).ceiling((1e-6, 10.0)) == np.inf
+    with pytest.raises(ValueError, match="noise_range"):
+        LowRankGaussianEvidence(V, rng.standard_normal(5)).ceiling((0.0, 1.0))

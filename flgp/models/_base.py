@@ -424,15 +424,18 @@ class HeatGPEstimator(BaseEstimator):
         return tuple((name, _value_key(getattr(self, name, None)))
                      for name in self.GRAPH_PARAMETERS)
 
-    def _fit_candidates(self, candidates, labelled, targets):
+    def _fit_candidates(self, candidates, labelled, targets, skip=None):
         """Fit the GP part on every candidate of :meth:`_candidates` (:meth:`_fit_gp`) and
         keep the one with the highest score: ``(bandwidth scale, eigenpairs, eigenvector
-        rows of the labelled points, CandidateFit)``."""
+        rows of the labelled points, CandidateFit)``. ``skip(V_lab, targets)``: True leaves
+        a candidate unfitted (None when every one is)."""
         best = None
         name = type(self).__name__
         for a, eigenpairs in candidates:
             with stage("labelled rows"):
                 V_lab = eigenpairs.eigenvector_rows(labelled)
+            if skip is not None and skip(V_lab, targets):
+                continue
             with stage("hyperparameters"), single_threaded_blas():
                 fit = self._fit_gp(eigenpairs, V_lab, targets)
             if self.verbose:

@@ -34,6 +34,10 @@ __all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM", "REPRESENTATIO
 # method="auto" weighs them after it (flgp.models.representation)
 REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegression())}
 
+# the heat kernel's noise variance, in units of the standardised targets (its search's
+# range, and the range its evidence ceiling is taken over)
+NOISE_RANGE = (1e-6, 10.0)
+
 
 class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     r"""Heat-kernel Gaussian-process regression on a point cloud (FLGP and baselines).
@@ -296,13 +300,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             if auto:
                 self.log_evidence_ = {}
                 self.skipped_methods_ = {}
-            if self._offers("flgp"):
-                a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X),
-                                                                 labelled, z)
-                heat = self._fit_heat(a, eigenpairs, V_lab, fit, labelled, z, standard)
-                if auto:
-                    self.log_evidence_["flgp"] = self.log_marginal_likelihood_
-            best = "flgp" if auto else self.method
             if auto and not is_lazy(X):
                 # every feasible representation offered, by its exact evidence of y
                 # (docs/models.md, "Choosing the prior"); skipped_methods_ says why one
@@ -316,10 +313,17 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                         continue
                     fits[name] = representation.fit(self, X, labelled, y_lab, z, standard)
                     self.log_evidence_[name] = fits[name].log_evidence
+            heat = None
+            if self._offers("flgp"):
+                heat = self._fit_heat_unless_beaten(X, labelled, z, standard,
+                                                    self.log_evidence_ if auto else {})
+            if auto:
                 if not self.log_evidence_:
                     raise ValueError(f"none of the priors offered can be fitted here: "
                                      f"{self.skipped_methods_}.")
                 best = max(self.log_evidence_, key=self.log_evidence_.get)
+            else:
+                best = self.method
         if best in fits:
             # another representation predicts; its warnings point at the caller of fit
             self._other_fit = fits[best]
@@ -338,6 +342,47 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             if why is not None:
                 return name, why
         return None
+
+    def _fit_heat_unless_beaten(self, X, labelled, z, standard, rivals: dict):
+        """The heat kernel's fit (:meth:`_fit_heat`), unless its evidence cannot reach the
+        best of ``rivals`` (``{name: log evidence of y}``, the other representations
+        already fitted): each candidate eigenbasis is first bounded by its evidence ceiling
+        (:meth:`flgp.spectral.gaussian.LowRankGaussianEvidence.ceiling`, the most any
+        diffusion time, amplitude, noise and number of leading eigenpairs could reach),
+        and one whose ceiling lies below the best rival is not searched. Returns the
+        eigenpairs, or None (and ``skipped_methods_["flgp"]`` says why) when no candidate
+        could win."""
+        bar = max(rivals.values(), default=-np.inf)
+        offset = standard.log_evidence_of_y(0.0, labelled.size)    # z -> y units
+        ceilings = []
+
+        def beaten(V_lab, targets):
+            if not np.isfinite(bar):
+                return False
+            ceiling = LowRankGaussianEvidence(V_lab, targets).ceiling(self._noise_bounds())
+            ceilings.append(ceiling + offset)
+            return ceiling + offset < bar
+
+        best = self._fit_candidates(self._candidates(X), labelled, z, skip=beaten)
+        if best is None:
+            rival = max(rivals, key=rivals.get)
+            self.skipped_methods_["flgp"] = (
+                f"its log evidence cannot exceed {max(ceilings):.1f} (a ceiling over every "
+                f"diffusion time, amplitude, noise and number of eigenpairs of its "
+                f"eigenbasis), below {rival!r}'s {bar:.1f}; not searched")
+            return None
+        heat = self._fit_heat(*best, labelled, z, standard)
+        if self.method == "auto":
+            self.log_evidence_["flgp"] = self.log_marginal_likelihood_
+        return heat
+
+    def _noise_bounds(self) -> tuple[float, float]:
+        """The noise variance's range in the heat kernel's search, in the units of the
+        standardised targets: ``[1e-6, 10]``, or the fixed ``noise`` at both ends."""
+        if self.noise is None:
+            return NOISE_RANGE
+        fixed = self.noise / self._y_unit / self._y_unit / (self._y_scale / self._y_unit) ** 2
+        return fixed, fixed
 
     def __setstate__(self, state):
         # fitted before 2026-11-27 (fourth session), when the graph Matérn and RBF fits
@@ -477,16 +522,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         log_scale = np.log(eigenpairs.kernel_scale)
         lo, hi = diffusion_time_range(lam)
         fixed_t = self.diffusion_time
-        y_scale_pre = self._y_scale / self._y_unit
-        fixed_noise = (None if self.noise is None
-                       else self.noise / self._y_unit / self._y_unit / y_scale_pre ** 2)
+        noise_lo, noise_hi = self._noise_bounds()
+        fixed_noise = None if self.noise is None else noise_lo
         # theta = (log t, log s^2, log noise); fixed entries are held by tight bounds
         bounds = [(np.log(lo), np.log(hi)), (np.log(1e-4), np.log(1e4)),
-                  (np.log(1e-6), np.log(10.0))]
+                  (np.log(noise_lo), np.log(noise_hi))]
         if fixed_t is not None:
             bounds[0] = (np.log(fixed_t),) * 2
-        if fixed_noise is not None:
-            bounds[2] = (np.log(fixed_noise),) * 2
 
         def f_and_grad(theta):
             log_t, log_s2, log_noise = theta

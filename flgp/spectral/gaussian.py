@@ -99,3 +99,42 @@ class LowRankGaussianEvidence:
         mean = scipy.linalg.cho_solve(cf, sd * self.Vty, check_finite=False)
         cov = noise * scipy.linalg.cho_solve(cf, np.eye(self.M), check_finite=False)
         return sd, mean, 0.5 * (cov + cov.T)
+
+    def ceiling(self, noise_range: tuple[float, float], rtol: float = 1e-10) -> float:
+        r"""An upper bound on ``log p(y)`` over **every** covariance ``V S V^T + σ^2 I``
+        with ``S`` any positive semi-definite ``M x M`` matrix and ``σ^2`` in
+        ``noise_range`` (``(lo, hi)``, ``lo = hi`` for a fixed noise): over every diffusion
+        time, spectral family, amplitude and number of leading eigenpairs of one eigenbasis.
+
+        In an orthonormal basis of ``V``'s range (rank ``r``) and its complement the
+        covariance is block diagonal: ``S̃ + σ^2 I_r`` and ``σ^2 I_{m-r}``. With ``W``
+        the squared norm of ``y``'s projection on the range and ``E`` of the rest, the
+        complement contributes ``-(E / σ^2 + (m - r) log 2πσ^2) / 2``; the range's best
+        ``S̃`` puts variance ``max(W, σ^2)`` along the projection and ``σ^2`` across it,
+        ``-(h + r log 2π + (r - 1) log σ^2) / 2`` with ``h = 1 + log W`` (``W ≥ σ^2``) or
+        ``W / σ^2 + log σ^2``. The sum is concave in ``log σ^2`` on each side of
+        ``σ^2 = W``, so its maximum over ``noise_range`` is at ``E / (m - 1)``,
+        ``(E + W) / m`` or an end, clipped to its side. The bound is attained (by a rank-one
+        ``S``), so nothing tighter holds for the family; it is ``+inf`` when ``V`` spans
+        ``y`` (``r ≥ m``). ``O(M^3)`` from the stored ``V^T V`` and ``V^T y``."""
+        lo, hi = (float(v) for v in noise_range)
+        if not (0.0 < lo <= hi < np.inf):
+            raise ValueError(f"noise_range must be 0 < lo <= hi < inf; got {noise_range!r}.")
+        evals, evecs = np.linalg.eigh(self.G)
+        keep = evals > rtol * max(float(evals[-1]), np.finfo(float).tiny)
+        r = int(keep.sum())
+        proj = evecs[:, keep].T @ self.Vty
+        W = float(np.sum(proj ** 2 / evals[keep]))
+        E = self.yty - W
+        m = self.m
+        if r >= m or E <= 1e-12 * self.yty:
+            return np.inf
+        W = max(W, np.finfo(float).tiny)
+
+        def bound(s2):
+            h = 1.0 + math.log(W) if W >= s2 else W / s2 + math.log(s2)
+            return -0.5 * (m * math.log(2 * math.pi) + (m - 1) * math.log(s2) + h + E / s2)
+
+        below = [min(max(E / (m - 1), lo), min(W, hi))] if lo <= W else []
+        above = [min(max((E + W) / m, max(W, lo)), hi)] if W <= hi else []
+        return max(bound(s2) for s2 in (lo, hi, *below, *above))
