@@ -105,7 +105,7 @@ def _nifti(args) -> int:
                                 regressor=reg, random_state=args.seed, fill=args.fill,
                                 include_noise=args.include_noise, progress=not args.quiet,
                                 hyperparameters=("shared" if args.shared_hyperparameters
-                                                 else "own"))
+                                                 else "own"), n_jobs=args.n_jobs)
     except (ValueError, TypeError, OSError) as exc:
         return _fail("nifti", str(exc))
     paths = [f"{args.out}_mean.nii.gz", f"{args.out}_sd.nii.gz"]
@@ -346,6 +346,10 @@ def main(argv=None) -> int:
                    help="several maps: one graph Matérn prior for all, by their pooled "
                         "evidence (one factorisation serves every map) instead of each "
                         "map's own fit")
+    f.add_argument("--n-jobs", type=int, default=None, metavar="J",
+                   help="several maps: processes fitting them at once (default: as many "
+                        "as the cores, the maps and the memory allow; 1: one after "
+                        "another)")
     f.add_argument("--seeds-atlas", default=None, metavar="ATLAS",
                    help="integer atlas on MAP's grid (0: no region): also write each "
                         "region's seed-correlation map (its seed: the voxel of largest "

@@ -437,6 +437,37 @@ def test_a_4d_image_is_each_maps_own_fit():
     np.testing.assert_allclose(listed.mean.get_fdata(), res.mean.get_fdata(), atol=1e-6)
 
 
+def test_maps_fitted_in_processes_equal_one_after_another():
+    """n_jobs=2 (two loky processes) gives what n_jobs=1 gives, map by map; a regressor's
+    warning raised in a worker still reaches the caller of predict_image; n_jobs is
+    checked."""
+    from flgp.models.image import map_workers
+
+    img4, region, data = _maps()
+    reg = FLGPRegressor(GraphMaternPrior())
+    # a region in two pieces, the second without an observed voxel: the fit warns
+    split = region.copy()
+    split[:, 5, :] = False
+    observed = split & (np.indices(SHAPE)[1] < 5) & (np.arange(split.size).reshape(SHAPE)
+                                                     % 3 == 0)
+    one = predict_image(img4, split, observed, regressor=reg, n_jobs=1)
+    with pytest.warns(UserWarning, match="piece") as caught:
+        two = predict_image(img4, split, observed, regressor=reg, n_jobs=2)
+    assert any(w.filename == __file__ for w in caught)    # pointing at this call
+    np.testing.assert_array_equal(two.mean.get_fdata(), one.mean.get_fdata())
+    np.testing.assert_array_equal(two.sd.get_fdata(), one.sd.get_fdata())
+    for a, b in zip(one.maps, two.maps):
+        assert {k: v for k, v in a.items() if k != "seconds"} == \
+            {k: v for k, v in b.items() if k != "seconds"}
+    assert map_workers(None, 3, 500, reg) <= 3 and map_workers(5, 3, 500, reg) == 3
+    assert map_workers(1, 3, 500, reg) == 1
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="n_jobs must be"):
+            predict_image(img4, region, 0.3, regressor=reg, n_jobs=bad)
+        with pytest.raises(ValueError, match="n_jobs must be"):     # one map: checked too
+            predict_image(img4.slicer[..., 0], region, 0.3, regressor=reg, n_jobs=bad)
+
+
 def test_shared_hyperparameters_are_the_pooled_evidence():
     """hyperparameters='shared': one order, κ and noise-to-signal ratio for every map at
     the maximum of the summed evidence (each map its own amplitude); each map's mean is
@@ -505,6 +536,17 @@ def test_cli_writes_4d_outputs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 maps in" in out and "map all" in out
     assert nib.load(tmp_path / "o_mean.nii.gz").shape == SHAPE + (2,)
+    # each map its own fit, in two processes, as predict_image gives it
+    code = main(["nifti", str(path), "--observed-fraction", "0.3", "--out",
+                 str(tmp_path / "p"), "--quiet", "--method", "gmrf", "--n-jobs", "2"])
+    assert code == 0
+    ref = predict_image(img4, None, 0.3, regressor=FLGPRegressor(GraphMaternPrior()),
+                        n_jobs=1)
+    np.testing.assert_allclose(nib.load(tmp_path / "p_mean.nii.gz").get_fdata(),
+                               ref.mean.get_fdata(), atol=1e-5)
+    assert main(["nifti", str(path), "--observed-fraction", "0.3", "--out",
+                 str(tmp_path / "q"), "--quiet", "--n-jobs", "0"]) == 2
+    assert "n_jobs must be" in capsys.readouterr().err
 
 
 # -- seed-correlation maps (issue 45) -----------------------------------------------------

@@ -229,3 +229,26 @@ def test_the_iterative_path_equals_the_factored_one(monkeypatch):
     assert best.nu in (1, 2) and best.evidence_nodes <= 600
     var, se = reg.variances(best)
     assert np.all(var > 0) and var.shape == (g.n_nodes,)
+
+
+def test_matern_family_of_a_graph_is_shared_and_its_cache_bounded(monkeypatch):
+    """MaternFamily.of: the same family for a graph rebuilt with the same contents (and the
+    values of a fresh one), another for another order or other weights; at most
+    FAMILY_CACHE_SIZE kept."""
+    from flgp.graph import lattice_graph
+    from flgp.precision import matern
+
+    monkeypatch.setattr(matern, "_FAMILIES", type(matern._FAMILIES)())
+    ijk = np.argwhere(np.ones((5, 4, 3), bool))
+    a = matern.MaternFamily.of(lattice_graph(ijk), 2)
+    assert matern.MaternFamily.of(lattice_graph(ijk), 2) is a
+    np.testing.assert_array_equal(a.values(0.3), matern.MaternFamily(lattice_graph(ijk),
+                                                                     2).values(0.3))
+    assert matern.MaternFamily.of(lattice_graph(ijk), 3) is not a
+    scaled = lattice_graph(ijk).in_units(2.0, 1.0)
+    assert matern.MaternFamily.of(scaled, 2) is not a
+    assert a.nbytes > 8 * a.nnz
+    monkeypatch.setattr(matern, "FAMILY_CACHE_SIZE", 2)
+    matern.MaternFamily.of(lattice_graph(ijk), 4)
+    assert len(matern._FAMILIES) == 2
+    assert matern.MaternFamily.of(lattice_graph(ijk), 2) is not a      # evicted

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numbers
 import warnings
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +31,7 @@ from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._chunks import is_lazy, stage
+from .._fingerprint import array_fingerprint
 from .._validation import check_cloud_values, check_points
 from ..graph.cross_graph import KERNELS, SUBSAMPLES
 from ..graph.neighbors import nearest_induced_points
@@ -526,13 +526,6 @@ def _label_pieces(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
                       f"graph (larger n_neighbors or bandwidth).", UserWarning,
                       stacklevel=stacklevel)
     return has_label
-
-
-def array_fingerprint(X) -> tuple:
-    """``(shape, dtype, crc32, adler32)`` of an array's bytes."""
-    A = np.ascontiguousarray(X)
-    buf = memoryview(A).cast("B") if A.size else b""
-    return (A.shape, A.dtype.str, zlib.crc32(buf), zlib.adler32(buf))
 
 
 def _value_key(value):

@@ -172,7 +172,7 @@ def reissue_warnings(caught, stacklevel: int) -> None:
 
 def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill=0.0,
                   include_noise=False, progress=False,
-                  hyperparameters="own") -> ImagePrediction:
+                  hyperparameters="own", n_jobs=None) -> ImagePrediction:
     """Predict the unobserved voxels of a region of a 3-d image, with uncertainty.
 
     The region's voxel centres in world coordinates (mm, ``affine @ [i, j, k, 1]``) are the
@@ -224,6 +224,14 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         maps' evidences (each map its own amplitude), so that one factorisation of the
         posterior precision serves every map (:class:`flgp.precision.GMRFRegression` of
         several maps) - the fast path for a study of similar maps.
+    n_jobs : int or None, default=None
+        Several maps with their own hyperparameters: how many processes fit them at once
+        (joblib's ``loky`` processes: each fit is a sequence of sparse factorisations that
+        hold the GIL between calls, so threads would not overlap them; each process gets
+        its share of the BLAS threads). ``None``: as many as there are cores and maps, and
+        fits of the region that fit in the available memory
+        (:func:`fit_memory_estimate` each); ``1``: one map after another in this process;
+        ``-1``: every core.
 
     Returns
     -------
@@ -298,6 +306,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
         raise TypeError(f"fill must be a number (NaN allowed); got {fill!r}.")
     reg = fresh_regressor(regressor)
+    check_n_jobs(n_jobs)
     if include_noise and reg.likelihood != "gaussian":
         raise ValueError("include_noise=True adds the Gaussian noise variance; with "
                          f"likelihood={reg.likelihood!r} there is none (leave it False).")
@@ -318,7 +327,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
                 return _predict_image((img, maps[..., 0]), mask, observed, reg,
                                       random_state, fill, include_noise, progress)
             return _predict_maps(img, maps, mask, observed, reg, random_state, fill,
-                                 include_noise, progress, hyperparameters)
+                                 include_noise, progress, hyperparameters, n_jobs)
     finally:
         reissue_warnings(caught, stacklevel=2)
 
@@ -345,7 +354,7 @@ def _maps_of(image):
 
 
 def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_noise,
-                  progress, hyperparameters) -> ImagePrediction:
+                  progress, hyperparameters, n_jobs) -> ImagePrediction:
     """:func:`predict_image` of several maps (``maps``: ``(X, Y, Z, k)``)."""
     from tqdm.auto import tqdm
 
@@ -379,18 +388,28 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
         mean, sd, rows = _shared_fit(graph, voxels, values, obs, include_noise)
         regressors = None
     else:
-        mean, sd, rows, regressors = np.empty_like(values), np.empty_like(values), [], []
-        for j in tqdm(range(k), desc="maps", unit="map", disable=None if progress else True,
-                      leave=False):
-            t0 = time.perf_counter()
-            fit = clone(reg)
-            fit.set_params(prior=with_graph(fit.prior, graph))
-            fit.fit(voxels.coords, np.where(obs, values[:, j], np.nan))
+        mean, sd = np.empty_like(values), np.empty_like(values)
+        rows, regressors = [None] * k, [None] * k
+        workers = map_workers(n_jobs, k, len(ijk), reg)
+        targets = (np.where(obs, values[:, j], np.nan) for j in range(k))
+        if workers == 1:
+            done = (_fit_map(j, reg, graph, voxels.coords, y) for j, y in enumerate(targets))
+        else:
+            from joblib import Parallel, delayed
+
+            done = Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered")(
+                delayed(_fit_map)(j, reg, graph, voxels.coords, y, record=True)
+                for j, y in enumerate(targets))
+        for j, fit, seconds, records in tqdm(done, total=k, desc="maps", unit="map",
+                                             disable=None if progress else True,
+                                             leave=False):
+            for message, category, filename, lineno in records:
+                warnings.warn_explicit(message, category, filename, lineno)
             mean[:, j] = np.asarray(fit.transduction_, dtype=np.float64)
             sd_j = np.asarray(fit.transduction_std_, dtype=np.float64)
             sd[:, j] = np.sqrt(sd_j ** 2 + fit.noise_) if include_noise else sd_j
-            rows.append(_map_row(j, fit, time.perf_counter() - t0))
-            regressors.append(fit)
+            rows[j] = _map_row(j, fit, seconds)
+            regressors[j] = fit
     seconds = time.perf_counter() - start
     out = [copy_spatial_codes(voxels.to_nifti(v, fill=float(fill)), img) for v in (mean, sd)]
     out[0].header["descrip"] = b"flgp: posterior means of the maps"
@@ -398,6 +417,55 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
                                 else b"flgp: posterior sd of the maps (no noise)")
     return ImagePrediction(mean=out[0], sd=out[1], regressor=regressors, voxels=voxels,
                            observed=obs, seconds=seconds, maps=rows)
+
+
+def map_workers(n_jobs, n_maps: int, n_voxels: int, reg) -> int:
+    """How many processes fit the maps of :func:`predict_image`: ``n_jobs`` (joblib's
+    meaning: ``-1`` every core), or for None as many as there are cores (those this
+    process may run on), maps, and fits of the region that fit in the memory available
+    (:func:`fit_memory_estimate` each) - at least 1."""
+    if check_n_jobs(n_jobs) is not None:
+        cores = n_jobs if n_jobs > 0 else _cores()
+        return max(1, min(int(cores), n_maps))
+    workers = min(_cores(), n_maps)
+    available = _available_memory_gb()
+    if available is not None and reg.method in ("auto", "gmrf"):
+        workers = min(workers, int(available // max(fit_memory_estimate(n_voxels), 0.1)))
+    return max(1, workers)
+
+
+def check_n_jobs(n_jobs):
+    """``n_jobs`` if it is None, -1 or a positive whole number; else a ``ValueError``."""
+    if n_jobs is not None and (isinstance(n_jobs, bool)
+                               or not isinstance(n_jobs, (int, np.integer))
+                               or n_jobs == 0 or n_jobs < -1):
+        raise ValueError(f"n_jobs must be a positive number of processes, -1 (every core) "
+                         f"or None (as many as the cores and memory allow); got "
+                         f"{n_jobs!r}.")
+    return n_jobs
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                         # not on Linux
+        return os.cpu_count() or 1
+
+
+def _fit_map(j, reg, graph, coords, y, record=False):
+    """One map's fit: ``(j, fitted clone of reg, seconds, warnings)`` - the warnings as
+    ``(message, category, filename, lineno)`` when ``record`` (a worker process, whose
+    warnings the caller issues again), else issued as they come."""
+    with warnings.catch_warnings(record=record) as caught:
+        if record:
+            warnings.simplefilter("always")
+        start = time.perf_counter()
+        fit = clone(reg)
+        fit.set_params(prior=with_graph(fit.prior, graph))
+        fit.fit(coords, y)
+        seconds = time.perf_counter() - start
+    records = [(w.message, w.category, w.filename, w.lineno) for w in caught or ()]
+    return j, fit, seconds, records
 
 
 def _map_row(j, reg, seconds) -> dict:

@@ -92,8 +92,8 @@ class GMRFRegression:
         n = graph.n_nodes
         self.n, self.m = n, self.observed.size
         self._log_mass = float(np.sum(np.log(graph.mass)))
-        self._K = MaternFamily(graph, 1)                      # κ²C + G
-        self._Q = MaternFamily(graph, self.nu)
+        self._K = MaternFamily.of(graph, 1)                   # κ²C + G
+        self._Q = MaternFamily.of(graph, self.nu)
         self._chol_K = PatternCholesky.of_lower_pattern(self._K.indptr, self._K.indices)
         self._chol_Q = PatternCholesky.of_lower_pattern(self._Q.indptr, self._Q.indices)
         self._obs_diag = self._Q.diagonal[self.observed]      # where Pᵀ P / r adds
@@ -486,33 +486,31 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
     if sub_obs.size < 2:
         return search_gmrf(graph, observed, z, nus, **search)
     _, _, local = search_gmrf(sub, sub_obs, sub_z, nus, **search)
-    # one factor in memory at a time: the orders in ascending order of their ball's
-    # evidence, so that the likely winner comes last and keeps its factor
-    results, last = {}, None
+    # the orders in ascending order of their ball's evidence, so that the likely winner
+    # comes last; at most two factors in memory at a time (the best so far and the one
+    # being evaluated), so that a winner evaluated before a later order is not factored
+    # again
+    results, best_reg = {}, None
     # the orders within FAR_MARGIN of the ball's best (the others trail by hundreds of
     # nats on the ball, thousands on the whole graph)
     top = max(f.log_evidence for f in local.values())
     contenders = [nu for nu in local if local[nu].log_evidence >= top - FAR_MARGIN]
     for nu in sorted(contenders, key=lambda j: local[j].log_evidence):
-        last = None
         reg = GMRFRegression(graph, observed, z, nu)
         try:
             results[nu] = reg.evaluate(local[nu].kappa2, local[nu].ratio, noise)
         except NotPositiveDefiniteError:
             continue
-        last = (nu, reg)
+        if best_reg is None or results[nu].log_evidence > results[best_reg[0]].log_evidence:
+            best_reg = (nu, reg)
+        del reg
         if verbose:
             print(f"[gmrf] nu={nu} on the whole graph ({graph.n_nodes} nodes): log "
                   f"evidence={results[nu].log_evidence:.2f}")
     if not results:
         raise NotPositiveDefiniteError("no graph Matérn prior could be factored on this "
                                        "graph at the searched hyperparameters.")
-    nu = max(results, key=lambda j: results[j].log_evidence)
-    if last is not None and last[0] == nu:
-        return results[nu], last[1], results
-    last = None
-    reg = GMRFRegression(graph, observed, z, nu)
-    results[nu] = reg.evaluate(results[nu].kappa2, results[nu].ratio, noise)
+    nu, reg = best_reg
     return results[nu], reg, results
 
 
