@@ -134,29 +134,34 @@ def make_draw(name, draw):
 def methods_for(name):
     from sklearn.semi_supervised import LabelPropagation, LabelSpreading
 
-    from flgp import FLGPClassifier
+    from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
+
+    def heat(**settings):
+        """The heat kernel alone, with ``settings``: what the rows named after its
+        settings (kernel, induced points, inference, calibration) measure."""
+        return HeatKernelPrior(**settings)
 
     if name == "circles_random":
         return {f"{k}{s}FLGP {inf}": (lambda k=k, s=s, inf=inf, seed=0: FLGPClassifier(
-            kernel={"S": "se", "L": "lae"}[k], subsample="random", n_induced=600,
+            heat(kernel={"S": "se", "L": "lae"}[k], subsample="random", n_induced=600),
             inference=inf, random_state=seed))
             for k in "SL" for s in "R" for inf in ("ep", "laplace")}
+    size = dict(n_induced=600) if name == "circles" else {}
     out = {
-        "FLGP (EP)": lambda seed=0: FLGPClassifier(random_state=seed),
-        "FLGP (EP, no LOO scale)": lambda seed=0: FLGPClassifier(random_state=seed,
-                                                                calibration=None),
-        "FLGP (Laplace)": lambda seed=0: FLGPClassifier(random_state=seed,
-                                                       inference="laplace"),
+        # the heat kernel's classifier (the default until 2026-11-28) and today's default
+        "FLGP (EP)": lambda seed=0: FLGPClassifier(heat(**size), random_state=seed),
+        "FLGPClassifier() default": lambda seed=0: FLGPClassifier(
+            [heat(**size), GraphMaternPrior(), RBFPrior()] if size else None,
+            random_state=seed),
+        "FLGP (EP, no LOO scale)": lambda seed=0: FLGPClassifier(
+            heat(calibration=None, **size), random_state=seed),
+        "FLGP (Laplace)": lambda seed=0: FLGPClassifier(heat(**size), random_state=seed,
+                                                        inference="laplace"),
         "LabelSpreading": lambda seed=0: LabelSpreading(kernel="knn", n_neighbors=10,
                                                         alpha=0.99, max_iter=100),
         "LabelPropagation": lambda seed=0: LabelPropagation(kernel="knn", n_neighbors=10,
                                                             max_iter=1000),
     }
-    if name == "circles":
-        for key in list(out):
-            if key.startswith("FLGP"):
-                make = out[key]
-                out[key] = (lambda make=make, seed=0: make(seed).set_params(n_induced=600))
     return out
 
 

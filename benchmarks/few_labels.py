@@ -17,9 +17,11 @@ Labels: ``k`` per class (stratified), k = 1, 2, 3, 5, 10; 20 draws at k = 1, 10 
 Poisson learnings and LabelSpreading):
 
 * flgp, through its public API, one entry per constructor-kwargs dict in ``FLGP_METHODS``:
-  the default, ``method="gmrf"`` (full resolution, issue 34), ``inference="laplace"``,
-  ``spectral_family="auto"`` and the model before issue 25 (``constant_variance=1,
-  diffusion_time_prior="flat"``; docs/few_labels.md);
+  the default (every prior), the heat kernel alone (``HeatKernelPrior()``),
+  ``GraphMaternPrior()`` alone (full resolution, issue 34), the heat kernel with
+  ``inference="laplace"``, ``HeatKernelPrior(spectral_family="auto")`` and the model before
+  issue 25 (``HeatKernelPrior(constant_variance=1, diffusion_time_prior="flat")``;
+  docs/few_labels.md);
 * graphlearning's Poisson and Laplace learning on its default 10-nearest-neighbour weight
   matrix (built from exact neighbours), and Poisson learning with its class-size
   correction (``class_priors`` uniform; at k <= 2 only, its volume projection being slow);
@@ -59,6 +61,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "experiments"))
 import few_labels_lib as L  # noqa: E402
+from sklearn.base import clone  # noqa: E402
+
+from flgp import GraphMaternPrior, HeatKernelPrior, RBFPrior  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 KS = (1, 2, 3, 5, 10)
@@ -68,23 +73,48 @@ DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2")
 
 # flgp methods: name -> FLGPClassifier kwargs (the public API only).
 FLGP_METHODS = {
-    # the default (issue 43: method="auto", the full-resolution classifier on a numpy cloud)
+    # the default (issue 43: prior=None, every prior - the full-resolution classifier on a
+    # numpy cloud)
     "flgp default": {},
     # the low-rank heat kernel (the default from issue 25 to issue 43): no constant mode,
     # spectral prior on t, heat family
-    "flgp heat kernel": {"method": "flgp"},
+    "flgp heat kernel": {"prior": HeatKernelPrior()},
     # full resolution: the graph Matérn GP on the cloud's own k-NN graph (issue 34; the
     # least-squares GP classifier since issue 43)
-    "flgp gmrf": {"method": "gmrf"},
-    "flgp laplace": {"method": "flgp", "inference": "laplace"},
+    "flgp gmrf": {"prior": GraphMaternPrior()},
+    "flgp laplace": {"prior": HeatKernelPrior(), "inference": "laplace"},
     # heat / Matérn / pseudo-inverse chosen by the evidence
-    "flgp auto family": {"method": "flgp", "spectral_family": "auto"},
+    "flgp auto family": {"prior": HeatKernelPrior(spectral_family="auto")},
     # the model before issue 25: constant mode of variance 1, flat prior on t
-    "flgp before": {"method": "flgp", "constant_variance": 1.0,
-                    "diffusion_time_prior": "flat"},
+    "flgp before": {"prior": HeatKernelPrior(constant_variance=1.0,
+                                             diffusion_time_prior="flat")},
 }
 DEFAULT_METHODS = ("flgp default", "flgp heat kernel", "poisson (graphlearning)",
                    "poisson balanced (graphlearning)", "LabelSpreading")
+
+
+def with_heat_settings(kwargs, **settings):
+    """``kwargs`` with ``settings`` (``n_induced=600``, ...) given to the heat kernel prior:
+    the default (every prior) becomes every prior with the heat kernel's settings, a heat
+    kernel prior takes them, and the graph Matérn prior has no use for them (what the old
+    ``n_induced=`` keyword beside ``method=`` meant). No settings: ``kwargs`` as they are."""
+    if not settings:
+        return kwargs
+
+    def heat(p):
+        return clone(p).set_params(**settings) if isinstance(p, HeatKernelPrior) else p
+
+    prior = kwargs.get("prior")
+    if prior is None:
+        prior = [HeatKernelPrior(**settings), GraphMaternPrior(), RBFPrior()]
+    else:
+        prior = [heat(p) for p in prior] if isinstance(prior, list) else heat(prior)
+    return dict(kwargs, prior=prior)
+
+
+def spelled(kwargs):
+    """``kwargs`` as JSON can hold them: the prior objects by their repr."""
+    return {k: repr(v) if k == "prior" else v for k, v in kwargs.items()}
 
 
 def _timed_fit(est, X, yy) -> float:
@@ -311,7 +341,7 @@ def checks(methods, draws=5, which=("mnist", "circles")):
             for meth in methods:
                 if meth not in FLGP_METHODS:
                     continue
-                kw = dict(FLGP_METHODS[meth], **extra)
+                kw = with_heat_settings(FLGP_METHODS[meth], **extra)
                 P, sec, note, info = fit_flgp(X, y, lab, kw)
                 r = dict(set=name, m=m, draw=d, method=meth + note, seconds=sec,
                          error=float(np.mean(P[u].argmax(1) != y[u])), ece=L.ece(P[u], y[u]),
@@ -384,7 +414,8 @@ def main(argv=None):
     print_table(table)
     path = args.json or os.path.join(RESULTS, "few_labels.json")
     with open(path, "w") as fh:
-        json.dump(dict(flgp_methods=FLGP_METHODS, summary=table, runs=rows), fh, indent=1)
+        json.dump(dict(flgp_methods={name: spelled(kw) for name, kw in FLGP_METHODS.items()},
+                       summary=table, runs=rows), fh, indent=1)
     plot(table, os.path.splitext(path)[0] + ".png")
     print(f"wrote {path} and {os.path.splitext(path)[0]}.png")
 

@@ -9,8 +9,9 @@ Methods, on the same starts:
 * ``flgp default``: ``FLGPClassifier(warm_start=True)`` and ``suggest_labels(10)`` - the
   full-resolution classifier and its default strategy (margin, a batch spread by
   conditioning; each refit solves for the new labels' columns only);
-* ``flgp heat kernel``: the same loop with ``method="flgp"`` (expected variance reduction
-  in the eigenbasis);
+* ``flgp heat kernel``: the same loop with the heat kernel alone,
+  ``FLGPClassifier(HeatKernelPrior(), warm_start=True)`` (expected variance reduction in
+  the eigenbasis);
 * ``poisson + uncertainty (graphlearning)``: graphlearning's Poisson learning on its
   10-NN graph with its active learner and smallest-margin uncertainty sampling, ten
   queries a round (graphlearning 1.7.5; a benchmark-only peer, ``pip install
@@ -33,6 +34,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "experiments"))
 import few_labels_lib as L  # noqa: E402
+
+from flgp import HeatKernelPrior  # noqa: E402
 
 ROUNDS, BATCH = 9, 10
 
@@ -93,7 +96,8 @@ def graphlearning_loop(X, y, lab):
 
 
 METHODS = {"flgp default": lambda X, y, lab: flgp_loop(X, y, lab, {}),
-           "flgp heat kernel": lambda X, y, lab: flgp_loop(X, y, lab, {"method": "flgp"}),
+           "flgp heat kernel": lambda X, y, lab: flgp_loop(X, y, lab,
+                                                           {"prior": HeatKernelPrior()}),
            "poisson + uncertainty (graphlearning)": graphlearning_loop}
 
 

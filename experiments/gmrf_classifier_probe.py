@@ -10,14 +10,16 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py kappa --sets mnist moons2 torus4 helix6 swiss5
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
-k = 2, 3, 5, 10) the heat kernel (``method="flgp"``) and the full-resolution classifier at
-``ν ∈ {1, 2}`` × ``ρ ∈ {0.3, 3}`` (``κ`` and the spread as in the package), with each
+k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
+classifier at ``ν ∈ {1, 2}`` × ``ρ ∈ {0.3, 3}`` (every prior, the graph Matérn one's
+``GraphMaternPrior(nu=ν)``; ``κ`` and the spread as in the package), with each
 variant's least-squares log evidence and leave-one-out error and negative log likelihood
 (the exact leave-one-out means at the fit's logit scale); then what each criterion picks.
 ``spread``: the default fit's scores turned into probabilities at spreads of 2-11 logits
 (10 draws at k = 1, 2, 3, 5, 10): error, ECE, and the leave-one-out NLL of each spread.
-``order``: the default against ``matern_order=2`` at one label a class (10 draws), with
-the fit's time. ``kappa``: ``κ²`` at 1e-6 / 1e-5 (the default) / 1e-4 of the graph's own
+``order``: the default order ``ν = 1`` against ``ν = 2`` (every prior, the graph Matérn
+one's ``GraphMaternPrior(nu=ν)``) at one label a class (10 draws), with the fit's time.
+``kappa``: ``κ²`` at 1e-6 / 1e-5 (the default) / 1e-4 of the graph's own
 ``1 / length²`` (``KAPPA_RELATIVE``), 5 draws at k = 1-10 (MNIST: 10 at k = 1). CSVs under ``experiments/results/gmrf_classifier_probe_*.csv``.
 
 The variants are set through module constants (``RHO`` of
@@ -79,15 +81,22 @@ def _score(P, y, unl):
     return float(np.mean(P[unl].argmax(axis=1) != y[unl])), float(L.ece(P[unl], y[unl]))
 
 
+def _every_prior(nu):
+    """Every prior, the graph Matérn one of order ``nu`` (the classifier weighs them)."""
+    from flgp import GraphMaternPrior, HeatKernelPrior, RBFPrior
+
+    return [HeatKernelPrior(), GraphMaternPrior(nu=nu), RBFPrior()]
+
+
 def variants(sets, n_draws):
     import flgp.models.graph_matern as GM
     import flgp.precision.classification as PC
-    from flgp import FLGPClassifier
+    from flgp import FLGPClassifier, HeatKernelPrior
 
     rows = []
     for name in sets:
         for X, y, yy, unl, k, d in _draws(name, (2, 3, 5, 10), n_draws):
-            heat = FLGPClassifier(method="flgp", random_state=0).fit(X, yy)
+            heat = FLGPClassifier(HeatKernelPrior(), random_state=0).fit(X, yy)
             err, ece = _score(heat.label_distributions_, y, unl)
             rows.append(dict(set=name, k=k, draw=d, variant="heat", error=err, ece=ece))
             for nu in (1, 2):
@@ -95,7 +104,7 @@ def variants(sets, n_draws):
                     saved = PC.RHO
                     PC.RHO = rho
                     try:
-                        est = FLGPClassifier(matern_order=nu, random_state=0).fit(X, yy)
+                        est = FLGPClassifier(_every_prior(nu), random_state=0).fit(X, yy)
                     finally:
                         PC.RHO = saved
                     fit = est._other_fit
@@ -153,7 +162,7 @@ def order(sets, n_draws):
         for X, y, yy, unl, k, d in _draws(name, (1,), n_draws):
             for nu in (1, 2):
                 t0 = time.perf_counter()
-                est = FLGPClassifier(matern_order=nu, random_state=0).fit(X, yy)
+                est = FLGPClassifier(_every_prior(nu), random_state=0).fit(X, yy)
                 seconds = time.perf_counter() - t0
                 err, ece = _score(est.label_distributions_, y, unl)
                 rows.append(dict(set=name, k=k, draw=d, variant=f"nu{nu}", error=err,

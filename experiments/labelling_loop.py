@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from flgp import FLGPClassifier
+from flgp import FLGPClassifier, HeatKernelPrior
 from flgp.datasets import make_swiss_roll
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -31,7 +31,7 @@ ROUNDS, BATCH, START = 9, 10, 10
 
 
 def loop(X, y, start, strategy):
-    model = FLGPClassifier(warm_start=True)
+    model = FLGPClassifier(HeatKernelPrior(), warm_start=True)   # its eigenbasis loop
     y_partial = np.full(y.shape[0], -1)
     y_partial[start] = y[start]                            # the labels we have
     curve = []

@@ -8,8 +8,11 @@ finite), traced with
     python scripts/validation_stops.py                      # this tree
     PYTHONPATH=../old-checkout python scripts/validation_stops.py
 
-Prints a table per fit (FLGPClassifier with method="flgp" and "nystrom" and a bandwidth
-grid, FLGPRegressor, DiffusionMap) - the numbers docs/architecture.md quotes.
+Prints a table per fit (FLGPClassifier with every prior, and with the Nyström heat kernel
+alone, ``HeatKernelPrior("nystrom")``, and its bandwidth grid; FLGPRegressor with every
+prior; DiffusionMap) - the numbers docs/architecture.md quotes. On a checkout from before
+the prior objects (2026-11-28) the fits take the old keywords that mean the same
+(:func:`prior_keywords`).
 """
 
 from __future__ import annotations
@@ -59,6 +62,25 @@ def _trace(fit, cloud):
     return calls, scans[0]
 
 
+def prior_keywords(kind="every", **heat) -> dict:
+    """The estimator keywords of a prior: ``"every"`` - every prior, the heat kernel's with
+    the settings ``heat`` (without any: ``{}``, the default); ``"flgp"`` / ``"glgp"`` /
+    ``"nystrom"`` - that heat kernel alone, with ``heat``; ``"gmrf"`` - the graph Matérn
+    prior alone. On a checkout from before the prior objects (2026-11-28, through
+    ``PYTHONPATH``) the old keywords that mean the same (scripts/x_path.py uses it too)."""
+    if kind == "every" and not heat:
+        return {}
+    try:
+        from flgp import GraphMaternPrior, HeatKernelPrior, RBFPrior
+    except ImportError:                     # an older flgp: the old keywords
+        return dict(heat) if kind == "every" else dict(heat, method=kind)
+    if kind == "every":
+        return dict(prior=[HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior()])
+    if kind == "gmrf":
+        return dict(prior=GraphMaternPrior())
+    return dict(prior=HeatKernelPrior(kind, **heat))
+
+
 def run_profiled(fit, profile) -> None:
     """``fit()`` with ``profile`` as the profiler (``sys.setprofile``), warnings silenced
     (scripts/x_path.py uses it too)."""
@@ -82,19 +104,22 @@ def main() -> int:
     Xs, ys, _ = make_spiral(2000, noise=0.5, random_state=0)
     ys = np.where(np.arange(2000) % 20 == 0, ys, np.nan)
     fits = {
-        "FLGPClassifier()": (lambda: FLGPClassifier(n_induced=300).fit(X, semi), X),
-        "FLGPClassifier(method='nystrom')": (
-            lambda: FLGPClassifier(method="nystrom", n_induced=200).fit(X, semi), X),
-        "FLGPRegressor()": (lambda: FLGPRegressor(n_induced=200).fit(Xs, ys), Xs),
+        "FLGPClassifier()": (
+            lambda: FLGPClassifier(**prior_keywords(n_induced=300)).fit(X, semi), X),
+        "FLGPClassifier(HeatKernelPrior('nystrom'))": (
+            lambda: FLGPClassifier(**prior_keywords("nystrom", n_induced=200)).fit(X, semi),
+            X),
+        "FLGPRegressor()": (
+            lambda: FLGPRegressor(**prior_keywords(n_induced=200)).fit(Xs, ys), Xs),
         "DiffusionMap(method='flgp')": (
             lambda: DiffusionMap(2, method="flgp", random_state=0).fit(Xs), Xs),
     }
     print(f"flgp from {os.path.dirname(flgp.__file__)}")
-    print(f"{'fit':36s} {'check calls':>11s} {'NaN scans':>9s}  calls by function")
+    print(f"{'fit':42s} {'check calls':>11s} {'NaN scans':>9s}  calls by function")
     for name, (fit, cloud) in fits.items():
         calls, scans = _trace(fit, cloud)
         detail = ", ".join(f"{k} {v}" for k, v in sorted(calls.items()))
-        print(f"{name:36s} {sum(calls.values()):11d} {scans:9d}  {detail}")
+        print(f"{name:42s} {sum(calls.values()):11d} {scans:9d}  {detail}")
     return 0
 
 

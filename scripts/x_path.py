@@ -9,9 +9,11 @@ scikit-learn, scipy) do not. Works on any checkout:
     python scripts/x_path.py                      # this tree
     PYTHONPATH=../old-checkout python scripts/x_path.py
 
-Prints, per fit (FLGPClassifier and FLGPRegressor with their defaults, and the
-full-resolution classifier), the number of stops and files and, with ``--list``, the
-stops in the order first reached - the numbers docs/architecture.md quotes.
+Prints, per fit (FLGPClassifier and FLGPRegressor with every prior, their default, and
+the full-resolution classifier, ``GraphMaternPrior()`` alone), the number of stops and
+files and, with ``--list``, the stops in the order first reached - the numbers
+docs/architecture.md quotes. On a checkout from before the prior objects (2026-11-28) the
+fits take the old keywords that mean the same (``validation_stops.prior_keywords``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
-from validation_stops import run_profiled  # noqa: E402  (scripts/ is on the path)
+from validation_stops import prior_keywords, run_profiled  # noqa: E402  (scripts/ is on the path)
 
 
 def _holds_cloud(value, shape) -> bool:
@@ -64,9 +66,12 @@ def main(argv=None):
     semi = np.where(np.arange(700) % 10 == 0, y, -1)
     target = np.where(semi >= 0, np.sin(X[:, 0]), np.nan)
     fits = {
-        "FLGPClassifier()": lambda: FLGPClassifier(n_induced=150).fit(X, semi),
-        "FLGPRegressor()": lambda: FLGPRegressor(n_induced=150).fit(X, target),
-        'FLGPClassifier(method="gmrf")': lambda: FLGPClassifier(method="gmrf").fit(X, semi),
+        "FLGPClassifier()": lambda: FLGPClassifier(**prior_keywords(n_induced=150)).fit(
+            X, semi),
+        "FLGPRegressor()": lambda: FLGPRegressor(**prior_keywords(n_induced=150)).fit(
+            X, target),
+        "FLGPClassifier(GraphMaternPrior())": lambda: FLGPClassifier(
+            **prior_keywords("gmrf")).fit(X, semi),
     }
     print(f"{'fit':34s} {'stops':>6s} {'files':>6s}")
     for name, fit in fits.items():

@@ -298,7 +298,7 @@ def test_memory_shape_at_1e5_points(rng):
     y[:200] = np.sin(th[:200])
     with flgp.config_context(working_memory=8):
         tracemalloc.start()
-        reg = FLGPRegressor(n_induced=500, n_eigenpairs=M).fit(X, y)
+        reg = FLGPRegressor(flgp.HeatKernelPrior(n_induced=500, n_eigenpairs=M)).fit(X, y)
         reg.predict(X[:50_000])
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()

@@ -145,7 +145,7 @@ def test_regressor_dask_x_unlabeled_and_bad_input(rng):
                         diffusion_time=50.0, noise=0.1)
     est.fit(da.from_array(X[lab]), y[lab], X_unlabeled=da.from_array(X[~lab], chunks=400))
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
-    with pytest.raises(ValueError, match="method='flgp' only"):
+    with pytest.raises(ValueError, match="FLGP heat kernel only"):
         FLGPRegressor(method="glgp").fit(da.from_array(X), y)
     with pytest.raises(ValueError, match="one entry per row"):
         FLGPRegressor().fit(da.from_array(X), y[:-1])

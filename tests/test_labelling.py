@@ -295,7 +295,7 @@ def test_bad_input_gets_clear_errors():
     full = FLGPRegressor(method="flgp", n_induced=80).fit(X, y)
     with pytest.raises(ValueError, match="without unlabelled rows"):
         full.suggest_labels(1)
-    with pytest.raises(ValueError, match="method='rbf'"):
+    with pytest.raises(ValueError, match="method_='rbf'"):
         FLGPRegressor(method="rbf", max_iter=5).fit(X, yy).suggest_labels(1)
     Xc, yc, yyc = _classes(n=300, C=2, m=10, seed=9)
     clf = FLGPClassifier(method="flgp", n_induced=80).fit(Xc, yyc)

@@ -79,12 +79,17 @@ def _spiral(n=600, frac=0.15, seed=0):
     return X, np.where(rng.random(n) < frac, y, np.nan), f
 
 
-def test_registry_holds_the_two_representations_in_auto_order():
+def test_registry_holds_the_three_representations_in_auto_order():
+    from flgp.models.heat_kernel import HeatKernelRegression
+
     reps = FLGPRegressor.REPRESENTATIONS
-    assert list(reps) == ["gmrf", "rbf"]
+    assert list(reps) == ["gmrf", "rbf", "flgp"]
     assert isinstance(reps["gmrf"], GraphMaternRegression)
     assert isinstance(reps["rbf"], RBFRegression)
+    assert isinstance(reps["flgp"], HeatKernelRegression)
     assert all(name == rep.name for name, rep in reps.items())
+    # the heat kernel alone is bounded (fitted after the others, given their best)
+    assert [rep.bounded for rep in reps.values()] == [False, False, True]
     # the method option is the heat kernel's three and the registry's
     with pytest.raises(ValueError, match="method"):
         FLGPRegressor(method="white").fit(*_spiral()[:2])
@@ -173,11 +178,12 @@ def test_another_representation_refuses_a_dask_cloud_at_predict():
         reg = FLGPRegressor(method=method).fit(X, y)
         with pytest.raises(ValueError, match="numpy arrays only"):
             reg.predict(da.from_array(X, chunks=100))
-    # "auto" fits the heat kernel first; when the graph Matérn prior wins (a noisy spiral:
-    # the evidence prefers it), a dask X must not be mapped through the heat kernel
+    # "auto" weighs the heat kernel too; when the graph Matérn prior wins (a noisy spiral:
+    # the evidence prefers it), the loser's eigenbasis is not adopted and a dask X is
+    # refused, not mapped through it
     X, y, _ = _spiral(600)
     reg = FLGPRegressor(n_induced=120).fit(X, y)
-    assert reg.method_ == "gmrf" and reg.eigenpairs_ is not None
+    assert reg.method_ == "gmrf" and not hasattr(reg, "eigenpairs_")
     with pytest.raises(ValueError, match="numpy arrays only"):
         reg.predict(da.from_array(X, chunks=100))
 
@@ -311,7 +317,7 @@ def test_a_representation_auto_must_take_alone(monkeypatch):
     monkeypatch.setattr(graph_matern, "FACTOR_MAX_NODES", len(x) - 1)
     reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
     assert reg.method_ == "gmrf" and reg.log_evidence_ == {}
-    assert list(reg.skipped_methods_) == ["flgp", "rbf"]
+    assert list(reg.skipped_methods_) == ["rbf", "flgp"]           # the registry's order
     assert all(f"{len(x)} nodes > FACTOR_MAX_NODES" in why
                for why in reg.skipped_methods_.values())
     # the same fit as asked for by name

@@ -343,7 +343,7 @@ def _flgp_eigenbasis(X, n_eig, est) -> _Eigenbasis:
         eigenpairs = flgp_eigenpairs(cross_graph(X, options), n_eig)
     mu = np.clip(1.0 - eigenpairs.eigenvalues, 0.0, 1.0)
     epsilon = 4.0 * eigenpairs.extension.graph.bandwidth ** 2
-    if eigenpairs.n_components == 1:
+    if eigenpairs.n_pieces == 1:
         return _Eigenbasis(mu, None, None, epsilon, eigenpairs=eigenpairs, phi_map=_PhiMap())
     pieces = Pieces(labels=eigenpairs.piece_labels,
                     sizes=np.asarray(eigenpairs.piece_sizes, dtype=np.int64))

@@ -261,8 +261,9 @@ class HeatGPEstimator(BaseEstimator):
         from .._chunks.dask_blocks import DaskBlocks, as_dask_points, flatnonzero_blocks
 
         if self.method not in ("flgp", "auto"):
-            raise ValueError(f"dask and zarr arrays work with method='flgp' only; got "
-                             f"method={self.method!r}.")
+            raise ValueError(f"dask and zarr arrays work with the FLGP heat kernel only "
+                             f"(HeatKernelPrior(), its method 'flgp'); got prior="
+                             f"{self.prior!r}.")
         if not is_lazy(X):
             X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2,
                               ensure_all_finite=False)
@@ -424,11 +425,13 @@ class HeatGPEstimator(BaseEstimator):
         return tuple((name, _value_key(getattr(self, name, None)))
                      for name in self.GRAPH_PARAMETERS)
 
-    def _fit_candidates(self, candidates, labelled, targets, skip=None):
-        """Fit the GP part on every candidate of :meth:`_candidates` (:meth:`_fit_gp`) and
-        keep the one with the highest score: ``(bandwidth scale, eigenpairs, eigenvector
-        rows of the labelled points, CandidateFit)``. ``skip(V_lab, targets)``: True leaves
-        a candidate unfitted (None when every one is)."""
+    def _fit_candidates(self, candidates, labelled, targets, fit_gp=None, skip=None):
+        """Fit the GP part on every candidate of :meth:`_candidates` (``fit_gp(eigenpairs,
+        V_lab, targets)``, default :meth:`_fit_gp`) and keep the one with the highest
+        score: ``(bandwidth scale, eigenpairs, eigenvector rows of the labelled points,
+        CandidateFit)``. ``skip(V_lab, targets)``: True leaves a candidate unfitted (None
+        when every one is)."""
+        fit_gp = self._fit_gp if fit_gp is None else fit_gp
         best = None
         name = type(self).__name__
         for a, eigenpairs in candidates:
@@ -437,7 +440,7 @@ class HeatGPEstimator(BaseEstimator):
             if skip is not None and skip(V_lab, targets):
                 continue
             with stage("hyperparameters"), single_threaded_blas():
-                fit = self._fit_gp(eigenpairs, V_lab, targets)
+                fit = fit_gp(eigenpairs, V_lab, targets)
             if self.verbose:
                 t_txt = ", ".join(f"{v:.4g}" for v in np.atleast_1d(fit.t))
                 print(f"[{name}] bandwidth scale {a:.3g}: t={t_txt} "
@@ -449,17 +452,19 @@ class HeatGPEstimator(BaseEstimator):
     def _fit_gp(self, eigenpairs, V_lab, targets) -> CandidateFit:  # pragma: no cover
         raise NotImplementedError
 
-    def _set_engine(self, a, eigenpairs, labelled) -> None:
+    def _set_engine(self, a, eigenpairs, labelled, stacklevel: int = 5) -> None:
         """The fitted engine's attributes: ``eigenpairs_``, ``eigenvalues_``,
         ``bandwidth_scale_``, ``bandwidth_``, ``labelled_indices_``, the pieces that
-        hold a label and the cloud's reach (for the far-point warning)."""
+        hold a label and the cloud's reach (for the far-point warning). ``stacklevel``: the
+        warning about pieces without a label, counted from the warning's own frame (5:
+        called from ``fit``, which its scikit-learn wrapper calls)."""
         self.eigenpairs_ = eigenpairs
         self.eigenvalues_ = eigenpairs.eigenvalues
         self.bandwidth_scale_ = a
         self.bandwidth_ = getattr(getattr(eigenpairs.extension, "graph", None), "bandwidth",
                                   None)
         self.labelled_indices_ = np.asarray(labelled, dtype=np.int64)
-        self._piece_has_label = _label_pieces(eigenpairs, labelled, stacklevel=5)
+        self._piece_has_label = _label_pieces(eigenpairs, labelled, stacklevel=stacklevel)
         self._reach = cloud_reach(eigenpairs)
 
     def _warn_far_points(self, X, nearest_sq=None, stacklevel: int = 4) -> None:

@@ -557,12 +557,12 @@ def suggest_labels(est, n, strategy, random_state):
     other = getattr(est, "_other_fit", None)
     if other is not None and not hasattr(other, "suggest"):
         raise ValueError(f"suggest_labels needs the heat-kernel posterior over the cloud; "
-                         f"{name}(method={est.method_!r}) has none. Use method='flgp', "
-                         f"'glgp' or 'nystrom'.")
+                         f"{name}(method_={est.method_!r}) has none. Fit with the heat "
+                         f"kernel, {name}(HeatKernelPrior()).")
     if other is not None and strategy == "variance_reduction":
         raise ValueError(f"strategy='variance_reduction' needs every candidate's covariance "
                          f"with the cloud, one sparse solve each at full resolution; "
-                         f"{name}(method={est.method_!r}) suggests by 'margin' (its "
+                         f"method_={est.method_!r} suggests by 'margin' (its "
                          f"default), 'entropy', 'least_confident' or 'random'.")
     eigenpairs = est.eigenpairs_
     n_rows = (eigenpairs.n_samples if eigenpairs is not None

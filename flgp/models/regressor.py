@@ -12,31 +12,26 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, stage
 from .._validation import power_of_two_unit
-from ..spectral.families import (diffusion_time_range, heat_log_weight_gradient,
-                                 heat_log_weights)
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from ..graph import PointGraph
 from .baselines import RBFRegressionFit, RBFRegression
 from .graph_matern import (GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegressionFit,
                            GraphMaternRegression)
-from ..spectral.gaussian import LowRankGaussianEvidence
 from .inference.poisson import (check_counts, count_offset, count_population,
                                 fit_count_hyperparameters, poisson_interval, rate_ceiling)
 from .labelling import LatentPosterior, suggest_labels as _suggest_labels
 from .regression_predictor import (CountPredictor, RegressionPredictor,
                                    warn_unrepresentable_counts)
-from .representation import Standardisation
-from .search import multistart_minimize, unit_prior_log_scale
+from .heat_kernel import HeatKernelRegression, default_resolution_ceiling
+from .priors import HEAT_METHODS
+from .representation import Outranked, Standardisation
 
 __all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM", "REPRESENTATIONS"]
 
-# the representations of the prior besides the heat kernel's eigenbasis, in the order
-# method="auto" weighs them after it (flgp.models.representation)
-REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegression())}
-
-# the heat kernel's noise variance, in units of the standardised targets (its search's
-# range, and the range its evidence ceiling is taken over)
-NOISE_RANGE = (1e-6, 10.0)
+# the representations of the prior, in the order method="auto" weighs them - the bounded
+# heat kernel last (flgp.models.representation)
+REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegression(),
+                                             HeatKernelRegression())}
 
 
 class FLGPRegressor(RegressorMixin, HeatGPEstimator):
@@ -221,7 +216,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     def _check_parameters(self):
         super()._check_parameters()
         if self.likelihood == "poisson":
-            if self.method in self.REPRESENTATIONS:
+            if self.method not in HEAT_METHODS and self.method != "auto":
                 raise ValueError(f"likelihood='poisson' works with the heat kernel "
                                  f"(HeatKernelPrior) only; method={self.method!r} is "
                                  f"Gaussian only.")
@@ -284,53 +279,56 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                              f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
         standard = Standardisation(self._y_mean, self._y_scale, unit)
         z = standard.standardise(y_lab)
-        fits = {}                       # the other representations' fits
         sole = self._sole_representation() if self.method == "auto" else None
         if sole is not None:
             best, why = sole
             self.log_evidence_ = {}
-            self.skipped_methods_ = {other: why for other in ("flgp", *self.REPRESENTATIONS)
+            self.skipped_methods_ = {other: why for other in self.REPRESENTATIONS
                                      if other != best and self._offers(other)}
-        if self.method in self.REPRESENTATIONS or sole is not None:
-            best = self.method if sole is None else best
-            fits[best] = self.REPRESENTATIONS[best].fit(self, X, labelled, y_lab, z,
-                                                        standard)
+            fit = self.REPRESENTATIONS[best].fit(self, X, labelled, y_lab, z, standard)
+        elif self.method != "auto":
+            key = "flgp" if self.method in HEAT_METHODS else self.method
+            fit = self.REPRESENTATIONS[key].fit(self, X, labelled, y_lab, z, standard)
         else:
-            auto = self.method == "auto"
-            if auto:
-                self.log_evidence_ = {}
-                self.skipped_methods_ = {}
-            if auto and not is_lazy(X):
-                # every feasible representation offered, by its exact evidence of y
-                # (docs/models.md, "Choosing the prior"); skipped_methods_ says why one
-                # was left out
-                for name, representation in self.REPRESENTATIONS.items():
-                    if not self._offers(name):
-                        continue
-                    why = representation.infeasible(self, X.shape, m)
-                    if why is not None:
-                        self.skipped_methods_[name] = why
-                        continue
-                    fits[name] = representation.fit(self, X, labelled, y_lab, z, standard)
-                    self.log_evidence_[name] = fits[name].log_evidence
-            heat = None
-            if self._offers("flgp"):
-                heat = self._fit_heat_unless_beaten(X, labelled, z, standard,
-                                                    self.log_evidence_ if auto else {})
-            if auto:
-                if not self.log_evidence_:
-                    raise ValueError(f"none of the priors offered can be fitted here: "
-                                     f"{self.skipped_methods_}.")
-                best = max(self.log_evidence_, key=self.log_evidence_.get)
+            fit = self._weigh(X, labelled, y_lab, z, standard)
+        # the fit that predicts; its warnings point at the caller of fit
+        self._other_fit = fit
+        fit.adopt(self, X, stacklevel=3)
+        return self
+
+    def _weigh(self, X, labelled, y_lab, z, standard):
+        """``method="auto"``: every feasible representation offered, by its exact evidence
+        of ``y`` (docs/models.md, "Choosing the prior"), the bounded ones after the others
+        and given the best evidence so far; ``log_evidence_`` holds each one fitted,
+        ``skipped_methods_`` why one was left out. A dask cloud: the heat kernel alone.
+        Returns the fit of highest evidence."""
+        self.log_evidence_, self.skipped_methods_ = {}, {}
+        fits = {}
+        order = sorted(self.REPRESENTATIONS.items(), key=lambda item: item[1].bounded)
+        for name, representation in order:
+            if not self._offers(name) or (is_lazy(X) and name != "flgp"):
+                continue
+            why = representation.infeasible(self, X.shape, labelled.size)
+            if why is not None:
+                self.skipped_methods_[name] = why
+                continue
+            if representation.bounded and self.log_evidence_:
+                rival = max(self.log_evidence_, key=self.log_evidence_.get)
+                try:
+                    fits[name] = representation.fit(self, X, labelled, y_lab, z, standard,
+                                                    bar=self.log_evidence_[rival])
+                except Outranked as out:
+                    self.skipped_methods_[name] = (
+                        f"{out}, below {rival!r}'s {self.log_evidence_[rival]:.1f}; not "
+                        f"searched")
+                    continue
             else:
-                best = self.method
-        if best in fits:
-            # another representation predicts; its warnings point at the caller of fit
-            self._other_fit = fits[best]
-            fits[best].adopt(self, X, stacklevel=3)
-            return self
-        self.method_ = best
-        return self._transduce(heat)
+                fits[name] = representation.fit(self, X, labelled, y_lab, z, standard)
+            self.log_evidence_[name] = fits[name].log_evidence
+        if not fits:
+            raise ValueError(f"none of the priors offered can be fitted here: "
+                             f"{self.skipped_methods_}.")
+        return fits[max(self.log_evidence_, key=self.log_evidence_.get)]
 
     def _sole_representation(self):
         """``(name, why)`` of the representation ``"auto"`` must take without weighing the
@@ -343,47 +341,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                 return name, why
         return None
 
-    def _fit_heat_unless_beaten(self, X, labelled, z, standard, rivals: dict):
-        """The heat kernel's fit (:meth:`_fit_heat`), unless its evidence cannot reach the
-        best of ``rivals`` (``{name: log evidence of y}``, the other representations
-        already fitted): each candidate eigenbasis is first bounded by its evidence ceiling
-        (:meth:`flgp.spectral.gaussian.LowRankGaussianEvidence.ceiling`, the most any
-        diffusion time, amplitude, noise and number of leading eigenpairs could reach),
-        and one whose ceiling lies below the best rival is not searched. Returns the
-        eigenpairs, or None (and ``skipped_methods_["flgp"]`` says why) when no candidate
-        could win."""
-        bar = max(rivals.values(), default=-np.inf)
-        offset = standard.log_evidence_of_y(0.0, labelled.size)    # z -> y units
-        ceilings = []
-
-        def beaten(V_lab, targets):
-            if not np.isfinite(bar):
-                return False
-            ceiling = LowRankGaussianEvidence(V_lab, targets).ceiling(self._noise_bounds())
-            ceilings.append(ceiling + offset)
-            return ceiling + offset < bar
-
-        best = self._fit_candidates(self._candidates(X), labelled, z, skip=beaten)
-        if best is None:
-            rival = max(rivals, key=rivals.get)
-            self.skipped_methods_["flgp"] = (
-                f"its log evidence cannot exceed {max(ceilings):.1f} (a ceiling over every "
-                f"diffusion time, amplitude, noise and number of eigenpairs of its "
-                f"eigenbasis), below {rival!r}'s {bar:.1f}; not searched")
-            return None
-        heat = self._fit_heat(*best, labelled, z, standard)
-        if self.method == "auto":
-            self.log_evidence_["flgp"] = self.log_marginal_likelihood_
-        return heat
-
-    def _noise_bounds(self) -> tuple[float, float]:
-        """The noise variance's range in the heat kernel's search, in the units of the
-        standardised targets: ``[1e-6, 10]``, or the fixed ``noise`` at both ends."""
-        if self.noise is None:
-            return NOISE_RANGE
-        fixed = self.noise / self._y_unit / self._y_unit / (self._y_scale / self._y_unit) ** 2
-        return fixed, fixed
-
     def __setstate__(self, state):
         # fitted before 2026-11-27 (fourth session), when the graph Matérn and RBF fits
         # lived in the estimator's own attributes
@@ -394,34 +351,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                 node_posterior, self._y_unit, self._noise_pre)
         elif state.get("method_") == "rbf" and "_other_fit" not in state:
             self._other_fit = RBFRegressionFit(self.rbf_)
-
-    def _fit_heat(self, a, eigenpairs, V_lab, fit, labelled, z, standard):
-        """The heat-kernel GP's hyperparameters, evidence and posterior (not yet its
-        transduction) from the best candidate (:meth:`_fit_candidates`); returns the
-        eigenpairs."""
-        self._set_engine(a, eigenpairs, labelled)
-        fit = fit.result
-        self.diffusion_time_ = fit["t"]
-        self.outputscale_ = standard.variance_of_y(fit["s2"])
-        self._noise_pre = standard.variance_pre(fit["noise"])     # in units of y / unit
-        self.noise_ = standard.variance_of_y(fit["noise"])
-        # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
-        # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
-        self.log_marginal_likelihood_ = standard.log_evidence_of_y(-fit["nll_evidence"],
-                                                                   labelled.size)
-        self.n_iter_ = fit["n_iter"]
-        k = fit["rank"]
-        self.n_eigenpairs_ = k
-        ev = LowRankGaussianEvidence(V_lab[:, :k], z)
-        sd_k, w_mean_k, w_cov_k = ev.posterior(
-            _log_weights(_Leading(eigenpairs, k), fit["t"], fit["s2"]), fit["noise"])
-        M = eigenpairs.n_eigenpairs
-        sd, w_mean, w_cov = np.zeros(M), np.zeros(M), np.zeros((M, M))
-        sd[:k], w_mean[:k], w_cov[:k, :k] = sd_k, w_mean_k, w_cov_k   # the rest: weight 0
-        self._noise_std = fit["noise"]          # noise variance in standardised units
-        self._predictor = RegressionPredictor(sd, w_mean, w_cov, self._y_mean,
-                                               self._y_scale, self._piece_has_label)
-        return eigenpairs
 
     def _transduce(self, eigenpairs):
         """``transduction_`` and ``transduction_std_`` of the cloud from ``_predictor``."""
@@ -447,32 +376,15 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                     stacklevel=stacklevel + 1)
 
     def _fit_gp(self, eigenpairs, V_lab, targets) -> CandidateFit:
-        if self.likelihood == "poisson":
-            y_lab, offset = targets
-            fit = fit_count_hyperparameters(
-                eigenpairs, V_lab, y_lab, offset, diffusion_time=self.diffusion_time,
-                prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter,
-                nugget=self.overdispersion)
-        else:
-            # the resolution by evidence: nested leading blocks of the eigenbasis
-            fit = None
-            for rank in self._ranks(eigenpairs.n_eigenpairs):
-                trial = self._fit_hyper(_Leading(eigenpairs, rank), V_lab[:, :rank],
-                                        targets)
-                trial["rank"] = rank
-                if fit is None or trial["nll"] < fit["nll"]:
-                    fit = trial
+        """The counts' hyperparameters on one candidate eigenbasis (the Gaussian fit's:
+        :func:`flgp.models.heat_kernel.fit_gaussian`)."""
+        y_lab, offset = targets
+        fit = fit_count_hyperparameters(
+            eigenpairs, V_lab, y_lab, offset, diffusion_time=self.diffusion_time,
+            prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter,
+            nugget=self.overdispersion)
         return CandidateFit(score=-fit["nll"], t=fit["t"], log_evidence=-fit["nll_evidence"],
                             result=fit)
-
-    def _ranks(self, M: int) -> list:
-        """The numbers of leading eigenpairs the Gaussian fit compares: ``M`` when
-        ``n_eigenpairs`` is given; by default ``M/8, M/4, M/2, M`` (at least 10), the one
-        of highest evidence predicting (``n_eigenpairs_``)."""
-        if self.n_eigenpairs is not None or self.likelihood != "gaussian":
-            return [M]
-        return sorted({max(1, min(M, r)) for r in (M // 8, M // 4, M // 2, M) if r >= 10}
-                      or {M})
 
     def _engine_sizes(self, n: int) -> tuple[int, int]:
         s, M = super()._engine_sizes(n)
@@ -515,55 +427,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                                           self._piece_has_label, fit["nugget"],
                                           population=population, ceiling=rate_ceiling(y_lab))
         return self._transduce(eigenpairs)
-
-    def _fit_hyper(self, eigenpairs, V_lab, z):
-        ev = LowRankGaussianEvidence(V_lab, z)
-        lam = eigenpairs.eigenvalues
-        log_scale = np.log(eigenpairs.kernel_scale)
-        lo, hi = diffusion_time_range(lam)
-        fixed_t = self.diffusion_time
-        noise_lo, noise_hi = self._noise_bounds()
-        fixed_noise = None if self.noise is None else noise_lo
-        # theta = (log t, log s^2, log noise); fixed entries are held by tight bounds
-        bounds = [(np.log(lo), np.log(hi)), (np.log(1e-4), np.log(1e4)),
-                  (np.log(noise_lo), np.log(noise_hi))]
-        if fixed_t is not None:
-            bounds[0] = (np.log(fixed_t),) * 2
-
-        def f_and_grad(theta):
-            log_t, log_s2, log_noise = theta
-            t = np.exp(log_t)
-            try:
-                nll, g_logd, g_noise = ev.value_and_grad(
-                    log_s2 + log_scale + heat_log_weights(lam, t), log_noise)
-            except (np.linalg.LinAlgError, ValueError):
-                return 1e30, np.zeros(3)
-            # prior π(t) ∝ t^{-a0}, i.e. ∝ t^{1-a0} in log t
-            prior = (self.diffusion_time_prior_power - 1.0)
-            nll = nll + prior * log_t
-            grad = np.array([np.sum(g_logd * heat_log_weight_gradient(lam, t)) + prior,
-                             np.sum(g_logd), g_noise])
-            if not (np.isfinite(nll) and np.all(np.isfinite(grad))):
-                return 1e30, np.zeros(3)
-            return nll, grad
-
-        noise0 = bounds[2][0] if fixed_noise is not None else np.log(0.1)
-
-        def matched_log_s2(log_t):
-            # outputscale at which the mean prior variance of the labelled points is 1
-            return unit_prior_log_scale(eigenpairs, ev.V, log_t, bounds[1])
-
-        # the best two diffusion times of a coarse log grid (scale-matched), or the fixed one
-        grid = ([bounds[0][0]] if fixed_t is not None
-                else np.linspace(np.log(lo), np.log(hi), 12))
-        best = multistart_minimize(
-            f_and_grad, [np.array([g, matched_log_s2(g), noise0]) for g in grid], bounds,
-            n_starts=2, max_iter=self.max_iter)
-        log_t, log_s2, log_noise = best.x
-        prior_term = (self.diffusion_time_prior_power - 1.0) * log_t
-        return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)),
-                    noise=float(np.exp(log_noise)), nll=float(best.fun),
-                    nll_evidence=float(best.fun - prior_term), n_iter=max(1, int(best.nit)))
 
     def predict(self, X, return_std=False):
         """Posterior mean at any points; with ``return_std`` also the posterior standard
@@ -664,26 +527,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         ``warm_start=True`` to reuse the eigenpairs.
         """
         return _suggest_labels(self, n, strategy, random_state)
-
-
-def default_resolution_ceiling(n_induced: int) -> int:
-    """The most eigenpairs the Gaussian regressor's resolution ladder reaches:
-    ``min(400, s - 1)`` (its rungs ``M/8 .. M``; docs/models.md, "Resolution")."""
-    return int(max(1, min(400, n_induced - 1)))
-
-
-class _Leading:
-    """The leading ``k`` eigenpairs' eigenvalues and kernel scale: what the
-    hyperparameter fit reads of an :class:`~flgp.spectral.Eigenpairs`."""
-
-    def __init__(self, eigenpairs, k: int):
-        self.eigenvalues = eigenpairs.eigenvalues[:k]
-        self.kernel_scale = eigenpairs.kernel_scale
-
-
-def _log_weights(eigenpairs, t, s2):
-    """``log(s^2 c e^{-tλ})``: the prior weights of the eigenbasis in log space."""
-    return np.log(s2 * eigenpairs.kernel_scale) + heat_log_weights(eigenpairs.eigenvalues, t)
 
 
 # fitted regressors pickled before 2026-11-27 name the predictors by these

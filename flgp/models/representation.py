@@ -1,5 +1,6 @@
-"""What the estimators ask of a representation of their prior other than the heat kernel's
-eigenbasis (their own engine, :class:`flgp.models._base.HeatGPEstimator`).
+"""What the estimators ask of a representation of their prior: the regressor's every prior
+(its heat kernel included, :mod:`flgp.models.heat_kernel`), the classifier's besides its
+heat kernel (still its own engine, :class:`flgp.models._base.HeatGPEstimator`).
 
 A *representation* is a module of its own with one class per task:
 
@@ -20,9 +21,12 @@ and ``FLGPClassifier.REPRESENTATIONS``, in the order ``"auto"`` weighs them):
 
 * ``"gmrf"`` - the graph Matérn prior at full resolution on a point graph
   (:mod:`flgp.models.graph_matern`);
-* ``"rbf"`` - the RBF-kernel GP on the labelled points (:mod:`flgp.models.baselines`).
+* ``"rbf"`` - the RBF-kernel GP on the labelled points (:mod:`flgp.models.baselines`);
+* ``"flgp"`` - the regressor's low-rank heat kernel on FLGP / GLGP / Nyström eigenpairs
+  (:mod:`flgp.models.heat_kernel`; the classifier's heat kernel is still its own engine,
+  the fallback of its rule).
 
-A third is a new module with these classes and one entry in a registry: the estimator's
+A further one is a new module with these classes and one entry in a registry: the estimator's
 ``method`` options, ``"auto"``, ``predict`` / ``predict_proba``, ``predict_interval``, the
 refusals of what needs the eigenbasis (``latent_posterior``, ``predict_latent``,
 ``suggest_labels``'s variance reduction, a dask ``X``) follow from the registry.
@@ -35,7 +39,18 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresentation",
-           "ClassificationFit", "Standardisation"]
+           "ClassificationFit", "Outranked", "Standardisation"]
+
+
+class Outranked(Exception):
+    """Raised by a *bounded* representation's fit (:attr:`RegressionRepresentation.bounded`)
+    that can show its evidence cannot reach the best already fitted: ``ceiling`` (its
+    highest possible log evidence of ``y``) and ``reason`` (a format string of
+    ``ceiling``), which ``method="auto"`` reports in ``skipped_methods_``."""
+
+    def __init__(self, ceiling: float, reason: str):
+        super().__init__(reason.format(ceiling=ceiling))
+        self.ceiling = float(ceiling)
 
 
 class Standardisation:
@@ -121,7 +136,14 @@ class _Representation(ABC):
 
 
 class RegressionRepresentation(_Representation):
-    """A representation of the regressor's prior other than the heat kernel's eigenbasis."""
+    """A representation of the regressor's prior.
+
+    ``bounded`` representations can bound their evidence before their search: their
+    :meth:`fit` takes ``bar`` (the best log evidence of ``y`` already fitted) and raises
+    :class:`Outranked` when it cannot reach it; ``method="auto"`` fits them after the
+    others (the heat kernel, :mod:`flgp.models.heat_kernel`)."""
+
+    bounded: bool = False
 
     @abstractmethod
     def infeasible(self, est, shape: tuple[int, int], n_labelled: int) -> str | None:
