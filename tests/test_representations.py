@@ -241,10 +241,15 @@ def _circles(n=500, n_labels=None, seed=0):
 
 
 def test_classifier_registry_and_auto_rule():
+    from flgp.models.heat_kernel import HeatKernelClassification
+
     reps = FLGPClassifier.REPRESENTATIONS
-    assert list(reps) == ["gmrf", "rbf"]
+    assert list(reps) == ["gmrf", "rbf", "flgp"]
     assert isinstance(reps["gmrf"], GraphMaternClassification)
     assert isinstance(reps["rbf"], RBFClassification)
+    assert isinstance(reps["flgp"], HeatKernelClassification)
+    # the heat kernel alone is the fallback (asked last, takes any labels)
+    assert [rep.fallback for rep in reps.values()] == [False, False, True]
     # "auto" (the default): the full-resolution classifier for a numpy cloud of up to
     # GMRF_CLASSIFIER_MAX_NODES points, whatever the label counts; the heat kernel with
     # given induced points or beyond that size

@@ -9,10 +9,10 @@
   propagation, Laplace, exact low-rank Gaussian, Poisson counts), which know nothing of
   estimators;
 * :mod:`flgp.models.representation` - what the estimators ask of a representation of
-  their prior other than the heat kernel's eigenbasis; the two they register are
-  :mod:`flgp.models.graph_matern` (the full-resolution graph Matérn prior,
-  ``method="gmrf"``) and :mod:`flgp.models.baselines` (the extrinsic RBF-kernel GPs,
-  ``method="rbf"``);
+  their prior; the three they register are :mod:`flgp.models.graph_matern` (the
+  full-resolution graph Matérn prior, ``method="gmrf"``), :mod:`flgp.models.baselines`
+  (the extrinsic RBF-kernel GPs, ``method="rbf"``) and :mod:`flgp.models.heat_kernel`
+  (the low-rank heat kernel, ``method="flgp"``, ``"glgp"``, ``"nystrom"``);
 * :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
   interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
 * :func:`predict_image` - regression on the voxels of a NIfTI image (or several maps),

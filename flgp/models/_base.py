@@ -194,9 +194,10 @@ class HeatGPEstimator(BaseEstimator):
     # -- fitted state ---------------------------------------------------------------------
     _CACHE = "_eigenpair_cache"
 
-    # the representations of the prior besides the heat kernel's eigenbasis, by method
-    # name (flgp.models.representation; each estimator its own), and the fit of the one
-    # that predicts when it is not the eigenbasis, else None
+    # the representations of the prior by registry name (flgp.models.representation; each
+    # estimator its own, the heat kernel's "flgp" among them), and the fit of the one
+    # that predicts when it is not the eigenbasis, else None (the heat kernel's adopt
+    # leaves the estimator predicting through its eigenbasis)
     REPRESENTATIONS: dict = {}
     _other_fit = None
 

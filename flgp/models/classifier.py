@@ -19,14 +19,17 @@ from ..spectral.families import FAMILIES, ZERO_EIGENVALUE, SpectralPrior, diffus
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, array_fingerprint, target_vector
 from .baselines import RBFClassification, RBFClassificationFit
 from .graph_matern import GraphMaternClassification, GraphMaternClassificationFit
+from .heat_kernel import HeatKernelClassification
+from .priors import HEAT_METHODS
 from .class_predictor import ClassPredictor, classes_of, loo_rows
 from .class_search import TimeSearch
 from .inference.ep import fit_predictive_scale, multinomial_loo, probit_loo
 from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels
 
-# the representations of the prior besides the heat kernel's eigenbasis, in the order
-# method="auto" asks them (flgp.models.representation)
-REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternClassification(), RBFClassification())}
+# the representations of the prior, in the order method="auto" asks them - the heat kernel
+# last, the rule's fallback (flgp.models.representation)
+REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternClassification(), RBFClassification(),
+                                             HeatKernelClassification())}
 
 __all__ = ["FLGPClassifier", "split_labels", "REPRESENTATIONS"]
 
@@ -298,48 +301,21 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.labelled_indices_ = labelled
         self._cloud_key = (array_fingerprint(X) if isinstance(X, np.ndarray) else None)
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
-        self.method_ = self.method
         if self.method == "auto":
-            # the first representation offered whose rule takes these labels, else the
-            # heat kernel (else the first prior offered)
+            # the first representation offered whose rule takes these labels - the heat
+            # kernel, the fallback, asked last, takes any - else the first prior offered
             counts = np.bincount(codes, minlength=self.classes_.size)
-            heat = self._graph_method if self._offers("flgp") else None
-            self.method_ = next((name for name, rep in self.REPRESENTATIONS.items()
-                                 if self._offers(name) and rep.chosen_by_auto(self, X, counts)),
-                                heat or self._priors()[0].method)
-        if self.method_ in self.REPRESENTATIONS:
-            # its warnings point at the caller of fit
-            self._other_fit = self.REPRESENTATIONS[self.method_].fit(self, X, labelled, codes)
-            self._other_fit.adopt(self, X, stacklevel=3)
-            return self
-        a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled, codes)
-        self._set_engine(a, eigenpairs, labelled)
-        t, amplitude, log_ev, state, mixture, n_evals, prior = fit.result
-        self._V_lab = V_lab
-        self._spectral_prior = prior
-        self.constant_variance_ = prior.constant
-        self.spectral_family_ = prior.family if prior.family != "matern" else (
-            f"matern (nu={prior.nu:g})")
-        self.diffusion_time_ = t
-        self.amplitude_ = amplitude
-        self.log_marginal_likelihood_ = log_ev
-        self.n_iter_ = n_evals
-        self._mixture = [(tk, wk, st, amplitude) for tk, wk, st in
-                         (mixture if mixture is not None else [(t, 1.0, state)])]
-        self.diffusion_time_weights_ = (None if mixture is None else
-                                        np.array([[tk, wk] for tk, wk, _ in mixture]))
-        self.predictive_scale_ = self._predictive_scale(codes)
-        self._warn_weak_fit(codes, t)
-        self._warn_degenerate_prior(prior, t)
-        self._predictor = ClassPredictor(
-            prior, self.classes_.size, self._ep, self._one_vs_rest,
-            self._mixture, self.predictive_scale_, self._prior, self._piece_has_label,
-            V_lab)
-        with stage("transduction"):
-            proba = eigenpairs.map_chunks(self._predictor, n_columns=self.classes_.size,
-                                          parallel=True, project=self._predictor.project)
-        self.label_distributions_ = proba
-        self.transduction_ = classes_of(proba, self.classes_)
+            order = sorted(self.REPRESENTATIONS.items(), key=lambda item: item[1].fallback)
+            key = next((name for name, rep in order
+                        if self._offers(name) and rep.chosen_by_auto(self, X, counts)),
+                       self._priors()[0].method)
+        else:
+            key = self.method
+        key = "flgp" if key in HEAT_METHODS else key
+        self.method_ = self._graph_method if key == "flgp" else key
+        # its warnings point at the caller of fit
+        self._other_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
+        self._other_fit.adopt(self, X, stacklevel=3)
         return self
 
     def __setstate__(self, state):
@@ -450,20 +426,21 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             terms = [loo_rows(multinomial_loo(c[2], codes), keep) for c in self._mixture]
         return fit_predictive_scale(terms, weights)
 
-    def _warn_weak_fit(self, codes, t) -> None:
+    def _warn_weak_fit(self, codes, t, stacklevel: int = 4) -> None:
         """Warn when the labels cannot decide the prior: every class has a single label
         (the probabilities are then the EP posterior's, uncalibrated), or the MAP diffusion
-        time sits at an end of its range."""
+        time sits at an end of its range (``stacklevel`` as ``warnings.warn`` counts it
+        from here)."""
         counts = np.bincount(codes, minlength=self.classes_.size)
         if counts.max() == 1:
             warnings.warn("every class has a single label: the diffusion time rests on the "
                           "prior (diffusion_time_prior) and the probabilities cannot be "
                           "calibrated from the labels, so they are under-confident. A "
                           "second label per class lets the fit check both; "
-                          "method='gmrf' (the full-resolution classifier) sets its "
+                          "the full-resolution classifier (GraphMaternPrior(), the default) sets its "
                           "probabilities from the cloud instead (docs/few_labels.md).",
                           UserWarning,
-                          stacklevel=4)
+                          stacklevel=stacklevel)
         if self.diffusion_time is not None:
             return
         lo, hi = diffusion_time_range(self.eigenvalues_)
@@ -474,9 +451,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                           f"its range [{lo:.3g}, {hi:.3g}]: the evidence keeps pushing it "
                           f"beyond what the eigenpairs resolve, so the predictions are "
                           f"close to the prior's there. More labels, or a fixed "
-                          f"diffusion_time, settle it.", UserWarning, stacklevel=4)
+                          f"diffusion_time, settle it.", UserWarning, stacklevel=stacklevel)
 
-    def _warn_degenerate_prior(self, prior, t) -> None:
+    def _warn_degenerate_prior(self, prior, t, stacklevel: int = 4) -> None:
         """Warn when the fitted prior cannot tell the points of a piece of the
         graph apart: at the fitted ``t`` every mode of non-zero eigenvalue has weight 0 (one
         eigenpair, an endless diffusion time, a graph of two induced points). The fit then
@@ -496,7 +473,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         warnings.warn(f"the fitted prior (diffusion time {float(np.max(t)):.3g}, {sizes}) "
                       f"keeps {what}. The labels cannot say more through it; use more "
                       f"eigenpairs and induced points (n_eigenpairs, n_induced), or a shorter "
-                      f"diffusion_time.", UserWarning, stacklevel=4)
+                      f"diffusion_time.", UserWarning, stacklevel=stacklevel)
 
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):

@@ -243,10 +243,11 @@ class HeatKernelClassification(ClassificationRepresentation):
     """The classifier's heat kernel: EP (or Laplace) on the eigenbasis, the diffusion time
     under the spectral prior, the probabilities calibrated by leave-one-out (docs/models.md;
     the search itself is :class:`flgp.models.class_search.TimeSearch`, driven by
-    ``FLGPClassifier._fit_gp``). The last entry of ``FLGPClassifier.REPRESENTATIONS``: the
-    rule's fallback, which takes any labels the entries before it leave."""
+    ``FLGPClassifier._fit_gp``). The ``fallback`` of ``FLGPClassifier.REPRESENTATIONS``:
+    asked after the other entries, it takes any labels they leave."""
 
     name = "flgp"
+    fallback = True
 
     def chosen_by_auto(self, est, X, counts):
         return True

@@ -1,6 +1,5 @@
-"""What the estimators ask of a representation of their prior: the regressor's every prior
-(its heat kernel included, :mod:`flgp.models.heat_kernel`), the classifier's besides its
-heat kernel (still its own engine, :class:`flgp.models._base.HeatGPEstimator`).
+"""What the estimators ask of a representation of their prior - each of them, the heat
+kernel's included (:mod:`flgp.models.heat_kernel`).
 
 A *representation* is a module of its own with one class per task:
 
@@ -22,9 +21,10 @@ and ``FLGPClassifier.REPRESENTATIONS``, in the order ``"auto"`` weighs them):
 * ``"gmrf"`` - the graph Matérn prior at full resolution on a point graph
   (:mod:`flgp.models.graph_matern`);
 * ``"rbf"`` - the RBF-kernel GP on the labelled points (:mod:`flgp.models.baselines`);
-* ``"flgp"`` - the regressor's low-rank heat kernel on FLGP / GLGP / Nyström eigenpairs
-  (:mod:`flgp.models.heat_kernel`; the classifier's heat kernel is still its own engine,
-  the fallback of its rule).
+* ``"flgp"`` - the low-rank heat kernel on FLGP / GLGP / Nyström eigenpairs
+  (:mod:`flgp.models.heat_kernel`): the regressor's *bounded* (fitted after the others,
+  declining by its evidence ceiling), the classifier's its rule's *fallback* (asked after
+  the others, taking any labels).
 
 A further one is a new module with these classes and one entry in a registry: the estimator's
 ``method`` options, ``"auto"``, ``predict`` / ``predict_proba``, ``predict_interval``, the
@@ -189,7 +189,11 @@ class ClassificationFit(ABC):
 
 
 class ClassificationRepresentation(_Representation):
-    """A representation of the classifier's prior other than the heat kernel's eigenbasis."""
+    """A representation of the classifier's prior. ``method="auto"`` asks the registry's
+    entries in order, the ``fallback`` one (the heat kernel, which takes any labels) after
+    the others."""
+
+    fallback: bool = False
 
     @abstractmethod
     def chosen_by_auto(self, est, X, counts: np.ndarray) -> bool:
