@@ -39,7 +39,7 @@ from ..spectral.compute import default_n_eigenpairs, default_n_induced
 from ..spectral.candidates import eigenpair_candidates
 from ..spectral.dense import TooFewEigenvaluesError
 from ..spectral.flgp import SPECTRA
-from .priors import (HEAT_PARAMETERS, LEGACY_GRAPH_MATERN, GraphMaternPrior,
+from .priors import (HEAT_METHODS, HEAT_PARAMETERS, LEGACY_GRAPH_MATERN, GraphMaternPrior,
                      HeatKernelPrior, Prior, _same, fold_legacy_parameters, legacy_defaults,
                      resolve_priors)
 from .search import single_threaded_blas
@@ -47,7 +47,7 @@ from .search import single_threaded_blas
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
 
 # the heat kernel's methods; each estimator adds the names of its REPRESENTATIONS
-ESTIMATOR_METHODS = ("flgp", "glgp", "nystrom")
+ESTIMATOR_METHODS = HEAT_METHODS
 DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
 # a new point farther than this many times the cloud's reach from every reference point
 # is reported as an extrapolation

@@ -75,6 +75,7 @@ class HeatKernelRegression(RegressionRepresentation):
 
     name = "flgp"
     bounded = True
+    takes_dask = True
 
     def infeasible(self, est, shape, n_labelled):
         return None
@@ -248,6 +249,7 @@ class HeatKernelClassification(ClassificationRepresentation):
 
     name = "flgp"
     fallback = True
+    takes_dask = True
 
     def chosen_by_auto(self, est, X, counts):
         return True

@@ -306,7 +306,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         fits = {}
         order = sorted(self.REPRESENTATIONS.items(), key=lambda item: item[1].bounded)
         for name, representation in order:
-            if not self._offers(name) or (is_lazy(X) and name != "flgp"):
+            if not self._offers(name) or (is_lazy(X) and not representation.takes_dask):
                 continue
             why = representation.infeasible(self, X.shape, labelled.size)
             if why is not None:

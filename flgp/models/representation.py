@@ -126,13 +126,14 @@ class RegressionFit(ABC):
 
 
 class _Representation(ABC):
-    """What both kinds share: the registry ``name`` (a ``method`` value) and whether the
+    """What both kinds share: the registry ``name`` (a ``method`` value), whether the
     estimator gives the cloud the graph's own input checks (its spread and duplicate rows,
     :func:`flgp._validation.check_cloud_values`) - False for a model of the labelled rows
-    alone."""
+    alone - and whether it fits a dask cloud (``takes_dask``: the heat kernel alone)."""
 
     name: str
     graph_checks: bool = True
+    takes_dask: bool = False
 
 
 class RegressionRepresentation(_Representation):
