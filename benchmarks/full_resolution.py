@@ -22,7 +22,8 @@ Workloads (``--workloads``, comma-separated):
   default regressor on the mask's lattice (as ``flgp nifti``): time, peak memory, test MSE
   in noise variances, coverage.
 
-Each fit runs in a fresh process (``--repeats`` times, medians quoted). Prints a table and
+Each fit runs in a fresh process (``--repeats`` times, medians quoted - the default's and
+each prior's alone, and their ratio, the choosing cost). Prints a table and
 can write JSON::
 
     python benchmarks/full_resolution.py --json benchmarks/results/full_resolution.json
@@ -241,6 +242,15 @@ def fresh(fn, *args) -> dict:
     return out
 
 
+def _choosing_cost(label: str, cell: dict) -> None:
+    """Print the default's wall time over that of the prior it chose, fitted alone in the
+    same run (medians of ``--repeats`` fresh processes each; issue 44's target: 1.3)."""
+    chosen = cell["auto"]["chosen"]
+    if chosen in cell:
+        ratio = cell["auto"]["seconds"] / cell[chosen]["seconds"]
+        print(f"{label}: the default / {chosen} alone = {ratio:.2f}", flush=True)
+
+
 def median_of(runs, keys=("seconds", "tmse", "coverage", "peak_gb")):
     out = dict(runs[0])
     for k in keys:
@@ -275,24 +285,30 @@ def main(argv=None):
     methods = ["auto", "gmrf", "flgp", "rbf"]
     if "threshold" in work:
         for m in (2091, 3137, 4182):
+            cell = {}
             for method in methods:
                 runs = [fresh(threshold, m, method, args.seed)
-                        for _ in range(args.repeats if method == "auto" else 1)]
-                rows.append(median_of(runs))
+                        for _ in range(args.repeats)]
+                cell[method] = median_of(runs)
+                rows.append(cell[method])
                 r = rows[-1]
                 print(f"threshold m={m} {method:>5} ({r['chosen']}): {r['seconds']:.1f} s, "
                       f"tMSE {r['tmse']:.4f}, coverage {r['coverage']:.3f}", flush=True)
+            _choosing_cost(f"threshold m={m}", cell)
     if "surface" in work:
         for hemi in ("left", "right"):
             for kind in ("sulcal", "thickness", "curvature"):
+                cell = {}
                 for method in methods:
                     runs = [fresh(surface, hemi, kind, method, args.seed, args.surface_observed)
-                            for _ in range(args.repeats if method == "auto" else 1)]
-                    rows.append(median_of(runs))
+                            for _ in range(args.repeats)]
+                    cell[method] = median_of(runs)
+                    rows.append(cell[method])
                     r = rows[-1]
                     print(f"fsaverage5 {hemi} {kind} {method:>5} ({r['chosen']}): "
                           f"{r['seconds']:.1f} s, tMSE {r['tmse']:.5f}, coverage "
                           f"{r['coverage']:.3f}", flush=True)
+                _choosing_cost(f"fsaverage5 {hemi} {kind}", cell)
     if "lattice1e6" in work:
         rows.append(median_of([fresh(lattice_1e6, args.seed) for _ in range(args.repeats)],
                               keys=("seconds", "peak_gb", "rmse")))
