@@ -21,8 +21,10 @@ posterior and the predictions.
 
 from __future__ import annotations
 
+import contextvars
 import numbers
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +73,26 @@ class CandidateFit:
     t: object
     log_evidence: float
     result: object
+
+
+
+# eigenpair candidates shared by the fits of one cloud outside warm starts: the maps of
+# flgp.predict_image, fitted one after another in a process (shared_candidates)
+_SHARED_CANDIDATES = contextvars.ContextVar("flgp_shared_candidates", default=None)
+
+
+@contextmanager
+def shared_candidates(store: dict):
+    """Within the block, the estimators' eigenpair candidates of a cloud are kept in
+    ``store`` (the last cloud's, under ``"candidates"``) and taken from it by the next fit of
+    the same cloud and graph settings - what ``warm_start`` does on one estimator, for
+    several (the maps of :func:`flgp.predict_image`, one regressor each): the same
+    eigenpairs, computed once."""
+    token = _SHARED_CANDIDATES.set(store)
+    try:
+        yield
+    finally:
+        _SHARED_CANDIDATES.reset(token)
 
 
 class HeatGPEstimator(BaseEstimator):
@@ -364,8 +386,10 @@ class HeatGPEstimator(BaseEstimator):
         eigenvalues. That grid value is then skipped (the evidence could not be compared
         with fewer eigenpairs); only when every value fails is an error raised, the one of
         the value that came closest."""
-        key = self._cache_key(X) if self.warm_start else None
-        cached = getattr(self, self._CACHE, None)
+        shared = _SHARED_CANDIDATES.get()
+        key = self._cache_key(X) if self.warm_start or shared is not None else None
+        cached = getattr(self, self._CACHE, None) if self.warm_start else \
+            None if shared is None else shared.get("candidates")
         if key is not None and cached is not None and cached[0] == key:
             yield from cached[1]
             return
@@ -404,8 +428,10 @@ class HeatGPEstimator(BaseEstimator):
                 yield a, eigenpairs
         if yielded == 0 and best_failure is not None:
             raise best_failure
-        if key is not None:
+        if key is not None and self.warm_start:
             setattr(self, self._CACHE, (key, found))
+        elif key is not None:
+            shared["candidates"] = (key, found)
 
     # the parameters that change the graph or its eigenpairs (never the labels')
     GRAPH_PARAMETERS = ("method", "kernel", "subsample", "n_induced", "n_neighbors",

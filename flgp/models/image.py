@@ -21,9 +21,16 @@ from sklearn.base import clone
 from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, region_of,
                              volume_of, volumes_of)
 from ..graph.lattice import lattice_graph
-from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
+from ..precision import gaussian
+from ..precision.gaussian import (FACTOR_MAX_NODES, fit_gmrf, precomputed_fits,
+                                  precomputed_key)
+from ..precision.maps import fit_gmrf_maps
+from ..precision.matern import MATERN_ORDERS
+from ._base import shared_candidates
+from .graph_matern import GMRF_VARIANCE_SAMPLES
 from .priors import with_graph
 from .regressor import FLGPRegressor
+from .representation import Standardisation
 
 __all__ = ["ImagePrediction", "predict_image"]
 
@@ -219,7 +226,10 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         several - on stderr; it stays silent when stderr is not a terminal.
     hyperparameters : {"own", "shared"}, default="own"
         Several maps: each map's own fit (the regressor's default choice among its
-        priors, one map at a time), or ``"shared"``: one graph Matérn prior on the region's
+        priors, one map at a time; on a region of 16,001-100,000 voxels the maps' graph
+        Matérn searches share the whole lattice's factorisations and variances, each
+        map's optimum rounded to a lattice of step 0.2 in ``log κ²`` and in the
+        log noise-to-signal ratio: :mod:`flgp.precision.maps`), or ``"shared"``: one graph Matérn prior on the region's
         lattice for every map, its order, ``κ`` and noise-to-signal ratio by the sum of the
         maps' evidences (each map its own amplitude), so that one factorisation of the
         posterior precision serves every map (:class:`flgp.precision.GMRFRegression` of
@@ -391,14 +401,19 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
         mean, sd = np.empty_like(values), np.empty_like(values)
         rows, regressors = [None] * k, [None] * k
         workers = map_workers(n_jobs, k, len(ijk), reg)
+        shared = (_shared_searches(reg, graph, values, obs, workers, progress)
+                  if shares_searches(reg, graph, k) else [None] * k)
         targets = (np.where(obs, values[:, j], np.nan) for j in range(k))
         if workers == 1:
-            done = (_fit_map(j, reg, graph, voxels.coords, y) for j, y in enumerate(targets))
+            store = {}                      # this call's maps share the eigenpairs
+            done = (_fit_map(j, reg, graph, voxels.coords, y, precomputed=shared[j],
+                             candidates=store) for j, y in enumerate(targets))
         else:
             from joblib import Parallel, delayed
 
             done = Parallel(n_jobs=workers, backend="loky", return_as="generator_unordered")(
-                delayed(_fit_map)(j, reg, graph, voxels.coords, y, record=True)
+                delayed(_fit_map)(j, reg, graph, voxels.coords, y, record=True,
+                                  precomputed=shared[j])
                 for j, y in enumerate(targets))
         for j, fit, seconds, records in tqdm(done, total=k, desc="maps", unit="map",
                                              disable=None if progress else True,
@@ -452,11 +467,65 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _fit_map(j, reg, graph, coords, y, record=False):
+def shares_searches(reg, graph, n_maps: int) -> bool:
+    """Whether the maps' graph Matérn fits share the whole graph's work
+    (:func:`flgp.precision.maps.fit_gmrf_maps`): several maps, a regressor that offers the
+    graph Matérn prior with the Gaussian likelihood and the noise searched, on a graph
+    whose hyperparameters are searched on a ball and whose whole-graph evidence is exact
+    (``2 * SEARCH_MAX_NODES < n <= FACTOR_MAX_NODES``: the motor map's 45,448 voxels)."""
+    return (n_maps > 1 and reg.likelihood == "gaussian" and reg.noise is None
+            and reg.method in ("auto", "gmrf") and reg._offers("gmrf")
+            and 2 * gaussian.SEARCH_MAX_NODES < graph.n_nodes <= FACTOR_MAX_NODES)
+
+
+def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
+    """The maps' graph Matérn fits with the whole graph's work shared
+    (:func:`flgp.precision.maps.fit_gmrf_maps`): one ``{precomputed_key: fit}`` a map,
+    which its regressor's fit takes instead of searching (None where it searches alone)."""
+    from tqdm.auto import tqdm
+
+    observed = np.flatnonzero(obs)
+    Z = np.column_stack([Standardisation.of_targets(values[observed, j])
+                         .standardise(values[observed, j]) for j in range(values.shape[1])])
+    nus = MATERN_ORDERS if reg.matern_order is None else (int(reg.matern_order),)
+    stages = iter(("searching each map on a ball", "the maps' evidence at each other's points",
+                   "the whole graph at the maps' points",
+                   "variances at the other winning points"))
+
+    def run(fn, tasks):
+        desc = next(stages)
+        if workers == 1 or len(tasks) < 2:
+            return [fn(*args) for args in tqdm(tasks, desc=desc, disable=None if progress
+                                               else True, leave=False)]
+        from joblib import Parallel, delayed
+
+        return list(tqdm(Parallel(n_jobs=workers, backend="loky", return_as="generator")(
+            delayed(fn)(*args) for args in tasks), total=len(tasks), desc=desc,
+            disable=None if progress else True, leave=False))
+
+    seed = reg.random_state if isinstance(reg.random_state, int) else 0
+    fits = fit_gmrf_maps(graph, observed, Z, nus, n_samples=GMRF_VARIANCE_SAMPLES,
+                         random_state=seed, search_max_nodes=gaussian.SEARCH_MAX_NODES,
+                         run=run)
+    return [None if fit is None else {precomputed_key(observed, Z[:, j], nus): fit}
+            for j, fit in enumerate(fits)]
+
+
+# the heat kernel's eigenpair candidates of the region, shared by the maps this process fits
+_CANDIDATES = {}
+
+
+def _fit_map(j, reg, graph, coords, y, record=False, precomputed=None, candidates=None):
     """One map's fit: ``(j, fitted clone of reg, seconds, warnings)`` - the warnings as
     ``(message, category, filename, lineno)`` when ``record`` (a worker process, whose
-    warnings the caller issues again), else issued as they come."""
-    with warnings.catch_warnings(record=record) as caught:
+    warnings the caller issues again), else issued as they come. ``precomputed``: its
+    graph Matérn fit made with the other maps' (:func:`_shared_searches`);
+    ``candidates``: where the region's heat-kernel eigenpairs are kept for the next map
+    (:func:`flgp.models._base.shared_candidates`; default: this process's store, for a
+    worker's maps)."""
+    with warnings.catch_warnings(record=record) as caught, \
+            precomputed_fits(precomputed or {}), \
+            shared_candidates(_CANDIDATES if candidates is None else candidates):
         if record:
             warnings.simplefilter("always")
         start = time.perf_counter()

@@ -11,7 +11,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy, stage
-from .._validation import power_of_two_unit
 from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
 from ..graph import PointGraph
 from .baselines import RBFRegressionFit, RBFRegression
@@ -270,14 +269,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             return self._fit_counts(X, labelled, y_lab)
         self.offset_ = None
         # targets at any scale: an exact power-of-two unit first (1 for ordinary data)
-        self._y_unit = unit = power_of_two_unit(y_lab)
-        y_pre = y_lab / unit
-        self._y_mean = float(y_pre.mean()) * unit
-        self._y_scale = (float(y_pre.std()) or 1.0) * unit
-        if not (np.isfinite(self._y_mean) and np.isfinite(self._y_scale)):
-            raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
-                             f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
-        standard = Standardisation(self._y_mean, self._y_scale, unit)
+        standard = Standardisation.of_targets(y_lab)
+        self._y_mean, self._y_scale, self._y_unit = standard.mean, standard.scale, standard.unit
         z = standard.standardise(y_lab)
         sole = self._sole_representation() if self.method == "auto" else None
         if sole is not None:

@@ -38,6 +38,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from .._validation import power_of_two_unit
+
 __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresentation",
            "ClassificationFit", "Outranked", "Standardisation"]
 
@@ -64,6 +66,20 @@ class Standardisation:
             raise ValueError(f"a standardisation needs a finite mean and a finite positive "
                              f"scale and unit; got mean={mean!r}, scale={scale!r}, "
                              f"unit={unit!r}.")
+
+    @classmethod
+    def of_targets(cls, y_lab) -> "Standardisation":
+        """The regressor's standardisation of its labelled targets ``y_lab``: an exact
+        power-of-two unit first (1 for ordinary data), then their mean and standard
+        deviation (1 when they are all equal)."""
+        y_lab = np.asarray(y_lab, dtype=np.float64)
+        unit = power_of_two_unit(y_lab)
+        y_pre = y_lab / unit
+        mean, scale = float(y_pre.mean()) * unit, (float(y_pre.std()) or 1.0) * unit
+        if not (np.isfinite(mean) and np.isfinite(scale)):
+            raise ValueError(f"the labelled targets overflow float64 (largest |y| = "
+                             f"{np.abs(y_lab).max():.3g}); rescale y before fitting.")
+        return cls(mean, scale, unit)
 
     @property
     def scale_pre(self) -> float:

@@ -11,6 +11,9 @@ with a prior given by its sparse precision matrix, so that nothing is truncated:
 * :mod:`flgp.precision.gaussian` - Gaussian regression under such a prior: the exact
   posterior mean, the exact log marginal likelihood (amplitude profiled), its
   hyperparameters by that evidence, and predictive variances;
+* :mod:`flgp.precision.maps` - many maps observed at the same nodes, each its own prior
+  by its own evidence, the whole graph's factorisations and variances shared among maps
+  whose optima round alike;
 * :mod:`flgp.precision.prior` - the graph Matérn prior behind the estimators' prior
   interface (:class:`flgp.prior.GraphPrior`): covariance blocks by sparse solves;
 * :mod:`flgp.precision.classification` - classification on such a graph: the graph
@@ -28,11 +31,13 @@ from .classification import (balance_to_prior, balanced_log_odds, class_size_pri
                              green_scores, scores_to_probabilities)
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
+from .maps import fit_gmrf_maps
 from .matern import MATERN_ORDERS, matern_precision
 from .posterior import NodePosterior
 from .prior import SparsePrecisionPrior
 
 __all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegression",
-           "fit_gmrf", "search_gmrf", "rbmc_variances", "MATERN_ORDERS", "matern_precision",
+           "fit_gmrf", "fit_gmrf_maps", "search_gmrf", "rbmc_variances", "MATERN_ORDERS",
+           "matern_precision",
            "NodePosterior", "green_scores", "scores_to_probabilities", "class_size_prior",
            "balanced_log_odds", "balance_to_prior", "SparsePrecisionPrior"]

@@ -22,17 +22,20 @@ its standard error is estimated from the same draws (:func:`rbmc_variances`).
 
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
+from .._fingerprint import array_fingerprint
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .iterative import ITERATIVE_ORDERS, IterativeGMRF
 from .matern import MATERN_ORDERS, MaternFamily, check_order
 
 __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse", "fit_gmrf",
-           "search_gmrf", "search_subgraph"]
+           "search_gmrf", "search_subgraph", "precomputed_fits", "precomputed_key"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 # observed nodes whose exact prior variance sets the scale of the noise in the search
@@ -189,6 +192,21 @@ class GMRFRegression:
             amplitude = float(amplitude)
         return GMRFFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
                        log_evidence=float(log_ev), mean=mean)
+
+    def evaluate_each(self, kappa2: float, ratio: float) -> list:
+        """One :class:`GMRFFit` a map (a column of ``z``) at ``(κ², r)``, each with its own
+        profiled amplitude and log evidence (:meth:`evaluate` sums them), from one factor
+        of ``Q̃``; leaves ``Q̃`` factored."""
+        kappa2, ratio = self._checked(kappa2, ratio)
+        self.n_evaluations += 1
+        mean, quad, logdet_S = self._terms(kappa2, ratio)
+        m = self.m
+        mean = mean.reshape(self.n, -1)
+        amplitude = np.maximum(np.atleast_1d(quad), 1e-300) / m
+        log_ev = -0.5 * m * (_LOG_2PI + np.log(amplitude) + 1.0) - 0.5 * logdet_S
+        return [GMRFFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=float(a),
+                        log_evidence=float(e), mean=mean[:, j])
+                for j, (a, e) in enumerate(zip(amplitude, log_ev))]
 
     def log_evidence_at(self, kappa2: float, ratio: float, amplitude: float) -> float:
         """``log N(z | 0, A S)`` at a given amplitude ``A`` (:meth:`evaluate` profiles it
@@ -467,11 +485,43 @@ def fit_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
         noise = float(noise)
         if not (np.isfinite(noise) and noise > 0):
             raise ValueError(f"noise must be a finite variance > 0; got {noise!r}.")
-    best, reg, by_order = _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise,
-                                         start, verbose, search_max_nodes)
+    done = _PRECOMPUTED.get()
+    hit = None if done is None or kappa2 is not None or ratio is not None \
+        or noise is not None or start is not None \
+        else done.get(precomputed_key(observed, z, nus))
+    if hit is not None:
+        best, reg, by_order = hit
+    else:
+        best, reg, by_order = _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise,
+                                             start, verbose, search_max_nodes)
     for fit in (best, *by_order.values()):
         fit.length_unit = length
     return best, reg, by_order
+
+
+# fits made elsewhere (flgp.precision.maps: many maps on one graph) that fit_gmrf returns
+# instead of searching, keyed by precomputed_key
+_PRECOMPUTED = contextvars.ContextVar("flgp_precomputed_gmrf_fits", default=None)
+
+
+def precomputed_key(observed, z, nus) -> tuple:
+    """What a precomputed fit is looked up by: the observed nodes, the standardised targets
+    (their bytes) and the orders searched."""
+    return (array_fingerprint(np.asarray(observed, dtype=np.int64)),
+            array_fingerprint(np.asarray(z, dtype=np.float64)), tuple(int(n) for n in nus))
+
+
+@contextmanager
+def precomputed_fits(fits: dict):
+    """Within the block, :func:`fit_gmrf` of targets found in ``fits`` (``{precomputed_key:
+    (best GMRFFit, regression, {nu: GMRFFit})}``, in the graph's own units, with the
+    default search: no fixed ``kappa2``, ``ratio``, ``noise`` or ``start``) returns that
+    fit instead of searching (:func:`flgp.precision.maps.fit_gmrf_maps` made it)."""
+    token = _PRECOMPUTED.set(dict(fits))
+    try:
+        yield
+    finally:
+        _PRECOMPUTED.reset(token)
 
 
 def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose,

@@ -1,0 +1,236 @@
+"""Many maps on one graph (flgp.precision.maps): each map's fit against a dense reference,
+the lattice rounding, the sharing of the whole graph's work, and the path through
+predict_image."""
+
+import numpy as np
+import pytest
+
+from flgp.graph.lattice import lattice_graph
+from flgp.precision import gaussian
+from flgp.precision.gaussian import (GMRFRegression, fit_gmrf, precomputed_fits, precomputed_key,
+                                     search_gmrf, search_subgraph)
+from flgp.precision.maps import (SHARE_MARGIN, SNAP_STEP, ball_evidences, fewest_points,
+                                 fit_gmrf_maps, snapped, unit_variances, whole_graph_fits)
+from flgp.precision.matern import matern_precision
+
+BALL = 150
+
+
+def _study(n_maps=3, seed=0):
+    i, j, k = np.indices((12, 10, 6))
+    ijk = np.c_[i.ravel(), j.ravel(), k.ravel()]
+    graph = lattice_graph(ijk, np.diag([2.0, 2.0, 2.0, 1.0]))
+    rng = np.random.default_rng(seed)
+    observed = np.sort(rng.choice(graph.n_nodes, graph.n_nodes // 3, replace=False))
+    x = ijk.astype(float)
+    cols = [np.sin(x[:, 0] / (2 + c)) + np.cos(x[:, 1] / (3 + c)) + 0.3 * x[:, 2] / (1 + c)
+            for c in range(n_maps)]
+    Y = np.column_stack(cols)[observed] + 0.1 * rng.standard_normal((observed.size, n_maps))
+    Z = (Y - Y.mean(0)) / Y.std(0)
+    return graph, observed, Z
+
+
+def _dense(graph_own, observed, z, nu, kappa2, ratio):
+    """The log evidence (amplitude profiled) and posterior mean from dense matrices."""
+    Q = matern_precision(graph_own, kappa2, nu).toarray()
+    cov = np.linalg.inv(Q)
+    S = cov[np.ix_(observed, observed)] + ratio * np.eye(observed.size)
+    alpha = np.linalg.solve(S, z)
+    m = observed.size
+    A = z @ alpha / m
+    logdet = np.linalg.slogdet(S)[1]
+    log_ev = -0.5 * m * (np.log(2 * np.pi * A) + 1.0) - 0.5 * logdet
+    Qt = Q.copy()
+    Qt[observed, observed] += 1.0 / ratio
+    return log_ev, cov[:, observed] @ alpha, A * np.diag(np.linalg.inv(Qt))
+
+
+def test_each_map_equals_the_dense_reference_at_its_lattice_point():
+    graph, observed, Z = _study()
+    fits = fit_gmrf_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL)
+    own = graph.in_own_units()
+    for j, (best, reg, by_order) in enumerate(fits):
+        assert best.log_evidence == max(f.log_evidence for f in by_order.values())
+        for fit in by_order.values():
+            # on the lattice, within half a step of the ball's optimum of that order
+            for x in (np.log(fit.kappa2), np.log(fit.ratio)):
+                assert abs(x / SNAP_STEP - round(x / SNAP_STEP)) < 1e-9
+            log_ev, mean, _ = _dense(own, observed, Z[:, j], fit.nu, fit.kappa2, fit.ratio)
+            assert fit.log_evidence == pytest.approx(log_ev, rel=1e-8, abs=1e-6)
+            np.testing.assert_allclose(fit.mean, mean, rtol=1e-7, atol=1e-9)
+        sub, sub_obs, sub_z = search_subgraph(own, observed, Z[:, j], BALL)
+        _, _, local = search_gmrf(sub, sub_obs, sub_z, (1, 2))
+        for nu, fit in by_order.items():
+            # its own rounded optimum, or a point whose evidence on the ball lies within
+            # SHARE_MARGIN of that one's
+            mine = tuple(np.exp(snapped(np.log(x))) for x in (local[nu].kappa2,
+                                                              local[nu].ratio))
+            there, at_mine = (ball_evidences(sub, sub_obs, sub_z[:, None], nu, *p)[0]
+                              for p in ((fit.kappa2, fit.ratio), mine))
+            assert there >= at_mine - SHARE_MARGIN - 1e-9
+        # the variances: the Monte Carlo estimate against the dense diagonal
+        var, se = reg.variances(best, n_samples=64, random_state=0)
+        _, _, exact = _dense(own, observed, Z[:, j], best.nu, best.kappa2, best.ratio)
+        assert np.mean(np.abs(var - exact) <= 3 * se + 1e-12) > 0.95
+        assert np.mean(np.abs(var - exact) / exact) < 0.1
+        # ... and the one estimator fit_gmrf's regression would use at that point
+        alone = GMRFRegression(own, observed, Z[:, j], best.nu)
+        at = alone.evaluate(best.kappa2, best.ratio)
+        np.testing.assert_allclose(var, alone.variances(at, 64, 0)[0], rtol=1e-9)
+        assert best.length_unit == pytest.approx(graph.own_units()[0])
+        with pytest.raises(ValueError, match="n_samples=64"):
+            reg.variances(best, n_samples=32, random_state=0)
+
+
+def test_maps_that_round_alike_share_one_factorisation():
+    graph, observed, Z = _study(n_maps=2)
+    Z = np.column_stack([Z[:, 0], Z[:, 0], Z[:, 1]])        # the first two are one map
+    calls = []
+
+    def run(fn, tasks):
+        calls.append((fn.__name__, len(tasks)))
+        return [fn(*args) for args in tasks]
+
+    fits = fit_gmrf_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL, run=run)
+    assert [name for name, _ in calls] == ["ball_contenders", "ball_evidences",
+                                          "whole_graph_fits", "unit_variances"]
+    assert calls[0][1] == 3
+    points = {(f.nu, f.kappa2, f.ratio) for fit in fits for f in fit[2].values()}
+    assert calls[2][1] == len(points)
+    assert calls[2][1] <= len(fits[0][2]) + len(fits[2][2])
+    a, b = fits[0][0], fits[1][0]
+    assert (a.nu, a.kappa2, a.ratio) == (b.nu, b.kappa2, b.ratio)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    assert a.log_evidence == b.log_evidence
+    assert fits[0][1].unit_variance is fits[1][1].unit_variance
+    # the variances from an evaluation's factor equal those from a factor of their own
+    own = graph.in_own_units()
+    p = (a.nu, a.kappa2, a.ratio)
+    fits_p, (var, se) = whole_graph_fits(own, observed, Z[:, :1], *p, 16, 3)
+    alone = unit_variances(own, observed, *p, 16, 3)
+    np.testing.assert_array_equal(var, alone[0])
+    np.testing.assert_array_equal(se, alone[1])
+    assert fits_p[0].log_evidence == pytest.approx(a.log_evidence, rel=1e-12)
+
+
+def test_fit_gmrf_returns_a_precomputed_fit_only_for_its_targets_and_the_default_search():
+    graph, observed, Z = _study(n_maps=2)
+    (entry,) = [fit_gmrf_maps(graph, observed, Z[:, :1], (1, 2), search_max_nodes=BALL)[0]]
+    key = precomputed_key(observed, Z[:, 0], (1, 2))
+    with precomputed_fits({key: entry}):
+        best, reg, by_order = fit_gmrf(graph, observed, Z[:, 0], nus=(1, 2))
+        assert best is entry[0] and reg is entry[1] and by_order is entry[2]
+        other, _, _ = fit_gmrf(graph, observed, Z[:, 1], nus=(1, 2), search_max_nodes=BALL)
+        assert other is not entry[0]
+        fixed, _, _ = fit_gmrf(graph, observed, Z[:, 0], nus=(1, 2), noise=0.1,
+                               search_max_nodes=BALL)
+        assert fixed is not entry[0]
+    searched, _, _ = fit_gmrf(graph, observed, Z[:, 0], nus=(1, 2), search_max_nodes=BALL)
+    assert searched is not entry[0]
+
+
+def test_fewest_points_serve_every_map_within_the_margin():
+    # four maps, four points (the maps' own: rows 0, 1, 2, 3)
+    E = np.array([[10.0, 5.0, -2.0, 3.0],
+                  [9.5, 5.4, 0.2, np.nan],
+                  [0.0, 0.0, 0.5, 1.0],
+                  [9.0, 4.0, 0.0, 2.5]])
+    taken = fewest_points(E, [0, 1, 2, 3], margin=1.0)
+    # row 0 serves maps 0, 1 and 3 (within a nat of each one's own point), not map 2; the
+    # greedy choice takes it, then the first row that serves map 2 (row 1); each map takes
+    # its best chosen point that serves it
+    np.testing.assert_array_equal(taken, [0, 1, 1, 0])
+    # a margin of zero: everyone keeps a point at least as good as its own
+    taken0 = fewest_points(E, [0, 1, 2, 3], margin=0.0)
+    for j, p in enumerate(taken0):
+        assert E[p, j] >= E[j, j]
+
+
+def test_bad_input_is_named():
+    graph, observed, Z = _study(n_maps=1)
+    with pytest.raises(ValueError, match="one column a map"):
+        fit_gmrf_maps(graph, observed, Z[:, 0], search_max_nodes=BALL)
+    with pytest.raises(ValueError, match="Fit each map with fit_gmrf"):
+        fit_gmrf_maps(graph, observed, Z)                  # 720 nodes: no ball
+    assert snapped(0.31) == pytest.approx(0.4) and snapped(-0.29) == pytest.approx(-0.2)
+
+
+def test_predict_image_shares_the_searches_of_several_maps(monkeypatch):
+    nib = pytest.importorskip("nibabel")
+    from flgp import FLGPRegressor, GraphMaternPrior, predict_image
+    from flgp.models import image as image_module
+
+    graph, observed, Z = _study(n_maps=3)
+    i, j, k = np.indices((12, 10, 6))
+    data = np.zeros((12, 10, 6, 3))
+    rng = np.random.default_rng(1)
+    for c in range(3):
+        data[..., c] = (np.sin(i / (2 + c)) + np.cos(j / (3 + c)) + 0.3 * k / (1 + c)
+                        + 0.1 * rng.standard_normal(i.shape))
+    img = nib.Nifti1Image(data.astype(np.float32), np.diag([2.0, 2.0, 2.0, 1.0]))
+    region = np.ones((12, 10, 6), bool)
+    monkeypatch.setattr(gaussian, "SEARCH_MAX_NODES", BALL)
+    used = []
+    real = image_module._shared_searches
+
+    def spy(*args):
+        out = real(*args)
+        used.append(out)
+        return out
+
+    monkeypatch.setattr(image_module, "_shared_searches", spy)
+    # the graph Matérn prior alone: on 720 voxels the RBF GP would be weighed too
+    reg = FLGPRegressor(GraphMaternPrior())
+    res = predict_image(img, region, 0.3, regressor=reg, n_jobs=1)
+    assert len(used) == 1 and all(e is not None for e in used[0])
+    values = np.asarray(img.get_fdata())[region]
+    obs = np.flatnonzero(res.observed)
+    mean = res.mean.get_fdata()[region]
+    for c, entry in enumerate(used[0]):
+        (best, _, by_order), = entry.values()
+        y = values[obs, c]
+        # the map's posterior mean is the precomputed fit's, in the map's units
+        np.testing.assert_allclose(mean[:, c], (y.mean() + y.std() * best.mean)
+                                   .astype(np.float32), rtol=1e-5, atol=1e-5)
+        row = res.maps[c]
+        assert row["method"] == "gmrf" and row["order"] == best.nu
+        assert row["kappa"] == pytest.approx(best.kappa)
+        assert row["log_evidence"] == pytest.approx(best.log_evidence
+                                                    - obs.size * np.log(y.std()))
+    again = predict_image(img, region, 0.3, regressor=reg, n_jobs=2)
+    np.testing.assert_array_equal(again.mean.get_fdata(), res.mean.get_fdata())
+    np.testing.assert_array_equal(again.sd.get_fdata(), res.sd.get_fdata())
+
+
+
+def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
+    from flgp import FLGPRegressor, HeatKernelPrior
+    from flgp.models import _base
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 2))
+    ys = [np.sin(4 * X[:, 0]) + 0.1 * rng.standard_normal(300) for _ in range(2)]
+    for y in ys:
+        y[rng.choice(300, 200, replace=False)] = np.nan
+    alone = [FLGPRegressor(HeatKernelPrior(n_induced=60, n_eigenpairs=20)).fit(X, y)
+             for y in ys]
+    made = []
+    real = _base.eigenpair_candidates
+
+    def spy(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_base, "eigenpair_candidates", spy)
+    store = {}
+    with _base.shared_candidates(store):
+        shared = [FLGPRegressor(HeatKernelPrior(n_induced=60, n_eigenpairs=20)).fit(X, y)
+                  for y in ys]
+    assert len(made) == 1                                  # computed once
+    for a, b in zip(alone, shared):
+        np.testing.assert_array_equal(a.transduction_, b.transduction_)
+        np.testing.assert_array_equal(a.transduction_std_, b.transduction_std_)
+    # other settings: computed again
+    with _base.shared_candidates(store):
+        FLGPRegressor(HeatKernelPrior(n_induced=50, n_eigenpairs=20)).fit(X, ys[0])
+    assert len(made) == 2
