@@ -92,12 +92,12 @@ def test_maps_that_round_alike_share_one_factorisation():
         return [fn(*args) for args in tasks]
 
     fits = fit_gmrf_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL, run=run)
-    assert [name for name, _ in calls] == ["ball_contenders", "ball_evidences",
+    assert [name for name, _ in calls] == ["start_fits", "ball_contenders", "ball_evidences",
                                           "whole_graph_fits", "unit_variances"]
-    assert calls[0][1] == 3
+    assert calls[0][1] == 9 and calls[1][1] == 3
     points = {(f.nu, f.kappa2, f.ratio) for fit in fits for f in fit[2].values()}
-    assert calls[2][1] == len(points)
-    assert calls[2][1] <= len(fits[0][2]) + len(fits[2][2])
+    assert calls[3][1] == len(points)
+    assert calls[3][1] <= len(fits[0][2]) + len(fits[2][2])
     a, b = fits[0][0], fits[1][0]
     assert (a.nu, a.kappa2, a.ratio) == (b.nu, b.kappa2, b.ratio)
     np.testing.assert_array_equal(a.mean, b.mean)
@@ -234,3 +234,22 @@ def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
     with _base.shared_candidates(store):
         FLGPRegressor(HeatKernelPrior(n_induced=50, n_eigenpairs=20)).fit(X, ys[0])
     assert len(made) == 2
+
+
+def test_the_start_grid_evaluated_for_all_maps_at_once_changes_no_search():
+    from flgp.precision import maps
+    from flgp.precision.gaussian import start_grid
+
+    graph, observed, Z = _study(n_maps=3)
+    own = graph.in_own_units()
+    sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, BALL)
+    grid = start_grid(sub, 2)
+    assert len(grid) == 9
+    starts = [maps.start_fits(sub, sub_obs, sub_Z, 2, *p) for p in grid]
+    for j in range(3):
+        alone = maps.ball_contenders(own, observed, Z[:, j], (2, 1), BALL)
+        given = maps.ball_contenders(own, observed, Z[:, j], (2, 1), BALL,
+                                     {p: f[j] for p, f in zip(grid, starts)})
+        assert given[0] == alone[0]
+        for nu in alone[2]:
+            np.testing.assert_allclose(given[2][nu], alone[2][nu], rtol=1e-9)

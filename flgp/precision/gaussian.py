@@ -564,8 +564,29 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
     return results[nu], reg, results
 
 
+def start_grid(graph, nu: int, log_top: float | None = None) -> list:
+    """The points ``(log κ², log r̃)`` at which :func:`search_gmrf`'s default search (no
+    fixed ``kappa2``, ``ratio`` or ``start``) evaluates its first order ``nu`` before its
+    line searches: ranges of 100 to 0.1 times ten spacings by the ratios
+    ``START_RATIOS``. ``log_top``: ``log λ_max`` of :func:`largest_eigenvalue`, if known."""
+    ranges = gmrf_search_ranges(graph)
+    if log_top is None:
+        log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
+    lo = _lowest_log_kappa2(nu, ranges, log_top)
+    hi = ranges["log_kappa2"][1]
+    u = float(np.clip(ranges["log_kappa2_start"], lo, hi))
+    us = sorted({float(np.clip(u + j * np.log(100.0), lo, hi)) for j in (-1, 0, 1)})
+    return [(uu, float(vv)) for uu in us for vv in np.log(START_RATIOS)]
+
+
+def _lowest_log_kappa2(nu, ranges, log_top) -> float:
+    """The smallest ``log κ²`` searched for order ``nu``: ``cond(Q_ν)`` below
+    ``MAX_CONDITION`` (``log_top``: ``log λ_max``)."""
+    return max(ranges["log_kappa2"][0], log_top - np.log(MAX_CONDITION) / nu)
+
+
 def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
-                noise=None, start=None, verbose=False):
+                noise=None, start=None, verbose=False, evaluated=None):
     """The graph Matérn prior of highest evidence for ``z`` at ``observed``, on ``graph``
     as given (:func:`fit_gmrf` searches on the graph in its own units).
 
@@ -583,8 +604,11 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
     thousands of nats). A search costs about 5 factorisations an order (0.9 s each for
     ``ν = 2`` on the 45,448-voxel motor map, 2 s for ``ν = 3``). Fixed ``kappa2`` /
     ``ratio`` (``r̃``) are not searched; ``start = (κ², r̃)``; a fixed ``noise`` (the
-    variance ``A r``) makes ``A = noise / r``. Returns ``(best GMRFFit, its
-    GMRFRegression, {nu: GMRFFit})``, the fits' ``ratio`` the raw ``r``."""
+    variance ``A r``) makes ``A = noise / r``. ``evaluated``: fits of the first order at
+    the points of :func:`start_grid` already made (``{(log κ², log r̃): GMRFFit}``, e.g.
+    for several maps at once by :func:`flgp.precision.maps.fit_gmrf_maps`), taken instead
+    of evaluating them again. Returns ``(best GMRFFit, its GMRFRegression, {nu:
+    GMRFFit})``, the fits' ``ratio`` the raw ``r``."""
     ranges = gmrf_search_ranges(graph)
     lk_lo, lk_hi = ranges["log_kappa2"]
     lr_lo, lr_hi = ranges["log_ratio"]
@@ -615,18 +639,25 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
         search = _OrderSearch(GMRFRegression(graph, observed, z, nu), noise)
         # κ no smaller than keeps cond(Q_ν) below MAX_CONDITION: beyond, the factor of the
         # explicitly formed Q̃ loses the digits of log|Q̃| (an "evidence" of +10^4 nats)
-        lows[nu] = lo_nu = max(lk_lo, log_top - np.log(MAX_CONDITION) / nu)
+        lows[nu] = lo_nu = _lowest_log_kappa2(nu, ranges, log_top)
         u, v = float(np.clip(u0, lo_nu, lk_hi)), v0
         if k == 0 and start is None:
             # the first order from the best of a coarse grid (ranges of 100 to 0.1 times
             # ten spacings by noise-to-signal ratios 1e-5 to 0.1): coordinate searches
             # from one start end on the wrong one of two ridges (measured: 6-8 nats)
-            us = [u] if kappa2 is not None else sorted({
-                float(np.clip(u + j * np.log(100.0), lo_nu, lk_hi)) for j in (-1, 0, 1)})
-            vs = [v] if ratio is not None else list(np.log(START_RATIOS))
-            for uu in us:
-                for vv in vs:
-                    search(uu, vv)
+            if kappa2 is None and ratio is None and evaluated:
+                for (uu, vv), fit in evaluated.items():
+                    search.add(uu, vv, fit)
+                grid = list(evaluated)
+            elif kappa2 is None and ratio is None:
+                grid = start_grid(graph, nu, log_top)
+            else:
+                us = [u] if kappa2 is not None else sorted({
+                    float(np.clip(u + j * np.log(100.0), lo_nu, lk_hi)) for j in (-1, 0, 1)})
+                vs = [v] if ratio is not None else list(np.log(START_RATIOS))
+                grid = [(uu, vv) for uu in us for vv in vs]
+            for uu, vv in grid:
+                search(uu, vv)
             if search.best() is not None:
                 u, v = search.best_point()
         # the first order r̃ first; the others κ first (the optimal κ moves by a factor ~4
@@ -730,6 +761,13 @@ class _OrderSearch:
                 self.cache[key] = None
         fit = self.cache[key]
         return np.inf if fit is None else -fit.log_evidence
+
+    def add(self, u, v, fit) -> None:
+        """An evaluation made elsewhere at ``(u, v)`` (None: unfactorable)."""
+        key = (round(float(u), 9), round(float(v), 9))
+        self.cache[key] = fit
+        if fit is not None:
+            self.points[key] = (float(u), float(v))
 
     def best(self):
         fits = [f for f in self.cache.values() if f is not None]

@@ -28,7 +28,7 @@ import numpy as np
 
 from .cholesky import NotPositiveDefiniteError
 from .gaussian import (FACTOR_MAX_NODES, FAR_MARGIN, SEARCH_MAX_NODES, GMRFRegression,
-                       rbmc_variances, search_gmrf, search_subgraph)
+                       rbmc_variances, search_gmrf, search_subgraph, start_grid)
 from .matern import MATERN_ORDERS
 
 __all__ = ["SNAP_STEP", "SharedVariances", "fit_gmrf_maps", "snapped"]
@@ -45,19 +45,32 @@ def snapped(x: float, step: float = SNAP_STEP) -> float:
     return float(step * np.round(float(x) / step))
 
 
+def start_fits(sub, observed, Z, nu, log_kappa2, log_ratio):
+    """The fits of the maps ``Z`` on the ball at one point of their searches' start grid
+    (:func:`~flgp.precision.gaussian.start_grid`), from one factorisation, as each map's
+    search would make them (``r = r̃ v̄(κ)``); None where ``Q̃`` cannot be factored."""
+    reg = GMRFRegression(sub, observed, Z, nu)
+    kappa2 = float(np.exp(log_kappa2))
+    try:
+        return reg.evaluate_each(kappa2, float(np.exp(log_ratio)) * reg.prior_variance(kappa2))
+    except NotPositiveDefiniteError:
+        return None
+
+
 def ball_contenders(graph, observed, z, nus=MATERN_ORDERS,
-                    search_max_nodes: int = SEARCH_MAX_NODES):
+                    search_max_nodes: int = SEARCH_MAX_NODES, evaluated=None):
     """``({ν: (κ², r)}, evaluations, {ν: (κ², r, log evidence)})`` of one map: its search on
     the ball of :func:`~flgp.precision.gaussian.search_subgraph` (``fit_gmrf``'s
     :func:`~flgp.precision.gaussian.search_gmrf`; the evaluations of its best order, as
     ``fit_gmrf`` counts them), the orders within ``FAR_MARGIN`` nats of the ball's best,
     their optima rounded to the lattice, and the optima themselves. None when fewer than
     2 observed nodes lie in the ball (``fit_gmrf`` then searches the whole graph: not
-    shared). ``graph`` is in its own units."""
+    shared). ``graph`` is in its own units; ``evaluated``: its start grid's fits
+    (:func:`start_fits`)."""
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:
         return None
-    _, reg, local = search_gmrf(sub, sub_obs, sub_z, nus)
+    _, reg, local = search_gmrf(sub, sub_obs, sub_z, nus, evaluated=evaluated)
     evaluations = reg.n_evaluations
     top = max(f.log_evidence for f in local.values())
     near = {nu: f for nu, f in local.items() if f.log_evidence >= top - FAR_MARGIN}
@@ -166,9 +179,10 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
 
     ``graph`` in any units (the search runs in its own, as ``fit_gmrf``'s). ``run(fn,
     tasks)`` returns ``[fn(*args) for args in tasks]`` - in processes, say (default: in
-    this one): it is called three times, for the maps' ball searches, the lattice points'
-    whole-graph fits (with the variances where a winner is expected) and the variances of
-    the other winning points (often no task). Returns one entry a map: ``(best
+    this one): it is called five times, for the start grid of the maps' ball searches
+    (all maps at once), the searches, the maps' ball evidences at each other's points, the
+    lattice points' whole-graph fits (with the variances where a winner is expected) and
+    the variances of the other winning points (often no task). Returns one entry a map: ``(best
     GMRFFit, SharedVariances, {ν: GMRFFit})`` as ``fit_gmrf`` returns them (the fits in the
     graph's own units, ``length_unit`` set; the variances ``n_samples`` draws seeded by
     ``random_state``), or None for a map the ball cannot search (``fit_gmrf`` fits it
@@ -188,8 +202,14 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
     length, mass = graph.own_units()
     own = graph.in_units(length, mass)
     k = Z.shape[1]
-    searched = run(ball_contenders, [(own, observed, Z[:, j], tuple(nus), search_max_nodes)
-                                     for j in range(k)])
+    sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, search_max_nodes)
+    # the start of every map's search at once: one factorisation a grid point
+    grid = start_grid(sub, nus[0]) if sub_obs.size >= 2 else []
+    starts = run(start_fits, [(sub, sub_obs, sub_Z, nus[0]) + point for point in grid])
+    searched = run(ball_contenders, [
+        (own, observed, Z[:, j], tuple(nus), search_max_nodes,
+         {point: None if fits is None else fits[j] for point, fits in zip(grid, starts)})
+        for j in range(k)])
     # each order's points: the maps' own, then the fewest that serve every map
     # (fewest_points), from the maps' evidences on the ball at each of them
     wants = {}                                    # ν -> [(map, its own point)]
@@ -200,7 +220,6 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
     candidates = {nu: sorted({point for _, point in w}) for nu, w in wants.items()}
     asks = {}                                     # (ν, κ², r) -> maps
     if wants:
-        sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, search_max_nodes)
         tasks = [(nu, point) for nu in candidates for point in candidates[nu]]
         evidences = run(ball_evidences, [
             (sub, sub_obs, sub_Z[:, [j for j, _ in wants[nu]]], nu) + point
