@@ -489,7 +489,6 @@ def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
                          .standardise(values[observed, j]) for j in range(values.shape[1])])
     nus = MATERN_ORDERS if reg.matern_order is None else (int(reg.matern_order),)
     stages = iter(("the maps' search starts", "searching each map on a ball",
-                   "the maps' evidence at each other's points",
                    "the whole graph at the maps' points",
                    "variances at the other winning points"))
 
