@@ -75,7 +75,6 @@ class CandidateFit:
     result: object
 
 
-
 # eigenpair candidates shared by the fits of one cloud outside warm starts: the maps of
 # flgp.predict_image, fitted one after another in a process (shared_candidates)
 _SHARED_CANDIDATES = contextvars.ContextVar("flgp_shared_candidates", default=None)
@@ -386,10 +385,11 @@ class HeatGPEstimator(BaseEstimator):
         eigenvalues. That grid value is then skipped (the evidence could not be compared
         with fewer eigenpairs); only when every value fails is an error raised, the one of
         the value that came closest."""
-        shared = _SHARED_CANDIDATES.get()
-        key = self._cache_key(X) if self.warm_start or shared is not None else None
-        cached = getattr(self, self._CACHE, None) if self.warm_start else \
-            None if shared is None else shared.get("candidates")
+        # warm start: this estimator's cache; else a store shared by several fits, if any
+        store = None if self.warm_start else _SHARED_CANDIDATES.get()
+        key = self._cache_key(X) if self.warm_start or store is not None else None
+        cached = (getattr(self, self._CACHE, None) if store is None
+                  else store.get("candidates"))
         if key is not None and cached is not None and cached[0] == key:
             yield from cached[1]
             return
@@ -428,10 +428,10 @@ class HeatGPEstimator(BaseEstimator):
                 yield a, eigenpairs
         if yielded == 0 and best_failure is not None:
             raise best_failure
-        if key is not None and self.warm_start:
+        if key is not None and store is None:
             setattr(self, self._CACHE, (key, found))
         elif key is not None:
-            shared["candidates"] = (key, found)
+            store["candidates"] = (key, found)
 
     # the parameters that change the graph or its eigenpairs (never the labels')
     GRAPH_PARAMETERS = ("method", "kernel", "subsample", "n_induced", "n_neighbors",

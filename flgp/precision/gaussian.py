@@ -253,13 +253,21 @@ class GMRFRegression:
         Qt = self.posterior_precision(kappa2, ratio)
         return rbmc_variances(Qt, self._chol_Q, n_samples, random_state)[0][rows]
 
+    def unit_variances_rbmc(self, kappa2: float, ratio: float, n_samples: int = 64,
+                            random_state=0):
+        """``(diag(Q̃⁻¹), standard errors)`` at ``(κ², r)`` - the posterior variances at unit
+        amplitude, by :func:`rbmc_variances` from the factor of ``Q̃`` (factored here unless
+        the last evaluation left it)."""
+        kappa2, ratio = self._checked(kappa2, ratio)
+        if self._last != (kappa2, ratio):
+            self._factor_posterior(kappa2, ratio)
+        return rbmc_variances(self.posterior_precision(kappa2, ratio), self._chol_Q,
+                              n_samples, random_state)
+
     def variances(self, fit: GMRFFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node under ``fit``: the RBMC
-        estimate of ``A diag(Q̃⁻¹)`` (:func:`rbmc_variances`)."""
-        if self._last != (fit.kappa2, fit.ratio):
-            self.evaluate(fit.kappa2, fit.ratio)
-        Qt = self.posterior_precision(fit.kappa2, fit.ratio)
-        var, se = rbmc_variances(Qt, self._chol_Q, n_samples, random_state)
+        estimate of ``A diag(Q̃⁻¹)`` (:meth:`unit_variances_rbmc`)."""
+        var, se = self.unit_variances_rbmc(fit.kappa2, fit.ratio, n_samples, random_state)
         if np.ndim(fit.amplitude):                      # several maps: (n, maps)
             return np.multiply.outer(var, fit.amplitude), np.multiply.outer(se, fit.amplitude)
         return fit.amplitude * var, fit.amplitude * se

@@ -31,7 +31,7 @@ import numpy as np
 
 from .cholesky import NotPositiveDefiniteError
 from .gaussian import (FACTOR_MAX_NODES, FAR_MARGIN, SEARCH_MAX_NODES, GMRFRegression,
-                       rbmc_variances, search_gmrf, search_subgraph, start_grid)
+                       search_gmrf, search_subgraph, start_grid)
 from .matern import MATERN_ORDERS
 
 __all__ = ["SNAP_STEP", "SharedVariances", "fit_gmrf_maps", "snapped"]
@@ -94,18 +94,15 @@ def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
         return None, None
     if n_samples is None:
         return fits, None
-    return fits, rbmc_variances(reg.posterior_precision(kappa2, ratio), reg._chol_Q,
-                                n_samples, random_state)
+    return fits, reg.unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
 
 
 def unit_variances(graph, observed, nu, kappa2, ratio, n_samples, random_state):
     """``(diag(Q̃⁻¹), standard errors)`` at one point: the posterior variances at unit
     amplitude by :func:`~flgp.precision.gaussian.rbmc_variances` (the estimator
     :meth:`GMRFRegression.variances` uses, with the same draws for the same seed)."""
-    reg = GMRFRegression(graph, observed, np.zeros(np.size(observed)), nu)
-    reg.posterior_mean(kappa2, ratio)                      # factors Q̃
-    return rbmc_variances(reg.posterior_precision(kappa2, ratio), reg._chol_Q,
-                          n_samples, random_state)
+    return GMRFRegression(graph, observed, np.zeros(np.size(observed)), nu) \
+        .unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
 
 
 class SharedVariances:
@@ -155,6 +152,15 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
     if Z.ndim != 2 or Z.shape[0] != observed.size:
         raise ValueError(f"Z must hold one row an observed node and one column a map; got "
                          f"shape {Z.shape} for {observed.size} observed nodes.")
+    if not np.all(np.isfinite(Z)):
+        raise ValueError("Z holds NaN or infinite targets; give finite standardised "
+                         "targets (drop the nodes that have none from observed).")
+    if observed.ndim != 1 or observed.size < 2 or observed.min() < 0 \
+            or observed.max() >= graph.n_nodes or np.unique(observed).size != observed.size:
+        raise ValueError(f"observed must hold at least 2 distinct node indices in [0, "
+                         f"{graph.n_nodes}); got {observed.size} of them, "
+                         f"from {observed.min() if observed.size else None} to "
+                         f"{observed.max() if observed.size else None}.")
     if not 2 * search_max_nodes < graph.n_nodes <= FACTOR_MAX_NODES:
         raise ValueError(f"fit_gmrf_maps shares the whole graph's work of graphs searched on "
                          f"a ball and factored whole: more than 2 * search_max_nodes = "
