@@ -10,8 +10,7 @@ from flgp.precision import gaussian
 from flgp.precision.gaussian import (LINE_TOLERANCE, LINE_VALUE_TOLERANCE, GMRFRegression,
                                      fit_gmrf, precomputed_fits, precomputed_key,
                                      search_gmrf, search_subgraph)
-from flgp.precision.maps import (SNAP_STEP, fit_gmrf_maps, snapped, unit_variances,
-                                 whole_graph_fits)
+from flgp.precision.maps import SNAP_STEP, fit_gmrf_maps, unit_variances, whole_graph_fits
 from flgp.precision.matern import matern_precision
 
 BALL = 150
@@ -52,21 +51,26 @@ def test_each_map_equals_the_dense_reference_at_its_lattice_point():
     own = graph.in_own_units()
     for j, (best, reg, by_order) in enumerate(fits):
         assert best.log_evidence == max(f.log_evidence for f in by_order.values())
-        for fit in by_order.values():
-            # on the lattice, within half a step of the ball's optimum of that order
-            for x in (np.log(fit.kappa2), np.log(fit.ratio)):
-                assert abs(x / SNAP_STEP - round(x / SNAP_STEP)) < 1e-9
+        sub, sub_obs, sub_z = search_subgraph(own, observed, Z[:, j], BALL)
+        _, ball_reg, local = search_gmrf(sub, sub_obs, sub_z, (1, 2), lattice=SNAP_STEP)
+        for nu, fit in by_order.items():
             log_ev, mean, _ = _dense(own, observed, Z[:, j], fit.nu, fit.kappa2, fit.ratio)
             assert fit.log_evidence == pytest.approx(log_ev, rel=1e-8, abs=1e-6)
             np.testing.assert_allclose(fit.mean, mean, rtol=1e-7, atol=1e-9)
-        sub, sub_obs, sub_z = search_subgraph(own, observed, Z[:, j], BALL)
-        _, _, local = search_gmrf(sub, sub_obs, sub_z, (1, 2))
-        for nu, fit in by_order.items():
-            # its own optimum on the ball, rounded (up to the search's tolerance: the
-            # study's search took its start grid from a multi-map evaluation)
-            reach = SNAP_STEP / 2 + LINE_TOLERANCE
-            assert abs(np.log(fit.kappa2) - np.log(local[nu].kappa2)) <= reach
-            assert abs(np.log(fit.ratio) - np.log(local[nu].ratio)) <= reach
+            # at its own search's optimum on the ball, a point of the lattice in log κ²
+            # and log r̃ (r = r̃ v̄(κ))
+            assert fit.kappa2 == pytest.approx(local[nu].kappa2, rel=1e-12)
+            assert fit.ratio == pytest.approx(local[nu].ratio, rel=1e-9)
+            # (or on a bound of the search)
+            ranges = gaussian.gmrf_search_ranges(sub)
+            log_top = np.log(gaussian.largest_eigenvalue(sub))
+            u = np.log(fit.kappa2)
+            v = np.log(fit.ratio / GMRFRegression(sub, sub_obs, sub_z, nu)
+                       .prior_variance(fit.kappa2))
+            for x, ends in ((u, (gaussian._lowest_log_kappa2(nu, ranges, log_top),
+                                 ranges["log_kappa2"][1])), (v, ranges["log_ratio"])):
+                assert (abs(x / SNAP_STEP - round(x / SNAP_STEP)) < 1e-9
+                        or min(abs(x - e) for e in ends) < 1e-9)
         # the variances: the Monte Carlo estimate against the dense diagonal
         var, se = reg.variances(best, n_samples=64, random_state=0)
         _, _, exact = _dense(own, observed, Z[:, j], best.nu, best.kappa2, best.ratio)
@@ -91,12 +95,12 @@ def test_maps_that_round_alike_share_one_factorisation():
         return [fn(*args) for args in tasks]
 
     fits = fit_gmrf_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL, run=run)
-    assert [name for name, _ in calls] == ["start_fits", "ball_contenders",
-                                          "whole_graph_fits", "unit_variances"]
-    assert calls[0][1] == 9 and calls[1][1] == 3
+    assert [name for name, _ in calls] == ["ball_searches", "whole_graph_fits",
+                                          "unit_variances"]
+    assert calls[0][1] == 1
     points = {(f.nu, f.kappa2, f.ratio) for fit in fits for f in fit[2].values()}
-    assert calls[2][1] == len(points)
-    assert calls[2][1] <= len(fits[0][2]) + len(fits[2][2])
+    assert calls[1][1] == len(points)
+    assert calls[1][1] <= len(fits[0][2]) + len(fits[2][2])
     a, b = fits[0][0], fits[1][0]
     assert (a.nu, a.kappa2, a.ratio) == (b.nu, b.kappa2, b.ratio)
     np.testing.assert_array_equal(a.mean, b.mean)
@@ -109,7 +113,7 @@ def test_maps_that_round_alike_share_one_factorisation():
     alone = unit_variances(own, observed, *p, 16, 3)
     np.testing.assert_array_equal(var, alone[0])
     np.testing.assert_array_equal(se, alone[1])
-    assert fits_p[0].log_evidence == pytest.approx(a.log_evidence, rel=1e-12)
+    assert fits_p[0].log_evidence == pytest.approx(a.log_evidence, rel=1e-9)
 
 
 def test_fit_gmrf_returns_a_precomputed_fit_only_for_its_targets_and_the_default_search():
@@ -141,7 +145,13 @@ def test_bad_input_is_named():
             fit_gmrf_maps(graph, wrong, Z, search_max_nodes=BALL)
     with pytest.raises(ValueError, match="Fit each map with fit_gmrf"):
         fit_gmrf_maps(graph, observed, Z)                  # 720 nodes: no ball
-    assert snapped(0.31) == pytest.approx(0.4) and snapped(-0.29) == pytest.approx(-0.2)
+    assert gaussian.on_lattice(0.31, -1.0, 1.0, 0.2) == pytest.approx(0.4)
+    assert gaussian.on_lattice(-0.29, -1.0, 1.0, 0.2) == pytest.approx(-0.2)
+    # near a bound, the bound; beyond it, clipped
+    assert gaussian.on_lattice(-0.97, -0.99, 1.0, 0.2) == pytest.approx(-0.99)
+    assert gaussian.on_lattice(-0.93, -0.99, 1.0, 0.2) == pytest.approx(-0.99)
+    assert gaussian.on_lattice(-0.87, -0.99, 1.0, 0.2) == pytest.approx(-0.8)
+    assert gaussian.on_lattice(5.0, -1.0, 0.95, 0.2) == pytest.approx(0.95)
 
 
 def test_predict_image_shares_the_searches_of_several_maps(monkeypatch):
@@ -225,25 +235,66 @@ def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
     assert len(made) == 2
 
 
-def test_the_start_grid_evaluated_for_all_maps_at_once_changes_no_search():
+def test_searches_in_step_go_as_each_alone_and_share_their_common_points(monkeypatch):
     from flgp.precision import maps
-    from flgp.precision.gaussian import start_grid
 
     graph, observed, Z = _study(n_maps=3)
     own = graph.in_own_units()
     sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, BALL)
-    grid = start_grid(sub, 2)
-    assert len(grid) == 9
-    starts = [maps.start_fits(sub, sub_obs, sub_Z, 2, *p) for p in grid]
+    calls = {"evaluate_each": 0, "evaluate": 0}
+    for name in calls:
+        def spy(self, *args, _real=getattr(GMRFRegression, name), _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(GMRFRegression, name, spy)
+    found = maps.ball_searches(own, observed, Z, (2, 1), BALL)
     for j in range(3):
-        alone = maps.ball_contenders(own, observed, Z[:, j], (2, 1), BALL)
-        given = maps.ball_contenders(own, observed, Z[:, j], (2, 1), BALL,
-                                     {p: f[j] for p, f in zip(grid, starts)})
-        # the same search, up to its own tolerances (the grid's evaluations differ from a
-        # map's own in rounding only)
-        assert set(given[2]) == set(alone[2])
-        for nu in alone[2]:
-            (k_g, r_g, e_g), (k_a, r_a, e_a) = given[2][nu], alone[2][nu]
-            assert abs(np.log(k_g / k_a)) <= LINE_TOLERANCE
-            assert abs(np.log(r_g / r_a)) <= LINE_TOLERANCE
-            assert e_g == pytest.approx(e_a, abs=LINE_VALUE_TOLERANCE)
+        best, reg, local = search_gmrf(sub, sub_obs, sub_Z[:, j], (2, 1),
+                                       lattice=SNAP_STEP)
+        points, evaluations, optima = found[j]
+        assert set(optima) <= set(local)
+        for nu, (kappa2, ratio, log_ev) in optima.items():
+            assert kappa2 == local[nu].kappa2
+            assert ratio == pytest.approx(local[nu].ratio, rel=1e-12)
+            assert log_ev == pytest.approx(local[nu].log_evidence, rel=1e-10)
+            assert points[nu][2:] == (kappa2, ratio)
+        assert evaluations == reg.n_evaluations
+    # every map starts from the same grid: those points are factored once for all
+    assert calls["evaluate_each"] <= calls["evaluate"] - 2 * 9
+    # the groups do not change the fits
+    one = fit_gmrf_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL)
+    three = fit_gmrf_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL, n_groups=3)
+    for a, b in zip(one, three):
+        assert (a[0].nu, a[0].kappa2) == (b[0].nu, b[0].kappa2)
+        assert a[0].log_evidence == pytest.approx(b[0].log_evidence, rel=1e-10)
+
+
+def test_a_search_alone_on_the_lattice_asks_only_lattice_points():
+    graph, observed, Z = _study(n_maps=1)
+    own = graph.in_own_units()
+    sub, sub_obs, sub_z = search_subgraph(own, observed, Z[:, 0], BALL)
+    asked = []
+    from flgp.precision.gaussian import drive, search_steps
+
+    def evaluate(nu, u, v):
+        asked.append((u, v))
+        reg = GMRFRegression(sub, sub_obs, sub_z, nu)
+        k2 = float(np.exp(u))
+        return reg.evaluate(k2, float(np.exp(v)) * reg.prior_variance(k2))
+
+    local, _ = drive(search_steps(sub, (2,), lattice=SNAP_STEP), evaluate)
+    assert len(asked) == len(set(asked)) > 9
+    ranges = gaussian.gmrf_search_ranges(sub)
+    u_ends = (gaussian._lowest_log_kappa2(2, ranges, np.log(gaussian.largest_eigenvalue(sub))),
+              ranges["log_kappa2"][1])
+    for u, v in asked:
+        for x, ends in ((u, u_ends), (v, ranges["log_ratio"])):
+            assert ends[0] <= x <= ends[1]
+            assert (abs(x / SNAP_STEP - round(x / SNAP_STEP)) < 1e-9
+                    or min(abs(x - e) for e in ends) < 1e-9)
+    # the same search off the lattice: its optimum within a step of the lattice's
+    best, _, plain = search_gmrf(sub, sub_obs, sub_z, (2,))
+    assert abs(np.log(plain[2].kappa2) - np.log(local[2].kappa2)) <= 2 * SNAP_STEP + \
+        LINE_TOLERANCE
+    assert local[2].log_evidence >= plain[2].log_evidence - 1.0

@@ -488,8 +488,7 @@ def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
     Z = np.column_stack([Standardisation.of_targets(values[observed, j])
                          .standardise(values[observed, j]) for j in range(values.shape[1])])
     nus = MATERN_ORDERS if reg.matern_order is None else (int(reg.matern_order),)
-    stages = iter(("the maps' search starts", "searching each map on a ball",
-                   "the whole graph at the maps' points",
+    stages = iter(("searching the maps on a ball", "the whole graph at the maps' points",
                    "variances at the other winning points"))
 
     def run(fn, tasks):
@@ -506,7 +505,7 @@ def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
     seed = reg.random_state if isinstance(reg.random_state, int) else 0
     fits = fit_gmrf_maps(graph, observed, Z, nus, n_samples=GMRF_VARIANCE_SAMPLES,
                          random_state=seed, search_max_nodes=gaussian.SEARCH_MAX_NODES,
-                         run=run)
+                         run=run, n_groups=workers)
     return [None if fit is None else {precomputed_key(observed, Z[:, j], nus): fit}
             for j, fit in enumerate(fits)]
 

@@ -35,7 +35,8 @@ from .iterative import ITERATIVE_ORDERS, IterativeGMRF
 from .matern import MATERN_ORDERS, MaternFamily, check_order
 
 __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse", "fit_gmrf",
-           "search_gmrf", "search_subgraph", "precomputed_fits", "precomputed_key"]
+           "search_gmrf", "search_steps", "drive", "search_subgraph", "precomputed_fits",
+           "precomputed_key"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 # observed nodes whose exact prior variance sets the scale of the noise in the search
@@ -154,20 +155,23 @@ class GMRFRegression:
                              f"> 0; got {ratio!r}.")
         return kappa2, ratio
 
-    def _factor_posterior(self, kappa2: float, ratio: float):
-        """Factor ``Q̃`` at ``(κ², r)``: ``(μ, b)`` with ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``."""
+    def _factor_posterior(self, kappa2: float, ratio: float, z=None):
+        """Factor ``Q̃`` at ``(κ², r)``: ``(μ, b)`` with ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``
+        (``z``: these targets instead of the regression's)."""
+        z = self.z if z is None else z
         self._chol_Q.factor_values(self._posterior_values(kappa2, ratio))
         self._last = (kappa2, ratio)
-        b = np.zeros((self.n,) + self.z.shape[1:])
-        b[self.observed] = self.z / ratio
+        b = np.zeros((self.n,) + z.shape[1:])
+        b[self.observed] = z / ratio
         return self._chol_Q.solve(b), b
 
-    def _terms(self, kappa2: float, ratio: float):
+    def _terms(self, kappa2: float, ratio: float, z=None):
         """``(μ, zᵀ S⁻¹ z, log |S|)`` at ``(κ², r)`` (``S = P Q⁻¹ Pᵀ + r I``); leaves ``Q̃``
         factored."""
+        z = self.z if z is None else z
         ld_prior = self.logdet_prior(kappa2)
-        mean, b = self._factor_posterior(kappa2, ratio)
-        quad = (np.sum(self.z * self.z, axis=0) / ratio
+        mean, b = self._factor_posterior(kappa2, ratio, z)
+        quad = (np.sum(z * z, axis=0) / ratio
                 - np.sum(b[self.observed] * mean[self.observed], axis=0))
         logdet_S = self.m * np.log(ratio) + self._chol_Q.logdet() - ld_prior
         return mean, quad, logdet_S
@@ -193,13 +197,15 @@ class GMRFRegression:
         return GMRFFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
                        log_evidence=float(log_ev), mean=mean)
 
-    def evaluate_each(self, kappa2: float, ratio: float) -> list:
-        """One :class:`GMRFFit` a map (a column of ``z``) at ``(κ², r)``, each with its own
-        profiled amplitude and log evidence (:meth:`evaluate` sums them), from one factor
-        of ``Q̃``; leaves ``Q̃`` factored."""
+    def evaluate_each(self, kappa2: float, ratio: float, columns=None) -> list:
+        """One :class:`GMRFFit` a map (a column of ``z``; of ``z[:, columns]`` if given) at
+        ``(κ², r)``, each with its own profiled amplitude and log evidence (:meth:`evaluate`
+        sums them), from one factor of ``Q̃``; leaves ``Q̃`` factored."""
         kappa2, ratio = self._checked(kappa2, ratio)
         self.n_evaluations += 1
-        mean, quad, logdet_S = self._terms(kappa2, ratio)
+        z = self.z.reshape(self.m, -1)
+        mean, quad, logdet_S = self._terms(kappa2, ratio,
+                                           z if columns is None else z[:, columns])
         m = self.m
         mean = mean.reshape(self.n, -1)
         amplitude = np.maximum(np.atleast_1d(quad), 1e-300) / m
@@ -350,59 +356,82 @@ LINE_MAX_EVALUATIONS = 8
 _GOLDEN = 0.3819660112501051
 
 
+def on_lattice(x: float, lo: float, hi: float, step: float) -> float:
+    """The multiple of ``step`` in ``[lo, hi]`` nearest to ``x``, or the nearer bound where
+    that is nearer (an optimum on a bound stays on it)."""
+    x = min(max(float(x), lo), hi)
+    i = np.floor(x / step)
+    inside = [t for t in (i * step, (i + 1) * step) if lo <= t <= hi]
+    return float(min(inside + [lo, hi], key=lambda t: abs(t - x)))
+
+
 def _line_search(fun, x0: float, step: float, lo: float, hi: float,
                  tol: float = LINE_TOLERANCE, max_evals: int = LINE_MAX_EVALUATIONS,
-                 value_tol: float = LINE_VALUE_TOLERANCE):
+                 value_tol: float = LINE_VALUE_TOLERANCE, lattice=None):
     """Minimise ``fun`` on ``[lo, hi]`` from ``x0``: steps of ``step`` downhill until the
     minimum is bracketed (or a bound is reached), then safeguarded parabolic steps
     (Brent's rule: a golden section where the parabola's vertex is out of the bracket,
     too close to its best point, or the bracket stopped shrinking) until the bracket is
     narrower than ``tol`` or its ends lie within ``LINE_VALUE_TOLERANCE`` of its best
-    value. Values may be ``inf`` (unfactorable points). Returns the best
-    ``x`` seen."""
+    value. Values may be ``inf`` (unfactorable points). With a ``lattice`` step every
+    point is one of :func:`on_lattice`, and the refinement ends where both lattice
+    neighbours of its best point are no lower (a minimum on the lattice).
+
+    A generator, as :func:`search_steps`: ``fun(x)`` is a generator that yields the
+    evaluations it needs and returns the value (``yield from``). Returns the best ``x``
+    seen."""
     seen = {}
 
-    def f(x):
-        x = float(np.clip(x, lo, hi))
-        if x not in seen:
-            seen[x] = fun(x)
-        return seen[x]
-
     def clip(x):
-        return float(np.clip(x, lo, hi))
+        return (float(np.clip(x, lo, hi)) if lattice is None
+                else on_lattice(x, lo, hi, lattice))
+
+    def f(x):
+        x = clip(x)
+        if x not in seen:
+            seen[x] = yield from fun(x)
+        return seen[x]
 
     def best():
         return min(seen, key=seen.get)
 
     a = clip(x0)
-    fa = f(a)
+    fa = yield from f(a)
     for direction in (step, -step):
         b = clip(a + direction)
-        if b != a and f(b) < fa:
+        if b != a and (yield from f(b)) < fa:
             break
     else:                                   # neither neighbour is lower: bracketed
-        return _refine(f, clip(a - step), a, clip(a + step), tol, value_tol,
-                       max_evals - len(seen), seen) if np.isfinite(fa) else best()
+        if not np.isfinite(fa):
+            return best()
+        return (yield from _refine(f, clip(a - step), a, clip(a + step), tol, value_tol,
+                                   max_evals - len(seen), seen, clip if lattice else None,
+                                   lattice))
     prev, cur = a, b
     while len(seen) < max_evals:
         nxt = clip(cur + direction)
         if nxt == cur:                      # downhill to a bound
             return cur
-        if f(nxt) >= f(cur):
+        f_next = yield from f(nxt)
+        if f_next >= (yield from f(cur)):
             left, right = min(prev, nxt), max(prev, nxt)
-            return _refine(f, left, cur, right, tol, value_tol, max_evals - len(seen),
-                           seen)
+            return (yield from _refine(f, left, cur, right, tol, value_tol,
+                                       max_evals - len(seen), seen,
+                                       clip if lattice else None, lattice))
         prev, cur = cur, nxt
     return best()
 
 
 def _refine(f, a: float, b: float, c: float, tol: float, value_tol: float, budget: int,
-            seen: dict) -> float:
+            seen: dict, snap=None, lattice=None):
     """Shrink the bracket ``a <= b <= c`` (``f(b)`` lowest) to ``tol`` within ``budget``
-    evaluations (see :func:`_line_search`)."""
+    evaluations (see :func:`_line_search`; a generator as it is). ``snap``: the lattice's
+    rounding, ``lattice`` its step."""
     width = c - a
     for k in range(max(int(budget), 0)):
-        fa, fb, fc = f(a), f(b), f(c)
+        fa = yield from f(a)
+        fb = yield from f(b)
+        fc = yield from f(c)
         ends = [fx for x, fx in ((a, fa), (c, fc)) if x != b]     # b may sit on a bound
         if c - a <= tol or not ends or min(ends) - fb < value_tol:
             break
@@ -415,7 +444,18 @@ def _refine(f, a: float, b: float, c: float, tol: float, value_tol: float, budge
                 or abs(x - b) < 0.25 * tol or not shrunk):
             x = b + _GOLDEN * (c - b) if c - b > b - a else b - _GOLDEN * (b - a)
             width = c - a
-        fx = f(x)
+        if snap is not None:
+            x = snap(x)
+            if x in seen or not a < x < c:
+                # the step lands on a point seen: the nearest lattice neighbour of b not
+                # yet seen, on the wider side first; none left - b is a lattice minimum
+                sides = (b + lattice, b - lattice) if c - b > b - a \
+                    else (b - lattice, b + lattice)
+                fresh = [t for t in map(snap, sides) if a < t < c and t not in seen]
+                if not fresh:
+                    break
+                x = fresh[0]
+        fx = yield from f(x)
         if fx < fb:
             a, c = (b, c) if x > b else (a, b)
             b = x
@@ -594,7 +634,7 @@ def _lowest_log_kappa2(nu, ranges, log_top) -> float:
 
 
 def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
-                noise=None, start=None, verbose=False, evaluated=None):
+                noise=None, start=None, verbose=False, lattice=None):
     """The graph Matérn prior of highest evidence for ``z`` at ``observed``, on ``graph``
     as given (:func:`fit_gmrf` searches on the graph in its own units).
 
@@ -612,11 +652,55 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
     thousands of nats). A search costs about 5 factorisations an order (0.9 s each for
     ``ν = 2`` on the 45,448-voxel motor map, 2 s for ``ν = 3``). Fixed ``kappa2`` /
     ``ratio`` (``r̃``) are not searched; ``start = (κ², r̃)``; a fixed ``noise`` (the
-    variance ``A r``) makes ``A = noise / r``. ``evaluated``: fits of the first order at
-    the points of :func:`start_grid` already made (``{(log κ², log r̃): GMRFFit}``, e.g.
-    for several maps at once by :func:`flgp.precision.maps.fit_gmrf_maps`), taken instead
-    of evaluating them again. Returns ``(best GMRFFit, its GMRFRegression, {nu:
-    GMRFFit})``, the fits' ``ratio`` the raw ``r``."""
+    variance ``A r``) makes ``A = noise / r``. ``lattice``: evaluate only at multiples of
+    this step in ``log κ²`` and ``log r̃`` (each point asked for rounded to the nearest;
+    :func:`flgp.precision.maps.fit_gmrf_maps` searches many maps so, sharing the
+    evaluations they have in common). The steps are :func:`search_steps`'. Returns
+    ``(best GMRFFit, its GMRFRegression, {nu: GMRFFit})``, the fits' ``ratio`` the raw
+    ``r``."""
+    regs = {}
+
+    def evaluate(nu, u, v):
+        if nu not in regs:
+            regs[nu] = GMRFRegression(graph, observed, z, nu)
+        reg = regs[nu]
+        try:
+            k2 = float(np.exp(u))
+            return reg.evaluate(k2, float(np.exp(v)) * reg.prior_variance(k2), noise)
+        except NotPositiveDefiniteError:
+            return None
+
+    results, searches = drive(search_steps(graph, nus, kappa2=kappa2, ratio=ratio,
+                                           start=start, lattice=lattice), evaluate)
+    if verbose:
+        for nu, fit in results.items():
+            print(f"[gmrf] nu={nu}: kappa2={fit.kappa2:.4g} noise-to-signal="
+                  f"{np.exp(searches[nu].best_point()[1]):.4g} log evidence="
+                  f"{fit.log_evidence:.2f} ({searches[nu].n_evaluations} evaluations)")
+    nu = max(results, key=lambda j: results[j].log_evidence)
+    return results[nu], regs[nu], results
+
+
+def drive(steps, evaluate):
+    """Run the generator ``steps`` (:func:`search_steps`), answering each evaluation it asks
+    for, ``(ν, log κ², log r̃)``, with ``evaluate(ν, log κ², log r̃)`` (a
+    :class:`GMRFFit`, or None where ``Q̃`` cannot be factored); returns what it returns."""
+    try:
+        ask = next(steps)
+        while True:
+            ask = steps.send(evaluate(*ask))
+    except StopIteration as stop:
+        return stop.value
+
+
+def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=None,
+                 lattice=None):
+    """:func:`search_gmrf`'s search as a generator: it yields each evaluation it needs,
+    ``(ν, log κ², log r̃)``, receives its :class:`GMRFFit` (None: not factorable) and
+    returns ``({ν: best GMRFFit}, {ν: _OrderSearch})`` - so that one search runs alone
+    (:func:`drive`) or many in step, their common evaluations made once
+    (:func:`flgp.precision.maps.lockstep`). ``graph`` sets the ranges only (a fixed
+    ``kappa2`` and ``start`` as in :func:`search_gmrf`; ``lattice`` its step)."""
     ranges = gmrf_search_ranges(graph)
     lk_lo, lk_hi = ranges["log_kappa2"]
     lr_lo, lr_hi = ranges["log_ratio"]
@@ -633,31 +717,27 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
         u, v = point
         for direction in directions:
             if direction == "ratio" and ratio is None:
-                v = _line_search(lambda x: search(u, x), v, step, lr_lo, lr_hi, tol,
-                                 max_evals, value_tol)
+                v = yield from _line_search(lambda x: search.ask(u, x), v, step, lr_lo,
+                                            lr_hi, tol, max_evals, value_tol, lattice)
             elif direction == "kappa" and kappa2 is None:
-                u = _line_search(lambda x: search(x, v), u, step, lo_nu, lk_hi, tol,
-                                 max_evals, value_tol)
+                u = yield from _line_search(lambda x: search.ask(x, v), u, step, lo_nu,
+                                            lk_hi, tol, max_evals, value_tol, lattice)
 
     results, searches, lows = {}, {}, {}
     # phase 1: each order coarsely, from the best point so far
     for k, nu in enumerate(nus):
         if _beyond_the_peak(nu, results):
             continue
-        search = _OrderSearch(GMRFRegression(graph, observed, z, nu), noise)
         # κ no smaller than keeps cond(Q_ν) below MAX_CONDITION: beyond, the factor of the
         # explicitly formed Q̃ loses the digits of log|Q̃| (an "evidence" of +10^4 nats)
         lows[nu] = lo_nu = _lowest_log_kappa2(nu, ranges, log_top)
+        search = _OrderSearch(nu, lattice, ((lo_nu, lk_hi), (lr_lo, lr_hi)))
         u, v = float(np.clip(u0, lo_nu, lk_hi)), v0
         if k == 0 and start is None:
             # the first order from the best of a coarse grid (ranges of 100 to 0.1 times
             # ten spacings by noise-to-signal ratios 1e-5 to 0.1): coordinate searches
             # from one start end on the wrong one of two ridges (measured: 6-8 nats)
-            if kappa2 is None and ratio is None and evaluated:
-                for (uu, vv), fit in evaluated.items():
-                    search.add(uu, vv, fit)
-                grid = list(evaluated)
-            elif kappa2 is None and ratio is None:
+            if kappa2 is None and ratio is None:
                 grid = start_grid(graph, nu, log_top)
             else:
                 us = [u] if kappa2 is not None else sorted({
@@ -665,7 +745,7 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
                 vs = [v] if ratio is not None else list(np.log(START_RATIOS))
                 grid = [(uu, vv) for uu in us for vv in vs]
             for uu, vv in grid:
-                search(uu, vv)
+                yield from search.ask(uu, vv)
             if search.best() is not None:
                 u, v = search.best_point()
         # the first order r̃ first; the others κ first (the optimal κ moves by a factor ~4
@@ -674,8 +754,8 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
         top = max((f.log_evidence for f in results.values()), default=-np.inf)
         for _ in range(2):
             before = search.best()
-            sweep(search, (u, v), directions, np.log(10.0), COARSE_TOLERANCE,
-                  COARSE_VALUE_TOLERANCE, lo_nu, COARSE_MAX_EVALUATIONS)
+            yield from sweep(search, (u, v), directions, np.log(10.0), COARSE_TOLERANCE,
+                             COARSE_VALUE_TOLERANCE, lo_nu, COARSE_MAX_EVALUATIONS)
             now = search.best()
             if now is None or (before is not None and now.log_evidence
                                - before.log_evidence < 1.0) \
@@ -697,18 +777,13 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
         search = searches[nu]
         for _ in range(2):
             before = search.best().log_evidence
-            sweep(search, search.best_point(), ("kappa", "ratio"), np.log(3.0),
-                  LINE_TOLERANCE, LINE_VALUE_TOLERANCE, lows[nu], LINE_MAX_EVALUATIONS)
+            yield from sweep(search, search.best_point(), ("kappa", "ratio"), np.log(3.0),
+                             LINE_TOLERANCE, LINE_VALUE_TOLERANCE, lows[nu],
+                             LINE_MAX_EVALUATIONS)
             if search.best().log_evidence - before < 0.5:
                 break
         results[nu] = search.best()
-    if verbose:
-        for nu, fit in results.items():
-            print(f"[gmrf] nu={nu}: kappa2={fit.kappa2:.4g} noise-to-signal="
-                  f"{np.exp(searches[nu].best_point()[1]):.4g} log evidence="
-                  f"{fit.log_evidence:.2f} ({searches[nu].reg.n_evaluations} evaluations)")
-    nu = max(results, key=lambda j: results[j].log_evidence)
-    return results[nu], searches[nu].reg, results
+    return results, searches
 
 
 def _beyond_the_peak(nu, results) -> bool:
@@ -751,31 +826,34 @@ def largest_eigenvalue(graph) -> float:
 
 class _OrderSearch:
     """``-log evidence`` of one order at ``(log κ², log r̃)`` (``r = r̃ v̄(κ)``, see
-    :func:`search_gmrf`), cached; unfactorable hyperparameters count as infinitely bad."""
+    :func:`search_gmrf`), cached: :meth:`ask` is a generator that yields ``(ν, log κ², log
+    r̃)`` for a point not evaluated yet and takes its fit (None - unfactorable - counts as
+    infinitely bad). With a ``lattice`` step every point asked for is moved to the nearest
+    multiple of the step within ``bounds`` (``((u_lo, u_hi), (v_lo, v_hi))``) or to the
+    nearest bound, whichever is nearer: an optimum on a bound stays on it."""
 
-    def __init__(self, reg: GMRFRegression, noise=None):
-        self.reg, self.noise = reg, noise
+    def __init__(self, nu: int, lattice=None, bounds=None):
+        self.nu, self.lattice, self.bounds = nu, lattice, bounds
         self.cache, self.points = {}, {}
+        self.n_evaluations = 0
 
-    def __call__(self, u, v):
-        key = (round(float(u), 9), round(float(v), 9))
+    def _key(self, u, v):
+        if self.lattice:
+            (u_lo, u_hi), (v_lo, v_hi) = self.bounds
+            u = on_lattice(u, u_lo, u_hi, self.lattice)
+            v = on_lattice(v, v_lo, v_hi, self.lattice)
+        return (round(float(u), 9), round(float(v), 9)), (float(u), float(v))
+
+    def ask(self, u, v):
+        key, (u, v) = self._key(u, v)
         if key not in self.cache:
-            try:
-                kappa2 = float(np.exp(u))
-                ratio = float(np.exp(v)) * self.reg.prior_variance(kappa2)
-                self.cache[key] = self.reg.evaluate(kappa2, ratio, self.noise)
-                self.points[key] = (float(u), float(v))
-            except NotPositiveDefiniteError:
-                self.cache[key] = None
+            self.n_evaluations += 1
+            fit = yield (self.nu, u, v)
+            self.cache[key] = fit
+            if fit is not None:
+                self.points[key] = (u, v)
         fit = self.cache[key]
         return np.inf if fit is None else -fit.log_evidence
-
-    def add(self, u, v, fit) -> None:
-        """An evaluation made elsewhere at ``(u, v)`` (None: unfactorable)."""
-        key = (round(float(u), 9), round(float(v), 9))
-        self.cache[key] = fit
-        if fit is not None:
-            self.points[key] = (float(u), float(v))
 
     def best(self):
         fits = [f for f in self.cache.values() if f is not None]

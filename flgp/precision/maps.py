@@ -1,28 +1,32 @@
 r"""Many maps observed at the same nodes of one graph, each with its own graph Matérn prior
-by its own evidence, the whole graph's work shared among them.
+by its own evidence, the work they have in common done once.
 
 A study fits many maps on one mask: subjects or contrasts on a template, the same voxels
 observed in each. :func:`~flgp.precision.gaussian.fit_gmrf` on a graph of more than twice
-``SEARCH_MAX_NODES`` nodes searches each order's ``(κ², r)`` on a ball and then evaluates
+``SEARCH_MAX_NODES`` nodes searches each order's ``(κ², r̃)`` on a ball and then evaluates
 the contending orders on the whole graph at the ball's optima, and the estimator then
-estimates the posterior variances from the winner's factor: on the motor map's mask
-(45,448 voxels) the whole graph's factorisations and variances are two thirds of a map's
-cost. Here the start grid of every map's ball search is evaluated for all maps at once
-(one factorisation a grid point), each map's ball search is then its own, exactly as in
-``fit_gmrf``, and its optima
-are rounded to a lattice of step ``SNAP_STEP`` in ``log κ²`` and ``log r`` (so within 10 %
-of the ball's optimum in ``κ²`` and in ``r``), so that maps whose optima round alike share
-the whole graph's work: one factorisation of ``Q̃`` a lattice point gives the evidence and
-the posterior mean of every map that asks for it (one solve of several right-hand
-sides), and the posterior variances in units of the amplitude - which depend on
-``(ν, κ², r)`` alone - are estimated once a winning point.
+estimates the posterior variances from the winner's factor. Here:
 
-What rounding costs, measured on the motor map and smooth random fields on its mask: a
+* every map's ball search is ``fit_gmrf``'s search with its evaluations on a lattice of
+  step ``SNAP_STEP`` in ``log κ²`` and ``log r̃`` (each point it asks for rounded to the
+  nearest: ``κ²`` and ``r̃`` within 10 %), and the maps' searches run in step
+  (:func:`lockstep`, generators of :func:`~flgp.precision.gaussian.search_steps`): each
+  round, a point several maps ask for is factored once and gives each of them its
+  evidence (one solve of several right-hand sides). Maps start from the same grid and
+  step alike, so on the motor map's mask 100 maps asked for ~2.5 times as many
+  evaluations as were factored;
+* each lattice point some map's optimum lies at (one a contending order) is factored once
+  on the whole graph: the evidence and posterior mean of every map there, and the
+  posterior variances in units of the amplitude - which depend on ``(ν, κ², r)`` alone -
+  estimated once a winning point.
+
+What the lattice costs, measured on the motor map and smooth random fields on its mask: a
 step of 0.25 in ``log κ²`` or ``log r`` away from a map's optimum moves its test error by
-0.0-2.2 %; the rounding moves each coordinate by at most 0.1 (on 100 maps: test errors
-0.987-1.006 times the single-map fits'). It is the only difference from ``fit_gmrf`` map by
-map (the same ball, the same search, the same contenders, the
-same whole-graph choice of the order, the same variance estimator and seed).
+0.0-2.2 %; the lattice's optimum lies within about a step of the continuous search's (on
+100 maps: test errors within 2 % of the single-map fits', docs/images.md). It is the only
+difference from ``fit_gmrf`` map by map (the same ball, the same search steps, the same
+contenders, the same whole-graph choice of the order, the same variance estimator and
+seed).
 """
 
 from __future__ import annotations
@@ -31,53 +35,96 @@ import numpy as np
 
 from .cholesky import NotPositiveDefiniteError
 from .gaussian import (FACTOR_MAX_NODES, FAR_MARGIN, SEARCH_MAX_NODES, GMRFRegression,
-                       search_gmrf, search_subgraph, start_grid)
+                       search_steps, search_subgraph)
 from .matern import MATERN_ORDERS
 
-__all__ = ["SNAP_STEP", "SharedVariances", "fit_gmrf_maps", "snapped"]
+__all__ = ["SNAP_STEP", "SharedVariances", "fit_gmrf_maps", "lockstep", "ball_searches"]
 
-# the lattice step of the rounded hyperparameters, in log κ² and log r
+# the lattice step of the maps' searches, in log κ² and log r̃
 SNAP_STEP = 0.2
 
 
-def snapped(x: float, step: float = SNAP_STEP) -> float:
-    """``x`` rounded to the nearest multiple of ``step``."""
-    return float(step * np.round(float(x) / step))
+def lockstep(steps, evaluate_many) -> list:
+    """Run several searches (generators of :func:`~flgp.precision.gaussian.search_steps`)
+    in step: each round takes every unfinished search's next evaluation ``(ν, log κ², log
+    r̃)``, and the searches that ask for the same point get it from one call
+    ``evaluate_many(point, which)`` (``which``: their indices; one fit or None each). Each
+    search goes exactly as it would alone (:func:`~flgp.precision.gaussian.drive`) with
+    the same evaluations. Returns what each returns, or the exception it raised."""
+    out = [None] * len(steps)
+    asks = {}
+
+    def advance(i, fit=None, first=False):
+        try:
+            asks[i] = next(steps[i]) if first else steps[i].send(fit)
+        except StopIteration as stop:
+            out[i] = stop.value
+        except NotPositiveDefiniteError as exc:
+            out[i] = exc
+
+    for i in range(len(steps)):
+        advance(i, first=True)
+    while asks:
+        groups = {}
+        for i, point in asks.items():
+            groups.setdefault(point, []).append(i)
+        asks = {}
+        for point, which in groups.items():
+            for i, fit in zip(which, evaluate_many(point, which)):
+                advance(i, fit)
+    return out
 
 
-def start_fits(sub, observed, Z, nu, log_kappa2, log_ratio):
-    """The fits of the maps ``Z`` on the ball at one point of their searches' start grid
-    (:func:`~flgp.precision.gaussian.start_grid`), from one factorisation, as each map's
-    search would make them (``r = r̃ v̄(κ)``); None where ``Q̃`` cannot be factored."""
-    reg = GMRFRegression(sub, observed, Z, nu)
-    kappa2 = float(np.exp(log_kappa2))
-    try:
-        return reg.evaluate_each(kappa2, float(np.exp(log_ratio)) * reg.prior_variance(kappa2))
-    except NotPositiveDefiniteError:
-        return None
-
-
-def ball_contenders(graph, observed, z, nus=MATERN_ORDERS,
-                    search_max_nodes: int = SEARCH_MAX_NODES, evaluated=None):
-    """``({ν: (κ², r)}, evaluations, {ν: (κ², r, log evidence)})`` of one map: its search on
-    the ball of :func:`~flgp.precision.gaussian.search_subgraph` (``fit_gmrf``'s
-    :func:`~flgp.precision.gaussian.search_gmrf`; the evaluations of its best order, as
-    ``fit_gmrf`` counts them), the orders within ``FAR_MARGIN`` nats of the ball's best,
-    their optima rounded to the lattice, and the optima themselves. None when fewer than
-    2 observed nodes lie in the ball (``fit_gmrf`` then searches the whole graph: not
-    shared). ``graph`` is in its own units; ``evaluated``: its start grid's fits
-    (:func:`start_fits`)."""
-    sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
+def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
+                  search_max_nodes: int = SEARCH_MAX_NODES) -> list:
+    """Each map's (column of ``Z``) search on the ball of
+    :func:`~flgp.precision.gaussian.search_subgraph` - ``fit_gmrf``'s search, on the lattice
+    of step ``SNAP_STEP`` - all maps in step (:func:`lockstep`): a point that several maps
+    ask for in one round is factored once, their evidences from one solve. One entry a map:
+    ``({ν: (log κ², log r̃, κ², r)}, evaluations, {ν: (κ², r, log evidence)})`` - the
+    orders within ``FAR_MARGIN`` nats of the ball's best with their optima (lattice
+    points), the evaluations of its best order, as ``fit_gmrf`` counts them; None for
+    every map when fewer than 2 observed nodes lie in the ball, or for a map whose search
+    found nothing factorable (``fit_gmrf`` then fits it alone). ``graph`` is in its own
+    units."""
+    Z = np.asarray(Z, dtype=np.float64).reshape(np.size(observed), -1)
+    k = Z.shape[1]
+    sub, sub_obs, sub_Z = search_subgraph(graph, observed, Z, search_max_nodes)
     if sub_obs.size < 2:
-        return None
-    _, reg, local = search_gmrf(sub, sub_obs, sub_z, nus, evaluated=evaluated)
-    evaluations = reg.n_evaluations
-    top = max(f.log_evidence for f in local.values())
-    near = {nu: f for nu, f in local.items() if f.log_evidence >= top - FAR_MARGIN}
-    points = {nu: (float(np.exp(snapped(np.log(f.kappa2)))),
-                   float(np.exp(snapped(np.log(f.ratio))))) for nu, f in near.items()}
-    optima = {nu: (f.kappa2, f.ratio, f.log_evidence) for nu, f in near.items()}
-    return points, evaluations, optima
+        return [None] * k
+    regs = {}
+
+    def evaluate_many(point, which):
+        nu, u, v = point
+        if nu not in regs:
+            regs[nu] = GMRFRegression(sub, sub_obs, sub_Z, nu)
+        reg = regs[nu]
+        try:
+            kappa2 = float(np.exp(u))
+            fits = reg.evaluate_each(kappa2, float(np.exp(v)) * reg.prior_variance(kappa2),
+                                     columns=which)
+        except NotPositiveDefiniteError:
+            return [None] * len(which)
+        for fit in fits:
+            fit.mean = None                     # the ball's means are not used
+        return fits
+
+    found = lockstep([search_steps(sub, nus, lattice=SNAP_STEP) for _ in range(k)],
+                     evaluate_many)
+    out = []
+    for result in found:
+        if not isinstance(result, tuple):
+            out.append(None)
+            continue
+        local, searches = result
+        top = max(f.log_evidence for f in local.values())
+        best = max(local, key=lambda nu: local[nu].log_evidence)
+        near = [nu for nu, f in local.items() if f.log_evidence >= top - FAR_MARGIN]
+        out.append(({nu: searches[nu].best_point() + (local[nu].kappa2, local[nu].ratio)
+                     for nu in near}, searches[best].n_evaluations,
+                    {nu: (local[nu].kappa2, local[nu].ratio, local[nu].log_evidence)
+                     for nu in near}))
+    return out
 
 
 def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
@@ -130,18 +177,20 @@ def _sequential(fn, tasks):
 
 
 def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
-                  random_state=0, search_max_nodes: int = SEARCH_MAX_NODES, run=None):
+                  random_state=0, search_max_nodes: int = SEARCH_MAX_NODES, run=None,
+                  n_groups: int = 1):
     """:func:`~flgp.precision.gaussian.fit_gmrf` of each map (a column of ``Z``, standardised
-    targets at the nodes ``observed``), with its optima rounded to the lattice
-    (``SNAP_STEP``) and the whole graph's factorisations and variances shared among the maps
-    that round alike (see the module notes).
+    targets at the nodes ``observed``), its search on the lattice ``SNAP_STEP``, the
+    searches in step and the whole graph's factorisations and variances shared among the
+    maps that ask for one point (see the module notes).
 
     ``graph`` in any units (the search runs in its own, as ``fit_gmrf``'s). ``run(fn,
     tasks)`` returns ``[fn(*args) for args in tasks]`` - in processes, say (default: in
-    this one): it is called four times, for the start grid of the maps' ball searches
-    (all maps at once), the searches, the lattice points' whole-graph fits (with the
-    variances where a winner is expected) and the variances of the other winning points
-    (often no task). Returns one entry a map: ``(best
+    this one): it is called three times, for the maps' ball searches (``n_groups`` tasks:
+    the maps in that many groups of consecutive maps, each group in step), the lattice
+    points' whole-graph fits (with the variances where a winner is expected) and the
+    variances of the other winning points (often no task). The results do not depend on
+    ``n_groups``. Returns one entry a map: ``(best
     GMRFFit, SharedVariances, {ν: GMRFFit})`` as ``fit_gmrf`` returns them (the fits in the
     graph's own units, ``length_unit`` set; the variances ``n_samples`` draws seeded by
     ``random_state``), or None for a map the ball cannot search (``fit_gmrf`` fits it
@@ -170,51 +219,44 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
     length, mass = graph.own_units()
     own = graph.in_units(length, mass)
     k = Z.shape[1]
-    sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, search_max_nodes)
-    # the start of every map's search at once: one factorisation a grid point
-    grid = start_grid(sub, nus[0]) if sub_obs.size >= 2 else []
-    starts = run(start_fits, [(sub, sub_obs, sub_Z, nus[0]) + point for point in grid])
-    searched = run(ball_contenders, [
-        (own, observed, Z[:, j], tuple(nus), search_max_nodes,
-         {point: None if fits is None else fits[j] for point, fits in zip(grid, starts)})
-        for j in range(k)])
-    asks = {}                                     # (ν, κ², r) -> maps
+    groups = np.array_split(np.arange(k), max(1, min(int(n_groups), k)))
+    searched = [entry for found in run(ball_searches, [
+        (own, observed, Z[:, g], tuple(nus), search_max_nodes) for g in groups])
+        for entry in found]
+    asks, where = {}, {}                          # (ν, log κ², log r̃) -> maps, (κ², r)
     for j, found in enumerate(searched):
         if found is not None:
-            for nu, point in found[0].items():
-                asks.setdefault((nu,) + point, []).append(j)
-    # the variances are estimated with the evaluation's factor at the points where a map's
-    # highest contending order lies (the whole graph's evidence rises with the order on the
-    # brain maps measured), and with a factor of their own at the other winning points: the
-    # guess decides where the work is done, not what comes out
-    likely = {(max(found[0]),) + found[0][max(found[0])] for found in searched
+            for nu, (u, v, kappa2, ratio) in found[0].items():
+                asks.setdefault((nu, u, v), []).append(j)
+                where.setdefault((nu, u, v), (kappa2, ratio))
+    likely = {(max(found[0]),) + found[0][max(found[0])][:2] for found in searched
               if found is not None}
     # the costliest first (the highest orders, with the variances), for an even share
     # among processes
     points = sorted(asks, key=lambda p: (p not in likely, -p[0]))
-    evaluated = run(whole_graph_fits, [(own, observed, Z[:, asks[p]]) + p
+    evaluated = run(whole_graph_fits, [(own, observed, Z[:, asks[p]], p[0]) + where[p]
                                        + ((n_samples, random_state) if p in likely else ())
                                        for p in points])
-    by_map = [dict() for _ in range(k)]
+    by_map = [dict() for _ in range(k)]          # ν -> (point, fit)
     estimated = {}
     for p, (fits, var) in zip(points, evaluated):
         for j, fit in zip(asks[p], fits or ()):
-            by_map[j][p[0]] = fit
+            by_map[j][p[0]] = (p, fit)
         if var is not None:
             estimated[p] = var
     winners = {}
     for j in range(k):
         if by_map[j]:
-            best = max(by_map[j].values(), key=lambda f: f.log_evidence)
-            winners.setdefault((best.nu, best.kappa2, best.ratio), []).append(j)
+            p, _ = max(by_map[j].values(), key=lambda entry: entry[1].log_evidence)
+            winners.setdefault(p, []).append(j)
     missing = [p for p in winners if p not in estimated]
     estimated.update(zip(missing, run(unit_variances, [
-        (own, observed) + p + (n_samples, random_state) for p in missing])))
+        (own, observed, p[0]) + where[p] + (n_samples, random_state) for p in missing])))
     out = [None] * k
     for p in winners:
         var, se = estimated[p]
         for j in winners[p]:
-            fits = by_map[j]
+            fits = {nu: fit for nu, (_, fit) in by_map[j].items()}
             for fit in fits.values():
                 fit.length_unit = length
             out[j] = (fits[p[0]], SharedVariances(var, se, n_samples, random_state,
