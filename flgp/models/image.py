@@ -227,9 +227,10 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     hyperparameters : {"own", "shared"}, default="own"
         Several maps: each map's own fit (the regressor's default choice among its
         priors, one map at a time; on a region of 16,001-100,000 voxels the maps' graph
-        Matérn searches share the whole lattice's factorisations and variances, each
-        map's optimum rounded to a lattice of step 0.2 in ``log κ²`` and in the
-        log noise-to-signal ratio: :mod:`flgp.precision.maps`), or ``"shared"``: one graph Matérn prior on the region's
+        Matérn searches run in step on a lattice of step 0.2 in ``log κ²`` and in the log
+        noise-to-signal ratio, sharing the points they have in common and the whole
+        graph's factorisations and variances: :mod:`flgp.precision.maps`), or
+        ``"shared"``: one graph Matérn prior on the region's
         lattice for every map, its order, ``κ`` and noise-to-signal ratio by the sum of the
         maps' evidences (each map its own amplitude), so that one factorisation of the
         posterior precision serves every map (:class:`flgp.precision.GMRFRegression` of
