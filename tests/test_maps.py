@@ -293,6 +293,8 @@ def test_a_search_alone_on_the_lattice_asks_only_lattice_points():
             assert ends[0] <= x <= ends[1]
             assert (abs(x / SNAP_STEP - round(x / SNAP_STEP)) < 1e-9
                     or min(abs(x - e) for e in ends) < 1e-9)
+    with pytest.raises(ValueError, match="lattice must be a finite step > 0"):
+        search_gmrf(sub, sub_obs, sub_z, (2,), lattice=0.0)
     # the same search off the lattice: its optimum within a step of the lattice's
     best, _, plain = search_gmrf(sub, sub_obs, sub_z, (2,))
     assert abs(np.log(plain[2].kappa2) - np.log(local[2].kappa2)) <= 2 * SNAP_STEP + \

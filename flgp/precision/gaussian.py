@@ -658,6 +658,9 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
     evaluations they have in common). The steps are :func:`search_steps`'. Returns
     ``(best GMRFFit, its GMRFRegression, {nu: GMRFFit})``, the fits' ``ratio`` the raw
     ``r``."""
+    if lattice is not None and not (np.isfinite(lattice) and lattice > 0):
+        raise ValueError(f"lattice must be a finite step > 0 (in log κ² and log r̃) or "
+                         f"None; got {lattice!r}.")
     regs = {}
 
     def evaluate(nu, u, v):
