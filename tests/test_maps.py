@@ -7,7 +7,8 @@ import pytest
 
 from flgp.graph.lattice import lattice_graph
 from flgp.precision import gaussian
-from flgp.precision.gaussian import (LINE_TOLERANCE, LINE_VALUE_TOLERANCE, GMRFRegression,
+from flgp.precision.gaussian import (LINE_MAX_EVALUATIONS, LINE_TOLERANCE,
+                                     LINE_VALUE_TOLERANCE, GMRFRegression,
                                      fit_gmrf, precomputed_fits, precomputed_key,
                                      search_gmrf, search_subgraph)
 from flgp.precision.maps import SNAP_STEP, fit_gmrf_maps, unit_variances, whole_graph_fits
@@ -52,15 +53,17 @@ def test_each_map_equals_the_dense_reference_at_its_lattice_point():
     for j, (best, reg, by_order) in enumerate(fits):
         assert best.log_evidence == max(f.log_evidence for f in by_order.values())
         sub, sub_obs, sub_z = search_subgraph(own, observed, Z[:, j], BALL)
-        _, ball_reg, local = search_gmrf(sub, sub_obs, sub_z, (1, 2), lattice=SNAP_STEP)
+        _, _, local = search_gmrf(sub, sub_obs, sub_z, (1, 2), lattice=SNAP_STEP)
         for nu, fit in by_order.items():
             log_ev, mean, _ = _dense(own, observed, Z[:, j], fit.nu, fit.kappa2, fit.ratio)
             assert fit.log_evidence == pytest.approx(log_ev, rel=1e-8, abs=1e-6)
             np.testing.assert_allclose(fit.mean, mean, rtol=1e-7, atol=1e-9)
-            # at its own search's optimum on the ball, a point of the lattice in log κ²
-            # and log r̃ (r = r̃ v̄(κ))
-            assert fit.kappa2 == pytest.approx(local[nu].kappa2, rel=1e-12)
-            assert fit.ratio == pytest.approx(local[nu].ratio, rel=1e-9)
+            # at its own search's optimum on the ball (up to the search's tolerance: the
+            # maps' evaluations came from solves of several right-hand sides), a point of
+            # the lattice in log κ² and log r̃ (r = r̃ v̄(κ))
+            reach = SNAP_STEP + LINE_TOLERANCE
+            assert abs(np.log(fit.kappa2 / local[nu].kappa2)) <= reach
+            assert abs(np.log(fit.ratio / local[nu].ratio)) <= reach
             # (or on a bound of the search)
             ranges = gaussian.gmrf_search_ranges(sub)
             log_top = np.log(gaussian.largest_eigenvalue(sub))
@@ -254,20 +257,25 @@ def test_searches_in_step_go_as_each_alone_and_share_their_common_points(monkeyp
                                        lattice=SNAP_STEP)
         points, evaluations, optima = found[j]
         assert set(optima) <= set(local)
+        # the same search, up to its tolerances (evaluations from a solve of several
+        # right-hand sides differ from a map's own in rounding only)
+        reach = SNAP_STEP + LINE_TOLERANCE
         for nu, (kappa2, ratio, log_ev) in optima.items():
-            assert kappa2 == local[nu].kappa2
-            assert ratio == pytest.approx(local[nu].ratio, rel=1e-12)
-            assert log_ev == pytest.approx(local[nu].log_evidence, rel=1e-10)
+            assert abs(np.log(kappa2 / local[nu].kappa2)) <= reach
+            assert abs(np.log(ratio / local[nu].ratio)) <= reach
+            assert log_ev == pytest.approx(local[nu].log_evidence, abs=LINE_VALUE_TOLERANCE)
             assert points[nu][2:] == (kappa2, ratio)
-        assert evaluations == reg.n_evaluations
+        assert abs(evaluations - reg.n_evaluations) <= LINE_MAX_EVALUATIONS
     # every map starts from the same grid: those points are factored once for all
     assert calls["evaluate_each"] <= calls["evaluate"] - 2 * 9
     # the groups do not change the fits
     one = fit_gmrf_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL)
     three = fit_gmrf_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL, n_groups=3)
     for a, b in zip(one, three):
-        assert (a[0].nu, a[0].kappa2) == (b[0].nu, b[0].kappa2)
-        assert a[0].log_evidence == pytest.approx(b[0].log_evidence, rel=1e-10)
+        assert a[0].nu == b[0].nu
+        assert abs(np.log(a[0].kappa2 / b[0].kappa2)) <= SNAP_STEP + LINE_TOLERANCE
+        assert a[0].log_evidence == pytest.approx(b[0].log_evidence,
+                                                  abs=LINE_VALUE_TOLERANCE)
 
 
 def test_a_search_alone_on_the_lattice_asks_only_lattice_points():

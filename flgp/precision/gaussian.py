@@ -658,9 +658,6 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
     evaluations they have in common). The steps are :func:`search_steps`'. Returns
     ``(best GMRFFit, its GMRFRegression, {nu: GMRFFit})``, the fits' ``ratio`` the raw
     ``r``."""
-    if lattice is not None and not (np.isfinite(lattice) and lattice > 0):
-        raise ValueError(f"lattice must be a finite step > 0 (in log κ² and log r̃) or "
-                         f"None; got {lattice!r}.")
     regs = {}
 
     def evaluate(nu, u, v):
@@ -704,6 +701,9 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
     (:func:`drive`) or many in step, their common evaluations made once
     (:func:`flgp.precision.maps.lockstep`). ``graph`` sets the ranges only (a fixed
     ``kappa2`` and ``start`` as in :func:`search_gmrf`; ``lattice`` its step)."""
+    if lattice is not None and not (np.isfinite(lattice) and lattice > 0):
+        raise ValueError(f"lattice must be a finite step > 0 (in log κ² and log r̃) or "
+                         f"None; got {lattice!r}.")
     ranges = gmrf_search_ranges(graph)
     lk_lo, lk_hi = ranges["log_kappa2"]
     lr_lo, lr_hi = ranges["log_ratio"]
