@@ -73,10 +73,18 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
 def test_auto_weighs_three_priors_by_evidence_and_says_why():
     ijk, x, truth, y, obs = _box_map()
     reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
-    # each prior weighed, or left out with the reason (the heat kernel by its ceiling)
+    # each prior weighed, or left out with the reason (the heat kernel by its ceiling, the
+    # graph Matérn prior by screening: its starting grid far below the RBF GP's evidence)
     assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
-    assert {"gmrf", "rbf"} <= set(reg.log_evidence_)
+    assert "rbf" in reg.log_evidence_
     assert reg.method_ == max(reg.log_evidence_, key=reg.log_evidence_.get)
+    why = reg.skipped_methods_["gmrf"]
+    assert why.startswith("screened out")
+    # fitted alone, the graph Matérn prior indeed ends below the winner, and at or above
+    # the coarse evidence the message gives
+    alone = FLGPRegressor(GraphMaternPrior(lattice_graph(ijk))).fit(x, y)
+    coarse = float(why.split("log evidence of ")[1].split(",")[0])
+    assert coarse - 0.1 <= alone.log_marginal_likelihood_ < reg.log_evidence_["rbf"]
     assert reg.log_marginal_likelihood_ == pytest.approx(reg.log_evidence_[reg.method_])
     unobs = ~obs
     rmse = np.sqrt(np.mean((reg.transduction_[unobs] - truth[unobs]) ** 2))

@@ -456,15 +456,15 @@ class HeatGPEstimator(BaseEstimator):
         """Fit the GP part on every candidate of :meth:`_candidates` (``fit_gp(eigenpairs,
         V_lab, targets)``, default :meth:`_fit_gp`) and keep the one with the highest
         score: ``(bandwidth scale, eigenpairs, eigenvector rows of the labelled points,
-        CandidateFit)``. ``skip(V_lab, targets)``: True leaves a candidate unfitted (None
-        when every one is)."""
+        CandidateFit)``. ``skip(eigenpairs, V_lab, targets)``: True leaves a candidate
+        unfitted (None when every one is)."""
         fit_gp = self._fit_gp if fit_gp is None else fit_gp
         best = None
         name = type(self).__name__
         for a, eigenpairs in candidates:
             with stage("labelled rows"):
                 V_lab = eigenpairs.eigenvector_rows(labelled)
-            if skip is not None and skip(V_lab, targets):
+            if skip is not None and skip(eigenpairs, V_lab, targets):
                 continue
             with stage("hyperparameters"), single_threaded_blas():
                 fit = fit_gp(eigenpairs, V_lab, targets)

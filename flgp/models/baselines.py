@@ -20,11 +20,12 @@ from scipy.spatial.distance import cdist
 from .._chunks import default_chunk_size
 from .._validation import power_of_two_unit
 from ..backends import limit_blas_threads, resolve_backend
+from ..precision.gaussian import Screen, exhaust
 from .inference.laplace import (LogisticLikelihood, binary_predict, laplace_binary,
                                 laplace_softmax, probit_logistic, softmax_predict,
                                 softmax_probabilities)
 from .representation import (ClassificationFit, ClassificationRepresentation, RegressionFit,
-                             RegressionRepresentation)
+                             RegressionRepresentation, Screened)
 from .search import single_threaded_blas
 
 __all__ = ["RBFLaplaceClassifier", "RBFGPRegressor", "RBFRegression", "RBFRegressionFit",
@@ -299,6 +300,14 @@ class RBFGPRegressor:
     RATIO_GRID = (1e-3, 1e-1)
     LENGTH_RANGE = (1e-2, 10.0)           # times the median heuristic
     RATIO_RANGE = (1e-6, 10.0)
+    # the screening value (FLGPRegressor(method="auto")): the grid's best point polished by
+    # value-only steps while the evidence rises - the noise ratio by decades, the
+    # length-scale by quarter decades, at most POLISH_MOVES a direction and POLISH_PASSES
+    # passes (measured on brain maps and surfaces: the grid alone left up to 0.29 nats a
+    # label to the refinement; docs/models.md, "Screening")
+    POLISH_STEPS = ((1, np.log(10.0)), (0, 0.25 * np.log(10.0)))
+    POLISH_MOVES = 3
+    POLISH_PASSES = 3
     # L-BFGS-B stops at this projected gradient of the log evidence (per unit of log ℓ or
     # log r) or at a relative change of 2.2e-9 in it; its first step is ~0.5 in log units
     GRADIENT_TOLERANCE = 1e-4
@@ -313,11 +322,44 @@ class RBFGPRegressor:
         """Fit on the labelled ``X`` and ``y`` (below ``SMALL_LABELS`` labels on one BLAS
         thread: two threads on matrices that small synchronise more than they compute -
         470 labels on a loaded 2-core machine, 8.2 s against 0.4 s)."""
-        threads = 1 if np.shape(y)[0] < SMALL_LABELS else None
-        with (limit_blas_threads(threads) if threads else contextlib.nullcontext()):
-            return self._fit(X, y)
+        return exhaust(self.fit_steps(X, y))
 
-    def _fit(self, X, y):
+    def fit_steps(self, X, y, screen: bool = False):
+        """:meth:`fit` as a generator that returns the fitted estimator. ``screen=True``:
+        it first yields, once, a :class:`~flgp.precision.gaussian.Screen` of the best log
+        evidence of ``y`` its coarse stage evaluated - the grid's best point (its
+        ``tighten``: that point polished, :meth:`_polished`), or on more than
+        ``1.5 SUBSET_LABELS`` labels the sample's optimum on all of them - and goes on
+        (the L-BFGS-B refinement from the grid's best point, as without screening) when
+        sent None."""
+        threads = 1 if np.shape(y)[0] < SMALL_LABELS else None
+
+        def blas():
+            return limit_blas_threads(threads) if threads else contextlib.nullcontext()
+
+        with blas():
+            Z, evidence, med, best, max_iter = self._coarse(X, y)
+        if screen:
+            def tighten():
+                with blas():
+                    return self._evidence_of_y(self._polished(evidence, med, best),
+                                               evidence.m)
+
+            grid = max_iter == int(self.max_iter)          # not the sample's optimum
+            yield Screen(self._evidence_of_y(best[0], evidence.m),
+                         tighten if grid else None)
+        with blas():
+            self._refined(Z, evidence, med, best, max_iter)
+        return self
+
+    def _evidence_of_y(self, value, m):
+        """The log evidence of ``y`` from that of the standardised targets."""
+        return value - m * (np.log(self.y_scale_ / self.y_unit_) + np.log(self.y_unit_))
+
+    def _coarse(self, X, y):
+        """Validation, standardisation and the search's coarse stage: ``(standardised
+        inputs, evidence, median scale, [best value, best point], L-BFGS-B iterations
+        left)``."""
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
@@ -354,15 +396,22 @@ class RBFGPRegressor:
             start = self._search(sub, med)[:2]
             del sub
         evidence = _ProfiledEvidence(Z, z, noise_z)
-        log_ell, log_ratio, value = self._search(
-            evidence, med, start=start,
-            max_iter=None if start is None else min(int(self.max_iter), REFINE_STEPS))
+        best, started = self._grid(evidence, med, start)
+        max_iter = min(int(self.max_iter), REFINE_STEPS) if started else int(self.max_iter)
+        return Z, evidence, med, best, max_iter
+
+    def _refined(self, Z, evidence, med, best, max_iter):
+        """The search's L-BFGS-B refinement from ``best`` and the fitted state."""
+        z = evidence.z
+        log_ell, log_ratio, value = self._refine(evidence, med, best, max_iter)
         if evidence.point != (log_ell, log_ratio):
             value = evidence(log_ell, log_ratio)[0]      # the factor at the best point
         m = z.size
+        unit = self.y_unit_
+        scale_pre = self.y_scale_ / unit          # exact: the unit is a power of two
         self.n_iter_ = evidence.n_evaluations
         # in the units of y the evidence is the standardised one minus m log(y_scale)
-        self.log_marginal_likelihood_ = value - m * (np.log(scale_pre) + np.log(unit))
+        self.log_marginal_likelihood_ = self._evidence_of_y(value, m)
         amplitude, constant = evidence.amplitude, evidence.constant
         ratio = float(np.exp(log_ratio))
         # variances in units of y^2 as far as float64 holds them (inf beyond); the noise
@@ -377,21 +426,16 @@ class RBFGPRegressor:
         self._set_predictor(Z, evidence, self.lengthscale_, amplitude, constant)
         return self
 
-    def _search(self, evidence, med, start=None, max_iter=None):
-        """``(log ℓ, log r, log evidence)`` at the best point found: the grid (or
-        ``start``), then L-BFGS-B (analytic gradient, at most ``max_iter`` iterations)
-        from its best point."""
-        from scipy.optimize import minimize
+    def _search(self, evidence, med):
+        """``(log ℓ, log r, log evidence)`` at the best point found: the grid, then
+        L-BFGS-B (analytic gradient, at most ``max_iter`` iterations) from its best point."""
+        best, _ = self._grid(evidence, med)
+        return self._refine(evidence, med, best, int(self.max_iter))
 
-        max_iter = int(self.max_iter if max_iter is None else max_iter)
-        bounds = np.log([[med * self.LENGTH_RANGE[0], med * self.LENGTH_RANGE[1]],
-                         self.RATIO_RANGE])
+    def _grid(self, evidence, med, start=None):
+        """``([best value, best point], started)``: the grid's best point, or ``start``
+        alone (``started``) - the grid after all where ``start`` cannot be factored."""
         best = [-np.inf, None]
-
-        def keep(point, value):
-            if value > best[0]:
-                best[:] = [value, (float(point[0]), float(point[1]))]
-
         ratios = self.RATIO_GRID
         if evidence.noise is not None:              # A = noise / r: A = 0.1 and 1
             ratios = tuple(float(np.clip(evidence.noise / a, *self.RATIO_RANGE))
@@ -400,12 +444,60 @@ class RBFGPRegressor:
                   [(np.log(med * factor), np.log(ratio)) for factor in self.LENGTH_FACTORS
                    for ratio in ratios])
         for point in points:
-            keep(point, evidence(*point)[0])
+            value = evidence(*point)[0]
+            if value > best[0]:
+                best[:] = [value, (float(point[0]), float(point[1]))]
         if best[1] is None and start is not None:      # the sample's optimum fails here
-            return self._search(evidence, med)
+            return self._grid(evidence, med)[0], False
         if best[1] is None:
             raise np.linalg.LinAlgError("the RBF GP's covariance K + r I is not positive "
                                         "definite at any grid point")
+        return best, start is not None
+
+    def _polished(self, evidence, med, best) -> float:
+        """The screening value of the coarse stage: the evidence at ``best = [value,
+        point]`` moved by ``POLISH_STEPS`` while it rises - each axis in turn, one
+        direction until it stops rising, passes until one moves nothing (at most
+        ``POLISH_PASSES``), within the search's bounds. The search itself goes on from
+        ``best`` (a fit does not depend on whether it was screened)."""
+        lo = np.log([med * self.LENGTH_RANGE[0], self.RATIO_RANGE[0]])
+        hi = np.log([med * self.LENGTH_RANGE[1], self.RATIO_RANGE[1]])
+        value, point = best[0], list(best[1])
+        for _ in range(self.POLISH_PASSES):
+            moved = False
+            for axis, step in self.POLISH_STEPS:
+                for direction in (-1.0, 1.0):
+                    moves = 0
+                    while moves < self.POLISH_MOVES:
+                        trial = list(point)
+                        trial[axis] = float(np.clip(trial[axis] + direction * step,
+                                                    lo[axis], hi[axis]))
+                        if trial[axis] == point[axis]:
+                            break
+                        trial_value = evidence(*trial)[0]
+                        if not trial_value > value:
+                            break
+                        value, point, moves = trial_value, trial, moves + 1
+                    if moves:
+                        moved = True
+                        break
+            if not moved:
+                break
+        return value
+
+    def _refine(self, evidence, med, best, max_iter):
+        """``(log ℓ, log r, log evidence)`` at the best point found by L-BFGS-B (analytic
+        gradient, at most ``max_iter`` iterations) from ``best = [value, point]``."""
+        from scipy.optimize import minimize
+
+        bounds = np.log([[med * self.LENGTH_RANGE[0], med * self.LENGTH_RANGE[1]],
+                         self.RATIO_RANGE])
+        best = list(best)
+
+        def keep(point, value):
+            if value > best[0]:
+                best[:] = [value, (float(point[0]), float(point[1]))]
+
         if max_iter < 1:
             return (*best[1], best[0])
         start = np.array(best[1])
@@ -494,6 +586,13 @@ class RBFRegression(RegressionRepresentation):
         rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend),
                              noise=est.noise).fit(X[labelled], y_lab)
         return RBFRegressionFit(rbf)
+
+    def screen(self, est, X, labelled, y_lab, z, standardisation):
+        """:meth:`fit` paused after its grid (:meth:`RBFGPRegressor.fit_steps`)."""
+        rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend),
+                             noise=est.noise)
+        return Screened.of_steps(rbf.fit_steps(X[labelled], y_lab, screen=True),
+                                 lambda value: value, RBFRegressionFit)
 
 
 class RBFRegressionFit(RegressionFit):

@@ -26,13 +26,13 @@ from ..precision.classification import (KAPPA_RELATIVE, SCORE_SPREAD, SOLVE_TOL,
                                         balance_to_prior, class_size_prior,
                                         prior_to_noise_ratio, scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
-from ..precision.gaussian import FACTOR_MAX_NODES, fit_gmrf
+from ..precision.gaussian import FACTOR_MAX_NODES, exhaust, fit_gmrf_steps
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from ._base import FAR_FACTOR
 from .labelling import uncertainty_scores
 from .representation import (ClassificationFit, ClassificationRepresentation, RegressionFit,
-                             RegressionRepresentation, Standardisation)
+                             RegressionRepresentation, Screened, Standardisation)
 
 __all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClassification",
            "GraphMaternClassificationFit", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM",
@@ -103,15 +103,28 @@ class GraphMaternRegression(RegressionRepresentation):
         """The graph Matérn fit on ``graph`` when given (checked against ``X``), else on
         the k-nearest-neighbour graph of ``X`` (:func:`flgp.graph.knn_point_graph`), over
         the orders ``matern_order`` (None: all of ``MATERN_ORDERS``)."""
+        with stage("gmrf"):
+            return exhaust(self._steps(est, X, labelled, z, standardisation, screen=False))
+
+    def screen(self, est, X, labelled, y_lab, z, standardisation):
+        """:meth:`fit` paused after the first order's starting grid where the search runs
+        on the whole graph (:func:`flgp.precision.gaussian.fit_gmrf_steps`)."""
+        m = labelled.size
+        return Screened.of_steps(
+            self._steps(est, X, labelled, z, standardisation, screen=True),
+            lambda value: standardisation.log_evidence_of_y(value, m), lambda fit: fit)
+
+    def _steps(self, est, X, labelled, z, standardisation, screen):
+        """The fit as a generator (:func:`flgp.precision.gaussian.fit_gmrf_steps`) that
+        returns the :class:`GraphMaternRegressionFit`."""
         if est.graph is not None:
             graph = est.graph.check_rows(X)
         else:
             graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
         nus = MATERN_ORDERS if est.matern_order is None else (int(est.matern_order),)
         noise = None if est.noise is None else standardisation.variance_of_z(est.noise)
-        with stage("gmrf"):
-            fit, reg, by_order = fit_gmrf(graph, labelled, z, nus=nus, noise=noise,
-                                          verbose=est.verbose)
+        fit, reg, by_order = yield from fit_gmrf_steps(
+            graph, labelled, z, nus=nus, noise=noise, verbose=est.verbose, screen=screen)
         m = labelled.size
         seed = est.random_state if isinstance(est.random_state, int) else 0
         return GraphMaternRegressionFit(

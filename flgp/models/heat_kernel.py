@@ -33,7 +33,7 @@ from ._base import CandidateFit
 from .class_predictor import ClassPredictor, classes_of
 from .regression_predictor import RegressionPredictor
 from .representation import (ClassificationFit, ClassificationRepresentation, Outranked,
-                             RegressionFit, RegressionRepresentation)
+                             RegressionFit, RegressionRepresentation, screening_margin)
 from .search import multistart_minimize, unit_prior_log_scale
 
 __all__ = ["HeatKernelRegression", "HeatKernelRegressionFit", "HeatKernelClassification",
@@ -83,20 +83,35 @@ class HeatKernelRegression(RegressionRepresentation):
     def fit(self, est, X, labelled, y_lab, z, standardisation, bar=-np.inf):
         offset = standardisation.log_evidence_of_y(0.0, labelled.size)    # z -> y units
         noise_range = noise_bounds(est, standardisation)
-        ceilings = []
+        margin = screening_margin(labelled.size)
+        ceilings, coarse = [], []
 
-        def beaten(V_lab, targets):
+        def beaten(eigenpairs, V_lab, targets):
+            """Left unsearched: its ceiling below ``bar``, or (screening) the coarse stage
+            of its search - one L-BFGS-B start at the largest rank - more than the
+            screening margin below it."""
             if not np.isfinite(bar):
                 return False
             ceiling = LowRankGaussianEvidence(V_lab, targets).ceiling(noise_range)
             ceilings.append(ceiling + offset)
-            return ceiling + offset < bar
+            if ceiling + offset < bar:
+                return True
+            if not (resolution_ranks(est, eigenpairs.n_eigenpairs)[1:]
+                    or est.diffusion_time is None):
+                return False                    # the coarse stage would be the search
+            first = fit_hyperparameters(est, eigenpairs, V_lab, targets, noise_range,
+                                        n_starts=1)
+            coarse.append(-first["nll_evidence"] + offset)
+            return coarse[-1] < bar - margin
 
         def fit_gp(eigenpairs, V_lab, targets):
             return fit_gaussian(est, eigenpairs, V_lab, targets, noise_range)
 
         best = est._fit_candidates(est._candidates(X), labelled, z, fit_gp=fit_gp,
                                    skip=beaten)
+        if best is None and coarse:
+            raise Outranked(max(coarse), "screened out: its coarse search reached a log "
+                            "evidence of {ceiling:.1f}, more than " f"{margin:.0f} nats")
         if best is None:
             raise Outranked(max(ceilings), "its log evidence cannot exceed {ceiling:.1f} (a "
                             "ceiling over every diffusion time, amplitude, noise and "
@@ -170,7 +185,7 @@ def fit_gaussian(est, eigenpairs, V_lab, z, noise_range) -> CandidateFit:
                         result=fit)
 
 
-def fit_hyperparameters(est, eigenpairs, V_lab, z, noise_range) -> dict:
+def fit_hyperparameters(est, eigenpairs, V_lab, z, noise_range, n_starts: int = 2) -> dict:
     """``t``, ``s²`` and ``σ²`` of one eigenbasis by the exact evidence times
     ``π(t) ∝ t^{-a0}`` (``a0 = est.diffusion_time_prior_power``): L-BFGS-B on their
     logarithms from the two best ``t`` of a 12-point log grid over the data-driven range,
@@ -216,7 +231,7 @@ def fit_hyperparameters(est, eigenpairs, V_lab, z, noise_range) -> dict:
             else np.linspace(np.log(lo), np.log(hi), 12))
     best = multistart_minimize(
         f_and_grad, [np.array([g, matched_log_s2(g), noise0]) for g in grid], bounds,
-        n_starts=2, max_iter=est.max_iter)
+        n_starts=n_starts, max_iter=est.max_iter)
     log_t, log_s2, log_noise = best.x
     prior_term = prior * log_t
     return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)),

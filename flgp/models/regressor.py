@@ -23,7 +23,7 @@ from .regression_predictor import (CountPredictor, RegressionPredictor,
                                    warn_unrepresentable_counts)
 from .heat_kernel import HeatKernelRegression, default_resolution_ceiling
 from .priors import HEAT_METHODS
-from .representation import Outranked, Standardisation
+from .representation import Outranked, Standardisation, screening_margin
 
 __all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM", "REPRESENTATIONS"]
 
@@ -291,12 +291,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     def _weigh(self, X, labelled, y_lab, z, standard):
         """``method="auto"``: every feasible representation offered, by its exact evidence
-        of ``y`` (docs/models.md, "Choosing the prior"), the bounded ones after the others
-        and given the best evidence so far; ``log_evidence_`` holds each one fitted,
-        ``skipped_methods_`` why one was left out. A dask cloud: the heat kernel alone.
-        Returns the fit of highest evidence."""
+        of ``y`` (docs/models.md, "Choosing the prior"): the unbounded ones screened
+        (:meth:`_finish_screened`), the bounded ones after them and given the best evidence
+        so far; ``log_evidence_`` holds each one fitted, ``skipped_methods_`` why one was
+        left out. A dask cloud: the heat kernel alone. Returns the fit of highest
+        evidence."""
         self.log_evidence_, self.skipped_methods_ = {}, {}
-        fits = {}
+        fits, screened = {}, {}
         order = sorted(self.REPRESENTATIONS.items(), key=lambda item: item[1].bounded)
         for name, representation in order:
             if not self._offers(name) or (is_lazy(X) and not representation.takes_dask):
@@ -305,7 +306,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             if why is not None:
                 self.skipped_methods_[name] = why
                 continue
-            if representation.bounded and self.log_evidence_:
+            if not representation.bounded:
+                screened[name] = representation.screen(self, X, labelled, y_lab, z, standard)
+                continue
+            if screened:
+                self._finish_screened(screened, fits, labelled.size)
+                screened = {}
+            if self.log_evidence_:                  # bounded: given the best so far
                 rival = max(self.log_evidence_, key=self.log_evidence_.get)
                 try:
                     fits[name] = representation.fit(self, X, labelled, y_lab, z, standard,
@@ -318,10 +325,40 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             else:
                 fits[name] = representation.fit(self, X, labelled, y_lab, z, standard)
             self.log_evidence_[name] = fits[name].log_evidence
+        if screened:
+            self._finish_screened(screened, fits, labelled.size)
+        # both in the order "auto" weighs them (the registry's, the bounded last), whatever
+        # order the screened searches were finished in
+        names = [name for name, _ in order]
+        self.log_evidence_ = {k: self.log_evidence_[k] for k in names
+                              if k in self.log_evidence_}
+        self.skipped_methods_ = {k: self.skipped_methods_[k] for k in names
+                                 if k in self.skipped_methods_}
         if not fits:
             raise ValueError(f"none of the priors offered can be fitted here: "
                              f"{self.skipped_methods_}.")
         return fits[max(self.log_evidence_, key=self.log_evidence_.get)]
+
+    def _finish_screened(self, screened, fits, m):
+        """Finish the screened fits (:meth:`RegressionRepresentation.screen`), the best
+        coarse evidence first; leave one unfinished when its coarse evidence, tightened
+        (:meth:`~flgp.models.representation.Screened.tighten`), lies more than
+        :func:`~flgp.models.representation.screening_margin` below the best evidence
+        fitted (docs/models.md, "Screening")."""
+        margin = screening_margin(m)
+        for name in sorted(screened, key=lambda n: -screened[n].log_evidence):
+            paused = screened[name]
+            if self.log_evidence_ and not paused.final:
+                rival = max(self.log_evidence_, key=self.log_evidence_.get)
+                bar = self.log_evidence_[rival] - margin
+                if paused.log_evidence < bar and paused.tighten() < bar:
+                    self.skipped_methods_[name] = (
+                        f"screened out: its coarse search reached a log evidence of "
+                        f"{paused.log_evidence:.1f}, more than {margin:.0f} nats below "
+                        f"{rival!r}'s {self.log_evidence_[rival]:.1f}; not searched further")
+                    continue
+            fits[name] = paused.finish()
+            self.log_evidence_[name] = fits[name].log_evidence
 
     def _sole_representation(self):
         """``(name, why)`` of the representation ``"auto"`` must take without weighing the

@@ -41,7 +41,22 @@ import numpy as np
 from .._validation import power_of_two_unit
 
 __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresentation",
-           "ClassificationFit", "Outranked", "Standardisation"]
+           "ClassificationFit", "Outranked", "Standardisation", "Screened",
+           "screening_margin", "SCREENING_MARGIN"]
+
+# FLGPRegressor(method="auto") leaves a representation's search unfinished when the best
+# evidence of its coarse first stage lies more than max(100, 0.1 m) nats (m labels) below
+# the evidence of a representation already fitted (docs/models.md, "Screening"): above the
+# most a coarse stage has gained afterwards on the brain maps, surfaces and clouds
+# measured (0.086 nats a label), below the gaps between the priors on the surfaces (0.145
+# and more) - a measured rule, not a bound
+SCREENING_MARGIN = (100.0, 0.1)
+
+
+def screening_margin(m: int) -> float:
+    """The screening margin in nats for ``m`` labels (``SCREENING_MARGIN``)."""
+    floor, per_label = SCREENING_MARGIN
+    return float(max(floor, per_label * int(m)))
 
 
 class Outranked(Exception):
@@ -53,6 +68,74 @@ class Outranked(Exception):
     def __init__(self, ceiling: float, reason: str):
         super().__init__(reason.format(ceiling=ceiling))
         self.ceiling = float(ceiling)
+
+
+class Screened:
+    """A representation's fit paused after the coarse first stage of its search
+    (:meth:`RegressionRepresentation.screen`): ``log_evidence``, the best log evidence of
+    ``y`` it has evaluated so far (its search ends at or above it), ``final`` whether that
+    is already the whole fit's, :meth:`tighten` (a better ``log_evidence`` for a few more
+    evaluations, where the search offers one) and :meth:`finish`, the whole fit."""
+
+    def __init__(self, log_evidence: float, finish, final: bool = False, tighten=None):
+        self.log_evidence = float(log_evidence)
+        self._finish = finish
+        self.final = bool(final)
+        self._tighten = tighten
+
+    def tighten(self) -> float:
+        """Raise ``log_evidence`` by the further evaluations the search offers for it (none
+        by default): the screen's own (the RBF GP: its grid's best point polished) or the
+        search's steps to its next screen (the graph Matérn prior: the first order's
+        coarse search); returns it. Once."""
+        if self._tighten is not None:
+            self.log_evidence = max(self.log_evidence, float(self._tighten()))
+            self._tighten = None
+        return self.log_evidence
+
+    @classmethod
+    def whole(cls, fit) -> "Screened":
+        """A fit made whole at once (a representation without a coarse stage)."""
+        return cls(fit.log_evidence, lambda: fit, final=True)
+
+    @classmethod
+    def of_steps(cls, steps, to_y, build) -> "Screened":
+        """From a generator ``steps`` that yields screens (objects with a ``log_evidence``
+        in its own units, turned into those of ``y`` by ``to_y``, and perhaps a
+        ``tighten`` function) and returns the search's result, which ``build`` makes a
+        :class:`RegressionFit`. :meth:`tighten` takes the screen's own ``tighten`` or
+        runs the search on to its next screen (or its end)."""
+        done = []
+
+        def advance():
+            """The next screen, or None at the search's end (its fit kept)."""
+            try:
+                return steps.send(None)
+            except StopIteration as stop:
+                done.append(build(stop.value))
+                return None
+
+        try:
+            screen = next(steps)
+        except StopIteration as stop:
+            return cls.whole(build(stop.value))
+
+        def finish():
+            while not done:
+                advance()
+            return done[0]
+
+        def tighten():
+            if getattr(screen, "tighten", None) is not None:
+                return to_y(screen.tighten())
+            later = advance()
+            return done[0].log_evidence if later is None else to_y(later.log_evidence)
+
+        return cls(to_y(screen.log_evidence), finish, tighten=tighten)
+
+    def finish(self) -> "RegressionFit":
+        """The whole fit (its search finished)."""
+        return self._finish()
 
 
 class Standardisation:
@@ -179,6 +262,13 @@ class RegressionRepresentation(_Representation):
         """Fit the targets ``y_lab`` at rows ``labelled`` of the validated cloud ``X``
         (``z``: the same standardised) by their evidence; the estimator ``est`` gives its
         parameters (``graph``, ``max_iter``, ``backend``, ...)."""
+
+    def screen(self, est, X, labelled: np.ndarray, y_lab: np.ndarray, z: np.ndarray,
+               standardisation: Standardisation) -> Screened:
+        """:meth:`fit` paused after the coarse first stage of its search, for
+        ``method="auto"`` to compare before it pays for the rest (:class:`Screened`). By
+        default the whole fit (no coarse stage)."""
+        return Screened.whole(self.fit(est, X, labelled, y_lab, z, standardisation))
 
 
 class ClassificationFit(ABC):

@@ -36,7 +36,7 @@ from .matern import MATERN_ORDERS, MaternFamily, check_order
 
 __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse", "fit_gmrf",
            "search_gmrf", "search_steps", "drive", "search_subgraph", "precomputed_fits",
-           "precomputed_key"]
+           "precomputed_key", "fit_gmrf_steps", "search_gmrf_steps", "Screen", "exhaust"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 # observed nodes whose exact prior variance sets the scale of the noise in the search
@@ -523,6 +523,21 @@ def fit_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
     chosen, and the evidence reported, by the exact evidence of the whole graph at those
     hyperparameters. Returns ``(best GMRFFit, its
     GMRFRegression, {nu: GMRFFit})``."""
+    return exhaust(fit_gmrf_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
+                                  noise=noise, start=start, verbose=verbose,
+                                  search_max_nodes=search_max_nodes))
+
+
+def fit_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
+                   noise=None, start=None, verbose=False,
+                   search_max_nodes: int = SEARCH_MAX_NODES, screen: bool = False):
+    """:func:`fit_gmrf` as a generator that returns its result. ``screen=True``: where the
+    search runs on the whole graph (up to twice ``search_max_nodes`` nodes, no fit
+    precomputed), it yields a :class:`Screen` - the best log evidence of ``z`` the search
+    has evaluated - after the first order's starting grid (:func:`start_grid`) and again
+    after that order's coarse search, and goes on when sent None (what
+    ``FLGPRegressor(method="auto")`` compares before it pays for a search that cannot win:
+    docs/models.md, "Screening")."""
     observed = np.asarray(observed, dtype=np.int64)
     z = np.asarray(z, dtype=np.float64)
     length, mass = graph.own_units()
@@ -540,8 +555,9 @@ def fit_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
     if hit is not None:
         best, reg, by_order = hit
     else:
-        best, reg, by_order = _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise,
-                                             start, verbose, search_max_nodes)
+        best, reg, by_order = yield from _fit_own_units(
+            graph, observed, z, nus, kappa2, ratio, noise, start, verbose, search_max_nodes,
+            screen)
     for fit in (best, *by_order.values()):
         fit.length_unit = length
     return best, reg, by_order
@@ -573,13 +589,14 @@ def precomputed_fits(fits: dict):
 
 
 def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose,
-                   search_max_nodes):
-    """:func:`fit_gmrf` on a graph in its own units."""
+                   search_max_nodes, screen=False):
+    """:func:`fit_gmrf_steps` on a graph in its own units (a generator)."""
     search = dict(kappa2=kappa2, ratio=ratio, noise=noise, start=start, verbose=verbose)
     if graph.n_nodes > FACTOR_MAX_NODES:
         return _fit_iterative(graph, observed, z, nus, search, search_max_nodes)
     if graph.n_nodes <= 2 * search_max_nodes:
-        return search_gmrf(graph, observed, z, nus, **search)
+        return (yield from search_gmrf_steps(graph, observed, z, nus, screen=screen,
+                                             **search))
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:
         return search_gmrf(graph, observed, z, nus, **search)
@@ -658,6 +675,17 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
     evaluations they have in common). The steps are :func:`search_steps`'. Returns
     ``(best GMRFFit, its GMRFRegression, {nu: GMRFFit})``, the fits' ``ratio`` the raw
     ``r``."""
+    return exhaust(search_gmrf_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
+                                     noise=noise, start=start, verbose=verbose,
+                                     lattice=lattice))
+
+
+def search_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
+                      noise=None, start=None, verbose=False, lattice=None,
+                      screen: bool = False):
+    """:func:`search_gmrf` as a generator that returns its result; ``screen=True``: it
+    yields the :class:`Screen` objects of :func:`search_steps` (after the first order's
+    starting grid, then after its coarse search) and goes on when sent None."""
     regs = {}
 
     def evaluate(nu, u, v):
@@ -670,8 +698,18 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
         except NotPositiveDefiniteError:
             return None
 
-    results, searches = drive(search_steps(graph, nus, kappa2=kappa2, ratio=ratio,
-                                           start=start, lattice=lattice), evaluate)
+    steps = search_steps(graph, nus, kappa2=kappa2, ratio=ratio, start=start,
+                         lattice=lattice, screen=screen)
+    try:
+        ask = next(steps)
+        while True:
+            if isinstance(ask, Screen):
+                yield ask
+                ask = steps.send(None)
+            else:
+                ask = steps.send(evaluate(*ask))
+    except StopIteration as stop:
+        results, searches = stop.value
     if verbose:
         for nu, fit in results.items():
             print(f"[gmrf] nu={nu}: kappa2={fit.kappa2:.4g} noise-to-signal="
@@ -679,6 +717,29 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
                   f"{fit.log_evidence:.2f} ({searches[nu].n_evaluations} evaluations)")
     nu = max(results, key=lambda j: results[j].log_evidence)
     return results[nu], regs[nu], results
+
+
+class Screen:
+    """What a search yields once, when asked to (``screen=True``), after its coarse first
+    stage: ``log_evidence``, the best log evidence it has evaluated so far (of ``z``), -inf
+    where nothing was factorable; ``tighten``, if given, a function that evaluates a few
+    more points without moving the search and returns a better such value (else a later
+    screen of the same search is the tighter one)."""
+
+    def __init__(self, log_evidence: float, tighten=None):
+        self.log_evidence = float(log_evidence)
+        self.tighten = tighten
+
+
+def exhaust(steps):
+    """Run the generator ``steps`` to its end, sending None for whatever it yields; return
+    what it returns."""
+    try:
+        next(steps)
+        while True:
+            steps.send(None)
+    except StopIteration as stop:
+        return stop.value
 
 
 def drive(steps, evaluate):
@@ -694,13 +755,16 @@ def drive(steps, evaluate):
 
 
 def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=None,
-                 lattice=None):
+                 lattice=None, screen: bool = False):
     """:func:`search_gmrf`'s search as a generator: it yields each evaluation it needs,
     ``(ν, log κ², log r̃)``, receives its :class:`GMRFFit` (None: not factorable) and
     returns ``({ν: best GMRFFit}, {ν: _OrderSearch})`` - so that one search runs alone
     (:func:`drive`) or many in step, their common evaluations made once
     (:func:`flgp.precision.maps.lockstep`). ``graph`` sets the ranges only (a fixed
-    ``kappa2`` and ``start`` as in :func:`search_gmrf`; ``lattice`` its step)."""
+    ``kappa2`` and ``start`` as in :func:`search_gmrf`; ``lattice`` its step).
+    ``screen=True``: after the first order's starting grid, and again after its coarse
+    search, it also yields a :class:`Screen` of the best evidence so far (to be answered
+    with None)."""
     if lattice is not None and not (np.isfinite(lattice) and lattice > 0):
         raise ValueError(f"lattice must be a finite step > 0 (in log κ² and log r̃) or "
                          f"None; got {lattice!r}.")
@@ -749,6 +813,9 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
                 grid = [(uu, vv) for uu in us for vv in vs]
             for uu, vv in grid:
                 yield from search.ask(uu, vv)
+            if screen:
+                yield Screen(-np.inf if search.best() is None
+                             else search.best().log_evidence)
             if search.best() is not None:
                 u, v = search.best_point()
         # the first order r̃ first; the others κ first (the optimal κ moves by a factor ~4
@@ -766,6 +833,9 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
                 break
             u, v = search.best_point()
         best = search.best()
+        if screen and k == 0:
+            # the first order's coarse search done: a tighter screen
+            yield Screen(-np.inf if best is None else best.log_evidence)
         if best is None:
             continue
         results[nu], searches[nu] = best, search
