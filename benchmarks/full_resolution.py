@@ -108,7 +108,9 @@ def _fit_region(coords, y, obs, method, graph):
                 chosen=getattr(reg, "method_", method))
 
 
-def threshold(m: int, method: str, seed: int) -> dict:
+def threshold_data(m: int, seed: int):
+    """``(voxel centres, map values, observed mask, lattice graph)``: the motor map cut at
+    ``|z| > 1.96`` with ``m`` voxels observed (uniformly, ``seed``)."""
     import nibabel as nib
 
     from flgp.graph import lattice_graph
@@ -121,11 +123,18 @@ def threshold(m: int, method: str, seed: int) -> dict:
     coords = ijk @ img.affine[:3, :3].T + img.affine[:3, 3]
     obs = np.zeros(y.size, bool)
     obs[np.random.default_rng(seed).choice(y.size, m, replace=False)] = True
-    out = _fit_region(coords, y, obs, method, lattice_graph(ijk, img.affine))
+    return coords, y, obs, lattice_graph(ijk, img.affine)
+
+
+def threshold(m: int, method: str, seed: int) -> dict:
+    coords, y, obs, graph = threshold_data(m, seed)
+    out = _fit_region(coords, y, obs, method, graph)
     return dict(workload="threshold", m=m, n=int(y.size), method=method, **out)
 
 
-def surface(hemi: str, kind: str, method: str, seed: int, fraction: float = 0.1) -> dict:
+def surface_data(hemi: str, kind: str, fraction: float, seed: int):
+    """``(vertices, map values, observed mask, mesh graph)``: an fsaverage5 pial map
+    (thickness: the vertices with thickness > 0) with a ``fraction`` observed."""
     from nilearn import datasets
 
     from flgp.graph.mesh import mesh_graph
@@ -143,12 +152,16 @@ def surface(hemi: str, kind: str, method: str, seed: int, fraction: float = 0.1)
     new = np.full(y.size, -1)
     new[keep] = np.arange(keep.size)
     graph = mesh_graph(V[keep], new[F[inside]])
-    yk = y[keep]
     obs = np.zeros(keep.size, bool)
     obs[np.random.default_rng(seed).choice(keep.size, int(round(fraction * keep.size)),
                                             replace=False)] = True
-    out = _fit_region(V[keep], yk, obs, method, graph)
-    return dict(workload="surface", hemi=hemi, kind=kind, method=method, n=int(keep.size),
+    return V[keep], y[keep], obs, graph
+
+
+def surface(hemi: str, kind: str, method: str, seed: int, fraction: float = 0.1) -> dict:
+    V, yk, obs, graph = surface_data(hemi, kind, fraction, seed)
+    out = _fit_region(V, yk, obs, method, graph)
+    return dict(workload="surface", hemi=hemi, kind=kind, method=method, n=int(yk.size),
                 m=int(obs.sum()), **out)
 
 
