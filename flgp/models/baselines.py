@@ -121,8 +121,10 @@ RBF_MAX_LABELS = 6000
 # 160 nats and 30 % in the error (0.063).
 SUBSET_LABELS = 1500
 REFINE_STEPS = 2
-# below this many labels the RBF GP's factorisations run on one BLAS thread
-SMALL_LABELS = 2000
+# below this many labels the RBF GP's factorisations run on one BLAS thread (the whole fit
+# on 2 cores, one thread against two: 1,000 labels 0.44 / 0.67 s, 1,500 1.16 / 1.27 s,
+# 1,994 2.49 / 2.08 s - fsaverage5 thickness coordinates, medians of 3, 2026-11-28)
+SMALL_LABELS = 1750
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
