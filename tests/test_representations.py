@@ -389,11 +389,13 @@ class StagedFit(WhiteNoiseFit):
 
 
 class Staged(RegressionRepresentation):
-    """A stand-in whose search has a coarse stage of evidence ``coarse`` and ends at
-    ``final`` (``coarse=None``: no coarse stage); ``log`` records the searches finished."""
+    """A stand-in whose search has a coarse stage of evidence ``coarse`` (``tight`` once
+    tightened; ``loose``: not to be judged before) and ends at ``final`` (``coarse=None``:
+    no coarse stage); ``log`` records the searches tightened and finished."""
 
-    def __init__(self, name, coarse, final, log):
+    def __init__(self, name, coarse, final, log, tight=None, loose=False):
         self.name, self.coarse, self.final, self.log = name, coarse, final, log
+        self.tight, self.loose = tight, loose
 
     def infeasible(self, est, shape, n_labelled):
         return None
@@ -405,15 +407,22 @@ class Staged(RegressionRepresentation):
     def screen(self, est, X, labelled, y_lab, z, standardisation):
         if self.coarse is None:
             return super().screen(est, X, labelled, y_lab, z, standardisation)
+
+        def tighten():
+            self.log.append(f"tighten {self.name}")
+            return self.tight
+
         return Screened(self.coarse, lambda: self.fit(est, X, labelled, y_lab, z,
-                                                      standardisation))
+                                                      standardisation),
+                        tighten=None if self.tight is None else tighten, loose=self.loose)
 
 
 def test_auto_leaves_a_search_unfinished_when_its_coarse_stage_trails_by_the_margin():
-    """The best coarse stage is finished first; another whose coarse evidence lies more than
-    max(100, 0.1 m) nats below the best evidence fitted is not finished (even one that
-    would have won: the rule bets on its measured gains), one within the margin is, and a
-    fit without a coarse stage is always weighed."""
+    """The best coarse stage is finished first; another whose coarse evidence, tightened,
+    lies more than max(100, 0.1 m) nats below the best evidence fitted is not finished
+    (even one that would have won: the rule bets on its measured gains), nor one whose
+    untightened coarse evidence lies more than twice that below unless it is loose; one
+    within the margin is finished, and a fit without a coarse stage is always weighed."""
     X, y, _ = _spiral()
     m = int(np.sum(~np.isnan(y)))
     margin = screening_margin(m)
@@ -422,16 +431,26 @@ def test_auto_leaves_a_search_unfinished_when_its_coarse_stage_trails_by_the_mar
     reps = {"a": Staged("a", 0.0, 10.0, log),
             "b": Staged("b", 10.0 - margin - 1.0, 500.0, log),      # beyond the margin
             "c": Staged("c", 10.0 - margin + 1.0, 5.0, log),        # within it
-            "d": Staged("d", None, -1000.0, log)}                   # no coarse stage
+            "d": Staged("d", None, -1000.0, log),                   # no coarse stage
+            # within two margins: tightened, still beyond one - left unfinished
+            "g": Staged("g", 10.0 - margin - 1.0, 600.0, log, tight=10.0 - margin - 0.5),
+            # beyond two margins: left unfinished untightened (its tightening never runs)
+            "e": Staged("e", 10.0 - 2 * margin - 1.0, 700.0, log, tight=10.0),
+            # the same but loose: tightened, within the margin - finished
+            "f": Staged("f", 10.0 - 2 * margin - 1.0, 7.0, log, tight=10.0 - margin + 1.0,
+                        loose=True)}
     priors = [type(f"{k}Prior", (Prior,), {"method": k})() for k in reps]
     Reg = type("StagedRegressor", (FLGPRegressor,), {"REPRESENTATIONS": reps})
     reg = Reg(priors).fit(X, y)
-    assert log == ["d", "a", "c"]          # d whole at once; then a, c by coarse evidence
-    assert list(reg.log_evidence_) == ["a", "c", "d"]               # the registry's order
-    assert reg.log_evidence_ == {"a": 10.0, "c": 5.0, "d": -1000.0}
+    # d whole at once; then by coarse evidence: a, c, (b, g), (e, f)
+    assert log == ["d", "a", "c", "tighten g", "tighten f", "f"]
+    assert list(reg.log_evidence_) == ["a", "c", "d", "f"]          # the registry's order
+    assert reg.log_evidence_ == {"a": 10.0, "c": 5.0, "d": -1000.0, "f": 7.0}
+    assert set(reg.skipped_methods_) == {"b", "e", "g"}
     why = reg.skipped_methods_["b"]
     assert why.startswith("screened out") and f"{10.0 - margin - 1.0:.1f}" in why
     assert f"{margin:.0f} nats below 'a''s 10.0" in why
+    assert f"{10.0 - margin - 0.5:.1f}" in reg.skipped_methods_["g"]      # tightened
     assert reg.method_ == "a"
     # offered alone, nothing is screened
     log.clear()

@@ -348,8 +348,10 @@ class RBFGPRegressor:
                                                evidence.m)
 
             grid = max_iter == int(self.max_iter)          # not the sample's optimum
+            # the bare grid is loose: its best point has climbed up to 0.29 nats a label
+            # in the refinement (docs/models.md, "Screening")
             yield Screen(self._evidence_of_y(best[0], evidence.m),
-                         tighten if grid else None)
+                         tighten if grid else None, loose=grid)
         with blas():
             self._refined(Z, evidence, med, best, max_iter)
         return self

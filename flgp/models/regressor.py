@@ -344,14 +344,16 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         coarse evidence first; leave one unfinished when its coarse evidence, tightened
         (:meth:`~flgp.models.representation.Screened.tighten`), lies more than
         :func:`~flgp.models.representation.screening_margin` below the best evidence
-        fitted (docs/models.md, "Screening")."""
+        fitted - or, untightened and not ``loose``, more than twice that (docs/models.md,
+        "Screening")."""
         margin = screening_margin(m)
         for name in sorted(screened, key=lambda n: -screened[n].log_evidence):
             paused = screened[name]
             if self.log_evidence_ and not paused.final:
                 rival = max(self.log_evidence_, key=self.log_evidence_.get)
                 bar = self.log_evidence_[rival] - margin
-                if paused.log_evidence < bar and paused.tighten() < bar:
+                far = not paused.loose and paused.log_evidence < bar - margin
+                if paused.log_evidence < bar and (far or paused.tighten() < bar):
                     self.skipped_methods_[name] = (
                         f"screened out: its coarse search reached a log evidence of "
                         f"{paused.log_evidence:.1f}, more than {margin:.0f} nats below "

@@ -45,11 +45,12 @@ __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresent
            "screening_margin", "SCREENING_MARGIN"]
 
 # FLGPRegressor(method="auto") leaves a representation's search unfinished when the best
-# evidence of its coarse first stage lies more than max(100, 0.1 m) nats (m labels) below
-# the evidence of a representation already fitted (docs/models.md, "Screening"): above the
-# most a coarse stage has gained afterwards on the brain maps, surfaces and clouds
-# measured (0.086 nats a label), below the gaps between the priors on the surfaces (0.145
-# and more) - a measured rule, not a bound
+# evidence of its tightened coarse stage lies more than max(100, 0.1 m) nats (m labels)
+# below the evidence of a representation already fitted, or that of its coarse stage
+# (unless loose) more than twice that (docs/models.md, "Screening"): above what the
+# stages have climbed afterwards on the brain maps, surfaces and clouds measured (at most
+# 64 % and 49 % of those margins), below the gaps between the priors on the surfaces
+# (0.145 nats a label and more) - a measured rule, not a bound
 SCREENING_MARGIN = (100.0, 0.1)
 
 
@@ -75,13 +76,16 @@ class Screened:
     (:meth:`RegressionRepresentation.screen`): ``log_evidence``, the best log evidence of
     ``y`` it has evaluated so far (its search ends at or above it), ``final`` whether that
     is already the whole fit's, :meth:`tighten` (a better ``log_evidence`` for a few more
-    evaluations, where the search offers one) and :meth:`finish`, the whole fit."""
+    evaluations, where the search offers one), ``loose`` (the coarse stage too coarse to be
+    judged before it is tightened) and :meth:`finish`, the whole fit."""
 
-    def __init__(self, log_evidence: float, finish, final: bool = False, tighten=None):
+    def __init__(self, log_evidence: float, finish, final: bool = False, tighten=None,
+                 loose: bool = False):
         self.log_evidence = float(log_evidence)
         self._finish = finish
         self.final = bool(final)
         self._tighten = tighten
+        self.loose = bool(loose)
 
     def tighten(self) -> float:
         """Raise ``log_evidence`` by the further evaluations the search offers for it (none
@@ -91,6 +95,7 @@ class Screened:
         if self._tighten is not None:
             self.log_evidence = max(self.log_evidence, float(self._tighten()))
             self._tighten = None
+            self.loose = False
         return self.log_evidence
 
     @classmethod
@@ -131,7 +136,8 @@ class Screened:
             later = advance()
             return done[0].log_evidence if later is None else to_y(later.log_evidence)
 
-        return cls(to_y(screen.log_evidence), finish, tighten=tighten)
+        return cls(to_y(screen.log_evidence), finish, tighten=tighten,
+                   loose=getattr(screen, "loose", False))
 
     def finish(self) -> "RegressionFit":
         """The whole fit (its search finished)."""

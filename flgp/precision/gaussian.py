@@ -724,11 +724,13 @@ class Screen:
     stage: ``log_evidence``, the best log evidence it has evaluated so far (of ``z``), -inf
     where nothing was factorable; ``tighten``, if given, a function that evaluates a few
     more points without moving the search and returns a better such value (else a later
-    screen of the same search is the tighter one)."""
+    screen of the same search is the tighter one); ``loose``: too coarse to be judged
+    before it is tightened."""
 
-    def __init__(self, log_evidence: float, tighten=None):
+    def __init__(self, log_evidence: float, tighten=None, loose: bool = False):
         self.log_evidence = float(log_evidence)
         self.tighten = tighten
+        self.loose = bool(loose)
 
 
 def exhaust(steps):
