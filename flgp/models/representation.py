@@ -56,6 +56,8 @@ SCREENING_MARGIN = (100.0, 0.1)
 
 def screening_margin(m: int) -> float:
     """The screening margin in nats for ``m`` labels (``SCREENING_MARGIN``)."""
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
+        raise ValueError(f"m must be a number of labels (an integer >= 0); got {m!r}.")
     floor, per_label = SCREENING_MARGIN
     return float(max(floor, per_label * int(m)))
 

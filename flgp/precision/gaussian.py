@@ -698,18 +698,9 @@ def search_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, rat
         except NotPositiveDefiniteError:
             return None
 
-    steps = search_steps(graph, nus, kappa2=kappa2, ratio=ratio, start=start,
-                         lattice=lattice, screen=screen)
-    try:
-        ask = next(steps)
-        while True:
-            if isinstance(ask, Screen):
-                yield ask
-                ask = steps.send(None)
-            else:
-                ask = steps.send(evaluate(*ask))
-    except StopIteration as stop:
-        results, searches = stop.value
+    results, searches = yield from driven(
+        search_steps(graph, nus, kappa2=kappa2, ratio=ratio, start=start, lattice=lattice,
+                     screen=screen), evaluate)
     if verbose:
         for nu, fit in results.items():
             print(f"[gmrf] nu={nu}: kappa2={fit.kappa2:.4g} noise-to-signal="
@@ -748,10 +739,20 @@ def drive(steps, evaluate):
     """Run the generator ``steps`` (:func:`search_steps`), answering each evaluation it asks
     for, ``(ν, log κ², log r̃)``, with ``evaluate(ν, log κ², log r̃)`` (a
     :class:`GMRFFit`, or None where ``Q̃`` cannot be factored); returns what it returns."""
+    return exhaust(driven(steps, evaluate))
+
+
+def driven(steps, evaluate):
+    """:func:`drive` as a generator that passes on the :class:`Screen` objects ``steps``
+    yields (and sends None back for them)."""
     try:
         ask = next(steps)
         while True:
-            ask = steps.send(evaluate(*ask))
+            if isinstance(ask, Screen):
+                yield ask
+                ask = steps.send(None)
+            else:
+                ask = steps.send(evaluate(*ask))
     except StopIteration as stop:
         return stop.value
 
