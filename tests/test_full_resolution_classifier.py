@@ -2,11 +2,13 @@
 bucketed k-NN search, the self-tuning graph, the Green-function scores and the
 class-size prior."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from flgp import FLGPClassifier
+from flgp import FLGPClassifier, GraphMaternPrior
 from flgp.graph.knn import bucket_knn, self_tuning_knn_graph
 from flgp.precision.classification import (balance_to_prior, class_size_prior,
                                            green_scores, scores_to_probabilities)
@@ -163,11 +165,51 @@ def test_gmrf_classifier_graph_that_falls_apart_warns():
         clf = FLGPClassifier(method="gmrf").fit(X, yy)
     P = clf.label_distributions_
     assert np.all(np.isfinite(P))
-    # the unlabelled piece: one constant latent a class, so every point at the same
-    # probabilities (to the sparse solves' tolerance, 1e-3 relative: each label's column
-    # is a solve of the centred prior, whose value there is a constant in exact arithmetic)
-    np.testing.assert_allclose(P[100:], P[100:101].repeat(100, 0), atol=0.01)
-    assert np.abs(P[100:] - 0.5).max() < 0.05
+    # the unlabelled piece gets the prior: the class prior's probabilities (balanced
+    # here) and latent means 0; the labelled piece alone carries the balanced shares
+    np.testing.assert_array_equal(P[100:], np.full((100, 2), 0.5))
+    np.testing.assert_allclose(P[:100].mean(0), clf.class_prior_, atol=1e-6)
+    np.testing.assert_array_equal(clf.predict_latent(X[100:110])[0], 0.0)
+    # new points: among the unlabelled piece's nodes the prior, among the labelled
+    # piece's its probabilities
+    np.testing.assert_allclose(clf.predict_proba(X[100:110] + 0.01), 0.5, atol=1e-12)
+    np.testing.assert_allclose(clf.predict_proba(X[:10]), P[:10], atol=1e-9)
+
+
+def test_gmrf_classifier_unlabelled_piece_gets_an_unequal_class_prior():
+    """A user's unequal class prior: the unlabelled piece's probabilities are exactly it
+    (never re-weighted by the labelled piece's class factors), the labelled piece's average
+    it too."""
+    rng = np.random.default_rng(1)
+    X = np.r_[rng.standard_normal((120, 2)), rng.standard_normal((80, 2)) + 100.0]
+    yy = np.full(200, -1)
+    yy[[0, 1, 2]] = [0, 1, 2]
+    prior = np.array([0.5, 0.3, 0.2])
+    with pytest.warns(UserWarning, match="hold no label"):
+        clf = FLGPClassifier(GraphMaternPrior(), class_prior=prior).fit(X, yy)
+    P = clf.label_distributions_
+    np.testing.assert_allclose(P[120:], np.tile(prior, (80, 1)), atol=1e-15)
+    np.testing.assert_allclose(P[:120].mean(0), prior, atol=1e-6)
+
+
+def test_classifier_warns_of_a_point_labelled_with_two_classes():
+    from flgp.models.classifier import warn_conflicting_labels
+
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((300, 2))
+    X[7] = X[3]                                    # one point, twice
+    X[9] = X[4]                                    # twice, the same class: fine
+    yy = np.full(300, -1)
+    yy[[3, 7, 4, 9, 20]] = [0, 1, 1, 1, 0]
+    with pytest.warns(UserWarning, match=r"1 point\(s\) are labelled more than once with "
+                                         r"different classes .*row 3 \(0\), row 7 \(1\)"):
+        clf = FLGPClassifier().fit(X, yy)
+    assert np.all(np.isfinite(clf.label_distributions_))
+    # no warning without a clash
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_conflicting_labels(X, np.array([3, 4, 9, 20]), np.array([0, 1, 1, 0]),
+                                np.array([0, 1]))
 
 
 def test_balanced_log_odds_is_the_bayes_factor():
@@ -270,6 +312,68 @@ def test_least_squares_classifier_is_the_dense_gp_regression():
     columns(lab[::-1])
     columns(np.r_[lab, [0, 1]])
     assert calls == [2]
+
+
+def test_least_squares_classifier_with_a_class_without_labels():
+    """A fourth class no label has: its latent mean 0 and its noise the labelled classes'
+    mean (no targets profile it); the other classes' means and the evidence (against
+    scipy's normal density, labelled classes only) as if it were absent."""
+    from scipy.stats import multivariate_normal
+
+    from flgp.precision.classification import LabelledColumns, LeastSquaresClassification
+
+    X, y, g, lab, prior, K = _small_problem()
+    W = LabelledColumns(prior)(lab)
+    codes, rho = y[lab], 0.3
+    three = LeastSquaresClassification(W, lab, codes, 3, rho)
+    four = LeastSquaresClassification(W, lab, codes, 4, rho)
+    np.testing.assert_array_equal(four.mean[:, 3], 0.0)
+    np.testing.assert_allclose(four.mean[:, :3], three.mean, atol=1e-12)
+    np.testing.assert_allclose(four.noise[:3], three.noise, rtol=1e-12)
+    assert four.noise[3] == pytest.approx(three.noise.mean(), rel=1e-12)
+    s = np.mean(np.diag(K)[lab])
+    S = rho * K[np.ix_(lab, lab)] / s + np.eye(lab.size)
+    T = np.eye(3)[codes]
+    T -= T.mean(0)
+    ev = sum(multivariate_normal(np.zeros(lab.size), three.noise[c] * S).logpdf(T[:, c])
+             for c in range(3))
+    assert four.log_evidence == pytest.approx(ev, abs=1e-6)
+
+
+def test_classifier_with_a_class_named_in_class_prior_without_labels():
+    """A mapping class_prior naming a class no label has: a warning names it, it joins
+    classes_ in order, its probabilities average to its share, no NaN; a mapping that
+    leaves out a labelled class, or names an unorderable one, is refused; the heat kernel
+    refuses such a class."""
+    from flgp import HeatKernelPrior
+
+    rng = np.random.default_rng(3)
+    X = np.r_[rng.standard_normal((150, 2)), rng.standard_normal((150, 2)) + [6.0, 0.0],
+              rng.standard_normal((150, 2)) + [3.0, 6.0]]
+    yy = np.full(450, -1)
+    yy[[0, 1, 150, 151]] = [5, 5, 9, 9]
+    prior = {5: 0.3, 7: 0.4, 9: 0.3}
+    with pytest.warns(UserWarning, match=r"names 1 class\(es\) without a label: \[7\]"):
+        clf = FLGPClassifier(class_prior=prior).fit(X, yy)
+    np.testing.assert_array_equal(clf.classes_, [5, 7, 9])
+    np.testing.assert_allclose(clf.class_prior_, [0.3, 0.4, 0.3])
+    P = clf.label_distributions_
+    assert np.all(np.isfinite(P)) and np.allclose(P.sum(1), 1.0)
+    np.testing.assert_allclose(P.mean(0), [0.3, 0.4, 0.3], atol=1e-6)
+    # the labelled classes keep their labelled blobs; the unnamed blob goes to class 7
+    assert np.mean(clf.transduction_[:150] == 5) > 0.8
+    assert np.mean(clf.transduction_[150:300] == 9) > 0.8
+    assert np.mean(clf.transduction_[300:] == 7) > 0.5
+    mean, var = clf.predict_latent(X[:5])
+    np.testing.assert_array_equal(mean[:, 1], 0.0)
+    assert np.all(var > 0)
+    with pytest.raises(ValueError, match=r"names the classes \[5, 7\] but not \[9\]"):
+        FLGPClassifier(class_prior={5: 1.0, 7: 1.0}).fit(X, yy)
+    with pytest.raises(ValueError, match="cannot be ordered"):
+        FLGPClassifier(class_prior={5: 1.0, 9: 1.0, "x": 1.0}).fit(X, yy)
+    with pytest.raises(ValueError, match="need the full-resolution classifier"), \
+            pytest.warns(UserWarning, match="without a label"):
+        FLGPClassifier(HeatKernelPrior(), class_prior=prior).fit(X, yy)
 
 
 def test_small_ratio_is_poisson_learning():

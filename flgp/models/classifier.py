@@ -31,7 +31,7 @@ from .labelling import classifier_latent_posterior, suggest_labels as _suggest_l
 REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternClassification(), RBFClassification(),
                                              HeatKernelClassification())}
 
-__all__ = ["FLGPClassifier", "split_labels", "REPRESENTATIONS"]
+__all__ = ["FLGPClassifier", "split_labels", "REPRESENTATIONS", "warn_conflicting_labels"]
 
 # candidate priors whose search-precision evidence trails the best by more than this many
 # nats skip the final tight EP run: they cannot win (the search evidence is within about
@@ -74,6 +74,31 @@ def encode_classes(y_lab):
     except TypeError as exc:
         raise ValueError(f"the labels mix types that cannot be ordered ({exc}); use one type "
                          f"for every label, e.g. all strings or all integers.") from exc
+
+
+def warn_conflicting_labels(X, labelled, codes, classes, stacklevel: int = 2) -> None:
+    """Warn when a point is labelled more than once with different classes (rows of ``X``
+    at ``labelled`` that coincide): both labels stay - the point's probabilities are
+    shared between its classes, as the labels say - and the warning names the rows."""
+    if labelled.size < 2:
+        return
+    rows = np.ascontiguousarray(X[labelled])
+    _, group = np.unique(rows, axis=0, return_inverse=True)
+    group = np.asarray(group).ravel()
+    order = np.lexsort((codes, group))
+    g, c = group[order], codes[order]
+    clash = np.flatnonzero((g[1:] == g[:-1]) & (c[1:] != c[:-1]))
+    if clash.size == 0:
+        return
+    bad = np.unique(g[clash])
+    first = labelled[order][np.isin(g, bad[:1])]
+    names = [np.asarray(classes[codes[labelled == r][0]]).item() for r in first[:4]]
+    shown = ", ".join(f"row {int(r)} ({name!r})" for r, name in zip(first[:4], names))
+    warnings.warn(f"{bad.size} point(s) are labelled more than once with different classes "
+                  f"(the same coordinates), e.g. {shown}. Both labels are kept: such a "
+                  f"point's probabilities are shared between its classes. If one of them "
+                  f"is a mistake, drop it (or mark it -1).", UserWarning,
+                  stacklevel=stacklevel + 1)
 
 
 class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
@@ -134,7 +159,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         Bayes factor (:func:`flgp.precision.balanced_log_odds`), and then the label counts
         plus one, normalised; stratified labels always give balanced shares.
         ``"balanced"``, ``"labels"`` (the smoothed counts), the user's shares in the order
-        of ``classes_``, or ``None`` for none.
+        of ``classes_`` or as a mapping ``{class: share}``, or ``None`` for none. A mapping
+        may name classes that have no label yet: they join ``classes_`` (with a warning
+        naming them), their latent is the prior's (mean 0) and their probabilities come
+        from their share alone - largest where no label's class reaches.
     max_iter : int, default=100
         Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
         search.
@@ -231,7 +259,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     _parameter_constraints: dict = {
         **HeatGPEstimator._parameter_constraints,
-        "class_prior": [StrOptions({"auto", "balanced", "labels"}), "array-like", None],
+        "class_prior": [StrOptions({"auto", "balanced", "labels"}), dict, "array-like",
+                        None],
         "multi_class": [StrOptions({"multinomial", "softmax", "ovr"}, deprecated={"softmax"})],
         "inference": [StrOptions({"ep", "laplace"})],
     }
@@ -276,6 +305,44 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                              "labels; use FLGPRegressor for a continuous target.")
         return values
 
+    def _with_named_classes(self, classes, y_lab, codes):
+        """``(classes, codes)`` with the classes a mapping ``class_prior`` names but no
+        label has (a warning names them); a mapping that leaves out a labelled class is
+        refused."""
+        if not isinstance(self.class_prior, dict):
+            return classes, codes
+        named = list(self.class_prior)
+        labelled = classes.tolist()
+        missing = [c for c in labelled if c not in self.class_prior]
+        if missing:
+            raise ValueError(f"class_prior names the classes {named} but not "
+                             f"{missing} of the labels; give every class a share.")
+        extra = [c for c in named if c not in set(labelled)]
+        if not extra:
+            return classes, codes
+        try:
+            merged = np.unique(np.array(labelled + extra, dtype=object)).tolist()
+            classes = np.asarray(merged, dtype=None if classes.dtype != object else object)
+            if classes.dtype.kind != "O" and classes.dtype.kind != np.asarray(
+                    labelled).dtype.kind:
+                raise TypeError(f"{classes.dtype} against {np.asarray(labelled).dtype}")
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"class_prior names classes {extra} that cannot be ordered "
+                             f"with the labels' {labelled} ({exc}); use one type.") from exc
+        warnings.warn(f"class_prior names {len(extra)} class(es) without a label: {extra}. "
+                      f"They get the prior's latent (mean 0) and their probabilities from "
+                      f"their shares alone; label a point of each to learn where they "
+                      f"lie.", UserWarning, stacklevel=4)
+        return classes, np.searchsorted(classes, y_lab)
+
+    def _class_prior_shares(self):
+        """``class_prior`` with a mapping turned into its shares in the order of
+        ``classes_``."""
+        prior = self.class_prior
+        if isinstance(prior, dict):
+            return np.array([prior[c] for c in self.classes_.tolist()], dtype=object)
+        return prior
+
     # -- fitting --------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
@@ -298,6 +365,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                     "to {0, 1})." if m < X.shape[0] else "")
             raise ValueError(f"all labelled points have the class {self.classes_[0]!r}; a "
                              f"classifier needs at least two classes among the labels.{hint}")
+        self.classes_, codes = self._with_named_classes(self.classes_, y_lab, codes)
+        if isinstance(X, np.ndarray):
+            warn_conflicting_labels(X, labelled, codes, self.classes_, stacklevel=3)
         self.labelled_indices_ = labelled
         self._cloud_key = (array_fingerprint(X) if isinstance(X, np.ndarray) else None)
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
@@ -313,6 +383,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             key = self.method
         key = "flgp" if key in HEAT_METHODS else key
         self.method_ = self._graph_method if key == "flgp" else key
+        if key != "gmrf" and np.bincount(codes, minlength=self.classes_.size).min() == 0:
+            raise ValueError(f"classes without a label (named in class_prior) need the "
+                             f"full-resolution classifier (GraphMaternPrior()); "
+                             f"{self.method_!r} learns only the labels' classes.")
         # its warnings point at the caller of fit
         self._other_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
         self._other_fit.adopt(self, X, stacklevel=3)

@@ -285,7 +285,11 @@ class GraphMaternClassification(ClassificationRepresentation):
             model = LeastSquaresClassification(columns(nodes), nodes, node_codes, C,
                                                prior_to_noise_ratio(codes, C))
         U = model.mean
-        unl = np.ones(X.shape[0], dtype=bool)
+        # pieces of the graph that hold no label get the prior (latent mean 0, the class
+        # prior's probabilities); the spread and the classes' sizes are the other nodes'
+        unlabelled = _pieces_without_labels(graph, labelled)
+        informed = None if unlabelled is None else unlabelled[2][unlabelled[0]]
+        unl = np.ones(X.shape[0], dtype=bool) if informed is None else informed.copy()
         unl[labelled] = False
         spread = float(U[unl].std()) if unl.any() else float(U.std())
         score_scale = (spread or 1.0) / SCORE_SPREAD
@@ -296,13 +300,17 @@ class GraphMaternClassification(ClassificationRepresentation):
         sampled = (~np.isin(labelled, suggested) if key == est._cloud_key
                    else np.ones(labelled.size, dtype=bool))
         class_prior = (None if est.class_prior is None else
-                       class_size_prior(codes[sampled], C, est.class_prior))
+                       class_size_prior(codes[sampled], C, est._class_prior_shares()))
+        rows = slice(None) if informed is None else informed
         if class_prior is not None:
-            class_weights, P = balance_to_prior(P, class_prior)
+            class_weights, P[rows] = balance_to_prior(P[rows], class_prior)
         else:
             class_weights = np.ones(C)
+        if informed is not None:
+            U[~informed] = 0.0
+            P[~informed] = np.full(C, 1.0 / C) if class_prior is None else class_prior
         return GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
-                                            class_weights, P, model, columns)
+                                            class_weights, P, model, columns, informed)
 
 
 class GraphMaternClassificationFit(ClassificationFit):
@@ -314,13 +322,17 @@ class GraphMaternClassificationFit(ClassificationFit):
     method = "gmrf"
     # fits pickled before 2026-11-28 hold none of these
     model = columns = _variances = None
+    # which nodes lie in a piece of the graph that holds a label (None: every node does;
+    # fits pickled before 2026-11-29 do not say)
+    informed = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
-                 probabilities, model=None, columns=None):
+                 probabilities, model=None, columns=None, informed=None):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
         self.model, self.columns = model, columns
+        self.informed = informed
         self._node_index = None
         self._variances = None
 
@@ -346,9 +358,9 @@ class GraphMaternClassificationFit(ClassificationFit):
                 f", ... ({empty.size - 8} more)" if empty.size > 8 else "")
             warnings.warn(f"the graph falls apart into "
                           f"{Pieces(labels, sizes).describe()}; {empty.size} of them "
-                          f"hold no label (sizes {listed}): their points get scores "
-                          f"near 0, so probabilities near the class prior. Label a point "
-                          f"in each, or pass graph= with more neighbours "
+                          f"hold no label (sizes {listed}): their points get the prior "
+                          f"(latent mean 0, the class prior's probabilities). Label a "
+                          f"point in each, or pass graph= with more neighbours "
                           f"(flgp.graph.self_tuning_knn_graph(X, k)).",
                           UserWarning, stacklevel=stacklevel + 1)
 
@@ -381,7 +393,16 @@ class GraphMaternClassificationFit(ClassificationFit):
         (:meth:`_neighbours`), then the fitted scale and class weights."""
         idx, w = self._neighbours(X, stacklevel + 1)
         U = np.einsum("ij,ijc->ic", w, self.scores[idx])
-        return scores_to_probabilities(U, self.score_scale, self.class_weights)
+        P = scores_to_probabilities(U, self.score_scale, self.class_weights)
+        if self.informed is not None:
+            # the nodes of pieces without a label hold the prior: a new point takes it in
+            # the share of its neighbours' weight that lies there
+            share = np.einsum("ij,ij->i", w, self.informed[idx])[:, None]
+            C = P.shape[1]
+            prior = (np.full(C, 1.0 / C) if self.class_prior is None
+                     else np.asarray(self.class_prior))
+            P = share * P + (1.0 - share) * prior
+        return P
 
     def node_variances(self) -> np.ndarray:
         """The class latents' posterior variances at every node ``(n, C)``

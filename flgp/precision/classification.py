@@ -122,7 +122,8 @@ def class_size_prior(codes, n_classes, prior="auto"):
     pi = np.asarray(prior, dtype=np.float64).ravel()
     if pi.shape != (C,) or not np.all(np.isfinite(pi)) or np.any(pi <= 0):
         raise ValueError(f"class_prior must hold {C} positive finite shares (one a class, "
-                         f"in the order of classes_); got {prior!r}.")
+                         f"in the order of classes_); got {prior!r}. (A class no label has "
+                         f"is named by a mapping {{class: share}}.)")
     return pi / pi.sum()
 
 
@@ -273,10 +274,15 @@ class LeastSquaresClassification:
         S_inv_diag = np.diag(scipy.linalg.cho_solve(self._chol, np.eye(m)))
         self.loo_means = self.targets - self.alpha / S_inv_diag[:, None]
         quad = np.einsum("ic,ic->c", self.targets, self.alpha)
-        self.noise = np.maximum(quad, 1e-300) / m
+        # a class without a label has no targets to profile its noise by: the labelled
+        # classes' mean noise, and no term in the evidence
+        has = np.bincount(self.codes, minlength=C) > 0
+        noise = np.maximum(quad, 1e-300) / m
+        noise[~has] = noise[has].mean()
+        self.noise = noise
         log_det = 2.0 * float(np.log(np.diag(self._chol[0])).sum())
-        self.log_evidence = float(np.sum(-0.5 * m * (np.log(2 * np.pi * self.noise) + 1.0))
-                                  - 0.5 * C * log_det)
+        self.log_evidence = float(np.sum(-0.5 * m * (np.log(2 * np.pi * noise[has]) + 1.0))
+                                  - 0.5 * int(has.sum()) * log_det)
 
     def unit_variances(self, W_rows, prior_variances) -> np.ndarray:
         """``ρ k̃_xx - ρ² w̃_xᵀ S⁻¹ w̃_x`` at rows with ``W_rows = K[rows, labelled]`` and
