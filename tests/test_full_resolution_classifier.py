@@ -437,3 +437,34 @@ def test_labelled_columns_grow_and_pickle():
     back = pickle.loads(pickle.dumps(store))
     assert back.prior is None and back._store.shape == (300, 40)
     np.testing.assert_array_equal(back._columns, store._columns)
+
+
+def test_classifier_prior_solves_by_a_factor_on_low_dimensional_clouds(monkeypatch):
+    """The prior's solver follows the documented rule (a factor on points of up to two
+    coordinates, or three up to CLASSIFIER_FACTOR_3D_NODES; AMG beyond), and the two give
+    the same fit to the conjugate gradients' tolerance."""
+    import flgp.models.graph_matern as GM
+
+    rng = np.random.default_rng(4)
+    flat = self_tuning_knn_graph(rng.standard_normal((300, 2)), 10)
+    solid = self_tuning_knn_graph(rng.standard_normal((300, 3)), 10)
+    wide = self_tuning_knn_graph(rng.standard_normal((300, 5)), 10)
+    assert GM.classifier_solver(flat) == GM.classifier_solver(solid) == "cholesky"
+    assert GM.classifier_solver(wide) == "amg"
+    monkeypatch.setattr(GM, "CLASSIFIER_FACTOR_3D_NODES", 299)
+    assert GM.classifier_solver(solid) == "amg" and GM.classifier_solver(flat) == "cholesky"
+
+    X, y = _blobs(n=900, p=2, C=3, seed=5)
+    yy = np.full(y.size, -1)
+    yy[np.flatnonzero(y == 0)[:4]] = 0
+    yy[np.flatnonzero(y == 1)[:4]] = 1
+    yy[np.flatnonzero(y == 2)[:4]] = 2
+    exact = FLGPClassifier().fit(X, yy)
+    assert exact._other_fit.columns.prior.solver == "cholesky"
+    monkeypatch.setattr(GM, "classifier_solver", lambda graph: "amg")
+    iterative = FLGPClassifier().fit(X, yy)
+    assert iterative._other_fit.columns.prior.solver == "amg"
+    U, V = exact._other_fit.scores, iterative._other_fit.scores
+    np.testing.assert_allclose(V, U, atol=1e-2 * np.abs(U).max())
+    np.testing.assert_allclose(iterative.label_distributions_, exact.label_distributions_,
+                               atol=2e-2)
