@@ -8,6 +8,7 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py spread --sets moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py order --sets mnist moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py kappa --sets mnist moons2 torus4 helix6 swiss5
+    python experiments/gmrf_classifier_probe.py rho --sets moons2 torus4 helix6 swiss5 circles6
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -20,7 +21,10 @@ variant's least-squares log evidence and leave-one-out error and negative log li
 ``order``: the default order ``ν = 1`` against ``ν = 2`` (every prior, the graph Matérn
 one's ``GraphMaternPrior(nu=ν)``) at one label a class (10 draws), with the fit's time.
 ``kappa``: ``κ²`` at 1e-6 / 1e-5 (the default) / 1e-4 of the graph's own
-``1 / length²`` (``KAPPA_RELATIVE``), 5 draws at k = 1-10 (MNIST: 10 at k = 1). CSVs under ``experiments/results/gmrf_classifier_probe_*.csv``.
+``1 / length²`` (``KAPPA_RELATIVE``), 5 draws at k = 1-10 (MNIST: 10 at k = 1).
+``rho``: the ratio ``ρ`` used from two labels a class at 0.3 (the default) / 1 / 3 / 10
+beside the heat kernel, 5 draws at k = 2-10. CSVs under
+``experiments/results/gmrf_classifier_probe_*.csv``.
 
 The variants are set through module constants (``RHO`` of
 :mod:`flgp.precision.classification`, ``KAPPA_RELATIVE`` as
@@ -194,6 +198,33 @@ def kappa(sets, n_draws):
     _table(rows, "variant")
 
 
+def rho(sets, n_draws):
+    """The prior-to-noise ratio ``ρ`` from two labels a class (``RHO``, 0.3) at 0.3 / 1 /
+    3 / 10, every other setting the default's, beside the heat kernel alone, with the
+    least-squares evidence of each fit (k = 2, 3, 5, 10)."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier, HeatKernelPrior
+
+    rows, saved = [], PC.RHO
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (2, 3, 5, 10), n_draws):
+            for value in (0.3, 1.0, 3.0, 10.0):
+                PC.RHO = value
+                try:
+                    est = FLGPClassifier(random_state=0).fit(X, yy)
+                finally:
+                    PC.RHO = saved
+                err, ece = _score(est.label_distributions_, y, unl)
+                rows.append(dict(set=name, k=k, draw=d, variant=f"rho {value:g}", error=err,
+                                 ece=ece, evidence=est.log_marginal_likelihood_))
+            heat = FLGPClassifier(HeatKernelPrior(), random_state=0).fit(X, yy)
+            err, ece = _score(heat.label_distributions_, y, unl)
+            rows.append(dict(set=name, k=k, draw=d, variant="heat", error=err, ece=ece))
+        print(name, flush=True)
+    _write("rho", rows)
+    _table(rows, "variant")
+
+
 def _write(what, rows):
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"gmrf_classifier_probe_{what}.csv")
@@ -221,16 +252,16 @@ def _table(rows, by, extra=None):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("variants", "spread", "order", "kappa"))
+    ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
                     help="draws per label count (variants: 5; spread, order: 10)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    n = args.draws or (5 if args.what in ("variants", "kappa") else 10)
-    {"variants": variants, "spread": spread, "order": order,
-     "kappa": kappa}[args.what](args.sets, n)
+    n = args.draws or (5 if args.what in ("variants", "kappa", "rho") else 10)
+    {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
+     "rho": rho}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":
