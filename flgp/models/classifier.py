@@ -312,23 +312,23 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         if not isinstance(self.class_prior, dict):
             return classes, codes
         named = list(self.class_prior)
-        labelled = classes.tolist()
-        missing = [c for c in labelled if c not in self.class_prior]
+        seen = classes.tolist()
+        missing = [c for c in seen if c not in self.class_prior]
         if missing:
             raise ValueError(f"class_prior names the classes {named} but not "
                              f"{missing} of the labels; give every class a share.")
-        extra = [c for c in named if c not in set(labelled)]
+        extra = [c for c in named if c not in set(seen)]
         if not extra:
             return classes, codes
         try:
-            merged = np.unique(np.array(labelled + extra, dtype=object)).tolist()
+            merged = np.unique(np.array(seen + extra, dtype=object)).tolist()
             classes = np.asarray(merged, dtype=None if classes.dtype != object else object)
             if classes.dtype.kind != "O" and classes.dtype.kind != np.asarray(
-                    labelled).dtype.kind:
-                raise TypeError(f"{classes.dtype} against {np.asarray(labelled).dtype}")
+                    seen).dtype.kind:
+                raise TypeError(f"{classes.dtype} against {np.asarray(seen).dtype}")
         except (TypeError, ValueError) as exc:
             raise ValueError(f"class_prior names classes {extra} that cannot be ordered "
-                             f"with the labels' {labelled} ({exc}); use one type.") from exc
+                             f"with the labels' {seen} ({exc}); use one type.") from exc
         warnings.warn(f"class_prior names {len(extra)} class(es) without a label: {extra}. "
                       f"They get the prior's latent (mean 0) and their probabilities from "
                       f"their shares alone; label a point of each to learn where they "

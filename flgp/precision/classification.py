@@ -119,7 +119,10 @@ def class_size_prior(codes, n_classes, prior="auto"):
             return (counts + 1.0) / (counts.sum() + C)
         raise ValueError(f"class_prior must be 'auto', 'balanced', 'labels', None or "
                          f"{C} shares; got {prior!r}.")
-    pi = np.asarray(prior, dtype=np.float64).ravel()
+    try:
+        pi = np.asarray(prior, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        pi = np.full(0, np.nan)                 # not numbers: the message below
     if pi.shape != (C,) or not np.all(np.isfinite(pi)) or np.any(pi <= 0):
         raise ValueError(f"class_prior must hold {C} positive finite shares (one a class, "
                          f"in the order of classes_); got {prior!r}. (A class no label has "
