@@ -34,6 +34,7 @@ The variants are set through module constants (``RHO`` of
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import sys
@@ -176,20 +177,28 @@ def order(sets, n_draws):
     _table(rows, "variant", extra="seconds")
 
 
+@contextlib.contextmanager
+def _setting(module, name, value):
+    """The module constant ``name`` set to ``value`` within the block."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
 def kappa(sets, n_draws):
     import flgp.models.graph_matern as GM
     from flgp import FLGPClassifier
 
-    rows, saved = [], GM.KAPPA_RELATIVE
+    rows = []
     for name in sets:
         ks, draws = ((1,), 10) if name == "mnist" else ((1, 2, 3, 5, 10), n_draws)
         for X, y, yy, unl, k, d in _draws(name, ks, draws):
             for relative in (1e-6, 1e-5, 1e-4):
-                GM.KAPPA_RELATIVE = relative
-                try:
+                with _setting(GM, "KAPPA_RELATIVE", relative):
                     est = FLGPClassifier(random_state=0).fit(X, yy)
-                finally:
-                    GM.KAPPA_RELATIVE = saved
                 err, ece = _score(est.label_distributions_, y, unl)
                 rows.append(dict(set=name, k=k, draw=d, variant=f"kappa2 {relative:g}",
                                  error=err, ece=ece))
@@ -205,15 +214,12 @@ def rho(sets, n_draws):
     import flgp.precision.classification as PC
     from flgp import FLGPClassifier, HeatKernelPrior
 
-    rows, saved = [], PC.RHO
+    rows = []
     for name in sets:
         for X, y, yy, unl, k, d in _draws(name, (2, 3, 5, 10), n_draws):
             for value in (0.3, 1.0, 3.0, 10.0):
-                PC.RHO = value
-                try:
+                with _setting(PC, "RHO", value):
                     est = FLGPClassifier(random_state=0).fit(X, yy)
-                finally:
-                    PC.RHO = saved
                 err, ece = _score(est.label_distributions_, y, unl)
                 rows.append(dict(set=name, k=k, draw=d, variant=f"rho {value:g}", error=err,
                                  ece=ece, evidence=est.log_marginal_likelihood_))
