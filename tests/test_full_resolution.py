@@ -45,7 +45,10 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
     reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
     assert reg.method_ == "gmrf" and reg.matern_order_ in (1, 2, 3, 4)
     z_mean, z_sd = np.nanmean(y), np.nanstd(y)
-    s2 = reg.outputscale_ / z_sd ** 2
+    # outputscale_ and noise_ are the evidence's amplitude times the cross-validated
+    # scale (checked below against its dense formula)
+    c = reg.amplitude_cv_scale_
+    s2 = reg.outputscale_ / c / z_sd ** 2
     r = reg.noise_ / reg.outputscale_
     length, _ = g.own_units()
     Q = matern_precision(g.in_own_units(), (reg.matern_kappa_ * length) ** 2,
@@ -60,7 +63,13 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
     ev = -0.5 * (lab.size * np.log(2 * np.pi) + logdet + z @ np.linalg.solve(S, z))
     assert reg.log_marginal_likelihood_ == pytest.approx(ev - lab.size * np.log(z_sd),
                                                          abs=1e-6)
-    post = Sigma - Sigma[:, lab] @ np.linalg.solve(S, Sigma[lab])
+    # generalised cross-validation's amplitude, ‖S₁⁻¹z‖² / tr S₁⁻¹ at unit amplitude,
+    # against the Monte Carlo variances' estimate
+    S1 = np.linalg.inv(Q)[np.ix_(lab, lab)] + r * np.eye(lab.size)
+    S1i = np.linalg.inv(S1)
+    assert c == pytest.approx(np.sum((S1i @ z) ** 2) / np.trace(S1i) / s2, rel=0.02)
+    assert abs(c - 1.0) > 0.02                   # (a scale that matters here)
+    post = c * (Sigma - Sigma[:, lab] @ np.linalg.solve(S, Sigma[lab]))
     sd = z_sd * np.sqrt(np.diag(post))
     err = np.abs(reg.transduction_std_ - sd) / reg.transduction_std_error_
     assert np.median(err) < 2.0 and err.max() < 6.0
@@ -216,3 +225,30 @@ def test_predict_surface_on_fsaverage5_thickness():
     held = res.mask & ~res.observed
     tmse = np.sort((res.mean[held] - y[held]) ** 2)
     assert np.mean(tmse[:int(0.99 * tmse.size)]) < 0.06      # the RBF GP alone: 0.060
+
+
+def test_cross_validated_amplitude_scales_the_intervals_not_the_mean(monkeypatch):
+    """The cross-validated scale multiplies the posterior variances, the noise and the
+    outputscale alike (their ratio, the mean and the evidence stay those of the search);
+    a fixed noise leaves it at 1."""
+    import flgp.models.graph_matern as GM
+
+    ijk, x, truth, y, obs = _box_map()
+    g = lattice_graph(ijk)
+    reg = FLGPRegressor(GraphMaternPrior(g)).fit(x, y)
+    c = reg.amplitude_cv_scale_
+    monkeypatch.setattr(GM, "cross_validated_amplitude", lambda *args, **kw: None)
+    plain = FLGPRegressor(GraphMaternPrior(g)).fit(x, y)
+    assert plain.amplitude_cv_scale_ == 1.0 and abs(c - 1.0) > 0.01
+    np.testing.assert_allclose(reg.transduction_, plain.transduction_, rtol=1e-12)
+    np.testing.assert_allclose(reg.transduction_std_ ** 2, c * plain.transduction_std_ ** 2,
+                               rtol=1e-10)
+    assert reg.noise_ == pytest.approx(c * plain.noise_, rel=1e-12)
+    assert reg.outputscale_ == pytest.approx(c * plain.outputscale_, rel=1e-12)
+    assert reg.log_marginal_likelihood_ == plain.log_marginal_likelihood_
+    lo, hi = reg.predict_interval(x[:5], 0.9)
+    plo, phi = plain.predict_interval(x[:5], 0.9)
+    np.testing.assert_allclose(hi - lo, np.sqrt(c) * (phi - plo), rtol=1e-9)
+    monkeypatch.undo()
+    fixed = FLGPRegressor(GraphMaternPrior(g), noise=4e-4).fit(x, y)
+    assert fixed.amplitude_cv_scale_ == 1.0 and fixed.noise_ == pytest.approx(4e-4)

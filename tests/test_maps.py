@@ -112,10 +112,11 @@ def test_maps_that_round_alike_share_one_factorisation():
     # the variances from an evaluation's factor equal those from a factor of their own
     own = graph.in_own_units()
     p = (a.nu, a.kappa2, a.ratio)
-    fits_p, (var, se) = whole_graph_fits(own, observed, Z[:, :1], *p, 16, 3)
+    fits_p, (var, se, sum_se) = whole_graph_fits(own, observed, Z[:, :1], *p, 16, 3)
     alone = unit_variances(own, observed, *p, 16, 3)
     np.testing.assert_array_equal(var, alone[0])
     np.testing.assert_array_equal(se, alone[1])
+    assert sum_se == alone[2] and sum_se > 0
     assert fits_p[0].log_evidence == pytest.approx(a.log_evidence, rel=1e-9)
 
 

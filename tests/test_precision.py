@@ -162,6 +162,42 @@ def test_rbmc_variances_are_unbiased_within_their_error():
     assert np.median(se / ref) < 0.05
 
 
+@pytest.mark.parametrize("ratio", [0.3, 1e-4])
+def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
+    """``‖S⁻¹z‖² / tr S⁻¹`` with ``S = P Q⁻¹ Pᵀ + r I`` from the dense matrices; from the
+    exact posterior variances to 1e-9, from the Monte Carlo ones within a few of their
+    sum's standard error (whose own value matches the spread of the sum over seeds); None
+    when that error swamps the denominator."""
+    from flgp.precision.gaussian import cross_validated_amplitude
+
+    g = _graph()
+    rng = np.random.default_rng(5)
+    obs = np.sort(rng.choice(g.n_nodes, 60, replace=False))
+    z = np.sin(g.points[obs, 0] / 2.0) + 0.1 * rng.standard_normal(60)
+    reg = GMRFRegression(g, obs, z, 2)
+    fit = reg.evaluate(0.05, ratio)
+    Q = matern_precision(g, 0.05, 2).toarray()
+    S = np.linalg.inv(Q)[np.ix_(obs, obs)] + ratio * np.eye(60)
+    Si = np.linalg.inv(S)
+    ref = float(np.sum((Si @ z) ** 2) / np.trace(Si))
+    exact = np.diag(np.linalg.inv(reg.posterior_precision(0.05, ratio).toarray()))
+    assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs]) == \
+        pytest.approx(ref, rel=1e-9)
+    var, se = reg.variances(fit, n_samples=64, random_state=0)
+    sum_se = reg.observed_sum_se
+    denominator = 60 * ratio - exact[obs].sum()
+    sums = [rbmc_variances(reg.posterior_precision(0.05, ratio), reg._chol_Q, 64, seed)[0][obs]
+            .sum() for seed in range(1, 31)]
+    assert 0.5 < np.std(sums, ddof=1) / sum_se < 2.0
+    cv = cross_validated_amplitude(z, fit.mean[obs], ratio, var[obs] / fit.amplitude, sum_se)
+    if denominator > 10 * sum_se:
+        assert cv == pytest.approx(ref, rel=5 * sum_se / denominator)
+    else:
+        assert cv is None
+    assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs],
+                                     sum_se=denominator) is None
+
+
 def test_fit_gmrf_finds_an_evidence_maximum_and_recovers_a_smooth_map():
     g = lattice_graph(np.argwhere(np.ones((14, 14, 6), bool)))
     x = g.points

@@ -26,7 +26,8 @@ from ..precision.classification import (KAPPA_RELATIVE, SCORE_SPREAD, SOLVE_TOL,
                                         balance_to_prior, class_size_prior,
                                         prior_to_noise_ratio, scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
-from ..precision.gaussian import FACTOR_MAX_NODES, exhaust, fit_gmrf_steps
+from ..precision.gaussian import (FACTOR_MAX_NODES, cross_validated_amplitude, exhaust,
+                                  fit_gmrf_steps)
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from ._base import FAR_FACTOR
@@ -148,12 +149,15 @@ class GraphMaternRegression(RegressionRepresentation):
             graph, labelled, z, nus=nus, noise=noise, verbose=est.verbose, screen=screen)
         m = labelled.size
         seed = est.random_state if isinstance(est.random_state, int) else 0
-        return GraphMaternRegressionFit(
+        out = GraphMaternRegressionFit(
             graph, fit, reg, standardisation,
             standardisation.log_evidence_of_y(fit.log_evidence, m),
             {nu: standardisation.log_evidence_of_y(f.log_evidence, m)
              for nu, f in by_order.items()},
             seed)
+        # the targets the amplitude is cross-validated on (a fixed noise fixes it)
+        out.targets = None if est.noise is not None else (np.asarray(labelled), z)
+        return out
 
 
 class GraphMaternRegressionFit(RegressionFit):
@@ -163,6 +167,8 @@ class GraphMaternRegressionFit(RegressionFit):
     (``node_posterior``), which is all it predicts with."""
 
     method = "gmrf"
+    # (observed nodes, standardised targets) for the cross-validated amplitude, or None
+    targets = None
 
     def __init__(self, graph, fit, regression, standardisation, log_evidence, by_order,
                  random_state):
@@ -192,15 +198,18 @@ class GraphMaternRegressionFit(RegressionFit):
         est.matern_order_ = fit.nu
         est.matern_kappa_ = fit.kappa
         est.matern_log_evidence_ = self.by_order
-        est.outputscale_ = st.variance_of_y(fit.amplitude)
-        est._noise_pre = st.variance_pre(fit.noise)
-        est.noise_ = st.variance_of_y(fit.noise)
-        est._noise_std = fit.noise
         est.log_marginal_likelihood_ = self.log_evidence
         est.n_iter_ = self.regression.n_evaluations
         with stage("gmrf variances"):
             var, se = self.regression.variances(fit, n_samples=GMRF_VARIANCE_SAMPLES,
                                                 random_state=self.random_state)
+        scale = self._cross_validated_scale(fit, var, se)
+        var, se = scale * var, scale * se
+        est.amplitude_cv_scale_ = scale
+        est.outputscale_ = st.variance_of_y(scale * fit.amplitude)
+        est._noise_pre = st.variance_pre(scale * fit.noise)
+        est.noise_ = st.variance_of_y(scale * fit.noise)
+        est._noise_std = scale * fit.noise
         est.transduction_std_error_ = st.scale * 0.5 * se / np.sqrt(np.maximum(var, 1e-300))
         mean = st.mean + st.scale * fit.mean
         sd = st.scale * np.sqrt(np.maximum(var, 0.0))
@@ -219,6 +228,23 @@ class GraphMaternRegressionFit(RegressionFit):
                           f"get the prior (the mean of the targets, a wide sd). Observe "
                           f"a point there, or connect the graph.", UserWarning,
                           stacklevel=stacklevel + 1)
+
+    def _cross_validated_scale(self, fit, var, se) -> float:
+        """The factor from the evidence's amplitude to the cross-validated one
+        (:func:`flgp.precision.gaussian.cross_validated_amplitude`; docs/images.md,
+        "Intervals"): 1 with a fixed noise, on graphs beyond a factor
+        (perturbation variances) or where the variances' Monte Carlo error leaves it
+        undetermined."""
+        if self.targets is None or not getattr(self.regression, "factored", False):
+            return 1.0
+        sum_se = getattr(self.regression, "observed_sum_se", None)
+        if sum_se is None:
+            return 1.0
+        observed, z = self.targets
+        A = float(fit.amplitude)
+        cv = cross_validated_amplitude(z, fit.mean[observed], fit.ratio, var[observed] / A,
+                                       sum_se)
+        return 1.0 if cv is None else cv / A
 
     def predict(self, X, stacklevel):
         """The nodes' posterior at the nearest nodes of ``X`` (a warning for points beyond

@@ -120,6 +120,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     transduction_std_error_ : ndarray (n_samples,)
         ``method_ == "gmrf"``: the standard error of ``transduction_std_`` (the RBMC
         variance estimator's, docs/full_resolution.md).
+    amplitude_cv_scale_ : float
+        ``method_ == "gmrf"``: the factor from the evidence's amplitude to the one
+        generalised cross-validation gives (:func:`flgp.precision.gaussian
+        .cross_validated_amplitude`; docs/images.md, "Intervals"): ``outputscale_``,
+        ``noise_`` and the posterior variances carry it, the mean and
+        ``log_marginal_likelihood_`` do not. 1 with a fixed ``noise``, on graphs beyond a
+        factor, or where the variances' Monte Carlo error leaves it undetermined.
     eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_, labelled_indices_,
     n_features_in_ :
         As in :class:`FLGPClassifier` (the heat kernel's, also when the RBF GP
@@ -128,7 +135,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     outputscale_ : float
         ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For
         ``method_ == "gmrf"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹`` on the graph
-        in its own units, in units of ``y^2``.
+        in its own units, in units of ``y^2`` (cross-validated: ``amplitude_cv_scale_``).
     noise_ : float or None
         ``σ^2`` in units of ``y^2`` (None for counts).
     log_marginal_likelihood_ : float

@@ -36,7 +36,8 @@ from .matern import MATERN_ORDERS, MaternFamily, check_order
 
 __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse", "fit_gmrf",
            "search_gmrf", "search_steps", "drive", "search_subgraph", "precomputed_fits",
-           "precomputed_key", "fit_gmrf_steps", "search_gmrf_steps", "Screen", "exhaust"]
+           "precomputed_key", "fit_gmrf_steps", "search_gmrf_steps", "Screen", "exhaust",
+           "cross_validated_amplitude"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 # observed nodes whose exact prior variance sets the scale of the noise in the search
@@ -81,6 +82,10 @@ class GMRFRegression:
     precision and its factor shared (one factorisation for every map).
     Sparsity patterns are analysed once; each :meth:`evaluate` factors ``K`` (cached by
     ``κ²``) and ``Q̃``."""
+
+    # its variances come from a factor of the posterior precision (Rao-Blackwellised
+    # Monte Carlo), precise enough at the observed nodes for cross_validated_amplitude
+    factored = True
 
     def __init__(self, graph, observed: np.ndarray, z: np.ndarray, nu: int):
         self.graph = graph
@@ -261,22 +266,54 @@ class GMRFRegression:
 
     def unit_variances_rbmc(self, kappa2: float, ratio: float, n_samples: int = 64,
                             random_state=0):
-        """``(diag(Q̃⁻¹), standard errors)`` at ``(κ², r)`` - the posterior variances at unit
-        amplitude, by :func:`rbmc_variances` from the factor of ``Q̃`` (factored here unless
-        the last evaluation left it)."""
+        """``(diag(Q̃⁻¹), standard errors, standard error of their sum over the observed
+        nodes)`` at ``(κ², r)`` - the posterior variances at unit amplitude, by
+        :func:`rbmc_variances` from the factor of ``Q̃`` (factored here unless the last
+        evaluation left it)."""
         kappa2, ratio = self._checked(kappa2, ratio)
         if self._last != (kappa2, ratio):
             self._factor_posterior(kappa2, ratio)
         return rbmc_variances(self.posterior_precision(kappa2, ratio), self._chol_Q,
-                              n_samples, random_state)
+                              n_samples, random_state, sum_rows=self.observed)
 
     def variances(self, fit: GMRFFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node under ``fit``: the RBMC
-        estimate of ``A diag(Q̃⁻¹)`` (:meth:`unit_variances_rbmc`)."""
-        var, se = self.unit_variances_rbmc(fit.kappa2, fit.ratio, n_samples, random_state)
+        estimate of ``A diag(Q̃⁻¹)`` (:meth:`unit_variances_rbmc`); its third value, the
+        standard error of the variances' sum over the observed nodes, is kept as
+        ``observed_sum_se`` (at unit amplitude)."""
+        var, se, self.observed_sum_se = self.unit_variances_rbmc(
+            fit.kappa2, fit.ratio, n_samples, random_state)
         if np.ndim(fit.amplitude):                      # several maps: (n, maps)
             return np.multiply.outer(var, fit.amplitude), np.multiply.outer(se, fit.amplitude)
         return fit.amplitude * var, fit.amplitude * se
+
+
+def cross_validated_amplitude(z, mean_observed, ratio, unit_variances, sum_se=0.0):
+    """The amplitude ``A`` by generalised cross-validation, or None where the variances'
+    Monte Carlo error leaves it undetermined.
+
+    With ``S = P Q⁻¹ Pᵀ + r I`` the targets' covariance at unit amplitude, leaving target
+    ``i`` out predicts it with residual ``(S⁻¹z)_i / (S⁻¹)_ii`` and variance ``A / (S⁻¹)_ii``;
+    the amplitude at which these standardised residuals have unit mean square, with each
+    ``(S⁻¹)_ii`` replaced by their mean (generalised cross-validation's step, Craven and
+    Wahba 1979; the cross-validation estimate of a GP's scale, which stays calibrated
+    where the prior's smoothness is wrong and maximum likelihood's does not, Bachoc 2013),
+    is ``‖S⁻¹z‖² / tr S⁻¹``. Through the posterior precision (``S⁻¹z = (z - μ)/r``,
+    ``S⁻¹ = (I - P Q̃⁻¹ Pᵀ / r) / r``) that is ``Σ (z_i - μ_i)² / (m r - Σ v_i)`` with ``μ``
+    and ``v`` the posterior means and unit-amplitude variances at the observed nodes - no
+    more than the fit already holds. ``sum_se``: the standard error of ``Σ v_i`` (Monte
+    Carlo variances: :func:`rbmc_variances` with ``sum_rows``); None is returned when the
+    denominator is not at least ten times it - where the noise is so small that the
+    posterior variances at the observed nodes are the noise to within their estimate's
+    error."""
+    z = np.asarray(z, dtype=np.float64)
+    resid = z - np.asarray(mean_observed, dtype=np.float64)
+    v = np.asarray(unit_variances, dtype=np.float64)
+    denominator = z.size * float(ratio) - float(v.sum())
+    if not (np.isfinite(denominator) and denominator > 10.0 * float(sum_se)
+            and denominator > 0):
+        return None
+    return float(np.sum(resid * resid)) / denominator
 
 
 def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
@@ -292,12 +329,15 @@ def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
 
 
 def rbmc_variances(Q: sp.spmatrix, chol: PatternCholesky, n_samples: int = 64,
-                   random_state=0):
+                   random_state=0, sum_rows=None):
     """``(diag(Q⁻¹), standard errors)`` by Rao-Blackwellised Monte Carlo: with draws
     ``x_s ~ N(0, Q⁻¹)`` (``chol`` holds the factor of ``Q``),
     ``v_i = 1/Q_ii + mean_s (Σ_{j≠i} Q_ij x_sj)² / Q_ii²`` (Sidén et al. 2018, Sec. 3.1):
     unbiased, the conditional variance ``1/Q_ii`` exact and only the variance of the
-    conditional mean sampled. The standard error is that of the sample mean."""
+    conditional mean sampled. The standard error is that of the sample mean. With
+    ``sum_rows`` a third value: the standard error of ``Σ v_i`` over those rows, from the
+    draws' own sums (the nodes' errors are correlated through the shared draws, so it is
+    neither the root of the squares nor the sum of the nodes' standard errors)."""
     rng = np.random.default_rng(random_state)
     Q = sp.csr_matrix(Q)
     d = Q.diagonal()
@@ -308,7 +348,10 @@ def rbmc_variances(Q: sp.spmatrix, chol: PatternCholesky, n_samples: int = 64,
     terms = Y / (d * d)[:, None]
     var = 1.0 / d + terms.mean(axis=1)
     se = terms.std(axis=1, ddof=1) / np.sqrt(terms.shape[1])
-    return var, se
+    if sum_rows is None:
+        return var, se
+    per_draw = terms[np.asarray(sum_rows, dtype=np.int64)].sum(axis=0)
+    return var, se, float(per_draw.std(ddof=1) / np.sqrt(per_draw.size))
 
 
 __all__ += ["NotPositiveDefiniteError"]
@@ -944,6 +987,8 @@ class _OrderSearch:
 class _IterativeRegression:
     """What the estimators read of a fit on a graph too large to factor: its variances
     and the number of evidence evaluations of the ball's search."""
+
+    factored = False              # perturbation variances: no cross-validated amplitude
 
     def __init__(self, solver, n_evaluations):
         self.solver = solver

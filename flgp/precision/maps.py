@@ -157,8 +157,12 @@ class SharedVariances:
     the posterior variances at its lattice point (shared with the maps there) scaled by
     its amplitude, and the number of evaluations of its ball search."""
 
-    def __init__(self, unit_variance, unit_se, n_samples, random_state, n_evaluations):
+    factored = True                 # draws from the factor at its lattice point
+
+    def __init__(self, unit_variance, unit_se, n_samples, random_state, n_evaluations,
+                 observed_sum_se=None):
         self.unit_variance, self.unit_se = unit_variance, unit_se
+        self.observed_sum_se = observed_sum_se     # of Σ diag(Q̃⁻¹) at the observed nodes
         self.n_samples, self.random_state = int(n_samples), random_state
         self.n_evaluations = int(n_evaluations)
 
@@ -254,11 +258,11 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
         (own, observed, p[0]) + where[p] + (n_samples, random_state) for p in missing])))
     out = [None] * k
     for p in winners:
-        var, se = estimated[p]
+        var, se, sum_se = estimated[p]
         for j in winners[p]:
             fits = {nu: fit for nu, (_, fit) in by_map[j].items()}
             for fit in fits.values():
                 fit.length_unit = length
             out[j] = (fits[p[0]], SharedVariances(var, se, n_samples, random_state,
-                                                  searched[j][1]), fits)
+                                                  searched[j][1], sum_se), fits)
     return out

@@ -206,7 +206,10 @@ class SparsePrecisionPrior(GraphPrior):
         if rows.size <= EXACT_VARIANCE_ROWS:
             return self.amplitude * diagonal_of_inverse(self.apply_inverse, n, rows)
         Q = matern_precision(self.graph, self.kappa2, self.nu)
-        if self.solver != "cholesky":
+        if self.solver != "cholesky" or (self.centred and self.nu in ITERATIVE_ORDERS):
+            # centred: the perturbation draws centre each draw; draws from Q's factor
+            # would subtract the constant mode's huge variance (~1/κ²) after the fact,
+            # leaving their Monte Carlo error larger than what remains
             draws = AMG_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
             return self.amplitude * self._perturbation_variances(Q, draws)[rows]
         draws = LARGE_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
