@@ -249,6 +249,11 @@ def test_cross_validated_amplitude_scales_the_intervals_not_the_mean(monkeypatch
     lo, hi = reg.predict_interval(x[:5], 0.9)
     plo, phi = plain.predict_interval(x[:5], 0.9)
     np.testing.assert_allclose(hi - lo, np.sqrt(c) * (phi - plo), rtol=1e-9)
+    # a cross-validated amplitude a hundred times the evidence's is not trusted
+    monkeypatch.setattr(GM, "cross_validated_amplitude",
+                        lambda z, mean, ratio, v, se: 100.0 * float(np.sum((z - mean) ** 2))
+                        / max(z.size * ratio - float(np.sum(v)), 1e-300) * 1e3)
+    assert FLGPRegressor(GraphMaternPrior(g)).fit(x, y).amplitude_cv_scale_ == 1.0
     monkeypatch.undo()
     fixed = FLGPRegressor(GraphMaternPrior(g), noise=4e-4).fit(x, y)
     assert fixed.amplitude_cv_scale_ == 1.0 and fixed.noise_ == pytest.approx(4e-4)

@@ -63,6 +63,11 @@ GMRF_VARIANCE_SAMPLES = 64
 # points and 5.6 against 4.1 s at 70,000 (50 columns each); beyond three coordinates the
 # factor fills in (five: 6.6 against 1.1 s at 20,000)
 CLASSIFIER_FACTOR_3D_NODES = 50_000
+# the cross-validated amplitude's factor on the evidence's is used within this range only
+# (measured on brain maps, surfaces and fields: 0.82-1.05); beyond it - residuals that
+# vanish, say - the two disagree too far for either to be trusted over the other, and
+# the evidence's amplitude is kept
+CV_SCALE_RANGE = (0.1, 10.0)
 
 
 def classifier_solver(graph) -> str:
@@ -232,7 +237,8 @@ class GraphMaternRegressionFit(RegressionFit):
     def _cross_validated_scale(self, fit, var, se) -> float:
         """The factor from the evidence's amplitude to the cross-validated one
         (:func:`flgp.precision.gaussian.cross_validated_amplitude`; docs/images.md,
-        "Intervals"): 1 with a fixed noise, on graphs beyond a factor
+        "Intervals"): 1 with a fixed noise, outside ``CV_SCALE_RANGE``, on graphs beyond a
+        factor
         (perturbation variances) or where the variances' Monte Carlo error leaves it
         undetermined."""
         if self.targets is None or not getattr(self.regression, "factored", False):
@@ -244,7 +250,9 @@ class GraphMaternRegressionFit(RegressionFit):
         A = float(fit.amplitude)
         cv = cross_validated_amplitude(z, fit.mean[observed], fit.ratio, var[observed] / A,
                                        sum_se)
-        return 1.0 if cv is None else cv / A
+        if cv is None or not CV_SCALE_RANGE[0] <= cv / A <= CV_SCALE_RANGE[1]:
+            return 1.0
+        return cv / A
 
     def predict(self, X, stacklevel):
         """The nodes' posterior at the nearest nodes of ``X`` (a warning for points beyond
