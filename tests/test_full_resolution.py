@@ -240,15 +240,18 @@ def test_cross_validated_amplitude_scales_the_intervals_not_the_mean(monkeypatch
     monkeypatch.setattr(GM, "cross_validated_amplitude", lambda *args, **kw: None)
     plain = FLGPRegressor(GraphMaternPrior(g)).fit(x, y)
     assert plain.amplitude_cv_scale_ == 1.0 and abs(c - 1.0) > 0.01
-    np.testing.assert_allclose(reg.transduction_, plain.transduction_, rtol=1e-12)
+    # two searches: equal to their run-to-run variation (the largest eigenvalue's Arnoldi
+    # start; about 1e-7 relative), far below the scale's departure from 1
+    np.testing.assert_allclose(reg.transduction_, plain.transduction_, rtol=1e-6)
     np.testing.assert_allclose(reg.transduction_std_ ** 2, c * plain.transduction_std_ ** 2,
-                               rtol=1e-10)
-    assert reg.noise_ == pytest.approx(c * plain.noise_, rel=1e-12)
-    assert reg.outputscale_ == pytest.approx(c * plain.outputscale_, rel=1e-12)
-    assert reg.log_marginal_likelihood_ == plain.log_marginal_likelihood_
+                               rtol=1e-5)
+    assert reg.noise_ == pytest.approx(c * plain.noise_, rel=1e-5)
+    assert reg.outputscale_ == pytest.approx(c * plain.outputscale_, rel=1e-5)
+    assert reg.log_marginal_likelihood_ == pytest.approx(plain.log_marginal_likelihood_,
+                                                         rel=1e-6)
     lo, hi = reg.predict_interval(x[:5], 0.9)
     plo, phi = plain.predict_interval(x[:5], 0.9)
-    np.testing.assert_allclose(hi - lo, np.sqrt(c) * (phi - plo), rtol=1e-9)
+    np.testing.assert_allclose(hi - lo, np.sqrt(c) * (phi - plo), rtol=1e-5)
     # a cross-validated amplitude a hundred times the evidence's is not trusted
     monkeypatch.setattr(GM, "cross_validated_amplitude",
                         lambda z, mean, ratio, v, se: 100.0 * float(np.sum((z - mean) ** 2))

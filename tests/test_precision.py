@@ -196,6 +196,10 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
         assert cv is None
     assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs],
                                      sum_se=denominator) is None
+    with pytest.raises(ValueError, match="one entry per observed node"):
+        cross_validated_amplitude(z, fit.mean, ratio, exact[obs])
+    with pytest.raises(ValueError, match="ratio"):
+        cross_validated_amplitude(z, fit.mean[obs], -1.0, exact[obs])
 
 
 def test_fit_gmrf_finds_an_evidence_maximum_and_recovers_a_smooth_map():

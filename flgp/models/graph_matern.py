@@ -82,6 +82,14 @@ def classifier_solver(graph) -> str:
     return "amg"
 
 
+def _prior_probabilities(class_prior, n_classes: int) -> np.ndarray:
+    """The probabilities a point the labels say nothing of gets: the class prior, or equal
+    shares without one."""
+    if class_prior is None:
+        return np.full(n_classes, 1.0 / n_classes)
+    return np.asarray(class_prior, dtype=np.float64)
+
+
 def _pieces_without_labels(graph, labelled):
     """``(piece of each node, piece sizes, whether each piece holds a labelled node)`` of a
     graph in pieces of which some hold no labelled node, else None."""
@@ -342,8 +350,8 @@ class GraphMaternClassification(ClassificationRepresentation):
         U = model.mean
         # pieces of the graph that hold no label get the prior (latent mean 0, the class
         # prior's probabilities); the spread and the classes' sizes are the other nodes'
-        unlabelled = _pieces_without_labels(graph, labelled)
-        informed = None if unlabelled is None else unlabelled[2][unlabelled[0]]
+        pieces = _pieces_without_labels(graph, labelled)
+        informed = None if pieces is None else pieces[2][pieces[0]]
         unl = np.ones(X.shape[0], dtype=bool) if informed is None else informed.copy()
         unl[labelled] = False
         spread = float(U[unl].std()) if unl.any() else float(U.std())
@@ -363,9 +371,9 @@ class GraphMaternClassification(ClassificationRepresentation):
             class_weights = np.ones(C)
         if informed is not None:
             U[~informed] = 0.0
-            P[~informed] = np.full(C, 1.0 / C) if class_prior is None else class_prior
+            P[~informed] = _prior_probabilities(class_prior, C)
         return GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
-                                            class_weights, P, model, columns, informed)
+                                            class_weights, P, model, columns, pieces)
 
 
 class GraphMaternClassificationFit(ClassificationFit):
@@ -377,17 +385,17 @@ class GraphMaternClassificationFit(ClassificationFit):
     method = "gmrf"
     # fits pickled before 2026-11-28 hold none of these
     model = columns = _variances = None
-    # which nodes lie in a piece of the graph that holds a label (None: every node does;
-    # fits pickled before 2026-11-29 do not say)
-    informed = None
+    # the graph's pieces when some hold no label (_pieces_without_labels), else None (fits
+    # pickled before 2026-11-29 do not say)
+    pieces = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
-                 probabilities, model=None, columns=None, informed=None):
+                 probabilities, model=None, columns=None, pieces=None):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
         self.model, self.columns = model, columns
-        self.informed = informed
+        self.pieces = pieces
         self._node_index = None
         self._variances = None
 
@@ -405,9 +413,8 @@ class GraphMaternClassificationFit(ClassificationFit):
         est.label_distributions_ = P
         est.transduction_ = est.classes_[np.argmax(P, axis=1)]
         self.probabilities = None           # the estimator holds them now
-        unlabelled = _pieces_without_labels(graph, est.labelled_indices_)
-        if unlabelled is not None:
-            labels, sizes, has = unlabelled
+        if self.pieces is not None:
+            labels, sizes, has = self.pieces
             empty = np.sort(sizes[~has])[::-1]
             listed = ", ".join(str(int(v)) for v in empty[:8]) + (
                 f", ... ({empty.size - 8} more)" if empty.size > 8 else "")
@@ -449,14 +456,12 @@ class GraphMaternClassificationFit(ClassificationFit):
         idx, w = self._neighbours(X, stacklevel + 1)
         U = np.einsum("ij,ijc->ic", w, self.scores[idx])
         P = scores_to_probabilities(U, self.score_scale, self.class_weights)
-        if self.informed is not None:
+        if self.pieces is not None:
             # the nodes of pieces without a label hold the prior: a new point takes it in
             # the share of its neighbours' weight that lies there
-            share = np.einsum("ij,ij->i", w, self.informed[idx])[:, None]
-            C = P.shape[1]
-            prior = (np.full(C, 1.0 / C) if self.class_prior is None
-                     else np.asarray(self.class_prior))
-            P = share * P + (1.0 - share) * prior
+            labels, _, has = self.pieces
+            share = np.einsum("ij,ij->i", w, has[labels[idx]])[:, None]
+            P = share * P + (1.0 - share) * _prior_probabilities(self.class_prior, P.shape[1])
         return P
 
     def node_variances(self) -> np.ndarray:

@@ -152,13 +152,10 @@ class GMRFRegression:
 
     @staticmethod
     def _checked(kappa2, ratio) -> tuple[float, float]:
-        kappa2, ratio = float(kappa2), float(ratio)
+        kappa2 = float(kappa2)
         if not (np.isfinite(kappa2) and kappa2 > 0):
             raise ValueError(f"kappa2 must be a finite number > 0; got {kappa2!r}.")
-        if not (np.isfinite(ratio) and ratio > 0):
-            raise ValueError(f"ratio (the noise-to-signal ratio r) must be a finite number "
-                             f"> 0; got {ratio!r}.")
-        return kappa2, ratio
+        return kappa2, checked_ratio(ratio)
 
     def _factor_posterior(self, kappa2: float, ratio: float, z=None):
         """Factor ``Q̃`` at ``(κ², r)``: ``(μ, b)`` with ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``
@@ -288,6 +285,15 @@ class GMRFRegression:
         return fit.amplitude * var, fit.amplitude * se
 
 
+def checked_ratio(ratio) -> float:
+    """``ratio`` as a float, or a clear error when it is not a noise-to-signal ratio."""
+    ratio = float(ratio)
+    if not (np.isfinite(ratio) and ratio > 0):
+        raise ValueError(f"ratio (the noise-to-signal ratio r) must be a finite number > 0; "
+                         f"got {ratio!r}.")
+    return ratio
+
+
 def cross_validated_amplitude(z, mean_observed, ratio, unit_variances, sum_se=0.0):
     """The amplitude ``A`` by generalised cross-validation, or None where the variances'
     Monte Carlo error leaves it undetermined.
@@ -307,9 +313,14 @@ def cross_validated_amplitude(z, mean_observed, ratio, unit_variances, sum_se=0.
     posterior variances at the observed nodes are the noise to within their estimate's
     error."""
     z = np.asarray(z, dtype=np.float64)
-    resid = z - np.asarray(mean_observed, dtype=np.float64)
+    mean_observed = np.asarray(mean_observed, dtype=np.float64)
     v = np.asarray(unit_variances, dtype=np.float64)
-    denominator = z.size * float(ratio) - float(v.sum())
+    if z.ndim != 1 or mean_observed.shape != z.shape or v.shape != z.shape:
+        raise ValueError(f"z, mean_observed and unit_variances must be 1-d, one entry per "
+                         f"observed node; got shapes {z.shape}, {mean_observed.shape}, "
+                         f"{v.shape}.")
+    resid = z - mean_observed
+    denominator = z.size * checked_ratio(ratio) - float(v.sum())
     if not (np.isfinite(denominator) and denominator > 10.0 * float(sum_se)
             and denominator > 0):
         return None
