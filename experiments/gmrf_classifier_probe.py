@@ -9,6 +9,7 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py order --sets mnist moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py kappa --sets mnist moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py rho --sets moons2 torus4 helix6 swiss5 circles6
+    python experiments/gmrf_classifier_probe.py variation --sets mnist moons2 torus4 helix6 swiss5 circles6
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -106,12 +107,8 @@ def variants(sets, n_draws):
             rows.append(dict(set=name, k=k, draw=d, variant="heat", error=err, ece=ece))
             for nu in (1, 2):
                 for rho in (0.3, 3.0):
-                    saved = PC.RHO
-                    PC.RHO = rho
-                    try:
+                    with _setting(PC, "RHO_CANDIDATES", (rho,)):
                         est = FLGPClassifier(_every_prior(nu), random_state=0).fit(X, yy)
-                    finally:
-                        PC.RHO = saved
                     fit = est._other_fit
                     err, ece = _score(est.label_distributions_, y, unl)
                     loo_err, loo_nll = _loo(fit.model, fit.score_scale, fit.class_weights)
@@ -208,9 +205,9 @@ def kappa(sets, n_draws):
 
 
 def rho(sets, n_draws):
-    """The prior-to-noise ratio ``ρ`` from two labels a class (``RHO``, 0.3) at 0.3 / 1 /
-    3 / 10, every other setting the default's, beside the heat kernel alone, with the
-    least-squares evidence of each fit (k = 2, 3, 5, 10)."""
+    """The prior-to-noise ratio ``ρ`` from two labels a class fixed at 0.3 (the default
+    until 2026-11-29) / 1 / 3 / 10, every other setting the default's, beside the heat
+    kernel alone, with the least-squares evidence of each fit (k = 2, 3, 5, 10)."""
     import flgp.precision.classification as PC
     from flgp import FLGPClassifier, HeatKernelPrior
 
@@ -218,7 +215,7 @@ def rho(sets, n_draws):
     for name in sets:
         for X, y, yy, unl, k, d in _draws(name, (2, 3, 5, 10), n_draws):
             for value in (0.3, 1.0, 3.0, 10.0):
-                with _setting(PC, "RHO", value):
+                with _setting(PC, "RHO_CANDIDATES", (value,)):
                     est = FLGPClassifier(random_state=0).fit(X, yy)
                 err, ece = _score(est.label_distributions_, y, unl)
                 rows.append(dict(set=name, k=k, draw=d, variant=f"rho {value:g}", error=err,
@@ -229,6 +226,74 @@ def rho(sets, n_draws):
         print(name, flush=True)
     _write("rho", rows)
     _table(rows, "variant")
+
+
+VARIATION_RHOS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+
+
+def variation(sets, n_draws):
+    """``ρ`` fixed at each of ``VARIATION_RHOS`` (at every label count, k = 1 too) beside
+    the heat kernel, with the graph total variation of each fit's probabilities on the
+    default's graph (:func:`flgp.precision.classification.graph_total_variation`) and the
+    cut share of its labelling; then what the package's rule picks among its candidates
+    (:func:`~flgp.precision.classification.chosen_ratio` over ``RHO_CANDIDATES`` from two
+    labels a class; ``RHO_ONE_LABEL`` = 0.01 below) and what the least variation picks
+    among all eight. MNIST: 5 / 5 / 3 / 3 draws at k = 2 / 3 / 5 / 10, without the heat
+    kernel."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier, HeatKernelPrior
+
+    rows = []
+    for name in sets:
+        ks = (2, 3, 5, 10) if name == "mnist" else (1, 2, 3, 5, 10)
+        draws = {2: 5, 3: 5, 5: 3, 10: 3} if name == "mnist" else None
+        for X, y, yy, unl, k, d in _draws(name, ks, n_draws):
+            if draws is not None and d >= draws[k]:
+                continue
+            edges = None
+            fits = [(f"rho {v:g}", v) for v in VARIATION_RHOS] + (
+                [] if name == "mnist" else [("heat", None)])
+            for variant, value in fits:
+                if value is None:
+                    est = FLGPClassifier(HeatKernelPrior(), random_state=0).fit(X, yy)
+                else:
+                    with _setting(PC, "RHO_CANDIDATES", (value,)), \
+                            _setting(PC, "RHO_ONE_LABEL", value):
+                        est = FLGPClassifier(random_state=0).fit(X, yy)
+                    if edges is None:
+                        edges = PC.graph_edges(est.graph_.stiffness)
+                P = est.label_distributions_
+                err, ece = _score(P, y, unl)
+                rows.append(dict(set=name, k=k, draw=d, variant=variant, error=err, ece=ece,
+                                 variation=PC.graph_total_variation(edges, P),
+                                 cut=PC.graph_total_variation(
+                                     edges, np.eye(P.shape[1])[P.argmax(1)])))
+            print(name, k, d, flush=True)
+    _write("variation", rows)
+    picks = variation_picks(rows)
+    _write("variation_picks", picks)
+    _table(rows + picks, "variant")
+
+
+def variation_picks(rows):
+    """For each draw of :func:`variation`'s rows: the fit the package's rule keeps
+    (:func:`~flgp.precision.classification.chosen_ratio` over ``RHO_CANDIDATES``, from two
+    labels a class; ``RHO_ONE_LABEL`` below) and the one of least variation among all
+    eight ratios, as rows named by the rule."""
+    import flgp.precision.classification as PC
+
+    package = [f"rho {v:g}" for v in PC.RHO_CANDIDATES]
+    every = [f"rho {v:g}" for v in VARIATION_RHOS]
+    picks = []
+    for key in sorted({(r["set"], r["k"], r["draw"]) for r in rows}):
+        cell = {r["variant"]: r for r in rows if (r["set"], r["k"], r["draw"]) == key}
+        for label, pool in (("least variation (package)", package),
+                            ("least variation (all eight)", every)):
+            if key[1] == 1 and label.endswith("(package)"):
+                pool = [f"rho {PC.RHO_ONE_LABEL:g}"]
+            chosen = PC.chosen_ratio({name: cell[name]["variation"] for name in pool})
+            picks.append(dict(cell[chosen], variant=label))
+    return picks
 
 
 def _write(what, rows):
@@ -258,16 +323,17 @@ def _table(rows, by, extra=None):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho"))
+    ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho",
+                                     "variation"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
                     help="draws per label count (variants: 5; spread, order: 10)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    n = args.draws or (5 if args.what in ("variants", "kappa", "rho") else 10)
+    n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation") else 10)
     {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
-     "rho": rho}[args.what](args.sets, n)
+     "rho": rho, "variation": variation}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":

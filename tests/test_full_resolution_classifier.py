@@ -468,3 +468,69 @@ def test_classifier_prior_solves_by_a_factor_on_low_dimensional_clouds(monkeypat
     np.testing.assert_allclose(V, U, atol=1e-2 * np.abs(U).max())
     np.testing.assert_allclose(iterative.label_distributions_, exact.label_distributions_,
                                atol=2e-2)
+
+
+def test_graph_total_variation_against_the_dense_sum():
+    """graph_total_variation is sum_{i<j} w_ij |p_i - p_j|_1 / 2 over sum_{i<j} w_ij, from
+    the dense weight matrix (in chunks smaller than the edge list as well)."""
+    from flgp.precision.classification import graph_edges, graph_total_variation
+
+    rng = np.random.default_rng(4)
+    n, C = 30, 3
+    W = rng.random((n, n)) * (rng.random((n, n)) < 0.3)
+    W = np.triu(W, 1)
+    W = W + W.T
+    G = sp.csr_matrix(np.diag(W.sum(1)) - W)
+    P = rng.dirichlet(np.ones(C), n)
+    dense = 0.25 * np.sum(W * np.abs(P[:, None, :] - P[None, :, :]).sum(-1)) / (0.5 * W.sum())
+    edges = graph_edges(G)
+    assert edges[0].size == np.count_nonzero(np.triu(W, 1))
+    assert graph_total_variation(edges, P) == pytest.approx(dense, rel=1e-12)
+    assert graph_total_variation(edges, P, chunk=7) == pytest.approx(dense, rel=1e-12)
+    # a labelling (one-hot rows) gives the cut share of the edges' weight
+    lab = rng.integers(0, C, n)
+    cut = W[lab[:, None] != lab[None, :]].sum() / W.sum()
+    assert graph_total_variation(edges, np.eye(C)[lab]) == pytest.approx(cut, rel=1e-12)
+
+
+def test_ratio_chosen_by_the_least_total_variation():
+    """From two labels a class the classifier fits every candidate ratio and keeps the one
+    whose probabilities vary least across the graph's edges: its probabilities are those
+    of a fit at that ratio alone; with one label a class the ratio is RHO_ONE_LABEL and
+    nothing is chosen."""
+    import flgp.precision.classification as PC
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(1500, noise=0.1, random_state=0)
+    rng = np.random.default_rng(1)
+    yy = np.full(y.size, -1)
+    lab = np.r_[rng.choice(np.flatnonzero(y == 0), 4, replace=False),
+                rng.choice(np.flatnonzero(y == 1), 4, replace=False)]
+    yy[lab] = y[lab]
+    clf = FLGPClassifier().fit(X, yy)
+    variation = clf.probability_variation_
+    assert sorted(variation) == sorted(PC.RHO_CANDIDATES)
+    assert clf.prior_to_noise_ratio_ == min(variation, key=variation.get)
+    edges = PC.graph_edges(clf.graph_.stiffness)
+    assert variation[clf.prior_to_noise_ratio_] == pytest.approx(
+        PC.graph_total_variation(edges, clf.label_distributions_), rel=1e-12)
+    for rho in PC.RHO_CANDIDATES:
+        saved = PC.RHO_CANDIDATES
+        PC.RHO_CANDIDATES = (rho,)
+        try:
+            alone = FLGPClassifier().fit(X, yy)
+        finally:
+            PC.RHO_CANDIDATES = saved
+        assert alone.probability_variation_ is None and alone.prior_to_noise_ratio_ == rho
+        # equal to the class balance's tolerance (1e-9 on the shares; the joint fit starts
+        # each candidate's balance from the previous one's weights)
+        assert PC.graph_total_variation(edges, alone.label_distributions_) == pytest.approx(
+            variation[rho], rel=1e-7)
+        if rho == clf.prior_to_noise_ratio_:
+            np.testing.assert_allclose(alone.label_distributions_,
+                                       clf.label_distributions_, atol=1e-8)
+    one = np.full(y.size, -1)
+    one[lab[[0, 4]]] = y[lab[[0, 4]]]
+    single = FLGPClassifier().fit(X, one)
+    assert single.prior_to_noise_ratio_ == PC.RHO_ONE_LABEL
+    assert single.probability_variation_ is None

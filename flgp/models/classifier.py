@@ -122,10 +122,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self-tuning graph, 10 neighbours) or on its ``graph``, a least-squares GP
         classifier (the labels' centred one-hot vectors regressed on the class latents,
         one sparse solve a label; near Poisson learning's solution while some class has
-        one label), probabilities at a spread set from the cloud and re-weighted to
-        ``class_prior`` (:mod:`flgp.precision.classification`, docs/few_labels.md, "One
-        classifier"); with its evidence, latent posterior (``predict_latent``) and
-        labelling loop (``suggest_labels``). :class:`~flgp.models.priors.HeatKernelPrior`
+        one label, from two labels a class its prior-to-noise ratio the one whose
+        probabilities vary least across the graph's edges - the boundaries through the
+        cloud's sparsest parts), probabilities at a spread set from the cloud and
+        re-weighted to ``class_prior`` (:mod:`flgp.precision.classification`,
+        docs/few_labels.md, "One classifier"); with its evidence, latent posterior
+        (``predict_latent``) and labelling loop (``suggest_labels``). :class:`~flgp.models.priors.HeatKernelPrior`
         - the heat kernel of FLGP's, GLGP's (dense ``n x n`` graph) or Nyström-GLGP's
         eigenpairs with EP (its settings: the graph, the eigenpairs and the spectral
         prior on ``t``). :class:`~flgp.models.priors.RBFPrior` - the extrinsic baseline, an
@@ -135,10 +137,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         a ``graph``), the heat kernel for dask inputs, larger clouds and given
         ``induced_points`` - measured on six clouds at 1-10 labels per class, the
         full-resolution classifier is at least as accurate as the heat kernel on MNIST,
-        the Swiss roll, the helix and six circles, and behind it on two moons from three
-        labels a class (docs/few_labels.md, where the evidence's and leave-one-out's
-        choices between the two are measured too: both pick the heat kernel where it errs
-        twice as often); ``method_`` says which ran.
+        the Swiss roll, the helix and six circles, and behind it on two moons at five
+        labels a class (by 0.8 points) and on the torus (docs/few_labels.md, where the
+        evidence's and leave-one-out's choices between the two are measured too: both
+        pick the heat kernel where it errs twice as often); ``method_`` says which ran.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
         (multinomial probit with EP, softmax with Laplace; ``"softmax"``, its name until
@@ -223,6 +225,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     graph_, class_prior_, class_weights_, matern_order_ :
         ``method="gmrf"``: the graph, the class shares (None without a prior), the factor
         each class's probability was multiplied by to meet them, and ``ν``.
+    prior_to_noise_ratio_, probability_variation_ :
+        ``method="gmrf"``: the least-squares model's ratio ``ρ`` (0.01 while some class has
+        one label) and, where it was chosen among several
+        (:data:`flgp.precision.classification.RHO_CANDIDATES`), each candidate's graph
+        total variation of the class probabilities (the expected share of the edges'
+        weight a labelling drawn from them cuts; the least chosen), else None.
 
     Notes
     -----

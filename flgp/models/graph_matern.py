@@ -24,7 +24,8 @@ from ..graph.knn import NeighborIndex, knn_point_graph, self_tuning_knn_graph
 from ..precision.classification import (KAPPA_RELATIVE, SCORE_SPREAD, SOLVE_TOL,
                                         LabelledColumns, LeastSquaresClassification,
                                         balance_to_prior, class_size_prior,
-                                        prior_to_noise_ratio, scores_to_probabilities)
+                                        chosen_ratio, graph_edges, graph_total_variation,
+                                        prior_to_noise_ratios, scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
 from ..precision.gaussian import (FACTOR_MAX_NODES, cross_validated_amplitude, exhaust,
                                   fit_gmrf_steps)
@@ -340,23 +341,10 @@ class GraphMaternClassification(ClassificationRepresentation):
         C = est.classes_.size
         nu = 1 if est.matern_order is None else int(est.matern_order)
         graph, prior, columns = self._engine(est, X, nu)
-        with stage("scores"):
-            columns(labelled)
-            # the labels in the store's order: its columns then without a copy (the model
-            # does not depend on the labels' order)
-            nodes, node_codes = columns.in_held_order(labelled, codes)
-            model = LeastSquaresClassification(columns(nodes), nodes, node_codes, C,
-                                               prior_to_noise_ratio(codes, C))
-        U = model.mean
         # pieces of the graph that hold no label get the prior (latent mean 0, the class
         # prior's probabilities); the spread and the classes' sizes are the other nodes'
         pieces = _pieces_without_labels(graph, labelled)
         informed = None if pieces is None else pieces[2][pieces[0]]
-        unl = np.ones(X.shape[0], dtype=bool) if informed is None else informed.copy()
-        unl[labelled] = False
-        spread = float(U[unl].std()) if unl.any() else float(U.std())
-        score_scale = (spread or 1.0) / SCORE_SPREAD
-        P = scores_to_probabilities(U, score_scale)
         # the class shares from the labels that are a random sample: not those of rows
         # the estimator suggested (the labelling loop picks boundaries, not shares)
         key, suggested = getattr(est, "_suggested", (None, ()))
@@ -364,16 +352,52 @@ class GraphMaternClassification(ClassificationRepresentation):
                    else np.ones(labelled.size, dtype=bool))
         class_prior = (None if est.class_prior is None else
                        class_size_prior(codes[sampled], C, est._class_prior_shares()))
-        rows = slice(None) if informed is None else informed
-        if class_prior is not None:
-            class_weights, P[rows] = balance_to_prior(P[rows], class_prior)
-        else:
-            class_weights = np.ones(C)
-        if informed is not None:
-            U[~informed] = 0.0
-            P[~informed] = _prior_probabilities(class_prior, C)
-        return GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
-                                            class_weights, P, model, columns, pieces)
+        ratios = prior_to_noise_ratios(codes, C)
+        edges = graph_edges(graph.stiffness) if len(ratios) > 1 else None
+        best, variations = None, {}
+        with stage("scores"):
+            columns(labelled)
+            # the labels in the store's order: its columns then without a copy (the model
+            # does not depend on the labels' order)
+            nodes, node_codes = columns.in_held_order(labelled, codes)
+            for rho in ratios:
+                model = LeastSquaresClassification(columns(nodes), nodes, node_codes, C, rho)
+                scored = (model, *_node_probabilities(
+                    model, labelled, informed, class_prior, C,
+                    start=None if best is None else best[3]))
+                if edges is not None:
+                    variations[rho] = graph_total_variation(edges, scored[4])
+                    if best is not None and chosen_ratio(variations) != rho:
+                        continue
+                best = scored
+        model, U, score_scale, class_weights, P = best
+        fit = GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
+                                           class_weights, P, model, columns, pieces)
+        fit.variations = variations or None
+        return fit
+
+
+def _node_probabilities(model, labelled, informed, class_prior, C, start=None):
+    """``(scores U, score scale, class weights, probabilities P)`` of the nodes under a
+    least-squares model: the softmax of its posterior mean at a spread of ``SCORE_SPREAD``
+    logits over the unlabelled nodes that a label reaches (``informed``: None for all),
+    re-weighted to ``class_prior`` (its weights searched from ``start``); nodes of pieces
+    without a label get latent mean 0 and the prior's probabilities."""
+    U = model.mean
+    unl = np.ones(U.shape[0], dtype=bool) if informed is None else informed.copy()
+    unl[labelled] = False
+    spread = float(U[unl].std()) if unl.any() else float(U.std())
+    score_scale = (spread or 1.0) / SCORE_SPREAD
+    P = scores_to_probabilities(U, score_scale)
+    rows = slice(None) if informed is None else informed
+    if class_prior is not None:
+        class_weights, P[rows] = balance_to_prior(P[rows], class_prior, start=start)
+    else:
+        class_weights = np.ones(C)
+    if informed is not None:
+        U[~informed] = 0.0
+        P[~informed] = _prior_probabilities(class_prior, C)
+    return U, score_scale, class_weights, P
 
 
 class GraphMaternClassificationFit(ClassificationFit):
@@ -388,6 +412,9 @@ class GraphMaternClassificationFit(ClassificationFit):
     # the graph's pieces when some hold no label (_pieces_without_labels), else None (fits
     # pickled before 2026-11-29 do not say)
     pieces = None
+    # each candidate ratio's graph total variation of the probabilities, when the fit
+    # chose among several (fits pickled before 2026-11-29 do not say)
+    variations = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
                  probabilities, model=None, columns=None, pieces=None):
@@ -410,6 +437,7 @@ class GraphMaternClassificationFit(ClassificationFit):
         est.log_marginal_likelihood_ = (None if self.model is None
                                         else self.model.log_evidence)
         est.prior_to_noise_ratio_ = None if self.model is None else self.model.rho
+        est.probability_variation_ = self.variations
         est.label_distributions_ = P
         est.transduction_ = est.classes_[np.argmax(P, axis=1)]
         self.probabilities = None           # the estimator holds them now

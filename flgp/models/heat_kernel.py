@@ -111,7 +111,7 @@ class HeatKernelRegression(RegressionRepresentation):
                                    skip=beaten)
         if best is None and coarse:
             raise Outranked(max(coarse), "screened out: its coarse search reached a log "
-                            "evidence of {ceiling:.1f}, more than " f"{margin:.0f} nats")
+                            "evidence of {ceiling:.1f} (the margin: " f"{margin:.0f} nats)")
         if best is None:
             raise Outranked(max(ceilings), "its log evidence cannot exceed {ceiling:.1f} (a "
                             "ceiling over every diffusion time, amplitude, noise and "

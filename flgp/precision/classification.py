@@ -44,8 +44,9 @@ from .prior import SparsePrecisionPrior
 
 __all__ = ["green_scores", "scores_to_probabilities", "class_size_prior",
            "balanced_log_odds", "balance_to_prior", "SCORE_SPREAD", "KAPPA_RELATIVE",
-           "LabelledColumns", "LeastSquaresClassification", "prior_to_noise_ratio",
-           "RHO_ONE_LABEL", "RHO"]
+           "LabelledColumns", "LeastSquaresClassification", "prior_to_noise_ratios",
+           "chosen_ratio", "graph_edges", "graph_total_variation", "RHO_ONE_LABEL",
+           "RHO_CANDIDATES"]
 
 # the spread over the cloud of the scaled scores, in logits (see the module notes)
 SCORE_SPREAD = 5.0
@@ -130,9 +131,10 @@ def class_size_prior(codes, n_classes, prior="auto"):
     return pi / pi.sum()
 
 
-def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9):
+def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9, start=None):
     """``(weights, P')``: one factor a class such that the rows of ``P' ∝ P w`` average to
-    ``prior`` over the cloud (see the module notes). ``w = e^θ`` minimises the convex
+    ``prior`` over the cloud (see the module notes); ``start``: weights to begin the search
+    from (a similar ``P``'s, say). ``w = e^θ`` minimises the convex
     ``F(θ) = mean_i log Σ_c P_ic e^{θ_c} - πᵀθ``, whose gradient is the shares' error; Newton's
     method with its ``C x C`` Hessian ``mean_i (diag q_i - q_i q_iᵀ)`` and step halving
     converges in a few steps where iterative proportional fitting crawls (well separated
@@ -141,7 +143,8 @@ def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9):
     prior = np.asarray(prior, dtype=np.float64)
     n, C = P.shape
     logP = np.log(np.maximum(P, 1e-300))
-    theta = np.zeros(C)
+    theta = (np.zeros(C) if start is None else
+             np.log(np.maximum(np.asarray(start, dtype=np.float64), 1e-300)))
 
     def state(th):
         Z = logP + th
@@ -173,17 +176,52 @@ def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9):
 
 # the prior-to-noise ratio ρ (prior variance at the labelled nodes over the noise variance)
 # of the least-squares classifier: near Poisson learning's limit while some class has a
-# single label, 0.3 from two labels a class on (measured on five clouds and MNIST at 1-10
-# labels per class: docs/few_labels.md, "One classifier")
+# single label; from two labels a class on, the candidate of least graph total variation of
+# the class probabilities (the cluster assumption: the boundaries through the cloud's
+# sparsest parts; docs/few_labels.md, "Choosing ρ by the cloud")
 RHO_ONE_LABEL = 0.01
-RHO = 0.3
+RHO_CANDIDATES = (0.3, 3.0, 30.0)
 
 
-def prior_to_noise_ratio(codes, n_classes) -> float:
-    """``ρ`` for these labels: ``RHO_ONE_LABEL`` while some class holds a single label (or
-    none), else ``RHO``."""
+def prior_to_noise_ratios(codes, n_classes) -> tuple:
+    """The ratios ``ρ`` to choose among for these labels: ``(RHO_ONE_LABEL,)`` while some
+    class holds a single label (or none), else ``RHO_CANDIDATES``."""
     counts = np.bincount(np.asarray(codes, dtype=np.int64), minlength=int(n_classes))
-    return RHO_ONE_LABEL if counts.min() <= 1 else RHO
+    return (RHO_ONE_LABEL,) if counts.min() <= 1 else tuple(RHO_CANDIDATES)
+
+
+def chosen_ratio(variations: dict) -> float:
+    """The ratio of least variation among ``variations = {ρ: graph total variation}``
+    (:func:`graph_total_variation`; the first of equal ones)."""
+    return min(variations, key=variations.get)
+
+
+def graph_edges(stiffness):
+    """``(rows, columns, weights)`` of a graph's edges, each once (``i < j``), from its
+    stiffness ``G = D - W``."""
+    import scipy.sparse as sp
+
+    upper = sp.triu(sp.csr_matrix(stiffness), k=1).tocoo()
+    keep = upper.data < 0
+    return upper.row[keep], upper.col[keep], -upper.data[keep]
+
+
+def graph_total_variation(edges, P, chunk: int = 1 << 18) -> float:
+    """The graph total variation of the rows of ``P`` (class probabilities) over
+    ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
+    ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
+    labelling drawn from the probabilities cuts, in ``[0, 1]``."""
+    rows, cols, weights = edges
+    total = float(weights.sum())
+    if total <= 0.0:
+        return 0.0
+    P = np.asarray(P, dtype=np.float64)
+    cut = 0.0
+    for start in range(0, rows.size, chunk):
+        stop = start + chunk
+        diff = np.abs(P[rows[start:stop]] - P[cols[start:stop]]).sum(axis=1)
+        cut += 0.5 * float(weights[start:stop] @ diff)
+    return cut / total
 
 
 class LabelledColumns:
