@@ -10,6 +10,7 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py kappa --sets mnist moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py rho --sets moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py variation --sets mnist moons2 torus4 helix6 swiss5 circles6
+    python experiments/gmrf_classifier_probe.py order_variation --sets moons2 torus4 helix6 swiss5
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -275,6 +276,51 @@ def variation(sets, n_draws):
     _table(rows + picks, "variant")
 
 
+def order_variation(sets, n_draws):
+    """The order ``ν`` = 1 (the default) and 2 (every prior, the graph Matérn one's
+    ``GraphMaternPrior(nu=ν)``), each at ``ρ`` = 0.3 / 3 / 30 from two labels a class (0.01
+    at one) with the graph total variation of its probabilities; then what the least
+    variation picks over the three ratios at each order, and over all six fits. Also each
+    fit's ECE at a spread of 8 logits instead of 5 (its scores re-scaled, the class
+    balance redone), the spread the order 2 would need on the helix and the Swiss roll."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            edges = None
+            for nu in (1, 2):
+                for value in ((PC.RHO_ONE_LABEL,) if k == 1 else PC.RHO_CANDIDATES):
+                    with _setting(PC, "RHO_CANDIDATES", (value,)), \
+                            _setting(PC, "RHO_ONE_LABEL", value):
+                        est = FLGPClassifier([HeatKernelPrior(), GraphMaternPrior(nu=nu),
+                                              RBFPrior()], random_state=0).fit(X, yy)
+                    if edges is None:
+                        edges = PC.graph_edges(est.graph_.stiffness)
+                    P = est.label_distributions_
+                    err, ece = _score(P, y, unl)
+                    fit = est._other_fit
+                    P8 = PC.scores_to_probabilities(fit.scores, fit.score_scale * 5.0 / 8.0)
+                    if fit.class_prior is not None:
+                        P8 = PC.balance_to_prior(P8, fit.class_prior)[1]
+                    rows.append(dict(set=name, k=k, draw=d, variant=f"nu {nu} rho {value:g}",
+                                     nu=nu, rho=value, error=err, ece=ece,
+                                     ece_spread8=_score(P8, y, unl)[1],
+                                     variation=PC.graph_total_variation(edges, P)))
+            print(name, k, d, flush=True)
+    _write("order_variation", rows)
+    picks = []
+    for key in sorted({(r["set"], r["k"], r["draw"]) for r in rows}):
+        cell = [r for r in rows if (r["set"], r["k"], r["draw"]) == key]
+        for label, pool in (("least variation, nu 1", [r for r in cell if r["nu"] == 1]),
+                            ("least variation, nu 2", [r for r in cell if r["nu"] == 2]),
+                            ("least variation, nu 1 or 2", cell)):
+            picks.append(dict(min(pool, key=lambda r: r["variation"]), variant=label))
+    _write("order_variation_picks", picks)
+    _table(picks, "variant", extra="ece_spread8")
+
+
 def variation_picks(rows):
     """For each draw of :func:`variation`'s rows: the fit the package's rule keeps
     (:func:`~flgp.precision.classification.chosen_ratio` over ``RHO_CANDIDATES``, from two
@@ -324,16 +370,18 @@ def _table(rows, by, extra=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho",
-                                     "variation"))
+                                     "variation", "order_variation"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
                     help="draws per label count (variants: 5; spread, order: 10)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
-    n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation") else 10)
+    n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation",
+                                          "order_variation") else 10)
     {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
-     "rho": rho, "variation": variation}[args.what](args.sets, n)
+     "rho": rho, "variation": variation,
+     "order_variation": order_variation}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":
