@@ -11,6 +11,7 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py rho --sets moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py variation --sets mnist moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py order_variation --sets moons2 torus4 helix6 swiss5
+    python experiments/gmrf_classifier_probe.py spread_rule --sets moons2 torus4 helix6 swiss5
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -321,6 +322,41 @@ def order_variation(sets, n_draws):
     _table(picks, "variant", extra="ece_spread8")
 
 
+def spread_rule(sets, n_draws):
+    """How the scores become probabilities, at ``ν`` = 1 and 2 (every prior, the graph
+    Matérn one's ``GraphMaternPrior(nu=ν)``; ``ρ`` by the package's rule): the softmax at a
+    scale set by the scores' sd over the unlabelled points (the package: 5 logits; also 3
+    and 8) or by a quantile ``q`` of their top-two margins (``M`` logits at the 25 % / 50 %
+    quantile), then the class balance; 3 draws a cell by default."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
+
+    def probabilities(U, scale, prior):
+        P = PC.scores_to_probabilities(U, scale)
+        return P if prior is None else PC.balance_to_prior(P, prior)[1]
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            for nu in (1, 2):
+                est = FLGPClassifier([HeatKernelPrior(), GraphMaternPrior(nu=nu), RBFPrior()],
+                                     random_state=0).fit(X, yy)
+                fit = est._other_fit
+                U = fit.scores
+                top = np.sort(U[unl], axis=1)
+                margin = top[:, -1] - top[:, -2]
+                rules = [(f"sd {sp}", U[unl].std() / sp) for sp in (3, 5, 8)]
+                rules += [(f"margin q{q:g} {M:g}", np.quantile(margin, q) / M)
+                          for q in (0.25, 0.5) for M in (1.5, 2.0, 3.0, 4.0)]
+                for rule, scale in rules:
+                    err, ece = _score(probabilities(U, scale, fit.class_prior), y, unl)
+                    rows.append(dict(set=name, k=k, draw=d, nu=nu, variant=f"nu {nu} {rule}",
+                                     error=err, ece=ece))
+            print(name, k, d, flush=True)
+    _write("spread_rule", rows)
+    _table(rows, "variant")
+
+
 def variation_picks(rows):
     """For each draw of :func:`variation`'s rows: the fit the package's rule keeps
     (:func:`~flgp.precision.classification.chosen_ratio` over ``RHO_CANDIDATES``, from two
@@ -370,7 +406,7 @@ def _table(rows, by, extra=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho",
-                                     "variation", "order_variation"))
+                                     "variation", "order_variation", "spread_rule"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
@@ -378,10 +414,11 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation",
-                                          "order_variation") else 10)
+                                          "order_variation") else
+                        3 if args.what == "spread_rule" else 10)
     {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
      "rho": rho, "variation": variation,
-     "order_variation": order_variation}[args.what](args.sets, n)
+     "order_variation": order_variation, "spread_rule": spread_rule}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":
