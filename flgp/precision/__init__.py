@@ -28,7 +28,8 @@ the orders the estimators compare (docs/full_resolution.md).
 """
 
 from .classification import (balance_to_prior, balanced_log_odds, class_size_prior,
-                             green_scores, scores_to_probabilities)
+                             graph_edges, graph_total_variation, green_scores,
+                             scores_to_probabilities)
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
 from .maps import fit_gmrf_maps
@@ -40,4 +41,5 @@ __all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegres
            "fit_gmrf", "fit_gmrf_maps", "search_gmrf", "rbmc_variances", "MATERN_ORDERS",
            "matern_precision",
            "NodePosterior", "green_scores", "scores_to_probabilities", "class_size_prior",
-           "balanced_log_odds", "balance_to_prior", "SparsePrecisionPrior"]
+           "balanced_log_odds", "balance_to_prior", "graph_edges", "graph_total_variation",
+           "SparsePrecisionPrior"]
