@@ -146,20 +146,32 @@ def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9, start=None
     theta = (np.zeros(C) if start is None else
              np.log(np.maximum(np.asarray(start, dtype=np.float64), 1e-300)))
 
+    # row sums and column means as products with ones (BLAS), not reductions over the
+    # short axis; each row shifted by its largest log-probability plus max θ, a bound on
+    # its largest entry (exact row maxima where that bound would underflow a row)
+    ones_c, mean_n = np.ones(C), np.full(n, 1.0 / n)
+    row_top = logP.max(axis=1)
+
     def state(th):
         Z = logP + th
-        top = Z.max(axis=1, keepdims=True)
-        E = np.exp(Z - top)
-        s = E.sum(axis=1, keepdims=True)
-        value = float(np.mean(np.log(s[:, 0]) + top[:, 0]) - prior @ th)
-        return value, E / s
+        top = row_top + th.max()
+        E = np.exp(Z - top[:, None])
+        s = E @ ones_c
+        if not np.all(s > 0.0):
+            top = Z.max(axis=1)
+            E = np.exp(Z - top[:, None])
+            s = E @ ones_c
+        value = float(mean_n @ (np.log(s) + top) - prior @ th)
+        E /= s[:, None]
+        return value, E
 
     value, Q = state(theta)
     for _ in range(int(max_iter)):
-        grad = Q.mean(axis=0) - prior
+        shares = mean_n @ Q
+        grad = shares - prior
         if np.max(np.abs(grad)) < tol:
             break
-        H = np.diag(Q.mean(axis=0)) - (Q.T @ Q) / n + 1e-12 * np.eye(C)
+        H = np.diag(shares) - (Q.T @ Q) / n + 1e-12 * np.eye(C)
         step = -np.linalg.lstsq(H, grad, rcond=None)[0]
         size = 1.0
         while size > 1e-8:
@@ -206,7 +218,7 @@ def graph_edges(stiffness):
     return upper.row[keep], upper.col[keep], -upper.data[keep]
 
 
-def graph_total_variation(edges, P, chunk: int = 1 << 18) -> float:
+def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
     """The graph total variation of the rows of ``P`` (class probabilities) over
     ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
     ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
@@ -216,11 +228,14 @@ def graph_total_variation(edges, P, chunk: int = 1 << 18) -> float:
     if total <= 0.0:
         return 0.0
     P = np.asarray(P, dtype=np.float64)
+    ones = np.ones(P.shape[1])
     cut = 0.0
     for start in range(0, rows.size, chunk):
         stop = start + chunk
-        diff = np.abs(P[rows[start:stop]] - P[cols[start:stop]]).sum(axis=1)
-        cut += 0.5 * float(weights[start:stop] @ diff)
+        diff = P[rows[start:stop]]
+        diff -= P[cols[start:stop]]
+        np.abs(diff, out=diff)
+        cut += 0.5 * float(weights[start:stop] @ (diff @ ones))
     return cut / total
 
 
