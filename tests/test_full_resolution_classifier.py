@@ -534,3 +534,31 @@ def test_ratio_chosen_by_the_least_total_variation():
     single = FLGPClassifier().fit(X, one)
     assert single.prior_to_noise_ratio_ == PC.RHO_ONE_LABEL
     assert single.probability_variation_ is None
+
+
+def test_variation_and_balance_inputs_are_checked():
+    """graph_edges, graph_total_variation, chosen_ratio and balance_to_prior's start refuse
+    what they cannot use, saying what to give."""
+    from flgp.precision.classification import (chosen_ratio, graph_edges,
+                                               graph_total_variation)
+
+    G = sp.csr_matrix(np.array([[1.0, -1.0, 0.0], [-1.0, 2.0, -1.0], [0.0, -1.0, 1.0]]))
+    edges = graph_edges(G)
+    P = np.full((3, 2), 0.5)
+    with pytest.raises(ValueError, match="square stiffness"):
+        graph_edges(sp.csr_matrix(np.ones((2, 3))))
+    with pytest.raises(ValueError, match="one row of P per node"):
+        graph_total_variation(edges, P[:2])
+    with pytest.raises(ValueError, match="finite"):
+        graph_total_variation(edges, np.where(np.eye(3, 2) > 0, np.nan, 0.5))
+    with pytest.raises(ValueError, match="three 1-d arrays"):
+        graph_total_variation((edges[0], edges[1][:1], edges[2]), P)
+    with pytest.raises(ValueError, match="non-negative"):
+        graph_total_variation((edges[0], edges[1], -edges[2]), P)
+    assert graph_total_variation(edges, P) == 0.0
+    with pytest.raises(ValueError, match="at least one candidate"):
+        chosen_ratio({})
+    with pytest.raises(ValueError, match="positive finite class weights"):
+        balance_to_prior(P, [0.5, 0.5], start=[1.0, 0.0])
+    with pytest.raises(ValueError, match="positive finite class weights"):
+        balance_to_prior(P, [0.5, 0.5], start=[1.0, 1.0, 1.0])

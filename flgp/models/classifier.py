@@ -127,8 +127,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         cloud's sparsest parts), probabilities at a spread set from the cloud and
         re-weighted to ``class_prior`` (:mod:`flgp.precision.classification`,
         docs/few_labels.md, "One classifier"); with its evidence, latent posterior
-        (``predict_latent``) and labelling loop (``suggest_labels``). :class:`~flgp.models.priors.HeatKernelPrior`
-        - the heat kernel of FLGP's, GLGP's (dense ``n x n`` graph) or Nyström-GLGP's
+        (``predict_latent``) and labelling loop (``suggest_labels``).
+        :class:`~flgp.models.priors.HeatKernelPrior` - the heat kernel of FLGP's, GLGP's (dense ``n x n`` graph) or Nyström-GLGP's
         eigenpairs with EP (its settings: the graph, the eigenpairs and the spectral
         prior on ``t``). :class:`~flgp.models.priors.RBFPrior` - the extrinsic baseline, an
         RBF-kernel GP on the labelled points only. A list: the classifier's rule among

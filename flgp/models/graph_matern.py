@@ -371,10 +371,9 @@ class GraphMaternClassification(ClassificationRepresentation):
                         continue
                 best = scored
         model, U, score_scale, class_weights, P = best
-        fit = GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
-                                           class_weights, P, model, columns, pieces)
-        fit.variations = variations or None
-        return fit
+        return GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
+                                            class_weights, P, model, columns, pieces,
+                                            variations or None)
 
 
 def _node_probabilities(model, labelled, informed, class_prior, C, start=None):
@@ -417,12 +416,12 @@ class GraphMaternClassificationFit(ClassificationFit):
     variations = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
-                 probabilities, model=None, columns=None, pieces=None):
+                 probabilities, model=None, columns=None, pieces=None, variations=None):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
         self.model, self.columns = model, columns
-        self.pieces = pieces
+        self.pieces, self.variations = pieces, variations
         self._node_index = None
         self._variances = None
 

@@ -143,8 +143,14 @@ def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9, start=None
     prior = np.asarray(prior, dtype=np.float64)
     n, C = P.shape
     logP = np.log(np.maximum(P, 1e-300))
-    theta = (np.zeros(C) if start is None else
-             np.log(np.maximum(np.asarray(start, dtype=np.float64), 1e-300)))
+    if start is None:
+        theta = np.zeros(C)
+    else:
+        start = np.asarray(start, dtype=np.float64)
+        if start.shape != (C,) or not (np.all(np.isfinite(start)) and np.all(start > 0)):
+            raise ValueError(f"start must hold {C} positive finite class weights (a "
+                             f"previous balance's); got {start!r}.")
+        theta = np.log(start)
 
     # row sums and column means as products with ones (BLAS), not reductions over the
     # short axis; each row shifted by its largest log-probability plus max θ, a bound on
@@ -205,15 +211,23 @@ def prior_to_noise_ratios(codes, n_classes) -> tuple:
 def chosen_ratio(variations: dict) -> float:
     """The ratio of least variation among ``variations = {ρ: graph total variation}``
     (:func:`graph_total_variation`; the first of equal ones)."""
+    if not variations:
+        raise ValueError("chosen_ratio needs at least one candidate ratio and its "
+                         "variation, {rho: variation}; got none.")
     return min(variations, key=variations.get)
 
 
 def graph_edges(stiffness):
     """``(rows, columns, weights)`` of a graph's edges, each once (``i < j``), from its
-    stiffness ``G = D - W``."""
+    stiffness ``G = D - W`` (:attr:`flgp.graph.PointGraph.stiffness`); entries ``G_ij >= 0``
+    off the diagonal are not edges."""
     import scipy.sparse as sp
 
-    upper = sp.triu(sp.csr_matrix(stiffness), k=1).tocoo()
+    G = sp.csr_matrix(stiffness)
+    if G.ndim != 2 or G.shape[0] != G.shape[1]:
+        raise ValueError(f"graph_edges takes a square stiffness matrix G = D - W (a graph's "
+                         f"``stiffness``); got shape {G.shape}.")
+    upper = sp.triu(G, k=1).tocoo()
     keep = upper.data < 0
     return upper.row[keep], upper.col[keep], -upper.data[keep]
 
@@ -222,12 +236,31 @@ def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
     """The graph total variation of the rows of ``P`` (class probabilities) over
     ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
     ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
-    labelling drawn from the probabilities cuts, in ``[0, 1]``."""
-    rows, cols, weights = edges
+    labelling drawn from the probabilities cuts, in ``[0, 1]`` (0 for a graph without
+    edges)."""
+    try:
+        rows, cols, weights = (np.asarray(a) for a in edges)
+    except (TypeError, ValueError):
+        raise ValueError("edges must be (rows, columns, weights), as graph_edges returns "
+                         "them.") from None
+    if not (rows.ndim == cols.ndim == weights.ndim == 1
+            and rows.size == cols.size == weights.size):
+        raise ValueError(f"edges must be three 1-d arrays of one length (rows, columns, "
+                         f"weights), as graph_edges returns them; got shapes {rows.shape}, "
+                         f"{cols.shape}, {weights.shape}.")
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim != 2 or not np.all(np.isfinite(P)):
+        raise ValueError(f"P must be a finite (n_nodes, n_classes) array of probabilities; "
+                         f"got shape {P.shape}" + ("" if P.ndim != 2 else " with NaN or "
+                                                   "inf") + ".")
+    if rows.size and max(int(rows.max()), int(cols.max())) >= P.shape[0]:
+        raise ValueError(f"the edges name node {max(int(rows.max()), int(cols.max()))} but P "
+                         f"has {P.shape[0]} rows: give one row of P per node of the graph.")
+    if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
+        raise ValueError("the edges' weights must be finite and non-negative.")
     total = float(weights.sum())
     if total <= 0.0:
         return 0.0
-    P = np.asarray(P, dtype=np.float64)
     ones = np.ones(P.shape[1])
     cut = 0.0
     for start in range(0, rows.size, chunk):
