@@ -12,6 +12,8 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py variation --sets mnist moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py order_variation --sets moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py spread_rule --sets moons2 torus4 helix6 swiss5
+    python experiments/gmrf_classifier_probe.py joint --sets moons2 torus4 helix6 swiss5 circles6 mnist
+    python experiments/gmrf_classifier_probe.py criterion --sets moons2 torus4 helix6 swiss5 circles6
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -357,6 +359,149 @@ def spread_rule(sets, n_draws):
     _table(rows, "variant")
 
 
+JOINT_RULES = (("sd", 5.0), ("margin q0.25", 5.0), ("margin q0.5", 5.0), ("margin q0.5", 6.0),
+               ("margin q0.5", 7.0), ("margin q0.5", 8.0))
+
+
+def joint(sets, n_draws):
+    """The order ``ν`` and the ratio ``ρ`` chosen together by the least graph total
+    variation, under each of ``JOINT_RULES`` for the spread of the scores (the scores' sd
+    over the unlabelled points set to 5 logits - the rule before 2026-11-29 - or a
+    quantile of their top-two gaps set to ``M`` logits - the package's since: the median,
+    7; each followed by the class balance): every fit ``ν ∈ {1, 2}`` (the prior's ``nu``
+    fixed) x the package's ratios (0.01 at one label a class), its probabilities under
+    each rule, their variation and the labels they keep, then the package's pick per rule
+    (:func:`~flgp.precision.classification.chosen_candidate`). MNIST: 3 / 2 / 2 / 2 / 2
+    draws at k = 1 / 2 / 3 / 5 / 10."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            if name == "mnist" and d >= (3 if k == 1 else 2):
+                continue
+            edges = None
+            for nu in (1, 2):
+                ratios = (PC.RHO_ONE_LABEL,) if k == 1 else PC.RHO_CANDIDATES
+                for value in ratios:
+                    t0 = time.perf_counter()
+                    with _setting(PC, "RHO_CANDIDATES", (value,)), \
+                            _setting(PC, "RHO_ONE_LABEL", value):
+                        est = FLGPClassifier([HeatKernelPrior(), GraphMaternPrior(nu=nu),
+                                              RBFPrior()], random_state=0).fit(X, yy)
+                    seconds = time.perf_counter() - t0
+                    if edges is None:
+                        edges = PC.graph_edges(est.graph_.stiffness)
+                    fit = est._other_fit
+                    U = fit.scores
+                    top = np.sort(U[unl], axis=1)
+                    margin = top[:, -1] - top[:, -2]
+                    for rule, M in JOINT_RULES:
+                        scale = (U[unl].std() if rule == "sd" else
+                                 np.quantile(margin, float(rule.split("q")[1]))) / M
+                        P = PC.scores_to_probabilities(U, scale)
+                        if fit.class_prior is not None:
+                            P = PC.balance_to_prior(P, fit.class_prior)[1]
+                        err, ece = _score(P, y, unl)
+                        rows.append(dict(set=name, k=k, draw=d, rule=f"{rule} {M:g}", nu=nu,
+                                         rho=value, error=err, ece=ece, seconds=seconds,
+                                         variation=PC.graph_total_variation(edges, P),
+                                         kept=PC.labels_kept(P[~unl], y[~unl])))
+            print(name, k, d, flush=True)
+    _write("joint", rows)
+    picks = []
+    for key in sorted({(r["set"], r["k"], r["draw"], r["rule"]) for r in rows}):
+        cell = [r for r in rows if (r["set"], r["k"], r["draw"], r["rule"]) == key]
+        for label, pool in (("nu 1", [r for r in cell if r["nu"] == 1]),
+                            ("nu 1 or 2", cell)):
+            # the package's choice: the least variation among the candidates that keep
+            # the most labels (PC.chosen_candidate)
+            chosen = PC.chosen_candidate({i: r["variation"] for i, r in enumerate(pool)},
+                                         {i: r["kept"] for i, r in enumerate(pool)})
+            picks.append(dict(pool[chosen], variant=f"{key[3]}, {label}"))
+    _write("joint_picks", picks)
+    _table(picks, "variant")
+
+
+def _circles_draws(sizes=(50, 100), n_draws=5):
+    """``benchmarks/few_labels.py --checks``' six circles of 2,400 points: random labels."""
+    from flgp.datasets import make_concentric_circles
+    from flgp.reproduce.circles import standardise
+
+    for m in sizes:
+        for d in range(n_draws):
+            X, y = make_concentric_circles(2400, random_state=d)
+            X = standardise(X)
+            rng = np.random.default_rng(d)
+            lab = rng.choice(y.size, m, replace=False)
+            while np.unique(y[lab]).size < 2:
+                lab = rng.choice(y.size, m, replace=False)
+            yield X, y, lab, m, d
+
+
+def criterion(sets, n_draws):
+    """How the classifier chooses among its candidates ``(ν, ρ)`` (every order 1, 2 x the
+    package's ratios; the package's spread): each fit alone with its graph total
+    variation, the cut of its most probable labelling, its expected cut under labels
+    drawn point by point independently (``Σ w (1 - p_iᵀp_j) / Σ w``) and the labelled
+    points it gives their own class; then what each rule picks - the least of each
+    criterion, and the package's (the least variation among the candidates that keep the
+    most labels). The small clouds' stratified draws (5 a cell) and the six circles of
+    2,400 points at 50 and 100 random labels (``few_labels.py --checks``' draws)."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier, GraphMaternPrior
+
+    def cases():
+        for name in sets:
+            for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+                yield name, k, d, X, y, np.flatnonzero(~unl)
+        for X, y, lab, m, d in _circles_draws(n_draws=n_draws):
+            yield "circles2400", m, d, X, y, lab
+
+    rows = []
+    for name, k, d, X, y, lab in cases():
+        yy = np.full(y.size, -1)
+        yy[lab] = y[lab]
+        unl = yy < 0
+        codes = np.unique(y[lab], return_inverse=True)[1]
+        ratios = PC.prior_to_noise_ratios(codes, codes.max() + 1)
+        edges = None
+        for nu in (1, 2):
+            for value in ratios:
+                with _setting(PC, "RHO_CANDIDATES", (value,)), \
+                        _setting(PC, "RHO_ONE_LABEL", value):
+                    est = FLGPClassifier(GraphMaternPrior(nu=nu), random_state=0).fit(X, yy)
+                if edges is None:
+                    edges = PC.graph_edges(est.graph_.stiffness)
+                r, c, w = edges
+                P = est.label_distributions_
+                err, ece = _score(P, y, unl)
+                agree = np.einsum("ij,ij->i", P[r], P[c])
+                rows.append(dict(set=name, k=k, draw=d, nu=nu, rho=value, error=err, ece=ece,
+                                 variation=PC.graph_total_variation(edges, P),
+                                 cut=PC.graph_total_variation(
+                                     edges, np.eye(P.shape[1])[P.argmax(1)]),
+                                 expected_cut=float(w @ (1.0 - agree) / w.sum()),
+                                 kept=PC.labels_kept(P[lab], codes)))
+        print(name, k, d, flush=True)
+    _write("criterion", rows)
+    picks = []
+    for key in sorted({(r["set"], r["k"], r["draw"]) for r in rows}):
+        cell = [r for r in rows if (r["set"], r["k"], r["draw"]) == key]
+        for label, column, keep in (("least variation", "variation", False),
+                                    ("least cut", "cut", False),
+                                    ("least expected cut", "expected_cut", False),
+                                    ("package: most labels kept, least variation",
+                                     "variation", True)):
+            chosen = PC.chosen_candidate({i: r[column] for i, r in enumerate(cell)},
+                                         {i: r["kept"] for i, r in enumerate(cell)}
+                                         if keep else None)
+            picks.append(dict(cell[chosen], variant=label))
+    _write("criterion_picks", picks)
+    _table(picks, "variant")
+
+
 def variation_picks(rows):
     """For each draw of :func:`variation`'s rows: the fit the package's rule keeps
     (:func:`~flgp.precision.classification.chosen_ratio` over ``RHO_CANDIDATES``, from two
@@ -406,7 +551,8 @@ def _table(rows, by, extra=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho",
-                                     "variation", "order_variation", "spread_rule"))
+                                     "variation", "order_variation", "spread_rule",
+                                     "joint", "criterion"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
@@ -414,11 +560,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation",
-                                          "order_variation") else
+                                          "order_variation", "joint", "criterion") else
                         3 if args.what == "spread_rule" else 10)
     {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
      "rho": rho, "variation": variation,
-     "order_variation": order_variation, "spread_rule": spread_rule}[args.what](args.sets, n)
+     "order_variation": order_variation, "spread_rule": spread_rule,
+     "joint": joint, "criterion": criterion}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":

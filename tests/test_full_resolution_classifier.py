@@ -459,15 +459,22 @@ def test_classifier_prior_solves_by_a_factor_on_low_dimensional_clouds(monkeypat
     yy[np.flatnonzero(y == 0)[:4]] = 0
     yy[np.flatnonzero(y == 1)[:4]] = 1
     yy[np.flatnonzero(y == 2)[:4]] = 2
-    exact = FLGPClassifier().fit(X, yy)
-    assert exact._other_fit.columns.prior.solver == "cholesky"
+    from flgp import GraphMaternPrior
+
+    exact = [FLGPClassifier(GraphMaternPrior(nu=nu)).fit(X, yy) for nu in (1, 2)]
+    assert exact[0]._other_fit.columns.prior.solver == "cholesky"
+    # the default chooses the order on a factored prior only
+    assert sorted(FLGPClassifier().fit(X, yy).probability_variation_)[-1][0] == 2
     monkeypatch.setattr(GM, "classifier_solver", lambda graph: "amg")
-    iterative = FLGPClassifier().fit(X, yy)
-    assert iterative._other_fit.columns.prior.solver == "amg"
-    U, V = exact._other_fit.scores, iterative._other_fit.scores
-    np.testing.assert_allclose(V, U, atol=1e-2 * np.abs(U).max())
-    np.testing.assert_allclose(iterative.label_distributions_, exact.label_distributions_,
-                               atol=2e-2)
+    assert {nu for nu, _ in FLGPClassifier().fit(X, yy).probability_variation_} == {1}
+    for nu in (1, 2):
+        # order 2's columns raised to RAISE_TOL_FACTOR x the tolerance
+        iterative = FLGPClassifier(GraphMaternPrior(nu=nu)).fit(X, yy)
+        assert iterative._other_fit.columns.prior.solver == "amg"
+        U, V = exact[nu - 1]._other_fit.scores, iterative._other_fit.scores
+        np.testing.assert_allclose(V, U, atol=1e-2 * np.abs(U).max())
+        np.testing.assert_allclose(iterative.label_distributions_,
+                                   exact[nu - 1].label_distributions_, atol=2e-2)
 
 
 def test_graph_total_variation_against_the_dense_sum():
@@ -493,53 +500,201 @@ def test_graph_total_variation_against_the_dense_sum():
     assert graph_total_variation(edges, np.eye(C)[lab]) == pytest.approx(cut, rel=1e-12)
 
 
-def test_ratio_chosen_by_the_least_total_variation():
-    """From two labels a class the classifier fits every candidate ratio and keeps the one
-    whose probabilities vary least across the graph's edges: its probabilities are those
-    of a fit at that ratio alone; with one label a class the ratio is RHO_ONE_LABEL and
-    nothing is chosen."""
+def test_order_and_ratio_chosen_by_the_least_total_variation():
+    """The classifier fits every candidate order and ratio (nu in ORDER_CANDIDATES; rho in
+    RHO_CANDIDATES from two labels a class, RHO_ONE_LABEL below) and keeps, of those that
+    give the most labelled points their own class, the one whose probabilities vary least
+    across the graph's edges: its probabilities are those of a fit at that order and ratio
+    alone; a prior that fixes nu chooses the ratio only."""
     import flgp.precision.classification as PC
     from sklearn.datasets import make_moons
 
+    from flgp import GraphMaternPrior
+
     X, y = make_moons(1500, noise=0.1, random_state=0)
     rng = np.random.default_rng(1)
-    yy = np.full(y.size, -1)
     lab = np.r_[rng.choice(np.flatnonzero(y == 0), 4, replace=False),
                 rng.choice(np.flatnonzero(y == 1), 4, replace=False)]
+    for per_class, ratios in ((4, PC.RHO_CANDIDATES), (1, (PC.RHO_ONE_LABEL,))):
+        rows = np.r_[lab[:per_class], lab[4:4 + per_class]]
+        yy = np.full(y.size, -1)
+        yy[rows] = y[rows]
+        clf = FLGPClassifier().fit(X, yy)
+        variation = clf.probability_variation_
+        candidates = [(nu, rho) for nu in PC.ORDER_CANDIDATES for rho in ratios]
+        assert sorted(variation) == sorted(candidates)
+        edges = PC.graph_edges(clf.graph_.stiffness)
+        chosen = (clf.matern_order_, clf.prior_to_noise_ratio_)
+        assert variation[chosen] == pytest.approx(
+            PC.graph_total_variation(edges, clf.label_distributions_), rel=1e-12)
+        kept = {}
+        saved = PC.RHO_CANDIDATES, PC.RHO_ONE_LABEL
+        for nu, rho in candidates:
+            PC.RHO_CANDIDATES, PC.RHO_ONE_LABEL = (rho,), rho
+            try:
+                alone = FLGPClassifier(GraphMaternPrior(nu=nu)).fit(X, yy)
+            finally:
+                PC.RHO_CANDIDATES, PC.RHO_ONE_LABEL = saved
+            assert alone.probability_variation_ is None
+            assert (alone.matern_order_, alone.prior_to_noise_ratio_) == (nu, rho)
+            P = alone.label_distributions_
+            kept[(nu, rho)] = PC.labels_kept(P[rows], y[rows])
+            # equal to the class balance's tolerance (1e-9 on the shares; the joint fit
+            # starts each candidate's balance from the previous one's weights)
+            assert PC.graph_total_variation(edges, P) == pytest.approx(
+                variation[(nu, rho)], rel=1e-7)
+            if (nu, rho) == chosen:
+                np.testing.assert_allclose(P, clf.label_distributions_, atol=1e-8)
+        assert chosen == PC.chosen_candidate(variation, kept)
+    # a prior that fixes the order: the ratio alone is chosen
+    fixed = FLGPClassifier(GraphMaternPrior(nu=1)).fit(X, yy)
+    assert fixed.probability_variation_ is None and fixed.matern_order_ == 1
+    yy = np.full(y.size, -1)
     yy[lab] = y[lab]
+    fixed = FLGPClassifier(GraphMaternPrior(nu=2)).fit(X, yy)
+    assert sorted(fixed.probability_variation_) == [(2, rho) for rho in PC.RHO_CANDIDATES]
+    # a graph whose mass varies (a mesh's lumped areas): order 1 only
+    from flgp.graph import mesh_graph
+
+    k = 15
+    grid = np.linspace(0.0, 1.0, k)
+    V = np.c_[np.meshgrid(grid, grid)[0].ravel(), np.meshgrid(grid, grid)[1].ravel(),
+              np.zeros(k * k)]
+    idx = np.arange(k * k).reshape(k, k)
+    a, b, c, d = (idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, :-1].ravel(),
+                  idx[1:, 1:].ravel())
+    mesh = mesh_graph(V, np.r_[np.c_[a, b, c], np.c_[b, d, c]])
+    ym = np.full(k * k, -1)
+    ym[[0, 1, k * k - 1, k * k - 2]] = [0, 0, 1, 1]
+    on_mesh = FLGPClassifier(GraphMaternPrior(graph=mesh)).fit(V, ym)
+    assert on_mesh.matern_order_ == 1
+    assert sorted(on_mesh.probability_variation_) == [(1, rho) for rho in PC.RHO_CANDIDATES]
+
+
+def test_candidates_that_misread_their_labels_are_passed_over():
+    """Six concentric circles of 2,400 points, 100 random labels: the order-2 prior blurs
+    rings of opposite classes and misreads some of its own labels while its
+    probabilities vary least; the default keeps a candidate that reads every label as
+    the order-1 fit does, and errs no more than that fit."""
+    from flgp import GraphMaternPrior
+    from flgp.datasets import make_concentric_circles
+    from flgp.precision.classification import labels_kept
+    from flgp.reproduce.circles import standardise
+
+    X, y = make_concentric_circles(2400, random_state=1)
+    X = standardise(X)
+    lab = np.random.default_rng(1).choice(y.size, 100, replace=False)
+    yy = np.full(y.size, -1)
+    yy[lab] = y[lab]
+    unl = yy < 0
     clf = FLGPClassifier().fit(X, yy)
-    variation = clf.probability_variation_
-    assert sorted(variation) == sorted(PC.RHO_CANDIDATES)
-    assert clf.prior_to_noise_ratio_ == min(variation, key=variation.get)
-    edges = PC.graph_edges(clf.graph_.stiffness)
-    assert variation[clf.prior_to_noise_ratio_] == pytest.approx(
-        PC.graph_total_variation(edges, clf.label_distributions_), rel=1e-12)
-    for rho in PC.RHO_CANDIDATES:
-        saved = PC.RHO_CANDIDATES
-        PC.RHO_CANDIDATES = (rho,)
-        try:
-            alone = FLGPClassifier().fit(X, yy)
-        finally:
-            PC.RHO_CANDIDATES = saved
-        assert alone.probability_variation_ is None and alone.prior_to_noise_ratio_ == rho
-        # equal to the class balance's tolerance (1e-9 on the shares; the joint fit starts
-        # each candidate's balance from the previous one's weights)
-        assert PC.graph_total_variation(edges, alone.label_distributions_) == pytest.approx(
-            variation[rho], rel=1e-7)
-        if rho == clf.prior_to_noise_ratio_:
-            np.testing.assert_allclose(alone.label_distributions_,
-                                       clf.label_distributions_, atol=1e-8)
-    one = np.full(y.size, -1)
-    one[lab[[0, 4]]] = y[lab[[0, 4]]]
-    single = FLGPClassifier().fit(X, one)
-    assert single.prior_to_noise_ratio_ == PC.RHO_ONE_LABEL
-    assert single.probability_variation_ is None
+    first = FLGPClassifier(GraphMaternPrior(nu=1)).fit(X, yy)
+    second = FLGPClassifier(GraphMaternPrior(nu=2)).fit(X, yy)
+    codes = np.searchsorted(clf.classes_, y[lab])
+    assert labels_kept(second.label_distributions_[lab], codes) < lab.size
+    assert labels_kept(clf.label_distributions_[lab], codes) == lab.size
+    err = np.mean(clf.transduction_[unl] != y[unl])
+    assert err <= np.mean(first.transduction_[unl] != y[unl]) + 0.01
+    assert err < np.mean(second.transduction_[unl] != y[unl])
+
+
+def test_second_order_columns_raised_from_the_first():
+    """The order-2 store raises the order-1 store's columns by one solve each: equal to
+    the order-2 prior's own columns and to the dense centred (P Q_2^-1 P)[:, nodes], and
+    the first order's store holds the same nodes afterwards."""
+    from flgp.precision import SparsePrecisionPrior
+    from flgp.precision.classification import LabelledColumns
+
+    X, _ = _blobs(250, 4, 3)
+    g = self_tuning_knn_graph(X, 8)
+    one = SparsePrecisionPrior(g, nu=1, kappa2=0.05, centred=True, amplitude=2.0)
+    two = one.with_order(2)
+    assert two.nu == 2 and one.nu == 1 and two._solve is one._solve
+    first = LabelledColumns(one)
+    second = LabelledColumns(two, lower=first)
+    nodes = np.array([3, 70, 140, 5])
+    S = g.stiffness.toarray() + 0.05 * np.diag(g.mass)
+    Q2 = S @ np.diag(1.0 / g.mass) @ S
+    P = np.eye(250) - 1.0 / 250
+    dense = 2.0 * (P @ np.linalg.inv(Q2) @ P)[:, nodes]
+    np.testing.assert_allclose(second(nodes[:2]), dense[:, :2], atol=1e-9 * np.abs(dense).max())
+    np.testing.assert_allclose(second(nodes), dense, atol=1e-9 * np.abs(dense).max())
+    np.testing.assert_allclose(second(nodes), two.cross_covariance(nodes),
+                               atol=1e-9 * np.abs(dense).max())
+    np.testing.assert_array_equal(np.sort(first.nodes), np.sort(nodes))
+    # by AMG: the raising solves to RAISE_TOL_FACTOR x tol, still near the dense columns
+    amg = SparsePrecisionPrior(g, nu=1, kappa2=0.05, centred=True, amplitude=2.0,
+                               solver="amg", tol=1e-9)
+    raised = LabelledColumns(amg.with_order(2), lower=LabelledColumns(amg))(nodes)
+    np.testing.assert_allclose(raised, dense, atol=1e-6 * np.abs(dense).max())
+    with pytest.raises(ValueError, match="one order lower"):
+        LabelledColumns(two, lower=second)
+    with pytest.raises(ValueError, match="raise_order makes order nu"):
+        one.raise_order(np.zeros((250, 1)))
+    with pytest.raises(ValueError, match="one row per node"):
+        two.raise_order(np.zeros((7, 1)))
+
+
+def test_score_scale_is_the_median_top_two_gap():
+    """score_scale: the median over rows of the gap between the two largest scores over
+    MARGIN_LOGITS (the mean gap where most rows tie, 1 where all do); bad input refused."""
+    from flgp.precision.classification import MARGIN_LOGITS, score_scale
+
+    U = np.array([[3.0, 1.0, 0.0], [0.0, 0.5, 0.4], [2.0, 2.0, -1.0], [5.0, -1.0, 1.0],
+                  [0.0, 0.0, 0.7]])
+    # gaps 2, 0.1, 0, 4, 0.7: median 0.7
+    assert score_scale(U) == pytest.approx(0.7 / MARGIN_LOGITS, rel=1e-15)
+    ties = np.array([[1.0, 1.0], [2.0, 2.0], [0.0, 3.0]])
+    assert score_scale(ties) == pytest.approx(1.0 / MARGIN_LOGITS, rel=1e-15)
+    assert score_scale(np.ones((4, 3))) == 1.0
+    with pytest.raises(ValueError, match="n_classes >= 2"):
+        score_scale(np.ones((4, 1)))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        score_scale(np.array([[np.nan, 1.0]]))
+
+
+def test_labels_kept_and_the_choice_among_them():
+    from flgp.precision.classification import chosen_candidate, labels_kept
+
+    P = np.array([[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.7, 0.3], [0.6, 0.4]])
+    # rows 0 and 2 take their own class; rows 1, 3, 4 do not
+    assert labels_kept(P, [0, 0, 1, 1, 1]) == 2
+    assert labels_kept(P, [0, 1, 1, 0, 0]) == 5
+    with pytest.raises(ValueError, match="one row a labelled point"):
+        labels_kept(P, [0, 1])
+    cuts = {"a": 0.1, "b": 0.2, "c": 0.3}
+    assert chosen_candidate(cuts) == "a"
+    assert chosen_candidate(cuts, {"a": 1, "b": 2, "c": 2}) == "b"
+    with pytest.raises(ValueError, match="every candidate"):
+        chosen_candidate(cuts, {"a": 1})
+
+
+def test_balance_of_nearly_certain_classes_does_not_diverge():
+    """A class whose points are all nearly certain (a piece of the graph with one class's
+    label: its other classes 200 logits down) barely moves its share with its weight, and
+    the Newton step there is huge: the balance still meets the shares, keeps every row's
+    most probable class, and returns positive weights (before: weights (0, 0, 1), every
+    point given to that class)."""
+    n_a, n_b = 370, 630
+    logits = np.zeros((n_a + n_b, 3))
+    logits[:n_a] = [-200.0, -200.0, 0.0]
+    rng = np.random.default_rng(0)
+    side = rng.integers(0, 2, n_b)
+    logits[n_a:, 0] = np.where(side == 0, 3.0, -3.0)
+    logits[n_a:, 1] = -logits[n_a:, 0]
+    logits[n_a:, 2] = -125.0
+    P = scores_to_probabilities(logits, 1.0)
+    prior = np.full(3, 1.0 / 3.0)
+    w, Q = balance_to_prior(P, prior)
+    assert np.all(w > 0) and np.all(np.isfinite(w))
+    np.testing.assert_allclose(Q.mean(0), prior, atol=1e-6)
+    np.testing.assert_array_equal(Q.argmax(1), P.argmax(1))
 
 
 def test_variation_and_balance_inputs_are_checked():
-    """graph_edges, graph_total_variation, chosen_ratio and balance_to_prior's start refuse
-    what they cannot use, saying what to give."""
-    from flgp.precision.classification import (chosen_ratio, graph_edges,
+    """graph_edges, graph_total_variation, chosen_candidate and balance_to_prior's start
+    refuse what they cannot use, saying what to give."""
+    from flgp.precision.classification import (chosen_candidate, graph_edges,
                                                graph_total_variation)
 
     G = sp.csr_matrix(np.array([[1.0, -1.0, 0.0], [-1.0, 2.0, -1.0], [0.0, -1.0, 1.0]]))
@@ -557,7 +712,7 @@ def test_variation_and_balance_inputs_are_checked():
         graph_total_variation((edges[0], edges[1], -edges[2]), P)
     assert graph_total_variation(edges, P) == 0.0
     with pytest.raises(ValueError, match="at least one candidate"):
-        chosen_ratio({})
+        chosen_candidate({})
     with pytest.raises(ValueError, match="positive finite class weights"):
         balance_to_prior(P, [0.5, 0.5], start=[1.0, 0.0])
     with pytest.raises(ValueError, match="positive finite class weights"):

@@ -224,13 +224,17 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         Posterior evaluations of the hyperparameter search (its best candidate).
     graph_, class_prior_, class_weights_, matern_order_ :
         ``method="gmrf"``: the graph, the class shares (None without a prior), the factor
-        each class's probability was multiplied by to meet them, and ``ν``.
+        each class's probability was multiplied by to meet them, and the order ``ν``
+        (the prior's ``nu``, else chosen with ``ρ``).
     prior_to_noise_ratio_, probability_variation_ :
         ``method="gmrf"``: the least-squares model's ratio ``ρ`` (0.01 while some class has
-        one label) and, where it was chosen among several
-        (:data:`flgp.precision.classification.RHO_CANDIDATES`), each candidate's graph
-        total variation of the class probabilities (the expected share of the edges'
-        weight a labelling drawn from them cuts; the least chosen), else None.
+        one label) and, where ``(ν, ρ)`` was chosen among several (the orders
+        :data:`flgp.precision.classification.ORDER_CANDIDATES` on a factored prior unless
+        the prior fixes ``nu``, times :data:`~flgp.precision.classification.RHO_CANDIDATES`
+        from two labels a class), each candidate's graph total variation of the class
+        probabilities ``{(ν, ρ): variation}`` (the expected share of the edges' weight a
+        labelling drawn from them cuts; of the candidates that give the most labelled
+        points their own class, the least chosen), else None.
 
     Notes
     -----

@@ -21,11 +21,13 @@ import numpy as np
 from .._chunks import is_lazy, stage
 from ..graph import Pieces
 from ..graph.knn import NeighborIndex, knn_point_graph, self_tuning_knn_graph
-from ..precision.classification import (KAPPA_RELATIVE, SCORE_SPREAD, SOLVE_TOL,
+from ..precision.classification import (KAPPA_RELATIVE, ORDER_CANDIDATES, SOLVE_TOL,
                                         LabelledColumns, LeastSquaresClassification,
                                         balance_to_prior, class_size_prior,
-                                        chosen_ratio, graph_edges, graph_total_variation,
-                                        prior_to_noise_ratios, scores_to_probabilities)
+                                        chosen_candidate, graph_edges,
+                                        graph_total_variation, labels_kept,
+                                        prior_to_noise_ratios, score_scale,
+                                        scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
 from ..precision.gaussian import (FACTOR_MAX_NODES, cross_validated_amplitude, exhaust,
                                   fit_gmrf_steps)
@@ -297,19 +299,23 @@ class GraphMaternClassification(ClassificationRepresentation):
         return bool(not is_lazy(X) and est.induced_points is None
                     and (est.graph is not None or X.shape[0] <= GMRF_CLASSIFIER_MAX_NODES))
 
-    def _engine(self, est, X, nu):
-        """``(graph, prior, columns)``: the graph (``graph=`` checked against ``X``, else the
-        self-tuning k-NN graph of ``X``), the centred graph Matérn prior on it and the
-        store of its covariance columns - from the warm-start cache when ``X`` and the
-        settings are the previous fit's."""
+    def _engine(self, est, X):
+        """``(graph, {order ν: store of prior columns})``: the graph (``graph=`` checked
+        against ``X``, else the self-tuning k-NN graph of ``X``) and, for each order to fit
+        (the prior's ``nu``, else ``ORDER_CANDIDATES`` - order 1 alone on a graph whose
+        mass varies or whose prior solves by conjugate gradients), the store of the centred graph Matérn prior's covariance columns,
+        each order's columns raised from the one below by one solve
+        (:class:`~flgp.precision.classification.LabelledColumns`) - from the warm-start
+        cache when ``X`` and the settings are the previous fit's."""
         key = None
         if est.warm_start:
             # the cloud's fingerprint from the start of this fit (one read of X a fit)
             key = ((None if est._cloud_key is None else (est._cloud_key,)
-                    + est._settings_key()), id(est.graph), nu)
+                    + est._settings_key()), id(est.graph), est.matern_order)
             cached = getattr(est, "_gmrf_cache", None)
-            if cached is not None and cached[0] == key and cached[2].prior is not None:
-                return cached[1], cached[2].prior, cached[2]
+            if cached is not None and cached[0] == key and isinstance(cached[2], dict) \
+                    and all(store.prior is not None for store in cached[2].values()):
+                return cached[1], cached[2]
         if est.graph is not None:
             graph = est.graph.check_rows(X)
         else:
@@ -317,30 +323,44 @@ class GraphMaternClassification(ClassificationRepresentation):
                 graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
                                               random_state=est.random_state
                                               if isinstance(est.random_state, int) else 0)
-        if nu > 1 and np.ptp(graph.mass) > 0:
-            raise ValueError(f"matern_order={nu} needs a graph of uniform mass (a lattice, "
-                             f"or a k-NN graph such as flgp.graph.self_tuning_knn_graph): "
-                             f"the prior has no constant mode only there. This graph's "
-                             f"masses vary (a {graph.kind} graph); use matern_order=1 (the "
-                             f"default) or None.")
-        prior = SparsePrecisionPrior(graph, nu=nu, kappa2=KAPPA_RELATIVE
+        uniform = not np.ptp(graph.mass) > 0
+        solver = classifier_solver(graph)
+        if est.matern_order is not None:
+            nu = int(est.matern_order)
+            if nu > 1 and not uniform:
+                raise ValueError(f"matern_order={nu} needs a graph of uniform mass (a "
+                                 f"lattice, or a k-NN graph such as flgp.graph"
+                                 f".self_tuning_knn_graph): the prior has no constant mode "
+                                 f"only there. This graph's masses vary (a {graph.kind} "
+                                 f"graph); use matern_order=1 or None (the default).")
+            orders = (nu,)
+        else:
+            # the order is chosen where the prior's solves are by a factor: by conjugate
+            # gradients (clouds in many dimensions) order 2 costs a second, slower solve a
+            # label, and MNIST's labelling loop took twice graphlearning's time
+            orders = tuple(ORDER_CANDIDATES) if uniform and solver == "cholesky" else (1,)
+        prior = SparsePrecisionPrior(graph, nu=1, kappa2=KAPPA_RELATIVE
                                      / graph.own_units()[0] ** 2, centred=True,
-                                     solver=classifier_solver(graph), tol=SOLVE_TOL)
-        columns = LabelledColumns(prior)
+                                     solver=solver, tol=SOLVE_TOL)
+        chain = [LabelledColumns(prior)]
+        for nu in range(2, max(orders) + 1):
+            chain.append(LabelledColumns(prior.with_order(nu), lower=chain[-1]))
+        stores = {nu: chain[nu - 1] for nu in orders}
         if key is not None:
-            est._gmrf_cache = (key, graph, columns)
-        return graph, prior, columns
+            est._gmrf_cache = (key, graph, stores)
+        return graph, stores
 
     def fit(self, est, X, labelled, codes):
         """The least-squares GP classifier under the centred graph Matérn prior on
         ``graph`` or the cloud's self-tuning k-NN graph
         (:class:`flgp.precision.classification.LeastSquaresClassification`): the posterior
         mean of the class latents from the prior's columns at the labels (one sparse solve
-        a label), probabilities at a spread set from the cloud, re-weighted to the
-        class-size prior."""
+        a label an order), probabilities at a spread set from the cloud, re-weighted to the
+        class-size prior; of the candidate orders and ratios, among those that give the
+        most labelled points their own class, the one whose probabilities vary least
+        across the graph's edges."""
         C = est.classes_.size
-        nu = 1 if est.matern_order is None else int(est.matern_order)
-        graph, prior, columns = self._engine(est, X, nu)
+        graph, stores = self._engine(est, X)
         # pieces of the graph that hold no label get the prior (latent mean 0, the class
         # prior's probabilities); the spread and the classes' sizes are the other nodes'
         pieces = _pieces_without_labels(graph, labelled)
@@ -352,42 +372,45 @@ class GraphMaternClassification(ClassificationRepresentation):
                    else np.ones(labelled.size, dtype=bool))
         class_prior = (None if est.class_prior is None else
                        class_size_prior(codes[sampled], C, est._class_prior_shares()))
-        ratios = prior_to_noise_ratios(codes, C)
-        edges = graph_edges(graph.stiffness) if len(ratios) > 1 else None
-        best, variations = None, {}
+        candidates = [(nu, rho) for nu in stores
+                      for rho in prior_to_noise_ratios(codes, C)]
+        edges = graph_edges(graph.stiffness) if len(candidates) > 1 else None
+        best, variations, kept = None, {}, {}
         with stage("scores"):
-            columns(labelled)
-            # the labels in the store's order: its columns then without a copy (the model
-            # does not depend on the labels' order)
-            nodes, node_codes = columns.in_held_order(labelled, codes)
-            for rho in ratios:
+            for nu, rho in candidates:
+                columns = stores[nu]
+                columns(labelled)
+                # the labels in the store's order: its columns then without a copy (the
+                # model does not depend on the labels' order)
+                nodes, node_codes = columns.in_held_order(labelled, codes)
                 model = LeastSquaresClassification(columns(nodes), nodes, node_codes, C, rho)
-                scored = (model, *_node_probabilities(
+                scored = (nu, model, *_node_probabilities(
                     model, labelled, informed, class_prior, C,
-                    start=None if best is None else best[3]))
+                    start=None if best is None else np.maximum(best[4], 1e-300)))
                 if edges is not None:
-                    variations[rho] = graph_total_variation(edges, scored[4])
-                    if best is not None and chosen_ratio(variations) != rho:
+                    variations[(nu, rho)] = graph_total_variation(edges, scored[5])
+                    kept[(nu, rho)] = labels_kept(scored[5][labelled], codes)
+                    if best is not None and chosen_candidate(variations, kept) != (nu, rho):
                         continue
                 best = scored
-        model, U, score_scale, class_weights, P = best
-        return GraphMaternClassificationFit(graph, nu, U, score_scale, class_prior,
-                                            class_weights, P, model, columns, pieces,
+        nu, model, U, scale, class_weights, P = best
+        return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
+                                            class_weights, P, model, stores[nu], pieces,
                                             variations or None)
 
 
 def _node_probabilities(model, labelled, informed, class_prior, C, start=None):
     """``(scores U, score scale, class weights, probabilities P)`` of the nodes under a
-    least-squares model: the softmax of its posterior mean at a spread of ``SCORE_SPREAD``
-    logits over the unlabelled nodes that a label reaches (``informed``: None for all),
-    re-weighted to ``class_prior`` (its weights searched from ``start``); nodes of pieces
-    without a label get latent mean 0 and the prior's probabilities."""
+    least-squares model: the softmax of its posterior mean at the scale
+    :func:`~flgp.precision.classification.score_scale` sets from the unlabelled nodes that
+    a label reaches (``informed``: None for all), re-weighted to ``class_prior`` (its
+    weights searched from ``start``); nodes of pieces without a label get latent mean 0
+    and the prior's probabilities."""
     U = model.mean
     unl = np.ones(U.shape[0], dtype=bool) if informed is None else informed.copy()
     unl[labelled] = False
-    spread = float(U[unl].std()) if unl.any() else float(U.std())
-    score_scale = (spread or 1.0) / SCORE_SPREAD
-    P = scores_to_probabilities(U, score_scale)
+    scale = score_scale(U[unl] if unl.any() else U)
+    P = scores_to_probabilities(U, scale)
     rows = slice(None) if informed is None else informed
     if class_prior is not None:
         class_weights, P[rows] = balance_to_prior(P[rows], class_prior, start=start)
@@ -396,7 +419,7 @@ def _node_probabilities(model, labelled, informed, class_prior, C, start=None):
     if informed is not None:
         U[~informed] = 0.0
         P[~informed] = _prior_probabilities(class_prior, C)
-    return U, score_scale, class_weights, P
+    return U, scale, class_weights, P
 
 
 class GraphMaternClassificationFit(ClassificationFit):
@@ -411,8 +434,8 @@ class GraphMaternClassificationFit(ClassificationFit):
     # the graph's pieces when some hold no label (_pieces_without_labels), else None (fits
     # pickled before 2026-11-29 do not say)
     pieces = None
-    # each candidate ratio's graph total variation of the probabilities, when the fit
-    # chose among several (fits pickled before 2026-11-29 do not say)
+    # each candidate (order, ratio)'s graph total variation of the probabilities, when the
+    # fit chose among several (fits pickled before 2026-11-29 do not say)
     variations = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
@@ -520,9 +543,9 @@ class GraphMaternClassificationFit(ClassificationFit):
         """``n`` rows of ``index`` (unlabelled nodes) to label next: the most uncertain by
         ``strategy`` (``"margin"``, ``"entropy"``, ``"least_confident"``) of
         ``label_distributions_``, a batch spread greedily - after each pick the latents are
-        conditioned on a label there (one sparse solve for its covariance column, kept for
-        the next fit), and each candidate's uncertainty is multiplied by the share of its
-        latent standard deviation the batch leaves, as the eigenbasis loop does
+        conditioned on an exact label there (one sparse solve for its covariance column,
+        kept for the next fit), and each candidate's uncertainty is multiplied by the share
+        of its latent standard deviation the batch leaves, as the eigenbasis loop does
         (:mod:`flgp.models.labelling`)."""
         base = uncertainty_scores(np.asarray(est.label_distributions_)[index], strategy)
         base = np.where(np.isfinite(base), base, 0.0)
@@ -544,7 +567,12 @@ class GraphMaternClassificationFit(ClassificationFit):
             c = model.unit_covariances_whitened(V_index, W[[node]], K_col[index, None])[:, 0]
             cov = np.column_stack([cov, c])
             sel = np.array(picks)
-            B = cov[sel] + np.eye(sel.size)                 # noise of one unit at a label
+            # the picks' labels as exact: what a candidate keeps is the share of its
+            # latent variance the picks leave, 1 - R², whatever the labels' noise (at
+            # the one-label ratio 0.01 a noisy label explains ~1 % of a neighbour's
+            # variance, and the batch would not spread)
+            B = cov[sel] + 1e-9 * max(float(np.max(np.diag(cov[sel]))), 1e-300) * np.eye(
+                sel.size)
             explained = np.einsum("ij,ji->i", cov, np.linalg.solve(B, cov.T))
             keep = np.clip(1.0 - explained / v0, 0.0, 1.0)
             score = base * np.sqrt(keep)

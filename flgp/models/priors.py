@@ -306,7 +306,12 @@ class GraphMaternPrior(Prior):
         :func:`flgp.graph.knn_point_graph`).
     nu : int, optional
         The order ``ν`` (1-4; the classifier takes 1 or 2). Default: by the evidence among
-        2, 3, 4 and 1 (regression); 1 - Poisson learning's order - for classification.
+        2, 3, 4 and 1 (regression); for classification 1 or 2, chosen with the ratio ``ρ``
+        by the graph total variation of the class probabilities where the prior's solves
+        go by a factor (clouds of up to three coordinates,
+        :func:`flgp.models.graph_matern.classifier_solver`) and the graph's mass is
+        uniform, else 1 (Poisson learning's order; order 2 would cost a second, slower
+        conjugate-gradient solve a label).
     """
 
     method = "gmrf"

@@ -28,7 +28,8 @@ the orders the estimators compare (docs/full_resolution.md).
 """
 
 from .classification import (balance_to_prior, balanced_log_odds, class_size_prior,
-                             graph_edges, graph_total_variation, green_scores,
+                             chosen_candidate, graph_edges, graph_total_variation,
+                             green_scores, labels_kept, score_scale,
                              scores_to_probabilities)
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
@@ -42,4 +43,5 @@ __all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegres
            "matern_precision",
            "NodePosterior", "green_scores", "scores_to_probabilities", "class_size_prior",
            "balanced_log_odds", "balance_to_prior", "graph_edges", "graph_total_variation",
+           "chosen_candidate", "labels_kept", "score_scale",
            "SparsePrecisionPrior"]

@@ -13,12 +13,18 @@ algebraic-multigrid-preconditioned conjugate gradients).
 
 **The amplitude from the cloud.** With one label per class the evidence cannot set ``A``
 (it is nearly flat; docs/few_labels.md) and leave-one-out cannot calibrate a class with a
-single label. The scale is instead set from the cloud: the class probabilities are the
-softmax of the scores scaled so that their spread over the unlabelled points is
-``SCORE_SPREAD = 5`` logits, ``p_c(x) ∝ exp(5 u_c(x) / sd(u))``. Measured on six clouds
-(MNIST, a Swiss roll, a torus, a helix, two moons, six circles; 1 and 3 labels per class):
-spreads of 3 / 5 / 8 logits give expected calibration errors of 0.08-0.13 / 0.04-0.09 /
-0.03-0.15 - 5 the best compromise (docs/few_labels.md, "Full resolution").
+single label. The scale is instead set from the cloud (:func:`score_scale`): the class
+probabilities are the softmax of the scores scaled so that the median over the
+unlabelled points of the gap between their two largest scores is ``MARGIN_LOGITS = 7``
+logits - the typical point's odds between its two likeliest classes ``e⁷ ≈ 1100``, before
+the class sizes re-weight them. A rule on the margins, where the decision lies, holds for
+either order ``ν``; the earlier one on the scores' standard deviation (5 logits) was
+calibrated for ``ν = 1`` only: ``ν = 2``'s scores grow far from the labels, and at the
+same standard deviation their probabilities were under-confident (ECE 0.06-0.24 on the
+helix and the Swiss roll). Measured on six clouds (MNIST, a Swiss roll, a torus, a helix,
+two moons, six circles; 1-10 labels a class; docs/few_labels.md, "The order and the
+spread"): 6 / 7 / 8 logits give mean ECE within 0.05 from two labels a class everywhere
+but on the moons, 7 the best compromise.
 
 **Class sizes** (:func:`class_size_prior`, :func:`balance_to_prior`). A class whose one
 label sits near a boundary is swallowed by its neighbours' when nothing says how large
@@ -42,14 +48,15 @@ import scipy.linalg
 
 from .prior import SparsePrecisionPrior
 
-__all__ = ["green_scores", "scores_to_probabilities", "class_size_prior",
-           "balanced_log_odds", "balance_to_prior", "SCORE_SPREAD", "KAPPA_RELATIVE",
+__all__ = ["green_scores", "scores_to_probabilities", "score_scale", "class_size_prior",
+           "balanced_log_odds", "balance_to_prior", "MARGIN_LOGITS", "KAPPA_RELATIVE",
            "LabelledColumns", "LeastSquaresClassification", "prior_to_noise_ratios",
-           "chosen_ratio", "graph_edges", "graph_total_variation", "RHO_ONE_LABEL",
-           "RHO_CANDIDATES"]
+           "chosen_candidate", "labels_kept", "graph_edges", "graph_total_variation",
+           "RHO_ONE_LABEL", "RHO_CANDIDATES", "ORDER_CANDIDATES"]
 
-# the spread over the cloud of the scaled scores, in logits (see the module notes)
-SCORE_SPREAD = 5.0
+# the median over the unlabelled points of the scaled scores' top-two gap, in logits (see
+# the module notes)
+MARGIN_LOGITS = 7.0
 # κ² relative to the graph's own 1 / length² (the median of diag(C⁻¹G): the median degree
 # on a graph of unit mass): a nearly intrinsic prior (Poisson learning's κ = 0)
 KAPPA_RELATIVE = 1e-5
@@ -83,8 +90,27 @@ def green_scores(graph, labelled, codes, n_classes, *, nu: int = 1, kappa2=None,
     return np.column_stack([U, -U.sum(axis=1)])
 
 
+def score_scale(U) -> float:
+    """The scale that turns scores ``U`` (``n x C``, the unlabelled points' rows) into
+    logits (see the module notes): the median over the rows of the gap between their two
+    largest scores, divided by ``MARGIN_LOGITS``. Where more than half of the rows tie
+    (gap 0), the mean gap instead; 1 where every row ties."""
+    U = np.asarray(U, dtype=np.float64)
+    if U.ndim != 2 or U.shape[0] == 0 or U.shape[1] < 2:
+        raise ValueError(f"U must be an (n_points, n_classes) array of scores with "
+                         f"n_points >= 1 and n_classes >= 2; got shape {U.shape}.")
+    if not np.all(np.isfinite(U)):
+        raise ValueError("U holds NaN or infinite scores; give finite ones.")
+    top = np.partition(U, U.shape[1] - 2, axis=1)[:, -2:]
+    gap = np.abs(top[:, 1] - top[:, 0])
+    typical = float(np.median(gap))
+    if typical <= 0.0:
+        typical = float(gap.mean())
+    return typical / MARGIN_LOGITS if typical > 0.0 else 1.0
+
+
 def scores_to_probabilities(U, scale, weights=None):
-    """``p_c ∝ w_c exp(U_c / scale)`` row by row (``scale = sd(u) / SCORE_SPREAD``)."""
+    """``p_c ∝ w_c exp(U_c / scale)`` row by row (``scale``: :func:`score_scale`)."""
     Z = np.asarray(U, dtype=np.float64) / float(scale)
     Z -= Z.max(axis=1, keepdims=True)
     P = np.exp(Z)
@@ -131,7 +157,11 @@ def class_size_prior(codes, n_classes, prior="auto"):
     return pi / pi.sum()
 
 
-def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9, start=None):
+# the class balance's Newton steps move each class's log-weight by at most this much
+MAX_LOGIT_STEP = 20.0
+
+
+def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=None):
     """``(weights, P')``: one factor a class such that the rows of ``P' ∝ P w`` average to
     ``prior`` over the cloud (see the module notes); ``start``: weights to begin the search
     from (a similar ``P``'s, say). ``w = e^θ`` minimises the convex
@@ -172,13 +202,24 @@ def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9, start=None
         return value, E
 
     value, Q = state(theta)
+    # F is flat along θ + c1 (H1 = 0, 1ᵀgrad = 0): 11ᵀ/C fills that direction in without
+    # changing the step orthogonal to it
+    flat = np.full((C, C), 1.0 / C)
     for _ in range(int(max_iter)):
         shares = mean_n @ Q
         grad = shares - prior
         if np.max(np.abs(grad)) < tol:
             break
-        H = np.diag(shares) - (Q.T @ Q) / n + 1e-12 * np.eye(C)
+        H = np.diag(shares) - (Q.T @ Q) / n + flat + 1e-12 * np.eye(C)
         step = -np.linalg.lstsq(H, grad, rcond=None)[0]
+        if not float(grad @ step) < 0.0:
+            step = -grad                    # not a descent direction (rounding): gradient
+        # a class all of whose points are nearly certain barely moves its share: H is
+        # nearly singular there and the Newton step huge. At most MAX_LOGIT_STEP logits a
+        # step (the line search below then sees a step it can measure)
+        longest = float(np.max(np.abs(step)))
+        if longest > MAX_LOGIT_STEP:
+            step *= MAX_LOGIT_STEP / longest
         size = 1.0
         while size > 1e-8:
             new_value, new_Q = state(theta + size * step)
@@ -195,10 +236,15 @@ def balance_to_prior(P, prior, max_iter: int = 50, tol: float = 1e-9, start=None
 # the prior-to-noise ratio ρ (prior variance at the labelled nodes over the noise variance)
 # of the least-squares classifier: near Poisson learning's limit while some class has a
 # single label; from two labels a class on, the candidate of least graph total variation of
-# the class probabilities (the cluster assumption: the boundaries through the cloud's
-# sparsest parts; docs/few_labels.md, "Choosing ρ by the cloud")
+# the class probabilities among those that keep the most labels (the cluster assumption:
+# the boundaries through the cloud's sparsest parts; docs/few_labels.md, "Choosing ρ by
+# the cloud" and "The order and the spread")
 RHO_ONE_LABEL = 0.01
 RHO_CANDIDATES = (0.3, 3.0, 30.0)
+# the graph Matérn orders ν chosen among by the same rule (with ρ), where the
+# graph's mass is uniform (a centred prior of order 2 needs it) and the prior is factored
+# (docs/few_labels.md, "The order and the spread")
+ORDER_CANDIDATES = (1, 2)
 
 
 def prior_to_noise_ratios(codes, n_classes) -> tuple:
@@ -208,13 +254,40 @@ def prior_to_noise_ratios(codes, n_classes) -> tuple:
     return (RHO_ONE_LABEL,) if counts.min() <= 1 else tuple(RHO_CANDIDATES)
 
 
-def chosen_ratio(variations: dict) -> float:
-    """The ratio of least variation among ``variations = {ρ: graph total variation}``
-    (:func:`graph_total_variation`; the first of equal ones)."""
-    if not variations:
-        raise ValueError("chosen_ratio needs at least one candidate ratio and its "
-                         "variation, {rho: variation}; got none.")
-    return min(variations, key=variations.get)
+def chosen_candidate(values: dict, kept=None):
+    """The candidate of least value among ``values = {candidate: value}`` (the
+    classifier's: each ``(order ν, ratio ρ)`` candidate's
+    :func:`graph_total_variation`; the first of equal ones). ``kept``: ``{candidate:
+    labelled points it gives their own class}`` (:func:`labels_kept`) - then among the
+    candidates that keep the most only: a prior whose posterior gives its own labelled
+    points to other classes is contradicted by the labels it was fitted to, however
+    smoothly its probabilities vary (an order-2 prior on concentric circles blurs rings
+    of opposite classes together and misreads up to a fifth of its labels; on three
+    well-separated blobs it put one class's scores highest on another blob)."""
+    if not values:
+        raise ValueError("chosen_candidate needs at least one candidate and its value, "
+                         "{candidate: value}; got none.")
+    pool = list(values)
+    if kept is not None:
+        missing = [c for c in pool if c not in kept]
+        if missing:
+            raise ValueError(f"kept must give every candidate's count of kept labels; "
+                             f"missing {missing!r}.")
+        most = max(kept[c] for c in pool)
+        pool = [c for c in pool if kept[c] == most]
+    return min(pool, key=values.get)
+
+
+def labels_kept(P_labelled, codes) -> int:
+    """How many labelled points the probabilities ``P_labelled`` (one row a labelled point,
+    one column a class; ``codes``: their classes) give their own class as the most
+    probable."""
+    P = np.asarray(P_labelled, dtype=np.float64)
+    codes = np.asarray(codes, dtype=np.int64)
+    if P.ndim != 2 or P.shape[0] != codes.size:
+        raise ValueError(f"P_labelled must have one row a labelled point ({codes.size}); "
+                         f"got shape {P.shape}.")
+    return int(np.sum(P.argmax(axis=1) == codes))
 
 
 def graph_edges(stiffness):
@@ -232,12 +305,9 @@ def graph_edges(stiffness):
     return upper.row[keep], upper.col[keep], -upper.data[keep]
 
 
-def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
-    """The graph total variation of the rows of ``P`` (class probabilities) over
-    ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
-    ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
-    labelling drawn from the probabilities cuts, in ``[0, 1]`` (0 for a graph without
-    edges)."""
+def _edges_and_probabilities(edges, P):
+    """``(rows, columns, weights, P)`` checked: edges as :func:`graph_edges` returns them,
+    one finite row of ``P`` a node."""
     try:
         rows, cols, weights = (np.asarray(a) for a in edges)
     except (TypeError, ValueError):
@@ -258,6 +328,16 @@ def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
                          f"has {P.shape[0]} rows: give one row of P per node of the graph.")
     if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
         raise ValueError("the edges' weights must be finite and non-negative.")
+    return rows, cols, weights, P
+
+
+def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
+    """The graph total variation of the rows of ``P`` (class probabilities) over
+    ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
+    ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
+    labelling drawn from the probabilities cuts (neighbours' draws coupled as closely as
+    they can be), in ``[0, 1]`` (0 for a graph without edges)."""
+    rows, cols, weights, P = _edges_and_probabilities(edges, P)
     total = float(weights.sum())
     if total <= 0.0:
         return 0.0
@@ -276,10 +356,19 @@ class LabelledColumns:
     """The prior covariance's columns at labelled nodes, ``K[:, nodes]`` (``n x m``), one
     sparse solve a column (:meth:`GraphPrior.cross_covariance`), kept: a later fit with
     more labels on the same graph - the labelling loop - solves for the new columns only.
+
+    ``lower``: the store of the same prior one order lower
+    (:meth:`SparsePrecisionPrior.with_order`); new columns are then that store's columns
+    raised by one solve each (:meth:`SparsePrecisionPrior.raise_order`), so that a chain
+    of orders costs one solve a column an order, not ``ν``.
     """
 
-    def __init__(self, prior):
-        self.prior = prior
+    def __init__(self, prior, lower=None):
+        if lower is not None and (lower.prior.nu != prior.nu - 1
+                                  or lower.prior.graph is not prior.graph):
+            raise ValueError(f"lower must hold the same graph's prior one order lower (nu "
+                             f"= {prior.nu - 1}); got nu = {lower.prior.nu}.")
+        self.prior, self.lower = prior, lower
         self.nodes = np.zeros(0, dtype=np.int64)
         # room for up to 128 more columns than are held: a loop adds one column a pick,
         # and copying all of them each time cost MNIST's loop 0.5 s
@@ -300,7 +389,12 @@ class LabelledColumns:
                 store = np.empty((self._store.shape[0], room))
                 store[:, :held] = self._store[:, :held]
                 self._store = store
-            self._store[:, held:held + new.size] = self.prior.cross_covariance(new)
+            if self.lower is None:
+                columns = self.prior.cross_covariance(new)
+            else:
+                amplitude = self.prior.amplitude / self.lower.prior.amplitude
+                columns = amplitude * self.prior.raise_order(self.lower(new))
+            self._store[:, held:held + new.size] = columns
             self.nodes = np.concatenate([self.nodes, new])
         if nodes.size == self.nodes.size and np.array_equal(nodes, self.nodes):
             return self._columns               # all held, in their order: a view, no copy
@@ -320,12 +414,14 @@ class LabelledColumns:
     def __getstate__(self):
         state = dict(self.__dict__)
         state["prior"] = None                   # the AMG solver: rebuilt by the next fit
+        state["lower"] = None
         state["_store"] = self._columns.copy()  # the held columns only
         return state
 
     def __setstate__(self, state):
         if "_columns" in state:                 # pickled before the store had room
             state["_store"] = state.pop("_columns")
+        state.setdefault("lower", None)         # pickled before orders were chained
         self.__dict__.update(state)
 
 

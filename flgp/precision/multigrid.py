@@ -145,8 +145,12 @@ class ClassicalMultigrid:
                               matvec=lambda r: cycle.matvec(r.astype(dtype, copy=False))
                               .astype(np.float64))
 
-    def solve(self, B: np.ndarray) -> np.ndarray:
-        """``A⁻¹ B`` for ``B`` of shape ``(n,)`` or ``(n, c)``."""
+    def solve(self, B: np.ndarray, tol=None) -> np.ndarray:
+        """``A⁻¹ B`` for ``B`` of shape ``(n,)`` or ``(n, c)``, to the relative residual
+        ``tol`` (default: the solver's)."""
+        tol = self.tol if tol is None else float(tol)
+        if not 0.0 < tol < 1.0:
+            raise ValueError(f"tol must be a relative residual in (0, 1); got {tol!r}.")
         B = np.asarray(B, dtype=np.float64)
         if B.ndim not in (1, 2) or B.shape[0] != self.A.shape[0]:
             raise ValueError(f"B must have one row per row of A ({self.A.shape[0]}); got "
@@ -160,7 +164,7 @@ class ClassicalMultigrid:
                 # pyamg's CG warns of the indefinite cycle under its own "always" filter:
                 # recorded, and any other warning passed on
                 with warnings.catch_warnings(record=True) as caught:
-                    x, info = cg(self.A, cols[:, c], tol=self.tol, M=M, maxiter=1000)
+                    x, info = cg(self.A, cols[:, c], tol=tol, M=M, maxiter=1000)
                 for w in caught:
                     if "Indefinite" not in str(w.message):
                         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -169,6 +173,6 @@ class ClassicalMultigrid:
                     self.drop = 0.0
                     self.hierarchy = _hierarchy(self.A.astype(self.dtype), 0.0)
                     M = self._preconditioner()
-                    x, info = cg(self.A, cols[:, c], tol=self.tol, M=M, maxiter=1000)
+                    x, info = cg(self.A, cols[:, c], tol=tol, M=M, maxiter=1000)
                 out[:, c] = x
         return out.reshape(B.shape)
