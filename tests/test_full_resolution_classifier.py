@@ -631,6 +631,20 @@ def test_second_order_columns_raised_from_the_first():
         LabelledColumns(two, lower=second)
     with pytest.raises(ValueError, match="raise_order makes order nu"):
         one.raise_order(np.zeros((250, 1)))
+    with pytest.raises(ValueError, match="positive integer"):
+        one.with_order(0)
+    from flgp.graph import mesh_graph
+
+    grid = np.linspace(0.0, 1.0, 4)
+    V = np.c_[np.repeat(grid, 4), np.tile(grid, 4), np.zeros(16)]
+    idx = np.arange(16).reshape(4, 4)
+    a, b, c, d = (idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, :-1].ravel(),
+                  idx[1:, 1:].ravel())
+    mesh = mesh_graph(V, np.r_[np.c_[a, b, c], np.c_[b, d, c]])
+    with pytest.raises(ValueError, match="uniform mass"):
+        SparsePrecisionPrior(mesh, nu=1, kappa2=0.1, centred=True).with_order(2)
+    with pytest.raises(ValueError, match="tol must be a relative residual"):
+        amg._amg.solve(np.ones(250), tol=2.0)
     with pytest.raises(ValueError, match="one row per node"):
         two.raise_order(np.zeros((7, 1)))
 
