@@ -31,7 +31,9 @@ one's ``GraphMaternPrior(nu=ν)``) at one label a class (10 draws), with the fit
 beside the heat kernel, 5 draws at k = 2-10. CSVs under
 ``experiments/results/gmrf_classifier_probe_*.csv``.
 
-The variants are set through module constants (``RHO`` of
+The modes before ``joint`` ran with the spread of their day (the scores' sd over the
+unlabelled points at 5 logits, ``order_variation``'s "8" re-scaling that); run today they
+use the package's median-gap spread. The variants are set through module constants (``RHO`` of
 :mod:`flgp.precision.classification`, ``KAPPA_RELATIVE`` as
 :mod:`flgp.models.graph_matern` imported it): a probe, not an API.
 """
@@ -240,7 +242,7 @@ def variation(sets, n_draws):
     the heat kernel, with the graph total variation of each fit's probabilities on the
     default's graph (:func:`flgp.precision.classification.graph_total_variation`) and the
     cut share of its labelling; then what the package's rule picks among its candidates
-    (:func:`~flgp.precision.classification.chosen_ratio` over ``RHO_CANDIDATES`` from two
+    (:func:`~flgp.precision.classification.chosen_candidate` over ``RHO_CANDIDATES`` from two
     labels a class; ``RHO_ONE_LABEL`` = 0.01 below) and what the least variation picks
     among all eight. MNIST: 5 / 5 / 3 / 3 draws at k = 2 / 3 / 5 / 10, without the heat
     kernel."""
@@ -504,7 +506,7 @@ def criterion(sets, n_draws):
 
 def variation_picks(rows):
     """For each draw of :func:`variation`'s rows: the fit the package's rule keeps
-    (:func:`~flgp.precision.classification.chosen_ratio` over ``RHO_CANDIDATES``, from two
+    (:func:`~flgp.precision.classification.chosen_candidate` over ``RHO_CANDIDATES``, from two
     labels a class; ``RHO_ONE_LABEL`` below) and the one of least variation among all
     eight ratios, as rows named by the rule."""
     import flgp.precision.classification as PC
@@ -518,7 +520,7 @@ def variation_picks(rows):
                             ("least variation (all eight)", every)):
             if key[1] == 1 and label.endswith("(package)"):
                 pool = [f"rho {PC.RHO_ONE_LABEL:g}"]
-            chosen = PC.chosen_ratio({name: cell[name]["variation"] for name in pool})
+            chosen = PC.chosen_candidate({name: cell[name]["variation"] for name in pool})
             picks.append(dict(cell[chosen], variant=label))
     return picks
 
