@@ -303,10 +303,11 @@ class GraphMaternClassification(ClassificationRepresentation):
         """``(graph, {order ν: store of prior columns})``: the graph (``graph=`` checked
         against ``X``, else the self-tuning k-NN graph of ``X``) and, for each order to fit
         (the prior's ``nu``, else ``ORDER_CANDIDATES`` - order 1 alone on a graph whose
-        mass varies or whose prior solves by conjugate gradients), the store of the centred graph Matérn prior's covariance columns,
-        each order's columns raised from the one below by one solve
-        (:class:`~flgp.precision.classification.LabelledColumns`) - from the warm-start
-        cache when ``X`` and the settings are the previous fit's."""
+        mass varies or whose prior solves by conjugate gradients), the store of the
+        centred graph Matérn prior's covariance columns, each order's columns raised from
+        the one below by one solve (:class:`~flgp.precision.classification
+        .LabelledColumns`) - from the warm-start cache when ``X`` and the settings are the
+        previous fit's."""
         key = None
         if est.warm_start:
             # the cloud's fingerprint from the start of this fit (one read of X a fit)
@@ -372,27 +373,30 @@ class GraphMaternClassification(ClassificationRepresentation):
                    else np.ones(labelled.size, dtype=bool))
         class_prior = (None if est.class_prior is None else
                        class_size_prior(codes[sampled], C, est._class_prior_shares()))
-        candidates = [(nu, rho) for nu in stores
-                      for rho in prior_to_noise_ratios(codes, C)]
-        edges = graph_edges(graph.stiffness) if len(candidates) > 1 else None
+        ratios = prior_to_noise_ratios(codes, C)
+        edges = graph_edges(graph.stiffness) if len(stores) * len(ratios) > 1 else None
         best, variations, kept = None, {}, {}
         with stage("scores"):
-            for nu, rho in candidates:
-                columns = stores[nu]
+            for nu, columns in stores.items():
                 columns(labelled)
                 # the labels in the store's order: its columns then without a copy (the
                 # model does not depend on the labels' order)
                 nodes, node_codes = columns.in_held_order(labelled, codes)
-                model = LeastSquaresClassification(columns(nodes), nodes, node_codes, C, rho)
-                scored = (nu, model, *_node_probabilities(
-                    model, labelled, informed, class_prior, C,
-                    start=None if best is None else np.maximum(best[4], 1e-300)))
-                if edges is not None:
-                    variations[(nu, rho)] = graph_total_variation(edges, scored[5])
-                    kept[(nu, rho)] = labels_kept(scored[5][labelled], codes)
-                    if best is not None and chosen_candidate(variations, kept) != (nu, rho):
-                        continue
-                best = scored
+                W = columns(nodes)
+                for rho in ratios:
+                    model = LeastSquaresClassification(W, nodes, node_codes, C, rho)
+                    # the previous candidate's class weights start the balance (a weight
+                    # that underflowed to 0 starts at the smallest positive one)
+                    scored = (nu, model, *_node_probabilities(
+                        model, labelled, informed, class_prior, C,
+                        start=None if best is None else np.maximum(best[4], 1e-300)))
+                    if edges is not None:
+                        variations[(nu, rho)] = graph_total_variation(edges, scored[5])
+                        kept[(nu, rho)] = labels_kept(scored[5][labelled], codes)
+                        if best is not None and \
+                                chosen_candidate(variations, kept) != (nu, rho):
+                            continue
+                    best = scored
         nu, model, U, scale, class_weights, P = best
         return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
                                             class_weights, P, model, stores[nu], pieces,

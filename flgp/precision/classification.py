@@ -305,9 +305,12 @@ def graph_edges(stiffness):
     return upper.row[keep], upper.col[keep], -upper.data[keep]
 
 
-def _edges_and_probabilities(edges, P):
-    """``(rows, columns, weights, P)`` checked: edges as :func:`graph_edges` returns them,
-    one finite row of ``P`` a node."""
+def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
+    """The graph total variation of the rows of ``P`` (class probabilities) over
+    ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
+    ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
+    labelling drawn from the probabilities cuts (neighbours' draws coupled as closely as
+    they can be), in ``[0, 1]`` (0 for a graph without edges)."""
     try:
         rows, cols, weights = (np.asarray(a) for a in edges)
     except (TypeError, ValueError):
@@ -328,16 +331,6 @@ def _edges_and_probabilities(edges, P):
                          f"has {P.shape[0]} rows: give one row of P per node of the graph.")
     if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
         raise ValueError("the edges' weights must be finite and non-negative.")
-    return rows, cols, weights, P
-
-
-def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
-    """The graph total variation of the rows of ``P`` (class probabilities) over
-    ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
-    ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
-    labelling drawn from the probabilities cuts (neighbours' draws coupled as closely as
-    they can be), in ``[0, 1]`` (0 for a graph without edges)."""
-    rows, cols, weights, P = _edges_and_probabilities(edges, P)
     total = float(weights.sum())
     if total <= 0.0:
         return 0.0
