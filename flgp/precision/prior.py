@@ -24,7 +24,6 @@ more than ``FACTOR_MAX_NODES`` nodes, where ``Q_ν``'s own factor fills in, by
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
@@ -246,21 +245,21 @@ class SparsePrecisionPrior(GraphPrior):
                              f"the default); got {n_samples!r}.")
         if rows.size <= EXACT_VARIANCE_ROWS:
             return self.amplitude * diagonal_of_inverse(self.apply_inverse, n, rows)
-        Q = matern_precision(self.graph, self.kappa2, self.nu)
         if self.solver != "cholesky" or (self.centred and self.nu in ITERATIVE_ORDERS):
             # centred: the perturbation draws centre each draw; draws from Q's factor
             # would subtract the constant mode's huge variance (~1/κ²) after the fact,
             # leaving their Monte Carlo error larger than what remains
             draws = AMG_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
-            return self.amplitude * self._perturbation_variances(Q, draws)[rows]
+            return self.amplitude * self._perturbation_variances(draws)[rows]
         draws = LARGE_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
         if n > FACTOR_MAX_NODES and self.nu in ITERATIVE_ORDERS:
             # Q_ν's own factor fills in (the 2 mm brain mask, ν = 2: 11 GB); draws by
             # perturbation need only solves with S, whose factor is held
             try:
-                return self.amplitude * self._perturbation_variances(Q, draws)[rows]
+                return self.amplitude * self._perturbation_variances(draws)[rows]
             except ValueError:          # a mesh's negative weights: no edge root
                 pass
+        Q = matern_precision(self.graph, self.kappa2, self.nu)
         chol = PatternCholesky(Q)
         chol.factor(Q)
         var, _ = rbmc_variances(Q, chol, n_samples=draws, random_state=0)
@@ -278,7 +277,7 @@ class SparsePrecisionPrior(GraphPrior):
             U = self._solve(U)
         return U
 
-    def _perturbation_variances(self, Q, n_samples: int) -> np.ndarray:
+    def _perturbation_variances(self, n_samples: int) -> np.ndarray:
         """The marginal variances by the Rao-Blackwellised estimator of Sidén et al. (2018)
         with draws ``x = Q⁻¹ R z`` (``R Rᵀ = Q``, :func:`flgp.precision.iterative
         .matern_root_draw`; one solve a draw - for ``ν = 2``, ``x = S⁻¹ C^{1/2} z``): for
@@ -286,12 +285,29 @@ class SparsePrecisionPrior(GraphPrior):
         the first term exact and only the second sampled. Its relative standard error is
         ``√(2/S)`` times the share of the second term: small where the conditional
         variance dominates, up to ``√(2/S)`` (35 % at 16 draws) for a smooth long-range
-        prior, whose variance is nearly all in the conditional mean."""
+        prior, whose variance is nearly all in the conditional mean.
+
+        ``Q`` itself is never formed: ``Q x`` is ``S x`` (``ν = 1``) or ``S C⁻¹ S x``
+        (``ν = 2``; its product fills in - on MNIST's 10-NN graph 16 entries a row
+        become ~150, and forming it took longer than the draws), and ``Q_ii`` is ``S_ii``
+        or ``Σ_k S_ik² / c_k``."""
+        if self.nu not in ITERATIVE_ORDERS:
+            raise ValueError(f"perturbation variances exist for orders {ITERATIVE_ORDERS}; "
+                             f"this prior has nu = {self.nu}.")
         rng = np.random.default_rng(0)
         n = self.n_points
-        Q = sp.csr_matrix(Q)
-        d = Q.diagonal()
-        off = Q - sp.diags(d)
+        S = shifted_stiffness(self.graph, self.kappa2).tocsr()
+        inv_mass = 1.0 / self._mass
+        if self.nu == 1:
+            d = S.diagonal()
+
+            def precision_times(X):
+                return S @ X
+        else:
+            d = S.multiply(S) @ inv_mass
+
+            def precision_times(X):
+                return S @ (inv_mass[:, None] * (S @ X))
         if self.nu == 2:
             # R = S C^{-1/2}: Q⁻¹ R z = S⁻¹ C S⁻¹ S C^{-1/2} z = S⁻¹ C^{1/2} z, one solve a
             # draw (the same z as matern_root_draw's)
@@ -301,7 +317,7 @@ class SparsePrecisionPrior(GraphPrior):
             R = np.column_stack([matern_root_draw(self.graph, self.kappa2, self.nu, rng)
                                  for _ in range(int(n_samples))])
             X = self._solve_uncentred(R)
-        mu = -(off @ X) / d[:, None]                   # E[x_i | x_-i]
+        mu = -(precision_times(X) - d[:, None] * X) / d[:, None]     # E[x_i | x_-i]
         if not self.centred:
             return 1.0 / d + np.mean(mu * mu, axis=1)
         a = 1.0 - 1.0 / n
