@@ -100,6 +100,36 @@ def test_indefinite_preconditioner_falls_back_to_galerkin(monkeypatch):
     np.testing.assert_allclose(x, spla.spsolve(A.tocsc(), b), rtol=1e-6)
 
 
+def test_columns_on_threads_equal_each_column_alone(monkeypatch):
+    """Several columns are solved at once on threads: each equals its solve alone, bit
+    for bit; an indefinite cycle met on the threads falls back to Galerkin for those
+    columns (each then within the direct solve's tolerance), its warning not shown."""
+    import torch
+
+    A = _stiffness(800)
+    B = np.random.default_rng(5).standard_normal((A.shape[0], 5))
+    mg = ClassicalMultigrid(A, tol=1e-8)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        together = mg.solve(B)
+        # up to 2 threads (cpu_threads): the columns were solved two at a time
+        alone = np.column_stack([mg.solve(B[:, c]) for c in range(B.shape[1])])
+        assert np.array_equal(together, alone)
+        real = multigrid._hierarchy
+        monkeypatch.setattr(multigrid, "_hierarchy",
+                            lambda M, drop: real(-M if drop > 0 else M, drop))
+        indefinite = ClassicalMultigrid(A, tol=1e-10)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            X = indefinite.solve(B)
+    finally:
+        torch.set_num_threads(threads)
+    assert not any("Indefinite" in str(w.message) for w in caught)
+    assert indefinite.drop == 0.0
+    np.testing.assert_allclose(X, spla.spsolve(A.tocsc(), B), rtol=1e-6)
+
+
 def test_bad_inputs_are_named():
     A = _stiffness(300)
     with pytest.raises(ValueError, match="square"):
