@@ -254,6 +254,30 @@ def test_auto_is_full_resolution_and_suggests_labels():
         clf.suggest_labels(len(y))
 
 
+def test_a_batch_is_the_same_with_its_columns_solved_ahead(monkeypatch):
+    """The batch's picks solve the runner-up's column beside each pick's (two columns a
+    solve): the rows suggested are those of one column at a time, on a cloud whose prior
+    solves by AMG (column by column, the same bits) and on one solved by a factor."""
+    from flgp.precision.classification import LabelledColumns
+
+    for dims in (5, 2):
+        X, y = _blobs(600, dims, 3)
+        yy = np.full(len(y), -1)
+        lab = np.concatenate([np.flatnonzero(y == c)[:2] for c in range(3)])
+        yy[lab] = y[lab]
+        ahead = FLGPClassifier(warm_start=True).fit(X, yy)
+        calls = []
+        real = LabelledColumns.prefetch
+        monkeypatch.setattr(LabelledColumns, "prefetch",
+                            lambda self, nodes: calls.append(len(nodes)) or real(self, nodes))
+        rows = ahead.suggest_labels(8)
+        assert calls and all(c == 2 for c in calls) and len(calls) < 8
+        monkeypatch.setattr(LabelledColumns, "prefetch", lambda self, nodes: None)
+        alone = FLGPClassifier(warm_start=True).fit(X, yy)
+        np.testing.assert_array_equal(alone.suggest_labels(8), rows)
+        monkeypatch.undo()
+
+
 # -- the least-squares GP classifier (issue 43) --------------------------------------------
 
 def _small_problem(n=300, seed=0, per_class=(3, 4, 2)):
@@ -437,6 +461,42 @@ def test_labelled_columns_grow_and_pickle():
     back = pickle.loads(pickle.dumps(store))
     assert back.prior is None and back._store.shape == (300, 40)
     np.testing.assert_array_equal(back._columns, store._columns)
+
+
+def test_columns_solved_ahead_are_held_in_the_order_asked():
+    """A store's prefetched columns (the labelling loop's runner-up solved beside its pick)
+    equal the columns solved alone - bit for bit by AMG, whose columns are solved one by
+    one - and join the held ones only when asked for, in that order, the lower order's
+    store too; a pickle keeps none of them."""
+    import pickle
+
+    from flgp.precision import SparsePrecisionPrior
+    from flgp.precision.classification import LabelledColumns
+
+    X, _ = _blobs(300, 5, 3)
+    g = self_tuning_knn_graph(X, 8)
+    for solver in ("amg", "cholesky"):
+        prior = SparsePrecisionPrior(g, nu=1, kappa2=0.05, centred=True, solver=solver,
+                                     tol=1e-6 if solver == "amg" else 1e-8)
+        chained, alone = LabelledColumns(prior), LabelledColumns(prior)
+        second = LabelledColumns(prior.with_order(2), lower=chained)
+        second_alone = LabelledColumns(prior.with_order(2), lower=alone)
+        second([5, 9])
+        second_alone([5, 9])
+        second.prefetch([40, 12, 9])           # 9 is held: only 40 and 12 are solved
+        assert sorted(second._ahead) == [12, 40] and sorted(chained._ahead) == [12, 40]
+        assert list(second.nodes) == [5, 9] and second.holds(40) and not second.holds(41)
+        got = second([40])
+        assert list(second.nodes) == [5, 9, 40] and list(chained.nodes) == [5, 9, 40]
+        assert sorted(second._ahead) == [12] and sorted(chained._ahead) == [12]
+        want = second_alone([40])
+        if solver == "amg":
+            assert np.array_equal(got, want)
+            assert np.array_equal(chained([40]), alone([40]))
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * np.abs(want).max())
+        back = pickle.loads(pickle.dumps(second))
+        assert back._ahead == {} and list(back.nodes) == [5, 9, 40]
 
 
 def test_classifier_prior_solves_by_a_factor_on_low_dimensional_clouds(monkeypatch):

@@ -366,10 +366,42 @@ class LabelledColumns:
         # room for up to 128 more columns than are held: a loop adds one column a pick,
         # and copying all of them each time cost MNIST's loop 0.5 s
         self._store = np.zeros((prior.n_points, 0))
+        # columns solved ahead of being asked for (prefetch): node -> column
+        self._ahead = {}
 
     @property
     def _columns(self) -> np.ndarray:
         return self._store[:, :self.nodes.size]
+
+    def holds(self, node) -> bool:
+        """Whether ``K[:, node]`` is held or solved ahead (no solve when asked for)."""
+        return bool(int(node) in self._ahead or np.isin(int(node), self.nodes))
+
+    def prefetch(self, nodes) -> None:
+        """Solve now for the columns of ``nodes`` not held (all in one solve: on threads,
+        :meth:`~flgp.precision.multigrid.ClassicalMultigrid.solve`), and keep them aside
+        until :meth:`__call__` asks for them - which then holds them as if it had solved
+        them there, in the order asked. The labelling loop solves the column of its next
+        likely pick beside the current one's."""
+        nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+        new = nodes[~np.isin(nodes, self.nodes)]
+        new = new[[int(v) not in self._ahead for v in new]]
+        if new.size:
+            self._ahead.update(zip(new.tolist(), self._solved(new, ahead=True).T))
+
+    def _solved(self, new, ahead=False) -> np.ndarray:
+        """``K[:, new]`` by solves (the lower order's columns raised); ``ahead``: the lower
+        order's columns solved ahead too, not held there yet."""
+        if self.lower is None:
+            return self.prior.cross_covariance(new)
+        amplitude = self.prior.amplitude / self.lower.prior.amplitude
+        if ahead:
+            self.lower.prefetch(new)
+            lower = np.column_stack([self.lower._ahead[int(v)] if int(v) in self.lower._ahead
+                                     else self.lower(v[None])[:, 0] for v in new])
+        else:
+            lower = self.lower(new)
+        return amplitude * self.prior.raise_order(lower)
 
     def __call__(self, nodes) -> np.ndarray:
         """``K[:, nodes]`` (columns computed where missing)."""
@@ -382,12 +414,15 @@ class LabelledColumns:
                 store = np.empty((self._store.shape[0], room))
                 store[:, :held] = self._store[:, :held]
                 self._store = store
-            if self.lower is None:
-                columns = self.prior.cross_covariance(new)
-            else:
-                amplitude = self.prior.amplitude / self.lower.prior.amplitude
-                columns = amplitude * self.prior.raise_order(self.lower(new))
-            self._store[:, held:held + new.size] = columns
+            ahead = np.array([int(v) in self._ahead for v in new], dtype=bool)
+            columns = self._store[:, held:held + new.size]
+            if (~ahead).any():
+                columns[:, ~ahead] = self._solved(new[~ahead])
+            if ahead.any():
+                columns[:, ahead] = np.column_stack([self._ahead.pop(int(v))
+                                                     for v in new[ahead]])
+                if self.lower is not None:
+                    self.lower(new[ahead])      # held there too, from its own ahead
             self.nodes = np.concatenate([self.nodes, new])
         if nodes.size == self.nodes.size and np.array_equal(nodes, self.nodes):
             return self._columns               # all held, in their order: a view, no copy
@@ -409,12 +444,14 @@ class LabelledColumns:
         state["prior"] = None                   # the AMG solver: rebuilt by the next fit
         state["lower"] = None
         state["_store"] = self._columns.copy()  # the held columns only
+        state["_ahead"] = {}
         return state
 
     def __setstate__(self, state):
         if "_columns" in state:                 # pickled before the store had room
             state["_store"] = state.pop("_columns")
         state.setdefault("lower", None)         # pickled before orders were chained
+        state.setdefault("_ahead", {})          # pickled before columns were prefetched
         self.__dict__.update(state)
 
 

@@ -161,10 +161,11 @@ class SparsePrecisionPrior(GraphPrior):
             U = self._amg.solve(U, tol=min(RAISE_TOL_FACTOR * self.tol, 0.1))
         else:
             U = self._solve(U)
-        return U - U.mean(axis=0) if self.centred else U
+        return self._centre(U) if self.centred else U
 
     def _centre(self, B: np.ndarray) -> np.ndarray:
-        # column by column, as the classifier's scores always were (the same bits)
+        # column by column, as the classifier's scores always were: each column's bits
+        # whatever the columns beside it (a column solved alone or with others)
         return np.column_stack([B[:, c] - B[:, c].mean() for c in range(B.shape[1])])
 
     def apply_inverse(self, B: np.ndarray) -> np.ndarray:
@@ -180,7 +181,7 @@ class SparsePrecisionPrior(GraphPrior):
             if self.centred:
                 U = self._centre(U)     # a no-op between solves when the mass is uniform
             U = self._solve(U)
-        return U - U.mean(axis=0) if self.centred else U
+        return self._centre(U) if self.centred else U
 
     def cross_covariance(self, labelled, rows=None, weights=None) -> np.ndarray:
         n = self.n_points
