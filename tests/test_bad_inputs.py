@@ -282,3 +282,24 @@ def test_softmax_is_the_old_name_of_multinomial():
     with pytest.warns(FutureWarning, match="now called 'multinomial'"):
         old = FLGPClassifier(method="flgp", n_induced=40, multi_class="softmax").fit(X, yy)
     np.testing.assert_array_equal(base.predict_proba(X[:10]), old.predict_proba(X[:10]))
+
+
+def test_an_outlier_rules_out_the_k_nn_graph_not_the_default_regressor():
+    """One point far from the rest (its weights under the cloud's one bandwidth underflow
+    to 0 - its mass 0, or C⁻¹G beyond float64): the k-NN graph names it (not as a
+    duplicate); the default regressor weighs the other priors and says why the graph
+    Matérn prior is out; that prior offered alone raises the same reason."""
+    from flgp import GraphMaternPrior
+    from flgp.graph import knn_point_graph
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(600, 2)), [[50.0, 0.0]]])
+    y = np.where(rng.random(601) < 0.1, X[:, 0], np.nan)
+    with pytest.raises(ValueError, match=r"1 point\(s\) lie so far .* \(row 600: its nearest"):
+        knn_point_graph(X, 10)
+    knn_point_graph(X[:600], 10)                  # the cloud without it is a graph
+    reg = FLGPRegressor().fit(X, y)
+    assert reg.method_ != "gmrf" and "lie so far" in reg.skipped_methods_["gmrf"]
+    assert np.all(np.isfinite(reg.transduction_))
+    with pytest.raises(ValueError, match="graph Matérn prior's k-NN graph of X: 1 point"):
+        FLGPRegressor(GraphMaternPrior()).fit(X, y)

@@ -155,12 +155,24 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
     W.setdiag(0.0)
     W.eliminate_zeros()
     degree = np.asarray(W.sum(axis=1)).ravel()
-    if np.any(degree <= 0):
-        raise ValueError(f"{int(np.sum(degree <= 0))} point(s) have no neighbour at a "
-                         f"non-zero distance (duplicates of each other?); remove "
-                         f"duplicate rows or raise n_neighbors.")
-    stiffness = (sp.diags(degree) - W).tocsr()
     d1 = dist[:, 1]                 # to the nearest other point (the search's own)
+    if np.any((degree <= 0) & (d1 <= 0)):
+        raise ValueError(f"{int(np.sum((degree <= 0) & (d1 <= 0)))} point(s) have no "
+                         f"neighbour at a non-zero distance (duplicates of each other?); "
+                         f"remove duplicate rows or raise n_neighbors.")
+    # one bandwidth for the whole cloud: a point far from all others (an outlier, a heavy
+    # tail) has weights that vanish - its degree below float64's resolution of the typical
+    # one leaves its mass 0 or its row of C⁻¹G beyond float64
+    cut = np.finfo(np.float64).eps * float(np.median(degree))
+    if np.any(degree <= cut):
+        far = np.flatnonzero(degree <= cut)
+        worst = int(far[np.argmax(d1[far])])
+        raise ValueError(f"{far.size} point(s) lie so far from all others that their "
+                         f"weights under the cloud's bandwidth vanish (row {worst}: its "
+                         f"nearest neighbour at {d1[worst]:.3g}, {d1[worst] / np.sqrt(eps):.0f} "
+                         f"bandwidths away; typical spacing {np.median(d1[d1 > 0]):.3g}). "
+                         f"Remove the outliers, or give a graph that joins them.")
+    stiffness = (sp.diags(degree) - W).tocsr()
     spacing = float(np.median(d1[d1 > 0])) if np.any(d1 > 0) else float(np.sqrt(eps))
     return PointGraph(stiffness=stiffness, mass=degree * eps / 4.0, points=X, kind="knn",
                       spacing=spacing)

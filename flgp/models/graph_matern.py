@@ -36,8 +36,9 @@ from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from ._base import FAR_FACTOR
 from .labelling import uncertainty_scores
-from .representation import (ClassificationFit, ClassificationRepresentation, RegressionFit,
-                             RegressionRepresentation, Screened, Standardisation)
+from .representation import (ClassificationFit, ClassificationRepresentation, Infeasible,
+                             RegressionFit, RegressionRepresentation, Screened,
+                             Standardisation)
 
 __all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClassification",
            "GraphMaternClassificationFit", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM",
@@ -159,7 +160,10 @@ class GraphMaternRegression(RegressionRepresentation):
         if est.graph is not None:
             graph = est.graph.check_rows(X)
         else:
-            graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
+            try:
+                graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
+            except ValueError as exc:
+                raise Infeasible(f"the graph Matérn prior's k-NN graph of X: {exc}") from exc
         nus = MATERN_ORDERS if est.matern_order is None else (int(est.matern_order),)
         noise = None if est.noise is None else standardisation.variance_of_z(est.noise)
         fit, reg, by_order = yield from fit_gmrf_steps(

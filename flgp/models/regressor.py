@@ -23,7 +23,7 @@ from .regression_predictor import (CountPredictor, RegressionPredictor,
                                    warn_unrepresentable_counts)
 from .heat_kernel import HeatKernelRegression, default_resolution_ceiling
 from .priors import HEAT_METHODS
-from .representation import Outranked, Standardisation, screening_margin
+from .representation import Infeasible, Outranked, Standardisation, screening_margin
 
 __all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM", "REPRESENTATIONS"]
 
@@ -314,7 +314,11 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                 self.skipped_methods_[name] = why
                 continue
             if not representation.bounded:
-                screened[name] = representation.screen(self, X, labelled, y_lab, z, standard)
+                try:
+                    screened[name] = representation.screen(self, X, labelled, y_lab, z,
+                                                           standard)
+                except Infeasible as exc:       # ruled out by the cloud: the others weigh
+                    self.skipped_methods_[name] = str(exc)
                 continue
             if screened:
                 self._finish_screened(screened, fits, labelled.size)

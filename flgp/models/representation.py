@@ -41,8 +41,8 @@ import numpy as np
 from .._validation import power_of_two_unit
 
 __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresentation",
-           "ClassificationFit", "Outranked", "Standardisation", "Screened",
-           "screening_margin", "SCREENING_MARGIN"]
+           "ClassificationFit", "Outranked", "Infeasible", "Standardisation",
+           "Screened", "screening_margin", "SCREENING_MARGIN"]
 
 # FLGPRegressor(method="auto") leaves a representation's search unfinished when the best
 # evidence of its tightened coarse stage lies more than max(100, 0.1 m) nats (m labels)
@@ -71,6 +71,14 @@ class Outranked(Exception):
     def __init__(self, ceiling: float, reason: str):
         super().__init__(reason.format(ceiling=ceiling))
         self.ceiling = float(ceiling)
+
+
+class Infeasible(ValueError):
+    """Raised by a representation's fit when the cloud rules it out in a way its
+    :meth:`~RegressionRepresentation.infeasible` cannot see before fitting (the graph
+    Matérn prior: a k-NN graph whose weights vanish at outliers). ``method="auto"`` then
+    weighs the others and names the reason in ``skipped_methods_``; offered alone, it is
+    the error."""
 
 
 class Screened:
