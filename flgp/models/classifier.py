@@ -668,6 +668,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         if strategy is None:
             strategy = "margin" if self._other_fit is not None else "variance_reduction"
         rows = _suggest_labels(self, n, strategy, random_state)
+        if strategy == "random":
+            return rows           # a random sample: the class-size prior reads their labels
         # the rows chosen here are no random sample of the classes: the class-size prior
         # of the next fit on this cloud leaves their labels out (class_prior)
         key, before = getattr(self, "_suggested", (None, np.zeros(0, dtype=np.int64)))
