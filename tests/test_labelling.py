@@ -305,3 +305,25 @@ def test_bad_input_gets_clear_errors():
         warnings.simplefilter("error")                   # no NaN / overflow warnings
         out = _classifier_suggest(clf, 3, "margin")
     assert np.all(yyc[out] == -1)
+
+
+@pytest.mark.parametrize("prior", ["rbf", "gmrf"])
+def test_random_suggestions_with_every_regression_prior(prior):
+    """strategy='random' draws unlabelled rows whatever the prior (before, the graph
+    Matérn prior and the RBF GP refused every strategy); those that score by the
+    eigenbasis name 'random' and the heat kernel as the ways out, and a fit with every row
+    labelled says there is nothing to suggest first."""
+    from flgp import GraphMaternPrior, RBFPrior
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(400, 2))
+    y = np.where(rng.random(400) < 0.1, np.sin(3 * X[:, 0]) + X[:, 1], np.nan)
+    reg = FLGPRegressor(RBFPrior() if prior == "rbf" else GraphMaternPrior()).fit(X, y)
+    assert reg.method_ == prior
+    rows = reg.suggest_labels(7, strategy="random")
+    assert rows.size == 7 and np.unique(rows).size == 7 and np.all(np.isnan(y[rows]))
+    with pytest.raises(ValueError, match="strategy='random' works with every prior"):
+        reg.suggest_labels(3)
+    full = FLGPRegressor(RBFPrior()).fit(X, np.sin(3 * X[:, 0]))
+    with pytest.raises(ValueError, match="nothing to suggest"):
+        full.suggest_labels(1, strategy="random")

@@ -555,18 +555,9 @@ def suggest_labels(est, n, strategy, random_state):
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
     other = getattr(est, "_other_fit", None)
-    if other is not None and not hasattr(other, "suggest"):
-        raise ValueError(f"suggest_labels needs the heat-kernel posterior over the cloud; "
-                         f"{name}(method_={est.method_!r}) has none. Fit with the heat "
-                         f"kernel, {name}(HeatKernelPrior()).")
-    if other is not None and strategy == "variance_reduction":
-        raise ValueError(f"strategy='variance_reduction' needs every candidate's covariance "
-                         f"with the cloud, one sparse solve each at full resolution; "
-                         f"method_={est.method_!r} suggests by 'margin' (its "
-                         f"default), 'entropy', 'least_confident' or 'random'.")
-    eigenpairs = est.eigenpairs_
-    n_rows = (eigenpairs.n_samples if eigenpairs is not None
-              else np.asarray(est.label_distributions_).shape[0])
+    eigenpairs = getattr(est, "eigenpairs_", None)
+    n_rows = (eigenpairs.n_samples if eigenpairs is not None else np.shape(
+        est.label_distributions_ if kind == "classifier" else est.transduction_)[0])
     labelled = np.zeros(n_rows, dtype=bool)
     labelled[np.asarray(est.labelled_indices_)] = True
     index = np.flatnonzero(~labelled)
@@ -579,11 +570,21 @@ def suggest_labels(est, n, strategy, random_state):
     if n > index.size:
         raise ValueError(f"asked for n={n} suggestions, but only {index.size} unlabelled "
                          f"row(s) remain; ask for at most {index.size}.")
-    if strategy == "random":
+    if strategy == "random":               # whatever the prior
         seed = getattr(est, "random_state", None) if random_state is None else random_state
         return np.asarray(_generator(seed, labelled.sum()).choice(index, size=n,
                                                                    replace=False),
                           dtype=np.int64)
+    if other is not None and not hasattr(other, "suggest"):
+        raise ValueError(f"strategy={strategy!r} needs the heat-kernel posterior over the "
+                         f"cloud; {name}(method_={est.method_!r}) has none. "
+                         f"strategy='random' works with every prior; for {strategy!r} fit "
+                         f"with the heat kernel, {name}(HeatKernelPrior()).")
+    if other is not None and strategy == "variance_reduction":
+        raise ValueError(f"strategy='variance_reduction' needs every candidate's covariance "
+                         f"with the cloud, one sparse solve each at full resolution; "
+                         f"method_={est.method_!r} suggests by 'margin' (its "
+                         f"default), 'entropy', 'least_confident' or 'random'.")
     if other is not None:
         return np.asarray(other.suggest(est, index, n, strategy), dtype=np.int64)
     if kind == "classifier":

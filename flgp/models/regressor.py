@@ -567,7 +567,9 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         labelling loop"). Deterministic; ``random_state`` (an int, a numpy Generator or
         None; default: the estimator's) seeds ``"random"``, an int together with the
         number of labelled rows, so that a loop draws new rows each round. Refit with
-        ``warm_start=True`` to reuse the eigenpairs.
+        ``warm_start=True`` to reuse the eigenpairs. ``"variance_reduction"`` and ``"std"``
+        score in the heat kernel's eigenbasis: a fit by another prior (``method_`` ``"gmrf"``
+        or ``"rbf"``) suggests by ``"random"`` only.
         """
         return _suggest_labels(self, n, strategy, random_state)
 
