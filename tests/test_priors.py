@@ -225,3 +225,29 @@ def test_a_list_without_the_heat_kernel_refuses_what_only_the_heat_kernel_fits(s
     reg = FLGPRegressor([HeatKernelPrior(n_induced=60), GraphMaternPrior()]).fit(
         da.from_array(X, chunks=100), da.from_array(yy, chunks=100))
     assert reg.method_ == "flgp"
+
+
+def test_the_old_graph_keyword_is_named_not_printed():
+    """FLGPClassifier(graph=g), the old spelling, warns in one line that names the graph
+    (before, the warning printed the whole PointGraph: 19,000 characters on 400 points);
+    the graph's pieces warning points at the prior object, not at the old keyword."""
+    import warnings as w
+
+    from flgp.graph import self_tuning_knn_graph
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 2))
+    y = np.full(400, -1)
+    y[[0, 1]] = [0, 1]
+    with w.catch_warnings(record=True) as caught:
+        w.simplefilter("always")
+        FLGPClassifier(graph=self_tuning_knn_graph(X, 15)).fit(X, y)
+    future = [str(c.message) for c in caught if c.category is FutureWarning]
+    assert future and all(len(m) < 400 and "\n" not in m for m in future)
+    assert "GraphMaternPrior(graph=...)" in future[0]
+    blobs = np.vstack([X, X + 100.0])
+    with w.catch_warnings(record=True) as caught:
+        w.simplefilter("always")
+        FLGPClassifier().fit(blobs, np.r_[y, np.full(400, -1)])
+    pieces = [str(c.message) for c in caught if "falls apart" in str(c.message)]
+    assert pieces and "GraphMaternPrior(graph=" in pieces[0] and "pass graph=" not in pieces[0]

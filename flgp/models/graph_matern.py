@@ -481,8 +481,9 @@ class GraphMaternClassificationFit(ClassificationFit):
                           f"{Pieces(labels, sizes).describe()}; {empty.size} of them "
                           f"hold no label (sizes {listed}): their points get the prior "
                           f"(latent mean 0, the class prior's probabilities). Label a "
-                          f"point in each, or pass graph= with more neighbours "
-                          f"(flgp.graph.self_tuning_knn_graph(X, k)).",
+                          f"point in each, or give a graph with more neighbours: "
+                          f"FLGPClassifier(GraphMaternPrior(graph=flgp.graph"
+                          f".self_tuning_knn_graph(X, k))).",
                           UserWarning, stacklevel=stacklevel + 1)
 
     def _neighbours(self, X, stacklevel):

@@ -439,7 +439,8 @@ def fold_legacy_parameters(estimator_name: str, prior, legacy: dict, stacklevel:
                          f"{method!r}.")
     if warn:
         new = _describe(folded)
-        old = ", ".join(f"{k}={v!r}" if not hasattr(v, "shape") else f"{k}=..."
+        old = ", ".join(f"{k}={v!r}" if not (hasattr(v, "shape") or isinstance(v, PointGraph))
+                        else f"{k}=..."
                         for k, v in sorted(dict(legacy, method=method).items())
                         if not (k == "method" and v == "auto"))
         warnings.warn(f"{estimator_name}({old}) is deprecated and will stop working in the "
