@@ -356,3 +356,24 @@ def test_classifier_order_two_on_a_mesh_names_the_estimators_options():
         warnings.simplefilter("ignore")
         clf = FLGPClassifier(method="gmrf", graph=mesh_graph(V, F), matern_order=1).fit(V, y)
     assert clf.label_distributions_.shape == (len(V), 2)
+
+
+def test_rbf_gp_with_a_feature_constant_over_the_labels_is_unit_free():
+    """A feature constant over the labelled rows (but not over the cloud) is standardised
+    by the cloud's spread, not by 1 in the units of X: the RBF GP's fit and predictions
+    are the same for X and 1000 X (before, the RMSE went from 0.29 to 1.09)."""
+    from flgp import RBFPrior
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (600, 2))
+    f = np.sin(4 * X[:, 0]) + X[:, 1]
+    lab = np.argsort(np.abs(X[:, 1] - 0.5))[:30]
+    X[lab, 1] = 0.5
+    y = np.full(600, np.nan)
+    y[lab] = f[lab]
+    a = FLGPRegressor(RBFPrior()).fit(X, y)
+    b = FLGPRegressor(RBFPrior()).fit(1000.0 * X, y)
+    np.testing.assert_allclose(b.transduction_, a.transduction_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(b.transduction_std_, a.transduction_std_, rtol=1e-8,
+                               atol=1e-10)
+    assert abs(b.log_marginal_likelihood_ - a.log_marginal_likelihood_) < 1e-6

@@ -32,11 +32,22 @@ __all__ = ["RBFLaplaceClassifier", "RBFGPRegressor", "RBFRegression", "RBFRegres
            "RBFClassification", "RBFClassificationFit"]
 
 
-def _standardise(X):
+def _standardise(X, feature_scale=None):
+    """Each feature's mean and standard deviation over the rows of ``X``; a feature
+    constant there takes its ``feature_scale`` (the whole cloud's spread: a constant
+    scale would make the fit depend on the units of X), or 1 where that is 0 too."""
     mu = X.mean(0)
     sd = X.std(0)
-    sd[sd == 0] = 1.0
+    if feature_scale is not None:
+        sd = np.where(sd == 0, np.asarray(feature_scale, dtype=np.float64), sd)
+    sd[~(sd > 0)] = 1.0
     return mu, sd
+
+
+def cloud_feature_scale(X):
+    """The features' standard deviations over the whole cloud ``X`` (what the RBF GPs
+    standardise a feature by where it is constant over the labelled rows)."""
+    return np.asarray(X, dtype=np.float64).std(0)
 
 
 class RBFLaplaceClassifier:
@@ -45,8 +56,9 @@ class RBFLaplaceClassifier:
     LENGTH_GRID = np.logspace(-1.5, 1.0, 11)
     AMPLITUDE_GRID = (0.5, 2.0, 8.0, 32.0)
 
-    def __init__(self, max_iter: int = 100):
+    def __init__(self, max_iter: int = 100, feature_scale=None):
         self.max_iter = max_iter
+        self.feature_scale = feature_scale
 
     def _laplace(self, K):
         if self.n_classes_ == 2:
@@ -55,7 +67,7 @@ class RBFLaplaceClassifier:
         return laplace_softmax(K, np.eye(self.n_classes_)[self.codes_], max_iter=self.max_iter)
 
     def fit(self, X, codes):
-        self.mu_, self.sd_ = _standardise(X)
+        self.mu_, self.sd_ = _standardise(X, self.feature_scale)
         Z = (X - self.mu_) / self.sd_
         self.Z_ = Z
         self.codes_ = codes
@@ -317,10 +329,14 @@ class RBFGPRegressor:
     GRADIENT_TOLERANCE = 1e-4
     FIRST_STEP = 0.5
 
-    def __init__(self, max_iter: int = 100, backend: str = "torch", noise=None):
+    def __init__(self, max_iter: int = 100, backend: str = "torch", noise=None,
+                 feature_scale=None):
         self.max_iter = max_iter
         self.backend = backend
         self.noise = noise
+        # a feature constant over the labelled rows is standardised by this scale (the
+        # cloud's spread, :func:`cloud_feature_scale`), or by 1 when None
+        self.feature_scale = feature_scale
 
     def fit(self, X, y):
         """Fit on the labelled ``X`` and ``y`` (below ``SMALL_LABELS`` labels on one BLAS
@@ -376,7 +392,7 @@ class RBFGPRegressor:
                              f"{X.shape[0]}.")
         if not (np.isfinite(X).all() and np.isfinite(y).all()):
             raise ValueError("the RBF GP's labelled X and y must be finite (no NaN or inf).")
-        self.mu_, self.sd_ = _standardise(X)
+        self.mu_, self.sd_ = _standardise(X, getattr(self, "feature_scale", None))
         # targets at any scale: an exact power-of-two unit first (1 for ordinary data), as
         # the heat-kernel regressor does, so that 1e-200 y and 1e200 y fit like y
         self.y_unit_ = unit = power_of_two_unit(y)
@@ -590,13 +606,14 @@ class RBFRegression(RegressionRepresentation):
         """:class:`RBFGPRegressor` on ``X[labelled]`` and ``y_lab`` (it standardises
         ``y`` itself)."""
         rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend),
-                             noise=est.noise).fit(X[labelled], y_lab)
+                             noise=est.noise, feature_scale=cloud_feature_scale(X)).fit(
+            X[labelled], y_lab)
         return RBFRegressionFit(rbf)
 
     def screen(self, est, X, labelled, y_lab, z, standardisation):
         """:meth:`fit` paused after its grid (:meth:`RBFGPRegressor.fit_steps`)."""
         rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend),
-                             noise=est.noise)
+                             noise=est.noise, feature_scale=cloud_feature_scale(X))
         return Screened.of_steps(rbf.fit_steps(X[labelled], y_lab, screen=True),
                                  lambda value: value, RBFRegressionFit)
 
@@ -641,7 +658,9 @@ class RBFClassification(ClassificationRepresentation):
     def fit(self, est, X, labelled, codes):
         """:class:`RBFLaplaceClassifier` on ``X[labelled]`` and the class codes."""
         with single_threaded_blas():
-            rbf = RBFLaplaceClassifier(max_iter=est.max_iter).fit(X[labelled], codes)
+            rbf = RBFLaplaceClassifier(max_iter=est.max_iter,
+                                       feature_scale=cloud_feature_scale(X)).fit(
+                X[labelled], codes)
         return RBFClassificationFit(rbf)
 
 
