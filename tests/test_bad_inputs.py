@@ -303,3 +303,20 @@ def test_an_outlier_rules_out_the_k_nn_graph_not_the_default_regressor():
     assert np.all(np.isfinite(reg.transduction_))
     with pytest.raises(ValueError, match="graph Matérn prior's k-NN graph of X: 1 point"):
         FLGPRegressor(GraphMaternPrior()).fit(X, y)
+
+
+def test_two_points_and_equal_targets():
+    """Two points: the default regressor leaves the heat kernel out (its cross graph keeps
+    3 nearest induced points of at most 2) and fits; labelled targets that are all equal
+    are fitted with a warning that names why the predictive sd is ~0 (before: sd 1e-151,
+    silently)."""
+    X = np.array([[0.0], [1.0]])
+    reg = FLGPRegressor().fit(X, np.array([0.0, 1.0]))
+    assert "heat kernel's cross graph" in reg.skipped_methods_["flgp"]
+    assert np.all(np.isfinite(reg.predict(np.array([[0.5]]))))
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 2))
+    y = np.full(300, np.nan)
+    y[[10, 20, 30]] = 3.0
+    with pytest.warns(UserWarning, match="all 3 labelled targets equal 3"):
+        FLGPRegressor().fit(X, y)

@@ -78,6 +78,12 @@ class HeatKernelRegression(RegressionRepresentation):
     takes_dask = True
 
     def infeasible(self, est, shape, n_labelled):
+        """A cloud with fewer induced points than each point keeps nearest ones (``s <
+        n_neighbors``: two points at the defaults)."""
+        s = min(est._engine_sizes(shape[0])[0], shape[0])
+        if est.induced_points is None and s < est.n_neighbors:
+            return (f"{shape[0]} points: the heat kernel's cross graph keeps each point's "
+                    f"{est.n_neighbors} nearest induced points, and there can be only {s}")
         return None
 
     def fit(self, est, X, labelled, y_lab, z, standardisation, bar=-np.inf):

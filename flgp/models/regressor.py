@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 from scipy.special import ndtri
@@ -275,6 +276,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if self.likelihood == "poisson":
             return self._fit_counts(X, labelled, y_lab)
         self.offset_ = None
+        if not np.ptp(y_lab) > 0:
+            warnings.warn(f"all {m} labelled targets equal {y_lab[0]:.6g}: the evidence then "
+                          f"takes a prior of (nearly) no amplitude, and the predictions are "
+                          f"that value with a standard deviation of ~0 everywhere - the "
+                          f"labels cannot say how much the function varies. Label points "
+                          f"whose targets differ, or fix the noise variance (noise=).",
+                          UserWarning, stacklevel=2)
         # targets at any scale: an exact power-of-two unit first (1 for ordinary data)
         standard = Standardisation.of_targets(y_lab)
         self._y_mean, self._y_scale, self._y_unit = standard.mean, standard.scale, standard.unit
