@@ -812,3 +812,31 @@ def test_randomly_suggested_labels_count_towards_the_class_sizes():
     np.testing.assert_allclose(warm.class_prior_, fresh.class_prior_)
     np.testing.assert_array_equal(warm.transduction_, fresh.transduction_)
     assert abs(np.mean(warm.transduction_ == 1) - 0.2) < 0.05
+
+
+def test_an_unpickled_classifier_rebuilds_its_model():
+    """A pickle keeps the labels and the ratio, not the prior's solver: the unpickled
+    classifier rebuilds its least-squares model at first use and gives the same latent
+    posterior and the same spread batch, bit for bit (before, predict_latent raised and
+    suggest_labels silently returned the most uncertain rows unspread)."""
+    import copy
+    import pickle
+
+    X, y = _blobs(600, 5, 3)
+    yy = np.full(len(y), -1)
+    lab = np.concatenate([np.flatnonzero(y == c)[:2] for c in range(3)])
+    yy[lab] = y[lab]
+    clf = FLGPClassifier().fit(X, yy)
+    before = clf.predict_latent(X[:5]), clf.suggest_labels(8)
+    for back in (pickle.loads(pickle.dumps(clf)), copy.deepcopy(clf)):
+        assert back._other_fit.model is None and back._other_fit.columns is None
+        mean, var = back.predict_latent(X[:5])
+        np.testing.assert_array_equal(mean, before[0][0])
+        np.testing.assert_array_equal(var, before[0][1])
+        np.testing.assert_array_equal(back.suggest_labels(8), before[1])
+    state = clf._other_fit.__getstate__()
+    assert state["model"] is None and state["columns"] is None
+    old = pickle.loads(pickle.dumps(clf))
+    del old._other_fit._model_arguments           # as pickled before 2026-11-29
+    with pytest.raises(ValueError, match="pickled before 2026-11-29"):
+        old.predict_latent(X[:2])

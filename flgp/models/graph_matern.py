@@ -345,12 +345,7 @@ class GraphMaternClassification(ClassificationRepresentation):
             # gradients (clouds in many dimensions) order 2 costs a second, slower solve a
             # label, and MNIST's labelling loop took twice graphlearning's time
             orders = tuple(ORDER_CANDIDATES) if uniform and solver == "cholesky" else (1,)
-        prior = SparsePrecisionPrior(graph, nu=1, kappa2=KAPPA_RELATIVE
-                                     / graph.own_units()[0] ** 2, centred=True,
-                                     solver=solver, tol=SOLVE_TOL)
-        chain = [LabelledColumns(prior)]
-        for nu in range(2, max(orders) + 1):
-            chain.append(LabelledColumns(prior.with_order(nu), lower=chain[-1]))
+        chain = _column_stores(graph, max(orders))
         stores = {nu: chain[nu - 1] for nu in orders}
         if key is not None:
             est._gmrf_cache = (key, graph, stores)
@@ -406,6 +401,19 @@ class GraphMaternClassification(ClassificationRepresentation):
         return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
                                             class_weights, P, model, stores[nu], pieces,
                                             variations or None)
+
+
+def _column_stores(graph, top: int) -> list:
+    """The stores of the classifier's centred graph Matérn prior columns on ``graph`` for
+    the orders 1 to ``top``, each raised from the one below (``KAPPA_RELATIVE``, solved by
+    :func:`classifier_solver` to ``SOLVE_TOL``)."""
+    prior = SparsePrecisionPrior(graph, nu=1, kappa2=KAPPA_RELATIVE
+                                 / graph.own_units()[0] ** 2, centred=True,
+                                 solver=classifier_solver(graph), tol=SOLVE_TOL)
+    chain = [LabelledColumns(prior)]
+    for nu in range(2, int(top) + 1):
+        chain.append(LabelledColumns(prior.with_order(nu), lower=chain[-1]))
+    return chain
 
 
 def _node_probabilities(model, labelled, informed, class_prior, C, start=None):
@@ -524,6 +532,23 @@ class GraphMaternClassificationFit(ClassificationFit):
             P = share * P + (1.0 - share) * _prior_probabilities(self.class_prior, P.shape[1])
         return P
 
+    def _restored(self) -> bool:
+        """Whether the least-squares model and its store of prior columns are at hand: a
+        pickled fit keeps neither (the prior's solver does not pickle) but what rebuilds
+        them - the labels and the ratio - and they are rebuilt at first use (the prior's
+        columns at the labels solved again: the same model, bit for bit)."""
+        if self.model is not None and self.columns is not None \
+                and self.columns.prior is not None:
+            return True
+        rebuild = getattr(self, "_model_arguments", None)
+        if rebuild is None:                     # pickled before 2026-11-29
+            return False
+        nodes, codes, n_classes, rho = rebuild
+        self.columns = _column_stores(self.graph, self.nu)[-1]
+        self.model = LeastSquaresClassification(self.columns(nodes), nodes, codes,
+                                                n_classes, rho)
+        return True
+
     def node_variances(self) -> np.ndarray:
         """The class latents' posterior variances at every node ``(n, C)``
         (:meth:`LeastSquaresClassification.unit_variances` with the prior's marginal
@@ -531,10 +556,10 @@ class GraphMaternClassificationFit(ClassificationFit):
         :meth:`flgp.precision.SparsePrecisionPrior.marginal_variances`: relative standard
         error up to ~35 %); computed once."""
         if self._variances is None:
-            if self.model is None or self.columns is None or self.columns.prior is None:
+            if not self._restored():
                 raise ValueError("the latent variances of a full-resolution classifier need "
-                                 "its prior's columns, which a pickled fit does not keep; "
-                                 "fit it again.")
+                                 "its prior's columns, which a fit pickled before "
+                                 "2026-11-29 does not keep; fit it again.")
             with stage("prior variances"):
                 prior_var = _cached_prior_variances(self.columns)
             unit = self.model.unit_variances(self.columns(self.model.labelled), prior_var)
@@ -559,8 +584,8 @@ class GraphMaternClassificationFit(ClassificationFit):
         (:mod:`flgp.models.labelling`)."""
         base = uncertainty_scores(np.asarray(est.label_distributions_)[index], strategy)
         base = np.where(np.isfinite(base), base, 0.0)
-        if n == 1 or self.model is None or self.columns is None \
-                or self.columns.prior is None:
+        if n == 1 or not self._restored():
+            # one row, or a fit pickled before 2026-11-29: the most uncertain
             return index[np.argsort(-base, kind="stable")[:n]]
         # the batch's small dense algebra on one BLAS thread: two would leave BLAS's
         # workers spinning for the next tenth of a second, on the core the picks' solves
@@ -608,6 +633,10 @@ class GraphMaternClassificationFit(ClassificationFit):
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_node_index"] = None              # rebuilt at first use
+        model = state.get("model")
+        if model is not None:                    # what rebuilds the model (_restored)
+            state["_model_arguments"] = (model.labelled, model.codes, model.n_classes,
+                                         model.rho)
         state["columns"] = state["model"] = state["_variances"] = None
         return state
 
