@@ -384,3 +384,34 @@ def test_kernel_pieces_match_the_thresholded_dense_kernel(seed):
     assert pieces.n_pieces == count > 1
     np.testing.assert_array_equal(pieces.labels, _first_vertex_numbering(ref))
     np.testing.assert_array_equal(pieces.sizes, np.bincount(pieces.labels))
+
+
+@pytest.mark.parametrize("dims", [3, 20])
+def test_repeated_rows_join_their_copies_without_taking_neighbour_slots(dims):
+    """The self-tuning k-NN graph of a cloud with repeated rows is that of its distinct
+    positions, every copy joined to its neighbours' copies with their weight and to its
+    own copies with weight 1 (the exact search in 3 features, the bucketed one in 20): the
+    cloud stacked twice keeps the connections of the cloud (before, copies took half of
+    each point's neighbour slots and a curve of 1,000 points fell into 11 pieces); a
+    cloud without repeats gets the graph it always had."""
+    from flgp.graph import self_tuning_knn_graph
+    from flgp.graph.pieces import connected_pieces
+
+    rng = np.random.default_rng(0)
+    t = np.sort(rng.uniform(0, 10, 600))
+    X = np.c_[np.cos(t), np.sin(t), 0.3 * t, 0.01 * rng.normal(size=(600, dims - 3))]
+    X += 0.01 * rng.normal(size=X.shape)
+    single = self_tuning_knn_graph(X, 10)
+    W1 = -single.stiffness.toarray()
+    np.fill_diagonal(W1, 0.0)
+    twice = self_tuning_knn_graph(np.vstack([X, X]), 10)
+    W2 = -twice.stiffness.toarray()
+    np.fill_diagonal(W2, 0.0)
+    for block in (W2[:600, :600], W2[:600, 600:], W2[600:, 600:]):
+        off = block.copy()
+        np.fill_diagonal(off, 0.0)
+        np.testing.assert_allclose(off, W1, rtol=1e-12, atol=0.0)
+    np.testing.assert_allclose(np.diag(W2[:600, 600:]), 1.0)        # each copy's twin
+    assert connected_pieces(twice.stiffness).sizes.size == connected_pieces(
+        single.stiffness).sizes.size
+    assert np.all(twice.mass == 1.0) and twice.spacing == single.spacing

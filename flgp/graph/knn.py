@@ -305,6 +305,16 @@ def self_tuning_knn_graph(X: np.ndarray, n_neighbors: int = 10, *, random_state=
         keep[own.sum(1) == 0, -1] = False
         ind = ind[keep].reshape(n, k)
         sq = (dist[keep].reshape(n, k)) ** 2
+    if np.any(sq == 0):                         # repeated rows (found among the neighbours)
+        _, first, where = np.unique(X, axis=0, return_index=True, return_inverse=True)
+        if 1 < first.size < n:
+            # the distinct positions in the order they first appear (the search then sees
+            # the rows it would see without the copies)
+            order = np.argsort(first)
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            return _with_duplicates(X, X[first[order]], rank[np.asarray(where).ravel()], k,
+                                    random_state)
     scale = sq[:, -1:].copy()
     scale[scale <= 0] = 1.0                   # a point whose k neighbours coincide with it
     w = np.exp(-4.0 * sq / scale)
@@ -320,3 +330,25 @@ def self_tuning_knn_graph(X: np.ndarray, n_neighbors: int = 10, *, random_state=
     spacing = float(np.median(positive)) if positive.size else 1.0
     return PointGraph(stiffness=(sp.diags(degree) - W).tocsr(), mass=np.ones(n), points=X,
                       kind="knn", spacing=spacing)
+
+
+def _with_duplicates(X, positions, where, k, random_state):
+    """:func:`self_tuning_knn_graph` of a cloud with repeated rows: the graph of its
+    distinct positions (each one's ``k`` nearest other positions; at most all of them),
+    every copy of a position joined to every copy of its neighbours with their weight and
+    to its own copies with weight 1 (the weight at distance 0). A cloud without its copies
+    has this graph's connections: copies taking each other's neighbour slots (the cloud
+    stacked twice: a 10-NN graph of 5 distinct neighbours a point) would split the graph
+    into pieces."""
+    n = X.shape[0]
+    distinct = self_tuning_knn_graph(positions, min(k, positions.shape[0] - 1),
+                                     random_state=random_state)
+    W_positions = sp.diags(distinct.stiffness.diagonal()) - distinct.stiffness
+    copies = sp.csr_matrix((np.ones(n), (np.arange(n), where)),
+                           shape=(n, positions.shape[0]))
+    W = (copies @ W_positions @ copies.T + copies @ copies.T).tocsr()
+    W.setdiag(0.0)
+    W.eliminate_zeros()
+    degree = np.asarray(W.sum(axis=1)).ravel()
+    return PointGraph(stiffness=(sp.diags(degree) - W).tocsr(), mass=np.ones(n), points=X,
+                      kind="knn", spacing=distinct.spacing)
