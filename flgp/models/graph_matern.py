@@ -536,7 +536,8 @@ class GraphMaternClassificationFit(ClassificationFit):
         """Whether the least-squares model and its store of prior columns are at hand: a
         pickled fit keeps neither (the prior's solver does not pickle) but what rebuilds
         them - the labels and the ratio - and they are rebuilt at first use (the prior's
-        columns at the labels solved again: the same model, bit for bit)."""
+        columns at the labels solved again: the same model - bit for bit by AMG, whose
+        columns are solved one by one; to rounding with a factor)."""
         if self.model is not None and self.columns is not None \
                 and self.columns.prior is not None:
             return True
