@@ -205,6 +205,11 @@ def test_classifier_warns_of_a_point_labelled_with_two_classes():
                                          r"different classes .*row 3 \(0\), row 7 \(1\)"):
         clf = FLGPClassifier().fit(X, yy)
     assert np.all(np.isfinite(clf.label_distributions_))
+    # at full resolution too the point's probabilities are shared between its classes:
+    # both copies observe both classes (before, each kept its own and they differed)
+    P = clf.label_distributions_
+    assert clf.method_ == "gmrf"
+    np.testing.assert_allclose(P[3], P[7], rtol=1e-12)
     # no warning without a clash
     with warnings.catch_warnings():
         warnings.simplefilter("error")

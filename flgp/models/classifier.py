@@ -78,9 +78,9 @@ def encode_classes(y_lab):
 
 def warn_conflicting_labels(X, labelled, codes, classes, stacklevel: int = 2) -> None:
     """Warn when a point is labelled more than once with different classes (rows of ``X``
-    at ``labelled`` that coincide): both labels stay - the heat kernel shares the point's
-    probabilities between its classes; the full-resolution classifier keeps each copy's
-    own label at its node - and the warning names the rows."""
+    at ``labelled`` that coincide): both labels stay - the point's probabilities are
+    shared between its classes (at full resolution every copy observes every class it was
+    given) - and the warning names the rows."""
     if labelled.size < 2:
         return
     rows = np.ascontiguousarray(X[labelled])
@@ -96,12 +96,10 @@ def warn_conflicting_labels(X, labelled, codes, classes, stacklevel: int = 2) ->
     names = [np.asarray(classes[codes[labelled == r][0]]).item() for r in first[:4]]
     shown = ", ".join(f"row {int(r)} ({name!r})" for r, name in zip(first[:4], names))
     warnings.warn(f"{bad.size} point(s) are labelled more than once with different classes "
-                  f"(the same coordinates), e.g. {shown}. Both labels are kept: the heat "
-                  f"kernel shares such a point's probabilities between its classes; at "
-                  f"full resolution each copy is a node of the graph that keeps its own "
-                  f"label, joined to the other by their edge, and the clash can move the "
-                  f"whole fit's noise ratio. If one of them is a mistake, drop it (or mark "
-                  f"it -1).", UserWarning, stacklevel=stacklevel + 1)
+                  f"(the same coordinates), e.g. {shown}. Both labels are kept: such a "
+                  f"point's probabilities are shared between its classes. If one of them "
+                  f"is a mistake, drop it (or mark it -1).", UserWarning,
+                  stacklevel=stacklevel + 1)
 
 
 class FLGPClassifier(ClassifierMixin, HeatGPEstimator):

@@ -374,6 +374,10 @@ class GraphMaternClassification(ClassificationRepresentation):
         class_prior = (None if est.class_prior is None else
                        class_size_prior(codes[sampled], C, est._class_prior_shares()))
         ratios = prior_to_noise_ratios(codes, C)
+        # a point labelled with several classes (copies of one row): every copy observes
+        # every class it was given, so that its probabilities are shared between them and
+        # no candidate gains by setting the copies apart
+        labelled, codes, clear = _shared_labels(graph.points, labelled, codes)
         edges = graph_edges(graph.stiffness) if len(stores) * len(ratios) > 1 else None
         best, variations, kept = None, {}, {}
         with stage("scores"):
@@ -392,7 +396,10 @@ class GraphMaternClassification(ClassificationRepresentation):
                         start=None if best is None else np.maximum(best[4], 1e-300)))
                     if edges is not None:
                         variations[(nu, rho)] = graph_total_variation(edges, scored[5])
-                        kept[(nu, rho)] = labels_kept(scored[5][labelled], codes)
+                        # the labels of a point given several classes cannot all be
+                        # kept whatever the candidate: left out of the count
+                        kept[(nu, rho)] = labels_kept(scored[5][labelled[clear]],
+                                                      codes[clear])
                         if best is not None and \
                                 chosen_candidate(variations, kept) != (nu, rho):
                             continue
@@ -401,6 +408,30 @@ class GraphMaternClassification(ClassificationRepresentation):
         return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
                                             class_weights, P, model, stores[nu], pieces,
                                             variations or None)
+
+
+def _shared_labels(points, labelled, codes):
+    """``(labelled, codes, clear)`` with every row of a group of labelled rows at the same
+    coordinates given every class of the group (one observation a row and class), and
+    whether each observation's point has one class only; unchanged (all clear) when no
+    such group has two classes."""
+    everything = np.ones(labelled.size, dtype=bool)
+    if labelled.size < 2 or points is None:
+        return labelled, codes, everything
+    _, group = np.unique(np.ascontiguousarray(points[labelled]), axis=0,
+                         return_inverse=True)
+    group = np.asarray(group).ravel()
+    pairs = np.unique(np.c_[group, codes], axis=0)
+    if pairs.shape[0] == np.unique(group).size:      # one class a group: nothing shared
+        return labelled, codes, everything
+    rows, classes, clear = [], [], []
+    for g in np.unique(group):
+        members = labelled[group == g]
+        given = pairs[pairs[:, 0] == g, 1]
+        rows.append(np.repeat(members, given.size))
+        classes.append(np.tile(given, members.size))
+        clear.append(np.full(members.size * given.size, given.size == 1))
+    return np.concatenate(rows), np.concatenate(classes), np.concatenate(clear)
 
 
 def _column_stores(graph, top: int) -> list:
