@@ -345,3 +345,12 @@ def test_the_heat_kernel_regressor_fits_the_low_rank_prior_evidence():
     mean, var = prior.posterior(lab, y[lab] - centre, reg.noise_)
     np.testing.assert_allclose(centre + mean, reg.transduction_, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(np.sqrt(var), reg.transduction_std_, rtol=1e-6, atol=1e-8)
+
+
+def test_perturbation_variances_beyond_float64_are_an_error(lattice, monkeypatch):
+    """κ² in extreme units: order 2's diagonal Σ_k S_ik² / c_k overflows - a clear error
+    naming the fix (as forming Q did before), never infinite or NaN variances."""
+    monkeypatch.setattr(sparse_prior_module, "EXACT_VARIANCE_ROWS", 5)
+    prior = SparsePrecisionPrior(lattice, nu=2, kappa2=1e170, solver="amg", tol=1e-6)
+    with pytest.raises(ValueError, match=r"leaves float64 .* graph\.in_own_units"):
+        prior.marginal_variances(n_samples=4)

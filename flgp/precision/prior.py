@@ -309,6 +309,10 @@ class SparsePrecisionPrior(GraphPrior):
 
             def precision_times(X):
                 return S @ (inv_mass[:, None] * (S @ X))
+        if not (np.all(np.isfinite(d)) and np.all(d > 0)):
+            raise ValueError(f"Q_nu(kappa)'s diagonal leaves float64 at kappa2="
+                             f"{self.kappa2:.3g} (a graph in extreme units); use "
+                             f"graph.in_own_units().")
         if self.nu == 2:
             # R = S C^{-1/2}: Q⁻¹ R z = S⁻¹ C S⁻¹ S C^{-1/2} z = S⁻¹ C^{1/2} z, one solve a
             # draw (the same z as matern_root_draw's)
