@@ -20,10 +20,31 @@ import numpy as np
 
 
 def _circles(args) -> int:
-    from .reproduce.circles import TABLE1_METHODS, format_table, plot_covariances, run_circles, summarise
+    from .reproduce.circles import (TABLE1_METHODS, format_table, plot_covariances, run_circles,
+                                    summarise)
+    from .reproduce.circles import N_INDUCED as CIRCLES_INDUCED
 
+    methods = TABLE1_METHODS if not args.methods else [
+        name.strip() for name in args.methods.split(",")]
+    unknown = [name for name in methods if name not in TABLE1_METHODS]
+    if unknown:
+        return _fail("circles", f"unknown method(s) {', '.join(map(repr, unknown))}; "
+                                f"choose from {', '.join(TABLE1_METHODS)}.")
+    if args.repetitions < 1:
+        return _fail("circles", f"--repetitions must be at least 1; got {args.repetitions}.")
+    if args.n < 12:
+        return _fail("circles", f"--n must be at least 12 (two points a circle); got "
+                                f"{args.n}.")
+    if not 4 <= args.m < args.n:
+        return _fail("circles", f"--m (labels) must be at least 4 and below --n = {args.n}; "
+                                f"got {args.m}.")
+    induced = [name for name in methods if name not in ("RBF GP", "KSVM", "GLGP")]
+    if induced and args.n < CIRCLES_INDUCED:
+        return _fail("circles", f"--n must be at least {CIRCLES_INDUCED} for "
+                                f"{', '.join(induced)} (the paper's {CIRCLES_INDUCED} induced "
+                                f"points); got {args.n}. Give a larger --n, or --methods "
+                                f"among RBF GP, KSVM, GLGP.")
     os.makedirs(args.out, exist_ok=True)
-    methods = TABLE1_METHODS if not args.methods else args.methods.split(",")
     print(f"Six concentric circles, n = {args.n}, m = {args.m} labels, "
           f"{args.repetitions} repetition(s), methods: {', '.join(methods)}")
     t0 = time.perf_counter()

@@ -76,3 +76,24 @@ def test_cli_circles_writes_table(tmp_path, capsys):
 def test_generators_reject_bad_parameters(call, err, match):
     with pytest.raises(err, match=match):
         call()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", "bogus"], "unknown method\\(s\\) 'bogus'; choose from RBF GP"),
+    (["--repetitions", "0"], "--repetitions must be at least 1"),
+    (["--n", "60", "--m", "100"], "--m \\(labels\\) must be at least 4 and below --n = 60"),
+    (["--m", "0"], "--m \\(labels\\) must be at least 4"),
+    (["--n", "0"], "--n must be at least 12"),
+    (["--n", "120", "--m", "12"], "--n must be at least 600 for Nystrom-GLGP"),
+])
+def test_cli_circles_names_bad_arguments(tmp_path, capsys, args, message):
+    """A bad argument of `flgp circles` is one line on stderr and exit status 2 (before:
+    a traceback - a KeyError for an unknown method, pandas' for zero repetitions)."""
+    import re
+
+    rc = main(["circles", "--quiet", "--no-plot", "--out", str(tmp_path), "--repetitions",
+               "1"] + args)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0 and err.startswith("flgp circles: error: ")
+    assert re.search(message, err)
+    assert not any(tmp_path.iterdir())
