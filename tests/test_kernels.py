@@ -331,3 +331,18 @@ class TestMaternKernelMixin(TestHeatKernelMixin):
         k.diffusion_time = (torch.linspace(5.0, 50.0, n).reshape(*batch, 1, 1) if len(batch)
                             else 12.0)
         return k
+
+
+def test_every_heat_kernel_names_a_wrong_number_of_features():
+    """GLGP's and Nyström's kernels, like FLGP's, refuse inputs with another number of
+    features than their cloud's with a ValueError that says so (before: torch's "mat1 and
+    mat2 shapes cannot be multiplied")."""
+    from flgp.datasets import make_spiral
+    from flgp.kernels import HeatKernelFLGP, HeatKernelGLGP, HeatKernelNystrom
+
+    X, _, _ = make_spiral(400, noise=0.3, random_state=0)
+    for kernel in (HeatKernelFLGP(X, random_state=0), HeatKernelGLGP(X),
+                   HeatKernelNystrom(X, random_state=0)):
+        with pytest.raises(ValueError, match="X has 1 features but the graph was built on 2"):
+            kernel(torch.from_numpy(X[:5, :1])).to_dense()
+        assert torch.isfinite(kernel(torch.from_numpy(X[:5])).to_dense()).all()

@@ -131,6 +131,10 @@ class SpectralKernel(Kernel):
         # keyed on the values themselves: a tensor's address is reused once it is freed, and
         # writes through a numpy view do not bump its version counter
         xd = x.detach()
+        if xd.dim() < 2:
+            raise ValueError(f"inputs must be ... x n x p tensors (one row a point, p "
+                             f"features); got shape {tuple(xd.shape)}: for n points of one "
+                             f"feature use x[:, None].")
         for cached_x, v in self._cache:
             if (cached_x.shape == xd.shape and cached_x.dtype == xd.dtype
                     and cached_x.device == xd.device and torch.equal(cached_x, xd)):
