@@ -437,7 +437,9 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         if self._components_are_eigenvectors:
             k = check_int(self.n_components, "n_components", low=1, high=n - 2,
                           high_name="n_samples - 2",
-                          fix="Diffusion maps of n points have at most n - 2 coordinates.")
+                          fix="n points have n - 1 non-trivial diffusion coordinates, "
+                              "and the eigensolvers here compute at most n - 2 of them "
+                              "beside the trivial one; ask for fewer.")
         else:
             k = int(self.n_components)
         if self.normalization is None:
