@@ -72,6 +72,13 @@ def test_cli_circles_writes_table(tmp_path, capsys):
     (lambda: datasets.make_spiral(10, noise=-1.0), ValueError, "noise must be"),
     (lambda: datasets.make_s_curve(10, noise="0.1"), TypeError, "noise must be"),
     (lambda: datasets.make_helix(10, noise=np.inf), ValueError, "noise must be"),
+    (lambda: datasets.make_helix(10, radius=-1.0), ValueError, "radius"),
+    (lambda: datasets.make_helix(10, n_turns=0), ValueError, "n_turns"),
+    (lambda: datasets.make_helix(10, pitch=np.nan), ValueError, "pitch must be finite"),
+    (lambda: datasets.make_torus(10, major=-1.0), ValueError, "major"),
+    (lambda: datasets.make_torus(10, major=1.0, minor=5.0), ValueError,
+     "minor=5.0 must be smaller than major=1.0"),
+    (lambda: datasets.make_stretched_torus(10, stretch=0), ValueError, "stretch"),
 ])
 def test_generators_reject_bad_parameters(call, err, match):
     with pytest.raises(err, match=match):

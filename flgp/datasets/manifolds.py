@@ -145,6 +145,12 @@ def make_helix(n_samples: int = 2000, *, n_turns: float = 3.0, radius: float = 1
     """
     n = check_int(n_samples, "n_samples", low=1)
     noise = check_nonnegative(noise, "noise")
+    n_turns = check_positive(n_turns, "n_turns")
+    radius = check_positive(radius, "radius")
+    pitch = float(pitch)
+    if not np.isfinite(pitch):
+        raise ValueError(f"pitch must be finite (negative for a left-handed helix, 0 for a "
+                         f"circle); got {pitch!r}.")
     rng = check_random_state(random_state)
     t = rng.uniform(0, 2 * np.pi * n_turns, n)
     X = np.c_[radius * np.cos(t), radius * np.sin(t), pitch * t / (2 * np.pi)]
@@ -166,6 +172,11 @@ def make_torus(n_samples: int = 2000, *, major: float = 2.0, minor: float = 1.0,
     ``x = ((R + r cos φ) cos θ, (R + r cos φ) sin θ, r sin φ)``. Returns ``X`` and the
     angles ``(θ, φ)`` as an (n, 2) array."""
     n = check_int(n_samples, "n_samples", low=1)
+    major = check_positive(major, "major")
+    minor = check_positive(minor, "minor")
+    if not minor < major:
+        raise ValueError(f"minor={minor} must be smaller than major={major}, or the tube "
+                         f"crosses the axis (a self-intersecting surface).")
     rng = check_random_state(random_state)
     th, ph = rng.uniform(0, 2 * np.pi, (2, n))
     X = np.c_[(major + minor * np.cos(ph)) * np.cos(th), (major + minor * np.cos(ph)) * np.sin(th),
@@ -177,6 +188,7 @@ def make_stretched_torus(n_samples: int = 2000, *, stretch: float = 3.5, random_
     r"""Flat torus ``S^1 × r S^1`` in ``R^4`` (Gilbert & O'Neill, Fig. 2a):
     ``x = (cos θ, sin θ, r cos φ, r sin φ)``, angles uniform. Returns ``X`` and the angles."""
     n = check_int(n_samples, "n_samples", low=1)
+    stretch = check_positive(stretch, "stretch")
     rng = check_random_state(random_state)
     th, ph = rng.uniform(0, 2 * np.pi, (2, n))
     return np.c_[np.cos(th), np.sin(th), stretch * np.cos(ph), stretch * np.sin(ph)], np.c_[th, ph]
