@@ -279,6 +279,12 @@ def _surface(args) -> int:
     n, m = int(res.mask.sum()), res.n_observed
     print(f"{args.mesh}: {V.shape[0]} vertices, region {n}, observed {m} "
           f"({100 * m / n:.1f}%), predicted {n - m}")
+    outside = V.shape[0] - n
+    if outside:
+        print(f"flgp surface: note: {outside} vertices outside the region (no finite value"
+              f"{', or outside --mask' if mask is not None else ''}) hold --fill = "
+              f"{args.fill:g} in both files: not a prediction, and their sd is not a "
+              f"certainty", file=sys.stderr)
     print(_fit_line(reg, res.seconds))
     print(f"sd written: {res.sd_kind}")
     print(f"wrote {paths[0]} and {paths[1]}")

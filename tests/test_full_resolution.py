@@ -212,6 +212,18 @@ def test_surface_command_writes_gifti(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "no such file" in bad.stderr
     assert "Traceback" not in bad.stderr
+    assert "outside the region" not in run.stderr          # every vertex has a value
+    # a vertex without a finite value is outside the region: written as --fill, said so
+    values[7] = np.nan
+    nib.save(nib.gifti.GiftiImage(darrays=[nib.gifti.GiftiDataArray(values)]),
+             tmp_path / "holed.func.gii")
+    holed = subprocess.run([sys.executable, "-m", "flgp.cli", "surface",
+                            str(tmp_path / "flat.surf.gii"), str(tmp_path / "holed.func.gii"),
+                            "--observed-fraction", "0.3", "--out", str(tmp_path / "h")],
+                           capture_output=True, text=True)
+    assert holed.returncode == 0, holed.stderr
+    assert "note: 1 vertices outside the region" in holed.stderr
+    assert nib.load(tmp_path / "h_sd.func.gii").darrays[0].data[7] == 0.0
 
 
 def test_predict_surface_on_fsaverage5_thickness():
