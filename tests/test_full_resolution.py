@@ -195,32 +195,30 @@ def test_surface_command_writes_gifti(tmp_path):
         nib.gifti.GiftiDataArray(V.astype(np.float32), intent="NIFTI_INTENT_POINTSET"),
         nib.gifti.GiftiDataArray(F.astype(np.int32), intent="NIFTI_INTENT_TRIANGLE")])
     nib.save(mesh, tmp_path / "flat.surf.gii")
+
+    def surface(values, name, out):
+        """``flgp surface`` of the flat mesh and ``values`` (None: no such file)."""
+        if values is not None:
+            nib.save(nib.gifti.GiftiImage(darrays=[nib.gifti.GiftiDataArray(values)]),
+                     tmp_path / name)
+        return subprocess.run([sys.executable, "-m", "flgp.cli", "surface",
+                               str(tmp_path / "flat.surf.gii"), str(tmp_path / name),
+                               "--observed-fraction", "0.3", "--out", str(tmp_path / out)],
+                              capture_output=True, text=True)
+
     values = np.sin(V[:, 0] / 10.0).astype(np.float32)
-    nib.save(nib.gifti.GiftiImage(darrays=[nib.gifti.GiftiDataArray(values)]),
-             tmp_path / "map.func.gii")
-    run = subprocess.run([sys.executable, "-m", "flgp.cli", "surface",
-                          str(tmp_path / "flat.surf.gii"), str(tmp_path / "map.func.gii"),
-                          "--observed-fraction", "0.3", "--out", str(tmp_path / "pred")],
-                         capture_output=True, text=True)
+    run = surface(values, "map.func.gii", "pred")
     assert run.returncode == 0, run.stderr
     assert "log evidence of the candidates" in run.stdout
+    assert "outside the region" not in run.stderr          # every vertex has a value
     mean = nib.load(tmp_path / "pred_mean.func.gii").darrays[0].data
     assert mean.shape == (400,) and np.sqrt(np.mean((mean - values) ** 2)) < 0.1
-    bad = subprocess.run([sys.executable, "-m", "flgp.cli", "surface",
-                          str(tmp_path / "flat.surf.gii"), str(tmp_path / "nope.gii"),
-                          "--observed-fraction", "0.3", "--out", str(tmp_path / "x")],
-                         capture_output=True, text=True)
+    bad = surface(None, "nope.gii", "x")
     assert bad.returncode == 2 and "no such file" in bad.stderr
     assert "Traceback" not in bad.stderr
-    assert "outside the region" not in run.stderr          # every vertex has a value
     # a vertex without a finite value is outside the region: written as --fill, said so
     values[7] = np.nan
-    nib.save(nib.gifti.GiftiImage(darrays=[nib.gifti.GiftiDataArray(values)]),
-             tmp_path / "holed.func.gii")
-    holed = subprocess.run([sys.executable, "-m", "flgp.cli", "surface",
-                            str(tmp_path / "flat.surf.gii"), str(tmp_path / "holed.func.gii"),
-                            "--observed-fraction", "0.3", "--out", str(tmp_path / "h")],
-                           capture_output=True, text=True)
+    holed = surface(values, "holed.func.gii", "h")
     assert holed.returncode == 0, holed.stderr
     assert "note: 1 vertices outside the region" in holed.stderr
     assert nib.load(tmp_path / "h_sd.func.gii").darrays[0].data[7] == 0.0
