@@ -20,9 +20,9 @@ import numpy as np
 
 
 def _circles(args) -> int:
+    from .reproduce.circles import N_INDUCED as CIRCLES_INDUCED
     from .reproduce.circles import (TABLE1_METHODS, format_table, plot_covariances, run_circles,
                                     summarise)
-    from .reproduce.circles import N_INDUCED as CIRCLES_INDUCED
 
     methods = TABLE1_METHODS if not args.methods else [
         name.strip() for name in args.methods.split(",")]

@@ -55,12 +55,9 @@ def _symmetric_operator(log_k: torch.Tensor):
 def _rows(X_new: np.ndarray, Y: np.ndarray, bandwidth: float, log_colsum: np.ndarray,
           chunk: int = 2048):
     """Yield ``(start, stop, A rows)`` for new points against the columns ``Y``."""
-    if np.ndim(X_new) != 2 or np.shape(X_new)[1] != Y.shape[1]:
-        raise ValueError(f"X has {np.shape(X_new)[-1] if np.ndim(X_new) else 0} features but "
-                         f"the graph was built on {Y.shape[1]}."
-                         if np.ndim(X_new) == 2 else
-                         f"X must be a 2-d (n_points, n_features) array; got shape "
-                         f"{np.shape(X_new)}.")
+    if X_new.shape[1] != Y.shape[1]:          # X_new: checked (n, p) points
+        raise ValueError(f"X has {X_new.shape[1]} features but the graph was built on "
+                         f"{Y.shape[1]}.")
     lc = torch.from_numpy(log_colsum)
     for start in range(0, X_new.shape[0], chunk):
         stop = min(X_new.shape[0], start + chunk)
