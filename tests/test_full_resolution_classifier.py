@@ -528,10 +528,16 @@ def test_classifier_prior_solves_by_a_factor_on_low_dimensional_clouds(monkeypat
 
     exact = [FLGPClassifier(GraphMaternPrior(nu=nu)).fit(X, yy) for nu in (1, 2)]
     assert exact[0]._other_fit.columns.prior.solver == "cholesky"
-    # the default chooses the order on a factored prior only
+    # the default chooses the order on a factored prior, and by conjugate gradients in a
+    # fresh fit; a warm-started classifier solving by conjugate gradients keeps order 1
     assert sorted(FLGPClassifier().fit(X, yy).probability_variation_)[-1][0] == 2
+    assert sorted(FLGPClassifier(warm_start=True).fit(X, yy)
+                  .probability_variation_)[-1][0] == 2
     monkeypatch.setattr(GM, "classifier_solver", lambda graph: "amg")
-    assert {nu for nu, _ in FLGPClassifier().fit(X, yy).probability_variation_} == {1}
+    assert {nu for nu, _ in FLGPClassifier().fit(X, yy).probability_variation_} == {1, 2}
+    warm = FLGPClassifier(warm_start=True).fit(X, yy)
+    assert {nu for nu, _ in warm.probability_variation_} == {1}
+    assert warm.matern_order_ == 1
     for nu in (1, 2):
         # order 2's columns raised to RAISE_TOL_FACTOR x the tolerance
         iterative = FLGPClassifier(GraphMaternPrior(nu=nu)).fit(X, yy)

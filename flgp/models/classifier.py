@@ -181,7 +181,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         and checksums of its bytes) with the same graph settings: refitting with more or
         changed labels (the labelling loop, :meth:`suggest_labels`) then reruns only the
         GP part and gives the numbers a cold fit gives. Dask and zarr inputs are always
-        recomputed.
+        recomputed. One difference from ``warm_start=False``: where the full-resolution
+        prior solves by conjugate gradients (clouds in more than three coordinates,
+        MNIST), a warm-started classifier fits the graph Matérn order 1 only instead of
+        weighing orders 1 and 2 - every refit pays each order's solve for each new
+        label, and order 2 doubled MNIST's labelling loop (docs/few_labels.md, "The order
+        on many coordinates").
     **legacy :
         The parameters before 2026-11-28 - ``method``, the heat kernel's settings
         (``kernel``, ``n_induced``, ``diffusion_time``, ...), ``graph`` and
@@ -230,8 +235,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     prior_to_noise_ratio_, probability_variation_ :
         ``method="gmrf"``: the least-squares model's ratio ``ρ`` (0.01 while some class has
         one label) and, where ``(ν, ρ)`` was chosen among several (the orders
-        :data:`flgp.precision.classification.ORDER_CANDIDATES` on a factored prior unless
-        the prior fixes ``nu``, times :data:`~flgp.precision.classification.RHO_CANDIDATES`
+        :data:`flgp.precision.classification.ORDER_CANDIDATES` on a graph of uniform mass
+        unless the prior fixes ``nu`` - order 1 alone where a warm-started classifier's
+        prior solves by conjugate gradients (clouds in more than three dimensions: each
+        refit pays every order's solves for every new label) - times :data:`~flgp.precision.classification.RHO_CANDIDATES`
         from two labels a class), each candidate's graph total variation of the class
         probabilities ``{(ν, ρ): variation}`` (the expected share of the edges' weight a
         labelling drawn from them cuts; of the candidates that give the most labelled

@@ -308,7 +308,8 @@ class GraphMaternClassification(ClassificationRepresentation):
         """``(graph, {order ν: store of prior columns})``: the graph (``graph=`` checked
         against ``X``, else the self-tuning k-NN graph of ``X``) and, for each order to fit
         (the prior's ``nu``, else ``ORDER_CANDIDATES`` - order 1 alone on a graph whose
-        mass varies or whose prior solves by conjugate gradients), the store of the
+        mass varies, or whose prior solves by conjugate gradients in a warm-started
+        classifier), the store of the
         centred graph Matérn prior's covariance columns, each order's columns raised from
         the one below by one solve (:class:`~flgp.precision.classification
         .LabelledColumns`) - from the warm-start cache when ``X`` and the settings are the
@@ -341,10 +342,14 @@ class GraphMaternClassification(ClassificationRepresentation):
                                  f"graph); use matern_order=1 or None (the default).")
             orders = (nu,)
         else:
-            # the order is chosen where the prior's solves are by a factor: by conjugate
-            # gradients (clouds in many dimensions) order 2 costs a second, slower solve a
-            # label, and MNIST's labelling loop took twice graphlearning's time
-            orders = tuple(ORDER_CANDIDATES) if uniform and solver == "cholesky" else (1,)
+            # the order is chosen where its second solve a label is cheap: a factored
+            # prior, or a fresh fit by conjugate gradients (MNIST's one-label fit 3.0
+            # against 2.6 s). A warm-started classifier refits after each batch of new
+            # labels (the labelling loop), each refit paying every order's CG solves for
+            # every new label: there it keeps order 1 (MNIST's loop 9.7 s against 18.9 s
+            # weighing both orders, graphlearning's 12.5 s; docs/few_labels.md)
+            orders = (tuple(ORDER_CANDIDATES)
+                      if uniform and (solver == "cholesky" or not est.warm_start) else (1,))
         chain = _column_stores(graph, max(orders))
         stores = {nu: chain[nu - 1] for nu in orders}
         if key is not None:
