@@ -179,3 +179,21 @@ def test_the_keops_backend_runs_the_same_fit(fitted):
     X, y, reg = fitted
     other = RBFGPRegressor(backend="keops").fit(X, y)
     np.testing.assert_array_equal(other.predict(X[:20])[0], reg.predict(X[:20])[0])
+
+
+def test_median_scale_is_the_median_over_the_pairs():
+    """The median heuristic equals sqrt(median over the pairs i < j of |z_i - z_j|^2 / 2)
+    from the dense distance matrix's upper triangle (ties, an even and an odd number of
+    pairs, more than the 2,000 rows it reads), and 1 where every row coincides."""
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(3)
+    for n, p, rounded in ((5, 1, False), (6, 2, True), (300, 3, False), (2100, 2, True)):
+        Z = rng.standard_normal((n, p)) * 3.0
+        if rounded:
+            Z = np.round(Z)
+        sub = Z[:2000]
+        d2 = cdist(sub, sub, "sqeuclidean")
+        expected = np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)
+        assert _median_scale(Z) == expected
+    assert _median_scale(np.ones((7, 3))) == 1.0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-from scipy.spatial.distance import cdist
+from scipy.spatial.distance import cdist, pdist
 
 from .._chunks import default_chunk_size
 from .._validation import power_of_two_unit
@@ -159,8 +159,10 @@ def _median_scale(Z):
     """The median heuristic for the length-scale: ``sqrt(median |z_i - z_j|^2 / 2)`` over
     the pairs of the first 2000 rows (1 where all of them coincide)."""
     sub = Z[:2000]            # the median heuristic needs no more points
-    d2 = cdist(sub, sub, "sqeuclidean")
-    return float(np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)) or 1.0
+    # the pairs once, in place (the square matrix and its triangle's indices cost ~0.15 s
+    # of fresh memory at 2,000 rows; the same numbers as cdist's triangle)
+    d2 = pdist(sub, "sqeuclidean")
+    return float(np.sqrt(np.median(d2, overwrite_input=True) / 2.0)) or 1.0
 
 
 class _ProfiledEvidence:
