@@ -103,6 +103,11 @@ def _cases():
                                          matern_order=2)
     yield "clf_multi_ovr", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, n_induced=300,
                                        multi_class="ovr")
+    # the default on a cloud of five coordinates: the full-resolution prior solved by
+    # conjugate gradients (AMG), its order weighed in a fresh fit, order 1 warm-started
+    Xw = np.c_[Xr, np.random.default_rng(4).normal(scale=0.5, size=(Xr.shape[0], 2))]
+    yield "clf_default_cg", lambda: clf(Xw, yr_semi, Xw[:30] * 1.01)
+    yield "clf_default_cg_warm", lambda: clf(Xw, yr_semi, Xw[:30] * 1.01, warm_start=True)
 
     def reg(**kw):
         r = FLGPRegressor(**kw).fit(Xs, ys_semi if kw.get("likelihood") != "poisson"
