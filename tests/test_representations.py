@@ -554,3 +554,45 @@ def test_the_heat_kernel_is_screened_by_its_coarse_stage_below_its_ceiling():
     assert out.value.ceiling == pytest.approx(coarse, abs=1e-6)
     near = rep.fit(est, X, labelled, y_lab, z, standard, bar=coarse + margin - 1.0)
     assert near.log_evidence == pytest.approx(whole.log_evidence, abs=0.1)
+
+
+def test_the_classifier_says_what_it_chose_and_why():
+    """method_, log_evidence_ (the fitted representation's evidence, the same number as
+    log_marginal_likelihood_) and skipped_methods_ (why each other representation offered
+    was not fitted): the default on a numpy cloud, a dask cloud, one prior alone, and a
+    fit pickled before these attributes existed."""
+    X, _, semi = _circles(n_labels=(3, 10))
+    clf = FLGPClassifier().fit(X, semi)
+    assert clf.method_ == "gmrf"
+    assert clf.log_evidence_ == {"gmrf": clf.log_marginal_likelihood_}
+    assert set(clf.skipped_methods_) == {"rbf", "flgp"}
+    assert "labelled points only" in clf.skipped_methods_["rbf"]
+    assert "took 'gmrf' first" in clf.skipped_methods_["flgp"]
+    # one prior alone: nothing passed over
+    heat = FLGPClassifier(HeatKernelPrior(n_induced=100)).fit(X, semi)
+    assert heat.log_evidence_ == {"flgp": heat.log_marginal_likelihood_}
+    assert heat.skipped_methods_ == {}
+    # given induced points: the full-resolution classifier declines, the heat kernel fits
+    given = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(induced_points=X[::20])]).fit(
+        X, semi)
+    assert given.method_ == "flgp" and "induced_points" in given.skipped_methods_["gmrf"]
+    # refitting forgets the previous fit's record
+    given.set_params(prior=GraphMaternPrior()).fit(X, semi)
+    assert given.skipped_methods_ == {} and list(given.log_evidence_) == ["gmrf"]
+    # an estimator pickled before 2026-11-29 (without them) gets its evidence back
+    state = clf.__getstate__()
+    for name in ("log_evidence_", "skipped_methods_"):
+        del state[name]
+    old = FLGPClassifier.__new__(FLGPClassifier)
+    old.__setstate__(pickle.loads(pickle.dumps(state)))
+    assert old.log_evidence_ == {"gmrf": clf.log_marginal_likelihood_}
+    assert old.skipped_methods_ == {}
+
+
+def test_the_classifier_names_why_a_dask_cloud_is_not_fitted_at_full_resolution():
+    da = pytest.importorskip("dask.array")
+    X, _, semi = _circles(n=600, n_labels=(4, 4))
+    clf = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(n_induced=100)]).fit(
+        da.from_array(X, chunks=200), semi)
+    assert clf.method_ == "flgp" and "dask" in clf.skipped_methods_["gmrf"]
+    assert clf.log_evidence_ == {"flgp": clf.log_marginal_likelihood_}

@@ -657,6 +657,10 @@ class RBFClassification(ClassificationRepresentation):
     def chosen_by_auto(self, est, X, counts):
         return False
 
+    def declined_by_auto(self, est, X, counts):
+        return ("the RBF GP sees the labelled points only (not the cloud): fitted when "
+                "asked for alone (RBFPrior()), never by the rule")
+
     def fit(self, est, X, labelled, codes):
         """:class:`RBFLaplaceClassifier` on ``X[labelled]`` and the class codes."""
         with single_threaded_blas():

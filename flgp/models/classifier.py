@@ -197,6 +197,17 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     Attributes
     ----------
     classes_ : ndarray (n_classes,)
+    method_ : str
+        The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
+        ``"nystrom"``) or a representation's name (``"gmrf"``, ``"rbf"``).
+    log_evidence_ : dict
+        The fitted representation's log evidence, ``{name: log_marginal_likelihood_}``
+        (empty where it has none: a fit pickled before it was kept). One entry: the
+        classifier's ``"auto"`` takes one representation by its rule, not by comparing
+        evidences (EP's and the least-squares model's are of different likelihoods).
+    skipped_methods_ : dict
+        Why each other representation offered was not fitted (``method="auto"``; empty
+        when one prior is given).
     eigenpairs_ : Eigenpairs
         The fitted cloud's eigenpairs (the best bandwidth candidate).
     eigenvalues_ : ndarray (n_eigenpairs,)
@@ -391,14 +402,28 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self.labelled_indices_ = labelled
         self._cloud_key = (array_fingerprint(X) if isinstance(X, np.ndarray) else None)
         self._prior = np.bincount(codes, minlength=self.classes_.size) / m
+        skipped = {}
         if self.method == "auto":
             # the first representation offered whose rule takes these labels - the heat
-            # kernel, the fallback, asked last, takes any - else the first prior offered
+            # kernel, the fallback, asked last, takes any - else the first prior offered;
+            # skipped_methods_ says why each other one offered was not fitted
             counts = np.bincount(codes, minlength=self.classes_.size)
             order = sorted(self.REPRESENTATIONS.items(), key=lambda item: item[1].fallback)
-            key = next((name for name, rep in order
-                        if self._offers(name) and rep.chosen_by_auto(self, X, counts)),
-                       self._priors()[0].method)
+            key = None
+            for name, rep in order:
+                if not self._offers(name):
+                    continue
+                if not rep.chosen_by_auto(self, X, counts):
+                    skipped[name] = rep.declined_by_auto(self, X, counts)
+                elif key is None:
+                    key = name
+                else:
+                    skipped[name] = (f"not fitted: the rule took {key!r} first (the "
+                                     f"classifier's representations are not weighed by "
+                                     f"evidence: docs/few_labels.md, \"One classifier\")")
+            if key is None:
+                key = self._priors()[0].method
+                skipped.pop("flgp" if key in HEAT_METHODS else key, None)
         else:
             key = self.method
         key = "flgp" if key in HEAT_METHODS else key
@@ -410,6 +435,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         # its warnings point at the caller of fit
         self._other_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
         self._other_fit.adopt(self, X, stacklevel=3)
+        evidence = getattr(self, "log_marginal_likelihood_", None)
+        self.log_evidence_ = {} if evidence is None else {key: float(evidence)}
+        self.skipped_methods_ = skipped
         return self
 
     def __setstate__(self, state):
@@ -425,6 +453,13 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                 self.class_weights_, None)
         elif state.get("method_") == "rbf" and "_other_fit" not in state:
             self._other_fit = RBFClassificationFit(self.rbf_)
+        if "method_" in state and "log_evidence_" not in state:
+            # fitted before 2026-11-29 (thirteenth sitting): the evidence it kept; what
+            # the rule passed over was not recorded
+            key = "flgp" if self.method_ in HEAT_METHODS else self.method_
+            evidence = getattr(self, "log_marginal_likelihood_", None)
+            self.log_evidence_ = {} if evidence is None else {key: float(evidence)}
+            self.skipped_methods_ = {}
 
     @property
     def _one_vs_rest(self):

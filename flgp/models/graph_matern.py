@@ -304,6 +304,16 @@ class GraphMaternClassification(ClassificationRepresentation):
         return bool(not is_lazy(X) and est.induced_points is None
                     and (est.graph is not None or X.shape[0] <= GMRF_CLASSIFIER_MAX_NODES))
 
+    def declined_by_auto(self, est, X, counts):
+        if is_lazy(X):
+            return ("a dask (or zarr) cloud: the full-resolution classifier solves on the "
+                    "whole graph in memory; the heat kernel's engine runs on dask blocks")
+        if est.induced_points is not None:
+            return "induced_points given: they are the heat kernel's engine's"
+        return (f"{X.shape[0]} points > GMRF_CLASSIFIER_MAX_NODES = "
+                f"{GMRF_CLASSIFIER_MAX_NODES}: beyond it the low-rank heat kernel (pass "
+                f"GraphMaternPrior() alone to fit it anyway)")
+
     def _engine(self, est, X):
         """``(graph, {order ν: store of prior columns})``: the graph (``graph=`` checked
         against ``X``, else the self-tuning k-NN graph of ``X``) and, for each order to fit

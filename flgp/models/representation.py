@@ -11,7 +11,8 @@ A *representation* is a module of its own with one class per task:
   gives the estimator, the posterior at new points and the noise of a new observation;
 * classification (:class:`ClassificationRepresentation`): whether ``method="auto"``
   takes it for these labels (:meth:`~ClassificationRepresentation.chosen_by_auto`: the
-  classifier's ``"auto"`` is a rule on the label counts, docs/few_labels.md) and a fit
+  classifier's ``"auto"`` is a rule on the inputs, docs/few_labels.md; why not, in
+  ``skipped_methods_``: :meth:`~ClassificationRepresentation.declined_by_auto`) and a fit
   (:meth:`~ClassificationRepresentation.fit`), giving a :class:`ClassificationFit` - the
   fitted attributes and the class probabilities at new points.
 
@@ -322,6 +323,12 @@ class ClassificationRepresentation(_Representation):
     def chosen_by_auto(self, est, X, counts: np.ndarray) -> bool:
         """Whether ``method="auto"`` takes this representation for a cloud ``X`` whose
         classes have ``counts`` labels each."""
+
+    def declined_by_auto(self, est, X, counts: np.ndarray) -> str:
+        """Why ``method="auto"`` did not take this representation for ``X`` and ``counts``
+        (what the classifier's ``skipped_methods_`` reports; asked only where
+        :meth:`chosen_by_auto` is False)."""
+        return f"the classifier's rule does not take {self.name!r} for these inputs"
 
     @abstractmethod
     def fit(self, est, X, labelled: np.ndarray, codes: np.ndarray) -> ClassificationFit:
