@@ -360,12 +360,21 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     def _finish_screened(self, screened, fits, m):
         """Finish the screened fits (:meth:`RegressionRepresentation.screen`), the best
-        coarse evidence first; leave one unfinished when its coarse evidence, tightened
+        coarse evidence first (a loose one below another's tightened before they are
+        ordered); leave one unfinished when its coarse evidence, tightened
         (:meth:`~flgp.models.representation.Screened.tighten`), lies more than
         :func:`~flgp.models.representation.screening_margin` below the best evidence
         fitted - or, untightened and not ``loose``, more than twice that (docs/models.md,
         "Screening")."""
         margin = screening_margin(m)
+        # a loose coarse value below another's is tightened before the order is set (the
+        # RBF GP's screen is its grid at one noise ratio: its best point, polished, is what
+        # the whole grid's was - finishing the higher coarse value first, unpolished, could
+        # finish a search that the polished one screens out)
+        top = max(paused.log_evidence for paused in screened.values())
+        for paused in screened.values():
+            if paused.loose and not paused.final and paused.log_evidence < top:
+                paused.tighten()
         for name in sorted(screened, key=lambda n: -screened[n].log_evidence):
             paused = screened[name]
             if self.log_evidence_ and not paused.final:
