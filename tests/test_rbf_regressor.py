@@ -197,3 +197,42 @@ def test_median_scale_is_the_median_over_the_pairs():
         expected = np.sqrt(np.median(d2[np.triu_indices_from(d2, 1)]) / 2.0)
         assert _median_scale(Z) == expected
     assert _median_scale(np.ones((7, 3))) == 1.0
+
+
+@pytest.mark.parametrize("noise", [None, 0.05])
+def test_a_screened_search_is_the_unscreened_one(noise):
+    """fit_steps(screen=True): its screen is the best evidence over the grid's last noise
+    ratio (each point's evidence computed again here), its tightened value at or above that
+    and at or below the search's end; sent on, the search fits exactly what fit() fits (the
+    rest of the grid evaluated, the refinement from the whole grid's best point)."""
+    from flgp.precision.gaussian import Screen
+
+    X, y = _toy(m=150, seed=4)
+    whole = RBFGPRegressor(noise=noise).fit(X, y)
+    reg = RBFGPRegressor(noise=noise)
+    steps = reg.fit_steps(X, y, screen=True)
+    screen = next(steps)
+    assert isinstance(screen, Screen) and screen.loose
+    Z = (X - reg.mu_) / reg.sd_
+    z = (y / reg.y_unit_ - reg.y_mean_ / reg.y_unit_) / (reg.y_scale_ / reg.y_unit_)
+    noise_z = None if noise is None else noise / reg.y_unit_ ** 2 / (reg.y_scale_
+                                                                     / reg.y_unit_) ** 2
+    evidence = _ProfiledEvidence(Z, z, noise_z)
+    med = _median_scale(Z)
+    ratio = (RBFGPRegressor.RATIO_GRID[-1] if noise is None
+             else float(np.clip(noise_z / 1.0, *RBFGPRegressor.RATIO_RANGE)))
+    best = max(evidence(np.log(med * f), np.log(ratio))[0]
+               for f in RBFGPRegressor.LENGTH_FACTORS)
+    m = y.size
+    to_y = -m * np.log(reg.y_scale_)
+    assert screen.log_evidence == pytest.approx(best + to_y, abs=1e-8)
+    tight = screen.tighten()
+    assert screen.log_evidence - 1e-9 <= tight <= whole.log_marginal_likelihood_ + 1e-6
+    try:
+        steps.send(None)
+    except StopIteration as stop:
+        done = stop.value
+    assert done.log_marginal_likelihood_ == whole.log_marginal_likelihood_
+    assert (done.lengthscale_, done.noise_) == (whole.lengthscale_, whole.noise_)
+    for a, b in zip(done.predict(X[:20]), whole.predict(X[:20])):       # mean and sd
+        np.testing.assert_array_equal(a, b)

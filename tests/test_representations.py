@@ -511,7 +511,7 @@ def test_a_screened_fit_finishes_as_the_whole_fit(name):
         assert abs(np.log(done.fit.kappa2 / whole.fit.kappa2)) <= 0.2
         assert abs(np.log(done.fit.ratio / whole.fit.ratio)) <= 0.2
     else:
-        # the best of the grid's points at its largest noise ratio (a fit with no
+        # the best of the grid's points at its last noise ratio (a fit with no
         # refinement on that part of the grid); tightened, that point polished: at or
         # above it and at or below the whole search's end
         class LargestRatio(RBFGPRegressor):

@@ -316,8 +316,9 @@ class RBFGPRegressor:
     RATIO_GRID = (1e-3, 1e-1)
     LENGTH_RANGE = (1e-2, 10.0)           # times the median heuristic
     RATIO_RANGE = (1e-6, 10.0)
-    # the screen's coarse stage evaluates the grid at its largest noise ratio only (the
-    # positions in RATIO_GRID): its best point polished reached the whole grid's polished
+    # the screen's coarse stage evaluates the grid at these positions of its noise ratios
+    # only (the last: 1e-1, the larger, at the default; with a fixed noise the ratio of
+    # amplitude 1): its best point polished reached the whole grid's polished
     # value on all ten workloads of benchmarks/screening.py that search by the grid, in
     # 13-15 evaluations against 17-20 (the search, when it goes on, evaluates the rest of
     # the grid and starts from the whole grid's best point, as unscreened)
@@ -356,7 +357,7 @@ class RBFGPRegressor:
         """:meth:`fit` as a generator that returns the fitted estimator. ``screen=True``:
         it first yields, once, a :class:`~flgp.precision.gaussian.Screen` of the best log
         evidence of ``y`` its coarse stage evaluated - the best of the grid's points at its
-        largest noise ratio (``SCREEN_RATIOS``; its ``tighten``: that point polished,
+        last noise ratio (``SCREEN_RATIOS``; its ``tighten``: that point polished,
         :meth:`_polished`), or on more than ``1.5 SUBSET_LABELS`` labels the sample's
         optimum on all of them - and goes on when sent None: the rest of the grid, then
         the L-BFGS-B refinement from the whole grid's best point, as without screening
@@ -396,8 +397,8 @@ class RBFGPRegressor:
     def _coarse(self, X, y, screen: bool = False):
         """Validation, standardisation and the search's coarse stage: ``(standardised
         inputs, evidence, median scale, [best value, best point], L-BFGS-B iterations
-        left, grid values)``. ``screen``: of the grid only the points at its largest
-        noise ratio (``SCREEN_RATIOS``), whose values are returned ``{point: value}`` for
+        left, grid values)``. ``screen``: of the grid only the points at its last noise
+        ratio (``SCREEN_RATIOS``), whose values are returned ``{point: value}`` for
         the grid's completion (None on the sample's path, whose optimum is the stage)."""
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
