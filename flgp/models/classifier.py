@@ -249,8 +249,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         :data:`flgp.precision.classification.ORDER_CANDIDATES` on a graph of uniform mass
         unless the prior fixes ``nu`` - order 1 alone where a warm-started classifier's
         prior solves by conjugate gradients (clouds in more than three dimensions: each
-        refit pays every order's solves for every new label) - times :data:`~flgp.precision.classification.RHO_CANDIDATES`
-        from two labels a class), each candidate's graph total variation of the class
+        refit pays every order's solves for every new label) - times
+        :data:`~flgp.precision.classification.RHO_CANDIDATES` from two labels a class),
+        each candidate's graph total variation of the class
         probabilities ``{(ν, ρ): variation}`` (the expected share of the edges' weight a
         labelling drawn from them cuts; of the candidates that give the most labelled
         points their own class, the least chosen), else None.
