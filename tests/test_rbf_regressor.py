@@ -236,3 +236,25 @@ def test_a_screened_search_is_the_unscreened_one(noise):
     assert (done.lengthscale_, done.noise_) == (whole.lengthscale_, whole.noise_)
     for a, b in zip(done.predict(X[:20]), whole.predict(X[:20])):       # mean and sd
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_screens_part_of_the_grid_falls_back_to_the_whole_grid():
+    """Where no point of the grid's last noise ratio can be factored, the screen's grid is
+    the whole grid (its best point among the others), not an error."""
+    class Fake:
+        noise = None
+        calls = []
+
+        def __call__(self, log_ell, log_ratio, gradient=False):
+            self.calls.append((log_ell, log_ratio))
+            if np.isclose(log_ratio, np.log(RBFGPRegressor.RATIO_GRID[-1])):
+                return -np.inf, None
+            return -abs(log_ell), None
+
+    fake = Fake()
+    known = {}
+    best, started = RBFGPRegressor()._grid(fake, 1.0, known=known, ratios=(-1,))
+    assert not started and np.isclose(best[1][1], np.log(RBFGPRegressor.RATIO_GRID[0]))
+    assert best[0] == max(-abs(np.log(f)) for f in RBFGPRegressor.LENGTH_FACTORS)
+    # every point evaluated once, and all of them known for the grid's completion
+    assert len(fake.calls) == len(set(fake.calls)) == len(known) == 10

@@ -506,6 +506,8 @@ class RBFGPRegressor:
                 best[:] = [value, key]
         if best[1] is None and start is not None:      # the sample's optimum fails here
             return self._grid(evidence, med, known=known)[0], False
+        if best[1] is None and ratios is not None:     # that part fails: the whole grid
+            return self._grid(evidence, med, known=known)
         if best[1] is None:
             raise np.linalg.LinAlgError("the RBF GP's covariance K + r I is not positive "
                                         "definite at any grid point")
