@@ -242,8 +242,9 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
 RHO_ONE_LABEL = 0.01
 RHO_CANDIDATES = (0.3, 3.0, 30.0)
 # the graph Matérn orders ν chosen among by the same rule (with ρ), where the
-# graph's mass is uniform (a centred prior of order 2 needs it) and the prior is factored
-# (docs/few_labels.md, "The order and the spread")
+# graph's mass is uniform (a centred prior of order 2 needs it) - except in a
+# warm-started classifier whose prior solves by conjugate gradients (docs/few_labels.md,
+# "The order and the spread", "The order on many coordinates")
 ORDER_CANDIDATES = (1, 2)
 
 
