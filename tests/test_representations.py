@@ -529,9 +529,10 @@ def test_a_screened_fit_finishes_as_the_whole_fit(name):
         # finished, with or without the polish, the search goes on from the whole grid's
         # best point: the unscreened fit's numbers
         for finished in (done, tightened):
-            assert finished.log_evidence == whole.log_evidence
-            assert finished.rbf.lengthscale_ == whole.rbf.lengthscale_
-            assert finished.rbf.noise_ == whole.rbf.noise_
+            assert finished.log_evidence == pytest.approx(whole.log_evidence, rel=1e-12)
+            assert finished.rbf.lengthscale_ == pytest.approx(whole.rbf.lengthscale_,
+                                                              rel=1e-10)
+            assert finished.rbf.noise_ == pytest.approx(whole.rbf.noise_, rel=1e-10)
 
 
 def test_the_heat_kernel_is_screened_by_its_coarse_stage_below_its_ceiling():

@@ -436,10 +436,15 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         # its warnings point at the caller of fit
         self._other_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
         self._other_fit.adopt(self, X, stacklevel=3)
+        self._record_choice(key, skipped)
+        return self
+
+    def _record_choice(self, key, skipped):
+        """``log_evidence_`` (the fitted representation ``key``'s evidence, none where it
+        kept none) and ``skipped_methods_``."""
         evidence = getattr(self, "log_marginal_likelihood_", None)
         self.log_evidence_ = {} if evidence is None else {key: float(evidence)}
         self.skipped_methods_ = skipped
-        return self
 
     def __setstate__(self, state):
         # fitted before 2026-11-27 (fourth session), when the full-resolution and RBF fits
@@ -457,10 +462,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         if "method_" in state and "log_evidence_" not in state:
             # fitted before 2026-11-29 (thirteenth sitting): the evidence it kept; what
             # the rule passed over was not recorded
-            key = "flgp" if self.method_ in HEAT_METHODS else self.method_
-            evidence = getattr(self, "log_marginal_likelihood_", None)
-            self.log_evidence_ = {} if evidence is None else {key: float(evidence)}
-            self.skipped_methods_ = {}
+            self._record_choice("flgp" if self.method_ in HEAT_METHODS else self.method_, {})
 
     @property
     def _one_vs_rest(self):
