@@ -171,12 +171,12 @@ def test_count_means_beyond_float64_are_reported_not_overflowed():
     np.testing.assert_allclose(at[big], counts[lab][big], rtol=0.05)
     # a log-rate variance of 10^4: the mean is bounded by the rate the labels support
     # (RATE_CEILING times the largest count; docs/models.md, "Count data")
-    reg._predictor.nugget = 1e4
+    reg._chosen_fit.predictor.nugget = 1e4
     bounded = reg.predict(X)
     assert np.all(np.isfinite(bounded))
-    assert bounded.max() <= np.exp(reg._predictor.ceiling) * (1 + 1e-9)
+    assert bounded.max() <= np.exp(reg._chosen_fit.predictor.ceiling) * (1 + 1e-9)
     # without the bound, a variance no float64 mean survives
-    reg._predictor.ceiling = np.inf
+    reg._chosen_fit.predictor.ceiling = np.inf
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mean, sd = reg.predict(X, return_std=True)
@@ -188,7 +188,7 @@ def test_count_means_beyond_float64_are_reported_not_overflowed():
     assert any("beyond float64" in str(w.message) for w in caught)
     # where the mean is representable it is the log-normal mean exp(m + v/2)
     from flgp.models.regression_predictor import CountPredictor
-    latent = CountPredictor.latent_of(reg._predictor)
+    latent = CountPredictor.latent_of(reg._chosen_fit.predictor)
     lat = reg.eigenpairs_.map_points(X, latent, n_columns=2, project=latent.project)
     ok = ~over
     np.testing.assert_allclose(mean[ok], np.exp(lat[ok, 0] + 0.5 * lat[ok, 1] ** 2),

@@ -249,9 +249,9 @@ def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, infe
     signs = np.sign(np.sum(V * ep.eigenvectors, axis=0))
     Vd = V * signs
     # EP: the predictor reads V times each of its projections, here all in float64
-    project = clf._predictor.project_exact
+    project = clf._chosen_fit.predictor.project_exact
     Z = Vd if project is None else tuple(Vd @ L for L in project)
-    dense = clf._predictor(Z, ep.piece_labels)
+    dense = clf._chosen_fit.predictor(Z, ep.piece_labels)
     # the probabilities read the EP variance factors in float32 (they move by ~1e-8)
     tol = 1e-10 if project is None else 1e-7
     np.testing.assert_allclose(clf.label_distributions_, dense, atol=tol)
@@ -260,7 +260,7 @@ def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, infe
     # the latent moments read everything in float64: the dense path's to rounding
     head = Z[:300] if project is None else tuple(z[:300] for z in Z)
     mean, var = clf.predict_latent(X[:300])
-    np.testing.assert_allclose(np.c_[mean, var], clf._predictor.latent(head), rtol=1e-7,
+    np.testing.assert_allclose(np.c_[mean, var], clf._chosen_fit.predictor.latent(head), rtol=1e-7,
                                atol=1e-10)
     # an order-free computation: shuffled rows give the same probabilities
     perm = rng.permutation(300)

@@ -145,25 +145,25 @@ def test_calibration_holds_classes_with_one_label_out():
 def test_a_trailing_prior_skips_only_the_final_ep_run(monkeypatch, labels_per_class,
                                                         skipped):
     """``constant_variance=None`` searches two priors and refines to full precision only
-    those within ``_EP_FINISH_MARGIN`` nats of the best search evidence: the fit must be
+    those within ``EP_FINISH_MARGIN`` nats of the best search evidence: the fit must be
     bitwise the fit that refines both, with fewer EP runs whenever one trails."""
-    from flgp.models import classifier as clf_module
+    from flgp.models import heat_kernel as heat_kernel
 
     X, y = _roll(2000)
     semi = _one_per_class(y, 1, k=labels_per_class)
     runs = []
-    real = clf_module.TimeSearch._ep_state
+    real = heat_kernel.TimeSearch._ep_state
 
     def counted(self, *args, **kwargs):
         runs.append(kwargs.get("tol", args[5] if len(args) > 5 else None))
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(clf_module.TimeSearch, "_ep_state", counted)
+    monkeypatch.setattr(heat_kernel.TimeSearch, "_ep_state", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fast = FLGPClassifier(method="flgp", n_induced=400).fit(X, semi)
         n_fast = len(runs)
-        monkeypatch.setattr(clf_module, "_EP_FINISH_MARGIN", np.inf)
+        monkeypatch.setattr(heat_kernel, "EP_FINISH_MARGIN", np.inf)
         runs.clear()
         both = FLGPClassifier(method="flgp", n_induced=400).fit(X, semi)
         n_both = len(runs)

@@ -149,7 +149,7 @@ def test_gmrf_classifier_on_blobs_with_one_label_a_class():
     # the latent posterior at the nodes: the scores and positive variances
     mean, var = clf.predict_latent(X[:20])
     assert mean.shape == var.shape == (20, 4) and np.all(var > 0)
-    np.testing.assert_allclose(mean, clf._other_fit.scores[:20], atol=1e-12)
+    np.testing.assert_allclose(mean, clf._chosen_fit.scores[:20], atol=1e-12)
     # no class prior: the softmax of the scores alone
     raw = FLGPClassifier(method="gmrf", class_prior=None).fit(X, yy)
     assert raw.class_prior_ is None and np.allclose(raw.class_weights_, 1.0)
@@ -527,7 +527,7 @@ def test_classifier_prior_solves_by_a_factor_on_low_dimensional_clouds(monkeypat
     from flgp import GraphMaternPrior
 
     exact = [FLGPClassifier(GraphMaternPrior(nu=nu)).fit(X, yy) for nu in (1, 2)]
-    assert exact[0]._other_fit.columns.prior.solver == "cholesky"
+    assert exact[0]._chosen_fit.columns.prior.solver == "cholesky"
     # the default chooses the order on a factored prior, and by conjugate gradients in a
     # fresh fit; a warm-started classifier solving by conjugate gradients keeps order 1
     assert sorted(FLGPClassifier().fit(X, yy).probability_variation_)[-1][0] == 2
@@ -541,8 +541,8 @@ def test_classifier_prior_solves_by_a_factor_on_low_dimensional_clouds(monkeypat
     for nu in (1, 2):
         # order 2's columns raised to RAISE_TOL_FACTOR x the tolerance
         iterative = FLGPClassifier(GraphMaternPrior(nu=nu)).fit(X, yy)
-        assert iterative._other_fit.columns.prior.solver == "amg"
-        U, V = exact[nu - 1]._other_fit.scores, iterative._other_fit.scores
+        assert iterative._chosen_fit.columns.prior.solver == "amg"
+        U, V = exact[nu - 1]._chosen_fit.scores, iterative._chosen_fit.scores
         np.testing.assert_allclose(V, U, atol=1e-2 * np.abs(U).max())
         np.testing.assert_allclose(iterative.label_distributions_,
                                    exact[nu - 1].label_distributions_, atol=2e-2)
@@ -840,14 +840,14 @@ def test_an_unpickled_classifier_rebuilds_its_model():
     clf = FLGPClassifier().fit(X, yy)
     before = clf.predict_latent(X[:5]), clf.suggest_labels(8)
     for back in (pickle.loads(pickle.dumps(clf)), copy.deepcopy(clf)):
-        assert back._other_fit.model is None and back._other_fit.columns is None
+        assert back._chosen_fit.model is None and back._chosen_fit.columns is None
         mean, var = back.predict_latent(X[:5])
         np.testing.assert_array_equal(mean, before[0][0])
         np.testing.assert_array_equal(var, before[0][1])
         np.testing.assert_array_equal(back.suggest_labels(8), before[1])
-    state = clf._other_fit.__getstate__()
+    state = clf._chosen_fit.__getstate__()
     assert state["model"] is None and state["columns"] is None
     old = pickle.loads(pickle.dumps(clf))
-    del old._other_fit._model_arguments           # as pickled before 2026-11-29
+    del old._chosen_fit._model_arguments           # as pickled before 2026-11-29
     with pytest.raises(ValueError, match="pickled before 2026-11-29"):
         old.predict_latent(X[:2])

@@ -208,7 +208,7 @@ def test_predict_image_shares_the_searches_of_several_maps(monkeypatch):
 
 def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
     from flgp import FLGPRegressor, HeatKernelPrior
-    from flgp.models import _base
+    from flgp.models import eigenbasis
 
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(300, 2))
@@ -218,15 +218,15 @@ def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
     alone = [FLGPRegressor(HeatKernelPrior(n_induced=60, n_eigenpairs=20)).fit(X, y)
              for y in ys]
     made = []
-    real = _base.eigenpair_candidates
+    real = eigenbasis.eigenpair_candidates
 
     def spy(*args, **kwargs):
         made.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_base, "eigenpair_candidates", spy)
+    monkeypatch.setattr(eigenbasis, "eigenpair_candidates", spy)
     store = {}
-    with _base.shared_candidates(store):
+    with eigenbasis.shared_candidates(store):
         shared = [FLGPRegressor(HeatKernelPrior(n_induced=60, n_eigenpairs=20)).fit(X, y)
                   for y in ys]
     assert len(made) == 1                                  # computed once
@@ -234,7 +234,7 @@ def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
         np.testing.assert_array_equal(a.transduction_, b.transduction_)
         np.testing.assert_array_equal(a.transduction_std_, b.transduction_std_)
     # other settings: computed again
-    with _base.shared_candidates(store):
+    with eigenbasis.shared_candidates(store):
         FLGPRegressor(HeatKernelPrior(n_induced=50, n_eigenpairs=20)).fit(X, ys[0])
     assert len(made) == 2
 

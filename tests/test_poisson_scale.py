@@ -115,12 +115,12 @@ def test_sparse_tails_keep_the_mean_bounded_by_the_data():
     ymax = np.nanmax(semi)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(hi))
     # without the bound (the same posterior, ceiling at infinity) the tails explode
-    unbounded = copy.copy(reg._predictor)
+    unbounded = copy.copy(reg._chosen_fit.predictor)
     unbounded.ceiling = np.inf
     raw = reg.eigenpairs_.map_chunks(unbounded, n_columns=2, project=unbounded.project)[:, 0]
     assert raw.max() > 1e6 * ymax
     assert mean.max() <= RATE_CEILING * (ymax + 1)
-    assert np.exp(reg._predictor.ceiling) == pytest.approx(RATE_CEILING * (ymax + 1))
+    assert np.exp(reg._chosen_fit.predictor.ceiling) == pytest.approx(RATE_CEILING * (ymax + 1))
     # only the points whose log-normal mean was beyond the data move much
     moved = np.abs(mean - raw) > 1e-6 * raw
     assert moved.sum() < 0.05 * y.size
@@ -128,7 +128,7 @@ def test_sparse_tails_keep_the_mean_bounded_by_the_data():
     assert np.median(np.abs(mean[unl] - rate[unl]) / rate[unl]) < 0.2
     inside = np.mean((y[unl] >= lo[unl]) & (y[unl] <= hi[unl]))
     assert 0.8 <= inside <= 0.98, inside
-    assert np.all(hi <= np.exp(reg._predictor.ceiling) * 1.01 + 10)
+    assert np.all(hi <= np.exp(reg._chosen_fit.predictor.ceiling) * 1.01 + 10)
 
 
 def test_bounded_rate_moments_match_quadrature_and_vanish_far_from_the_ceiling():

@@ -62,12 +62,16 @@ def test_a_fitted_estimator_pickled_under_the_old_names_loads():
     X, y = flgp.datasets.make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     clf = flgp.FLGPClassifier(method="flgp", n_induced=60).fit(X, semi)
-    state = clf.__getstate__()
-    state["_component_has_label"] = state.pop("_piece_has_label")
-    predictor = clf._predictor.__dict__.copy()
+    # the layout of the time: the estimator held the heat kernel's eigenbasis itself
+    state = dict(clf.__getstate__())
+    fit = state.pop("_chosen_fit")
+    state.update(_other_fit=None, _component_has_label=fit.eigenbasis.piece_has_label,
+                 _reach=fit.eigenbasis.reach, _mixture=fit.mixture, _V_lab=fit.V_lab,
+                 _spectral_prior=fit.spectral_prior)
+    predictor = fit.predictor.__dict__.copy()
     predictor["spectrum"] = predictor.pop("spectral_prior")
     predictor["component_has_label"] = predictor.pop("piece_has_label")
-    state["_predictor"] = type(clf._predictor).__new__(type(clf._predictor))
+    state["_predictor"] = type(fit.predictor).__new__(type(fit.predictor))
     state["_predictor"].__setstate__(predictor)
     old = flgp.FLGPClassifier.__new__(flgp.FLGPClassifier)
     old.__setstate__(state)

@@ -18,6 +18,7 @@ from flgp.models.baselines import (RBFClassification, RBFClassificationFit, RBFR
 from flgp.models.graph_matern import (GMRF_CLASSIFIER_MAX_NODES, GraphMaternClassification,
                                       GraphMaternClassificationFit, GraphMaternRegression,
                                       GraphMaternRegressionFit)
+from flgp.models.heat_kernel import HeatKernelClassificationFit, HeatKernelRegressionFit
 from flgp.models.representation import (ClassificationFit, ClassificationRepresentation,
                                         RegressionFit, RegressionRepresentation, Screened,
                                         screening_margin)
@@ -136,7 +137,7 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
 def test_registered_fits_predict_as_their_own_models(method, fit_type):
     X, y, _ = _spiral(400)
     reg = FLGPRegressor(method=method).fit(X, y)
-    assert isinstance(reg._other_fit, fit_type) and reg.method_ == method
+    assert isinstance(reg._chosen_fit, fit_type) and reg.method_ == method
     mean, std = reg.predict(X, return_std=True)
     # at the cloud's own rows, the transduction
     # (the nodes' interpolation weighs the node itself by 1 - 1e-12 or so)
@@ -151,7 +152,60 @@ def test_registered_fits_predict_as_their_own_models(method, fit_type):
     assert np.array_equal(back.predict(X[:20]), reg.predict(X[:20]))
     # a refit with the heat kernel forgets the other representation
     reg.set_params(method="flgp", n_induced=100).fit(X, y)
-    assert reg._other_fit is None and reg.latent_posterior() is not None
+    assert isinstance(reg._chosen_fit, HeatKernelRegressionFit)
+    assert reg.latent_posterior() is not None
+
+
+def _as_pickled_before_the_heat_fit(est) -> dict:
+    """A fitted heat-kernel estimator's state in the layout pickled before 2026-11-29: the
+    estimator held the eigenbasis, the predictor and the posterior's pieces itself."""
+    state = dict(est.__getstate__())
+    fit = state.pop("_chosen_fit")
+    state.update(_other_fit=None, _predictor=fit.predictor,
+                 _piece_has_label=fit.eigenbasis.piece_has_label, _reach=fit.eigenbasis.reach)
+    if isinstance(fit, HeatKernelClassificationFit):
+        state.update(_mixture=fit.mixture, _V_lab=fit.V_lab,
+                     _spectral_prior=fit.spectral_prior)
+    else:
+        state.update(_noise_std=fit.noise_z, _noise_pre=fit.noise_pre)
+    return state
+
+
+@pytest.mark.parametrize("kind", ["regressor", "counts", "classifier", "multiclass"])
+def test_a_heat_kernel_fit_pickled_when_the_estimator_held_it_still_predicts(kind):
+    """Estimators pickled when the heat kernel's eigenbasis, predictor and posterior lived
+    in the estimator (before 2026-11-29) load into the heat kernel's fit object and give
+    the same predictions, intervals, latent posterior and suggestions."""
+    rng = np.random.default_rng(3)
+    if kind in ("regressor", "counts"):
+        X, y, _ = _spiral(400)
+        if kind == "counts":
+            y = np.where(np.isnan(y), np.nan, rng.poisson(np.exp(1 + np.nan_to_num(y))))
+        est = FLGPRegressor(HeatKernelPrior(n_induced=100),
+                            likelihood="poisson" if kind == "counts" else "gaussian")
+        est.fit(X, y)
+    else:
+        X, y, semi = _circles(n_labels=(5, 5))
+        if kind == "multiclass":
+            semi = np.where(semi == -1, -1, semi + (X[:, 0] > 0))
+        est = FLGPClassifier(HeatKernelPrior(n_induced=100)).fit(X, semi)
+    old = type(est).__new__(type(est))
+    old.__setstate__(_as_pickled_before_the_heat_fit(est))
+    assert type(old._chosen_fit) is type(est._chosen_fit)
+    new_points = X[:25] * 1.01
+    if kind in ("regressor", "counts"):
+        for a, b in zip(old.predict(new_points, return_std=True),
+                        est.predict(new_points, return_std=True)):
+            assert np.array_equal(a, b)
+        for a, b in zip(old.predict_interval(new_points), est.predict_interval(new_points)):
+            assert np.array_equal(a, b)
+    else:
+        assert np.array_equal(old.predict_proba(new_points), est.predict_proba(new_points))
+        for a, b in zip(old.predict_latent(new_points), est.predict_latent(new_points)):
+            assert np.array_equal(a, b)
+    post, want = old.latent_posterior(), est.latent_posterior()
+    assert np.array_equal(post.mean, want.mean) and np.array_equal(post.cov, want.cov)
+    assert np.array_equal(old.suggest_labels(5), est.suggest_labels(5))
 
 
 def test_a_pickle_from_before_the_registry_still_predicts():
@@ -161,9 +215,11 @@ def test_a_pickle_from_before_the_registry_still_predicts():
     for method in ("gmrf", "rbf"):
         reg = FLGPRegressor(method=method).fit(X, y)
         state = dict(reg.__getstate__())      # a copy: not the estimator's own dict
-        fit = state.pop("_other_fit")
+        fit = state.pop("_chosen_fit")
         if method == "gmrf":
+            # the estimator held the nodes' posterior and the noise
             state["_node_posterior"] = fit.node_posterior
+            state["_noise_pre"] = fit.interval_noise()[1]
         old = FLGPRegressor.__new__(FLGPRegressor)
         old.__setstate__(state)
         assert np.array_equal(old.predict(X[:20]), reg.predict(X[:20]))
@@ -292,7 +348,7 @@ def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
 def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type):
     X, y, semi = _circles(n_labels=(5, 5))
     clf = FLGPClassifier(method=method).fit(X, semi)
-    assert isinstance(clf._other_fit, fit_type) and clf.method_ == method
+    assert isinstance(clf._chosen_fit, fit_type) and clf.method_ == method
     # at the cloud's own rows, the transduction's probabilities
     np.testing.assert_allclose(clf.predict_proba(X), clf.label_distributions_, rtol=1e-12,
                                atol=1e-15)
@@ -300,7 +356,7 @@ def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type
     assert np.array_equal(back.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
     # a pickle from before the registry: the estimator held the scores / the RBF GP itself
     state = dict(clf.__getstate__())
-    fit = state.pop("_other_fit")
+    fit = state.pop("_chosen_fit")
     if method == "gmrf":
         state["_scores"], state["_score_scale"] = fit.scores, fit.score_scale
     old = FLGPClassifier.__new__(FLGPClassifier)
@@ -308,7 +364,8 @@ def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type
     assert np.array_equal(old.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
     # a refit with the heat kernel forgets it
     clf.set_params(method="flgp", n_induced=100).fit(X, semi)
-    assert clf._other_fit is None and clf.predict_latent(X[:3])[0].shape == (3,)
+    assert isinstance(clf._chosen_fit, HeatKernelClassificationFit)
+    assert clf.predict_latent(X[:3])[0].shape == (3,)
 
 
 def test_a_representation_auto_must_take_alone(monkeypatch):
@@ -539,7 +596,8 @@ def test_the_heat_kernel_is_screened_by_its_coarse_stage_below_its_ceiling():
     """A bar within the heat kernel's evidence ceiling: its search stops after the coarse
     stage (one L-BFGS-B start at the largest rank) when that lies more than the margin
     below the bar, and is finished - as fitted alone - otherwise."""
-    from flgp.models.heat_kernel import fit_hyperparameters, noise_bounds
+    from flgp.models.eigenbasis import candidate_eigenbases
+    from flgp.models.heat_kernel import fit_hyperparameters, noise_bounds, regression_sizes
     from flgp.models.representation import Outranked, Standardisation
     from flgp.spectral.gaussian import LowRankGaussianEvidence
 
@@ -551,7 +609,7 @@ def test_the_heat_kernel_is_screened_by_its_coarse_stage_below_its_ceiling():
     est = FLGPRegressor(HeatKernelPrior(n_induced=150))
     rep = FLGPRegressor.REPRESENTATIONS["flgp"]
     whole = rep.fit(est, X, labelled, y_lab, z, standard)
-    eigenpairs = next(est._candidates(X))[1]
+    eigenpairs = next(candidate_eigenbases(est, X, regression_sizes(est, X.shape[0])))[1]
     V_lab = eigenpairs.eigenvector_rows(labelled)
     noise = noise_bounds(est, standard)
     m = labelled.size

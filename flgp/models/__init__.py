@@ -1,7 +1,8 @@
 """Gaussian-process estimators on a point cloud, by role:
 
 * the estimators - :class:`FLGPClassifier`, :class:`FLGPRegressor` - over one shared core
-  (``flgp.models._base``: inputs validated once, candidate eigenpairs, warm start);
+  (``flgp.models._base``: inputs validated once, the prior objects, the fit of the
+  representation chosen);
 * their priors as objects (:mod:`flgp.models.priors`): :class:`HeatKernelPrior`,
   :class:`GraphMaternPrior`, :class:`RBFPrior`, each holding its representation's
   settings and giving its GPyTorch kernel;
@@ -12,7 +13,8 @@
   their prior; the three they register are :mod:`flgp.models.graph_matern` (the
   full-resolution graph Matérn prior, ``method="gmrf"``), :mod:`flgp.models.baselines`
   (the extrinsic RBF-kernel GPs, ``method="rbf"``) and :mod:`flgp.models.heat_kernel`
-  (the low-rank heat kernel, ``method="flgp"``, ``"glgp"``, ``"nystrom"``);
+  (the low-rank heat kernel, ``method="flgp"``, ``"glgp"``, ``"nystrom"``, on the engine
+  of :mod:`flgp.models.eigenbasis`: candidate eigenbases, warm start);
 * :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
   interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
 * :func:`predict_image` - regression on the voxels of a NIfTI image (or several maps),

@@ -8,52 +8,39 @@
   :func:`flgp._validation.check_cloud_values` (one scan for NaN and infinity), a dask or zarr
   cloud by its shape and one pass over its chunks - with the labelled rows and values of
   ``y``, and ``X_unlabeled`` stacked below ``X``;
-* one place that clears what a previous fit left (:meth:`HeatGPEstimator._clear_fit`);
-* the candidate eigenpairs - one per value of the SE bandwidth grid - built by the graph
-  and spectral cores on the already valid cloud, kept across fits with ``warm_start``;
-* the loop that fits the GP part on each candidate and keeps the best by its evidence;
-* the fitted engine's attributes, the connected pieces without labels and the
-  far-point warning of predictions.
+* one place that clears what a previous fit left (:meth:`HeatGPEstimator._clear_fit`),
+  keeping the ``warm_start`` caches;
+* the prior objects (``prior=``) and the old per-representation parameters folded into
+  them.
 
-The subclasses supply the GP part: targets, the hyperparameter fit on one candidate, the
-posterior and the predictions.
+What fits and predicts is a representation of the prior (:mod:`flgp.models.representation`:
+the heat kernel, :mod:`flgp.models.heat_kernel` on the engine of
+:mod:`flgp.models.eigenbasis`; the graph Matérn prior; the RBF GP): the estimator holds
+the fit of the one chosen (``_chosen_fit``) and its fitted attributes. The subclasses
+supply the targets and the choice.
 """
 
 from __future__ import annotations
 
-import contextvars
 import numbers
-import warnings
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, is_classifier
-from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._chunks import is_lazy, stage
-from .._fingerprint import array_fingerprint
 from .._validation import check_cloud_values, check_points
-from ..graph.cross_graph import KERNELS, SUBSAMPLES
-from ..graph.neighbors import nearest_induced_points
-from ..spectral.compute import default_n_eigenpairs, default_n_induced
-from ..spectral.candidates import eigenpair_candidates
-from ..spectral.dense import TooFewEigenvaluesError
-from ..spectral.flgp import SPECTRA
+from .eigenbasis import CACHE_ATTRIBUTE
+from .heat_kernel import HeatKernelClassificationFit, HeatKernelRegressionFit
 from .priors import (HEAT_METHODS, HEAT_PARAMETERS, LEGACY_GRAPH_MATERN, GraphMaternPrior,
                      HeatKernelPrior, Prior, _same, fold_legacy_parameters, legacy_defaults,
                      resolve_priors)
-from .search import single_threaded_blas
 
-__all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS", "DEFAULT_BANDWIDTH_GRID"]
+__all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS"]
 
 # the heat kernel's methods; each estimator adds the names of its REPRESENTATIONS
 ESTIMATOR_METHODS = HEAT_METHODS
-DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
-# a new point farther than this many times the cloud's reach from every reference point
-# is reported as an extrapolation
-FAR_FACTOR = 3.0
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 
 
@@ -61,37 +48,6 @@ _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 # properties (from the prior objects), still accepted with a FutureWarning
 LEGACY_PARAMETERS = ("method", *(p for p in HEAT_PARAMETERS if p != "method"),
                      *LEGACY_GRAPH_MATERN, "learning_rate")
-
-
-@dataclass
-class CandidateFit:
-    """The GP part fitted on one candidate's eigenpairs: ``score`` (higher is better; the
-    candidate with the highest is kept), ``t`` and ``log_evidence`` for the verbose line,
-    and whatever the subclass needs to finish (``result``)."""
-
-    score: float
-    t: object
-    log_evidence: float
-    result: object
-
-
-# eigenpair candidates shared by the fits of one cloud outside warm starts: the maps of
-# flgp.predict_image, fitted one after another in a process (shared_candidates)
-_SHARED_CANDIDATES = contextvars.ContextVar("flgp_shared_candidates", default=None)
-
-
-@contextmanager
-def shared_candidates(store: dict):
-    """Within the block, the estimators' eigenpair candidates of a cloud are kept in
-    ``store`` (the last cloud's, under ``"candidates"``) and taken from it by the next fit of
-    the same cloud and graph settings - what ``warm_start`` does on one estimator, for
-    several (the maps of :func:`flgp.predict_image`, one regressor each): the same
-    eigenpairs, computed once."""
-    token = _SHARED_CANDIDATES.set(store)
-    try:
-        yield
-    finally:
-        _SHARED_CANDIDATES.reset(token)
 
 
 class HeatGPEstimator(BaseEstimator):
@@ -202,6 +158,14 @@ class HeatGPEstimator(BaseEstimator):
     def __setstate__(self, state):
         # fitted before 2026-11-27, when a graph's components became its pieces
         state = {k.replace("component", "piece"): v for k, v in state.items()}
+        if "_other_fit" in state:
+            # fitted before 2026-11-29: the fit of another representation than the heat
+            # kernel, None where the estimator held the heat kernel's eigenbasis itself
+            state["_chosen_fit"] = state.pop("_other_fit")
+        if state.get("_chosen_fit") is None and "_predictor" in state:
+            kind = (HeatKernelClassificationFit if is_classifier(self)
+                    else HeatKernelRegressionFit)
+            state["_chosen_fit"] = kind.from_estimator_state(state)
         if "prior" not in state:
             # pickled before 2026-11-28, when each representation's settings were the
             # estimator's own parameters
@@ -213,27 +177,29 @@ class HeatGPEstimator(BaseEstimator):
         super().__setstate__(state)
 
     # -- fitted state ---------------------------------------------------------------------
-    _CACHE = "_eigenpair_cache"
+    _CACHE = CACHE_ATTRIBUTE             # the heat kernel's warm-start eigenpairs
 
     # the representations of the prior by registry name (flgp.models.representation; each
     # estimator its own, the heat kernel's "flgp" among them), and the fit of the one
-    # that predicts when it is not the eigenbasis, else None (the heat kernel's adopt
-    # leaves the estimator predicting through its eigenbasis)
+    # chosen, which predicts (its predict / predict_proba, interval_noise, ...)
     REPRESENTATIONS: dict = {}
-    _other_fit = None
+    _chosen_fit = None
 
     # private state a fit sets (the public fitted attributes end with "_")
-    _FITTED_STATE = ("_predictor", "_mixture", "_prior", "_V_lab", "_piece_has_label",
-                     "_other_fit", "_spectral_prior",
-                     "_reach", "_y_mean", "_y_scale", "_y_unit", "_noise_std", "_noise_pre")
+    _FITTED_STATE = ("_chosen_fit", "_prior", "_y_mean", "_y_scale", "_y_unit")
 
     def _clear_fit(self) -> None:
         """Forget everything a previous fit set (the public ``name_`` attributes and the
-        private fitted state), keeping only the ``warm_start`` cache, so that a refit -
+        private fitted state), keeping only the ``warm_start`` caches, so that a refit -
         after ``set_params(method=...)``, say - never shows stale attributes."""
         for name in list(vars(self)):
             if (name.endswith("_") and not name.startswith("_")) or name in self._FITTED_STATE:
                 delattr(self, name)
+
+    @property
+    def _in_eigenbasis(self) -> bool:
+        """Whether the chosen fit is the heat kernel's (its posterior in the eigenbasis)."""
+        return getattr(self._chosen_fit, "eigenbasis", None) is not None
 
     # -- inputs -------------------------------------------------------------------------
     def _fit_inputs(self, X, y, X_unlabeled):
@@ -343,232 +309,13 @@ class HeatGPEstimator(BaseEstimator):
             if X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} "
                                  f"is expecting {self.n_features_in_} features as input.")
-            if self._other_fit is not None:
+            if not self._chosen_fit.lazy_points:
                 raise ValueError(f"method_={self.method_!r} predicts numpy arrays only (the "
                                  f"heat kernel's eigenbasis alone maps dask blocks); compute "
                                  f"X first.")
             return X
         X = validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite=False)
         return check_points(X, min_samples=1)
-
-    # -- the engine -----------------------------------------------------------------------
-    def _engine_sizes(self, n: int) -> tuple[int, int]:
-        if self.induced_points is not None and self._graph_method == "flgp":
-            s = np.shape(self.induced_points)[0]
-        else:
-            s = default_n_induced(n) if self.n_induced is None else self.n_induced
-        if self._graph_method == "glgp":
-            M = default_n_eigenpairs(n) if self.n_eigenpairs is None else self.n_eigenpairs
-        else:
-            M = default_n_eigenpairs(s) if self.n_eigenpairs is None else self.n_eigenpairs
-        return s, M
-
-    def _bandwidth_grid(self) -> tuple:
-        uses_se = self._graph_method in ("glgp", "nystrom") or self.kernel == "se"
-        if not uses_se or self.bandwidth is not None:
-            return (1.0,)
-        if self.bandwidth_grid is None:
-            return DEFAULT_BANDWIDTH_GRID
-        return tuple(np.atleast_1d(np.asarray(self.bandwidth_grid, dtype=np.float64)).ravel())
-
-    def _candidates(self, X):
-        """Yield ``(bandwidth_scale, Eigenpairs)``: one candidate for LAE or a fixed
-        bandwidth, one per grid value of ``a`` (``4 eps^2 = a mean d^2``) for the SE kernels
-        otherwise (:func:`flgp.spectral.eigenpair_candidates`, from the validated cloud).
-        Induced points and neighbour searches are computed once and reused across the
-        grid. With ``warm_start``, the cached candidates of the previous fit when neither
-        the cloud nor the graph settings changed (see ``warm_start`` in the estimators'
-        docs).
-
-        GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
-        kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
-        eigenvalues. That grid value is then skipped (the evidence could not be compared
-        with fewer eigenpairs); only when every value fails is an error raised, the one of
-        the value that came closest."""
-        # warm start: this estimator's cache; else a store shared by several fits, if any
-        store = None if self.warm_start else _SHARED_CANDIDATES.get()
-        key = self._cache_key(X) if self.warm_start or store is not None else None
-        cached = (getattr(self, self._CACHE, None) if store is None
-                  else store.get("candidates"))
-        if key is not None and cached is not None and cached[0] == key:
-            yield from cached[1]
-            return
-        if hasattr(self, self._CACHE):
-            delattr(self, self._CACHE)          # free the old eigenpairs before new ones
-        s, M = self._engine_sizes(X.shape[0])
-        if self._graph_method != "flgp" and self.induced_points is not None:
-            raise ValueError(f"induced_points work with method='flgp' only; got "
-                             f"method={self._graph_method!r}.")
-        flgp_with_points = self._graph_method == "flgp" and self.induced_points is not None
-        makers = eigenpair_candidates(
-            X, self._graph_method, self._bandwidth_grid(),
-            n_induced=None if flgp_with_points else s, n_eigenpairs=M,
-            n_neighbors=self.n_neighbors, subsample=self.subsample, kernel=self.kernel,
-            bandwidth=self.bandwidth, lae_regularization=self.lae_regularization,
-            spectrum=self.spectrum, random_state=self.random_state, backend=self.backend,
-            induced_points=self.induced_points,
-            anchor=1.0 if self._graph_method in ("flgp", "nystrom") else None)
-        best_failure = None
-        found, yielded = [], 0              # found: kept only for the warm-start cache
-        with warnings.catch_warnings():
-            # the estimator warns only about pieces that hold no label
-            # (_label_pieces): a piece with labels is predicted from them
-            warnings.filterwarnings("ignore", message=".*pieces \\(connected components\\).*")
-            for a, make in makers:
-                try:
-                    eigenpairs = make()
-                except TooFewEigenvaluesError as err:
-                    # keep the message, not the traceback: its frames hold the dense graph
-                    if best_failure is None or err.n_positive > best_failure.n_positive:
-                        best_failure = err.with_traceback(None)
-                    continue
-                yielded += 1
-                if key is not None:
-                    found.append((a, eigenpairs))
-                yield a, eigenpairs
-        if yielded == 0 and best_failure is not None:
-            raise best_failure
-        if key is not None and store is None:
-            setattr(self, self._CACHE, (key, found))
-        elif key is not None:
-            store["candidates"] = (key, found)
-
-    # the parameters that change the graph or its eigenpairs (never the labels')
-    GRAPH_PARAMETERS = ("method", "kernel", "subsample", "n_induced", "n_neighbors",
-                        "n_eigenpairs", "bandwidth", "bandwidth_grid", "lae_regularization",
-                        "spectrum", "random_state", "backend", "induced_points")
-
-    def _cache_key(self, X) -> tuple | None:
-        """The warm-start key of the cloud ``X`` and the graph settings: the cloud's shape,
-        dtype and two checksums of its bytes (CRC-32 and Adler-32 - about 25 ms for
-        70,000 x 100 floats; both agreeing on a different cloud is a 1-in-2^64 event);
-        None for a dask cloud (not fingerprinted)."""
-        if not isinstance(X, np.ndarray):
-            return None
-        return (array_fingerprint(X),) + self._settings_key()
-
-    def _settings_key(self) -> tuple:
-        """The graph settings' part of :meth:`_cache_key`."""
-        return tuple((name, _value_key(getattr(self, name, None)))
-                     for name in self.GRAPH_PARAMETERS)
-
-    def _fit_candidates(self, candidates, labelled, targets, fit_gp=None, skip=None):
-        """Fit the GP part on every candidate of :meth:`_candidates` (``fit_gp(eigenpairs,
-        V_lab, targets)``, default :meth:`_fit_gp`) and keep the one with the highest
-        score: ``(bandwidth scale, eigenpairs, eigenvector rows of the labelled points,
-        CandidateFit)``. ``skip(eigenpairs, V_lab, targets)``: True leaves a candidate
-        unfitted (None when every one is)."""
-        fit_gp = self._fit_gp if fit_gp is None else fit_gp
-        best = None
-        name = type(self).__name__
-        for a, eigenpairs in candidates:
-            with stage("labelled rows"):
-                V_lab = eigenpairs.eigenvector_rows(labelled)
-            if skip is not None and skip(eigenpairs, V_lab, targets):
-                continue
-            with stage("hyperparameters"), single_threaded_blas():
-                fit = fit_gp(eigenpairs, V_lab, targets)
-            if self.verbose:
-                t_txt = ", ".join(f"{v:.4g}" for v in np.atleast_1d(fit.t))
-                print(f"[{name}] bandwidth scale {a:.3g}: t={t_txt} "
-                      f"log evidence={fit.log_evidence:.4f}")
-            if best is None or fit.score > best[3].score:
-                best = (a, eigenpairs, V_lab, fit)
-        return best
-
-    def _fit_gp(self, eigenpairs, V_lab, targets) -> CandidateFit:  # pragma: no cover
-        raise NotImplementedError
-
-    def _set_engine(self, a, eigenpairs, labelled, stacklevel: int = 5) -> None:
-        """The fitted engine's attributes: ``eigenpairs_``, ``eigenvalues_``,
-        ``bandwidth_scale_``, ``bandwidth_``, ``labelled_indices_``, the pieces that
-        hold a label and the cloud's reach (for the far-point warning). ``stacklevel``: the
-        warning about pieces without a label, counted from the warning's own frame (5:
-        called from ``fit``, which its scikit-learn wrapper calls)."""
-        self.eigenpairs_ = eigenpairs
-        self.eigenvalues_ = eigenpairs.eigenvalues
-        self.bandwidth_scale_ = a
-        self.bandwidth_ = getattr(getattr(eigenpairs.extension, "graph", None), "bandwidth",
-                                  None)
-        self.labelled_indices_ = np.asarray(labelled, dtype=np.int64)
-        self._piece_has_label = _label_pieces(eigenpairs, labelled, stacklevel=stacklevel)
-        self._reach = cloud_reach(eigenpairs)
-
-    def _warn_far_points(self, X, nearest_sq=None, stacklevel: int = 4) -> None:
-        """Warn when new points lie farther than ``FAR_FACTOR`` times the cloud's reach
-        from its reference points: the heat kernel is estimated on the cloud, and such a
-        point only inherits the values of the nearest part of it (its uncertainty does not
-        grow with the distance). ``nearest_sq``: the squared distances to the nearest
-        reference point when the out-of-sample map has already found them."""
-        reach = getattr(self, "_reach", None)
-        if reach is None or X.shape[0] == 0:
-            return
-        points, reach_sq = reach
-        if nearest_sq is None:
-            nearest_sq = nearest_induced_points(X, points, 1)[1][:, 0]
-        far = nearest_sq > FAR_FACTOR ** 2 * max(reach_sq, np.finfo(float).tiny)
-        if far.any():
-            warnings.warn(f"{int(far.sum())} of {X.shape[0]} new point(s) lie far outside the "
-                          f"fitted cloud: up to {np.sqrt(nearest_sq[far].max()):.3g} from its "
-                          f"nearest reference point, where no point of the cloud is farther "
-                          f"than {np.sqrt(reach_sq):.3g}. The heat kernel carries the values "
-                          f"of the nearest part of the cloud out to them, so their "
-                          f"predictions are extrapolations (their uncertainty does not grow "
-                          f"with the distance).", UserWarning, stacklevel=stacklevel)
-
-
-def cloud_reach(eigenpairs):
-    """``(reference points, reach^2)`` of a fitted cloud: the induced points (FLGP,
-    Nyström) or the cloud itself (GLGP), and the squared reach - the largest distance from
-    a point of the cloud to its nearest reference point (other than itself), and at least
-    the largest distance from a reference point to its nearest other one (so that induced
-    points that nearly coincide with the cloud still leave room between them). None when
-    the eigenpairs carry no graph to read them from."""
-    graph = getattr(eigenpairs.extension, "graph", None)
-    if graph is None:
-        return None
-    induced = getattr(graph, "induced", None)
-    points = induced.points if induced is not None else getattr(graph, "points", None)
-    if points is None or points.shape[0] < 2:
-        return None
-    _, own = nearest_induced_points(points, points, 2)      # nearest other reference point
-    reach_sq = float(own[:, 1].max())
-    near = getattr(graph, "nearest_sq_max", None)       # FLGP, Nyström: found while building
-    if induced is not None and near is not None:
-        reach_sq = max(reach_sq, float(near))
-    return points, reach_sq
-
-
-def _label_pieces(eigenpairs, labelled: np.ndarray, stacklevel: int = 3):
-    """Which connected pieces hold a labelled point (``(n_pieces,)`` bool; None
-    when pieces are not tracked), warning with the number of points in the others -
-    counted from the pieces' sizes, without an ``n``-sized mask."""
-    comp = eigenpairs.piece_rows(labelled)
-    sizes = getattr(eigenpairs, "piece_sizes", None)
-    if comp is None or sizes is None:
-        return None
-    has_label = np.zeros(max(eigenpairs.n_pieces, int(comp.max()) + 1), dtype=bool)
-    has_label[comp] = True
-    sizes = np.asarray(sizes)
-    empty = ~has_label[:sizes.size] & (sizes > 0)
-    if empty.any():
-        warnings.warn(f"{int(sizes[empty].sum())} point(s) lie in {int(empty.sum())} "
-                      f"piece(s) of the graph (connected parts) that hold no labelled point; "
-                      f"they get the prior prediction. Label a point there, or connect the "
-                      f"graph (larger n_neighbors or bandwidth).", UserWarning,
-                      stacklevel=stacklevel)
-    return has_label
-
-
-def _value_key(value):
-    if value is None or isinstance(value, (bool, int, float, str, np.integer, np.floating)):
-        return value
-    if isinstance(value, (np.random.RandomState, np.random.Generator)):
-        return ("rng", id(value))            # the same generator object, nothing more
-    try:
-        return ("array", array_fingerprint(np.asarray(value)))
-    except (TypeError, ValueError):
-        return ("object", id(value))
 
 
 def target_vector(y, warn: bool = True) -> np.ndarray:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import numbers
 import warnings
 
@@ -12,19 +11,17 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from .._chunks import is_lazy, map_threads, stage
-from ..backends import cpu_threads
+from .._chunks import is_lazy
+from .._fingerprint import array_fingerprint
 from ..graph import PointGraph
-from ..spectral.families import FAMILIES, ZERO_EIGENVALUE, SpectralPrior, diffusion_time_range
-from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, array_fingerprint, target_vector
+from ..spectral.families import FAMILIES
+from ._base import _POSITIVE, HeatGPEstimator, target_vector
 from .baselines import RBFClassification, RBFClassificationFit
 from .graph_matern import GraphMaternClassification, GraphMaternClassificationFit
 from .heat_kernel import HeatKernelClassification
 from .priors import HEAT_METHODS
-from .class_predictor import ClassPredictor, classes_of, loo_rows
-from .class_search import TimeSearch
-from .inference.ep import fit_predictive_scale, multinomial_loo, probit_loo
-from .labelling import classifier_latent_posterior, suggest_labels as _suggest_labels
+from .class_predictor import ClassPredictor, classes_of
+from .labelling import suggest_labels as _suggest_labels
 
 # the representations of the prior, in the order method="auto" asks them - the heat kernel
 # last, the rule's fallback (flgp.models.representation)
@@ -32,11 +29,6 @@ REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternClassification(), RBFCla
                                              HeatKernelClassification())}
 
 __all__ = ["FLGPClassifier", "split_labels", "REPRESENTATIONS", "warn_conflicting_labels"]
-
-# candidate priors whose search-precision evidence trails the best by more than this many
-# nats skip the final tight EP run: they cannot win (the search evidence is within about
-# 0.01 nat of the converged one - 0.007 on MNIST with 100 labels)
-_EP_FINISH_MARGIN = 1.0
 
 
 def split_labels(y, unlabeled_label=-1):
@@ -434,8 +426,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                              f"full-resolution classifier (GraphMaternPrior()); "
                              f"{self.method_!r} learns only the labels' classes.")
         # its warnings point at the caller of fit
-        self._other_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
-        self._other_fit.adopt(self, X, stacklevel=3)
+        self._chosen_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
+        self._chosen_fit.adopt(self, X, stacklevel=3)
         self._record_choice(key, skipped)
         return self
 
@@ -454,11 +446,11 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         state.pop("_node_index", None)
         super().__setstate__(state)
         if scores is not None and state.get("method_") == "gmrf":
-            self._other_fit = GraphMaternClassificationFit(
+            self._chosen_fit = GraphMaternClassificationFit(
                 self.graph_, self.matern_order_, scores, score_scale, self.class_prior_,
                 self.class_weights_, None)
-        elif state.get("method_") == "rbf" and "_other_fit" not in state:
-            self._other_fit = RBFClassificationFit(self.rbf_)
+        elif state.get("method_") == "rbf" and self._chosen_fit is None:
+            self._chosen_fit = RBFClassificationFit(self.rbf_)
         if "method_" in state and "log_evidence_" not in state:
             # fitted before 2026-11-29 (thirteenth sitting): the evidence it kept; what
             # the rule passed over was not recorded
@@ -479,134 +471,6 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             return not self._ep
         return bool(self.average_diffusion_time)
 
-    def _families(self):
-        """``(family, nu)`` of the priors the fit compares: the chosen one, or for
-        ``spectral_family="auto"`` the heat kernel, the graph Matérn kernel with
-        ``ν = 1, 2`` and the pseudo-inverse."""
-        if self.spectral_family == "auto":
-            return [("heat", self.matern_nu), ("matern", 1.0), ("matern", 2.0),
-                    ("green", self.matern_nu)]
-        return [(self.spectral_family, self.matern_nu)]
-
-    def _fit_gp(self, eigenpairs, V_lab, codes) -> CandidateFit:
-        """``t`` and the amplitude on one candidate's eigenpairs (for each spectral family
-        and constant-mode variance compared; the one of highest evidence is kept); for
-        one-vs-rest ``t`` and the amplitude hold one value per class, the evidence is the
-        sum over the binary problems and the state a list. With EP, a compared prior whose
-        search evidence trails the best by more than ``_EP_FINISH_MARGIN`` nats is not
-        refined to full precision: it cannot win."""
-        constants = ((0.0, 1.0) if self.constant_variance is None
-                     else (float(self.constant_variance),))
-        searches = []
-        for (family, nu), constant in itertools.product(self._families(), constants):
-            prior = SpectralPrior.of(eigenpairs, family, nu, constant)
-            searches.append((prior, TimeSearch(self, prior, V_lab)))
-        binary = self.classes_.size == 2
-        # the compared priors' searches are independent: one thread each (the same result
-        # on any number of threads; each search runs its small products on one BLAS thread)
-        threads = cpu_threads()
-        if self._ep and not self._one_vs_rest:
-            found = map_threads(lambda job: job[1].search_ep(codes, binary), searches, threads)
-            top = max(f["search_evidence"] for f in found)
-            keep = [i for i, f in enumerate(found)
-                    if f["search_evidence"] >= top - _EP_FINISH_MARGIN]
-            results = dict(zip(keep, map_threads(
-                lambda i: searches[i][1].finish_ep(found[i]), keep, threads)))
-        elif not self._one_vs_rest:
-            results = dict(enumerate(map_threads(
-                lambda job: job[1].fit(codes, binary), searches, threads)))
-        else:
-            def one_vs_rest(job):
-                fits = [job[1].fit((codes == c).astype(np.int64), True)
-                        for c in range(self.classes_.size)]
-                return (np.array([f[0] for f in fits]), np.array([f[1] for f in fits]),
-                        float(sum(f[2] for f in fits)), [f[3] for f in fits], None)
-            results = dict(enumerate(map_threads(one_vs_rest, searches, threads)))
-        best = None
-        for i, (prior, search) in enumerate(searches):
-            if i not in results:
-                continue
-            t, amplitude, log_ev, state, mixture = results[i]
-            if best is None or log_ev > best.score:
-                best = CandidateFit(score=log_ev, t=t, log_evidence=log_ev,
-                                    result=(t, amplitude, log_ev, state, mixture,
-                                            search.n_evals, prior))
-        return best
-
-    def _predictive_scale(self, codes):
-        """``κ`` by leave-one-out (:func:`flgp.models.inference.ep.fit_predictive_scale`)
-        over the mixture of diffusion times (one ``κ`` per class for one-vs-rest); 1
-        without calibration or with Laplace. Only labelled points whose class keeps
-        another label are left out: leaving out a class's only label asks how probable a
-        class is that the model has never seen, which says nothing of how confident it
-        should be where each class has labels. With one label per class no point
-        qualifies and ``κ = 1``."""
-        if not self._ep or self.calibration is None:
-            return 1.0
-        counts = np.bincount(codes, minlength=self.classes_.size)
-        keep = counts[codes] >= 2
-        if not keep.any():
-            return 1.0 if not self._one_vs_rest else np.ones(self.classes_.size)
-        if self._one_vs_rest:
-            states = self._mixture[0][2]
-            return np.array([fit_predictive_scale([loo_rows(probit_loo(st), keep)])
-                             for st in states])
-        weights = [c[1] for c in self._mixture]
-        if self.classes_.size == 2:
-            terms = [loo_rows(probit_loo(c[2]), keep) for c in self._mixture]
-        else:
-            terms = [loo_rows(multinomial_loo(c[2], codes), keep) for c in self._mixture]
-        return fit_predictive_scale(terms, weights)
-
-    def _warn_weak_fit(self, codes, t, stacklevel: int = 4) -> None:
-        """Warn when the labels cannot decide the prior: every class has a single label
-        (the probabilities are then the EP posterior's, uncalibrated), or the MAP diffusion
-        time sits at an end of its range (``stacklevel`` as ``warnings.warn`` counts it
-        from here)."""
-        counts = np.bincount(codes, minlength=self.classes_.size)
-        if counts.max() == 1:
-            warnings.warn("every class has a single label: the diffusion time rests on the "
-                          "prior (diffusion_time_prior) and the probabilities cannot be "
-                          "calibrated from the labels, so they are under-confident. A "
-                          "second label per class lets the fit check both; "
-                          "the full-resolution classifier (GraphMaternPrior(), the default) sets its "
-                          "probabilities from the cloud instead (docs/few_labels.md).",
-                          UserWarning,
-                          stacklevel=stacklevel)
-        if self.diffusion_time is not None:
-            return
-        lo, hi = diffusion_time_range(self.eigenvalues_)
-        ts = np.atleast_1d(t)
-        at_end = (np.log(ts) < np.log(lo) + 0.05) | (np.log(ts) > np.log(hi) - 0.05)
-        if at_end.any():
-            warnings.warn(f"the diffusion time t={float(ts[at_end][0]):.3g} sits at an end of "
-                          f"its range [{lo:.3g}, {hi:.3g}]: the evidence keeps pushing it "
-                          f"beyond what the eigenpairs resolve, so the predictions are "
-                          f"close to the prior's there. More labels, or a fixed "
-                          f"diffusion_time, settle it.", UserWarning, stacklevel=stacklevel)
-
-    def _warn_degenerate_prior(self, prior, t, stacklevel: int = 4) -> None:
-        """Warn when the fitted prior cannot tell the points of a piece of the
-        graph apart: at the fitted ``t`` every mode of non-zero eigenvalue has weight 0 (one
-        eigenpair, an endless diffusion time, a graph of two induced points). The fit then
-        gives the prior's answer - the same prediction at every point of a piece, or ``1/C``
-        everywhere when no mode is left at all."""
-        lam = prior.eigenvalues
-        kept = np.zeros(lam.size, dtype=bool)
-        for tk in np.atleast_1d(t):
-            kept |= prior.weights(float(tk)) != 0
-        if np.any(kept & (lam > ZERO_EIGENVALUE)):
-            return
-        sizes = f"{lam.size} eigenpair(s)"
-        what = ("no mode of the eigenbasis: the latent is 0 everywhere and every class gets "
-                "probability 1/n_classes" if not kept.any() else
-                "only the constant mode of each piece of the graph (eigenvalue 0): "
-                "every point of a piece gets the same prediction")
-        warnings.warn(f"the fitted prior (diffusion time {float(np.max(t)):.3g}, {sizes}) "
-                      f"keeps {what}. The labels cannot say more through it; use more "
-                      f"eigenpairs and induced points (n_eigenpairs, n_induced), or a shorter "
-                      f"diffusion_time.", UserWarning, stacklevel=stacklevel)
-
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):
         """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map); a dask
@@ -614,19 +478,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         return self._predict_proba(X)
 
     def _predict_proba(self, X):
-        # called from the public methods only: the far-point warning points at their caller
+        # called from the public methods only: warnings point at their caller
         X = self._predict_points(X)
-        if is_lazy(X):
-            return self.eigenpairs_.map_points(X, self._predictor,
-                                               n_columns=self.classes_.size,
-                                               project=self._predictor.project)
-        if self._other_fit is not None:
-            return self._other_fit.predict_proba(X, stacklevel=3)
-        proba, nearest = self.eigenpairs_.map_points(X, self._predictor,
-                                                     return_nearest=True,
-                                                     project=self._predictor.project)
-        self._warn_far_points(X, nearest, stacklevel=4)
-        return proba
+        return self._chosen_fit.predict_proba(X, stacklevel=3)
 
     def predict(self, X):
         """Most probable class at any points (a lazy dask array for a dask ``X``)."""
@@ -637,29 +491,20 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
         moments of the mixture over the diffusion times."""
         check_is_fitted(self, "classes_")
-        if self._other_fit is not None and not hasattr(self._other_fit, "predict_latent"):
+        fit = self._chosen_fit
+        if not hasattr(fit, "predict_latent"):
             raise ValueError(f"predict_latent is available for the heat-kernel and "
                              f"full-resolution methods; method_={self.method_!r} has no "
                              f"latent posterior.")
         width = 1 if self.classes_.size == 2 else self.classes_.size
         X = self._predict_points(X)
-        if self._other_fit is not None:
-            if is_lazy(X):
-                raise ValueError(f"method_={self.method_!r} predicts numpy inputs only; "
-                                 f"compute the dask array first.")
-            mean, var = self._other_fit.predict_latent(X, stacklevel=2)
-            return (mean[:, 1], var[:, 1]) if width == 1 else (mean, var)
-        if is_lazy(X):
-            out = self.eigenpairs_.map_points(X, self._predictor.latent,
-                                              n_columns=2 * width,
-                                              project=self._predictor.project_exact)
-        else:
-            out, nearest = self.eigenpairs_.map_points(X, self._predictor.latent,
-                                                       return_nearest=True,
-                                                       project=self._predictor.project_exact)
-            self._warn_far_points(X, nearest, stacklevel=3)
-        mean, var = out[:, :width], out[:, width:]
-        return (mean[:, 0], var[:, 0]) if width == 1 else (mean, var)
+        if is_lazy(X) and not fit.lazy_points:
+            raise ValueError(f"method_={self.method_!r} predicts numpy inputs only; "
+                             f"compute the dask array first.")
+        mean, var = fit.predict_latent(X, stacklevel=2)
+        if self._in_eigenbasis:
+            return (mean[:, 0], var[:, 0]) if width == 1 else (mean, var)
+        return (mean[:, 1], var[:, 1]) if width == 1 else (mean, var)
 
     # -- the labelling loop ---------------------------------------------------------------
     def latent_posterior(self):
@@ -669,21 +514,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         for two classes, one per class otherwise), at the MAP diffusion time; with the
         precision a new label adds to each. What :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "classes_")
-        if self._other_fit is not None:
+        if not self._in_eigenbasis:
             raise ValueError(f"latent_posterior needs the heat-kernel posterior over the "
                              f"cloud; method_={self.method_!r} has none.")
-        t, _, state, amplitude = self._mixture[0]
-        prior = self._spectral_prior
-        post = classifier_latent_posterior(prior, prior.rotate(self._V_lab), t, state,
-                                           amplitude, n_classes=self.classes_.size,
-                                           expectation_propagation=self._ep,
-                                           one_vs_rest=self._one_vs_rest)
-        if prior.rotation is not None:         # back from the rotated basis: β = R β'
-            R = prior.rotation
-            post = type(post)(R @ post.mean, R[None] @ post.cov @ R.T[None],
-                              precision=post.precision, offset=post.offset,
-                              count_rate=post.count_rate)
-        return post
+        return self._chosen_fit.latent_posterior()
 
     def suggest_labels(self, n=1, strategy=None, random_state=None):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
@@ -712,7 +546,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         """
         check_is_fitted(self, "classes_")
         if strategy is None:
-            strategy = "margin" if self._other_fit is not None else "variance_reduction"
+            strategy = "variance_reduction" if self._in_eigenbasis else "margin"
         rows = _suggest_labels(self, n, strategy, random_state)
         if strategy == "random":
             return rows           # a random sample: the class-size prior reads their labels

@@ -34,7 +34,7 @@ from ..precision.gaussian import (FACTOR_MAX_NODES, cross_validated_amplitude, e
                                   fit_gmrf_steps)
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
-from ._base import FAR_FACTOR
+from .eigenbasis import FAR_FACTOR, settings_key
 from .labelling import uncertainty_scores
 from .representation import (ClassificationFit, ClassificationRepresentation, Infeasible,
                              RegressionFit, RegressionRepresentation, Screened,
@@ -228,14 +228,12 @@ class GraphMaternRegressionFit(RegressionFit):
         var, se = scale * var, scale * se
         est.amplitude_cv_scale_ = scale
         est.outputscale_ = st.variance_of_y(scale * fit.amplitude)
-        est._noise_pre = st.variance_pre(scale * fit.noise)
+        self._noise_pre = st.variance_pre(scale * fit.noise)
         est.noise_ = st.variance_of_y(scale * fit.noise)
-        est._noise_std = scale * fit.noise
         est.transduction_std_error_ = st.scale * 0.5 * se / np.sqrt(np.maximum(var, 1e-300))
         mean = st.mean + st.scale * fit.mean
         sd = st.scale * np.sqrt(np.maximum(var, 0.0))
         self.node_posterior = NodePosterior(graph.points, mean, sd, graph.spacing)
-        self._noise_pre = est._noise_pre
         # what predicts is the nodes' posterior: the factor (not picklable) and the
         # search's result go
         self.fit = self.regression = None
@@ -328,7 +326,7 @@ class GraphMaternClassification(ClassificationRepresentation):
         if est.warm_start:
             # the cloud's fingerprint from the start of this fit (one read of X a fit)
             key = ((None if est._cloud_key is None else (est._cloud_key,)
-                    + est._settings_key()), id(est.graph), est.matern_order)
+                    + settings_key(est)), id(est.graph), est.matern_order)
             cached = getattr(est, "_gmrf_cache", None)
             if cached is not None and cached[0] == key and isinstance(cached[2], dict) \
                     and all(store.prior is not None for store in cached[2].values()):

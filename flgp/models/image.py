@@ -26,7 +26,7 @@ from ..precision.gaussian import (FACTOR_MAX_NODES, fit_gmrf, precomputed_fits,
                                   precomputed_key)
 from ..precision.maps import fit_gmrf_maps
 from ..precision.matern import MATERN_ORDERS
-from ._base import shared_candidates
+from .eigenbasis import shared_candidates
 from .graph_matern import GMRF_VARIANCE_SAMPLES
 from .priors import with_graph
 from .regressor import FLGPRegressor
@@ -521,7 +521,7 @@ def _fit_map(j, reg, graph, coords, y, record=False, precomputed=None, candidate
     warnings the caller issues again), else issued as they come. ``precomputed``: its
     graph Matérn fit made with the other maps' (:func:`_shared_searches`);
     ``candidates``: where the region's heat-kernel eigenpairs are kept for the next map
-    (:func:`flgp.models._base.shared_candidates`; default: this process's store, for a
+    (:func:`flgp.models.eigenbasis.shared_candidates`; default: this process's store, for a
     worker's maps)."""
     with warnings.catch_warnings(record=record) as caught, \
             precomputed_fits(precomputed or {}), \

@@ -11,18 +11,15 @@ from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._chunks import is_lazy, stage
-from ._base import _POSITIVE, CandidateFit, HeatGPEstimator, target_vector
+from .._chunks import is_lazy
+from ._base import _POSITIVE, HeatGPEstimator, target_vector
 from ..graph import PointGraph
 from .baselines import RBFRegressionFit, RBFRegression
 from .graph_matern import (GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegressionFit,
                            GraphMaternRegression)
-from .inference.poisson import (check_counts, count_offset, count_population,
-                                fit_count_hyperparameters, poisson_interval, rate_ceiling)
-from .labelling import LatentPosterior, suggest_labels as _suggest_labels
-from .regression_predictor import (CountPredictor, RegressionPredictor,
-                                   warn_unrepresentable_counts)
-from .heat_kernel import HeatKernelRegression, default_resolution_ceiling
+from .labelling import suggest_labels as _suggest_labels
+from .regression_predictor import CountPredictor, RegressionPredictor
+from .heat_kernel import HeatKernelRegression, fit_counts
 from .priors import HEAT_METHODS
 from .representation import Infeasible, Outranked, Standardisation, screening_margin
 
@@ -274,7 +271,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         self._check_prior_for(X)
         self.labelled_indices_ = labelled
         if self.likelihood == "poisson":
-            return self._fit_counts(X, labelled, y_lab)
+            # counts: the heat kernel alone, by Laplace's evidence; its warnings point at
+            # the caller of fit
+            self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
+            self._chosen_fit = fit_counts(self, X, labelled, y_lab)
+            self._chosen_fit.adopt(self, X, stacklevel=3)
+            return self
         self.offset_ = None
         if not np.ptp(y_lab) > 0:
             warnings.warn(f"all {m} labelled targets equal {y_lab[0]:.6g}: the evidence then "
@@ -300,7 +302,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         else:
             fit = self._weigh(X, labelled, y_lab, z, standard)
         # the fit that predicts; its warnings point at the caller of fit
-        self._other_fit = fit
+        self._chosen_fit = fit
         fit.adopt(self, X, stacklevel=3)
         return self
 
@@ -405,88 +407,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         # fitted before 2026-11-27 (fourth session), when the graph Matérn and RBF fits
         # lived in the estimator's own attributes
         node_posterior = state.pop("_node_posterior", None)
+        noise_pre = state.pop("_noise_pre", None) if node_posterior is not None else None
         super().__setstate__(state)
         if node_posterior is not None and state.get("method_") == "gmrf":
-            self._other_fit = GraphMaternRegressionFit.from_node_posterior(
-                node_posterior, self._y_unit, self._noise_pre)
-        elif state.get("method_") == "rbf" and "_other_fit" not in state:
-            self._other_fit = RBFRegressionFit(self.rbf_)
-
-    def _transduce(self, eigenpairs):
-        """``transduction_`` and ``transduction_std_`` of the cloud from ``_predictor``."""
-        with stage("transduction"):
-            out = eigenpairs.map_chunks(self._predictor, n_columns=2, parallel=True,
-                                        project=self._predictor.project)
-        if eigenpairs.is_dask:
-            self.transduction_, self.transduction_std_ = out[:, 0], out[:, 1]
-        else:
-            # the two columns of one array (views: copying them out of a 10^7-row map
-            # cost 0.5 s, mostly first-touch page faults of the new arrays)
-            self.transduction_, self.transduction_std_ = out[:, 0], out[:, 1]
-            if self.likelihood == "poisson":
-                self._warn_counts(self.transduction_, stacklevel=5)
-        return self
-
-    def _warn_counts(self, mean, stacklevel):
-        if np.isfinite(mean).all():
-            return
-        latent = CountPredictor.latent_of(self._predictor)
-        sd = self.eigenpairs_.map_chunks(latent, n_columns=2, project=latent.project)[:, 1]
-        warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
-                                    stacklevel=stacklevel + 1)
-
-    def _fit_gp(self, eigenpairs, V_lab, targets) -> CandidateFit:
-        """The counts' hyperparameters on one candidate eigenbasis (the Gaussian fit's:
-        :func:`flgp.models.heat_kernel.fit_gaussian`)."""
-        y_lab, offset = targets
-        fit = fit_count_hyperparameters(
-            eigenpairs, V_lab, y_lab, offset, diffusion_time=self.diffusion_time,
-            prior_power=self.diffusion_time_prior_power, max_iter=self.max_iter,
-            nugget=self.overdispersion)
-        return CandidateFit(score=-fit["nll"], t=fit["t"], log_evidence=-fit["nll_evidence"],
-                            result=fit)
-
-    def _engine_sizes(self, n: int) -> tuple[int, int]:
-        s, M = super()._engine_sizes(n)
-        if self.n_eigenpairs is None and self.likelihood == "gaussian" \
-                and self._graph_method != "glgp":
-            M = default_resolution_ceiling(s)
-        return s, M
-
-    def _fit_counts(self, X, labelled, y_lab):
-        """The Poisson fit (``likelihood="poisson"``): as the Gaussian one, with Laplace's
-        approximation in weight space and no noise variance."""
-        y_lab = check_counts(y_lab, labelled)
-        offset = count_offset(y_lab)
-        self.method_ = self._graph_method
-        self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
-        a, eigenpairs, V_lab, fit = self._fit_candidates(self._candidates(X), labelled,
-                                                         (y_lab, offset))
-        self._set_engine(a, eigenpairs, labelled)
-        fit = fit.result
-        self.diffusion_time_ = fit["t"]
-        self.outputscale_ = fit["s2"]
-        self.noise_ = None
-        self.offset_ = offset
-        self.log_marginal_likelihood_ = -fit["nll_evidence"]
-        self.n_iter_ = fit["n_iter"]
-        M = eigenpairs.n_eigenpairs
-        kept, state = fit["kept"], fit["state"]
-        sd = np.zeros(M)
-        sd[kept] = np.sqrt(fit["weights"][kept])
-        w_mean = np.zeros(M)
-        w_mean[kept] = state.u
-        w_cov = np.zeros((M, M))
-        w_cov[np.ix_(kept, kept)] = state.covariance()
-        self._noise_std = None
-        self.overdispersion_ = fit["nugget"]
-        # a piece without a label predicts the labelled counts' population; the log-rate is
-        # bounded by what the labels support (issue 42, CountPredictor)
-        population = count_population(V_lab[:, kept] * sd[kept], state)
-        self._predictor = CountPredictor(sd, w_mean, w_cov, offset,
-                                          self._piece_has_label, fit["nugget"],
-                                          population=population, ceiling=rate_ceiling(y_lab))
-        return self._transduce(eigenpairs)
+            self._chosen_fit = GraphMaternRegressionFit.from_node_posterior(
+                node_posterior, self._y_unit, noise_pre)
+        elif state.get("method_") == "rbf" and self._chosen_fit is None:
+            self._chosen_fit = RBFRegressionFit(self.rbf_)
 
     def predict(self, X, return_std=False):
         """Posterior mean at any points; with ``return_std`` also the posterior standard
@@ -501,25 +428,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         """``(mean, std)`` at ``X`` (:meth:`predict`); a warning raised in this frame with
         ``stacklevel`` points at the user's call."""
         X = self._predict_points(X)
-        if is_lazy(X):
-            out = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
-                                              project=self._predictor.project)
-            return out[:, 0], out[:, 1]
-        if self._other_fit is not None:
-            return self._other_fit.predict(X, stacklevel=stacklevel)
-        out, nearest = self.eigenpairs_.map_points(X, self._predictor, n_columns=2,
-                                                   return_nearest=True,
-                                                   project=self._predictor.project)
-        self._warn_far_points(X, nearest, stacklevel=stacklevel + 1)
-        out = out.T.copy()              # two contiguous rows: mean, sd
-        mean, std = out[0], out[1]
-        if self.likelihood == "poisson" and not np.isfinite(mean).all():
-            latent = CountPredictor.latent_of(self._predictor)
-            sd = self.eigenpairs_.map_points(X, latent, n_columns=2,
-                                             project=latent.project)[:, 1]
-            warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
-                                        stacklevel=stacklevel + 1)
-        return mean, std
+        return self._chosen_fit.predict(X, stacklevel=stacklevel)
 
     def predict_interval(self, X, coverage=0.9):
         """Equal-tailed ``coverage`` interval ``(lower, upper)`` for a new observation at
@@ -536,20 +445,11 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         check_is_fitted(self, "n_features_in_")
         if self.likelihood != "poisson":
             mean, std = self._predict(X, stacklevel=3)
-            if self._other_fit is not None:
-                unit, noise = self._other_fit.interval_noise()
-            else:
-                unit, noise = self._y_unit, self._noise_pre
+            unit, noise = self._chosen_fit.interval_noise()
             half = ndtri(0.5 + coverage / 2.0) * np.sqrt((std / unit) ** 2 + noise) * unit
             return mean - half, mean + half
         X = self._predict_points(X)
-        latent = CountPredictor.latent_of(self._predictor)
-        out, nearest = self.eigenpairs_.map_points(X, latent, n_columns=2,
-                                                   return_nearest=True,
-                                                   project=latent.project)
-        self._warn_far_points(X, nearest, stacklevel=3)
-        return poisson_interval(out[:, 0], out[:, 1], coverage,
-                                ceiling=getattr(self._predictor, "ceiling", None))
+        return self._chosen_fit.count_interval(X, coverage, stacklevel=2)
 
     # -- the labelling loop ---------------------------------------------------------------
     def latent_posterior(self):
@@ -558,18 +458,10 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         noise, the log-rate for counts), with the precision a new label adds: what
         :meth:`suggest_labels` scores with."""
         check_is_fitted(self, "n_features_in_")
-        if self._other_fit is not None:
+        if not self._in_eigenbasis:
             raise ValueError(f"latent_posterior needs the heat-kernel posterior in its "
                              f"eigenbasis; method_={self.method_!r} has none.")
-        pr = self._predictor
-        M = self.eigenpairs_.n_eigenpairs
-        mean = np.zeros(M)
-        cov = np.zeros((M, M))
-        mean[:pr.k] = pr.sd * pr.w_mean
-        cov[:pr.k, :pr.k] = pr.sd[:, None] * pr.w_cov * pr.sd[None, :]
-        if self.likelihood == "poisson":
-            return LatentPosterior(mean, cov, offset=pr.offset, count_rate=True)
-        return LatentPosterior(mean, cov, precision=1.0 / self._noise_std)
+        return self._chosen_fit.latent_posterior()
 
     def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best

@@ -217,10 +217,14 @@ class RegressionFit(ABC):
         The registry name, the estimator's ``method_`` when this fit predicts.
     log_evidence : float
         ``log p(y)`` at the fitted hyperparameters, in the units of ``y``.
+    lazy_points : bool
+        Whether :meth:`predict` also takes a dask array of points (the heat kernel's
+        eigenbasis maps dask blocks); False by default.
     """
 
     method: str
     log_evidence: float
+    lazy_points: bool = False
 
     @abstractmethod
     def adopt(self, est, X, stacklevel: int) -> None:
@@ -232,8 +236,9 @@ class RegressionFit(ABC):
 
     @abstractmethod
     def predict(self, X, stacklevel: int):
-        """``(mean, std)`` of the latent at the points ``X`` (a validated numpy array), in
-        the units of ``y`` (``stacklevel`` as in :meth:`adopt`)."""
+        """``(mean, std)`` of the latent at the points ``X`` (a validated numpy array, or a
+        dask array where ``lazy_points``), in the units of ``y`` (``stacklevel`` as in
+        :meth:`adopt`)."""
 
     @abstractmethod
     def interval_noise(self) -> tuple[float, float]:
@@ -295,9 +300,12 @@ class ClassificationFit(ABC):
     ----------
     method : str
         The registry name, the estimator's ``method_``.
+    lazy_points : bool
+        Whether :meth:`predict_proba` also takes a dask array of points; False by default.
     """
 
     method: str
+    lazy_points: bool = False
 
     @abstractmethod
     def adopt(self, est, X, stacklevel: int) -> None:
@@ -309,7 +317,7 @@ class ClassificationFit(ABC):
     @abstractmethod
     def predict_proba(self, X, stacklevel: int) -> np.ndarray:
         """Class probabilities ``(n, n_classes)``, in the order of ``est.classes_``, at the
-        points ``X`` (a validated numpy array)."""
+        points ``X`` (a validated numpy array, or a dask array where ``lazy_points``)."""
 
 
 class ClassificationRepresentation(_Representation):
