@@ -14,6 +14,8 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py spread_rule --sets moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py joint --sets moons2 torus4 helix6 swiss5 circles6 mnist
     python experiments/gmrf_classifier_probe.py criterion --sets moons2 torus4 helix6 swiss5 circles6
+    python experiments/gmrf_classifier_probe.py moderated --sets moons2 torus4 helix6 swiss5 circles6
+    python experiments/gmrf_classifier_probe.py averaged --sets moons2 torus4 helix6 swiss5 circles6
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -115,7 +117,7 @@ def variants(sets, n_draws):
                 for rho in (0.3, 3.0):
                     with _setting(PC, "RHO_CANDIDATES", (rho,)):
                         est = FLGPClassifier(_every_prior(nu), random_state=0).fit(X, yy)
-                    fit = est._other_fit
+                    fit = est._chosen_fit
                     err, ece = _score(est.label_distributions_, y, unl)
                     loo_err, loo_nll = _loo(fit.model, fit.score_scale, fit.class_weights)
                     rows.append(dict(set=name, k=k, draw=d, variant=f"nu{nu} rho{rho:g}",
@@ -147,7 +149,7 @@ def spread(sets, n_draws):
     for name in sets:
         for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
             est = FLGPClassifier(random_state=0).fit(X, yy)
-            fit = est._other_fit
+            fit = est._chosen_fit
             U = fit.scores
             sd = float(U[unl].std())
             for s in SPREADS:
@@ -305,7 +307,7 @@ def order_variation(sets, n_draws):
                         edges = PC.graph_edges(est.graph_.stiffness)
                     P = est.label_distributions_
                     err, ece = _score(P, y, unl)
-                    fit = est._other_fit
+                    fit = est._chosen_fit
                     P8 = PC.scores_to_probabilities(fit.scores, fit.score_scale * 5.0 / 8.0)
                     if fit.class_prior is not None:
                         P8 = PC.balance_to_prior(P8, fit.class_prior)[1]
@@ -345,7 +347,7 @@ def spread_rule(sets, n_draws):
             for nu in (1, 2):
                 est = FLGPClassifier([HeatKernelPrior(), GraphMaternPrior(nu=nu), RBFPrior()],
                                      random_state=0).fit(X, yy)
-                fit = est._other_fit
+                fit = est._chosen_fit
                 U = fit.scores
                 top = np.sort(U[unl], axis=1)
                 margin = top[:, -1] - top[:, -2]
@@ -395,7 +397,7 @@ def joint(sets, n_draws):
                     seconds = time.perf_counter() - t0
                     if edges is None:
                         edges = PC.graph_edges(est.graph_.stiffness)
-                    fit = est._other_fit
+                    fit = est._chosen_fit
                     U = fit.scores
                     top = np.sort(U[unl], axis=1)
                     margin = top[:, -1] - top[:, -2]
@@ -424,6 +426,85 @@ def joint(sets, n_draws):
             picks.append(dict(pool[chosen], variant=f"{key[3]}, {label}"))
     _write("joint_picks", picks)
     _table(picks, "variant")
+
+
+MODERATIONS = (0.0, 0.25, 1.0, 4.0)
+
+
+def moderated(sets, n_draws):
+    """The default fit's probabilities moderated by its latent variances (MacKay's probit
+    approximation to the softmax's expectation over the latent posterior): logits
+    ``(μ_c / scale) / sqrt(1 + γ π/8 v_c / scale²)`` for ``γ`` in ``MODERATIONS``, at the
+    fit's scale (``fixed``) or with the median-gap spread taken again on the moderated
+    scores (``respread``); each followed by the class balance. ``v_c``: the fit's node
+    variances (:meth:`GraphMaternClassificationFit.node_variances`)."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            est = FLGPClassifier(random_state=0).fit(X, yy)
+            fit = est._chosen_fit
+            if est.method_ != "gmrf":
+                continue
+            U, scale = fit.scores, fit.score_scale
+            t0 = time.perf_counter()
+            V = fit.node_variances()
+            seconds = time.perf_counter() - t0
+            for gamma in MODERATIONS:
+                S = (U / scale) / np.sqrt(1.0 + gamma * np.pi / 8.0 * V / scale ** 2)
+                for how in (("fixed", "respread") if gamma > 0 else ("fixed",)):
+                    s = 1.0 if how == "fixed" else PC.score_scale(S[unl])
+                    P = PC.scores_to_probabilities(S, s)
+                    if fit.class_prior is not None:
+                        P = PC.balance_to_prior(P, fit.class_prior)[1]
+                    err, ece = _score(P, y, unl)
+                    rows.append(dict(set=name, k=k, draw=d, variant=f"{how} {gamma:g}",
+                                     error=err, ece=ece, nu=fit.nu,
+                                     variance_seconds=seconds))
+            print(name, k, d, flush=True)
+    _write("moderated", rows)
+    _table(rows, "variant")
+
+
+def averaged(sets, n_draws):
+    """The candidates the default chooses among - every order ``ν ∈ {1, 2}`` x the
+    package's ratios - averaged instead of picked: the package's pick
+    (:func:`~flgp.precision.classification.chosen_candidate`), the mean of every
+    candidate's probabilities, and the mean of those that keep the most labels (each
+    candidate's probabilities as the package gives them: its spread and class balance)."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier, GraphMaternPrior
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            cands, edges = [], None
+            for nu in (1, 2):
+                ratios = (PC.RHO_ONE_LABEL,) if k == 1 else PC.RHO_CANDIDATES
+                for value in ratios:
+                    with _setting(PC, "RHO_CANDIDATES", (value,)), \
+                            _setting(PC, "RHO_ONE_LABEL", value):
+                        est = FLGPClassifier(GraphMaternPrior(nu=nu),
+                                             random_state=0).fit(X, yy)
+                    if edges is None:
+                        edges = PC.graph_edges(est.graph_.stiffness)
+                    P = est.label_distributions_
+                    cands.append((P, PC.graph_total_variation(edges, P),
+                                  PC.labels_kept(P[~unl], y[~unl])))
+            chosen = PC.chosen_candidate({i: c[1] for i, c in enumerate(cands)},
+                                         {i: c[2] for i, c in enumerate(cands)})
+            most = max(c[2] for c in cands)
+            for variant, P in (("pick", cands[chosen][0]),
+                               ("mean of all", np.mean([c[0] for c in cands], axis=0)),
+                               ("mean of most kept", np.mean([c[0] for c in cands
+                                                              if c[2] == most], axis=0))):
+                err, ece = _score(P, y, unl)
+                rows.append(dict(set=name, k=k, draw=d, variant=variant, error=err, ece=ece))
+            print(name, k, d, flush=True)
+    _write("averaged", rows)
+    _table(rows, "variant")
 
 
 def _circles_draws(sizes=(50, 100), n_draws=5):
@@ -554,7 +635,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho",
                                      "variation", "order_variation", "spread_rule",
-                                     "joint", "criterion"))
+                                     "joint", "criterion", "moderated",
+                                     "averaged"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
@@ -562,12 +644,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation",
-                                          "order_variation", "joint", "criterion") else
+                                          "order_variation", "joint", "criterion",
+                                          "moderated", "averaged") else
                         3 if args.what == "spread_rule" else 10)
     {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
      "rho": rho, "variation": variation,
      "order_variation": order_variation, "spread_rule": spread_rule,
-     "joint": joint, "criterion": criterion}[args.what](args.sets, n)
+     "joint": joint, "criterion": criterion, "moderated": moderated,
+     "averaged": averaged}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":
