@@ -16,6 +16,7 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py criterion --sets moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py moderated --sets moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py averaged --sets moons2 torus4 helix6 swiss5 circles6
+    python experiments/gmrf_classifier_probe.py shrunk --sets moons2 torus4 helix6 swiss5 circles6
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -468,6 +469,57 @@ def moderated(sets, n_draws):
     _table(rows, "variant")
 
 
+SHRINKS = (("variance", 0.5), ("variance", 1.0), ("variance", 2.0), ("variance", 4.0),
+           ("share", 0.5), ("share", 1.0))
+
+
+def shrunk(sets, n_draws):
+    """The default fit's logits shrunk point by point by how little its labels tell it
+    there - one factor a point for every class, so that no prediction changes, only its
+    confidence: ``1 / sqrt(1 + γ u / median u)`` (``variance``; ``u`` the point's latent
+    variance at unit noise) or ``r^γ`` (``share``; ``r = 1 - u / u_prior`` the share of
+    the prior variance the labels explain); then the median-gap spread taken again (the
+    typical point keeps its odds) and the class balance."""
+    import flgp.precision.classification as PC
+    from flgp import FLGPClassifier
+    from flgp.models.graph_matern import _cached_prior_variances
+
+    rows = []
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            est = FLGPClassifier(random_state=0).fit(X, yy)
+            fit = est._chosen_fit
+            if est.method_ != "gmrf":
+                continue
+            U, scale, model = fit.scores, fit.score_scale, fit.model
+            fit.node_variances()
+            prior_var = _cached_prior_variances(fit.columns)
+            u = model.unit_variances(fit.columns(model.labelled), prior_var)
+            share = np.clip(1.0 - u / np.maximum(model.rho * prior_var / model.scale, 1e-300),
+                            0.0, 1.0)
+            P = est.label_distributions_
+            err, ece = _score(P, y, unl)
+            rows.append(dict(set=name, k=k, draw=d, variant="package", error=err, ece=ece))
+            for kind, gamma in SHRINKS:
+                typical = max(float(np.median(u[unl])), 1e-300)
+                f = (1.0 / np.sqrt(1.0 + gamma * u / typical) if kind == "variance"
+                     else np.maximum(share, 1e-12) ** gamma)
+                if not np.all(np.isfinite(f)):
+                    print("non-finite factor", name, k, d, kind, np.median(u[unl]),
+                          np.isfinite(u).all(), np.isfinite(prior_var).all(), flush=True)
+                    f = np.where(np.isfinite(f), f, 1.0)
+                S = (U / scale) * f[:, None]
+                P = PC.scores_to_probabilities(S, PC.score_scale(S[unl]))
+                if fit.class_prior is not None:
+                    P = PC.balance_to_prior(P, fit.class_prior)[1]
+                err, ece = _score(P, y, unl)
+                rows.append(dict(set=name, k=k, draw=d, variant=f"{kind} {gamma:g}",
+                                 error=err, ece=ece))
+            print(name, k, d, flush=True)
+    _write("shrunk", rows)
+    _table(rows, "variant")
+
+
 def averaged(sets, n_draws):
     """The candidates the default chooses among - every order ``ν ∈ {1, 2}`` x the
     package's ratios - averaged instead of picked: the package's pick
@@ -636,7 +688,7 @@ def main(argv=None):
     ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho",
                                      "variation", "order_variation", "spread_rule",
                                      "joint", "criterion", "moderated",
-                                     "averaged"))
+                                     "averaged", "shrunk"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
                     choices=L.SETS)
     ap.add_argument("--draws", type=int, default=None,
@@ -645,13 +697,13 @@ def main(argv=None):
     warnings.filterwarnings("ignore")
     n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation",
                                           "order_variation", "joint", "criterion",
-                                          "moderated", "averaged") else
+                                          "moderated", "averaged", "shrunk") else
                         3 if args.what == "spread_rule" else 10)
     {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
      "rho": rho, "variation": variation,
      "order_variation": order_variation, "spread_rule": spread_rule,
      "joint": joint, "criterion": criterion, "moderated": moderated,
-     "averaged": averaged}[args.what](args.sets, n)
+     "averaged": averaged, "shrunk": shrunk}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":
