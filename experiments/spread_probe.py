@@ -8,7 +8,7 @@ classes it asks for more spread). Each followed by the class balance, as the pac
     python experiments/spread_probe.py --sets digits moons2 torus4 helix6 swiss5
     python experiments/spread_probe.py --sets mnist --draws 3
 
-``experiments/results/spread_probe.csv`` (both runs; each run writes its own rows); five
+``experiments/results/spread_probe.csv`` (the two runs' rows together); five
 stratified draws a cell at k = 1, 2, 3, 5, 10 (the draws of
 ``few_labels_lib.stratified_draw``; digits: scikit-learn's 1,797 digits).
 """
