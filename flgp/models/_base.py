@@ -31,7 +31,6 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from .._chunks import is_lazy, stage
 from .._validation import check_cloud_values, check_points
-from .eigenbasis import CACHE_ATTRIBUTE
 from .heat_kernel import HeatKernelClassificationFit, HeatKernelRegressionFit
 from .priors import (HEAT_METHODS, HEAT_PARAMETERS, LEGACY_GRAPH_MATERN, GraphMaternPrior,
                      HeatKernelPrior, Prior, _same, fold_legacy_parameters, legacy_defaults,
@@ -177,8 +176,6 @@ class HeatGPEstimator(BaseEstimator):
         super().__setstate__(state)
 
     # -- fitted state ---------------------------------------------------------------------
-    _CACHE = CACHE_ATTRIBUTE             # the heat kernel's warm-start eigenpairs
-
     # the representations of the prior by registry name (flgp.models.representation; each
     # estimator its own, the heat kernel's "flgp" among them), and the fit of the one
     # chosen, which predicts (its predict / predict_proba, interval_noise, ...)
