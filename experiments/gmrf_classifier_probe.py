@@ -17,6 +17,8 @@ them well. The record behind docs/few_labels.md, "What was probed after".
     python experiments/gmrf_classifier_probe.py moderated --sets moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py averaged --sets moons2 torus4 helix6 swiss5 circles6
     python experiments/gmrf_classifier_probe.py shrunk --sets moons2 torus4 helix6 swiss5 circles6
+    python experiments/gmrf_classifier_probe.py spread_count --sets digits moons2 torus4 helix6 swiss5
+    python experiments/gmrf_classifier_probe.py spread_count --sets mnist --draws 3
 
 ``variants``: for each stratified draw (``few_labels_lib.stratified_draw``; 5 draws at
 k = 2, 3, 5, 10) the heat kernel alone (``HeatKernelPrior()``) and the full-resolution
@@ -90,6 +92,40 @@ def _loo(model, scale, weights=None):
     codes = model.codes
     return (float(np.mean(P.argmax(axis=1) != codes)),
             float(-np.mean(np.log(np.maximum(P[np.arange(codes.size), codes], 1e-12)))))
+
+
+def _balanced(U, scale, class_prior):
+    """The package's probabilities of scores ``U`` at ``scale``, then the class balance."""
+    import flgp.precision.classification as PC
+
+    P = PC.scores_to_probabilities(U, scale)
+    return P if class_prior is None else PC.balance_to_prior(P, class_prior)[1]
+
+
+def _default_fits(sets, n_draws):
+    """``(name, y, unl, k, d, estimator, fit)`` of the default classifier on every draw of
+    :func:`_draws` where it fits the full-resolution classifier."""
+    from flgp import FLGPClassifier
+
+    for name in sets:
+        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
+            est = FLGPClassifier(random_state=0).fit(X, yy)
+            if est.method_ == "gmrf":
+                yield name, y, unl, k, d, est, est._chosen_fit
+            print(name, k, d, flush=True)
+
+
+def _record(rows, name, k, d, variant, P, y, unl, **extra):
+    """One row of a probe: the error and ECE of probabilities ``P`` at the unlabelled
+    points."""
+    err, ece = _score(P, y, unl)
+    rows.append(dict(set=name, k=k, draw=d, variant=variant, error=err, ece=ece, **extra))
+
+
+def _finish(what, rows):
+    """Write a probe's rows (``gmrf_classifier_probe_{what}.csv``) and print its table."""
+    _write(what, rows)
+    _table(rows, "variant")
 
 
 def _score(P, y, unl):
@@ -338,10 +374,6 @@ def spread_rule(sets, n_draws):
     import flgp.precision.classification as PC
     from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
 
-    def probabilities(U, scale, prior):
-        P = PC.scores_to_probabilities(U, scale)
-        return P if prior is None else PC.balance_to_prior(P, prior)[1]
-
     rows = []
     for name in sets:
         for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
@@ -356,12 +388,10 @@ def spread_rule(sets, n_draws):
                 rules += [(f"margin q{q:g} {M:g}", np.quantile(margin, q) / M)
                           for q in (0.25, 0.5) for M in (1.5, 2.0, 3.0, 4.0)]
                 for rule, scale in rules:
-                    err, ece = _score(probabilities(U, scale, fit.class_prior), y, unl)
-                    rows.append(dict(set=name, k=k, draw=d, nu=nu, variant=f"nu {nu} {rule}",
-                                     error=err, ece=ece))
+                    _record(rows, name, k, d, f"nu {nu} {rule}",
+                            _balanced(U, scale, fit.class_prior), y, unl, nu=nu)
             print(name, k, d, flush=True)
-    _write("spread_rule", rows)
-    _table(rows, "variant")
+    _finish("spread_rule", rows)
 
 
 JOINT_RULES = (("sd", 5.0), ("margin q0.25", 5.0), ("margin q0.5", 5.0), ("margin q0.5", 6.0),
@@ -440,33 +470,21 @@ def moderated(sets, n_draws):
     scores (``respread``); each followed by the class balance. ``v_c``: the fit's node
     variances (:meth:`GraphMaternClassificationFit.node_variances`)."""
     import flgp.precision.classification as PC
-    from flgp import FLGPClassifier
 
     rows = []
-    for name in sets:
-        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
-            est = FLGPClassifier(random_state=0).fit(X, yy)
-            fit = est._chosen_fit
-            if est.method_ != "gmrf":
-                continue
-            U, scale = fit.scores, fit.score_scale
-            t0 = time.perf_counter()
-            V = fit.node_variances()
-            seconds = time.perf_counter() - t0
-            for gamma in MODERATIONS:
-                S = (U / scale) / np.sqrt(1.0 + gamma * np.pi / 8.0 * V / scale ** 2)
-                for how in (("fixed", "respread") if gamma > 0 else ("fixed",)):
-                    s = 1.0 if how == "fixed" else PC.score_scale(S[unl])
-                    P = PC.scores_to_probabilities(S, s)
-                    if fit.class_prior is not None:
-                        P = PC.balance_to_prior(P, fit.class_prior)[1]
-                    err, ece = _score(P, y, unl)
-                    rows.append(dict(set=name, k=k, draw=d, variant=f"{how} {gamma:g}",
-                                     error=err, ece=ece, nu=fit.nu,
-                                     variance_seconds=seconds))
-            print(name, k, d, flush=True)
-    _write("moderated", rows)
-    _table(rows, "variant")
+    for name, y, unl, k, d, est, fit in _default_fits(sets, n_draws):
+        U, scale = fit.scores, fit.score_scale
+        t0 = time.perf_counter()
+        V = fit.node_variances()
+        seconds = time.perf_counter() - t0
+        for gamma in MODERATIONS:
+            S = (U / scale) / np.sqrt(1.0 + gamma * np.pi / 8.0 * V / scale ** 2)
+            for how in (("fixed", "respread") if gamma > 0 else ("fixed",)):
+                s = 1.0 if how == "fixed" else PC.score_scale(S[unl])
+                _record(rows, name, k, d, f"{how} {gamma:g}",
+                        _balanced(S, s, fit.class_prior), y, unl, nu=fit.nu,
+                        variance_seconds=seconds)
+    _finish("moderated", rows)
 
 
 SHRINKS = (("variance", 0.5), ("variance", 1.0), ("variance", 2.0), ("variance", 4.0),
@@ -481,43 +499,59 @@ def shrunk(sets, n_draws):
     the prior variance the labels explain); then the median-gap spread taken again (the
     typical point keeps its odds) and the class balance."""
     import flgp.precision.classification as PC
-    from flgp import FLGPClassifier
     from flgp.models.graph_matern import _cached_prior_variances
 
     rows = []
-    for name in sets:
-        for X, y, yy, unl, k, d in _draws(name, (1, 2, 3, 5, 10), n_draws):
-            est = FLGPClassifier(random_state=0).fit(X, yy)
-            fit = est._chosen_fit
-            if est.method_ != "gmrf":
-                continue
-            U, scale, model = fit.scores, fit.score_scale, fit.model
-            fit.node_variances()
-            prior_var = _cached_prior_variances(fit.columns)
-            u = model.unit_variances(fit.columns(model.labelled), prior_var)
-            share = np.clip(1.0 - u / np.maximum(model.rho * prior_var / model.scale, 1e-300),
-                            0.0, 1.0)
-            P = est.label_distributions_
-            err, ece = _score(P, y, unl)
-            rows.append(dict(set=name, k=k, draw=d, variant="package", error=err, ece=ece))
-            for kind, gamma in SHRINKS:
-                typical = max(float(np.median(u[unl])), 1e-300)
-                f = (1.0 / np.sqrt(1.0 + gamma * u / typical) if kind == "variance"
-                     else np.maximum(share, 1e-12) ** gamma)
-                if not np.all(np.isfinite(f)):
-                    print("non-finite factor", name, k, d, kind, np.median(u[unl]),
-                          np.isfinite(u).all(), np.isfinite(prior_var).all(), flush=True)
-                    f = np.where(np.isfinite(f), f, 1.0)
-                S = (U / scale) * f[:, None]
-                P = PC.scores_to_probabilities(S, PC.score_scale(S[unl]))
-                if fit.class_prior is not None:
-                    P = PC.balance_to_prior(P, fit.class_prior)[1]
-                err, ece = _score(P, y, unl)
-                rows.append(dict(set=name, k=k, draw=d, variant=f"{kind} {gamma:g}",
-                                 error=err, ece=ece))
-            print(name, k, d, flush=True)
-    _write("shrunk", rows)
-    _table(rows, "variant")
+    for name, y, unl, k, d, est, fit in _default_fits(sets, n_draws):
+        U, scale, model = fit.scores, fit.score_scale, fit.model
+        fit.node_variances()
+        prior_var = _cached_prior_variances(fit.columns)
+        u = model.unit_variances(fit.columns(model.labelled), prior_var)
+        share = np.clip(1.0 - u / np.maximum(model.rho * prior_var / model.scale, 1e-300),
+                        0.0, 1.0)
+        _record(rows, name, k, d, "package", est.label_distributions_, y, unl)
+        for kind, gamma in SHRINKS:
+            typical = max(float(np.median(u[unl])), 1e-300)
+            f = (1.0 / np.sqrt(1.0 + gamma * u / typical) if kind == "variance"
+                 else np.maximum(share, 1e-12) ** gamma)
+            S = (U / scale) * f[:, None]
+            _record(rows, name, k, d, f"{kind} {gamma:g}",
+                    _balanced(S, PC.score_scale(S[unl]), fit.class_prior), y, unl)
+    _finish("shrunk", rows)
+
+
+SPREAD_COUNTS = (("gap", 7.0), ("odds", 6.0), ("odds", 7.0), ("odds", 8.0))
+
+
+def _odds_scale(U, M):
+    """The scale ``s`` at which the median row's log-odds of its largest softmax(U / s)
+    entry against all the others together is ``M`` (bisection in ``log s``)."""
+    def median_odds(s):
+        S = U / s
+        S = S - S.max(axis=1, keepdims=True)
+        return float(np.median(-np.log(np.exp(S).sum(axis=1) - 1.0 + 1e-300)))
+    lo, hi = -30.0, 30.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if median_odds(np.exp(mid)) > M else (lo, mid)
+    return float(np.exp(0.5 * (lo + hi)))
+
+
+def spread_count(sets, n_draws):
+    """The package's spread rule (``gap 7``: the median unlabelled point's gap between its
+    two largest scores set to 7 logits) against one that counts the classes (``odds M``:
+    the scale at which the median unlabelled point's log-odds of its likeliest class
+    against all the others together is ``M`` - the same for two classes, more spread
+    where many classes sit close), on the default's own fits (its picks kept); each
+    followed by the class balance. ``confidence``: the mean top probability."""
+    rows = []
+    for name, y, unl, k, d, est, fit in _default_fits(sets, n_draws):
+        for rule, M in SPREAD_COUNTS:
+            P = (est.label_distributions_ if rule == "gap" else
+                 _balanced(fit.scores, _odds_scale(fit.scores[unl], M), fit.class_prior))
+            _record(rows, name, k, d, f"{rule} {M:g}", P, y, unl,
+                    confidence=float(P[unl].max(1).mean()))
+    _finish("spread_count", rows)
 
 
 def averaged(sets, n_draws):
@@ -552,11 +586,9 @@ def averaged(sets, n_draws):
                                ("mean of all", np.mean([c[0] for c in cands], axis=0)),
                                ("mean of most kept", np.mean([c[0] for c in cands
                                                               if c[2] == most], axis=0))):
-                err, ece = _score(P, y, unl)
-                rows.append(dict(set=name, k=k, draw=d, variant=variant, error=err, ece=ece))
+                _record(rows, name, k, d, variant, P, y, unl)
             print(name, k, d, flush=True)
-    _write("averaged", rows)
-    _table(rows, "variant")
+    _finish("averaged", rows)
 
 
 def _circles_draws(sizes=(50, 100), n_draws=5):
@@ -688,22 +720,24 @@ def main(argv=None):
     ap.add_argument("what", choices=("variants", "spread", "order", "kappa", "rho",
                                      "variation", "order_variation", "spread_rule",
                                      "joint", "criterion", "moderated",
-                                     "averaged", "shrunk"))
+                                     "averaged", "shrunk", "spread_count"))
     ap.add_argument("--sets", nargs="+", default=["moons2", "torus4", "helix6", "swiss5"],
-                    choices=L.SETS)
+                    choices=L.SETS + ("digits",))
     ap.add_argument("--draws", type=int, default=None,
                     help="draws per label count (variants: 5; spread, order: 10)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     n = args.draws or (5 if args.what in ("variants", "kappa", "rho", "variation",
                                           "order_variation", "joint", "criterion",
-                                          "moderated", "averaged", "shrunk") else
+                                          "moderated", "averaged", "shrunk",
+                                          "spread_count") else
                         3 if args.what == "spread_rule" else 10)
     {"variants": variants, "spread": spread, "order": order, "kappa": kappa,
      "rho": rho, "variation": variation,
      "order_variation": order_variation, "spread_rule": spread_rule,
      "joint": joint, "criterion": criterion, "moderated": moderated,
-     "averaged": averaged, "shrunk": shrunk}[args.what](args.sets, n)
+     "averaged": averaged, "shrunk": shrunk,
+     "spread_count": spread_count}[args.what](args.sets, n)
 
 
 if __name__ == "__main__":
