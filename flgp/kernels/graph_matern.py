@@ -55,6 +55,12 @@ noise terms below 0.17 % of the terms (``benchmarks/gpytorch_graph_matern.py``,
 docs/models.md). A Hutchinson estimate of ``tr(Q⁻¹Q')`` instead would have had a one-probe
 standard deviation of 3.9 nats there (the low modes of ``K⁻¹``).
 
+**Non-Gaussian likelihoods.** In GPyTorch's approximate inference (``ApproximateGP``,
+``VariationalStrategy`` with inducing points at nodes and
+``learn_inducing_locations=False``), the kernel gives the inducing block, the cross block
+and a batch's variances exactly, one sparse solve per distinct node (a diagonal's columns
+kept for its derivative: ``KEPT_COLUMN_ENTRIES``); docs/models.md says where that scales.
+
 **Devices.** The factor path is CHOLMOD on the CPU in float64: inputs are copied to the
 CPU, and every result is returned on the device (and in the dtype) of the kernel's
 hyperparameters and inputs. On a GPU the sparse algebra still runs on the CPU; only the
@@ -93,6 +99,9 @@ NORMALIZATIONS = ("fixed", "variance", "none")
 # relative step of the finite difference of log|K| in κ² (see the module notes)
 FD_STEP = 1e-6
 _BLOCK = 256
+# the most numbers (nodes x columns) of prior columns a diagonal's forward pass keeps for
+# its backward pass (2^25: 256 MB)
+KEPT_COLUMN_ENTRIES = 1 << 25
 
 
 # -- the numerical core: numpy and CHOLMOD, no torch ---------------------------------------
@@ -311,11 +320,17 @@ class _Engine:
         return np.random.default_rng(np.random.SeedSequence(words))
 
     # -- entries, traces, variances ------------------------------------------------------
-    def prior_entries(self, k2: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """``(Q⁻¹)[a_i, b_i]``, exactly (unit-vector solves, ``_BLOCK`` at a time)."""
+    def prior_entries(self, k2: float, a: np.ndarray, b: np.ndarray,
+                      keep: bool = False):
+        """``(Q⁻¹)[a_i, b_i]``, exactly (unit-vector solves, ``_BLOCK`` at a time). With
+        ``keep``, also the columns ``Q⁻¹ e_j`` of the distinct ``b`` (``(cols, Z)``) when
+        they fit in ``KEPT_COLUMN_ENTRIES`` numbers, else None - for the derivative of a
+        diagonal (:meth:`prior_entries_grad`)."""
         pairs, inverse = np.unique(np.stack([a, b], 1), axis=0, return_inverse=True)
         cols, col_of = np.unique(pairs[:, 1], return_inverse=True)
         out = np.empty(pairs.shape[0])
+        kept = (np.empty((self.n, cols.size)) if keep
+                and self.n * cols.size <= KEPT_COLUMN_ENTRIES else None)
         for s in range(0, cols.size, _BLOCK):
             block = cols[s:s + _BLOCK]
             E = np.zeros((self.n, block.size))
@@ -323,12 +338,24 @@ class _Engine:
             Z = self.solve_Q(k2, E)
             sel = (col_of >= s) & (col_of < s + block.size)
             out[sel] = Z[pairs[sel, 0], col_of[sel] - s]
-        return out[inverse.ravel()]
+            if kept is not None:
+                kept[:, s:s + block.size] = Z
+        values = out[inverse.ravel()]
+        if keep:
+            return values, None if kept is None else (cols, kept)
+        return values
 
     def prior_entries_grad(self, k2: float, a: np.ndarray, b: np.ndarray,
-                           g: np.ndarray) -> float:
-        """``Σ_i g_i ∂(Q⁻¹)[a_i, b_i]/∂κ² = -Σ_i g_i (Q⁻¹e_{a_i})ᵀ Q' (Q⁻¹e_{b_i})``."""
+                           g: np.ndarray, columns=None) -> float:
+        """``Σ_i g_i ∂(Q⁻¹)[a_i, b_i]/∂κ² = -Σ_i g_i (Q⁻¹e_{a_i})ᵀ Q' (Q⁻¹e_{b_i})``.
+        ``columns``: the forward pass's ``(cols, Q⁻¹ E_cols)`` (:meth:`prior_entries` with
+        ``keep``), used for a diagonal (``a == b``) without solving again."""
         dQ = self.dQ(k2)
+        if columns is not None and np.array_equal(a, b):
+            cols, Z = columns
+            # the diagonal terms z_jᵀ Q' z_j of each distinct node, weighted by its g's
+            weights = np.bincount(np.searchsorted(cols, a), weights=g, minlength=cols.size)
+            return -float(np.sum(weights * np.einsum("ij,ij->j", Z, dQ @ Z)))
         total = 0.0
         for s in range(0, a.size, _BLOCK):
             aa, bb, gg = a[s:s + _BLOCK], b[s:s + _BLOCK], g[s:s + _BLOCK]
@@ -472,13 +499,19 @@ class _PriorEntries(torch.autograd.Function):
         k2 = float(kappa2.detach())
         _check_hyperparameters(k2, 1.0)
         ctx.engine, ctx.a, ctx.b, ctx.k2 = engine, a, b, k2
-        return _out(engine.prior_entries(k2, a, b), kappa2)
+        # a diagonal's columns are kept for the backward pass (the variances of a
+        # variational model's batch: one solve a node instead of two)
+        keep = ctx.needs_input_grad[0] and np.array_equal(a, b)
+        values, ctx.columns = (engine.prior_entries(k2, a, b, keep=True) if keep
+                               else (engine.prior_entries(k2, a, b), None))
+        return _out(values, kappa2)
 
     @staticmethod
     def backward(ctx, g):
         grad = None
         if ctx.needs_input_grad[0]:
-            grad = ctx.engine.prior_entries_grad(ctx.k2, ctx.a, ctx.b, _np(g))
+            grad = ctx.engine.prior_entries_grad(ctx.k2, ctx.a, ctx.b, _np(g),
+                                                 columns=ctx.columns)
             grad = torch.tensor(grad, dtype=g.dtype, device=g.device)
         return grad, None, None, None
 
