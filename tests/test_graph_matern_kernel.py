@@ -361,25 +361,28 @@ def test_a_diagonals_derivative_from_its_kept_columns_equals_the_dense_one():
 class _VariationalGP(gpytorch.models.ApproximateGP):
     """GPyTorch's variational GP with the graph Matérn kernel, inducing points at nodes."""
 
-    def __init__(self, g, inducing):
+    def __init__(self, g, inducing, solver="auto"):
         dist = gpytorch.variational.CholeskyVariationalDistribution(inducing.shape[0])
         strategy = gpytorch.variational.VariationalStrategy(
             self, inducing, dist, learn_inducing_locations=False)
         super().__init__(strategy)
         self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = gpytorch.kernels.ScaleKernel(GraphMaternKernel(g, nu=2))
+        self.covar_module = gpytorch.kernels.ScaleKernel(GraphMaternKernel(g, nu=2,
+                                                                           solver=solver))
 
     def forward(self, x):
         return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
                                                          self.covar_module(x))
 
 
-@pytest.mark.parametrize("likelihood", ["bernoulli", "poisson"])
-def test_variational_models_with_bernoulli_and_poisson_likelihoods(likelihood):
+@pytest.mark.parametrize("likelihood, solver", [("bernoulli", "cholesky"),
+                                                ("poisson", "cholesky"), ("bernoulli", "cg")])
+def test_variational_models_with_bernoulli_and_poisson_likelihoods(likelihood, solver):
     """Non-Gaussian likelihoods through GPyTorch's approximate inference: labels or counts
     from a smooth field on a 20 x 20 lattice, 150 observed, 40 inducing nodes; Adam on the
     ELBO lowers it, and the fit recovers the field's sign (Bernoulli) or its rate
-    (Poisson) at every node."""
+    (Poisson) at every node - by the factors, or by conjugate gradients (the blocks' solves
+    need no log-determinant)."""
     torch.manual_seed(0)
     ijk = np.argwhere(np.ones((20, 20, 1), bool))
     g = lattice_graph(ijk)
@@ -394,7 +397,7 @@ def test_variational_models_with_bernoulli_and_poisson_likelihoods(likelihood):
         lik = gpytorch.likelihoods.PoissonLikelihood()
     x = torch.as_tensor(g.points[obs], dtype=F64)
     inducing = torch.as_tensor(g.points[rng.choice(g.n_nodes, 40, replace=False)], dtype=F64)
-    model = _VariationalGP(g, inducing).double()
+    model = _VariationalGP(g, inducing, solver).double()
     elbo = gpytorch.mlls.VariationalELBO(lik, model, num_data=obs.size)
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     losses = []
@@ -514,6 +517,69 @@ def test_predictions_equal_the_dense_posterior_and_the_regressor(name):
     reg = GMRFRegression(k.graph, obs, y.numpy() - c0, 2)
     mu_reg = reg.posterior_mean(k.kappa2.item() * k._length2, sigma2 / amp)
     np.testing.assert_allclose(f.mean - c0, mu_reg[test], rtol=1e-9, atol=1e-12)
+
+
+# -- solves by conjugate gradients ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+@pytest.mark.parametrize("nu", [1, 2])
+def test_conjugate_gradient_solves_equal_the_factors(name, nu):
+    """``solver="cg"``: the prior's and the posterior's solves by conjugate gradients on
+    torch sparse matrices equal CHOLMOD's (and the dense inverse)."""
+    g = graph(name)
+    k = GraphMaternKernel(g, nu=nu, kappa2=_kappa2(g)).double()
+    eng, k2 = k._engine, k.kappa2.item() * k._length2
+    rng = np.random.default_rng(1)
+    B = rng.standard_normal((eng.n, 3))
+    obs = gm._Observations(np.sort(rng.choice(eng.n, 20, replace=False)),
+                           rng.uniform(0.05, 0.2, 20), eng.n)
+    eng.configure("cholesky", "cpu")
+    prior, posterior = eng.solve_Q(k2, B), eng.solve_posterior(k2, 1.7, obs, B)
+    eng.configure("cg", "cpu")
+    cg_prior, cg_posterior = eng.solve_Q(k2, B), eng.solve_posterior(k2, 1.7, obs, B)
+    eng.configure("cholesky", "cpu")
+    dense = np.linalg.solve(eng.Q(k2).toarray(), B)
+    for got, want in ((cg_prior, prior), (cg_posterior, posterior), (prior, dense)):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-7 * np.abs(want).max())
+    assert not np.array_equal(cg_prior, prior)       # another computation, not the factor's
+
+
+def test_conjugate_gradient_model_predicts_and_trains_as_the_factors():
+    """A model whose kernel solves by conjugate gradients: the same marginal likelihood and
+    gradients (the log-determinant stays on the factor), the same predictions and
+    predictive covariance products, the same variational steps."""
+    results = {}
+    for solver in ("cholesky", "cg"):
+        g, obs, x, y, model, lik = _problem("mesh", nu=2, solver=solver)
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
+        model.train()
+        loss, grads = _grads(model, lambda: -mll(model(x), y))
+        model.eval()
+        lik.eval()
+        test = np.setdiff1d(np.arange(g.n_nodes), obs)[:25]
+        with torch.no_grad():
+            f = model(torch.as_tensor(g.points[test]))
+            product = f.lazy_covariance_matrix @ torch.ones(test.size, 2, dtype=F64)
+        assert model.covar_module.base_kernel._engine.solver == solver
+        results[solver] = (loss, grads, f.mean, product)
+    (l0, g0, m0, p0), (l1, g1, m1, p1) = results["cholesky"], results["cg"]
+    assert float(l1) == pytest.approx(float(l0), rel=1e-9)
+    for n in g0:
+        np.testing.assert_allclose(g1[n], g0[n], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(m1, m0, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(p1, p0, rtol=1e-7, atol=1e-9)
+
+
+def test_conjugate_gradients_that_cannot_converge_raise(monkeypatch):
+    g = graph("lattice")
+    k = GraphMaternKernel(g, nu=2, kappa2=_kappa2(g), solver="cg").double()
+    monkeypatch.setattr(gm, "CG_MIN_ITER", 2)
+    monkeypatch.setattr(gm, "CG_MAX_ITER_PER_NODE", 0)
+    x = torch.as_tensor(g.points[:10])
+    with pytest.raises(gm.CGNotConvergedError, match="solver='cholesky'"):
+        k(x).to_dense()
+    with pytest.raises(ValueError, match="solver must be one of"):
+        GraphMaternKernel(g, solver="lu")
 
 
 def test_many_test_nodes_use_the_monte_carlo_variances(monkeypatch):

@@ -63,14 +63,19 @@ kept for its derivative: ``KEPT_COLUMN_ENTRIES``); docs/models.md says where tha
 
 **Devices.** The factor path is CHOLMOD on the CPU in float64: inputs are copied to the
 CPU, and every result is returned on the device (and in the dtype) of the kernel's
-hyperparameters and inputs. On a GPU the sparse algebra still runs on the CPU; only the
-surrounding model's tensors live on the GPU.
+hyperparameters and inputs. The solves that need no log-determinant - the prior's and the
+posterior's (predictions, ``solve``, a variational model's blocks) - run by
+Jacobi-preconditioned conjugate gradients on torch sparse matrices on the hyperparameters'
+device when that is a GPU (``solver="auto"``; ``"cg"`` forces it on the CPU, as the tests
+do); the log-determinant, its gradient's estimator and the Monte Carlo variances stay on
+the CPU factor.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -86,9 +91,9 @@ from ..precision.matern import MaternFamily, check_order
 from ..precision.prior import EXACT_VARIANCE_ROWS
 from .spectral_kernel import output_dtype
 
-__all__ = ["GraphMaternKernel", "GraphMaternCovariance", "GraphMaternNoisyCovariance",
-           "GraphMaternPosteriorCovariance", "GraphMaternPredictionStrategy",
-           "EXACT_TRACE_WORK", "TRACE_ESTIMATORS"]
+__all__ = ["CGNotConvergedError", "GraphMaternKernel", "GraphMaternCovariance",
+           "GraphMaternNoisyCovariance", "GraphMaternPosteriorCovariance",
+           "GraphMaternPredictionStrategy", "EXACT_TRACE_WORK", "TRACE_ESTIMATORS"]
 
 # the gradient's traces are exact (one unit-vector solve per observed node with Q̃ and
 # with Q) while (distinct observed nodes) x (nodes) is at most this; beyond, estimated
@@ -99,6 +104,12 @@ NORMALIZATIONS = ("fixed", "variance", "none")
 # relative step of the finite difference of log|K| in κ² (see the module notes)
 FD_STEP = 1e-6
 _BLOCK = 256
+SOLVERS = ("auto", "cholesky", "cg")
+# conjugate gradients (solver="cg"): the relative residual each column is solved to, and
+# the most iterations (times the number of nodes, at least CG_MIN_ITER) before it gives up
+CG_RTOL = 1e-12
+CG_MAX_ITER_PER_NODE = 10
+CG_MIN_ITER = 1000
 # the most numbers (nodes x columns) of prior columns a diagonal's forward pass keeps for
 # its backward pass (2^25: 256 MB)
 KEPT_COLUMN_ENTRIES = 1 << 25
@@ -142,6 +153,45 @@ def _check_hyperparameters(kappa2: float, scale: float, d=None) -> None:
                          f"got {bad!r} (a likelihood noise that diverged or is 0).")
 
 
+class CGNotConvergedError(RuntimeError):
+    """Conjugate gradients (``solver="cg"``) did not reach ``CG_RTOL`` in their iterations."""
+
+
+def _pcg(A: torch.Tensor, inv_diag: torch.Tensor, B: torch.Tensor,
+         rtol: float, maxiter: int) -> tuple[torch.Tensor, int]:
+    """``A⁻¹B`` by Jacobi-preconditioned conjugate gradients, every column at once (``A`` a
+    sparse symmetric positive definite torch matrix, ``inv_diag`` its inverse diagonal,
+    ``B`` dense ``(n, k)``, all on one device): sparse products and column reductions
+    only. Returns ``(X, iterations)`` once every column's residual is ``rtol`` of its
+    right-hand side's norm; a :class:`CGNotConvergedError` after ``maxiter`` iterations."""
+    X = torch.zeros_like(B)
+    R = B.clone()
+    Z = inv_diag[:, None] * R
+    P = Z.clone()
+    rz = (R * Z).sum(0)
+    target = rtol * torch.linalg.vector_norm(B, dim=0)
+    for iteration in range(maxiter):
+        if bool((torch.linalg.vector_norm(R, dim=0) <= target).all()):
+            return X, iteration
+        AP = A @ P
+        pAp = (P * AP).sum(0)
+        alpha = torch.where(pAp > 0, rz / torch.where(pAp > 0, pAp, 1.0), 0.0)
+        X += alpha * P
+        R -= alpha * AP
+        Z = inv_diag[:, None] * R
+        rz_new = (R * Z).sum(0)
+        beta = torch.where(rz > 0, rz_new / torch.where(rz > 0, rz, 1.0), 0.0)
+        P = Z + beta * P
+        rz = rz_new
+    worst = float((torch.linalg.vector_norm(R, dim=0)
+                   / torch.clamp(torch.linalg.vector_norm(B, dim=0), min=1e-300)).max())
+    raise CGNotConvergedError(
+        f"conjugate gradients reached a relative residual of {worst:.2g} in {maxiter} "
+        f"iterations, not {rtol:g}: the matrix is too ill-conditioned for them at these "
+        f"hyperparameters. Use GraphMaternKernel(..., solver='cholesky') (the factor, on "
+        f"the CPU).")
+
+
 class _Engine:
     """The graph in its own units, its Matérn families and their CHOLMOD factors (one
     numeric state per pattern, refactored when the hyperparameters change), shared by a
@@ -169,6 +219,18 @@ class _Engine:
         self._families, self._chol, self._state = {}, {}, {}
         self._logdet_K, self._tree, self._posterior_values = {}, None, None
         self._reference, self._matrices, self._fixed = None, {}, None
+        self._torch = {}
+
+    # the solves' path (GraphMaternKernel's ``solver``, set by the kernel before it is used)
+    # and the iterations of the last conjugate-gradient solve
+    solver = "cholesky"
+    device = torch.device("cpu")
+    last_cg_iterations = None
+
+    def configure(self, solver: str, device) -> None:
+        """Solve by the factor (``"cholesky"``) or by conjugate gradients on ``device``
+        (``"cg"``)."""
+        self.solver, self.device = solver, torch.device(device)
 
     def __deepcopy__(self, memo):
         return self
@@ -176,7 +238,7 @@ class _Engine:
     def __getstate__(self):
         state = dict(self.__dict__)
         for k in ("_families", "_chol", "_state", "_logdet_K", "_tree", "_posterior_values",
-                  "_reference", "_matrices", "_fixed"):
+                  "_reference", "_matrices", "_fixed", "_torch"):
             state.pop(k)
         return state
 
@@ -262,12 +324,58 @@ class _Engine:
         return (up - self.logdet_K(k2)) / h
 
     def solve_Q(self, k2: float, B: np.ndarray) -> np.ndarray:
-        """``Q⁻¹B = (K⁻¹C)^{ν-1} K⁻¹ B``: ``ν`` solves with the factor of ``K``."""
+        """``Q⁻¹B = (K⁻¹C)^{ν-1} K⁻¹ B``: ``ν`` solves with the factor of ``K`` (or by
+        conjugate gradients with ``K``, :meth:`configure`)."""
+        if self.solver == "cg":
+            K, inv_diag = self._on_device("K", k2, lambda: self.family(1).matrix(k2))
+            X = self._cg(K, inv_diag, B, to_numpy=False)
+            mass = torch.as_tensor(self.mass, device=self.device)
+            for _ in range(self.nu - 1):
+                X = self._cg(K, inv_diag, mass[:, None] * X, to_numpy=False)
+            return X.cpu().numpy()
         chol = self.prior_factor(k2)
         X = chol.solve(B)
         for _ in range(self.nu - 1):
             X = chol.solve(self.mass[:, None] * X)
         return X
+
+    def solve_posterior(self, k2: float, c: float, obs: _Observations,
+                        B: np.ndarray) -> np.ndarray:
+        """``Q̃⁻¹B``, ``Q̃ = Q + c W``: with the factor of ``Q̃`` (or by conjugate gradients
+        with ``Q̃``, :meth:`configure`)."""
+        if self.solver == "cg":
+            A, inv_diag = self._on_device("Qt", (k2, c, obs.digest),
+                                          lambda: self.posterior_matrix(k2, c, obs))
+            return self._cg(A, inv_diag, B)
+        return self.posterior_factor(k2, c, obs).solve(B)
+
+    def _on_device(self, name: str, key, build):
+        """``(A, 1 / diag A)`` of a sparse matrix as torch CSR float64 on the device (the
+        last one of each ``name`` kept)."""
+        held = self._torch.get(name)
+        if held is None or held[0] != key or held[1].device != self.device:
+            A = sp.csr_matrix(build())
+            A.sort_indices()
+            with warnings.catch_warnings():
+                # torch calls its sparse CSR support beta: a note for torch's developers
+                warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
+                T = torch.sparse_csr_tensor(
+                    torch.as_tensor(A.indptr, dtype=torch.int64),
+                    torch.as_tensor(A.indices, dtype=torch.int64),
+                    torch.as_tensor(A.data, dtype=torch.float64), size=A.shape,
+                    check_invariants=False).to(self.device)   # scipy's sorted CSR
+            inv_diag = torch.as_tensor(1.0 / A.diagonal(), device=self.device)
+            held = self._torch[name] = (key, T, inv_diag)
+        return held[1], held[2]
+
+    def _cg(self, A, inv_diag, B, to_numpy: bool = True):
+        """``A⁻¹B`` by :func:`_pcg` on the device (``B`` numpy or a tensor there)."""
+        B = torch.as_tensor(B, dtype=torch.float64).to(self.device)
+        if B.ndim == 1:
+            return self._cg(A, inv_diag, B[:, None], to_numpy)[:, 0]
+        maxiter = max(CG_MIN_ITER, CG_MAX_ITER_PER_NODE * self.n)
+        X, self.last_cg_iterations = _pcg(A, inv_diag, B, CG_RTOL, maxiter)
+        return X.cpu().numpy() if to_numpy else X
 
     def Q(self, k2: float) -> sp.csr_matrix:
         """``Q_ν(κ)`` (the last one kept)."""
@@ -661,7 +769,7 @@ class _NoisySolve(torch.autograd.Function):
         _check_hyperparameters(k2, c, d)
         obs = _Observations(rows, d, engine.n)
         R = _np(rhs)
-        U = engine.posterior_factor(k2, c, obs).solve(obs.gather(R))
+        U = engine.solve_posterior(k2, c, obs, obs.gather(R))
         X = (R - c * U[obs.rows]) / d[:, None]
         ctx.engine, ctx.obs, ctx.k2, ctx.c, ctx.U, ctx.X = engine, obs, k2, c, U, X
         return _out(X, rhs)
@@ -670,7 +778,7 @@ class _NoisySolve(torch.autograd.Function):
     def backward(ctx, g):
         engine, obs, k2, c, U, X = ctx.engine, ctx.obs, ctx.k2, ctx.c, ctx.U, ctx.X
         G = _np(g)
-        V = engine.posterior_factor(k2, c, obs).solve(obs.gather(G))
+        V = engine.solve_posterior(k2, c, obs, obs.gather(G))
         beta = (G - c * V[obs.rows]) / obs.d[:, None]           # S⁻¹ G
         t = lambda v: torch.tensor(v, dtype=g.dtype, device=g.device)  # noqa: E731
         grad_k2 = t(c * float(np.sum(V * (engine.dQ(k2) @ U)))) if ctx.needs_input_grad[0] \
@@ -692,7 +800,7 @@ class _PosteriorMean(torch.autograd.Function):
         _check_hyperparameters(k2, c, d)
         obs = _Observations(rows, d, engine.n)
         R = _np(resid)
-        U = engine.posterior_factor(k2, c, obs).solve(obs.gather(R))
+        U = engine.solve_posterior(k2, c, obs, obs.gather(R))
         ctx.engine, ctx.obs, ctx.k2, ctx.c, ctx.U, ctx.R = engine, obs, k2, c, U, R
         ctx.test_rows = test_rows
         return _out(c * U[test_rows], resid)
@@ -703,7 +811,7 @@ class _PosteriorMean(torch.autograd.Function):
         G = _np(g)
         B = np.zeros((engine.n, G.shape[1]))
         np.add.at(B, ctx.test_rows, G)
-        V = engine.posterior_factor(k2, c, obs).solve(B)        # Q̃⁻¹ P_*ᵀ G
+        V = engine.solve_posterior(k2, c, obs, B)               # Q̃⁻¹ P_*ᵀ G
         t = lambda v: torch.tensor(v, dtype=g.dtype, device=g.device)  # noqa: E731
         grad_k2 = t(-c * float(np.sum(V * (engine.dQ(k2) @ U)))) if ctx.needs_input_grad[0] \
             else None
@@ -986,7 +1094,7 @@ class GraphMaternPosteriorCovariance(_GraphOperator):
             V = _np(rhs[i])
             B = np.zeros((self.engine.n, V.shape[1]))
             np.add.at(B, _rows_np(op.cols[i]), V)
-            X = self.engine.posterior_factor(k2, c, obs).solve(B)
+            X = self.engine.solve_posterior(k2, c, obs, B)
             out.append(_out(c * X[_rows_np(op.rows[i])], rhs))
         value = _stack(out, batch)
         return _no_gradient(value, "predictive covariances", rhs, self.kappa2, self.scale,
@@ -1163,6 +1271,16 @@ class GraphMaternKernel(Kernel):
         :func:`flgp.precision.gaussian.rbmc_variances`.
     random_state : int, default=0
         Seeds the probes (with the hyperparameters' values) and the Monte Carlo variances.
+    solver : {"auto", "cholesky", "cg"}, default="auto"
+        How the solves that need no log-determinant run - the prior's (``Q⁻¹B``: kernel
+        products, the entries of a variational model's blocks) and the posterior's
+        (``Q̃⁻¹B``: ``solve``, predictions and their gradients): ``"cholesky"`` with
+        CHOLMOD's factors on the CPU; ``"cg"`` by Jacobi-preconditioned conjugate gradients
+        on torch sparse matrices on the hyperparameters' device (to a relative residual of
+        ``CG_RTOL``; :class:`CGNotConvergedError` when they do not get there); ``"auto"``:
+        ``"cg"`` when the hyperparameters live on a CUDA device, else ``"cholesky"``. The
+        log-determinant, its gradient's estimator and the Monte Carlo variances always use
+        the factors on the CPU.
 
     Attributes
     ----------
@@ -1188,7 +1306,8 @@ class GraphMaternKernel(Kernel):
     **Batches.** ``batch_shape`` gives each batch member (e.g. several maps on one graph,
     ``train_y`` of shape ``b x m``) its own ``κ²``; each member is factored on its own.
 
-    **Devices.** Factors, solves and estimators run on the CPU (CHOLMOD, float64);
+    **Devices.** Factors and estimators run on the CPU (CHOLMOD, float64); the other
+    solves run where ``solver`` says (by conjugate gradients on a CUDA device by default);
     results come back on the device and in the dtype of the hyperparameters and inputs.
 
     Examples
@@ -1212,7 +1331,8 @@ class GraphMaternKernel(Kernel):
                  kappa2: float | None = None, kappa2_prior=None, kappa2_constraint=None,
                  normalize: str = "fixed", n_reference: int = 2,
                  trace_estimator: str = "auto", n_probes: int = 4,
-                 n_variance_samples: int = 64, random_state: int = 0, **kwargs):
+                 n_variance_samples: int = 64, random_state: int = 0,
+                 solver: str = "auto", **kwargs):
         super().__init__(**kwargs)
         for attr in ("stiffness", "mass", "points", "own_units", "in_units"):
             if not hasattr(graph, attr):
@@ -1231,7 +1351,9 @@ class GraphMaternKernel(Kernel):
             raise ValueError(f"n_reference must be an integer >= 1; got {n_reference!r}.")
         if normalize not in NORMALIZATIONS:
             raise ValueError(f"normalize must be one of {NORMALIZATIONS}; got {normalize!r}.")
-        self.nu, self.inputs, self.normalize = nu, inputs, normalize
+        if solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}; got {solver!r}.")
+        self.nu, self.inputs, self.normalize, self.solver = nu, inputs, normalize, solver
         if isinstance(n_variance_samples, bool) or int(n_variance_samples) != \
                 n_variance_samples or n_variance_samples < 2:
             raise ValueError(f"n_variance_samples must be an integer >= 2; got "
@@ -1333,6 +1455,9 @@ class GraphMaternKernel(Kernel):
             raise ValueError("GraphMaternKernel does not take last_dim_is_batch: its inputs "
                              "are graph nodes, not independent dimensions.")
         dtype = torch.promote_types(output_dtype(x1), self.raw_kappa2.dtype)
+        device = self.raw_kappa2.device
+        self._engine.configure("cg" if self.solver == "cg" or (
+            self.solver == "auto" and device.type == "cuda") else "cholesky", device)
         r1 = self.nodes(x1)
         r2 = r1 if (x2 is x1 or (x2.shape == x1.shape and torch.equal(x1, x2))) \
             else self.nodes(x2)
