@@ -214,7 +214,8 @@ class HeatKernelRegressionFit(RegressionFit):
                                         project=predictor.project)
         est.transduction_, est.transduction_std_ = out[:, 0], out[:, 1]
         if self.counts and not eigenpairs.is_dask:
-            self._warn_counts(est.transduction_, stacklevel=stacklevel + 2)
+            self._warn_counts(est.transduction_, lambda latent: eigenpairs.map_chunks(
+                latent, n_columns=2, project=latent.project), stacklevel=stacklevel + 2)
 
     def predict(self, X, stacklevel):
         """``(mean, std)`` at numpy or dask points ``X`` (lazy for dask), with the
@@ -226,12 +227,9 @@ class HeatKernelRegressionFit(RegressionFit):
             return out[:, 0], out[:, 1]
         out = out.T.copy()              # two contiguous rows: mean, sd
         mean, std = out[0], out[1]
-        if self.counts and not np.isfinite(mean).all():
-            latent = CountPredictor.latent_of(predictor)
-            sd = self.eigenbasis.eigenpairs.map_points(X, latent, n_columns=2,
-                                                       project=latent.project)[:, 1]
-            warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
-                                        stacklevel=stacklevel + 2)
+        if self.counts:
+            self._warn_counts(mean, lambda latent: self.eigenbasis.eigenpairs.map_points(
+                X, latent, n_columns=2, project=latent.project), stacklevel=stacklevel + 2)
         return mean, std
 
     def interval_noise(self):
@@ -250,12 +248,14 @@ class HeatKernelRegressionFit(RegressionFit):
             return LatentPosterior(mean, cov, offset=pr.offset, count_rate=True)
         return LatentPosterior(mean, cov, precision=1.0 / self.noise_z)
 
-    def _warn_counts(self, mean, stacklevel):
+    def _warn_counts(self, mean, latent_moments, stacklevel):
+        """Warn about rates beyond float64 in ``mean``, with the largest latent sd there
+        (``latent_moments(latent)``: the log-rate's mean and sd at the same points, only
+        computed when some rate overflowed; ``stacklevel`` counted from this frame's
+        caller)."""
         if np.isfinite(mean).all():
             return
-        latent = CountPredictor.latent_of(self.predictor)
-        sd = self.eigenbasis.eigenpairs.map_chunks(latent, n_columns=2,
-                                                   project=latent.project)[:, 1]
+        sd = latent_moments(CountPredictor.latent_of(self.predictor))[:, 1]
         warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
                                     stacklevel=stacklevel + 1)
 

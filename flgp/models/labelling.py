@@ -554,9 +554,8 @@ def suggest_labels(est, n, strategy, random_state):
                          f"the same as {_ALIASES['uncertainty'][kind]!r}).")
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
-    fit = getattr(est, "_chosen_fit", None)
     # a fit outside the heat kernel's eigenbasis suggests by its own means, if any
-    other = None if getattr(fit, "eigenbasis", None) is not None else fit
+    other = None if est._in_eigenbasis else est._chosen_fit
     eigenpairs = getattr(est, "eigenpairs_", None)
     n_rows = (eigenpairs.n_samples if eigenpairs is not None else np.shape(
         est.label_distributions_ if kind == "classifier" else est.transduction_)[0])
