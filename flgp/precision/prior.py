@@ -24,6 +24,7 @@ more than ``FACTOR_MAX_NODES`` nodes, where ``Q_ν``'s own factor fills in, by
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
@@ -111,9 +112,14 @@ class SparsePrecisionPrior(GraphPrior):
         self.centred, self.solver, self.tol = bool(centred), solver, float(tol)
         self._mass = mass
         stiffness = shifted_stiffness(graph, kappa2)
+        self._stiffness = stiffness.tocsr()
+        # the posterior precisions' factors, one a order (CentredPosterior), shared by the
+        # priors of other orders made by with_order
+        self._posterior_factors = {}
         if solver == "cholesky":
             chol = PatternCholesky(stiffness)
             chol.factor(stiffness)
+            self._chol = chol
             self._solve = chol.solve
         else:
             # classical (Ruge-Stüben) AMG with sparsified coarse operators
@@ -140,6 +146,52 @@ class SparsePrecisionPrior(GraphPrior):
         other.__dict__.update(self.__dict__)
         other.nu = nu
         return other
+
+    # -- the precision itself (the posterior precision's pieces: CentredPosterior) ----------
+    def precision_operator(self):
+        """``X ↦ Q_ν X`` for ``X`` of shape ``(n, k)`` (uncentred, unit amplitude), without
+        forming ``Q_ν`` for ``ν > 1``: ``S (C⁻¹ S)^{ν-1} X``."""
+        S, inv_mass = self._stiffness, 1.0 / self._mass
+
+        def times(X):
+            Y = S @ X
+            for _ in range(self.nu - 1):
+                Y = S @ (inv_mass[:, None] * Y)
+            return Y
+        return times
+
+    def precision_diagonal(self) -> np.ndarray:
+        """``diag(Q_ν)`` (``ν = 1``: ``S_ii``; ``ν = 2``: ``Σ_k S_ik² / c_k``)."""
+        S = self._stiffness
+        if self.nu == 1:
+            return S.diagonal()
+        if self.nu == 2:
+            return np.asarray(S.multiply(S) @ (1.0 / self._mass)).ravel()
+        return matern_precision(self.graph, self.kappa2, self.nu).diagonal()
+
+    def posterior_factor(self) -> dict:
+        """This order's ``{"factor", "precision", "holder"}``: a CHOLMOD factor analysed
+        on ``Q_ν``'s pattern (its diagonal included) for the posterior precisions
+        ``Q_ν + c W``, ``Q_ν`` itself, and the posterior whose values it holds now
+        (:class:`~flgp.precision.centred_posterior.CentredPosterior`); analysed once."""
+        if self.solver != "cholesky":
+            raise ValueError("posterior factors need solver='cholesky'.")
+        entry = self._posterior_factors.get(self.nu)
+        if entry is None:
+            Q = matern_precision(self.graph, self.kappa2, self.nu).tocsc()
+            Q = (Q + sp.diags(np.zeros(self.n_points), format="csc")).tocsc()
+            entry = {"factor": PatternCholesky(Q + sp.identity(self.n_points,
+                                                               format="csc")),
+                     "precision": Q, "holder": None}
+            self._posterior_factors[self.nu] = entry
+        return entry
+
+    def log_det_precision(self) -> float:
+        """``log|Q_ν| = ν log|S| - (ν - 1) Σ log c_i`` (``solver="cholesky"``)."""
+        if self.solver != "cholesky":
+            raise ValueError("the log-determinant needs solver='cholesky'.")
+        return float(self.nu * self._chol.logdet()
+                     - (self.nu - 1) * np.sum(np.log(self._mass)))
 
     def raise_order(self, U: np.ndarray) -> np.ndarray:
         """``Q_ν⁻¹ B`` from ``U = Q_{ν-1}⁻¹ B`` (both centred when the prior is; unit
@@ -168,22 +220,28 @@ class SparsePrecisionPrior(GraphPrior):
         # whatever the columns beside it (a column solved alone or with others)
         return np.column_stack([B[:, c] - B[:, c].mean() for c in range(B.shape[1])])
 
-    def apply_inverse(self, B: np.ndarray) -> np.ndarray:
-        """``Q_ν⁻¹ B`` (``P Q_ν⁻¹ P B`` when centred), ``B`` of shape ``(n, c)``."""
+    def apply_inverse(self, B: np.ndarray, tol=None) -> np.ndarray:
+        """``Q_ν⁻¹ B`` (``P Q_ν⁻¹ P B`` when centred), ``B`` of shape ``(n, c)``; ``tol``:
+        the conjugate gradients' relative residual (``solver="amg"``; default the
+        prior's)."""
         U = np.asarray(B, dtype=np.float64)
         if U.ndim not in (1, 2) or U.shape[0] != self.n_points:
             raise ValueError(f"B must have one row per node ({self.n_points}); got shape "
                              f"{U.shape}.")
         U = U.reshape(self.n_points, -1)
+        solve = self._solve if tol is None or self.solver != "amg" else (
+            lambda R: self._amg.solve(R, tol=tol))
         for k in range(self.nu):
             if k:
                 U = U * self._mass[:, None]
             if self.centred:
                 U = self._centre(U)     # a no-op between solves when the mass is uniform
-            U = self._solve(U)
+            U = solve(U)
         return self._centre(U) if self.centred else U
 
-    def cross_covariance(self, labelled, rows=None, weights=None) -> np.ndarray:
+    def cross_covariance(self, labelled, rows=None, weights=None, tol=None) -> np.ndarray:
+        """:meth:`GraphPrior.cross_covariance`; ``tol``: the solves' relative residual
+        (``solver="amg"``; default the prior's)."""
         n = self.n_points
         labelled = as_row_indices(labelled, n)
         m = labelled.size
@@ -193,7 +251,7 @@ class SparsePrecisionPrior(GraphPrior):
                              f"points; got shape {W.shape}.")
         B = np.zeros((n, W.shape[1]))
         np.add.at(B, labelled, W)
-        U = self.apply_inverse(B)
+        U = self.apply_inverse(B, tol=tol)
         if self.amplitude != 1.0:
             U *= self.amplitude
         return U if rows is None else U[as_row_indices(rows, n)]
