@@ -851,3 +851,146 @@ def test_an_unpickled_classifier_rebuilds_its_model():
     del old._chosen_fit._model_arguments           # as pickled before 2026-11-29
     with pytest.raises(ValueError, match="pickled before 2026-11-29"):
         old.predict_latent(X[:2])
+
+
+# -- the posterior precision form (issue 60) -------------------------------------------------
+
+def _curve(n=3000, seed=0, m=120):
+    """A noisy 3-d helix, two classes along its length, ``m`` random labels."""
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(0, 1, n)
+    X = np.c_[np.cos(20 * u), np.sin(20 * u), u] + 0.01 * rng.standard_normal((n, 3))
+    y = (np.sin(10 * u) > 0).astype(int)
+    yy = np.full(n, -1)
+    lab = rng.choice(n, m, replace=False)
+    yy[lab] = y[lab]
+    return X, y, yy
+
+
+@pytest.mark.parametrize("solver,nu", [("cholesky", 1), ("cholesky", 2), ("amg", 1)])
+def test_precision_form_is_the_labelled_block_model(solver, nu):
+    """At the same scale s the posterior-precision model equals the labelled-block one:
+    posterior mean, profiled noise and (factored) evidence to 1e-8, a class without labels
+    included; its unit variances agree with the dense ones within their Monte Carlo error
+    and its covariance columns exactly."""
+    from flgp.precision import SparsePrecisionPrior
+    from flgp.precision.classification import (LabelledColumns, LeastSquaresClassification,
+                                               PrecisionLeastSquares)
+
+    X, y, g, lab, _, _ = _small_problem(per_class=(4, 5, 3))
+    lab = np.r_[lab, lab[:1]]                          # a node observed twice
+    codes = np.r_[y[lab[:-1]], (y[lab[0]] + 1) % 3]    # ... with two classes
+    prior = SparsePrecisionPrior(g, nu=nu, kappa2=1e-3, centred=True, solver=solver,
+                                 tol=1e-12)
+    store = LabelledColumns(prior)
+    W = store(lab)
+    for rho in (0.01, 0.3, 30.0):
+        dense = LeastSquaresClassification(W, lab, codes, 4, rho)
+        sparse = PrecisionLeastSquares(prior, lab, codes, 4, rho, dense.scale)
+        scale = np.abs(dense.mean).max()
+        np.testing.assert_allclose(sparse.mean, dense.mean, atol=1e-8 * scale)
+        np.testing.assert_array_equal(sparse.mean[:, 3], 0.0)
+        np.testing.assert_allclose(sparse.noise, dense.noise, rtol=1e-8)
+        if solver == "cholesky":
+            assert sparse.log_evidence == pytest.approx(dense.log_evidence, abs=1e-6)
+        else:
+            assert sparse.log_evidence is None
+        np.testing.assert_allclose(sparse.unit_covariance_columns(store, lab[:2]),
+                                   dense.unit_covariance_columns(store, lab[:2]),
+                                   atol=1e-8 * rho)
+    exact = dense.unit_variances(W, np.diag(_small_problem()[5]) if nu == 1 else
+                                 prior.marginal_variances(n_samples=None))
+    var = sparse.node_unit_variances(n_samples=400)
+    assert abs(var.mean() / exact.mean() - 1.0) < 0.1
+
+
+def test_labelled_prior_scale_is_exact_for_few_and_estimated_for_many():
+    """The scale is the exact mean prior variance at the labelled nodes (one term an
+    observation) while they fit in one block; beyond, an estimate from a random subset
+    within a few standard errors of the exact mean, the same for the same labels, reusing
+    the variances a store knows."""
+    from flgp.precision import SparsePrecisionPrior
+    from flgp.precision.classification import (SCALE_BLOCK, LabelledColumns,
+                                               labelled_prior_scale)
+
+    X, y, yy = _curve(2000, m=400)
+    g = self_tuning_knn_graph(X, 10)
+    prior = SparsePrecisionPrior(g, nu=1, kappa2=1e-3, centred=True, solver="amg",
+                                 tol=1e-10)
+    lab = np.flatnonzero(yy >= 0)
+    exact = prior.marginal_variances(lab)
+    few = np.r_[lab[:SCALE_BLOCK - 2], lab[:1]]
+    s, se, used = labelled_prior_scale(LabelledColumns(prior), few)
+    assert s == pytest.approx(np.mean(prior.marginal_variances(few)), rel=1e-2)
+    assert se == 0.0 and used == SCALE_BLOCK - 2
+    store = LabelledColumns(prior)
+    s, se, used = labelled_prior_scale(store, lab)
+    assert SCALE_BLOCK <= used < lab.size and 0 < se <= 0.05 * s
+    assert abs(s - exact.mean()) <= 4 * se
+    calls = []
+    original = prior.cross_covariance
+    prior.cross_covariance = lambda *a, **k: calls.append(1) or original(*a, **k)
+    assert labelled_prior_scale(store, lab[::-1]) == (s, se, used)
+    assert calls == []
+
+
+def test_solve_plan_by_counted_solves():
+    """Few labels a class: the labelled block (a solve a label); many labels and two
+    classes: the posterior precision (C - 1 solves a ratio); order 2 by conjugate
+    gradients (labelled block only) weighed while it costs at most ORDER_TWO_COST_RATIO
+    times order 1 alone; a factored prior's factorisations counted."""
+    from flgp.models.graph_matern import _column_stores, solve_plan
+    from flgp.precision.classification import RHO_CANDIDATES
+
+    X, y, yy = _curve(1500, m=1000)
+    g = self_tuning_knn_graph(X, 10)
+    lab = np.flatnonzero(yy >= 0)
+    chain = _column_stores(g, 2)
+    stores = {1: chain[0], 2: chain[1]}
+    assert chain[0].prior.solver == "cholesky"
+    ratios = RHO_CANDIDATES
+    # factored: 1000 labels x 2 orders of columns against 3 factorisations an order
+    # (3 x (1 + 40) + 16 and 3 x (1 + 200) + 2 x 16 solves)
+    assert solve_plan(stores, lab, 2, ratios) == {1: "precision", 2: "precision"}
+    # 300 labels: 600 columns against 774 solves; order 1 alone: 300 against 139
+    assert solve_plan(stores, lab[:300], 2, ratios) == {1: "columns", 2: "columns"}
+    assert solve_plan({1: chain[0]}, lab[:300], 2, ratios) == {1: "precision"}
+    assert solve_plan(stores, lab[:6], 2, ratios) == {1: "columns", 2: "columns"}
+    lab = lab[:300]
+    from flgp.precision import SparsePrecisionPrior
+    from flgp.precision.classification import LabelledColumns
+    amg = SparsePrecisionPrior(g, nu=1, kappa2=1e-3, centred=True, solver="amg")
+    cg = {1: LabelledColumns(amg)}
+    cg[2] = LabelledColumns(amg.with_order(2), lower=cg[1])
+    # conjugate gradients: 600 columns against 3 + 16 solves: order 1 alone, precision
+    assert solve_plan(cg, lab, 2, ratios) == {1: "precision"}
+    # one label a class of ten: 20 columns against 9 + ... - both orders, columns
+    ten = lab[:10]
+    assert solve_plan(cg, ten, 10, (0.01,)) == {1: "columns", 2: "columns"}
+    # held columns cost nothing
+    cg[1](lab[:40])
+    cg[2](lab[:40])
+    assert solve_plan(cg, lab[:40], 2, ratios) == {1: "columns", 2: "columns"}
+
+
+def test_default_classifier_on_many_labels_uses_the_precision_form():
+    """A curve with many labels on a conjugate-gradient graph: the classifier fits order
+    1 in the posterior precision form, errs little, and its latent posterior, suggestions
+    and pickle work: the unpickled fit rebuilds the same model."""
+    import pickle
+
+    X, y, yy = _curve(6000, m=400)
+    X4 = np.c_[X, 0.01 * np.random.default_rng(1).standard_normal(6000)]   # 4 coords: CG
+    clf = FLGPClassifier().fit(X4, yy)
+    fit = clf._chosen_fit
+    assert clf.method_ == "gmrf" and fit.plan == {1: "precision"}
+    assert fit.columns.prior.solver == "amg"
+    unl = yy < 0
+    assert np.mean(clf.transduction_[unl] != y[unl]) < 0.03
+    mean, var = clf.predict_latent(X4[:20])
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+    rows = clf.suggest_labels(4)
+    assert np.all(yy[rows] < 0) and np.unique(rows).size == 4
+    back = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(back.predict_latent(X4[:20])[0], mean)
+    np.testing.assert_array_equal(back.suggest_labels(4), rows)

@@ -15,7 +15,7 @@ from flgp.models.priors import Prior
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.models.baselines import (RBFClassification, RBFClassificationFit, RBFRegression,
                                    RBFRegressionFit)
-from flgp.models.graph_matern import (GMRF_CLASSIFIER_MAX_NODES, GraphMaternClassification,
+from flgp.models.graph_matern import (GMRF_CLASSIFIER_SECONDS, GraphMaternClassification,
                                       GraphMaternClassificationFit, GraphMaternRegression,
                                       GraphMaternRegressionFit)
 from flgp.models.heat_kernel import HeatKernelClassificationFit, HeatKernelRegressionFit
@@ -307,9 +307,9 @@ def test_classifier_registry_and_auto_rule():
     assert isinstance(reps["flgp"], HeatKernelClassification)
     # the heat kernel alone is the fallback (asked last, takes any labels)
     assert [rep.fallback for rep in reps.values()] == [False, False, True]
-    # "auto" (the default): the full-resolution classifier for a numpy cloud of up to
-    # GMRF_CLASSIFIER_MAX_NODES points, whatever the label counts; the heat kernel with
-    # given induced points or beyond that size
+    # "auto" (the default): the full-resolution classifier for a numpy cloud whose fit is
+    # predicted within GMRF_CLASSIFIER_SECONDS and half the memory; the heat kernel with
+    # given induced points or beyond
     assert FLGPClassifier().method == "auto"
     for counts in ((1, 10), (3, 10), (30, 30)):
         X, _, semi = _circles(n_labels=counts)
@@ -318,8 +318,11 @@ def test_classifier_registry_and_auto_rule():
     assert FLGPClassifier(induced_points=X[::20]).fit(X, semi).method_ == "flgp"
     rep = FLGPClassifier.REPRESENTATIONS["gmrf"]
     est = FLGPClassifier()
-    assert rep.chosen_by_auto(est, np.zeros((GMRF_CLASSIFIER_MAX_NODES, 2)), None)
-    assert not rep.chosen_by_auto(est, np.zeros((GMRF_CLASSIFIER_MAX_NODES + 1, 2)), None)
+    counts = np.array([150, 150])
+    assert rep.chosen_by_auto(est, np.broadcast_to(0.0, (100_000, 3)), counts)
+    assert not rep.chosen_by_auto(est, np.broadcast_to(0.0, (10_000_000, 3)), counts)
+    why = rep.declined_by_auto(est, np.broadcast_to(0.0, (10_000_000, 3)), counts)
+    assert "predicted to take" in why and f"{GMRF_CLASSIFIER_SECONDS:.0f} s" in why
 
 
 def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():

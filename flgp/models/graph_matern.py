@@ -19,15 +19,17 @@ import warnings
 import numpy as np
 
 from .._chunks import is_lazy, stage
-from ..backends import limit_blas_threads
+from ..backends import cpu_threads, limit_blas_threads
 from ..graph import Pieces
 from ..graph.knn import NeighborIndex, knn_point_graph, self_tuning_knn_graph
-from ..precision.classification import (KAPPA_RELATIVE, ORDER_CANDIDATES, SOLVE_TOL,
-                                        LabelledColumns, LeastSquaresClassification,
+from ..precision.classification import (KAPPA_RELATIVE, ORDER_CANDIDATES, RHO_CANDIDATES,
+                                        SCALE_BLOCK,
+                                        SOLVE_TOL, LabelledColumns,
+                                        LeastSquaresClassification, PrecisionLeastSquares,
                                         balance_to_prior, class_size_prior,
                                         chosen_candidate, graph_edges,
-                                        graph_total_variation, labels_kept,
-                                        prior_to_noise_ratios, score_scale,
+                                        graph_total_variation, labelled_prior_scale,
+                                        labels_kept, prior_to_noise_ratios, score_scale,
                                         scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
 from ..precision.gaussian import (FACTOR_MAX_NODES, cross_validated_amplitude, exhaust,
@@ -42,7 +44,8 @@ from .representation import (ClassificationFit, ClassificationRepresentation, In
 
 __all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClassification",
            "GraphMaternClassificationFit", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM",
-           "GMRF_CLASSIFIER_MAX_NODES", "CLASSIFIER_FACTOR_3D_NODES", "classifier_solver"]
+           "GMRF_CLASSIFIER_SECONDS", "CLASSIFIER_FACTOR_3D_NODES", "classifier_solver",
+           "classifier_cost", "solve_plan"]
 
 # method="auto" weighs the graph Matérn prior on the k-NN graph of X (no graph= given) up to
 # this many points - where its hyperparameters are searched on the whole graph; a 20,000-
@@ -53,10 +56,22 @@ KNN_GMRF_MAX_DIM = 16
 # neighbours of the default k-NN point graphs (graphlearning's and Poisson learning's
 # default)
 GMRF_NEIGHBOURS = 10
-# the classifier's method="auto": the full-resolution classifier on numpy clouds of up to
-# this many points (its k-NN graph and one sparse solve a label; beyond, the low-rank heat
-# kernel: docs/few_labels.md, "One classifier")
-GMRF_CLASSIFIER_MAX_NODES = 2_000_000
+# the classifier's method="auto" takes the full-resolution classifier where its fit is
+# predicted (classifier_cost) to take at most this many seconds and this share of the
+# machine's memory; the low-rank heat kernel beyond (a million points: ~1 s)
+GMRF_CLASSIFIER_SECONDS = 25.0
+GMRF_CLASSIFIER_MEMORY_SHARE = 0.5
+# classifier_cost's constants, measured on a 2-core machine (noisy 3-d curves of 10^5 and
+# 10^6 points, MNIST's 70,000 x 100): seconds a point of the 10-NN graph's search (k-d
+# tree up to 16 coordinates; buckets beyond, per coordinate), of the multigrid set-up,
+# of one conjugate-gradient iteration, and of a candidate's probabilities, balance and
+# variation per class; the iterations of a solve (low-dimensional clouds have long-range
+# priors: 8-24 a solve, 15 on average; MNIST 4-5); bytes a point and a point and class
+KNN_SECONDS_TREE, KNN_SECONDS_BUCKET_PER_COORDINATE = 6.5e-6, 0.4e-6
+MULTIGRID_SETUP_SECONDS, ITERATION_SECONDS = 5e-6, 0.16e-6
+CANDIDATE_SECONDS_PER_CLASS = 0.6e-6
+SOLVE_ITERATIONS_TREE, SOLVE_ITERATIONS_BUCKET = 15, 6
+BYTES_PER_POINT, BYTES_PER_POINT_AND_CLASS = 2000, 80
 # draws of the Rao-Blackwellised variance estimator (relative standard error ~5-10 %)
 GMRF_VARIANCE_SAMPLES = 64
 # the classifier's prior solves by a CHOLMOD factor (exact) where that is cheap - graphs
@@ -68,11 +83,73 @@ GMRF_VARIANCE_SAMPLES = 64
 # points and 5.6 against 4.1 s at 70,000 (50 columns each); beyond three coordinates the
 # factor fills in (five: 6.6 against 1.1 s at 20,000)
 CLASSIFIER_FACTOR_3D_NODES = 50_000
+# The classifier's two forms of one model (flgp.precision.classification): the labelled
+# block, one prior solve a label and order ("columns"; kept, so that a refit with more
+# labels solves for the new ones only), or the posterior precision, C - 1 solves a ratio
+# ("precision"; flgp.precision.centred_posterior), whichever costs fewer solves. A
+# numeric factorisation of the posterior precision counts as this many solves (measured
+# on a Swiss roll, a torus and a solid ball of 10,000-50,000 points: 14-72 for order 1,
+# 37-250 for order 2)
+FACTORISATION_SOLVES = {1: 40, 2: 200}
+# where the prior solves by conjugate gradients, order 2 has no posterior-precision form
+# (its fourth-order system has no preconditioner that converges in few iterations) and
+# costs two solves a label; it is weighed while that is at most this many times the
+# solves of order 1's cheaper form - MNIST with 200 labels (400 solves against 43) keeps
+# it, and the order it chose there, a curve with 300 labels and two classes (600 against
+# 19) does not
+ORDER_TWO_COST_RATIO = 10.0
 # the cross-validated amplitude's factor on the evidence's is used within this range only
 # (measured on brain maps, surfaces and fields: 0.82-1.05); beyond it - residuals that
 # vanish, say - the two disagree too far for either to be trusted over the other, and
 # the evidence's amplitude is kept
 CV_SCALE_RANGE = (0.1, 10.0)
+
+
+def physical_memory() -> float:
+    """The machine's memory in bytes (``inf`` where the system does not say)."""
+    try:
+        import os
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return float("inf")
+
+
+def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = False):
+    """``(seconds, bytes)``: the full-resolution classifier's fit predicted from the
+    cloud's size, its number of coordinates and the label ``counts`` a class, by the
+    measured constants above - the 10-NN graph's search (none for a given graph), the
+    multigrid set-up, the solves of the cheaper form (:func:`solve_plan`: the labelled
+    block, a solve a label and order, or the posterior precision, ``C - 1`` a ratio and
+    the scale's few, at order 1) at ``SOLVE_ITERATIONS_*`` iterations each, and each
+    candidate's probabilities; memory the graph and its hierarchy, each candidate's
+    ``n x C`` arrays and the columns of the labelled block where that form is cheaper.
+    On a factored graph (few coordinates and nodes: ``classifier_solver``) the same
+    numbers overstate the cost, which is small there."""
+    n, p = int(n_points), int(n_features)
+    counts = np.asarray(counts, dtype=np.int64)
+    m, C = int(counts.sum()), int(counts.size)
+    ratios = 1 if counts.min() <= 1 else len(RHO_CANDIDATES)
+    tree = p <= KNN_GMRF_MAX_DIM
+    seconds = 0.0 if graph_given else n * (
+        KNN_SECONDS_TREE if tree else KNN_SECONDS_BUCKET_PER_COORDINATE * p)
+    seconds += MULTIGRID_SETUP_SECONDS * n
+    # solve_plan's count (the scale's solves at SCALE_TOL take about a third of a solve's
+    # iterations, below)
+    counted = ratios * (C - 1) + 2 * SCALE_BLOCK
+    both = 2 * m if m + m <= ORDER_TWO_COST_RATIO * min(m, counted) else None
+    # columns are solved several at once on threads (a ratio's C - 1 together)
+    threads = max(1, cpu_threads())
+    if both is not None or m <= counted:
+        rounds = np.ceil((both if both is not None else m) / threads)
+    else:
+        rounds = ratios * np.ceil((C - 1) / threads) + 2 * SCALE_BLOCK / 3.0 / threads
+    iterations = SOLVE_ITERATIONS_TREE if tree else SOLVE_ITERATIONS_BUCKET
+    seconds += rounds * iterations * ITERATION_SECONDS * n
+    candidates = ratios * (2 if both is not None else 1)
+    seconds += candidates * CANDIDATE_SECONDS_PER_CLASS * n * C
+    stored = (2 * m if both is not None else m if m <= counted else 0)
+    memory = n * (BYTES_PER_POINT + BYTES_PER_POINT_AND_CLASS * C + 8 * stored)
+    return float(seconds), float(memory)
 
 
 def classifier_solver(graph) -> str:
@@ -296,11 +373,16 @@ class GraphMaternClassification(ClassificationRepresentation):
     name = "gmrf"
 
     def chosen_by_auto(self, est, X, counts):
-        """A numpy cloud of at most ``GMRF_CLASSIFIER_MAX_NODES`` points (or a given graph)
-        without given induced points: the full-resolution classifier, whatever the label
-        counts (docs/few_labels.md, "One classifier")."""
-        return bool(not is_lazy(X) and est.induced_points is None
-                    and (est.graph is not None or X.shape[0] <= GMRF_CLASSIFIER_MAX_NODES))
+        """A numpy cloud (or a given graph) without given induced points whose fit
+        :func:`classifier_cost` predicts within ``GMRF_CLASSIFIER_SECONDS`` and
+        ``GMRF_CLASSIFIER_MEMORY_SHARE`` of the machine's memory: the full-resolution
+        classifier (docs/few_labels.md, "One classifier")."""
+        if is_lazy(X) or est.induced_points is not None:
+            return False
+        seconds, memory = classifier_cost(X.shape[0], X.shape[1], counts,
+                                          graph_given=est.graph is not None)
+        return bool(seconds <= GMRF_CLASSIFIER_SECONDS
+                    and memory <= GMRF_CLASSIFIER_MEMORY_SHARE * physical_memory())
 
     def declined_by_auto(self, est, X, counts):
         if is_lazy(X):
@@ -308,9 +390,13 @@ class GraphMaternClassification(ClassificationRepresentation):
                     "whole graph in memory; the heat kernel's engine runs on dask blocks")
         if est.induced_points is not None:
             return "induced_points given: they are the heat kernel's engine's"
-        return (f"{X.shape[0]} points > GMRF_CLASSIFIER_MAX_NODES = "
-                f"{GMRF_CLASSIFIER_MAX_NODES}: beyond it the low-rank heat kernel (pass "
-                f"GraphMaternPrior() alone to fit it anyway)")
+        seconds, memory = classifier_cost(X.shape[0], X.shape[1], counts,
+                                          graph_given=est.graph is not None)
+        return (f"its fit is predicted to take {seconds:.0f} s and {memory / 2**30:.1f} GB "
+                f"here (classifier_cost), beyond GMRF_CLASSIFIER_SECONDS = "
+                f"{GMRF_CLASSIFIER_SECONDS:.0f} s or half of the machine's "
+                f"{physical_memory() / 2**30:.0f} GB: the low-rank heat kernel instead "
+                f"(pass GraphMaternPrior() alone to fit it anyway)")
 
     def _engine(self, est, X):
         """``(graph, {order ν: store of prior columns})``: the graph (``graph=`` checked
@@ -391,17 +477,12 @@ class GraphMaternClassification(ClassificationRepresentation):
         # every class it was given, so that its probabilities are shared between them and
         # no candidate gains by setting the copies apart
         labelled, codes, clear = _shared_labels(graph.points, labelled, codes)
-        edges = graph_edges(graph.stiffness) if len(stores) * len(ratios) > 1 else None
+        plan = solve_plan(stores, labelled, C, ratios)
+        edges = graph_edges(graph.stiffness) if len(plan) * len(ratios) > 1 else None
         best, variations, kept = None, {}, {}
         with stage("scores"):
-            for nu, columns in stores.items():
-                columns(labelled)
-                # the labels in the store's order: its columns then without a copy (the
-                # model does not depend on the labels' order)
-                nodes, node_codes = columns.in_held_order(labelled, codes)
-                W = columns(nodes)
-                for rho in ratios:
-                    model = LeastSquaresClassification(W, nodes, node_codes, C, rho)
+            for nu, form in plan.items():
+                for rho, model in _models(stores[nu], form, labelled, codes, C, ratios):
                     # the previous candidate's class weights start the balance (a weight
                     # that underflowed to 0 starts at the smallest positive one)
                     scored = (nu, model, *_node_probabilities(
@@ -420,7 +501,80 @@ class GraphMaternClassification(ClassificationRepresentation):
         nu, model, U, scale, class_weights, P = best
         return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
                                             class_weights, P, model, stores[nu], pieces,
-                                            variations or None)
+                                            variations or None, plan)
+
+
+def solve_plan(stores, labelled, n_classes, ratios) -> dict:
+    """``{order: "columns" | "precision"}``: how each order of ``stores`` (their
+    :class:`~flgp.precision.classification.LabelledColumns`) is fitted for these labels,
+    in the forms of fewest solves (``FACTORISATION_SOLVES``, ``ORDER_TWO_COST_RATIO``):
+    the labelled block costs a solve for each label whose column is not held, at every
+    order up to the one fitted (a column of order 2 is raised from order 1's); the
+    posterior precision ``C - 1`` solves a ratio, plus a numeric factorisation a ratio
+    where the prior is factored, plus ``ν`` solves for each of up to ``2 * SCALE_BLOCK``
+    labelled nodes whose prior variance is not known yet (its scale). Where the prior
+    solves by conjugate gradients, order 2 has the labelled block only and is left out
+    where that costs more than ``ORDER_TWO_COST_RATIO`` times order 1's cheaper form; on
+    a graph whose mass varies, the precision form is not used there (it needs ``P`` and
+    ``Q`` to commute)."""
+    from itertools import product
+
+    C, n_ratios = int(n_classes), len(ratios)
+    nodes = np.unique(labelled)
+    orders = sorted(stores)
+    first = stores[orders[0]].prior
+    factored = first.solver == "cholesky"
+
+    def chain(store):                      # the store and those it raises from
+        return [store] + ([] if store.lower is None else chain(store.lower))
+
+    new = {}
+    for nu in orders:
+        for level in chain(stores[nu]):
+            new[level.prior.nu] = int(np.sum([not level.holds(v) for v in nodes]))
+
+    def precision(nu):
+        unknown = sum(int(v) not in stores[nu].diagonal for v in nodes[:2 * SCALE_BLOCK])
+        factor = FACTORISATION_SOLVES.get(nu, 100 * nu) if factored else 0
+        return n_ratios * (C - 1 + factor) + nu * unknown
+
+    def cost(plan):
+        levels = set()
+        for nu, form in plan.items():
+            if form == "columns":
+                levels.update(range(1, nu + 1))
+        return sum(new[j] for j in levels) + sum(precision(nu) for nu, form in plan.items()
+                                                  if form == "precision")
+
+    allowed = {nu: (("columns", "precision") if factored or (nu == 1 and first._uniform_mass)
+                    else ("columns",)) for nu in orders}
+    plans = [dict(zip(orders, forms)) for forms in product(*(allowed[nu] for nu in orders))]
+    best = min(plans, key=cost)
+    if factored or 2 not in stores or 1 not in stores:
+        return best
+    # conjugate gradients: order 2 only where it costs at most ORDER_TWO_COST_RATIO times
+    # order 1 alone
+    alone = min(({1: form} for form in allowed[1]), key=cost)
+    if cost(best) <= ORDER_TWO_COST_RATIO * max(cost(alone), 1):
+        return best
+    return alone
+
+
+def _models(store, form, labelled, codes, C, ratios):
+    """``(ratio, model)`` for each ratio: the least-squares classifier of one order in the
+    form ``form`` (:func:`solve_plan`) from the store of that order's prior."""
+    if form == "columns":
+        store(labelled)
+        # the labels in the store's order: its columns then without a copy (the model
+        # does not depend on the labels' order)
+        nodes, node_codes = store.in_held_order(labelled, codes)
+        W = store(nodes)
+        for rho in ratios:
+            yield rho, LeastSquaresClassification(W, nodes, node_codes, C, rho)
+        return
+    scale = labelled_prior_scale(store, labelled)[0]
+    for rho in ratios:
+        yield rho, PrecisionLeastSquares(store.prior, labelled, codes, C, rho, scale)
 
 
 def _shared_labels(points, labelled, codes):
@@ -500,12 +654,15 @@ class GraphMaternClassificationFit(ClassificationFit):
     variations = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
-                 probabilities, model=None, columns=None, pieces=None, variations=None):
+                 probabilities, model=None, columns=None, pieces=None, variations=None,
+                 plan=None):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
         self.model, self.columns = model, columns
         self.pieces, self.variations = pieces, variations
+        # {order: "columns" | "precision"}: the form each order was fitted in (solve_plan)
+        self.plan = plan
         self._node_index = None
         self._variances = None
 
@@ -579,35 +736,38 @@ class GraphMaternClassificationFit(ClassificationFit):
     def _restored(self) -> bool:
         """Whether the least-squares model and its store of prior columns are at hand: a
         pickled fit keeps neither (the prior's solver does not pickle) but what rebuilds
-        them - the labels and the ratio - and they are rebuilt at first use (the prior's
-        columns at the labels solved again: the same model - bit for bit by AMG, whose
-        columns are solved one by one; to rounding with a factor)."""
+        them - the labels, the ratio and the form (with its scale) - and they are rebuilt
+        at first use (the prior's columns or posterior solved again: the same model - bit
+        for bit by AMG, whose columns are solved one by one; to rounding with a
+        factor)."""
         if self.model is not None and self.columns is not None \
                 and self.columns.prior is not None:
             return True
         rebuild = getattr(self, "_model_arguments", None)
         if rebuild is None:                     # pickled before 2026-11-29
             return False
-        nodes, codes, n_classes, rho = rebuild
+        nodes, codes, n_classes, rho = rebuild[:4]
         self.columns = _column_stores(self.graph, self.nu)[-1]
-        self.model = LeastSquaresClassification(self.columns(nodes), nodes, codes,
-                                                n_classes, rho)
+        if len(rebuild) > 4 and rebuild[4] is not None:          # the precision form
+            self.model = PrecisionLeastSquares(self.columns.prior, nodes, codes, n_classes,
+                                               rho, rebuild[4])
+        else:
+            self.model = LeastSquaresClassification(self.columns(nodes), nodes, codes,
+                                                    n_classes, rho)
         return True
 
     def node_variances(self) -> np.ndarray:
-        """The class latents' posterior variances at every node ``(n, C)``
-        (:meth:`LeastSquaresClassification.unit_variances` with the prior's marginal
-        variances by the Rao-Blackwellised estimator of
-        :meth:`flgp.precision.SparsePrecisionPrior.marginal_variances`: relative standard
-        error up to ~35 %); computed once."""
+        """The class latents' posterior variances at every node ``(n, C)``: the model's
+        unit variances (the labelled block's with the prior's marginal variances, or the
+        posterior precision's, both by Rao-Blackwellised Monte Carlo: relative standard
+        error up to ~35 %) times each class's noise; computed once."""
         if self._variances is None:
             if not self._restored():
                 raise ValueError("the latent variances of a full-resolution classifier need "
                                  "its prior's columns, which a fit pickled before "
                                  "2026-11-29 does not keep; fit it again.")
-            with stage("prior variances"):
-                prior_var = _cached_prior_variances(self.columns)
-            unit = self.model.unit_variances(self.columns(self.model.labelled), prior_var)
+            with stage("latent variances"):
+                unit = self.model.node_unit_variances(self.columns)
             self._variances = unit[:, None] * self.model.noise[None, :]
         return self._variances
 
@@ -642,25 +802,23 @@ class GraphMaternClassificationFit(ClassificationFit):
         """:meth:`suggest`'s greedy batch of ``n`` rows of ``index`` from the scores
         ``base``."""
         model = self.model
-        W = self.columns(model.labelled)
         v0 = np.maximum(self.node_variances()[:, 0] / model.noise[0], 1e-300)[index]
+        dense = isinstance(model, LeastSquaresClassification)
         picks, cov = [], np.zeros((index.size, 0))
         B = np.zeros((0, 0))
         score = base.copy()
-        V_index = model.whitened(W[index])            # the candidates' part, once a batch
         for step in range(int(n)):
             p = int(np.argmax(score))
             picks.append(p)
             node = index[p]
-            if step + 1 < n and not self.columns.holds(node):
+            if dense and step + 1 < n and not self.columns.holds(node):
                 # the next pick is nearly always the runner-up (MNIST's loop: 77 of 81):
                 # its column solved beside this one's (on threads: the two in about the
                 # time of one), so that picks cost a solve every other one
                 following = score.copy()
                 following[p] = -np.inf
                 self.columns.prefetch([node, index[int(np.argmax(following))]])
-            K_col = self.columns([node])[:, 0]
-            c = model.unit_covariances_whitened(V_index, W[[node]], K_col[index, None])[:, 0]
+            c = model.unit_covariance_columns(self.columns, [node])[index, 0]
             cov = np.column_stack([cov, c])
             sel = np.array(picks)
             # the picks' labels as exact: what a candidate keeps is the share of its
@@ -680,15 +838,8 @@ class GraphMaternClassificationFit(ClassificationFit):
         state["_node_index"] = None              # rebuilt at first use
         model = state.get("model")
         if model is not None:                    # what rebuilds the model (_restored)
-            state["_model_arguments"] = (model.labelled, model.codes, model.n_classes,
-                                         model.rho)
+            state["_model_arguments"] = (
+                model.labelled, model.codes, model.n_classes, model.rho,
+                model.scale if isinstance(model, PrecisionLeastSquares) else None)
         state["columns"] = state["model"] = state["_variances"] = None
         return state
-
-
-def _cached_prior_variances(columns):
-    """The prior's marginal variances at every node, kept with the column store (they do
-    not depend on the labels: one estimate for a whole labelling loop)."""
-    if getattr(columns, "prior_variances", None) is None:
-        columns.prior_variances = columns.prior.marginal_variances()
-    return columns.prior_variances
