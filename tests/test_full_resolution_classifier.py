@@ -936,9 +936,10 @@ def test_labelled_prior_scale_is_exact_for_few_and_estimated_for_many():
 
 def test_solve_plan_by_counted_solves():
     """Few labels a class: the labelled block (a solve a label); many labels and two
-    classes: the posterior precision (C - 1 solves a ratio); order 2 by conjugate
-    gradients (labelled block only) weighed while it costs at most ORDER_TWO_COST_RATIO
-    times order 1 alone; a factored prior's factorisations counted."""
+    classes: the posterior precision (C - 1 solves a ratio, counted twice); order 2 by
+    conjugate gradients (labelled block only) weighed while it costs at most
+    ORDER_TWO_COST_RATIO times order 1 alone; a factored prior's factorisations
+    counted."""
     from flgp.models.graph_matern import _column_stores, solve_plan
     from flgp.precision.classification import RHO_CANDIDATES
 
@@ -950,9 +951,9 @@ def test_solve_plan_by_counted_solves():
     assert chain[0].prior.solver == "cholesky"
     ratios = RHO_CANDIDATES
     # factored: 1000 labels x 2 orders of columns against 3 factorisations an order
-    # (3 x (1 + 40) + 16 and 3 x (1 + 200) + 2 x 16 solves)
+    # (2 x (3 x (1 + 40) + 16) and 2 x (3 x (1 + 200) + 2 x 16) solves)
     assert solve_plan(stores, lab, 2, ratios) == {1: "precision", 2: "precision"}
-    # 300 labels: 600 columns against 774 solves; order 1 alone: 300 against 139
+    # 300 labels: 600 columns against 1548 solves; order 1 alone: 300 against 278
     assert solve_plan(stores, lab[:300], 2, ratios) == {1: "columns", 2: "columns"}
     assert solve_plan({1: chain[0]}, lab[:300], 2, ratios) == {1: "precision"}
     assert solve_plan(stores, lab[:6], 2, ratios) == {1: "columns", 2: "columns"}
@@ -962,9 +963,10 @@ def test_solve_plan_by_counted_solves():
     amg = SparsePrecisionPrior(g, nu=1, kappa2=1e-3, centred=True, solver="amg")
     cg = {1: LabelledColumns(amg)}
     cg[2] = LabelledColumns(amg.with_order(2), lower=cg[1])
-    # conjugate gradients: 600 columns against 3 + 16 solves: order 1 alone, precision
+    # conjugate gradients: 600 columns against 2 x (3 + 16) solves: order 1 alone, in the
+    # precision form
     assert solve_plan(cg, lab, 2, ratios) == {1: "precision"}
-    # one label a class of ten: 20 columns against 9 + ... - both orders, columns
+    # one label a class of ten: 20 columns against 2 x (9 + 10): both orders, columns
     ten = lab[:10]
     assert solve_plan(cg, ten, 10, (0.01,)) == {1: "columns", 2: "columns"}
     # held columns cost nothing

@@ -85,19 +85,23 @@ GMRF_VARIANCE_SAMPLES = 64
 CLASSIFIER_FACTOR_3D_NODES = 50_000
 # The classifier's two forms of one model (flgp.precision.classification): the labelled
 # block, one prior solve a label and order ("columns"; kept, so that a refit with more
-# labels solves for the new ones only), or the posterior precision, C - 1 solves a ratio
-# ("precision"; flgp.precision.centred_posterior), whichever costs fewer solves. A
+# labels solves for the new ones only; its scale exact), or the posterior precision,
+# C - 1 solves a ratio ("precision"; flgp.precision.centred_posterior; its scale
+# estimated to 5 %), which is taken where it costs at most 1 / PRECISION_ADVANTAGE of the
+# labelled block's solves (a form that changes the numbers slightly is not worth a few
+# solves). A
 # numeric factorisation of the posterior precision counts as this many solves (measured
 # on a Swiss roll, a torus and a solid ball of 10,000-50,000 points: 14-72 for order 1,
 # 37-250 for order 2)
 FACTORISATION_SOLVES = {1: 40, 2: 200}
+PRECISION_ADVANTAGE = 2.0
 # where the prior solves by conjugate gradients, order 2 has no posterior-precision form
 # (its fourth-order system has no preconditioner that converges in few iterations) and
 # costs two solves a label; it is weighed while that is at most this many times the
-# solves of order 1's cheaper form - MNIST with 200 labels (400 solves against 43) keeps
-# it, and the order it chose there, a curve with 300 labels and two classes (600 against
-# 19) does not
-ORDER_TWO_COST_RATIO = 10.0
+# (weighed) solves of order 1's cheaper form - MNIST with 200 labels (400 solves against
+# 2 x 43) keeps it, and the order it chose there, a curve with 300 labels and two classes
+# (600 against 2 x 19) does not
+ORDER_TWO_COST_RATIO = 5.0
 # the cross-validated amplitude's factor on the evidence's is used within this range only
 # (measured on brain maps, surfaces and fields: 0.82-1.05); beyond it - residuals that
 # vanish, say - the two disagree too far for either to be trusted over the other, and
@@ -135,7 +139,7 @@ def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = 
     seconds += MULTIGRID_SETUP_SECONDS * n
     # solve_plan's count (the scale's solves at SCALE_TOL take about a third of a solve's
     # iterations, below)
-    counted = ratios * (C - 1) + 2 * SCALE_BLOCK
+    counted = PRECISION_ADVANTAGE * (ratios * (C - 1) + 2 * SCALE_BLOCK)
     both = 2 * m if m + m <= ORDER_TWO_COST_RATIO * min(m, counted) else None
     # columns are solved several at once on threads (a ratio's C - 1 together)
     threads = max(1, cpu_threads())
@@ -507,7 +511,8 @@ class GraphMaternClassification(ClassificationRepresentation):
 def solve_plan(stores, labelled, n_classes, ratios) -> dict:
     """``{order: "columns" | "precision"}``: how each order of ``stores`` (their
     :class:`~flgp.precision.classification.LabelledColumns`) is fitted for these labels,
-    in the forms of fewest solves (``FACTORISATION_SOLVES``, ``ORDER_TWO_COST_RATIO``):
+    in the forms of fewest solves, the precision form's counted ``PRECISION_ADVANTAGE``
+    times (``FACTORISATION_SOLVES``, ``ORDER_TWO_COST_RATIO``):
     the labelled block costs a solve for each label whose column is not held, at every
     order up to the one fitted (a column of order 2 is raised from order 1's); the
     posterior precision ``C - 1`` solves a ratio, plus a numeric factorisation a ratio
@@ -538,13 +543,13 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
         factor = FACTORISATION_SOLVES.get(nu, 100 * nu) if factored else 0
         return n_ratios * (C - 1 + factor) + nu * unknown
 
-    def cost(plan):
+    def cost(plan):                      # the precision form's solves weighed double
         levels = set()
         for nu, form in plan.items():
             if form == "columns":
                 levels.update(range(1, nu + 1))
-        return sum(new[j] for j in levels) + sum(precision(nu) for nu, form in plan.items()
-                                                  if form == "precision")
+        return sum(new[j] for j in levels) + PRECISION_ADVANTAGE * sum(
+            precision(nu) for nu, form in plan.items() if form == "precision")
 
     allowed = {nu: (("columns", "precision") if factored or (nu == 1 and first._uniform_mass)
                     else ("columns",)) for nu in orders}

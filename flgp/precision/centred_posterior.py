@@ -24,8 +24,7 @@ the dense algebra needs costs one solve a label. Two ways to solve:
   equals ``P Q̃ P`` on them: conjugate gradients on that subspace
   (:meth:`~flgp.precision.multigrid.ClassicalMultigrid.solve`, ``centred=True``),
   preconditioned by the prior's multigrid hierarchy with the labels' diagonal added at
-  every level (:meth:`~flgp.precision.multigrid.ClassicalMultigrid.with_diagonal`); a
-  warm start from a nearby system's solution (the labelling loop's previous fit). No
+  every level (:meth:`~flgp.precision.multigrid.ClassicalMultigrid.with_diagonal`). No
   log-determinant on this path.
 
 The posterior variances ``diag(P Q̂⁻¹ P)`` come from Rao-Blackwellised Monte Carlo (Sidén
@@ -116,10 +115,9 @@ class CentredPosterior:
         return X
 
     # -- what the classifier asks ------------------------------------------------------------
-    def solve(self, B, tol=None, x0=None) -> np.ndarray:
+    def solve(self, B, tol=None) -> np.ndarray:
         """``P Q̂⁻¹ B`` for ``B`` (``(n,)`` or ``(n, k)``) whose columns sum to zero; on the
-        iterative path to the relative residual ``tol`` (default the prior's), from ``x0``
-        where given."""
+        iterative path to the relative residual ``tol`` (default the prior's)."""
         B = np.asarray(B, dtype=np.float64)
         if B.ndim not in (1, 2) or B.shape[0] != self.n:
             raise ValueError(f"B must have one row a node ({self.n}); got shape {B.shape}.")
@@ -127,7 +125,7 @@ class CentredPosterior:
             X = self._solve_hat(B.reshape(self.n, -1))
             X -= X.mean(axis=0)
             return X.reshape(B.shape)
-        return self._multigrid.solve(B, tol=self.prior.tol if tol is None else tol, x0=x0,
+        return self._multigrid.solve(B, tol=self.prior.tol if tol is None else tol,
                                      centred=True)
 
     def log_det_ratio(self):

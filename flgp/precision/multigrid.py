@@ -194,10 +194,9 @@ class ClassicalMultigrid:
         other.hierarchy = _updated_hierarchy(self.hierarchy, extra.astype(self.dtype))
         return other
 
-    def solve(self, B: np.ndarray, tol=None, x0=None, centred: bool = False) -> np.ndarray:
+    def solve(self, B: np.ndarray, tol=None, centred: bool = False) -> np.ndarray:
         """``A⁻¹ B`` for ``B`` of shape ``(n,)`` or ``(n, c)``, to the relative residual
-        ``tol`` (default: the solver's); ``x0``: starting guesses of the shape of ``B``
-        (e.g. the solution of a nearby system). ``centred``: ``B``'s columns sum to zero
+        ``tol`` (default: the solver's). ``centred``: ``B``'s columns sum to zero
         and ``A`` maps the constants to themselves (a graph Laplacian plus a constant
         diagonal, plus any symmetric ``P D P``); the solution in the same subspace, by CG
         on the projected operator ``P A P`` with the projected cycle ``P M P`` - no
@@ -210,33 +209,26 @@ class ClassicalMultigrid:
             raise ValueError(f"B must have one row per row of A ({self.A.shape[0]}); got "
                              f"shape {B.shape}.")
         cols = B.reshape(B.shape[0], -1)
-        starts = None
-        if x0 is not None:
-            x0 = np.asarray(x0, dtype=np.float64)
-            if x0.shape != B.shape:
-                raise ValueError(f"x0 must have the shape of B {B.shape}; got {x0.shape}.")
-            starts = x0.reshape(cols.shape)
         out = np.empty_like(cols)
         # pyamg's CG warns of the indefinite cycle under its own "always" filter: recorded
         # (here, on the calling thread, for every thread's columns: a record context
         # entered on several threads would leave the filters of whichever left last), and
         # any other warning passed on
         with limit_blas_threads(1), warnings.catch_warnings(record=True) as caught:
-            failed = self._solve_columns(cols, out, tol, range(cols.shape[1]), starts,
-                                         centred)
+            failed = self._solve_columns(cols, out, tol, range(cols.shape[1]), centred)
             if failed and self.drop > 0:
                 # an indefinite sparsified coarse operator: Galerkin ones from now on
                 self.drop = 0.0
                 self.hierarchy = _hierarchy(self.A.astype(self.dtype), 0.0)
-                self._solve_columns(cols, out, tol, failed, starts, centred)
+                self._solve_columns(cols, out, tol, failed, centred)
         for w in caught:
             if "Indefinite" not in str(w.message):
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return out.reshape(B.shape)
 
-    def _solve_columns(self, cols, out, tol, which, starts=None, centred=False) -> list:
-        """CG for the columns ``which`` of ``cols`` into those of ``out`` (from the columns
-        of ``starts`` where given; on the centred subspace, :meth:`solve`), several at once
+    def _solve_columns(self, cols, out, tol, which, centred=False) -> list:
+        """CG for the columns ``which`` of ``cols`` into those of ``out`` (on the centred
+        subspace: :meth:`solve`), several at once
         on up to :func:`~flgp.backends.cpu_threads` threads (pyamg's smoothing and scipy's
         sparse products release the interpreter lock: eight MNIST columns 0.47 s on one
         thread, 0.30 s on two); each column's iterations are those it has alone. Returns
@@ -248,10 +240,7 @@ class ClassicalMultigrid:
             A, M = _projected(A), _projected(M)
 
         def one(c):
-            x0 = None if starts is None else starts[:, c]
-            if centred and x0 is not None:
-                x0 = x0 - x0.mean()
-            out[:, c], info = cg(A, cols[:, c], x0=x0, tol=tol, M=M, maxiter=1000)
+            out[:, c], info = cg(A, cols[:, c], tol=tol, M=M, maxiter=1000)
             if centred:
                 out[:, c] -= out[:, c].mean()
             return info < 0
