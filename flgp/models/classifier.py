@@ -114,7 +114,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         resolution: the graph Matérn GP on the cloud's own k-NN graph (Poisson learning's
         self-tuning graph, 10 neighbours) or on its ``graph``, a least-squares GP
         classifier (the labels' centred one-hot vectors regressed on the class latents,
-        one sparse solve a label; near Poisson learning's solution while some class has
+        through the labelled block - a sparse solve a label - or the sparse posterior
+        precision - ``C - 1`` solves a candidate ratio, whatever the number of labels -
+        whichever costs fewer solves; near Poisson learning's solution while some class has
         one label, from two labels a class its prior-to-noise ratio the one whose
         probabilities vary least across the graph's edges - the boundaries through the
         cloud's sparsest parts), probabilities at a spread set from the cloud and
@@ -126,8 +128,11 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         prior on ``t``). :class:`~flgp.models.priors.RBFPrior` - the extrinsic baseline, an
         RBF-kernel GP on the labelled points only. A list: the classifier's rule among
         those listed; ``None`` (the default): all three at their defaults, and the rule
-        takes the graph Matérn prior for a numpy cloud of up to 2,000,000 points (or with
-        a ``graph``), the heat kernel for dask inputs, larger clouds and given
+        takes the graph Matérn prior for a numpy cloud (or with a ``graph``) whose fit it
+        predicts within 25 s and half the machine's memory
+        (:func:`flgp.models.graph_matern.classifier_cost`, from the points, coordinates,
+        classes and labels: MNIST at any label count, a 3-d curve up to about 800,000
+        points), the heat kernel for dask inputs, larger clouds and given
         ``induced_points`` - measured on six clouds at 1-10 labels per class, the
         full-resolution classifier is at least as accurate as the heat kernel on MNIST,
         the Swiss roll, the helix and six circles, and behind it on two moons at five
