@@ -943,19 +943,20 @@ def test_solve_plan_by_counted_solves():
     from flgp.models.graph_matern import _column_stores, solve_plan
     from flgp.precision.classification import RHO_CANDIDATES
 
-    X, y, yy = _curve(1500, m=1000)
+    X, y, yy = _curve(1500, m=1400)
     g = self_tuning_knn_graph(X, 10)
     lab = np.flatnonzero(yy >= 0)
     chain = _column_stores(g, 2)
     stores = {1: chain[0], 2: chain[1]}
     assert chain[0].prior.solver == "cholesky"
     ratios = RHO_CANDIDATES
-    # factored: 1000 labels x 2 orders of columns against 3 factorisations an order
-    # (2 x (3 x (1 + 40) + 16) and 2 x (3 x (1 + 200) + 2 x 16) solves)
-    assert solve_plan(stores, lab, 2, ratios) == {1: "precision", 2: "precision"}
-    # 300 labels: 600 columns against 1548 solves; order 1 alone: 300 against 278
-    assert solve_plan(stores, lab[:300], 2, ratios) == {1: "columns", 2: "columns"}
+    # factored, 1000 labels: order 1's columns and order 2's means from them (1000 + 3
+    # solves) against 3 factorisations an order (2 x (3 x (1 + 40) + 16) and
+    # 2 x (3 x (1 + 200) + 2 x 16)); order 1 alone at 300 labels: 300 against 278
+    assert solve_plan(stores, lab[:1000], 2, ratios) == {1: "columns", 2: "columns"}
     assert solve_plan({1: chain[0]}, lab[:300], 2, ratios) == {1: "precision"}
+    # order 2 alone at 1400 labels: 1403 against 1270
+    assert solve_plan({2: chain[1]}, lab, 2, ratios) == {2: "precision"}
     assert solve_plan(stores, lab[:6], 2, ratios) == {1: "columns", 2: "columns"}
     lab = lab[:300]
     from flgp.precision import SparsePrecisionPrior
@@ -963,10 +964,10 @@ def test_solve_plan_by_counted_solves():
     amg = SparsePrecisionPrior(g, nu=1, kappa2=1e-3, centred=True, solver="amg")
     cg = {1: LabelledColumns(amg)}
     cg[2] = LabelledColumns(amg.with_order(2), lower=cg[1])
-    # conjugate gradients: 600 columns against 2 x (3 + 16) solves: order 1 alone, in the
+    # conjugate gradients: 300 + 3 solves against 2 x (3 + 16): order 1 alone, in the
     # precision form
     assert solve_plan(cg, lab, 2, ratios) == {1: "precision"}
-    # one label a class of ten: 20 columns against 2 x (9 + 10): both orders, columns
+    # one label a class of ten: 10 + 9 solves against 2 x (9 + 10): both orders, columns
     ten = lab[:10]
     assert solve_plan(cg, ten, 10, (0.01,)) == {1: "columns", 2: "columns"}
     # held columns cost nothing
@@ -996,3 +997,31 @@ def test_default_classifier_on_many_labels_uses_the_precision_form():
     back = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(back.predict_latent(X4[:20])[0], mean)
     np.testing.assert_array_equal(back.suggest_labels(4), rows)
+
+
+def test_second_order_models_from_first_order_columns():
+    """Order 2's model from order 1's columns (block W₁ᵀ C W₁, mean K₁ C W₁ α by a solve a
+    class) equals the dense one under K₂ = P Q₂⁻¹ P: mean, noise, evidence; its latent
+    variances come from order 2's columns raised on demand."""
+    from flgp.models.graph_matern import _column_stores
+    from flgp.precision.classification import LeastSquaresClassification, raised_models
+    from flgp.precision.matern import matern_precision
+
+    X, y, g, lab, _, _ = _small_problem(per_class=(4, 5, 3))
+    chain = _column_stores(g, 2)
+    for store in chain:                                  # tight solves for the check
+        store.prior.tol = 1e-12
+    n = g.n_nodes
+    P = np.eye(n) - 1.0 / n
+    K2 = P @ np.linalg.inv(matern_precision(g, chain[0].prior.kappa2, 2).toarray()) @ P
+    ratios = (0.01, 3.0)
+    models = raised_models(chain[1], lab, y[lab], 3, ratios)
+    for rho, model in zip(ratios, models):
+        dense = LeastSquaresClassification(K2[:, model.labelled], model.labelled,
+                                           model.codes, 3, rho)
+        np.testing.assert_allclose(model.mean, dense.mean, atol=1e-7 * np.abs(dense.mean).max())
+        np.testing.assert_allclose(model.noise, dense.noise, rtol=1e-7)
+        assert model.log_evidence == pytest.approx(dense.log_evidence, abs=1e-6)
+    held = chain[1].nodes.size
+    var = models[0].node_unit_variances(chain[1])
+    assert chain[1].nodes.size == held + lab.size and np.all(var >= 0)

@@ -29,8 +29,8 @@ from ..precision.classification import (KAPPA_RELATIVE, ORDER_CANDIDATES, RHO_CA
                                         balance_to_prior, class_size_prior,
                                         chosen_candidate, graph_edges,
                                         graph_total_variation, labelled_prior_scale,
-                                        labels_kept, prior_to_noise_ratios, score_scale,
-                                        scores_to_probabilities)
+                                        labels_kept, prior_to_noise_ratios, raised_models,
+                                        score_scale, scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
 from ..precision.gaussian import (FACTOR_MAX_NODES, cross_validated_amplitude, exhaust,
                                   fit_gmrf_steps)
@@ -96,12 +96,12 @@ CLASSIFIER_FACTOR_3D_NODES = 50_000
 FACTORISATION_SOLVES = {1: 40, 2: 200}
 PRECISION_ADVANTAGE = 2.0
 # where the prior solves by conjugate gradients, order 2 has no posterior-precision form
-# (its fourth-order system has no preconditioner that converges in few iterations) and
-# costs two solves a label; it is weighed while that is at most this many times the
-# (weighed) solves of order 1's cheaper form - MNIST with 200 labels (400 solves against
-# 2 x 43) keeps it, and the order it chose there, a curve with 300 labels and two classes
-# (600 against 2 x 19) does not
-ORDER_TWO_COST_RATIO = 5.0
+# (its fourth-order system has no preconditioner that converges in few iterations): its
+# block needs order 1's columns, a solve a label; it is weighed while that is at most
+# this many times the (weighed) solves of order 1's cheaper form - MNIST with 200 labels
+# (200 + 27 solves against 2 x 43) keeps it, and the order it chose there, a curve with
+# 300 labels and two classes (300 + 3 against 2 x 19) does not
+ORDER_TWO_COST_RATIO = 3.0
 # the cross-validated amplitude's factor on the evidence's is used within this range only
 # (measured on brain maps, surfaces and fields: 0.82-1.05); beyond it - residuals that
 # vanish, say - the two disagree too far for either to be trusted over the other, and
@@ -140,7 +140,8 @@ def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = 
     # solve_plan's count (the scale's solves at SCALE_TOL take about a third of a solve's
     # iterations, below)
     counted = PRECISION_ADVANTAGE * (ratios * (C - 1) + 2 * SCALE_BLOCK)
-    both = 2 * m if m + m <= ORDER_TWO_COST_RATIO * min(m, counted) else None
+    raised = m + ratios * (C - 1)           # order 1's columns, order 2's means
+    both = raised if raised <= ORDER_TWO_COST_RATIO * min(m, counted) else None
     # columns are solved several at once on threads (a ratio's C - 1 together)
     threads = max(1, cpu_threads())
     if both is not None or m <= counted:
@@ -151,7 +152,7 @@ def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = 
     seconds += rounds * iterations * ITERATION_SECONDS * n
     candidates = ratios * (2 if both is not None else 1)
     seconds += candidates * CANDIDATE_SECONDS_PER_CLASS * n * C
-    stored = (2 * m if both is not None else m if m <= counted else 0)
+    stored = m if both is not None or m <= counted else 0
     memory = n * (BYTES_PER_POINT + BYTES_PER_POINT_AND_CLASS * C + 8 * stored)
     return float(seconds), float(memory)
 
@@ -514,12 +515,15 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
     in the forms of fewest solves, the precision form's counted ``PRECISION_ADVANTAGE``
     times (``FACTORISATION_SOLVES``, ``ORDER_TWO_COST_RATIO``):
     the labelled block costs a solve for each label whose column is not held, at every
-    order up to the one fitted (a column of order 2 is raised from order 1's); the
+    order below the one fitted (order ``ν``'s block is ``W₁ᵀ C W_{ν-1}``), and order
+    ``ν >= 2`` a solve a labelled class but one and ratio for its mean
+    (:func:`~flgp.precision.classification.raised_models`); the
     posterior precision ``C - 1`` solves a ratio, plus a numeric factorisation a ratio
     where the prior is factored, plus ``ν`` solves for each of up to ``2 * SCALE_BLOCK``
     labelled nodes whose prior variance is not known yet (its scale). Where the prior
-    solves by conjugate gradients, order 2 has the labelled block only and is left out
-    where that costs more than ``ORDER_TWO_COST_RATIO`` times order 1's cheaper form; on
+    solves by conjugate gradients, order 2 has the labelled block only (order 1's columns)
+    and is left out where that costs more than ``ORDER_TWO_COST_RATIO`` times order 1's
+    cheaper form; on
     a graph whose mass varies, the precision form is not used there (it needs ``P`` and
     ``Q`` to commute)."""
     from itertools import product
@@ -544,11 +548,13 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
         return n_ratios * (C - 1 + factor) + nu * unknown
 
     def cost(plan):                      # the precision form's solves weighed double
-        levels = set()
+        levels, raised = set(), 0
         for nu, form in plan.items():
             if form == "columns":
-                levels.update(range(1, nu + 1))
-        return sum(new[j] for j in levels) + PRECISION_ADVANTAGE * sum(
+                # order nu's block from orders 1 and nu - 1, its mean a solve a class
+                levels.update(range(1, max(nu, 2)))
+                raised += 0 if nu == 1 else n_ratios * (C - 1)
+        return sum(new[j] for j in levels) + raised + PRECISION_ADVANTAGE * sum(
             precision(nu) for nu, form in plan.items() if form == "precision")
 
     allowed = {nu: (("columns", "precision") if factored or (nu == 1 and first._uniform_mass)
@@ -568,6 +574,10 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
 def _models(store, form, labelled, codes, C, ratios):
     """``(ratio, model)`` for each ratio: the least-squares classifier of one order in the
     form ``form`` (:func:`solve_plan`) from the store of that order's prior."""
+    if form == "columns" and store.lower is not None:
+        # a higher order from the lower orders' columns: a solve a class, not a label
+        yield from zip(ratios, raised_models(store, labelled, codes, C, ratios))
+        return
     if form == "columns":
         store(labelled)
         # the labels in the store's order: its columns then without a copy (the model
@@ -757,8 +767,8 @@ class GraphMaternClassificationFit(ClassificationFit):
             self.model = PrecisionLeastSquares(self.columns.prior, nodes, codes, n_classes,
                                                rho, rebuild[4])
         else:
-            self.model = LeastSquaresClassification(self.columns(nodes), nodes, codes,
-                                                    n_classes, rho)
+            (_, self.model), = _models(self.columns, "columns", nodes, codes, n_classes,
+                                       (rho,))
         return True
 
     def node_variances(self) -> np.ndarray:

@@ -54,7 +54,7 @@ __all__ = ["green_scores", "scores_to_probabilities", "score_scale", "class_size
            "LabelledColumns", "LeastSquaresClassification", "prior_to_noise_ratios",
            "chosen_candidate", "labels_kept", "graph_edges", "graph_total_variation",
            "RHO_ONE_LABEL", "RHO_CANDIDATES", "ORDER_CANDIDATES", "PrecisionLeastSquares",
-           "labelled_prior_scale", "SCALE_BLOCK", "SCALE_RELATIVE_ERROR"]
+           "labelled_prior_scale", "SCALE_BLOCK", "SCALE_RELATIVE_ERROR", "raised_models"]
 
 # the median over the unlabelled points of the scaled scores' top-two gap, in logits (see
 # the module notes)
@@ -476,22 +476,28 @@ class LeastSquaresClassification:
     * its variance ``σ_c² (ρ k̃_xx - ρ² w̃_xᵀ S⁻¹ w̃_x)``, ``σ_c² = T_cᵀ S⁻¹ T_c / m`` (profiled);
     * the exact leave-one-out means ``T - S⁻¹T / diag(S⁻¹)`` (R&W eq. 5.12) and the log
       evidence ``Σ_c log N(T_c | 0, σ_c² S)``.
+
+    ``block``: ``K_ll`` itself, where ``W`` is not at hand (``W`` None: a higher order's
+    block ``W₁ᵀ C W_{ν-1}`` from lower orders' columns, :func:`raised_block`); the mean
+    is then ``(ρ / s) W α`` computed by the caller (:attr:`weights` ``= α``) and given
+    to :meth:`with_mean`.
     """
 
-    def __init__(self, W, labelled, codes, n_classes, rho):
+    def __init__(self, W, labelled, codes, n_classes, rho, block=None):
         self.labelled = np.asarray(labelled, dtype=np.int64)
         self.codes = np.asarray(codes, dtype=np.int64)
         self.n_classes = C = int(n_classes)
         self.rho = float(rho)
         m = self.labelled.size
-        K_ll = 0.5 * (W[self.labelled] + W[self.labelled].T)
+        K_ll = (0.5 * (W[self.labelled] + W[self.labelled].T) if block is None
+                else np.asarray(block, dtype=np.float64))
         self.scale = float(np.mean(np.diag(K_ll))) or 1.0
         T = np.eye(C)[self.codes]
         self.targets = T - T.mean(axis=0)
         S = self.rho * K_ll / self.scale + np.eye(m)
         self._chol = scipy.linalg.cho_factor(S, lower=True)
         self.alpha = scipy.linalg.cho_solve(self._chol, self.targets)
-        self.mean = (self.rho / self.scale) * (W @ self.alpha)
+        self.mean = None if W is None else (self.rho / self.scale) * (W @ self.alpha)
         S_inv_diag = np.diag(scipy.linalg.cho_solve(self._chol, np.eye(m)))
         self.loo_means = self.targets - self.alpha / S_inv_diag[:, None]
         quad = np.einsum("ic,ic->c", self.targets, self.alpha)
@@ -504,6 +510,12 @@ class LeastSquaresClassification:
         log_det = 2.0 * float(np.log(np.diag(self._chol[0])).sum())
         self.log_evidence = float(np.sum(-0.5 * m * (np.log(2 * np.pi * noise[has]) + 1.0))
                                   - 0.5 * int(has.sum()) * log_det)
+
+    def with_mean(self, product) -> "LeastSquaresClassification":
+        """This model with its mean ``(ρ / s) product``, ``product = K[:, labelled] α``
+        computed by the caller (``block`` given)."""
+        self.mean = (self.rho / self.scale) * np.asarray(product, dtype=np.float64)
+        return self
 
     def node_unit_variances(self, columns) -> np.ndarray:
         """:meth:`unit_variances` at every node, ``columns`` the store of the prior's
@@ -548,6 +560,43 @@ class LeastSquaresClassification:
         Vc = self.whitened(W_cols)
         return self.rho * np.asarray(K_rows_cols) / self.scale - self.rho ** 2 * (V_rows.T @ Vc)
 
+
+
+def raised_models(columns, labelled, codes, n_classes, ratios) -> list:
+    """:class:`LeastSquaresClassification` of order ``ν >= 2`` for each ratio without the
+    order's own columns: ``K_ν = K_1 C K_{ν-1}`` (centred priors on a graph of uniform
+    mass), so its labelled block is ``W₁ᵀ C W_{ν-1}`` from the columns of orders 1 and
+    ``ν - 1`` at the labels (held by ``columns.lower``'s chain), and the mean ``K_ν[:, l] α
+    = K_1 (C W_{ν-1} α)`` one solve of order 1 a labelled class but one, for every ratio
+    at once - instead of a solve a label raising each column (the columns of order ``ν``
+    are raised later only where the latent variances or a labelling batch need them).
+    ``columns``: the store of order ``ν``; the models in the lower store's order of the
+    labels."""
+    lower = columns.lower
+    base = lower
+    while base.lower is not None:
+        base = base.lower
+    lower(labelled)
+    base(labelled)
+    nodes, node_codes = lower.in_held_order(labelled, codes)
+    W_low, W_one = lower(nodes), base(nodes)
+    mass = columns.prior._mass
+    block = W_one.T @ (mass[:, None] * W_low)
+    block = 0.5 * (block + block.T)
+    C = int(n_classes)
+    models = [LeastSquaresClassification(None, nodes, node_codes, C, rho, block=block)
+              for rho in ratios]
+    has = np.flatnonzero(np.bincount(node_codes, minlength=C) > 0)
+    solved, last = has[:-1], has[-1]
+    weights = np.column_stack([model.alpha[:, solved] for model in models])
+    image = base.prior.apply_inverse(mass[:, None] * (W_low @ weights))
+    for k, model in enumerate(models):
+        part = image[:, k * solved.size:(k + 1) * solved.size]
+        product = np.zeros((image.shape[0], C))
+        product[:, solved] = part
+        product[:, last] = -part.sum(axis=1)    # every row of α sums to 0
+        model.with_mean(product)
+    return models
 
 
 # the precision form's prior scale: prior variances at labelled nodes drawn at random,
