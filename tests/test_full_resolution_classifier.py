@@ -951,11 +951,11 @@ def test_solve_plan_by_counted_solves():
     assert chain[0].prior.solver == "cholesky"
     ratios = RHO_CANDIDATES
     # factored, 1000 labels: order 1's columns and order 2's means from them (1000 + 3
-    # solves) against 3 factorisations an order (2 x (3 x (1 + 40) + 16) and
-    # 2 x (3 x (1 + 200) + 2 x 16)); order 1 alone at 300 labels: 300 against 278
+    # solves) against 3 factorisations an order (2 x (3 x (1 + 40) + 16 / 3) and
+    # 2 x (3 x (1 + 200) + 2 x 16 / 3)); order 1 alone at 300 labels: 300 against 257
     assert solve_plan(stores, lab[:1000], 2, ratios) == {1: "columns", 2: "columns"}
     assert solve_plan({1: chain[0]}, lab[:300], 2, ratios) == {1: "precision"}
-    # order 2 alone at 1400 labels: 1403 against 1270
+    # order 2 alone at 1400 labels: 1403 against 1227
     assert solve_plan({2: chain[1]}, lab, 2, ratios) == {2: "precision"}
     assert solve_plan(stores, lab[:6], 2, ratios) == {1: "columns", 2: "columns"}
     lab = lab[:300]
@@ -964,10 +964,11 @@ def test_solve_plan_by_counted_solves():
     amg = SparsePrecisionPrior(g, nu=1, kappa2=1e-3, centred=True, solver="amg")
     cg = {1: LabelledColumns(amg)}
     cg[2] = LabelledColumns(amg.with_order(2), lower=cg[1])
-    # conjugate gradients: 300 + 3 solves against 2 x (3 + 16): order 1 alone, in the
+    # conjugate gradients: 300 + 3 solves against 2 x (3 + 16 / 3): order 1 alone, in the
     # precision form
     assert solve_plan(cg, lab, 2, ratios) == {1: "precision"}
-    # one label a class of ten: 10 + 9 solves against 2 x (9 + 10): both orders, columns
+    # one label a class of ten: 10 + 9 solves against 2 x (9 + 10 / 3): both orders,
+    # columns
     ten = lab[:10]
     assert solve_plan(cg, ten, 10, (0.01,)) == {1: "columns", 2: "columns"}
     # held columns cost nothing

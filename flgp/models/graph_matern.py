@@ -99,9 +99,9 @@ PRECISION_ADVANTAGE = 2.0
 # (its fourth-order system has no preconditioner that converges in few iterations): its
 # block needs order 1's columns, a solve a label; it is weighed while that is at most
 # this many times the (weighed) solves of order 1's cheaper form - MNIST with 200 labels
-# (200 + 27 solves against 2 x 43) keeps it, and the order it chose there, a curve with
-# 300 labels and two classes (300 + 3 against 2 x 19) does not
-ORDER_TWO_COST_RATIO = 3.0
+# (200 + 27 solves against 2 x (27 + 16 / 3)) keeps it, and the order it chose there, a
+# curve with 100 labels and two classes (100 + 3 against 2 x (3 + 16 / 3)) does not
+ORDER_TWO_COST_RATIO = 4.0
 # the cross-validated amplitude's factor on the evidence's is used within this range only
 # (measured on brain maps, surfaces and fields: 0.82-1.05); beyond it - residuals that
 # vanish, say - the two disagree too far for either to be trusted over the other, and
@@ -139,7 +139,7 @@ def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = 
     seconds += MULTIGRID_SETUP_SECONDS * n
     # solve_plan's count (the scale's solves at SCALE_TOL take about a third of a solve's
     # iterations, below)
-    counted = PRECISION_ADVANTAGE * (ratios * (C - 1) + 2 * SCALE_BLOCK)
+    counted = PRECISION_ADVANTAGE * (ratios * (C - 1) + 2 * SCALE_BLOCK / 3.0)
     raised = m + ratios * (C - 1)           # order 1's columns, order 2's means
     both = raised if raised <= ORDER_TWO_COST_RATIO * min(m, counted) else None
     # columns are solved several at once on threads (a ratio's C - 1 together)
@@ -519,8 +519,9 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
     ``ν >= 2`` a solve a labelled class but one and ratio for its mean
     (:func:`~flgp.precision.classification.raised_models`); the
     posterior precision ``C - 1`` solves a ratio, plus a numeric factorisation a ratio
-    where the prior is factored, plus ``ν`` solves for each of up to ``2 * SCALE_BLOCK``
-    labelled nodes whose prior variance is not known yet (its scale). Where the prior
+    where the prior is factored, plus a third of ``ν`` solves (at ``SCALE_TOL``) for each
+    of up to ``2 * SCALE_BLOCK`` labelled nodes whose prior variance is not known yet
+    (its scale). Where the prior
     solves by conjugate gradients, order 2 has the labelled block only (order 1's columns)
     and is left out where that costs more than ``ORDER_TWO_COST_RATIO`` times order 1's
     cheaper form; on
@@ -542,10 +543,10 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
         for level in chain(stores[nu]):
             new[level.prior.nu] = int(np.sum([not level.holds(v) for v in nodes]))
 
-    def precision(nu):
+    def precision(nu):                   # the scale's solves at SCALE_TOL: a third each
         unknown = sum(int(v) not in stores[nu].diagonal for v in nodes[:2 * SCALE_BLOCK])
         factor = FACTORISATION_SOLVES.get(nu, 100 * nu) if factored else 0
-        return n_ratios * (C - 1 + factor) + nu * unknown
+        return n_ratios * (C - 1 + factor) + nu * unknown / 3.0
 
     def cost(plan):                      # the precision form's solves weighed double
         levels, raised = set(), 0
