@@ -36,41 +36,48 @@ def _flat_mesh(k=20, size=50.0):
 
 
 def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
-    """transduction_ is the posterior mean ȳ + s Q̃⁻¹Pᵀz/r, noise_ and outputscale_ the
-    fitted A r s² and A s² (A the amplitude of Q_ν(κ)⁻¹ on the graph in its own units,
-    κ = matern_kappa_ in the units of the points), the evidence the dense formula's in the
-    units of y, and the sd the dense posterior sd within the RBMC estimator's error."""
+    """At the reported values - outputscale_ and noise_ in units of y², the prior
+    outputscale_ Q_ν(κ)⁻¹ with Q_ν built on the graph as given at κ = matern_kappa_ -
+    transduction_ is the dense posterior mean, log_marginal_likelihood_ the dense
+    evidence in the units of y, the sd the dense posterior sd within the RBMC estimator's
+    error; the evidence's own optimum (log_evidence_, evidence_outputscale_) is the
+    dense evidence at the amplitude and noise divided by the cross-validated scale, which
+    is generalised cross-validation's amplitude."""
     ijk, x, truth, y, obs = _box_map((7, 6, 5))
     g = lattice_graph(ijk)
     reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
     assert reg.method_ == "gmrf" and reg.matern_order_ in (1, 2, 3, 4)
     z_mean, z_sd = np.nanmean(y), np.nanstd(y)
-    # outputscale_ and noise_ are the evidence's amplitude times the cross-validated
-    # scale (checked below against its dense formula)
-    c = reg.amplitude_cv_scale_
-    s2 = reg.outputscale_ / c / z_sd ** 2
-    r = reg.noise_ / reg.outputscale_
-    length, _ = g.own_units()
-    Q = matern_precision(g.in_own_units(), (reg.matern_kappa_ * length) ** 2,
-                         reg.matern_order_).toarray()
     lab = np.flatnonzero(obs)
-    Sigma = s2 * np.linalg.inv(Q)
-    S = Sigma[np.ix_(lab, lab)] + s2 * r * np.eye(lab.size)
-    z = (y[lab] - z_mean) / z_sd
-    mean = Sigma[:, lab] @ np.linalg.solve(S, z)
-    np.testing.assert_allclose(reg.transduction_, z_mean + z_sd * mean, atol=1e-8)
-    sign, logdet = np.linalg.slogdet(S)
-    ev = -0.5 * (lab.size * np.log(2 * np.pi) + logdet + z @ np.linalg.solve(S, z))
-    assert reg.log_marginal_likelihood_ == pytest.approx(ev - lab.size * np.log(z_sd),
-                                                         abs=1e-6)
-    # generalised cross-validation's amplitude, ‖S₁⁻¹z‖² / tr S₁⁻¹ at unit amplitude,
-    # against the Monte Carlo variances' estimate
-    S1 = np.linalg.inv(Q)[np.ix_(lab, lab)] + r * np.eye(lab.size)
-    S1i = np.linalg.inv(S1)
-    assert c == pytest.approx(np.sum((S1i @ z) ** 2) / np.trace(S1i) / s2, rel=0.02)
+    Q = matern_precision(g, reg.matern_kappa_ ** 2, reg.matern_order_).toarray()
+    K = np.linalg.inv(Q)
+
+    def dense(amplitude, noise):
+        Sigma = amplitude * K
+        S = Sigma[np.ix_(lab, lab)] + noise * np.eye(lab.size)
+        r = y[lab] - z_mean
+        ev = -0.5 * (lab.size * np.log(2 * np.pi) + np.linalg.slogdet(S)[1]
+                     + r @ np.linalg.solve(S, r))
+        return Sigma, S, ev
+
+    Sigma, S, ev = dense(reg.outputscale_, reg.noise_)
+    mean = Sigma[:, lab] @ np.linalg.solve(S, y[lab] - z_mean)
+    np.testing.assert_allclose(reg.transduction_, z_mean + mean, atol=1e-8)
+    assert reg.log_marginal_likelihood_ == pytest.approx(ev, abs=1e-6)
+    c = reg.amplitude_cv_scale_
     assert abs(c - 1.0) > 0.02                   # (a scale that matters here)
-    post = c * (Sigma - Sigma[:, lab] @ np.linalg.solve(S, Sigma[lab]))
-    sd = z_sd * np.sqrt(np.diag(post))
+    assert reg.evidence_outputscale_ == pytest.approx(reg.outputscale_ / c, rel=1e-12)
+    _, S1, ev1 = dense(reg.outputscale_ / c, reg.noise_ / c)
+    best = reg.matern_log_evidence_[reg.matern_order_]
+    assert best == pytest.approx(ev1, abs=1e-6)
+    assert reg.log_marginal_likelihood_ < best
+    # generalised cross-validation's amplitude, ‖S₁⁻¹r‖² / tr S₁⁻¹ for the evidence's
+    # S₁, against the Monte Carlo variances' estimate
+    S1i = np.linalg.inv(S1)
+    assert c == pytest.approx(np.sum((S1i @ (y[lab] - z_mean)) ** 2) / np.trace(S1i),
+                              rel=0.02)
+    post = Sigma - Sigma[:, lab] @ np.linalg.solve(S, Sigma[lab])
+    sd = np.sqrt(np.diag(post))
     err = np.abs(reg.transduction_std_ - sd) / reg.transduction_std_error_
     assert np.median(err) < 2.0 and err.max() < 6.0
     # new points: exact at the nodes, between nodes a blend of the nearest nodes
@@ -239,8 +246,9 @@ def test_predict_surface_on_fsaverage5_thickness():
 
 def test_cross_validated_amplitude_scales_the_intervals_not_the_mean(monkeypatch):
     """The cross-validated scale multiplies the posterior variances, the noise and the
-    outputscale alike (their ratio, the mean and the evidence stay those of the search);
-    a fixed noise leaves it at 1."""
+    outputscale alike (their ratio, the mean and the evidence's optimum stay those of the
+    search, the evidence at the reported values moves by its closed form); a fixed noise
+    leaves it at 1."""
     import flgp.models.graph_matern as GM
 
     ijk, x, truth, y, obs = _box_map()
@@ -257,8 +265,13 @@ def test_cross_validated_amplitude_scales_the_intervals_not_the_mean(monkeypatch
                                rtol=1e-5)
     assert reg.noise_ == pytest.approx(c * plain.noise_, rel=1e-5)
     assert reg.outputscale_ == pytest.approx(c * plain.outputscale_, rel=1e-5)
-    assert reg.log_marginal_likelihood_ == pytest.approx(plain.log_marginal_likelihood_,
-                                                         rel=1e-6)
+    assert reg.evidence_outputscale_ == pytest.approx(plain.outputscale_, rel=1e-5)
+    # the evidence at the reported values: the optimum less m/2 (log c + 1/c - 1)
+    m = np.count_nonzero(~np.isnan(y))
+    assert reg.matern_log_evidence_[reg.matern_order_] == pytest.approx(
+        plain.log_marginal_likelihood_, rel=1e-6)
+    assert reg.log_marginal_likelihood_ == pytest.approx(
+        plain.log_marginal_likelihood_ - 0.5 * m * (np.log(c) + 1 / c - 1), rel=1e-6)
     lo, hi = reg.predict_interval(x[:5], 0.9)
     plo, phi = plain.predict_interval(x[:5], 0.9)
     np.testing.assert_allclose(hi - lo, np.sqrt(c) * (phi - plo), rtol=1e-5)

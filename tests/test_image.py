@@ -486,11 +486,13 @@ def test_shared_hyperparameters_are_the_pooled_evidence():
     values = data[tuple(vox.ijk.T)]
     y = values[obs]
     z = (y - y.mean(0)) / y.std(0)
-    length = lattice_graph(vox.ijk, AFFINE).own_units()[0]
+    length, mass = lattice_graph(vox.ijk, AFFINE).own_units()
     kappa2 = (rows[0]["kappa"] * length) ** 2
     reg_all = GMRFRegression(g, obs, z, rows[0]["order"])
     noise_z = np.array([r["noise"] for r in rows[:-1]]) / y.std(0) ** 2
-    amp_z = np.array([r["outputscale"] for r in rows[:-1]]) / y.std(0) ** 2
+    # the rows' amplitudes are of Q_ν on the lattice in mm: in its own units, x ℓ^{2ν} / μ
+    amp_z = (np.array([r["outputscale"] for r in rows[:-1]]) / y.std(0) ** 2
+             * length ** (2 * rows[0]["order"]) / mass)
     ratio = float(noise_z[0] / amp_z[0])
     pooled = reg_all.evaluate(kappa2, ratio)
     singles = [GMRFRegression(g, obs, z[:, j], rows[0]["order"]).evaluate(kappa2, ratio)
@@ -573,8 +575,8 @@ def test_seed_correlations_equal_the_dense_prior_and_posterior():
     np.testing.assert_allclose(np.diag(out.matrix), 1.0, atol=1e-12)
     post = seed_correlation(res, seeds, posterior=True)
     obs = np.flatnonzero(res.observed)
-    Qt = Q.copy()
-    Qt[obs, obs] += fit.outputscale_ / fit.noise_
+    Qt = matern_precision(graph, fit.matern_kappa_ ** 2, fit.matern_order_).toarray()
+    Qt[obs, obs] += fit.outputscale_ / fit.noise_       # both in the units of the graph
     Kt = np.linalg.inv(Qt)
     ref = Kt[:, seeds] / np.sqrt(np.outer(np.diag(Kt), np.diag(Kt)[seeds]))
     np.testing.assert_allclose(post.correlation, ref.T, atol=1e-8)

@@ -198,8 +198,11 @@ def test_predict_image_shares_the_searches_of_several_maps(monkeypatch):
         row = res.maps[c]
         assert row["method"] == "gmrf" and row["order"] == best.nu
         assert row["kappa"] == pytest.approx(best.kappa)
-        assert row["log_evidence"] == pytest.approx(best.log_evidence
-                                                    - obs.size * np.log(y.std()))
+        # the evidence at the reported (cross-validated) amplitude and noise
+        cv = res.regressor[c].amplitude_cv_scale_
+        assert row["log_evidence"] == pytest.approx(
+            best.log_evidence - obs.size * np.log(y.std())
+            - 0.5 * obs.size * (np.log(cv) + 1.0 / cv - 1.0))
     again = predict_image(img, region, 0.3, regressor=reg, n_jobs=2)
     np.testing.assert_array_equal(again.mean.get_fdata(), res.mean.get_fdata())
     np.testing.assert_array_equal(again.sd.get_fdata(), res.sd.get_fdata())

@@ -291,9 +291,15 @@ class GraphMaternRegressionFit(RegressionFit):
         return out
 
     def adopt(self, est, X, stacklevel):
-        """The graph, order, ``κ``, hyperparameters in the units of ``y``, the nodes'
-        posterior (variances by Rao-Blackwellised Monte Carlo beyond a few thousand
-        nodes, with their standard errors) and the transduction."""
+        """The graph, order, ``κ``, hyperparameters in the units of ``X``, ``y`` and the
+        graph, the nodes' posterior (variances by Rao-Blackwellised Monte Carlo beyond a
+        few thousand nodes, with their standard errors) and the transduction. The
+        reported amplitude and noise are those the variances use - the evidence's times
+        the cross-validated scale ``c`` - and ``log_marginal_likelihood_`` the evidence
+        at them: ``log N(z | 0, c A S) = log N(z | 0, A S) - m/2 (log c + 1/c - 1)`` for
+        the profiled ``A`` (``zᵀS⁻¹z = m A``); the evidence's own optimum stays in
+        ``matern_log_evidence_`` (and ``log_evidence_``, what ``method="auto"`` compares)
+        with its amplitude ``evidence_outputscale_``."""
         fit, st = self.fit, self.standardisation
         graph = self.graph
         est.method_ = "gmrf"
@@ -301,15 +307,21 @@ class GraphMaternRegressionFit(RegressionFit):
         est.matern_order_ = fit.nu
         est.matern_kappa_ = fit.kappa
         est.matern_log_evidence_ = self.by_order
-        est.log_marginal_likelihood_ = self.log_evidence
         est.n_iter_ = self.regression.n_evaluations
         with stage("gmrf variances"):
             var, se = self.regression.variances(fit, n_samples=GMRF_VARIANCE_SAMPLES,
                                                 random_state=self.random_state)
         scale = self._cross_validated_scale(fit, var, se)
         var, se = scale * var, scale * se
+        m = est.labelled_indices_.size
+        est.log_marginal_likelihood_ = self.log_evidence - 0.5 * m * (
+            np.log(scale) + 1.0 / scale - 1.0)
         est.amplitude_cv_scale_ = scale
-        est.outputscale_ = st.variance_of_y(scale * fit.amplitude)
+        # the amplitude of A Q_ν(κ)⁻¹ with Q_ν built on the graph as given (its units)
+        est.evidence_outputscale_ = st.variance_of_y(float(fit.amplitude_in_graph_units))
+        est.outputscale_ = scale * est.evidence_outputscale_
+        # the prior's noise-to-amplitude ratio on the graph in its own units (seed maps)
+        self.ratio = float(fit.ratio)
         self._noise_pre = st.variance_pre(scale * fit.noise)
         est.noise_ = st.variance_of_y(scale * fit.noise)
         est.transduction_std_error_ = st.scale * 0.5 * se / np.sqrt(np.maximum(var, 1e-300))

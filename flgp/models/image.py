@@ -121,8 +121,8 @@ class ImagePrediction:
         Wall time of the fit (of all of them, for several maps).
     maps : list of dict
         Several maps (a 4-d image or a list): one row a map - ``method``, ``order``,
-        ``kappa`` (1/mm), ``noise``, ``outputscale``, ``log_evidence`` and ``seconds`` of
-        its fit (``hyperparameters="shared"``: the shared ``order``, ``kappa`` and noise
+        ``kappa`` (1/mm), ``noise``, ``outputscale`` (for ``"gmrf"``: the amplitude of
+        ``A Q_ν(κ)⁻¹`` on the lattice in mm), ``log_evidence`` and ``seconds`` of its fit (``hyperparameters="shared"``: the shared ``order``, ``kappa`` and noise
         ratio, each map's own amplitude and noise); ``regressor`` is then the list of the
         fitted regressors (None when shared). Empty for one map.
     """
@@ -560,9 +560,10 @@ def _shared_fit(graph, voxels, values, obs, include_noise):
     noise = best.amplitude * best.ratio                           # (k,) standardised
     sd = scale * np.sqrt(np.maximum(var + (noise if include_noise else 0.0), 0.0))
     m = observed.size
+    outputscale = best.amplitude_in_graph_units * scale ** 2      # the graph's units
     rows = [dict(map=j, method="gmrf", order=best.nu, kappa=best.kappa,
                  noise=float(noise[j] * scale[j] ** 2),
-                 outputscale=float(best.amplitude[j] * scale[j] ** 2),
+                 outputscale=float(outputscale[j]),
                  log_evidence=None, seconds=None) for j in range(values.shape[1])]
     rows.append(dict(map="all", method="gmrf", order=best.nu, kappa=best.kappa,
                      log_evidence=float(best.log_evidence - m * np.log(scale).sum())))

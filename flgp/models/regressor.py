@@ -119,27 +119,41 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         ``method_ == "gmrf"``: the standard error of ``transduction_std_`` (the RBMC
         variance estimator's, docs/full_resolution.md).
     amplitude_cv_scale_ : float
-        ``method_ == "gmrf"``: the factor from the evidence's amplitude to the one
+        ``method_ == "gmrf"``: the factor ``c`` from the evidence's amplitude to the one
         generalised cross-validation gives (:func:`flgp.precision.gaussian
         .cross_validated_amplitude`; docs/images.md, "Intervals"): ``outputscale_``,
-        ``noise_`` and the posterior variances carry it, the mean and
-        ``log_marginal_likelihood_`` do not. 1 with a fixed ``noise``, on graphs beyond a
-        factor, or where the variances' Monte Carlo error leaves it undetermined.
-    eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_, labelled_indices_,
-    n_features_in_ :
-        As in :class:`FLGPClassifier` (the heat kernel's, also when the RBF GP
-        predicts).
+        ``noise_`` and the posterior variances carry it, the mean does not. 1 with a
+        fixed ``noise``, on graphs beyond a factor, or where the variances' Monte Carlo
+        error leaves it undetermined.
+    evidence_outputscale_ : float
+        ``method_ == "gmrf"``: the amplitude the evidence maximises, ``outputscale_ / c``
+        (in the units of ``outputscale_``); with ``noise_ / c`` it gives the evidence's
+        maximum, ``matern_log_evidence_[matern_order_]``.
+    eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_ :
+        As in :class:`FLGPClassifier`, where the heat kernel was fitted (``method_`` one
+        of ``"flgp"``, ``"glgp"``, ``"nystrom"``); absent after a fit that took the graph
+        Matérn prior or the RBF GP.
+    labelled_indices_, n_features_in_ :
+        As in :class:`FLGPClassifier`.
     diffusion_time_ : float
     outputscale_ : float
         ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For
-        ``method_ == "gmrf"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹`` on the graph
-        in its own units, in units of ``y^2`` (cross-validated: ``amplitude_cv_scale_``).
+        ``method_ == "gmrf"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹``, ``Q_ν``
+        built on the graph as given - ``flgp.precision.matern_precision(graph_,
+        matern_kappa_ ** 2, matern_order_)`` - in units of ``y^2`` times the cross-validated
+        ``amplitude_cv_scale_``: with ``noise_`` and ``matern_kappa_`` it is the Gaussian
+        process whose posterior the regressor reports (a dense or GPyTorch model built
+        from them gives ``log_marginal_likelihood_`` and the posterior sd); ``inf`` where
+        float64 cannot hold it (coordinates in units of 1e-60, say).
     noise_ : float or None
         ``σ^2`` in units of ``y^2`` (None for counts).
     log_marginal_likelihood_ : float
-        ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the fitted values, in the units of ``y`` (the
-        prior on ``t`` is not included, as in :class:`FLGPClassifier`). With counts,
-        Laplace's approximation of ``log p(y | t, s^2)``.
+        ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the reported values, in the units of ``y``
+        (the prior on ``t`` is not included, as in :class:`FLGPClassifier`). With counts,
+        Laplace's approximation of ``log p(y | t, s^2)``. For ``method_ == "gmrf"``, with
+        the cross-validated amplitude, the evidence's maximum less ``m/2 (log c + 1/c -
+        1)``; the maximum itself is ``matern_log_evidence_[matern_order_]`` (and, with
+        ``method="auto"``, ``log_evidence_["gmrf"]``: what the choice compares).
     offset_ : float or None
         ``b``, the log-rate the counts' prior is centred on (None for Gaussian noise).
     overdispersion_ : float

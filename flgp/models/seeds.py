@@ -167,7 +167,7 @@ def _one_fit(fit, seeds, observed, posterior) -> np.ndarray:
     else:
         obs = np.flatnonzero(observed)
         reg = GMRFRegression(own, obs, np.zeros(obs.size), nu)
-        ratio = fit.noise_ / fit.outputscale_
+        ratio = fit._chosen_fit.ratio           # noise / amplitude, graph in own units
         cov = reg.unit_posterior_columns(kappa2, ratio, seeds)
         var = reg.unit_posterior_variances(kappa2, ratio, np.arange(n),
                                            EXACT_VARIANCE_ROWS)

@@ -52,8 +52,9 @@ class GMRFFit:
 
     ``κ²``, ``r`` and ``A`` are those of the graph the regression was built on. A fit from
     :func:`fit_gmrf` was built on the given graph in its own units
-    (:meth:`flgp.graph.PointGraph.in_own_units`), whose length unit ``length_unit`` is
-    in the given graph's units: ``κ`` there is :attr:`kappa`."""
+    (:meth:`flgp.graph.PointGraph.in_own_units`), whose length and mass units
+    ``length_unit`` and ``mass_unit`` are in the given graph's units: ``κ`` there is
+    :attr:`kappa`, ``A`` :attr:`amplitude_in_graph_units`."""
 
     nu: int
     kappa2: float
@@ -62,11 +63,23 @@ class GMRFFit:
     log_evidence: float
     mean: np.ndarray
     length_unit: float = 1.0
+    mass_unit: float = 1.0
 
     @property
     def kappa(self) -> float:
         """``κ`` in the units of the given graph's points (``1 / length``)."""
         return float(np.sqrt(self.kappa2)) / self.length_unit
+
+    @property
+    def amplitude_in_graph_units(self):
+        """``A`` of ``A Q_ν(κ)⁻¹`` with ``Q_ν`` built on the given graph in its own units
+        (``matern_precision(graph, kappa ** 2, nu)``): the graph in its own units has
+        ``Q̃_ν = ℓ^{2ν} / μ · Q_ν`` (``ℓ``, ``μ``: ``length_unit``, ``mass_unit``), so
+        ``A μ / ℓ^{2ν}`` - computed in logarithms, ``inf`` (or 0) where float64 cannot
+        hold it (points in units of 1e-60, say)."""
+        with np.errstate(over="ignore", under="ignore"):
+            return np.asarray(self.amplitude) * np.exp(
+                np.log(self.mass_unit) - 2.0 * self.nu * np.log(self.length_unit))
 
     @property
     def noise(self) -> float:
@@ -613,7 +626,7 @@ def fit_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=
             graph, observed, z, nus, kappa2, ratio, noise, start, verbose, search_max_nodes,
             screen)
     for fit in (best, *by_order.values()):
-        fit.length_unit = length
+        fit.length_unit, fit.mass_unit = length, mass
     return best, reg, by_order
 
 

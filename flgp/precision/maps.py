@@ -196,8 +196,8 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
     variances of the other winning points (often no task). The results do not depend on
     ``n_groups``. Returns one entry a map: ``(best
     GMRFFit, SharedVariances, {ν: GMRFFit})`` as ``fit_gmrf`` returns them (the fits in the
-    graph's own units, ``length_unit`` set; the variances ``n_samples`` draws seeded by
-    ``random_state``), or None for a map the ball cannot search (``fit_gmrf`` fits it
+    graph's own units, ``length_unit`` and ``mass_unit`` set; the variances ``n_samples``
+    draws seeded by ``random_state``), or None for a map the ball cannot search (``fit_gmrf`` fits it
     alone)."""
     run = _sequential if run is None else run
     observed = np.asarray(observed, dtype=np.int64)
@@ -262,7 +262,7 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
         for j in winners[p]:
             fits = {nu: fit for nu, (_, fit) in by_map[j].items()}
             for fit in fits.values():
-                fit.length_unit = length
+                fit.length_unit, fit.mass_unit = length, mass
             out[j] = (fits[p[0]], SharedVariances(var, se, n_samples, random_state,
                                                   searched[j][1], sum_se), fits)
     return out

@@ -1,0 +1,163 @@
+"""The graph Matérn regressor's fitted numbers describe its own fit, in the user's units:
+on lattices with anisotropic and non-unit voxels, a mesh and k-NN clouds at scales 1e-3
+and 1e3, the dense Gaussian evidence at (matern_kappa_, outputscale_, noise_) with the
+precision built on the graph as given is log_marginal_likelihood_, the dense posterior
+sd is the reported sd within its standard errors, and a GPyTorch model built from the
+reported numbers gives the same evidence."""
+
+import numpy as np
+import pytest
+import torch
+
+from flgp import FLGPRegressor, GraphMaternPrior
+from flgp.graph import lattice_graph, mesh_graph
+from flgp.precision import matern_precision
+
+
+def _field(x, seed, frac=0.4):
+    """A smooth field at the points ``x`` observed at a random ``frac`` with small noise
+    (NaN elsewhere)."""
+    rng = np.random.default_rng(seed)
+    t = (x - x.mean(0)) / x.std(0).max()
+    f = np.sin(2.5 * t[:, 0]) + np.cos(2.0 * t[:, 1]) + 0.5 * t[:, -1]
+    return np.where(rng.random(len(f)) < frac, f + 0.05 * rng.standard_normal(len(f)),
+                    np.nan)
+
+
+def _lattice(spacing, shape=(6, 5, 4)):
+    ijk = np.argwhere(np.ones(shape, bool))
+    affine = np.diag(list(spacing) + [1.0])
+    affine[:3, 3] = (3.0, -7.0, 11.0)
+    return lattice_graph(ijk, affine)
+
+
+def _mesh(k=13, size=40.0):
+    g = np.linspace(0, 1, k)
+    xx, yy = np.meshgrid(g, g)
+    V = np.c_[xx.ravel(), yy.ravel(), 0.15 * np.sin(3 * xx.ravel()) * np.cos(2 * yy.ravel())]
+    idx = np.arange(k * k).reshape(k, k)
+    a, b, c, d = (idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, :-1].ravel(),
+                  idx[1:, 1:].ravel())
+    return mesh_graph(V * size, np.r_[np.c_[a, b, c], np.c_[b, d, c]])
+
+
+def _cloud(scale, n=220):
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(n, noise=0.05, random_state=0)
+    return X * scale
+
+
+CASES = {
+    "lattice 2 x 3 x 1 mm, nu = 2": lambda: (_lattice((2.0, 3.0, 1.0)), 2),
+    "lattice 0.5 x 1 x 4 mm": lambda: (_lattice((0.5, 1.0, 4.0)), None),
+    "lattice 2 mm": lambda: (_lattice((2.0, 2.0, 2.0), (7, 6, 5)), None),
+    "mesh": lambda: (_mesh(), None),
+    "k-NN cloud x 1e-3": lambda: (_cloud(1e-3), None),
+    "k-NN cloud x 1e3": lambda: (_cloud(1e3), None),
+}
+
+
+def _fit(case, seed=1):
+    graph, nu = CASES[case]()
+    if isinstance(graph, np.ndarray):                 # a cloud: the regressor's k-NN graph
+        X, prior = graph, GraphMaternPrior(nu=nu)
+    else:
+        X, prior = graph.points, GraphMaternPrior(graph, nu=nu)
+    y = _field(X, seed)
+    return FLGPRegressor(prior).fit(X, y), X, y
+
+
+def _dense(reg, y):
+    """``(log evidence, posterior sd)`` of the dense Gaussian process at the reported
+    numbers: prior ``outputscale_ Q_ν(κ)⁻¹`` on ``graph_`` as given, noise ``noise_``,
+    mean the observed targets' mean."""
+    Q = matern_precision(reg.graph_, reg.matern_kappa_ ** 2, reg.matern_order_).toarray()
+    K = reg.outputscale_ * np.linalg.inv(Q)
+    lab = np.flatnonzero(~np.isnan(y))
+    S = K[np.ix_(lab, lab)] + reg.noise_ * np.eye(lab.size)
+    r = y[lab] - y[lab].mean()
+    ev = -0.5 * (lab.size * np.log(2 * np.pi) + np.linalg.slogdet(S)[1]
+                 + r @ np.linalg.solve(S, r))
+    post = K - K[:, lab] @ np.linalg.solve(S, K[lab])
+    return ev, np.sqrt(np.maximum(np.diag(post), 0.0))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_reported_numbers_reproduce_the_evidence_and_the_sd(case):
+    reg, X, y = _fit(case)
+    assert reg.method_ == "gmrf"
+    ev, sd = _dense(reg, y)
+    assert reg.log_marginal_likelihood_ == pytest.approx(ev, abs=1e-6)
+    z = np.abs(reg.transduction_std_ - sd) / np.maximum(reg.transduction_std_error_,
+                                                        1e-12 * sd.max())
+    assert np.median(z) < 2.0 and z.max() < 5.0
+    # the evidence's own maximum is the dense evidence at the numbers divided by the
+    # cross-validated scale
+    c = reg.amplitude_cv_scale_
+    best = reg.matern_log_evidence_[reg.matern_order_]
+    m = np.count_nonzero(~np.isnan(y))
+    assert best == pytest.approx(reg.log_marginal_likelihood_
+                                 + 0.5 * m * (np.log(c) + 1 / c - 1), abs=1e-6)
+
+
+@pytest.mark.parametrize("case", ["lattice 2 x 3 x 1 mm, nu = 2", "mesh",
+                                  "k-NN cloud x 1e-3", "k-NN cloud x 1e3"])
+def test_a_gpytorch_model_from_the_reported_numbers_has_the_same_evidence(case):
+    import gpytorch
+
+    from flgp.kernels import GraphMaternKernel
+
+    reg, X, y = _fit(case)
+    lab = np.flatnonzero(~np.isnan(y))
+    train_x = torch.as_tensor(lab, dtype=torch.float64)[:, None]
+    train_y = torch.as_tensor(y[lab], dtype=torch.float64)
+
+    class Model(gpytorch.models.ExactGP):
+        def __init__(self, likelihood):
+            super().__init__(train_x, train_y, likelihood)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(GraphMaternKernel(
+                reg.graph_, nu=reg.matern_order_, inputs="index",
+                kappa2=reg.matern_kappa_ ** 2, normalize="none"))
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    likelihood = gpytorch.likelihoods.GaussianLikelihood(
+        noise_constraint=gpytorch.constraints.GreaterThan(1e-12)).double()
+    model = Model(likelihood).double()
+    model.mean_module.constant.data.fill_(float(y[lab].mean()))
+    model.covar_module.outputscale = reg.outputscale_
+    likelihood.noise = reg.noise_
+    model.train()
+    likelihood.train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    with torch.no_grad():
+        value = float(mll(model(train_x), train_y)) * lab.size
+    assert value == pytest.approx(reg.log_marginal_likelihood_, rel=1e-6, abs=1e-6)
+
+
+def test_a_piece_without_observations_has_the_prior_sd():
+    """A piece of a graph that holds no observation: its nodes' reported sd is the prior
+    sd sqrt(outputscale_ diag Q⁻¹) of that piece (within its standard errors)."""
+    import scipy.sparse as sp
+
+    from flgp.graph import PointGraph
+
+    mesh = _mesh()
+    V = mesh.points
+    # two copies of the mesh, side by side, not joined: observations on the first only
+    n = V.shape[0]
+    G = sp.block_diag([mesh.stiffness, mesh.stiffness]).tocsr()
+    both = PointGraph(stiffness=G, mass=np.r_[mesh.mass, mesh.mass],
+                      points=np.r_[V, V + [100.0, 0.0, 0.0]], kind="mesh",
+                      spacing=mesh.spacing)
+    y = np.r_[_field(V, 2, frac=0.5), np.full(n, np.nan)]
+    with pytest.warns(UserWarning, match="without an observed target"):
+        reg = FLGPRegressor(GraphMaternPrior(both)).fit(both.points, y)
+    Q = matern_precision(both, reg.matern_kappa_ ** 2, reg.matern_order_).toarray()
+    prior_sd = np.sqrt(reg.outputscale_ * np.diag(np.linalg.inv(Q)))[n:]
+    z = np.abs(reg.transduction_std_[n:] - prior_sd) / reg.transduction_std_error_[n:]
+    assert np.median(z) < 2.0 and z.max() < 5.0
