@@ -163,3 +163,31 @@ def test_all_zero_counts_stay_finite():
     assert mean.max() < 0.2                    # about half a count over 30 labels at most
     lo, hi = reg.predict_interval(X[:10])
     assert np.all(lo == 0) and np.all(hi >= 0)
+
+
+def test_mean_counts_far_beyond_the_labels_are_warned_of():
+    """Counts unrelated to the cloud at scales 1, 1e3 and 1e6 (the largest up to 1.3e7):
+    every posterior mean count is within 100 times the largest labelled count, or a
+    warning names the points beyond (where the log-rate's posterior is wide)."""
+    import warnings
+
+    from flgp import FLGPRegressor
+
+    warned = 0
+    for scale in (1.0, 1e3, 1e6):
+        for seed in (0, 4):
+            rng = np.random.default_rng(seed)
+            t = rng.uniform(0, 2 * np.pi, 2000)
+            X = np.c_[np.cos(t), np.sin(t)]
+            y = np.full(2000, np.nan)
+            lab = rng.choice(2000, 10, replace=False)
+            y[lab] = np.round(np.exp(rng.uniform(0, np.log(13.0 * scale), 10)))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                reg = FLGPRegressor(likelihood="poisson").fit(X, y)
+            beyond = reg.transduction_.max() > 100 * (np.nanmax(y) + 1)
+            said = any("times the largest labelled count" in str(w.message)
+                       for w in caught)
+            assert said == beyond
+            warned += said
+    assert warned >= 1                 # (the draws include such a case)

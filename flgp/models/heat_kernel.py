@@ -58,6 +58,9 @@ __all__ = ["HeatKernelRegression", "HeatKernelRegressionFit", "HeatKernelCountFi
 # the noise variance, in units of the standardised targets (the search's range, and the
 # range its evidence ceiling is taken over)
 NOISE_RANGE = (1e-6, 10.0)
+# counts: a posterior mean count above this many times the largest labelled count (+ 1)
+# is warned of (_warn_counts; the rate itself is bounded at RATE_CEILING times it)
+COUNT_RANGE_WARNING = 100.0
 
 
 def default_resolution_ceiling(n_induced: int) -> int:
@@ -249,15 +252,28 @@ class HeatKernelRegressionFit(RegressionFit):
         return LatentPosterior(mean, cov, precision=1.0 / self.noise_z)
 
     def _warn_counts(self, mean, latent_moments, stacklevel):
-        """Warn about rates beyond float64 in ``mean``, with the largest latent sd there
+        """Warn about rates beyond float64 in ``mean``, or beyond ``COUNT_RANGE_WARNING``
+        times the largest labelled count, with the largest latent sd there
         (``latent_moments(latent)``: the log-rate's mean and sd at the same points, only
-        computed when some rate overflowed; ``stacklevel`` counted from this frame's
+        computed when some rate is that large; ``stacklevel`` counted from this frame's
         caller)."""
-        if np.isfinite(mean).all():
+        bound = getattr(self, "count_bound", np.inf)
+        large = ~(np.asarray(mean) <= bound)
+        if not large.any():
             return
         sd = latent_moments(CountPredictor.latent_of(self.predictor))[:, 1]
-        warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
-                                    stacklevel=stacklevel + 1)
+        if not np.isfinite(mean).all():
+            warn_unrepresentable_counts(mean, float(sd[~np.isfinite(mean)].max()),
+                                        stacklevel=stacklevel + 1)
+            return
+        warnings.warn(f"{int(large.sum())} point(s) have a posterior mean count above "
+                      f"{COUNT_RANGE_WARNING:.0f} times the largest labelled count (up to "
+                      f"{float(np.max(mean)):.3g}): E[exp f] = exp(m + v/2) is carried by "
+                      f"the log-rate's wide posterior there (its sd up to "
+                      f"{float(sd[large].max()):.3g}), not by counts the labels show. The "
+                      f"labels say little of the rate at those points: predict_interval "
+                      f"gives the count's quantiles, and labels near them narrow it.",
+                      UserWarning, stacklevel=stacklevel + 1)
 
     @classmethod
     def from_estimator_state(cls, state: dict) -> "HeatKernelRegressionFit":
@@ -323,6 +339,7 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
                                         self.eigenbasis.piece_has_label, fit["nugget"],
                                         population=population,
                                         ceiling=rate_ceiling(self._y_lab))
+        self.count_bound = COUNT_RANGE_WARNING * (float(np.max(self._y_lab)) + 1.0)
         self.transduce(est, stacklevel)
         self._candidate = self._y_lab = None
 
