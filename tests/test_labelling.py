@@ -322,8 +322,55 @@ def test_random_suggestions_with_every_regression_prior(prior):
     assert reg.method_ == prior
     rows = reg.suggest_labels(7, strategy="random")
     assert rows.size == 7 and np.unique(rows).size == 7 and np.all(np.isnan(y[rows]))
-    with pytest.raises(ValueError, match="strategy='random' works with every prior"):
-        reg.suggest_labels(3)
+    if prior == "rbf":
+        with pytest.raises(ValueError, match="strategy='random' works with every prior"):
+            reg.suggest_labels(3)
+    else:                   # the graph Matérn prior suggests by its posterior sd
+        with pytest.raises(ValueError, match="suggests by 'std' \\(its default\\) or"):
+            reg.suggest_labels(3, strategy="variance_reduction")
     full = FLGPRegressor(RBFPrior()).fit(X, np.sin(3 * X[:, 0]))
     with pytest.raises(ValueError, match="nothing to suggest"):
         full.suggest_labels(1, strategy="random")
+
+
+def test_graph_matern_regressor_suggests_by_its_posterior_sd():
+    """At full resolution the regressor's default suggestions: the largest posterior sd
+    first, then the greedy batch that multiplies each candidate's sd by the share of its
+    variance the picks leave - the same picks as that rule on the dense posterior
+    covariance at the reported numbers - unlabelled rows only, not the top six by sd; its
+    latent_posterior refuses, naming transduction_; the classifier's names
+    predict_latent."""
+    from flgp import FLGPClassifier, GraphMaternPrior
+    from flgp.precision import matern_precision
+
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(500, 2))
+    y = np.where(rng.random(500) < 0.08, np.sin(3 * X[:, 0]) + X[:, 1], np.nan)
+    reg = FLGPRegressor(GraphMaternPrior()).fit(X, y)
+    rows = reg.suggest_labels(6)
+    unl = np.flatnonzero(np.isnan(y))
+    assert np.all(np.isnan(y[rows])) and np.unique(rows).size == 6
+    # the rule on the dense posterior covariance
+    K = reg.outputscale_ * np.linalg.inv(
+        matern_precision(reg.graph_, reg.matern_kappa_ ** 2, reg.matern_order_).toarray())
+    lab = reg.labelled_indices_
+    post = K - K[:, lab] @ np.linalg.solve(K[np.ix_(lab, lab)] + reg.noise_ * np.eye(lab.size),
+                                           K[lab])
+    base = reg.transduction_std_[unl]
+    score, picks = base.copy(), []
+    for _ in range(6):
+        picks.append(int(np.argmax(score)))
+        cov = post[np.ix_(unl, unl[picks])]
+        explained = np.einsum("ij,ji->i", cov, np.linalg.solve(cov[picks], cov.T))
+        score = base * np.sqrt(np.clip(1.0 - explained / base ** 2, 0.0, 1.0))
+        score[picks] = -np.inf
+    np.testing.assert_array_equal(rows, unl[picks])
+    top = unl[np.argsort(-base)[:6]]
+    assert not np.array_equal(np.sort(rows), np.sort(top))    # spread, not the top six
+    with pytest.raises(ValueError, match="transduction_ and transduction_std_"):
+        reg.latent_posterior()
+    yy = np.full(500, -1)
+    yy[:6] = [0, 1, 0, 1, 0, 1]
+    clf = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
+    with pytest.raises(ValueError, match="predict_latent"):
+        clf.latent_posterior()

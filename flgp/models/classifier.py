@@ -205,27 +205,36 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     skipped_methods_ : dict
         Why each other representation offered was not fitted (``method="auto"``; empty
         when one prior is given).
-    eigenpairs_ : Eigenpairs
-        The fitted cloud's eigenpairs (the best bandwidth candidate).
+    eigenpairs_ : Eigenpairs or None
+        The fitted cloud's eigenpairs (the best bandwidth candidate) where the heat kernel
+        was fitted; None after a graph Matérn fit.
     eigenvalues_ : ndarray (n_eigenpairs,)
+        Their eigenvalues, where the heat kernel was fitted.
     diffusion_time_ : float or ndarray
-        The MAP ``t`` (one per class for one-vs-rest).
+        The MAP ``t`` (one per class for one-vs-rest), where the heat kernel was fitted.
     spectral_family_ : str
-        The family the fit used (the evidence's choice for ``spectral_family="auto"``).
+        The family the fit used (the evidence's choice for ``spectral_family="auto"``),
+        where the heat kernel was fitted.
     constant_variance_ : float
         The constant mode's relative prior variance the fit used (the evidence's choice
-        for ``constant_variance=None``).
+        for ``constant_variance=None``), where the heat kernel was fitted.
     amplitude_ : float or ndarray
-        The prior amplitude ``A`` (one per class for one-vs-rest; 1 for Laplace).
+        The prior amplitude ``A`` (one per class for one-vs-rest; 1 for Laplace), where
+        the heat kernel was fitted.
     predictive_scale_ : float or ndarray
-        ``κ`` of ``calibration="loo"`` (one per class for one-vs-rest; 1 without).
+        ``κ`` of ``calibration="loo"`` (one per class for one-vs-rest; 1 without), where
+        the heat kernel was fitted.
     bandwidth_, bandwidth_scale_ : float or None
-        The SE bandwidth and its scale ``a`` (None / 1 for LAE).
-    log_marginal_likelihood_ : float
-        The evidence at the MAP ``t`` (the prior on ``t`` not included).
+        The SE bandwidth and its scale ``a`` (None / 1 for LAE), where the heat kernel was
+        fitted.
+    log_marginal_likelihood_ : float or None
+        The fitted representation's evidence: the heat kernel's at the MAP ``t`` (the
+        prior on ``t`` not included), the RBF GP's, the graph Matérn least-squares
+        model's (None where its prior solves by conjugate gradients in the posterior
+        precision form: docs/few_labels.md, "At scale").
     diffusion_time_weights_ : ndarray of shape (k, 2) or None
         The diffusion times the predictions average over and their weights (first row:
-        the MAP ``t``); None when not averaging.
+        the MAP ``t``); None when not averaging. Not set by ``method_ == "gmrf"``.
     labelled_indices_ : ndarray of int
         The rows of the fitted cloud (``X``, or ``X`` stacked above ``X_unlabeled``) that
         carry a label.
@@ -517,11 +526,15 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         (:class:`flgp.models.labelling.LatentPosterior`): ``f_k(x) = v(x)ᵀ β_k`` with
         ``β_k`` of mean ``mean[:, k]`` and covariance ``cov[k]``, one ``k`` per latent (one
         for two classes, one per class otherwise), at the MAP diffusion time; with the
-        precision a new label adds to each. What :meth:`suggest_labels` scores with."""
+        precision a new label adds to each. What :meth:`suggest_labels` scores with. The
+        heat kernel's only: the full-resolution classifier's latent posterior is
+        :meth:`predict_latent` at any points."""
         check_is_fitted(self, "classes_")
         if not self._in_eigenbasis:
-            raise ValueError(f"latent_posterior needs the heat-kernel posterior over the "
-                             f"cloud; method_={self.method_!r} has none.")
+            raise ValueError(f"latent_posterior is the heat kernel's Gaussian in its "
+                             f"eigenbasis; method_={self.method_!r} has none. Its latent "
+                             f"means and variances at any points are predict_latent(X) "
+                             f"(the fitted cloud's rows included).")
         return self._chosen_fit.latent_posterior()
 
     def suggest_labels(self, n=1, strategy=None, random_state=None):

@@ -32,8 +32,8 @@ from ..precision.classification import (KAPPA_RELATIVE, ORDER_CANDIDATES, RHO_CA
                                         labels_kept, prior_to_noise_ratios, raised_models,
                                         score_scale, scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
-from ..precision.gaussian import (FACTOR_MAX_NODES, cross_validated_amplitude, exhaust,
-                                  fit_gmrf_steps)
+from ..precision.gaussian import (FACTOR_MAX_NODES, GMRFRegression,
+                                  cross_validated_amplitude, exhaust, fit_gmrf_steps)
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from .eigenbasis import FAR_FACTOR, settings_key
@@ -320,8 +320,10 @@ class GraphMaternRegressionFit(RegressionFit):
         # the amplitude of A Q_ν(κ)⁻¹ with Q_ν built on the graph as given (its units)
         est.evidence_outputscale_ = st.variance_of_y(float(fit.amplitude_in_graph_units))
         est.outputscale_ = scale * est.evidence_outputscale_
-        # the prior's noise-to-amplitude ratio on the graph in its own units (seed maps)
-        self.ratio = float(fit.ratio)
+        # κ², the noise-to-amplitude ratio and a unit amplitude's variance in units of y²,
+        # on the graph in its own units (seed maps, suggestions)
+        self.kappa2, self.ratio = float(fit.kappa2), float(fit.ratio)
+        self.variance_unit = st.variance_of_y(scale * fit.amplitude)
         self._noise_pre = st.variance_pre(scale * fit.noise)
         est.noise_ = st.variance_of_y(scale * fit.noise)
         est.transduction_std_error_ = st.scale * 0.5 * se / np.sqrt(np.maximum(var, 1e-300))
@@ -380,6 +382,43 @@ class GraphMaternRegressionFit(RegressionFit):
 
     def interval_noise(self):
         return self.standardisation.unit, self._noise_pre
+
+    def suggest(self, est, index, n, strategy):
+        """``n`` rows of ``index`` (unlabelled nodes) to label next by ``"std"``, the
+        largest posterior sd first, a batch spread greedily: after each pick the posterior
+        is conditioned on an exact value there (one solve with the factor of the
+        posterior precision for its covariance column) and every candidate's sd
+        multiplied by the share of its variance the batch leaves (as the classifier's
+        batches). On graphs beyond ``FACTOR_MAX_NODES`` the ``n`` largest sds, not
+        spread."""
+        if strategy != "std":
+            raise ValueError(f"the graph Matérn regressor suggests by 'std' (its default) "
+                             f"or 'random'; 'variance_reduction' needs every candidate's "
+                             f"covariance with the cloud, a sparse solve each; got "
+                             f"{strategy!r}.")
+        base = np.asarray(est.transduction_std_, dtype=np.float64)[index]
+        if n == 1 or self.graph.n_nodes > FACTOR_MAX_NODES:
+            return index[np.argsort(-base, kind="stable")[:n]]
+        observed = np.asarray(est.labelled_indices_, dtype=np.int64)
+        regression = GMRFRegression(self.graph.in_own_units(), observed,
+                                    np.zeros(observed.size), int(est.matern_order_))
+        v0 = np.maximum(base ** 2, 1e-300)
+        picks, cov = [], np.zeros((index.size, 0))
+        score = base.copy()
+        with limit_blas_threads(1):
+            for _ in range(int(n)):
+                p = int(np.argmax(score))
+                picks.append(p)
+                column = regression.unit_posterior_columns(self.kappa2, self.ratio,
+                                                           [index[p]])[index, 0]
+                cov = np.column_stack([cov, self.variance_unit * column])
+                sel = np.array(picks)
+                B = cov[sel] + 1e-9 * max(float(np.max(np.diag(cov[sel]))), 1e-300) \
+                    * np.eye(sel.size)
+                explained = np.einsum("ij,ji->i", cov, np.linalg.solve(B, cov.T))
+                score = base * np.sqrt(np.clip(1.0 - explained / v0, 0.0, 1.0))
+                score[sel] = -np.inf
+        return index[np.array(picks, dtype=np.int64)]
 
 
 # -- classification --------------------------------------------------------------------------

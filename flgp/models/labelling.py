@@ -582,10 +582,11 @@ def suggest_labels(est, n, strategy, random_state):
                          f"strategy='random' works with every prior; for {strategy!r} fit "
                          f"with the heat kernel, {name}(HeatKernelPrior()).")
     if other is not None and strategy == "variance_reduction":
+        offered = ("'margin' (its default), 'entropy', 'least_confident' or 'random'"
+                   if kind == "classifier" else "'std' (its default) or 'random'")
         raise ValueError(f"strategy='variance_reduction' needs every candidate's covariance "
                          f"with the cloud, one sparse solve each at full resolution; "
-                         f"method_={est.method_!r} suggests by 'margin' (its "
-                         f"default), 'entropy', 'least_confident' or 'random'.")
+                         f"method_={est.method_!r} suggests by {offered}.")
     if other is not None:
         return np.asarray(other.suggest(est, index, n, strategy), dtype=np.int64)
     if kind == "classifier":

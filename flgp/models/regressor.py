@@ -109,7 +109,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         ``method="auto"``: why a representation was left out.
     n_eigenpairs_ : int
         The leading eigenpairs the low-rank heat kernel predicts with (by evidence among
-        ``M/8, M/4, M/2, M`` when ``n_eigenpairs`` is None, ``M = min(400, s - 1)``).
+        ``M/8, M/4, M/2, M`` when ``n_eigenpairs`` is None, ``M = min(400, s - 1)``),
+        where the heat kernel was fitted to Gaussian targets.
     graph_, matern_order_, matern_kappa_, matern_log_evidence_ :
         ``method_ == "gmrf"``: the graph, the order ``ν``, ``κ`` (in the units of ``X``:
         an inverse length) and the log evidence of each order compared. The fit does not
@@ -136,6 +137,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     labelled_indices_, n_features_in_ :
         As in :class:`FLGPClassifier`.
     diffusion_time_ : float
+        The heat kernel's ``t``, where the heat kernel was fitted.
     outputscale_ : float
         ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For
         ``method_ == "gmrf"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹``, ``Q_ν``
@@ -470,14 +472,18 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         """The fitted latent ``f`` as a Gaussian in the eigenbasis
         (:class:`flgp.models.labelling.LatentPosterior`; standardised units for Gaussian
         noise, the log-rate for counts), with the precision a new label adds: what
-        :meth:`suggest_labels` scores with."""
+        :meth:`suggest_labels` scores with. The heat kernel's only: the graph Matérn
+        prior's posterior is ``transduction_`` and ``transduction_std_`` on the cloud
+        (``predict(X, return_std=True)`` elsewhere), the RBF GP's ``predict``."""
         check_is_fitted(self, "n_features_in_")
         if not self._in_eigenbasis:
-            raise ValueError(f"latent_posterior needs the heat-kernel posterior in its "
-                             f"eigenbasis; method_={self.method_!r} has none.")
+            raise ValueError(f"latent_posterior is the heat kernel's Gaussian in its "
+                             f"eigenbasis; method_={self.method_!r} has none. Its posterior "
+                             f"is transduction_ and transduction_std_ on the fitted cloud, "
+                             f"predict(X, return_std=True) at other points.")
         return self._chosen_fit.latent_posterior()
 
-    def suggest_labels(self, n=1, strategy="variance_reduction", random_state=None):
+    def suggest_labels(self, n=1, strategy=None, random_state=None):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
         first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
 
@@ -490,10 +496,15 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         labelling loop"). Deterministic; ``random_state`` (an int, a numpy Generator or
         None; default: the estimator's) seeds ``"random"``, an int together with the
         number of labelled rows, so that a loop draws new rows each round. Refit with
-        ``warm_start=True`` to reuse the eigenpairs. ``"variance_reduction"`` and ``"std"``
-        score in the heat kernel's eigenbasis: a fit by another prior (``method_`` ``"gmrf"``
-        or ``"rbf"``) suggests by ``"random"`` only.
+        ``warm_start=True`` to reuse the eigenpairs. The graph Matérn prior
+        (``method_ == "gmrf"``) suggests by ``"std"``, its batches spread with one sparse
+        solve a pick for its posterior covariance column, or ``"random"``; the RBF GP by
+        ``"random"`` only. ``strategy=None`` (the default) is ``"variance_reduction"`` for
+        the heat kernel and ``"std"`` otherwise.
         """
+        check_is_fitted(self, "n_features_in_")
+        if strategy is None:
+            strategy = "variance_reduction" if self._in_eigenbasis else "std"
         return _suggest_labels(self, n, strategy, random_state)
 
 
