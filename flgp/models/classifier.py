@@ -531,10 +531,11 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         :meth:`predict_latent` at any points."""
         check_is_fitted(self, "classes_")
         if not self._in_eigenbasis:
-            raise ValueError(f"latent_posterior is the heat kernel's Gaussian in its "
-                             f"eigenbasis; method_={self.method_!r} has none. Its latent "
-                             f"means and variances at any points are predict_latent(X) "
-                             f"(the fitted cloud's rows included).")
+            instead = (" Its latent means and variances at any points are "
+                       "predict_latent(X) (the fitted cloud's rows included)."
+                       if hasattr(self._chosen_fit, "predict_latent") else "")
+            raise ValueError(f"latent_posterior is the heat-kernel posterior's Gaussian in "
+                             f"its eigenbasis; method_={self.method_!r} has none.{instead}")
         return self._chosen_fit.latent_posterior()
 
     def suggest_labels(self, n=1, strategy=None, random_state=None):
