@@ -320,3 +320,15 @@ def test_two_points_and_equal_targets():
     y[[10, 20, 30]] = 3.0
     with pytest.warns(UserWarning, match="all 3 labelled targets equal 3"):
         FLGPRegressor().fit(X, y)
+
+
+def test_an_empty_graph_is_refused_by_name():
+    """A graph without nodes (an empty mask, say): refused as such, not by a message about
+    its units (before: "units must be finite ... mass=nan")."""
+    import scipy.sparse as sp
+
+    from flgp.graph import PointGraph
+
+    with pytest.raises(ValueError, match="at least one node"):
+        PointGraph(stiffness=sp.csr_matrix((0, 0)), mass=np.zeros(0), points=np.zeros((0, 3)),
+                   kind="lattice", spacing=1.0)

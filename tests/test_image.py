@@ -595,6 +595,10 @@ def test_seed_correlations_equal_the_dense_prior_and_posterior():
     np.testing.assert_array_equal(by_atlas.seeds, picks)
     with pytest.raises(ValueError, match="outside the region"):
         seed_correlation(res, np.array([[0, 0, 0]]))
+    for bad in ([1.5], [np.nan], ["a"]):        # (before, 1.5 was truncated to row 1)
+        with pytest.raises(ValueError, match="whole row numbers"):
+            seed_correlation(res, bad)
+    np.testing.assert_array_equal(seed_correlation(res, [17.0]).seeds, [17])
     with pytest.raises(ValueError, match="not on the image's grid"):
         seed_correlation(res, atlas=nib.Nifti1Image(atlas.astype(np.int16), AFFINE * 2))
 

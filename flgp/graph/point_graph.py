@@ -66,6 +66,9 @@ class PointGraph:
 
     def __post_init__(self):
         n = self.stiffness.shape[0]
+        if n == 0:
+            raise ValueError("a graph needs at least one node; this one has none (an empty "
+                             "mask or cloud?).")
         if self.stiffness.shape != (n, n) or self.mass.shape != (n,) \
                 or self.points.shape[0] != n:
             raise ValueError(f"stiffness {self.stiffness.shape}, mass {self.mass.shape} and "

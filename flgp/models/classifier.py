@@ -159,7 +159,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         Bayes factor (:func:`flgp.precision.balanced_log_odds`), and then the label counts
         plus one, normalised; stratified labels always give balanced shares.
         ``"balanced"``, ``"labels"`` (the smoothed counts), the user's shares in the order
-        of ``classes_`` or as a mapping ``{class: share}``, or ``None`` for none. A mapping
+        of ``classes_`` or as a mapping ``{class: share}`` (positive weights, normalised to
+        sum to one: ``[2, 1]`` is ``[2/3, 1/3]``), or ``None`` for none. A mapping
         may name classes that have no label yet: they join ``classes_`` (with a warning
         naming them), their latent is the prior's (mean 0) and their probabilities come
         from their share alone - largest where no label's class reaches.

@@ -140,8 +140,16 @@ def _as_rows(seeds, voxels) -> np.ndarray:
             raise ValueError(f"{len(missing)} seed voxel(s) lie outside the region, the "
                              f"first {missing[0]}; choose seeds inside it.")
         return np.array([lookup[tuple(s)] for s in seeds.tolist()], dtype=np.int64)
-    seeds = seeds.astype(np.int64).ravel()
-    if seeds.size == 0 or seeds.min() < 0 or seeds.max() >= len(voxels):
+    try:
+        values = seeds.astype(np.float64).ravel()
+    except (TypeError, ValueError):
+        values = np.full(1, np.nan)
+    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
+        raise ValueError(f"seeds must be whole row numbers of the region (or (k, 3) voxel "
+                         f"indices); got {seeds.ravel()[:5].tolist()!r}: a fractional or "
+                         f"non-finite seed names no voxel.")
+    seeds = values.astype(np.int64)
+    if seeds.min() < 0 or seeds.max() >= len(voxels):
         raise ValueError(f"seeds must be rows of the region, in [0, {len(voxels)}).")
     return seeds
 
