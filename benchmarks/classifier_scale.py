@@ -145,9 +145,10 @@ def run_mnist(threads, draws=3):
                          plan={str(k): v for k, v in
                                (getattr(est._chosen_fit, "plan", None) or {}).items()})
                 rows.append(r)
-                print(f"mnist {kind:11s} draw {d}: flgp {ours:5.2f} s ({100 * r['error']:.2f} "
-                      f"%) graphlearning {graph:.2f} + {poisson:.2f} s ({100 * r['peer_error']:.2f}"
-                      f" %): {r['ratio']:.2f}x {r['plan']}", flush=True)
+                print(f"mnist {kind:11s} draw {d}: flgp {ours:5.2f} s "
+                      f"({100 * r['error']:.2f} %) graphlearning {graph:.2f} + "
+                      f"{poisson:.2f} s ({100 * r['peer_error']:.2f} %): "
+                      f"{r['ratio']:.2f}x {r['plan']}", flush=True)
     return rows
 
 
@@ -163,9 +164,10 @@ def print_table(rows):
         rs = [r for r in rows if r["workload"] == "mnist" and r["labels"] == kind]
         if rs:
             med = statistics.median
+            peer = med(r["peer_graph_seconds"] + r["peer_solve_seconds"] for r in rs)
             print(f"mnist {kind:11s}: flgp {med(r['seconds'] for r in rs):.2f} s, "
-                  f"graphlearning {med(r['peer_graph_seconds'] + r['peer_solve_seconds'] for r in rs):.2f}"
-                  f" s, ratio (median of draws) {med(r['ratio'] for r in rs):.2f}; error "
+                  f"graphlearning {peer:.2f} s, ratio (median of draws) "
+                  f"{med(r['ratio'] for r in rs):.2f}; error "
                   f"{100 * statistics.mean(r['error'] for r in rs):.2f} % against "
                   f"{100 * statistics.mean(r['peer_error'] for r in rs):.2f} %")
 

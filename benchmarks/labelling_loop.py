@@ -131,9 +131,10 @@ def main(argv=None):
                 r = dict(method=name, seed=seed, **METHODS[name](X, y, lab))
                 rows.append(r)
                 e = "-" if r["ece"] is None else f"{r['ece']:.3f}"
-                refit = ("" if "refit_seconds" not in r else
-                         f"; refits {min(r['refit_seconds']):.2f}-{max(r['refit_seconds']):.2f}"
-                         f" s against a cold fit's {r['cold_fit_seconds']:.2f} s (at most "
+                times = r.get("refit_seconds")
+                refit = ("" if times is None else
+                         f"; refits {min(times):.2f}-{max(times):.2f} s against a cold "
+                         f"fit's {r['cold_fit_seconds']:.2f} s (at most "
                          f"{100 * r['largest_refit_share']:.0f} %)")
                 print(f"seed {seed} {name:40s} {r['labels']} labels: error "
                       f"{100 * r['error']:.2f} %, ECE {e}, {r['seconds']:.1f} s{refit}",
