@@ -31,14 +31,15 @@ def _lattice(spacing, shape=(6, 5, 4)):
     return lattice_graph(ijk, affine)
 
 
-def _mesh(k=13, size=40.0):
-    g = np.linspace(0, 1, k)
-    xx, yy = np.meshgrid(g, g)
-    V = np.c_[xx.ravel(), yy.ravel(), 0.15 * np.sin(3 * xx.ravel()) * np.cos(2 * yy.ravel())]
-    idx = np.arange(k * k).reshape(k, k)
-    a, b, c, d = (idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, :-1].ravel(),
-                  idx[1:, 1:].ravel())
-    return mesh_graph(V * size, np.r_[np.c_[a, b, c], np.c_[b, d, c]])
+def _mesh(n=160, size=40.0, seed=3):
+    """A triangulated patch of a paraboloid (Delaunay triangles of random parameter
+    points), in mm."""
+    from scipy.spatial import Delaunay
+
+    uv = np.random.default_rng(seed).uniform(-1.0, 1.0, (n, 2))
+    faces = Delaunay(uv).simplices
+    V = np.c_[uv, 0.3 * (uv ** 2).sum(axis=1)] * size
+    return mesh_graph(V, faces)
 
 
 def _cloud(scale, n=220):
