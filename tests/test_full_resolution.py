@@ -47,7 +47,7 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
     g = lattice_graph(ijk)
     reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
     assert reg.method_ == "gmrf" and reg.matern_order_ in (1, 2, 3, 4)
-    z_mean, z_sd = np.nanmean(y), np.nanstd(y)
+    z_mean = np.nanmean(y)
     lab = np.flatnonzero(obs)
     Q = matern_precision(g, reg.matern_kappa_ ** 2, reg.matern_order_).toarray()
     K = np.linalg.inv(Q)

@@ -1026,3 +1026,19 @@ def test_second_order_models_from_first_order_columns():
     held = chain[1].nodes.size
     var = models[0].node_unit_variances(chain[1])
     assert chain[1].nodes.size == held + lab.size and np.all(var >= 0)
+
+
+def test_cost_and_scale_inputs_are_checked():
+    from flgp.models.graph_matern import classifier_cost
+    from flgp.precision import SparsePrecisionPrior
+    from flgp.precision.classification import LabelledColumns, labelled_prior_scale
+
+    with pytest.raises(ValueError, match="at least two classes"):
+        classifier_cost(1000, 3, [5])
+    with pytest.raises(ValueError, match="at least one point"):
+        classifier_cost(0, 3, [1, 1])
+    X, _ = _blobs(200, 3, 2)
+    store = LabelledColumns(SparsePrecisionPrior(self_tuning_knn_graph(X, 8), nu=1,
+                                                 kappa2=1e-3, centred=True))
+    with pytest.raises(ValueError, match=r"node index in \[0, 200\)"):
+        labelled_prior_scale(store, [3, 200])

@@ -14,7 +14,9 @@ given (``graph=``) or a k-nearest-neighbour graph of the cloud.
 
 from __future__ import annotations
 
+import os
 import warnings
+from itertools import product
 
 import numpy as np
 
@@ -112,7 +114,6 @@ CV_SCALE_RANGE = (0.1, 10.0)
 def physical_memory() -> float:
     """The machine's memory in bytes (``inf`` where the system does not say)."""
     try:
-        import os
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
         return float("inf")
@@ -130,7 +131,14 @@ def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = 
     On a factored graph (few coordinates and nodes: ``classifier_solver``) the same
     numbers overstate the cost, which is small there."""
     n, p = int(n_points), int(n_features)
-    counts = np.asarray(counts, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64).ravel()
+    if n < 1 or p < 1:
+        raise ValueError(f"classifier_cost needs a cloud of at least one point and one "
+                         f"coordinate; got n_points={n_points!r}, n_features={n_features!r}.")
+    if counts.size < 2 or np.any(counts < 0) or counts.sum() < 1:
+        raise ValueError(f"counts must give the labels of each of at least two classes "
+                         f"(non-negative, some positive), e.g. np.bincount(codes); got "
+                         f"{counts.tolist()!r}.")
     m, C = int(counts.sum()), int(counts.size)
     ratios = 1 if counts.min() <= 1 else len(RHO_CANDIDATES)
     tree = p <= KNN_GMRF_MAX_DIM
@@ -578,8 +586,6 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
     cheaper form; on
     a graph whose mass varies, the precision form is not used there (it needs ``P`` and
     ``Q`` to commute)."""
-    from itertools import product
-
     C, n_ratios = int(n_classes), len(ratios)
     nodes = np.unique(labelled)
     orders = sorted(stores)
@@ -813,11 +819,11 @@ class GraphMaternClassificationFit(ClassificationFit):
         rebuild = getattr(self, "_model_arguments", None)
         if rebuild is None:                     # pickled before 2026-11-29
             return False
-        nodes, codes, n_classes, rho = rebuild[:4]
+        nodes, codes, n_classes, rho, scale = rebuild
         self.columns = _column_stores(self.graph, self.nu)[-1]
-        if len(rebuild) > 4 and rebuild[4] is not None:          # the precision form
+        if scale is not None:                                     # the precision form
             self.model = PrecisionLeastSquares(self.columns.prior, nodes, codes, n_classes,
-                                               rho, rebuild[4])
+                                               rho, scale)
         else:
             (_, self.model), = _models(self.columns, "columns", nodes, codes, n_classes,
                                        (rho,))

@@ -257,8 +257,7 @@ class HeatKernelRegressionFit(RegressionFit):
         (``latent_moments(latent)``: the log-rate's mean and sd at the same points, only
         computed when some rate is that large; ``stacklevel`` counted from this frame's
         caller)."""
-        bound = getattr(self, "count_bound", np.inf)
-        large = ~(np.asarray(mean) <= bound)
+        large = ~(np.asarray(mean) <= self.count_bound)
         if not large.any():
             return
         sd = latent_moments(CountPredictor.latent_of(self.predictor))[:, 1]
@@ -289,6 +288,7 @@ class HeatKernelRegressionFit(RegressionFit):
         out.noise_z = state.pop("_noise_std", None)
         out.noise_pre = state.pop("_noise_pre", None)
         out.unit = state.get("_y_unit", 1.0)
+        out.count_bound = np.inf              # (no labelled counts kept to bound by)
         out._candidate = out._z = None
         return out
 

@@ -457,7 +457,6 @@ class LabelledColumns:
             state["_store"] = state.pop("_columns")
         state.setdefault("lower", None)         # pickled before orders were chained
         state.setdefault("_ahead", {})          # pickled before columns were prefetched
-        state.setdefault("diagonal", {})
         self.__dict__.update(state)
 
 
@@ -478,9 +477,9 @@ class LeastSquaresClassification:
       evidence ``Σ_c log N(T_c | 0, σ_c² S)``.
 
     ``block``: ``K_ll`` itself, where ``W`` is not at hand (``W`` None: a higher order's
-    block ``W₁ᵀ C W_{ν-1}`` from lower orders' columns, :func:`raised_block`); the mean
-    is then ``(ρ / s) W α`` computed by the caller (:attr:`weights` ``= α``) and given
-    to :meth:`with_mean`.
+    block ``W₁ᵀ C W_{ν-1}`` from lower orders' columns, :func:`raised_models`); the mean
+    is then ``(ρ / s) W α`` computed by the caller from :attr:`alpha` and given to
+    :meth:`with_mean`.
     """
 
     def __init__(self, W, labelled, codes, n_classes, rho, block=None):
@@ -561,6 +560,21 @@ class LeastSquaresClassification:
         return self.rho * np.asarray(K_rows_cols) / self.scale - self.rho ** 2 * (V_rows.T @ Vc)
 
 
+def labelled_classes(codes, n_classes):
+    """``(solved, last)``: the classes with labels but the last, whose latent means are
+    solved for, and that last one, whose mean is minus their sum (every row of the
+    centred targets sums to 0); a class without labels has none and mean 0."""
+    has = np.flatnonzero(np.bincount(codes, minlength=int(n_classes)) > 0)
+    return has[:-1], has[-1]
+
+
+def all_classes(solved_means, solved, last, n_classes) -> np.ndarray:
+    """``(n, C)`` means from those of the ``solved`` classes (:func:`labelled_classes`)."""
+    out = np.zeros((solved_means.shape[0], int(n_classes)))
+    out[:, solved] = solved_means
+    out[:, last] = -solved_means.sum(axis=1)
+    return out
+
 
 def raised_models(columns, labelled, codes, n_classes, ratios) -> list:
     """:class:`LeastSquaresClassification` of order ``ν >= 2`` for each ratio without the
@@ -586,16 +600,12 @@ def raised_models(columns, labelled, codes, n_classes, ratios) -> list:
     C = int(n_classes)
     models = [LeastSquaresClassification(None, nodes, node_codes, C, rho, block=block)
               for rho in ratios]
-    has = np.flatnonzero(np.bincount(node_codes, minlength=C) > 0)
-    solved, last = has[:-1], has[-1]
+    solved, last = labelled_classes(node_codes, C)
     weights = np.column_stack([model.alpha[:, solved] for model in models])
     image = base.prior.apply_inverse(mass[:, None] * (W_low @ weights))
     for k, model in enumerate(models):
         part = image[:, k * solved.size:(k + 1) * solved.size]
-        product = np.zeros((image.shape[0], C))
-        product[:, solved] = part
-        product[:, last] = -part.sum(axis=1)    # every row of α sums to 0
-        model.with_mean(product)
+        model.with_mean(all_classes(part, solved, last, C))
     return models
 
 
@@ -620,7 +630,11 @@ def labelled_prior_scale(columns, labelled, random_state=0) -> tuple:
     finite-population factor - is below ``SCALE_RELATIVE_ERROR``; exact when every node
     is taken. ``columns``: a :class:`LabelledColumns` store (its ``diagonal`` keeps the
     variances for later fits)."""
-    labelled = np.asarray(labelled, dtype=np.int64)
+    labelled = np.asarray(labelled, dtype=np.int64).ravel()
+    n = columns.prior.n_points
+    if labelled.size == 0 or labelled.min() < 0 or labelled.max() >= n:
+        raise ValueError(f"labelled must hold at least one node index in [0, {n}); got "
+                         f"{labelled.size} index(es).")
     nodes, counts = np.unique(labelled, return_counts=True)
     order = np.random.default_rng(random_state).permutation(nodes.size)
     known = columns.diagonal
@@ -674,16 +688,11 @@ class PrecisionLeastSquares:
         c = self.rho / self.scale
         self.posterior = CentredPosterior(prior, np.bincount(self.labelled, minlength=n)
                                           .astype(np.float64), c)
-        # every row of the targets sums to 0: the last labelled class's mean is minus the
-        # others'; a class without labels has no targets and mean 0
-        has = np.bincount(self.codes, minlength=C) > 0
-        solved = np.flatnonzero(has)[:-1]
+        solved, last = labelled_classes(self.codes, C)
         B = np.zeros((n, solved.size))
         np.add.at(B, self.labelled, self.targets[:, solved])
-        U = c * self.posterior.solve(B)
-        self.mean = np.zeros((n, C))
-        self.mean[:, solved] = U
-        self.mean[:, np.flatnonzero(has)[-1]] = -U.sum(axis=1)
+        self.mean = all_classes(c * self.posterior.solve(B), solved, last, C)
+        has = np.bincount(self.codes, minlength=C) > 0
         self.alpha = self.targets - self.mean[self.labelled]
         quad = np.einsum("ic,ic->c", self.targets, self.alpha)
         noise = np.maximum(quad, 1e-300) / m

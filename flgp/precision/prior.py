@@ -179,7 +179,6 @@ class SparsePrecisionPrior(GraphPrior):
         entry = self._posterior_factors.get(self.nu)
         if entry is None:
             Q = matern_precision(self.graph, self.kappa2, self.nu).tocsc()
-            Q = (Q + sp.diags(np.zeros(self.n_points), format="csc")).tocsc()
             entry = {"factor": PatternCholesky(Q + sp.identity(self.n_points,
                                                                format="csc")),
                      "precision": Q, "holder": None}
