@@ -11,6 +11,7 @@ numpy twins, which give the same results to rounding.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 
 import numpy as np
@@ -124,3 +125,13 @@ def in_settings(settings: dict):
 def working_memory_bytes() -> float:
     """The current budget of one block, in bytes."""
     return get_config()["working_memory"] * 2**20
+
+
+def physical_memory() -> float:
+    """The machine's memory in bytes (``inf`` where the system does not say): what the
+    fits' memory rules compare their expected peaks with (not the memory free at the
+    moment, so that the path a fit takes does not change from one run to the next)."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return float("inf")

@@ -371,9 +371,10 @@ def test_least_squares_classifier_with_a_class_without_labels():
 
 def test_classifier_with_a_class_named_in_class_prior_without_labels():
     """A mapping class_prior naming a class no label has: a warning names it, it joins
-    classes_ in order, its probabilities average to its share, no NaN; a mapping that
-    leaves out a labelled class, or names an unorderable one, is refused; the heat kernel
-    refuses such a class."""
+    classes_ in order, no NaN; its probability is at most its share, and it takes the blob
+    that no labelled class claims while the labelled points keep their class; a mapping
+    that leaves out a labelled class, or names an unorderable one, is refused; the heat
+    kernel refuses such a class."""
     from flgp import HeatKernelPrior
 
     rng = np.random.default_rng(3)
@@ -388,7 +389,9 @@ def test_classifier_with_a_class_named_in_class_prior_without_labels():
     np.testing.assert_allclose(clf.class_prior_, [0.3, 0.4, 0.3])
     P = clf.label_distributions_
     assert np.all(np.isfinite(P)) and np.allclose(P.sum(1), 1.0)
-    np.testing.assert_allclose(P.mean(0), [0.3, 0.4, 0.3], atol=1e-6)
+    assert P[:, 1].max() <= 0.4 + 1e-12
+    assert np.all(P[[0, 1], 0] > 0.9) and np.all(P[[150, 151], 2] > 0.9)
+    np.testing.assert_allclose(clf.predict_proba(X[:40]), P[:40], atol=1e-12)
     # the labelled classes keep their labelled blobs; the unnamed blob goes to class 7
     assert np.mean(clf.transduction_[:150] == 5) > 0.8
     assert np.mean(clf.transduction_[150:300] == 9) > 0.8
@@ -403,6 +406,36 @@ def test_classifier_with_a_class_named_in_class_prior_without_labels():
     with pytest.raises(ValueError, match="need the full-resolution classifier"), \
             pytest.warns(UserWarning, match="without a label"):
         FLGPClassifier(HeatKernelPrior(), class_prior=prior).fit(X, yy)
+
+
+def test_a_class_without_labels_does_not_take_labelled_clusters():
+    """Four blobs: two hold labels of class 0, one of class 1, one none; class 2, named
+    in class_prior with half the points, takes no blob that holds a label and no labelled
+    point - connected (its probability at most 5 % in the labelled blobs) or apart (the
+    unlabelled blob a piece of its own: exactly the prior there)."""
+    rng = np.random.default_rng(0)
+    for sep in (6.0, 10.0):
+        centres = np.array([[0, 0], [sep, 0], [0, sep], [sep, sep]])
+        X = np.concatenate([rng.normal(size=(200, 2)) + c for c in centres])
+        y = np.full(800, -1)
+        y[[0, 1, 200, 201]] = 0
+        y[[400, 401]] = 1
+        prior = {0: 0.25, 1: 0.25, 2: 0.5}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            clf = FLGPClassifier(class_prior=prior).fit(X, y)
+        P, t = clf.label_distributions_, clf.transduction_
+        assert np.all(np.isfinite(P)) and P[:, 2].max() <= 0.5 + 1e-12
+        for b, cls in enumerate((0, 0, 1)):
+            blob = slice(200 * b, 200 * (b + 1))
+            assert np.mean(t[blob] == 2) < 0.05
+            assert np.mean(t[blob] == cls) > 0.9
+        assert np.all(np.argmax(P[[0, 1, 200, 201, 400, 401]], axis=1) == [0, 0, 0, 0, 1, 1])
+        if sep == 10.0:
+            np.testing.assert_allclose(P[600:], np.tile([0.25, 0.25, 0.5], (200, 1)),
+                                       atol=1e-12)
+        else:
+            assert P[:600, 2].mean() < 0.05
 
 
 def test_small_ratio_is_poisson_learning():

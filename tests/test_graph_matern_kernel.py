@@ -177,6 +177,59 @@ def test_kernel_matrix_equals_dense_inverse(name, nu):
                                rtol=1e-7)
 
 
+@pytest.mark.parametrize("scale", [1e-3, 1e3])
+def test_high_orders_far_from_unit_scales(scale):
+    """ν = 8 on a k-NN cloud in units 1e-3 and 1e3: in float64 every normalisation gives
+    finite entries equal to the dense ``Q⁻¹ = (K⁻¹C)^{ν-1} K⁻¹`` (entries near 1e±50:
+    outside float32, inside float64); in float32 a ValueError says what to change
+    wherever the amplitude or the prior variance leaves float32's range (no inf, NaN or
+    overflow error from torch)."""
+    g = knn_point_graph(np.random.default_rng(5).random((60, 2)) * scale, 6)
+    nu, k2 = 8, 1.0 / (4.0 * g.spacing) ** 2
+    C = g.mass
+    Kinv = np.linalg.inv(k2 * np.diag(C) + g.stiffness.toarray())
+    S = Kinv.copy()
+    for _ in range(nu - 1):
+        S = Kinv @ (C[:, None] * S)
+    x = torch.arange(6, dtype=F64)[:, None]
+    for normalize in ("none", "fixed", "variance"):
+        k = kernel64(g, k2, nu=nu, normalize=normalize, inputs="index")
+        K = k(x).to_dense().detach().numpy()
+        assert np.all(np.isfinite(K))
+        if normalize == "none":
+            assert not 1e-30 < abs(K[0, 0]) < 1e30          # outside float32's comfort
+            np.testing.assert_allclose(K, S[:6, :6], rtol=1e-6)
+        elif normalize == "variance":
+            r = k.reference_nodes
+            np.testing.assert_allclose(K, S[:6, :6] / S[r, r].mean(), rtol=1e-6)
+    k32 = GraphMaternKernel(g, nu=nu, normalize="none", inputs="index")
+    k32.kappa2 = k2
+    with pytest.raises(ValueError, match=r"outside what torch.float32 holds; compute in "
+                                         r"float64"):
+        k32(x.float()).to_dense()
+
+
+def test_a_graph_with_nan_masses_is_refused_by_name():
+    """A graph whose masses (or weights) were changed to NaN after it was built: the
+    kernel refuses it naming the first bad node, before any factorisation; so does a
+    graph built that way."""
+    import dataclasses
+
+    g = _knn()
+    mass = g.mass.copy()
+    mass[7] = np.nan
+    changed = dataclasses.replace(g, mass=g.mass.copy())
+    changed.mass[7] = np.nan
+    with pytest.raises(ValueError, match=r"1 are not \(node 7: nan\)"):
+        GraphMaternKernel(changed)
+    with pytest.raises(ValueError, match=r"mass of every node.*node 7: nan"):
+        dataclasses.replace(g, mass=mass)
+    weights = g.stiffness.copy()
+    weights.data[0] = np.inf
+    with pytest.raises(ValueError, match="stiffness .* NaN or infinite"):
+        dataclasses.replace(g, stiffness=weights)
+
+
 def test_units_do_not_change_the_normalised_kernel():
     """The same lattice in mm and in metres: κ² moves by 10⁶, the kernel stays."""
     ijk = np.argwhere(np.ones((7, 6, 3), bool))

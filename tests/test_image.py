@@ -603,6 +603,41 @@ def test_seed_correlations_equal_the_dense_prior_and_posterior():
         seed_correlation(res, atlas=nib.Nifti1Image(atlas.astype(np.int16), AFFINE * 2))
 
 
+def test_degenerate_atlases_and_volumes():
+    """Atlases and 4-d images a user will give that hold little: an atlas with no region
+    in the mask (all zero, NaN, or labels only outside it) and a 4-d atlas are refused
+    with what to change; one region, or a region of one voxel, gives a 1 x 1 matrix of
+    ones (a documented result); a 4-d image with an empty (all-zero) volume is refused
+    naming the volume, as a constant or NaN one is."""
+    from flgp.models import seed_correlation
+
+    img, region, data = synthetic()
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    ijk = res.voxels.ijk
+    empty = np.zeros(SHAPE)
+    nan = np.full(SHAPE, np.nan)
+    outside = empty.copy()
+    outside[0, 0, 0] = 5
+    for atlas in (empty, nan, outside):
+        with pytest.raises(ValueError, match="no atlas region covers a voxel"):
+            seed_correlation(res, atlas=nib.Nifti1Image(atlas.astype(np.float32), AFFINE))
+    one = empty.copy()
+    one[tuple(ijk.T)] = 4
+    single = empty.copy()
+    single[tuple(ijk[:1].T)] = 9
+    for atlas, label in ((one, 4), (single, 9)):
+        out = seed_correlation(res, atlas=nib.Nifti1Image(atlas.astype(np.int16), AFFINE))
+        np.testing.assert_array_equal(out.labels, [label])
+        np.testing.assert_allclose(out.matrix, [[1.0]], atol=1e-12)
+    with pytest.raises(ValueError, match="atlas must be a 3-d map"):
+        seed_correlation(res, atlas=nib.Nifti1Image(np.stack([one, one], -1)
+                                                    .astype(np.int16), AFFINE))
+    filled = np.nan_to_num(data)
+    maps = np.stack([filled, np.zeros_like(filled), filled * 2.0], -1)
+    with pytest.raises(ValueError, match="map 1 takes one value"):
+        predict_image(nib.Nifti1Image(maps.astype(np.float32), AFFINE), region, 0.3)
+
+
 def test_seed_correlations_on_a_large_region_by_multigrid(monkeypatch):
     """Beyond FACTOR_MAX_NODES voxels the prior's columns come from AMG-preconditioned CG
     (relative residual LARGE_SOLVE_TOL): the correlations equal the factored path's to
@@ -674,11 +709,17 @@ def test_cli_seed_maps_from_an_atlas(files, capsys):
     assert "flgp nifti: error: --seeds-atlas" in capsys.readouterr().err
 
 
-def test_memory_estimate_matches_the_measured_peaks():
+def test_memory_estimate_matches_the_measured_peaks(monkeypatch):
     """The rule of thumb against the peaks it was read from (docs/images.md), within 10 %,
-    and increasing in the region's size on both paths."""
+    and increasing in the region's size on either path; on a machine whose memory would
+    not hold the factored fit the path (and the estimate) is conjugate gradients' -
+    never a factored estimate above half the memory - and the regressor's fit takes
+    that path."""
+    from flgp.graph import lattice_graph
     from flgp.models.image import fit_memory_estimate
+    from flgp.precision import gaussian
 
+    monkeypatch.setattr(gaussian, "physical_memory", lambda: 64 * 2.0 ** 30)
     for n, gb in [(45_448, 1.8), (69_765, 4.7), (235_375, 1.0), (1_000_000, 2.6),
                   (1_524_955, 3.96), (1_882_989, 4.73)]:
         assert fit_memory_estimate(n) == pytest.approx(gb, rel=0.1)
@@ -686,6 +727,24 @@ def test_memory_estimate_matches_the_measured_peaks():
     below = [fit_memory_estimate(n) for n in sizes[:20]]
     above = [fit_memory_estimate(n) for n in sizes[20:]]
     assert np.all(np.diff(below) > 0) and np.all(np.diff(above) > 0)
+    assert gaussian.factors(100_000) and not gaussian.factors(100_001)
+    # an 8 GB machine: factored while the fit needs at most 4 GB (~ 66,000 voxels)
+    monkeypatch.setattr(gaussian, "physical_memory", lambda: 8 * 2.0 ** 30)
+    estimates = np.array([fit_memory_estimate(int(n)) for n in sizes])
+    assert estimates.max() <= max(4.0, gaussian.fit_memory_gb(int(sizes[-1]), False))
+    assert gaussian.factors(60_000) and not gaussian.factors(70_000)
+    assert fit_memory_estimate(70_000) == pytest.approx(gaussian.fit_memory_gb(70_000, False))
+    # the path follows the rule: a small lattice on a machine "too small" to factor it
+    calls = []
+    real = gaussian._fit_iterative
+    monkeypatch.setattr(gaussian, "_fit_iterative",
+                        lambda *a, **k: calls.append(a[0].n_nodes) or real(*a, **k))
+    monkeypatch.setattr(gaussian, "physical_memory", lambda: 1e3)
+    ijk = np.argwhere(np.ones((12, 12, 6), bool))
+    z = np.sin(ijk[:, 0] / 3.0) + np.cos(ijk[:, 1] / 4.0)
+    obs = np.arange(0, ijk.shape[0], 3)
+    fit, _, _ = gaussian.fit_gmrf(lattice_graph(ijk), obs, z[obs], search_max_nodes=200)
+    assert calls == [ijk.shape[0]] and np.isfinite(fit.log_evidence)
 
 
 def test_a_fit_that_cannot_fit_in_memory_is_refused_before_it_starts(monkeypatch, capsys):

@@ -350,6 +350,9 @@ def test_graph_matern_regressor_suggests_by_its_posterior_sd():
     rows = reg.suggest_labels(6)
     unl = np.flatnonzero(np.isnan(y))
     assert np.all(np.isnan(y[rows])) and np.unique(rows).size == 6
+    # a batch larger than the unlabelled rows: refused, saying how many remain
+    with pytest.raises(ValueError, match=f"only {unl.size} unlabelled row"):
+        reg.suggest_labels(unl.size + 1)
     # the rule on the dense posterior covariance
     K = reg.outputscale_ * np.linalg.inv(
         matern_precision(reg.graph_, reg.matern_kappa_ ** 2, reg.matern_order_).toarray())

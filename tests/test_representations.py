@@ -380,18 +380,18 @@ def test_a_representation_auto_must_take_alone(monkeypatch):
     ijk = np.argwhere(np.ones((8, 8, 4), bool))
     x = ijk.astype(float)
     y = np.where(np.arange(len(x)) % 4 == 0, np.sin(x[:, 0] / 2.0), np.nan)
-    monkeypatch.setattr(graph_matern, "FACTOR_MAX_NODES", len(x) - 1)
+    monkeypatch.setattr(graph_matern, "factors", lambda n: n <= len(x) - 1)
     reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
     assert reg.method_ == "gmrf" and reg.log_evidence_ == {}
     assert list(reg.skipped_methods_) == ["rbf", "flgp"]           # the registry's order
-    assert all(f"{len(x)} nodes > FACTOR_MAX_NODES" in why
+    assert all(f"{len(x)} nodes, beyond a factor's reach" in why
                for why in reg.skipped_methods_.values())
     # the same fit as asked for by name
     named = FLGPRegressor(method="gmrf", graph=lattice_graph(ijk)).fit(x, y)
     assert np.array_equal(reg.transduction_, named.transduction_)
     # at the limit itself, "auto" weighs all three (here the graph Matérn prior's starting
     # grid lies far below the RBF GP's evidence: screened out, not taken alone)
-    monkeypatch.setattr(graph_matern, "FACTOR_MAX_NODES", len(x))
+    monkeypatch.setattr(graph_matern, "factors", lambda n: n <= len(x))
     reg = FLGPRegressor(graph=lattice_graph(ijk), n_induced=60).fit(x, y)
     assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
     assert "rbf" in reg.log_evidence_

@@ -65,6 +65,13 @@ class PointGraph:
         self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
 
     def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a graph whose nodes do not add up - no node, arrays of different
+        lengths, a mass or weight that is not finite, a mass not positive - naming the
+        first bad node: at construction, and again where a graph's arrays may have been
+        changed since (the GPyTorch kernel)."""
         n = self.stiffness.shape[0]
         if n == 0:
             raise ValueError("a graph needs at least one node; this one has none (an empty "
@@ -73,8 +80,15 @@ class PointGraph:
                 or self.points.shape[0] != n:
             raise ValueError(f"stiffness {self.stiffness.shape}, mass {self.mass.shape} and "
                              f"points {self.points.shape} must describe the same nodes.")
-        if not np.all(np.isfinite(self.mass)) or np.any(self.mass <= 0):
-            raise ValueError("the mass of every node must be positive and finite.")
+        bad = np.flatnonzero(~(np.isfinite(self.mass) & (self.mass > 0)))
+        if bad.size:
+            first = float(self.mass[bad[0]])
+            raise ValueError(f"the mass of every node must be positive and finite; "
+                             f"{bad.size} are not (node {bad[0]}: {first!r}).")
+        weights = self.stiffness.data if sp.issparse(self.stiffness) else self.stiffness
+        if not np.all(np.isfinite(weights)):
+            raise ValueError("the graph's stiffness (its edge weights) holds NaN or "
+                             "infinite entries; rebuild the graph from finite points.")
 
     @property
     def n_nodes(self) -> int:

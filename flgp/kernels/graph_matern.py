@@ -1251,7 +1251,10 @@ class GraphMaternKernel(Kernel):
     kappa2_constraint : gpytorch.constraints.Interval, default=Positive(exp/log)
         ``κ²`` spans orders of magnitude: the default optimises ``log κ²``.
     normalize : {"fixed", "variance", "none"}, default="fixed"
-        The normalisation ``v̄`` (see above).
+        The normalisation ``v̄`` (see above). ``"none"`` at high orders or far from unit
+        scales gives entries far from 1 (``Q⁻¹`` scales as ``length^{2ν}``): in float32
+        (GPyTorch's default) an amplitude or prior variance outside its range is refused
+        with a ``ValueError``; float64 holds them.
     n_reference : int, default=2
         Reference nodes of the normalisation, ``floor((i + ½) n / n_reference)``
         (:attr:`reference_nodes`): ``ν`` solves each, once (``"fixed"``) or every step
@@ -1339,6 +1342,8 @@ class GraphMaternKernel(Kernel):
             if not hasattr(graph, attr):
                 raise TypeError(f"GraphMaternKernel needs a flgp.graph.PointGraph (a lattice, "
                                 f"mesh or k-NN graph); got {type(graph).__name__}.")
+        if hasattr(graph, "check"):
+            graph.check()
         nu = check_order(nu)
         if inputs not in INPUT_KINDS:
             raise ValueError(f"inputs must be one of {INPUT_KINDS}; got {inputs!r}.")
@@ -1364,7 +1369,8 @@ class GraphMaternKernel(Kernel):
         length, mass = self._engine.length, self._engine.mass_unit
         self._length2 = length * length
         # Q_user⁻¹ = (length^{2ν} / mass) Q_own⁻¹
-        self._unit_factor = float(np.exp(2 * nu * np.log(length) - np.log(mass)))
+        with np.errstate(over="ignore", under="ignore"):
+            self._unit_factor = float(np.exp(2 * nu * np.log(length) - np.log(mass)))
         if normalize == "none" and not (np.isfinite(self._unit_factor)
                                         and self._unit_factor > 0):
             raise ValueError(f"the graph's units make Q⁻¹ overflow ({length=}, {mass=}); use "
@@ -1441,6 +1447,7 @@ class GraphMaternKernel(Kernel):
         """``(κ²_own, a)`` of shape ``*batch_shape``: ``κ²`` in the graph's own units and the
         amplitude of ``Q_own⁻¹`` (``1 / v̄``, or the unit factor without normalisation)."""
         k2 = self.kappa2.to(dtype).squeeze(-1).squeeze(-1) * self._length2
+        self._check_range(k2, dtype)
         if self.normalize == "none":
             return k2, torch.full_like(k2, self._unit_factor)
         if self.normalize == "fixed":
@@ -1448,6 +1455,32 @@ class GraphMaternKernel(Kernel):
         scales = [1.0 / _ReferenceVariance.apply(k2[i], self._engine)
                   for i in _members(k2.shape)]
         return k2, _stack(scales, k2.shape)
+
+    def _check_range(self, k2, dtype) -> None:
+        """Refuse, with what to change, an amplitude or prior variance that ``dtype``
+        cannot hold (float32 at high orders or far from unit scales: ``Q_own⁻¹`` and its
+        amplitude are each far from 1 even where their product is not)."""
+        if dtype == torch.float64:
+            return
+        info = torch.finfo(dtype)
+        engine = self._engine
+        for value in k2.detach().reshape(-1).tolist():
+            if self.normalize == "fixed":
+                amplitude, variance = 1.0 / engine.fixed_variance(), 1.0
+            else:
+                columns = engine.reference_columns(float(value))
+                v = float(np.mean(columns[engine.reference, np.arange(engine.reference.size)]))
+                amplitude, variance = ((self._unit_factor, self._unit_factor * v)
+                                       if self.normalize == "none" else (1.0 / v, 1.0))
+            for what, x in (("amplitude", amplitude), ("prior variance", variance)):
+                if not info.tiny * 1e6 < x < info.max / 1e6:
+                    raise ValueError(
+                        f"GraphMaternKernel(nu={self.nu}, normalize={self.normalize!r}): its "
+                        f"{what} at kappa2={value / self._length2:.3g} is {x:.3g}, outside "
+                        f"what {dtype} holds; compute in float64 (model.double() and "
+                        f"float64 inputs)"
+                        + ("" if self.normalize != "none" else
+                           ", use normalize='fixed', or rescale the points") + ".")
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params):
         """Covariance ``... x N x M`` of the nodes ``x1`` and ``x2`` (a

@@ -162,8 +162,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         of ``classes_`` or as a mapping ``{class: share}`` (positive weights, normalised to
         sum to one: ``[2, 1]`` is ``[2/3, 1/3]``), or ``None`` for none. A mapping
         may name classes that have no label yet: they join ``classes_`` (with a warning
-        naming them), their latent is the prior's (mean 0) and their probabilities come
-        from their share alone - largest where no label's class reaches.
+        naming them), their latent is the prior's (mean 0), the labelled classes are
+        re-weighted to their own shares, and a node's probabilities are
+        ``r p + (1 - r) π``: the labelled classes' ``p`` as far as they decide it (``r``,
+        the gap between its two most probable labelled classes), the shares ``π`` beyond.
+        A class without labels thus takes at most its share, and only where the labelled
+        classes tie or say nothing (pieces of the graph without a label: ``π``).
     max_iter : int, default=100
         Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
         search.
@@ -369,9 +373,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             raise ValueError(f"class_prior names classes {extra} that cannot be ordered "
                              f"with the labels' {seen} ({exc}); use one type.") from exc
         warnings.warn(f"class_prior names {len(extra)} class(es) without a label: {extra}. "
-                      f"They get the prior's latent (mean 0) and their probabilities from "
-                      f"their shares alone; label a point of each to learn where they "
-                      f"lie.", UserWarning, stacklevel=4)
+                      f"They get the prior's latent (mean 0) and their shares where the "
+                      f"labelled classes do not decide a point; label a point of each to "
+                      f"learn where they lie.", UserWarning, stacklevel=4)
         return classes, np.searchsorted(classes, y_lab)
 
     def _class_prior_shares(self):

@@ -14,13 +14,13 @@ given (``graph=``) or a k-nearest-neighbour graph of the cloud.
 
 from __future__ import annotations
 
-import os
 import warnings
 from itertools import product
 
 import numpy as np
 
 from .._chunks import is_lazy, stage
+from .._config import physical_memory
 from ..backends import cpu_threads, limit_blas_threads
 from ..graph import Pieces
 from ..graph.knn import NeighborIndex, knn_point_graph, self_tuning_knn_graph
@@ -35,7 +35,8 @@ from ..precision.classification import (KAPPA_RELATIVE, ORDER_CANDIDATES, RHO_CA
                                         score_scale, scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
 from ..precision.gaussian import (FACTOR_MAX_NODES, GMRFRegression,
-                                  cross_validated_amplitude, exhaust, fit_gmrf_steps)
+                                  cross_validated_amplitude, exhaust, factors,
+                                  fit_gmrf_steps)
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from .eigenbasis import FAR_FACTOR, settings_key
@@ -109,14 +110,6 @@ ORDER_TWO_COST_RATIO = 4.0
 # vanish, say - the two disagree too far for either to be trusted over the other, and
 # the evidence's amplitude is kept
 CV_SCALE_RANGE = (0.1, 10.0)
-
-
-def physical_memory() -> float:
-    """The machine's memory in bytes (``inf`` where the system does not say)."""
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return float("inf")
 
 
 def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = False):
@@ -220,14 +213,15 @@ class GraphMaternRegression(RegressionRepresentation):
         return None
 
     def sole_reason(self, est):
-        """A given graph beyond a factor's reach (``FACTOR_MAX_NODES``): there is no
-        whole-graph evidence to compare, and a map on that many nodes is finer than
-        100-400 eigenpairs resolve."""
-        if est.graph is None or est.graph.n_nodes <= FACTOR_MAX_NODES:
+        """A given graph beyond a factor's reach (:func:`~flgp.precision.gaussian
+        .factors`): there is no whole-graph evidence to compare, and a map on that many
+        nodes is finer than 100-400 eigenpairs resolve."""
+        if est.graph is None or factors(est.graph.n_nodes):
             return None
-        return (f"the graph has {est.graph.n_nodes} nodes > FACTOR_MAX_NODES = "
-                f"{FACTOR_MAX_NODES}: the graph Matérn prior's evidence is that of a ball, "
-                f"not comparable; it predicts")
+        return (f"the graph has {est.graph.n_nodes} nodes, beyond a factor's reach "
+                f"(FACTOR_MAX_NODES = {FACTOR_MAX_NODES}, or half the machine's memory): "
+                f"the graph Matérn prior's evidence is that of a ball, not comparable; it "
+                f"predicts")
 
     def fit(self, est, X, labelled, y_lab, z, standardisation):
         """The graph Matérn fit on ``graph`` when given (checked against ``X``), else on
@@ -397,15 +391,15 @@ class GraphMaternRegressionFit(RegressionFit):
         is conditioned on an exact value there (one solve with the factor of the
         posterior precision for its covariance column) and every candidate's sd
         multiplied by the share of its variance the batch leaves (as the classifier's
-        batches). On graphs beyond ``FACTOR_MAX_NODES`` the ``n`` largest sds, not
-        spread."""
+        batches). On graphs not factored (:func:`~flgp.precision.gaussian.factors`) the
+        ``n`` largest sds, not spread."""
         if strategy != "std":
             raise ValueError(f"the graph Matérn regressor suggests by 'std' (its default) "
                              f"or 'random'; 'variance_reduction' needs every candidate's "
                              f"covariance with the cloud, a sparse solve each; got "
                              f"{strategy!r}.")
         base = np.asarray(est.transduction_std_, dtype=np.float64)[index]
-        if n == 1 or self.graph.n_nodes > FACTOR_MAX_NODES:
+        if n == 1 or not factors(self.graph.n_nodes):
             return index[np.argsort(-base, kind="stable")[:n]]
         observed = np.asarray(est.labelled_indices_, dtype=np.int64)
         regression = GMRFRegression(self.graph.in_own_units(), observed,
@@ -537,6 +531,9 @@ class GraphMaternClassification(ClassificationRepresentation):
         class_prior = (None if est.class_prior is None else
                        class_size_prior(codes[sampled], C, est._class_prior_shares()))
         ratios = prior_to_noise_ratios(codes, C)
+        # classes named in class_prior that no label has (FLGPClassifier only admits them
+        # with a mapping of shares)
+        named_only = np.bincount(codes, minlength=C) == 0
         # a point labelled with several classes (copies of one row): every copy observes
         # every class it was given, so that its probabilities are shared between them and
         # no candidate gains by setting the copies apart
@@ -551,7 +548,8 @@ class GraphMaternClassification(ClassificationRepresentation):
                     # that underflowed to 0 starts at the smallest positive one)
                     scored = (nu, model, *_node_probabilities(
                         model, labelled, informed, class_prior, C,
-                        start=None if best is None else np.maximum(best[4], 1e-300)))
+                        start=None if best is None else np.maximum(best[4], 1e-300),
+                        named_only=named_only))
                     if edges is not None:
                         variations[(nu, rho)] = graph_total_variation(edges, scored[5])
                         # the labels of a point given several classes cannot all be
@@ -563,9 +561,16 @@ class GraphMaternClassification(ClassificationRepresentation):
                             continue
                     best = scored
         nu, model, U, scale, class_weights, P = best
+        reach = None
+        if named_only.any():
+            # the classes no label has: their share where the labels do not reach
+            reach = _label_reach(P)
+            if informed is not None:
+                reach[~informed] = 0.0
+            P = _with_prior_beyond_reach(P, reach, class_prior)
         return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
                                             class_weights, P, model, stores[nu], pieces,
-                                            variations or None, plan)
+                                            variations or None, plan, reach)
 
 
 def solve_plan(stores, labelled, n_classes, ratios) -> dict:
@@ -687,27 +692,56 @@ def _column_stores(graph, top: int) -> list:
     return chain
 
 
-def _node_probabilities(model, labelled, informed, class_prior, C, start=None):
+def _node_probabilities(model, labelled, informed, class_prior, C, start=None,
+                        named_only=None):
     """``(scores U, score scale, class weights, probabilities P)`` of the nodes under a
     least-squares model: the softmax of its posterior mean at the scale
     :func:`~flgp.precision.classification.score_scale` sets from the unlabelled nodes that
     a label reaches (``informed``: None for all), re-weighted to ``class_prior`` (its
     weights searched from ``start``); nodes of pieces without a label get latent mean 0
-    and the prior's probabilities."""
+    and the prior's probabilities. Classes no label has (``named_only``) get weight 0
+    here: the labelled classes are balanced to their own shares of the prior, and
+    :func:`_with_prior_beyond_reach` gives the others their share where labels do not
+    reach."""
     U = model.mean
     unl = np.ones(U.shape[0], dtype=bool) if informed is None else informed.copy()
     unl[labelled] = False
     scale = score_scale(U[unl] if unl.any() else U)
-    P = scores_to_probabilities(U, scale)
+    lab = (np.ones(C, dtype=bool) if named_only is None or not np.any(named_only)
+           else ~np.asarray(named_only))
+    P = np.zeros((U.shape[0], C))
+    P[:, lab] = scores_to_probabilities(U[:, lab], scale)
     rows = slice(None) if informed is None else informed
+    class_weights = np.zeros(C)
     if class_prior is not None:
-        class_weights, P[rows] = balance_to_prior(P[rows], class_prior, start=start)
+        shares = np.asarray(class_prior)[lab]
+        class_weights[lab], balanced = balance_to_prior(
+            P[rows][:, lab], shares / shares.sum(),
+            start=None if start is None else np.asarray(start)[lab])
+        P[np.ix_(np.arange(P.shape[0])[rows], np.flatnonzero(lab))] = balanced
     else:
-        class_weights = np.ones(C)
+        class_weights[lab] = 1.0
     if informed is not None:
         U[~informed] = 0.0
         P[~informed] = _prior_probabilities(class_prior, C)
     return U, scale, class_weights, P
+
+
+def _label_reach(P) -> np.ndarray:
+    """How firmly the labels decide each node: the gap between its two most probable
+    labelled classes (``P``: the labelled classes' probabilities, 0 for the others) - 1
+    at a node they give to one class, 0 where two of them tie or where none says
+    anything."""
+    top = np.sort(P, axis=1)[:, -2:]
+    return np.clip(top[:, 1] - top[:, 0], 0.0, 1.0)
+
+
+def _with_prior_beyond_reach(P, reach, class_prior) -> np.ndarray:
+    """``r P + (1 - r) π`` row by row: the labels' probabilities where they reach
+    (``reach`` r, :func:`_label_reach`), the class prior ``π`` where they do not - the
+    only place where a class no label has gets probability."""
+    r = np.asarray(reach)[:, None]
+    return r * P + (1.0 - r) * _prior_probabilities(class_prior, P.shape[1])[None, :]
 
 
 class GraphMaternClassificationFit(ClassificationFit):
@@ -722,13 +756,16 @@ class GraphMaternClassificationFit(ClassificationFit):
     # the graph's pieces when some hold no label (_pieces_without_labels), else None (fits
     # pickled before 2026-11-29 do not say)
     pieces = None
+    # how far the labels reach each node (_label_reach) where class_prior names classes no
+    # label has, else None
+    reach = None
     # each candidate (order, ratio)'s graph total variation of the probabilities, when the
     # fit chose among several (fits pickled before 2026-11-29 do not say)
     variations = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
                  probabilities, model=None, columns=None, pieces=None, variations=None,
-                 plan=None):
+                 plan=None, reach=None):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
@@ -736,6 +773,7 @@ class GraphMaternClassificationFit(ClassificationFit):
         self.pieces, self.variations = pieces, variations
         # {order: "columns" | "precision"}: the form each order was fitted in (solve_plan)
         self.plan = plan
+        self.reach = reach
         self._node_index = None
         self._variances = None
 
@@ -798,6 +836,9 @@ class GraphMaternClassificationFit(ClassificationFit):
         idx, w = self._neighbours(X, stacklevel + 1)
         U = np.einsum("ij,ijc->ic", w, self.scores[idx])
         P = scores_to_probabilities(U, self.score_scale, self.class_weights)
+        if self.reach is not None:
+            P = _with_prior_beyond_reach(P, np.einsum("ij,ij->i", w, self.reach[idx]),
+                                         self.class_prior)
         if self.pieces is not None:
             # the nodes of pieces without a label hold the prior: a new point takes it in
             # the share of its neighbours' weight that lies there

@@ -22,7 +22,7 @@ from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, 
                              volume_of, volumes_of)
 from ..graph.lattice import lattice_graph
 from ..precision import gaussian
-from ..precision.gaussian import (FACTOR_MAX_NODES, fit_gmrf, precomputed_fits,
+from ..precision.gaussian import (fit_gmrf, precomputed_fits,
                                   precomputed_key)
 from ..precision.maps import fit_gmrf_maps
 from ..precision.matern import MATERN_ORDERS
@@ -34,28 +34,24 @@ from .representation import Standardisation
 
 __all__ = ["ImagePrediction", "predict_image"]
 
-# the measured peak memory of `flgp nifti` at its defaults (docs/images.md): on the factored
-# path (up to FACTOR_MAX_NODES voxels, orders up to 4) 1.8 GB at 45,448 voxels and 4.7 GB at
-# 69,765 - growing like n^2.2; on the iterative path 1.0 GB at 235,375 voxels, 2.6 GB at
-# 10^6, 4.0 GB at 1,524,955 and 4.7 GB at 1,882,989: 0.47 GB + 2.3 kB a voxel
-FACTORED_GB, FACTORED_VOXELS, FACTORED_POWER = 1.8, 45_448, 2.2
-ITERATIVE_BASE_GB, ITERATIVE_GB_PER_VOXEL = 0.47, 2.3e-6
 # fits expected to need more than this are announced before they start (with progress)
 LARGE_FIT_GB = 2.0
 
 
 def fit_memory_estimate(n_voxels: int) -> float:
     """The memory (GB) that the default regressor's graph Matérn fit of a region of
-    ``n_voxels`` is expected to need at its peak, from the measured peaks above: a rule
-    of thumb for refusing a fit that cannot fit, not a bound."""
+    ``n_voxels`` is expected to need at its peak, on the path it takes there
+    (:func:`flgp.precision.gaussian.factors`: factored while that fits in half the
+    machine's memory, up to ``FACTOR_MAX_NODES``; else by conjugate gradients), from the
+    measured peaks (:func:`flgp.precision.gaussian.fit_memory_gb`): a rule of thumb for
+    refusing a fit that cannot fit, not a bound. It drops where the fit changes path - a
+    factor's fill against conjugate gradients' few vectors."""
     if isinstance(n_voxels, bool) or not isinstance(n_voxels, (int, np.integer)) \
             or n_voxels < 0:
         raise ValueError(f"n_voxels must be a whole number of voxels >= 0; got "
                          f"{n_voxels!r}.")
     n = int(n_voxels)
-    if n <= FACTOR_MAX_NODES:
-        return FACTORED_GB * (n / FACTORED_VOXELS) ** FACTORED_POWER
-    return ITERATIVE_BASE_GB + ITERATIVE_GB_PER_VOXEL * n
+    return gaussian.fit_memory_gb(n, gaussian.factors(n))
 
 
 def _available_memory_gb():
@@ -473,10 +469,11 @@ def shares_searches(reg, graph, n_maps: int) -> bool:
     (:func:`flgp.precision.maps.fit_gmrf_maps`): several maps, a regressor that offers the
     graph Matérn prior with the Gaussian likelihood and the noise searched, on a graph
     whose hyperparameters are searched on a ball and whose whole-graph evidence is exact
-    (``2 * SEARCH_MAX_NODES < n <= FACTOR_MAX_NODES``: the motor map's 45,448 voxels)."""
+    (``n > 2 * SEARCH_MAX_NODES`` and factored: the motor map's 45,448 voxels)."""
     return (n_maps > 1 and reg.likelihood == "gaussian" and reg.noise is None
             and reg.method in ("auto", "gmrf") and reg._offers("gmrf")
-            and 2 * gaussian.SEARCH_MAX_NODES < graph.n_nodes <= FACTOR_MAX_NODES)
+            and 2 * gaussian.SEARCH_MAX_NODES < graph.n_nodes
+            and gaussian.factors(graph.n_nodes))
 
 
 def _shared_searches(reg, graph, values, obs, workers, progress) -> list:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from .._config import physical_memory
 from .._fingerprint import array_fingerprint
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .iterative import ITERATIVE_ORDERS, IterativeGMRF
@@ -544,6 +545,35 @@ SEARCH_MAX_NODES = 8_000
 # gradients 13.5 s and 1.0 GB, test MSE 0.26 noise variances (the 3 mm mask's factored
 # fit: 0.25, 116 s, 4.7 GB), 95 % intervals of a new observation covering 94.7 %
 FACTOR_MAX_NODES = 100_000
+# the measured peak memory of fit_gmrf's default search on a 3-d voxel region (`flgp
+# nifti`, docs/images.md): factored (orders up to 4) 1.8 GB at 45,448 voxels and 4.7 GB
+# at 69,765 - growing like n^2.2; by conjugate gradients 1.0 GB at 235,375 voxels, 2.6 GB
+# at 10^6, 4.0 GB at 1,524,955 and 4.7 GB at 1,882,989: 0.47 GB + 2.3 kB a voxel
+FACTORED_GB, FACTORED_NODES, FACTORED_POWER = 1.8, 45_448, 2.2
+ITERATIVE_BASE_GB, ITERATIVE_GB_PER_NODE = 0.47, 2.3e-6
+# a graph is factored only while its expected peak is within this share of the machine's
+# memory: past it (a smaller machine, a region near FACTOR_MAX_NODES) the fit goes by
+# conjugate gradients rather than being refused for want of memory
+FACTOR_MEMORY_SHARE = 0.5
+
+
+def fit_memory_gb(n_nodes: int, factored: bool) -> float:
+    """The expected peak memory (GB) of :func:`fit_gmrf` on a 3-d lattice of ``n_nodes``
+    nodes by either path, from the measured peaks above: a rule of thumb (other graphs
+    fill in less), not a bound."""
+    n = float(n_nodes)
+    if factored:
+        return FACTORED_GB * (n / FACTORED_NODES) ** FACTORED_POWER
+    return ITERATIVE_BASE_GB + ITERATIVE_GB_PER_NODE * n
+
+
+def factors(n_nodes: int) -> bool:
+    """Whether :func:`fit_gmrf` factors a graph of ``n_nodes`` nodes: up to
+    ``FACTOR_MAX_NODES`` while the factored fit's expected peak (:func:`fit_memory_gb`)
+    is within ``FACTOR_MEMORY_SHARE`` of the machine's memory; else conjugate
+    gradients."""
+    return (n_nodes <= FACTOR_MAX_NODES and fit_memory_gb(n_nodes, True)
+            <= FACTOR_MEMORY_SHARE * physical_memory() / 2 ** 30)
 
 
 def search_subgraph(graph, observed, z, size: int = SEARCH_MAX_NODES):
@@ -659,7 +689,7 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
                    search_max_nodes, screen=False):
     """:func:`fit_gmrf_steps` on a graph in its own units (a generator)."""
     search = dict(kappa2=kappa2, ratio=ratio, noise=noise, start=start, verbose=verbose)
-    if graph.n_nodes > FACTOR_MAX_NODES:
+    if not factors(graph.n_nodes):
         return _fit_iterative(graph, observed, z, nus, search, search_max_nodes)
     if graph.n_nodes <= 2 * search_max_nodes:
         return (yield from search_gmrf_steps(graph, observed, z, nus, screen=screen,
@@ -1028,7 +1058,7 @@ ITERATIVE_VARIANCE_SAMPLES = 8
 
 
 def _fit_iterative(graph, observed, z, nus, search, search_max_nodes):
-    """:func:`fit_gmrf` on a graph of more than ``FACTOR_MAX_NODES`` nodes: ``(κ², r, A)``
+    """:func:`fit_gmrf` on a graph it does not factor (:func:`factors`): ``(κ², r, A)``
     and the order (1 or 2) by the exact evidence of a ball of ``search_max_nodes`` nodes,
     the posterior by :class:`flgp.precision.iterative.IterativeGMRF`. The fit's
     ``log_evidence`` is the ball's (``evidence_nodes`` says how many nodes it covers)."""
