@@ -116,6 +116,20 @@ def test_green_scores_are_the_centred_pseudo_inverse_solution():
         np.testing.assert_allclose(U, ref, atol=1e-7 * np.abs(ref).max())
 
 
+def test_class_shares_that_do_not_sum_to_one_are_normalised():
+    """class_prior=[2, 1] (or a mapping {0: 4, 1: 2}) is the prior [2/3, 1/3]: the fitted
+    class_prior_ says so and the fit equals the one given the normalised shares."""
+    X, y = _blobs(400, 2, 2)
+    yy = np.full(len(y), -1)
+    yy[[int(np.flatnonzero(y == c)[i]) for c in (0, 1) for i in (0, 1)]] = [0, 0, 1, 1]
+    ref = FLGPClassifier(class_prior=[2 / 3, 1 / 3]).fit(X, yy)
+    for shares in ([2, 1], {0: 4.0, 1: 2.0}):
+        clf = FLGPClassifier(class_prior=shares).fit(X, yy)
+        np.testing.assert_allclose(clf.class_prior_, [2 / 3, 1 / 3], rtol=1e-12)
+        np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,
+                                   atol=1e-10)
+
+
 def test_class_size_prior_and_balance():
     assert np.allclose(class_size_prior([0, 1, 2], 3), 1 / 3)
     np.testing.assert_allclose(class_size_prior([0, 0, 0, 1], 3), [4 / 7, 2 / 7, 1 / 7])
