@@ -562,7 +562,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
         The full-resolution classifier (``method_ == "gmrf"``) suggests by ``"margin"`` by
         default (uncertainty sampling, the strategy the active-learning literature on
-        graphs found best at few labels: Miller & Calder 2022), also ``"entropy"``,
+        graphs found best at few labels: Miller & Calder 2022; there the gap between the
+        two largest class scores - the latent means, not the probabilities - so that rows
+        no label speaks for strongly come first), also ``"entropy"``,
         ``"least_confident"`` and ``"random"``, a batch spread as above with one sparse
         solve a pick (its covariance column, kept for the next ``warm_start`` fit);
         ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel and

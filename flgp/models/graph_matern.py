@@ -40,7 +40,7 @@ from ..precision.gaussian import (FACTOR_MAX_NODES, GMRFRegression,
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from .eigenbasis import FAR_FACTOR, settings_key
-from .labelling import uncertainty_scores
+from .labelling import score_margin_uncertainty, uncertainty_scores
 from .representation import (ClassificationFit, ClassificationRepresentation, Infeasible,
                              RegressionFit, RegressionRepresentation, Screened,
                              Standardisation)
@@ -895,13 +895,19 @@ class GraphMaternClassificationFit(ClassificationFit):
 
     def suggest(self, est, index, n, strategy):
         """``n`` rows of ``index`` (unlabelled nodes) to label next: the most uncertain by
-        ``strategy`` (``"margin"``, ``"entropy"``, ``"least_confident"``) of
-        ``label_distributions_``, a batch spread greedily - after each pick the latents are
-        conditioned on an exact label there (one sparse solve for its covariance column,
-        kept for the next fit), and each candidate's uncertainty is multiplied by the share
-        of its latent standard deviation the batch leaves, as the eigenbasis loop does
+        ``strategy`` - ``"margin"``, the smallest gap between the two largest class
+        scores (the latent means; :func:`~flgp.models.labelling.score_margin_uncertainty`),
+        or ``"entropy"`` and ``"least_confident"`` of ``label_distributions_`` - a batch
+        spread greedily: after each pick the latents are conditioned on an exact label
+        there (one sparse solve for its covariance column, kept for the next fit), and
+        each candidate's uncertainty is multiplied by the share of its latent standard
+        deviation the batch leaves, as the eigenbasis loop does
         (:mod:`flgp.models.labelling`)."""
-        base = uncertainty_scores(np.asarray(est.label_distributions_)[index], strategy)
+        if strategy == "margin":
+            base = score_margin_uncertainty(np.asarray(self.scores)[index])
+        else:
+            base = uncertainty_scores(np.asarray(est.label_distributions_)[index],
+                                      strategy)
         base = np.where(np.isfinite(base), base, 0.0)
         if n == 1 or not self._restored():
             # one row, or a fit pickled before 2026-11-29: the most uncertain

@@ -286,6 +286,21 @@ def uncertainty_scores(proba: np.ndarray, kind: str) -> np.ndarray:
     raise ValueError(f"unknown uncertainty score {kind!r}.")
 
 
+def score_margin_uncertainty(scores: np.ndarray) -> np.ndarray:
+    """``1 - g / max g`` with ``g`` the gap between each row's two largest class scores
+    ``(n, C)`` (posterior means, not probabilities): larger = less certain, 1 where the
+    scores tie (no label reaches the row). The margin of the scores themselves keeps how
+    strongly the labels speak at a row, which the softmax and the class-size weights
+    flatten (uncertainty sampling on unnormalised graph scores: Miller & Calder 2023)."""
+    U = np.asarray(scores, dtype=np.float64)
+    top = -np.partition(-U, 1, axis=1)[:, :2]
+    gap = top[:, 0] - top[:, 1]
+    largest = float(np.max(gap)) if gap.size else 0.0
+    if not largest > 0.0:
+        return np.ones(U.shape[0])
+    return 1.0 - gap / largest
+
+
 _GRAMS = weakref.WeakKeyDictionary()
 
 
