@@ -39,12 +39,30 @@ LEGACY = {}      # --legacy: the classifier's model as it was before the fewest-
 
 
 def _cases():
-    import functools
-
     import flgp
-    from flgp import FLGPClassifier, FLGPRegressor
+    from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+                      RBFPrior)
 
-    FLGPClassifier = functools.partial(FLGPClassifier, **LEGACY)
+    heat_names = set(HeatKernelPrior().get_params())
+
+    def with_prior(kw, heat_extra=None):
+        """``(prior, estimator keywords)`` of a case's keywords: ``method`` and the heat
+        kernel's and graph Matérn prior's settings become prior objects."""
+        kw = dict(kw)
+        method = kw.pop("method", "auto")
+        heat = {k: kw.pop(k) for k in list(kw) if k in heat_names}
+        heat.update(heat_extra or {})
+        matern = {"nu": kw.pop("matern_order")} if "matern_order" in kw else {}
+        if method in ("flgp", "glgp", "nystrom"):
+            prior = HeatKernelPrior(**dict(heat, method=method))
+        elif method == "gmrf":
+            prior = GraphMaternPrior(**matern)
+        elif method == "rbf":
+            prior = RBFPrior()
+        else:
+            prior = (None if not (heat or matern) else
+                     [HeatKernelPrior(**heat), GraphMaternPrior(**matern), RBFPrior()])
+        return prior, kw
     from flgp.datasets import make_concentric_circles, make_spiral, make_swiss_roll
     from flgp.embedding import (CompressedDiffusionMap, DeepDiffusionMap, DiffusionMap,
                                 GPEmbedding)
@@ -72,7 +90,8 @@ def _cases():
     yield "eig_nystrom", lambda: eig(method="nystrom")
 
     def clf(X, y, Xn, **kw):
-        c = FLGPClassifier(**kw).fit(X, y)
+        prior, rest = with_prior(kw, LEGACY)
+        c = FLGPClassifier(prior, **rest).fit(X, y)
         out = {"proba": c.label_distributions_, "new": c.predict_proba(Xn)}
         for name in ("diffusion_time_", "amplitude_", "predictive_scale_",
                      "log_marginal_likelihood_", "bandwidth_scale_"):
@@ -110,7 +129,8 @@ def _cases():
     yield "clf_default_cg_warm", lambda: clf(Xw, yr_semi, Xw[:30] * 1.01, warm_start=True)
 
     def reg(**kw):
-        r = FLGPRegressor(**kw).fit(Xs, ys_semi if kw.get("likelihood") != "poisson"
+        prior, rest = with_prior(kw)
+        r = FLGPRegressor(prior, **rest).fit(Xs, ys_semi if kw.get("likelihood") != "poisson"
                                     else np.where(np.isnan(ys_semi), np.nan,
                                                   np.round(np.exp(ys_semi / 4))))
         mean, std = r.predict(Xs[:40] * 1.01, return_std=True)
@@ -136,7 +156,8 @@ def _cases():
         import dask.array as da
 
         with dask.config.set(scheduler="synchronous"):
-            c = FLGPClassifier(n_induced=600).fit(da.from_array(Xc, chunks=700),
+            c = FLGPClassifier([HeatKernelPrior(n_induced=600, **LEGACY), GraphMaternPrior(),
+                                RBFPrior()]).fit(da.from_array(Xc, chunks=700),
                                                   da.from_array(yc_semi, chunks=700))
             return {"proba": np.asarray(c.label_distributions_.compute()),
                     "t": np.atleast_1d(c.diffusion_time_)}

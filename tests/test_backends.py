@@ -151,24 +151,24 @@ def test_glgp_keops_agrees_with_torch(rng):
 
 @needs_keops
 def test_estimators_take_the_backend(rng):
-    from flgp import FLGPClassifier, FLGPRegressor
+    from flgp import FLGPClassifier, FLGPRegressor, HeatKernelPrior, RBFPrior
 
     th = rng.uniform(0, 2 * np.pi, 1500)
     X = np.c_[np.cos(th), np.sin(th), 0.3 * np.cos(3 * th)]
     y = (np.cos(th) > 0).astype(int)
     y_semi = np.full(1500, -1)
     y_semi[:60] = y[:60]
-    kw = dict(kernel="se", n_induced=150, bandwidth_grid=(1.0,), random_state=0)
-    p_t = FLGPClassifier(method="flgp", backend="torch", **kw).fit(X, y_semi).predict_proba(X[:50])
-    p_k = FLGPClassifier(method="flgp", backend="keops", **kw).fit(X, y_semi).predict_proba(X[:50])
+    kw = dict(kernel="se", n_induced=150, bandwidth_grid=(1.0,))
+    p_t = FLGPClassifier(HeatKernelPrior(**kw), backend="torch", random_state=0).fit(X, y_semi).predict_proba(X[:50])
+    p_k = FLGPClassifier(HeatKernelPrior(**kw), backend="keops", random_state=0).fit(X, y_semi).predict_proba(X[:50])
     np.testing.assert_allclose(p_k, p_t, atol=1e-6)
     f = np.sin(th) + 0.05 * rng.standard_normal(1500)
     f_semi = np.where(np.arange(1500) < 80, f, np.nan)
-    r_t = FLGPRegressor(method="rbf", backend="torch", max_iter=20).fit(X, f_semi)
-    r_k = FLGPRegressor(method="rbf", backend="keops", max_iter=20).fit(X, f_semi)
+    r_t = FLGPRegressor(RBFPrior(), backend="torch", max_iter=20).fit(X, f_semi)
+    r_k = FLGPRegressor(RBFPrior(), backend="keops", max_iter=20).fit(X, f_semi)
     np.testing.assert_allclose(r_k.predict(X[:50]), r_t.predict(X[:50]), atol=1e-5)
     with pytest.raises(ValueError, match="backend"):
-        FLGPClassifier(method="flgp", backend="cuda").fit(X, y_semi)
+        FLGPClassifier(HeatKernelPrior(), backend="cuda").fit(X, y_semi)
 
 
 def test_keops_cuda_probe_reports_a_crash_without_crashing():

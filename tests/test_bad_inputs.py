@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from flgp import FLGPClassifier, FLGPRegressor
+from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+                  RBFPrior)
 from flgp.datasets import make_concentric_circles, make_spiral, make_swiss_roll
 from flgp.embedding import CompressedDiffusionMap
 from flgp.kernels import HeatKernelFLGP
@@ -36,8 +37,13 @@ def test_regression_targets_at_any_scale(method, scale, rtol):
     on another processor - the promise there is the optimiser's, not rounding's. The RBF
     GP had no such rescaling (NaN at 1e200, a mean off by 0.90 at 1e-200)."""
     X, y = _spiral()
-    ref = FLGPRegressor(method=method, n_induced=100, n_eigenpairs=30).fit(X, y)
-    big = FLGPRegressor(method=method, n_induced=100, n_eigenpairs=30).fit(X, y * scale)
+
+    def prior():
+        return (HeatKernelPrior(n_induced=100, n_eigenpairs=30) if method == "flgp"
+                else RBFPrior())
+
+    ref = FLGPRegressor(prior()).fit(X, y)
+    big = FLGPRegressor(prior()).fit(X, y * scale)
     mean0, sd0 = ref.predict(X[:50] * 1.01, return_std=True)
     mean1, sd1 = big.predict(X[:50] * 1.01, return_std=True)
     atol = 1e-12 if rtol == 0.0 else rtol * np.abs(mean0).max()
@@ -87,12 +93,16 @@ def test_tiny_coordinates_get_a_clear_error(Est):
     coordinates do, saying to rescale X."""
     X, y = make_concentric_circles(600, random_state=0)
     target = np.where(np.arange(600) % 10 == 0, y, -1 if Est is FLGPClassifier else np.nan)
+
+    def prior():
+        return [HeatKernelPrior(n_induced=100), GraphMaternPrior(), RBFPrior()]
+
     with pytest.raises(ValueError, match="underflow.*Rescale X"):
-        Est(n_induced=100).fit(X * 1e-160, target.astype(float) if Est is FLGPRegressor
-                               else target)
+        Est(prior()).fit(X * 1e-160, target.astype(float) if Est is FLGPRegressor
+                         else target)
     with pytest.raises(ValueError, match="overflow.*Rescale X"):
-        Est(n_induced=100).fit(X * 1e160, target.astype(float) if Est is FLGPRegressor
-                               else target)
+        Est(prior()).fit(X * 1e160, target.astype(float) if Est is FLGPRegressor
+                         else target)
 
 
 def test_labels_mixing_strings_and_integers_get_flgps_message():
@@ -100,35 +110,36 @@ def test_labels_mixing_strings_and_integers_get_flgps_message():
     y = np.full(300, -1, dtype=object)
     y[:6] = [-1, "a", 1, "a", 1, "a"]
     with pytest.raises(ValueError, match="mix types that cannot be ordered"):
-        FLGPClassifier(method="flgp", n_induced=50).fit(X, y)
+        FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(X, y)
 
 
 def test_a_bandwidth_out_of_range_is_named():
     X, y = make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     with pytest.raises(ValueError, match="bandwidth=1e-300 is out of float64's range"):
-        FLGPClassifier(method="flgp", kernel="se", bandwidth=1e-300, n_induced=50).fit(X, semi)
+        FLGPClassifier(HeatKernelPrior(kernel="se", bandwidth=1e-300,
+                                       n_induced=50)).fit(X, semi)
     from flgp import compute_eigenpairs
     with pytest.raises(ValueError, match="bandwidth=1e-300"):
         compute_eigenpairs(X, kernel="se", bandwidth=1e-300, n_induced=50)
 
 
 def test_switching_method_clears_the_previous_fit():
-    """set_params(method=...) then fit used to keep the other method's attributes."""
+    """set_params(prior=...) then fit used to keep the other method's attributes."""
     X, y = make_concentric_circles(600, random_state=0)
     semi = np.where(np.arange(600) % 12 == 0, y, -1)
-    clf = FLGPClassifier(method="flgp", n_induced=100).fit(X, semi)
+    clf = FLGPClassifier(HeatKernelPrior(n_induced=100)).fit(X, semi)
     heat_only = ("diffusion_time_", "eigenvalues_", "bandwidth_", "bandwidth_scale_",
                  "amplitude_", "predictive_scale_")
     assert all(hasattr(clf, a) for a in heat_only)
-    clf.set_params(method="rbf").fit(X, semi)
+    clf.set_params(prior=RBFPrior()).fit(X, semi)
     assert not any(hasattr(clf, a) for a in heat_only)
     assert hasattr(clf, "rbf_") and clf.eigenpairs_ is None
-    clf.set_params(method="flgp").fit(X, semi)
+    clf.set_params(prior=HeatKernelPrior()).fit(X, semi)
     assert not hasattr(clf, "rbf_")
     assert all(hasattr(clf, a) for a in heat_only)
-    reg = FLGPRegressor(method="flgp", n_induced=100).fit(*_spiral())
-    reg.set_params(method="rbf", max_iter=20).fit(*_spiral())
+    reg = FLGPRegressor(HeatKernelPrior(n_induced=100)).fit(*_spiral())
+    reg.set_params(prior=RBFPrior(), max_iter=20).fit(*_spiral())
     assert not hasattr(reg, "diffusion_time_") and not hasattr(reg, "eigenvalues_")
     assert reg.method_ == "rbf" and reg.outputscale_ == reg.rbf_.outputscale_
 
@@ -140,10 +151,10 @@ def test_unsigned_labels_with_a_wrapped_minus_one_are_refused():
     semi = np.where(np.arange(300) % 10 == 0, y, -1).astype(np.int64).astype(np.uint64)
     assert semi.max() == np.iinfo(np.uint64).max
     with pytest.raises(ValueError, match="wrapped around"):
-        FLGPClassifier(method="flgp", n_induced=50).fit(X, semi)
+        FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(X, semi)
     # unsigned labels without the wrapped value are ordinary labels
     labels = np.where(np.arange(300) % 10 == 0, y, 0).astype(np.uint8)
-    clf = FLGPClassifier(method="flgp", n_induced=50).fit(X, labels)
+    clf = FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(X, labels)
     assert clf.classes_.dtype == np.uint8
 
 
@@ -226,8 +237,8 @@ def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch, compiled):
     monkeypatch.setattr(np, "isfinite", counting)
     monkeypatch.setattr(kernels, "scan_cloud", counting_scan)
     with flgp.config_context(compiled=compiled):
-        for est in (FLGPClassifier(method="flgp", n_induced=200),
-                    FLGPClassifier(method="nystrom", n_induced=100)):
+        for est in (FLGPClassifier(HeatKernelPrior(n_induced=200)),
+                    FLGPClassifier(HeatKernelPrior(method="nystrom", n_induced=100))):
             scans.clear()
             est.fit(X, semi)
             assert len(scans) == 1, scans
@@ -246,7 +257,7 @@ def test_a_bad_parameter_fails_before_any_work(monkeypatch):
     X, y = make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     with pytest.raises(InvalidParameterError, match="'spectrum' parameter"):
-        FLGPClassifier(method="flgp", spectrum="bogus").fit(X, semi)
+        FLGPClassifier(HeatKernelPrior(spectrum="bogus")).fit(X, semi)
     with pytest.raises(InvalidParameterError, match="'likelihood' parameter"):
         FLGPRegressor(likelihood="cauchy").fit(X, np.where(semi >= 0, 1.0, np.nan))
 
@@ -278,9 +289,9 @@ def test_softmax_is_the_old_name_of_multinomial():
     yy = np.full(150, -1)
     lab = rng.choice(150, 30, replace=False)
     yy[lab] = y[lab]
-    base = FLGPClassifier(method="flgp", n_induced=40).fit(X, yy)
+    base = FLGPClassifier(HeatKernelPrior(n_induced=40)).fit(X, yy)
     with pytest.warns(FutureWarning, match="now called 'multinomial'"):
-        old = FLGPClassifier(method="flgp", n_induced=40, multi_class="softmax").fit(X, yy)
+        old = FLGPClassifier(HeatKernelPrior(n_induced=40), multi_class="softmax").fit(X, yy)
     np.testing.assert_array_equal(base.predict_proba(X[:10]), old.predict_proba(X[:10]))
 
 

@@ -11,7 +11,7 @@ import torch
 from sklearn.datasets import make_moons
 from sklearn.neighbors import KNeighborsClassifier
 
-from flgp import FLGPClassifier
+from flgp import FLGPClassifier, HeatKernelPrior
 from flgp.models import MultinomialProbitLikelihood
 from flgp.models.class_search import AMPLITUDE_GRID
 from flgp.models.likelihoods import multinomial_probit_probabilities
@@ -55,7 +55,7 @@ def test_probabilities_match_known_class_probabilities(n_classes):
     leave-one-out calibration must leave the scale near 1."""
     X, y, yy, p = _circle_with_known_probabilities(n_classes)
     unl = yy == -1
-    clf = FLGPClassifier(method="flgp", random_state=0).fit(X, yy)
+    clf = FLGPClassifier(HeatKernelPrior(), random_state=0).fit(X, yy)
     mae = np.abs(clf.label_distributions_[unl] - p[unl]).mean()
     knn = KNeighborsClassifier(40).fit(X[~unl], yy[~unl])
     mae_knn = np.abs(knn.predict_proba(X[unl]) - p[unl]).mean()
@@ -73,8 +73,8 @@ def test_clustered_data_probabilities_are_no_longer_underconfident():
     yy = np.full(2000, -1)
     yy[lab] = y[lab]
     unl = yy == -1
-    ep = FLGPClassifier(method="flgp", random_state=0).fit(X, yy)
-    lap = FLGPClassifier(method="flgp", random_state=0, inference="laplace").fit(X, yy)
+    ep = FLGPClassifier(HeatKernelPrior(), random_state=0).fit(X, yy)
+    lap = FLGPClassifier(HeatKernelPrior(), random_state=0, inference="laplace").fit(X, yy)
     ece_ep = _ece(ep.label_distributions_[unl], y[unl])
     ece_lap = _ece(lap.label_distributions_[unl], y[unl])
     assert ece_ep < 0.05 and ece_lap > 0.15
@@ -83,19 +83,19 @@ def test_clustered_data_probabilities_are_no_longer_underconfident():
 
 def test_classifier_inference_options_and_attributes():
     X, y, yy, _ = _circle_with_known_probabilities(3, n=600, m=90, seed=1)
-    kw = dict(n_induced=100, random_state=0)
-    clf = FLGPClassifier(method="flgp", **kw).fit(X, yy)
+    kw = dict(random_state=0)
+    clf = FLGPClassifier(HeatKernelPrior(n_induced=100), **kw).fit(X, yy)
     assert clf.amplitude_ == 1.0 and np.isfinite(clf.predictive_scale_)
     P = clf.predict_proba(X[:50] * 1.01)
     np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-12)
-    raw = FLGPClassifier(method="flgp", calibration=None, **kw).fit(X, yy)
+    raw = FLGPClassifier(HeatKernelPrior(n_induced=100, calibration=None), **kw).fit(X, yy)
     assert raw.predictive_scale_ == 1.0
-    searched = FLGPClassifier(method="flgp", amplitude=None, **kw).fit(X, yy)
+    searched = FLGPClassifier(HeatKernelPrior(n_induced=100, amplitude=None), **kw).fit(X, yy)
     assert searched.amplitude_ in AMPLITUDE_GRID
-    ovr = FLGPClassifier(method="flgp", multi_class="ovr", **kw).fit(X, yy)
+    ovr = FLGPClassifier(HeatKernelPrior(n_induced=100), multi_class="ovr", **kw).fit(X, yy)
     assert ovr.predictive_scale_.shape == (3,) and ovr.amplitude_.shape == (3,)
     np.testing.assert_allclose(ovr.predict_proba(X[:20]).sum(1), 1.0, atol=1e-12)
-    lap = FLGPClassifier(method="flgp", inference="laplace", **kw).fit(X, yy)
+    lap = FLGPClassifier(HeatKernelPrior(n_induced=100), inference="laplace", **kw).fit(X, yy)
     assert lap.predictive_scale_ == 1.0 and lap.amplitude_ == 1.0
     # a fitted EP classifier pickles and predicts the same after
     again = pickle.loads(pickle.dumps(clf))
@@ -103,12 +103,12 @@ def test_classifier_inference_options_and_attributes():
                                atol=1e-12)
     mean, var = clf.predict_latent(X[:30])
     assert mean.shape == var.shape == (30, 3) and np.all(var >= 0)
-    for bad, match in [(dict(inference="vb"), "inference"),
-                       (dict(calibration="platt"), "calibration"),
-                       (dict(amplitude=-1.0), "amplitude"),
-                       (dict(inference="laplace", amplitude=5.0), "amplitude")]:
+    for heat, bad, match in [({}, dict(inference="vb"), "inference"),
+                             (dict(calibration="platt"), {}, "calibration"),
+                             (dict(amplitude=-1.0), {}, "amplitude"),
+                             (dict(amplitude=5.0), dict(inference="laplace"), "amplitude")]:
         with pytest.raises(ValueError, match=match):
-            FLGPClassifier(method="flgp", **bad, **kw).fit(X, yy)
+            FLGPClassifier(HeatKernelPrior(n_induced=100, **heat), **bad, **kw).fit(X, yy)
 
 
 def test_multinomial_probit_likelihood_against_simulation():

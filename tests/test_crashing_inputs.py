@@ -12,7 +12,7 @@ import torch
 from scipy.special import log_ndtr
 
 import flgp
-from flgp import FLGPClassifier
+from flgp import FLGPClassifier, HeatKernelPrior
 from flgp.graph.neighbors import kdtree_nearest, nearest_induced_points
 from flgp.models.inference.ep import (ep_multinomial_probit, ep_probit, multinomial_loo,
                                       multinomial_predict, orthant_log_probability,
@@ -68,7 +68,7 @@ def test_a_degenerate_prior_gives_the_prior_answer_with_a_warning(params, none_l
     every point gets 1/2."""
     X, y, semi = _moons()
     with pytest.warns(UserWarning, match="n_eigenpairs, n_induced"):
-        clf = FLGPClassifier(method="flgp", **params).fit(X, semi)
+        clf = FLGPClassifier(HeatKernelPrior(**params)).fit(X, semi)
     proba = clf.predict_proba(X)
     assert np.all(np.isfinite(proba))
     np.testing.assert_allclose(proba.sum(1), 1.0)
@@ -83,7 +83,7 @@ def test_induced_points_far_from_the_cloud_give_an_answer():
     answer with warnings about the unusable eigenpairs and the empty prior."""
     X, y, semi = _moons()
     with pytest.warns(UserWarning):
-        clf = FLGPClassifier(method="flgp", induced_points=X[:100] + 1000.0).fit(X, semi)
+        clf = FLGPClassifier(HeatKernelPrior(induced_points=X[:100] + 1000.0)).fit(X, semi)
     assert np.all(np.isfinite(clf.predict_proba(X[:10])))
 
 
@@ -111,13 +111,13 @@ def test_constant_variance_up_to_its_bound_fits(inference):
     unl = semi == -1
     errors = []
     for c in (1.0, 1e6):
-        proba = FLGPClassifier(method="flgp", constant_variance=c, inference=inference).fit(
+        proba = FLGPClassifier(HeatKernelPrior(constant_variance=c), inference=inference).fit(
             X, semi).predict_proba(X)
         assert np.all(np.isfinite(proba))
         errors.append(np.mean(proba.argmax(1)[unl] != y[unl]))
     assert errors[1] <= errors[0] + 0.03
     with pytest.raises(InvalidParameterError, match="constant_variance"):
-        FLGPClassifier(method="flgp", constant_variance=1e100, inference=inference).fit(X, semi)
+        FLGPClassifier(HeatKernelPrior(constant_variance=1e100), inference=inference).fit(X, semi)
 
 
 # -- the same answer with or without the compiled kernels, on grids -------------------------
@@ -155,7 +155,7 @@ def test_a_grid_fit_does_not_depend_on_the_compiled_kernels():
     out = []
     for on in (True, False):
         with flgp.config_context(compiled=on):
-            out.append(FLGPClassifier(method="flgp", random_state=0).fit(G, semi).predict_proba(G))
+            out.append(FLGPClassifier(HeatKernelPrior(), random_state=0).fit(G, semi).predict_proba(G))
     np.testing.assert_allclose(out[0], out[1], atol=1e-6)      # EP's tolerance
 
 

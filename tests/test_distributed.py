@@ -12,7 +12,8 @@ import pytest
 
 da = pytest.importorskip("dask.array")
 
-from flgp import FLGPClassifier, FLGPRegressor  # noqa: E402
+from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,  # noqa: E402
+                  RBFPrior)
 from flgp.embedding import DiffusionMap, GPEmbedding  # noqa: E402
 from flgp.spectral import compute_eigenpairs  # noqa: E402
 
@@ -68,16 +69,17 @@ def test_results_do_not_depend_on_the_dask_chunks(rng):
 
 def test_regressor_on_dask_equals_in_memory(rng):
     X, y = spiral_regression(3000, rng)
-    ref = FLGPRegressor(method="flgp", n_induced=300, n_eigenpairs=40).fit(X, y)
+    ref = FLGPRegressor(HeatKernelPrior(n_induced=300, n_eigenpairs=40)).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
     # t and the noise fixed; the amplitude is still fitted (L-BFGS-B), so the fits agree
     # to the optimiser's tolerance (a step more or fewer on rounding-level differences of
     # the eigenvectors moves the predictions by ~1e-6), the engine to rounding
-    fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_,
+    fixed = dict(prior=HeatKernelPrior(induced_points=U, n_eigenpairs=40,
+                                       diffusion_time=ref.diffusion_time_),
                  noise=ref.noise_)
-    a = FLGPRegressor(method="flgp", **fixed).fit(X, y)
-    b = FLGPRegressor(method="flgp", **fixed).fit(da.from_array(X, chunks=800),
-                                                  da.from_array(y, chunks=500))
+    a = FLGPRegressor(**fixed).fit(X, y)
+    b = FLGPRegressor(**fixed).fit(da.from_array(X, chunks=800),
+                                   da.from_array(y, chunks=500))
     assert isinstance(b.transduction_, da.Array) and isinstance(b.transduction_std_, da.Array)
     _same_eigenpairs(b.eigenpairs_, a.eigenpairs_)
     np.testing.assert_allclose(b.transduction_.compute(), a.transduction_, atol=1e-5)
@@ -91,7 +93,7 @@ def test_regressor_on_dask_equals_in_memory(rng):
     np.testing.assert_allclose(b.predict(Xn), ma, atol=1e-5)      # numpy in, numpy out
     # fitted t, s^2 and noise: the evidence is flat in t, so rounding-level differences in
     # the eigenvectors (1e-13 here) move its maximiser by ~1e-7 relative
-    free = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=40).fit(
+    free = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=40)).fit(
         da.from_array(X, chunks=900), y)
     assert free.diffusion_time_ == pytest.approx(ref.diffusion_time_, rel=1e-4)
     np.testing.assert_allclose(free.transduction_.compute(), ref.transduction_, atol=1e-4)
@@ -100,11 +102,12 @@ def test_regressor_on_dask_equals_in_memory(rng):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_classifier_on_dask_equals_in_memory(rng, n_classes):
     X, y, truth = spiral_classes(3000, rng, n_classes=n_classes)
-    ref = FLGPClassifier(method="flgp", n_induced=300, n_eigenpairs=40).fit(X, y)
+    ref = FLGPClassifier(HeatKernelPrior(n_induced=300, n_eigenpairs=40)).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
     fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_)
-    a = FLGPClassifier(method="flgp", **fixed).fit(X, y)
-    b = FLGPClassifier(method="flgp", **fixed).fit(da.from_array(X, chunks=700), da.from_array(y, chunks=500))
+    a = FLGPClassifier(HeatKernelPrior(**fixed)).fit(X, y)
+    b = FLGPClassifier(HeatKernelPrior(**fixed)).fit(da.from_array(X, chunks=700),
+                                                     da.from_array(y, chunks=500))
     assert isinstance(b.label_distributions_, da.Array)
     assert isinstance(b.transduction_, da.Array)
     _same_eigenpairs(b.eigenpairs_, a.eigenpairs_)
@@ -126,8 +129,8 @@ def test_classifier_on_dask_equals_in_memory(rng, n_classes):
     # string labels, -1 for the unlabelled rows, in a dask array of objects
     names = np.array(["arc0", "arc1", "arc2"])[np.maximum(y, 0)].astype(object)
     names[y == -1] = -1
-    c = FLGPClassifier(method="flgp", **fixed).fit(da.from_array(X, chunks=700),
-                                    da.from_array(names, chunks=500))
+    c = FLGPClassifier(HeatKernelPrior(**fixed)).fit(da.from_array(X, chunks=700),
+                                                     da.from_array(names, chunks=500))
     np.testing.assert_array_equal(c.classes_, np.array(["arc0", "arc1", "arc2"])[:n_classes])
     np.testing.assert_allclose(c.label_distributions_.compute(), a.label_distributions_,
                                atol=1e-6)
@@ -137,16 +140,16 @@ def test_classifier_on_dask_equals_in_memory(rng, n_classes):
 def test_regressor_dask_x_unlabeled_and_bad_input(rng):
     X, y = spiral_regression(1500, rng)
     lab = ~np.isnan(y)
-    ref = FLGPRegressor(method="flgp", n_induced=150, n_eigenpairs=20, diffusion_time=50.0,
+    ref = FLGPRegressor(HeatKernelPrior(n_induced=150, n_eigenpairs=20, diffusion_time=50.0),
                         noise=0.1)
     ref.fit(X[lab], y[lab], X_unlabeled=X[~lab])
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=20,
-                        diffusion_time=50.0, noise=0.1)
+    est = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=20,
+                                        diffusion_time=50.0), noise=0.1)
     est.fit(da.from_array(X[lab]), y[lab], X_unlabeled=da.from_array(X[~lab], chunks=400))
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
     with pytest.raises(ValueError, match="FLGP heat kernel only"):
-        FLGPRegressor(method="glgp").fit(da.from_array(X), y)
+        FLGPRegressor(HeatKernelPrior(method="glgp")).fit(da.from_array(X), y)
     with pytest.raises(ValueError, match="one entry per row"):
         FLGPRegressor().fit(da.from_array(X), y[:-1])
     with pytest.raises(ValueError, match="2-d"):
@@ -163,7 +166,8 @@ def test_nan_in_a_chunk_names_its_rows(rng):
     y = np.full(3000, np.nan)
     y[:50] = 1.0
     with pytest.raises(ValueError, match="rows 2000-2999"):
-        FLGPRegressor(n_induced=100).fit(da.from_array(X, chunks=1000), y)
+        FLGPRegressor([HeatKernelPrior(n_induced=100), GraphMaternPrior(), RBFPrior()]).fit(
+            da.from_array(X, chunks=1000), y)
     # the in-memory path's message starts the same way
     with pytest.raises(ValueError, match=r"X contains NaN or infinity in 2 row\(s\)"):
         compute_eigenpairs(X, n_induced=100)
@@ -200,10 +204,11 @@ def test_zarr_input_and_small_pickles(rng, tmp_path):
     z[:] = X
     y = np.full(n, np.nan)
     y[:100] = X[:100, 0]
-    ref = FLGPRegressor(method="flgp", n_induced=200, n_eigenpairs=30, diffusion_time=20.0,
+    ref = FLGPRegressor(HeatKernelPrior(n_induced=200, n_eigenpairs=30, diffusion_time=20.0),
                         noise=0.01).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=30, diffusion_time=20.0, noise=0.01)
+    est = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=30, diffusion_time=20.0),
+                        noise=0.01)
     est.fit(zarr.open_array(str(tmp_path / "cloud.zarr"), mode="r"), y)
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
     blob = pickle.dumps(est)
@@ -232,10 +237,11 @@ def client():
 
 def test_local_cluster_fit_equals_in_memory(client, rng):
     X, y = spiral_regression(4000, rng)
-    ref = FLGPRegressor(method="flgp", n_induced=300, n_eigenpairs=40, diffusion_time=30.0,
+    ref = FLGPRegressor(HeatKernelPrior(n_induced=300, n_eigenpairs=40, diffusion_time=30.0),
                         noise=0.1).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(method="flgp", induced_points=U, n_eigenpairs=40, diffusion_time=30.0, noise=0.1)
+    est = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=40, diffusion_time=30.0),
+                        noise=0.1)
     est.fit(da.from_array(X, chunks=500), da.from_array(y, chunks=500))
     _same_eigenpairs(est.eigenpairs_, ref.eigenpairs_)
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)

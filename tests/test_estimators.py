@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from flgp import FLGPClassifier, FLGPRegressor, RBFPrior
+from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+                  RBFPrior)
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.spectral import default_diffusion_time
 
@@ -28,9 +29,10 @@ def test_spiral_regression_beats_rbf():
     X = _standardise(X)
     yy, lab = _semi_labels(y, 200, 0, fill=np.nan)
     mask = np.isnan(yy)
-    reg = FLGPRegressor(n_induced=500, n_eigenpairs=50, random_state=0).fit(X, yy)
+    reg = FLGPRegressor([HeatKernelPrior(n_induced=500, n_eigenpairs=50), GraphMaternPrior(),
+                         RBFPrior()], random_state=0).fit(X, yy)
     rmse = np.sqrt(np.mean((reg.transduction_[mask] - f[mask]) ** 2))
-    rbf = FLGPRegressor(method="rbf").fit(X, yy)
+    rbf = FLGPRegressor(RBFPrior()).fit(X, yy)
     rmse_rbf = np.sqrt(np.mean((rbf.transduction_[mask] - f[mask]) ** 2))
     assert rmse <= 0.25
     assert rmse < 0.7 * rmse_rbf
@@ -48,11 +50,12 @@ def test_circles_skflgp_error_below_two_percent():
     yy, lab = _semi_labels(y, 100, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = FLGPClassifier(method="flgp", kernel="se", subsample="kmeans", n_induced=600, n_eigenpairs=100,
+        clf = FLGPClassifier(HeatKernelPrior(kernel="se", subsample="kmeans", n_induced=600,
+                                             n_eigenpairs=100),
                              random_state=0).fit(X, yy)
     mask = yy == -1
     assert np.mean(clf.transduction_[mask] != y[mask]) < 0.02
-    rbf = FLGPClassifier(method="rbf").fit(X, yy)
+    rbf = FLGPClassifier(RBFPrior()).fit(X, yy)
     assert np.mean(rbf.transduction_[mask] != y[mask]) > 0.3  # Euclidean kernels fail here
 
 
@@ -63,8 +66,8 @@ def test_three_classes_string_labels_and_x_unlabeled():
     rng = np.random.default_rng(1)
     lab = rng.choice(900, 30, replace=False)
     unl = np.setdiff1d(np.arange(900), lab)
-    clf = FLGPClassifier(method="flgp", n_induced=150, random_state=0).fit(X[lab], names[y[lab]],
-                                                           X_unlabeled=X[unl])
+    clf = FLGPClassifier(HeatKernelPrior(n_induced=150), random_state=0).fit(
+        X[lab], names[y[lab]], X_unlabeled=X[unl])
     pred = clf.predict(X[unl])
     assert set(clf.classes_) == set(names)
     assert np.mean(pred != names[y[unl]]) < 0.05
@@ -76,7 +79,7 @@ def test_three_classes_string_labels_and_x_unlabeled():
     yy[lab] = names[y[lab]]
     X2 = np.r_[X[lab], X[unl]]
     y2 = np.r_[yy[lab], yy[unl]]
-    clf2 = FLGPClassifier(method="flgp", n_induced=150, random_state=0).fit(X2, y2)
+    clf2 = FLGPClassifier(HeatKernelPrior(n_induced=150), random_state=0).fit(X2, y2)
     np.testing.assert_array_equal(clf2.predict(X[unl]), pred)
 
 
@@ -86,15 +89,16 @@ def test_one_vs_rest_equals_separate_binary_fits():
     X, _ = make_concentric_circles(900, n_circles=3, radii=[0.5, 1.0, 1.5], random_state=1)
     y = np.repeat([0, 1, 2], 300)
     yy, lab = _semi_labels(y, 45, 3)
-    kw = dict(n_induced=150, random_state=0)
-    ovr = FLGPClassifier(method="flgp", multi_class="ovr", **kw).fit(X, yy)
+    kw = dict(random_state=0)
+    ovr = FLGPClassifier(HeatKernelPrior(n_induced=150), multi_class="ovr", **kw).fit(X, yy)
     assert ovr.diffusion_time_.shape == (3,)
     mean, var = ovr.predict_latent(X[:50])
     p = []
     for c in range(3):
         yc = np.where(yy == -1, -1, (yy == c).astype(int))
         # one-vs-rest keeps each class's MAP t: compare with MAP binary fits
-        bin_c = FLGPClassifier(method="flgp", average_diffusion_time=False, **kw).fit(X, yc)
+        bin_c = FLGPClassifier(HeatKernelPrior(n_induced=150, average_diffusion_time=False),
+                               **kw).fit(X, yc)
         np.testing.assert_allclose(ovr.diffusion_time_[c], bin_c.diffusion_time_, rtol=1e-10)
         m_c, v_c = bin_c.predict_latent(X[:50])
         np.testing.assert_allclose(mean[:, c], m_c, rtol=1e-8, atol=1e-10)
@@ -106,25 +110,30 @@ def test_one_vs_rest_equals_separate_binary_fits():
     unl = yy == -1
     assert np.mean(ovr.transduction_[unl] != y[unl]) < 0.05
     with pytest.raises(ValueError, match="multi_class"):
-        FLGPClassifier(method="flgp", multi_class="crammer", **kw).fit(X, yy)
+        FLGPClassifier(HeatKernelPrior(n_induced=150), multi_class="crammer",
+                       **kw).fit(X, yy)
 
 
 def test_fitting_t_increases_marginal_likelihood():
     X, y = make_concentric_circles(1200, random_state=2)
     X = _standardise(X)
     yy, _ = _semi_labels(y, 60, 2)
-    fitted = FLGPClassifier(method="flgp", n_induced=300, random_state=0).fit(X, yy)
+    fitted = FLGPClassifier(HeatKernelPrior(n_induced=300), random_state=0).fit(X, yy)
     t0 = default_diffusion_time(fitted.eigenvalues_)
-    fixed = FLGPClassifier(method="flgp", n_induced=300, diffusion_time=t0, random_state=0).fit(X, yy)
+    fixed = FLGPClassifier(HeatKernelPrior(n_induced=300, diffusion_time=t0),
+                           random_state=0).fit(X, yy)
     # t is the MAP under pi(t) ~ t^-a0, i.e. it maximises evidence - (a0 - 1) log t over log t
     a = fitted.diffusion_time_prior_power - 1.0
     assert (fitted.log_marginal_likelihood_ - a * np.log(fitted.diffusion_time_)
             > fixed.log_marginal_likelihood_ - a * np.log(t0))
     Xs, ys, _ = make_spiral(1000, noise=0.3, random_state=0)
     ys_semi, _ = _semi_labels(ys, 80, 0, fill=np.nan)
-    r_fit = FLGPRegressor(n_induced=200, random_state=0).fit(Xs, ys_semi)
-    r_fix = FLGPRegressor(n_induced=200, random_state=0, noise=r_fit.noise_,
-                          diffusion_time=10 * r_fit.diffusion_time_).fit(Xs, ys_semi)
+    r_fit = FLGPRegressor([HeatKernelPrior(n_induced=200), GraphMaternPrior(), RBFPrior()],
+                          random_state=0).fit(Xs, ys_semi)
+    r_fix = FLGPRegressor([HeatKernelPrior(n_induced=200,
+                                           diffusion_time=10 * r_fit.diffusion_time_),
+                           GraphMaternPrior(), RBFPrior()],
+                          random_state=0, noise=r_fit.noise_).fit(Xs, ys_semi)
     assert r_fit.log_marginal_likelihood_ > r_fix.log_marginal_likelihood_
 
 
@@ -135,7 +144,8 @@ def test_pickle_round_trip(Est):
         yy, _ = _semi_labels(y, 40, 3)
     else:
         yy, _ = _semi_labels(y.astype(float), 40, 3, fill=np.nan)
-    est = Est(n_induced=100, random_state=0).fit(X, yy)
+    est = Est([HeatKernelPrior(n_induced=100), GraphMaternPrior(), RBFPrior()],
+              random_state=0).fit(X, yy)
     est2 = pickle.loads(pickle.dumps(est))
     Xn = X[:50] * 1.01
     np.testing.assert_array_equal(est2.predict(Xn), est.predict(Xn))
@@ -150,7 +160,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     y[:10] = (A[:10, 0] > 0).astype(int)
     y[0], y[1] = 0, 1
     with pytest.warns(UserWarning, match="200 point\\(s\\) lie in 1 piece"):
-        clf = FLGPClassifier(method="flgp", n_induced=40, random_state=0).fit(X, y)
+        clf = FLGPClassifier(HeatKernelPrior(n_induced=40), random_state=0).fit(X, y)
     prior = np.bincount(y[:10], minlength=2) / 10
     np.testing.assert_allclose(clf.label_distributions_[200:], np.tile(prior, (200, 1)))
     assert np.all(np.isfinite(clf.label_distributions_))
@@ -158,7 +168,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     yr = np.full(400, np.nan)
     yr[:10] = A[:10, 0] + 3.0
     with pytest.warns(UserWarning, match="piece\\(s\\) of the graph"):
-        reg = FLGPRegressor(method="flgp", n_induced=40, random_state=0).fit(X, yr)
+        reg = FLGPRegressor(HeatKernelPrior(n_induced=40), random_state=0).fit(X, yr)
     np.testing.assert_allclose(reg.transduction_[200:], yr[:10].mean())
     assert np.all(np.isfinite(reg.transduction_std_)) and np.all(reg.transduction_std_ > 0)
     # there the sd is the prior's: outputscale * C_t(x, x) = s^2 n sum_l e^{-t l} v_l(x)^2
@@ -174,52 +184,54 @@ def test_clear_errors():
     yy = np.full(300, -1)
     yy[5] = 1
     with pytest.raises(ValueError, match="1 labelled point"):
-        FLGPClassifier(method="flgp").fit(X, yy)
+        FLGPClassifier(HeatKernelPrior()).fit(X, yy)
     yy[6] = 1
     with pytest.raises(ValueError, match="all labelled points have the class"):
-        FLGPClassifier(method="flgp").fit(X, yy)
+        FLGPClassifier(HeatKernelPrior()).fit(X, yy)
     with pytest.raises(ValueError, match="one entry per row"):
-        FLGPClassifier(method="flgp").fit(X, yy[:-1])
+        FLGPClassifier(HeatKernelPrior()).fit(X, yy[:-1])
     Xn = X.copy()
     Xn[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        FLGPClassifier(method="flgp").fit(Xn, y)
+        FLGPClassifier(HeatKernelPrior()).fit(Xn, y)
     with pytest.raises(NotFittedError):
-        FLGPClassifier(method="flgp").predict(X)
-    clf = FLGPClassifier(method="flgp", n_induced=50).fit(X, np.where(np.arange(300) % 10 == 0, y, -1))
+        FLGPClassifier(HeatKernelPrior()).predict(X)
+    clf = FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(
+        X, np.where(np.arange(300) % 10 == 0, y, -1))
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :1])
     yr = np.full(300, np.nan)
     yr[:3] = [1.0, np.inf, 2.0]
     with pytest.raises(ValueError, match="infinity"):
         FLGPRegressor().fit(X, yr)
-    with pytest.raises(ValueError, match="The 'method' parameter of FLGPRegressor must be"):
-        FLGPRegressor(method="svm").fit(X, y.astype(float))
+    with pytest.raises(ValueError, match="The 'prior' parameter of FLGPRegressor must be"):
+        FLGPRegressor(prior="svm").fit(X, y.astype(float))
     with pytest.raises(ValueError, match="overflow"):
-        FLGPClassifier(method="flgp").fit(X * 1e160, np.where(np.arange(300) % 10 == 0, y, -1))
+        FLGPClassifier(HeatKernelPrior()).fit(X * 1e160, np.where(np.arange(300) % 10 == 0, y, -1))
     with pytest.raises(ValueError, match="overflow"):
         clf.predict_proba(np.array([[1e155, 0.0]]))
 
 
-@pytest.mark.parametrize("Est, params, match", [
-    (FLGPRegressor, dict(noise=-1.0), "'noise' parameter of FLGPRegressor must be a float"),
-    (FLGPRegressor, dict(noise=0.0), "'noise' parameter of FLGPRegressor must be a float"),
-    (FLGPRegressor, dict(noise=np.inf), "'noise' parameter"),
-    (FLGPRegressor, dict(diffusion_time=0.0), "'diffusion_time' parameter"),
-    (FLGPClassifier, dict(diffusion_time=-1.0), "'diffusion_time' parameter"),
-    (FLGPClassifier, dict(diffusion_time_prior_power=np.nan), "diffusion_time_prior_power"),
-    (FLGPClassifier, dict(kernel="se", bandwidth_grid=[]), "bandwidth_grid must hold"),
-    (FLGPRegressor, dict(kernel="se", bandwidth_grid=[-1.0]), "bandwidth_grid must hold"),
-    (FLGPClassifier, dict(kernel="se", bandwidth=-2.0), "'bandwidth' parameter"),
-    (FLGPClassifier, dict(spectrum="bogus"), "'spectrum' parameter"),
-    (FLGPClassifier, dict(amplitude=np.inf), "'amplitude' parameter"),
+@pytest.mark.parametrize("Est, params, heat, match", [
+    (FLGPRegressor, dict(noise=-1.0), {}, "'noise' parameter of FLGPRegressor must be a float"),
+    (FLGPRegressor, dict(noise=0.0), {}, "'noise' parameter of FLGPRegressor must be a float"),
+    (FLGPRegressor, dict(noise=np.inf), {}, "'noise' parameter"),
+    (FLGPRegressor, {}, dict(diffusion_time=0.0), "'diffusion_time' parameter"),
+    (FLGPClassifier, {}, dict(diffusion_time=-1.0), "'diffusion_time' parameter"),
+    (FLGPClassifier, {}, dict(diffusion_time_prior_power=np.nan), "diffusion_time_prior_power"),
+    (FLGPClassifier, {}, dict(kernel="se", bandwidth_grid=[]), "bandwidth_grid must hold"),
+    (FLGPRegressor, {}, dict(kernel="se", bandwidth_grid=[-1.0]), "bandwidth_grid must hold"),
+    (FLGPClassifier, {}, dict(kernel="se", bandwidth=-2.0), "'bandwidth' parameter"),
+    (FLGPClassifier, {}, dict(spectrum="bogus"), "'spectrum' parameter"),
+    (FLGPClassifier, {}, dict(amplitude=np.inf), "'amplitude' parameter"),
 ])
-def test_bad_hyperparameters_are_named(Est, params, match):
+def test_bad_hyperparameters_are_named(Est, params, heat, match):
     X, y = make_concentric_circles(120, random_state=0)
     lab = np.arange(120) % 6 == 0
     target = np.where(lab, y, -1) if Est is FLGPClassifier else np.where(lab, y * 1.0, np.nan)
     with pytest.raises(ValueError, match=match):
-        Est(n_induced=30, **params).fit(X, target)
+        Est([HeatKernelPrior(n_induced=30, **heat), GraphMaternPrior(), RBFPrior()],
+            **params).fit(X, target)
 
 
 def test_high_dimensional_noise_does_not_cut_points_off():
@@ -251,7 +263,7 @@ def test_three_labels_per_cluster_suffice_on_separated_clusters():
     with warnings.catch_warnings():
         # two connected components, both labelled: nothing to warn about
         warnings.simplefilter("error", UserWarning)
-        clf = FLGPClassifier(method="flgp").fit(X, ys)
+        clf = FLGPClassifier(HeatKernelPrior()).fit(X, ys)
         yr = np.full(1000, np.nan)
         yr[lab] = y[lab].astype(float)
         reg = FLGPRegressor().fit(X, yr)
@@ -285,22 +297,25 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
     X, y = make_concentric_circles(900, n_circles=3, radii=[0.5, 1.0, 1.5], random_state=1)
     y = np.repeat(np.arange(3) % n_classes, 300)
     yy, lab = _semi_labels(y, 12, 4)   # few labels: a flat evidence, several t in the mix
-    kw = dict(subsample="random", n_induced=120, random_state=0,  # LAE: no bandwidth grid
-              inference=inference, calibration=None)  # a refit's own LOO scale differs
-    clf = FLGPClassifier(method="flgp", average_diffusion_time=True, **kw).fit(X, yy)
+    heat = dict(subsample="random", n_induced=120,  # LAE: no bandwidth grid
+                calibration=None)  # a refit's own LOO scale differs
+    kw = dict(random_state=0, inference=inference)
+    clf = FLGPClassifier(HeatKernelPrior(average_diffusion_time=True, **heat),
+                         **kw).fit(X, yy)
     mix = clf.diffusion_time_weights_
     assert mix.shape[0] >= 2 and np.isclose(mix[:, 1].sum(), 1.0)
     assert mix[0, 0] == clf.diffusion_time_
     amp = {} if inference == "laplace" else {"amplitude": clf.amplitude_}
     amp["constant_variance"] = clf.constant_variance_     # as the averaged fit chose
-    ref = sum(w * FLGPClassifier(method="flgp", diffusion_time=t, **amp, **kw).fit(X, yy)
-              .predict_proba(X[:60]) for t, w in mix)
+    ref = sum(w * FLGPClassifier(HeatKernelPrior(diffusion_time=t, **amp, **heat), **kw)
+              .fit(X, yy).predict_proba(X[:60]) for t, w in mix)
     np.testing.assert_allclose(clf.predict_proba(X[:60]), ref, atol=1e-6)
-    map_only = FLGPClassifier(method="flgp", average_diffusion_time=False, **kw).fit(X, yy)
+    map_only = FLGPClassifier(HeatKernelPrior(average_diffusion_time=False, **heat),
+                              **kw).fit(X, yy)
     assert map_only.diffusion_time_weights_ is None
     assert map_only.diffusion_time_ == clf.diffusion_time_
     # the default: averaging with Laplace (as before), the MAP t with EP
-    default = FLGPClassifier(method="flgp", **kw).fit(X, yy)
+    default = FLGPClassifier(HeatKernelPrior(**heat), **kw).fit(X, yy)
     assert (default.diffusion_time_weights_ is None) == (inference == "ep")
 
 
@@ -331,7 +346,7 @@ def test_rbf_regressor_does_not_depend_on_the_units_of_y():
     baseline pickles."""
     X = np.random.default_rng(0).uniform(-3, 3, (40, 1))
     y = np.sin(X[:, 0])
-    fits = [FLGPRegressor(method="rbf").fit(X, y * s) for s in (1.0, 1e-6)]
+    fits = [FLGPRegressor(RBFPrior()).fit(X, y * s) for s in (1.0, 1e-6)]
     p1, s1 = fits[0].predict(X, return_std=True)
     p2, s2 = fits[1].predict(X, return_std=True)
     np.testing.assert_allclose(p2, 1e-6 * p1, rtol=1e-6, atol=1e-12)
@@ -368,8 +383,8 @@ def test_dense_methods_skip_grid_values_whose_kernel_is_low_rank(method):
     ys = np.full(600, -1)
     ys[::20] = y[::20]
     with pytest.raises(ValueError, match="smaller bandwidth"):
-        FLGPClassifier(method=method, bandwidth=5.0).fit(X, ys)
-    clf = FLGPClassifier(method=method).fit(X, ys)
+        FLGPClassifier(HeatKernelPrior(method=method, bandwidth=5.0)).fit(X, ys)
+    clf = FLGPClassifier(HeatKernelPrior(method=method)).fit(X, ys)
     assert clf.bandwidth_scale_ < 10
     assert np.mean(clf.transduction_ == y) > 0.95
 
@@ -379,12 +394,12 @@ def test_dense_methods_on_ten_points():
     there are; an explicit n_neighbors beyond them is still an error."""
     X = np.random.default_rng(0).normal(size=(10, 2))
     y = np.arange(10) % 2
-    for est in (FLGPClassifier(method="glgp", n_neighbors=2),
-                FLGPClassifier(method="nystrom", n_induced=8)):
+    for est in (FLGPClassifier(HeatKernelPrior(method="glgp", n_neighbors=2)),
+                FLGPClassifier(HeatKernelPrior(method="nystrom", n_induced=8))):
         proba = est.fit(X, y).predict_proba(X)
         assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(1), 1.0)
     with pytest.raises(ValueError, match="n_neighbors=12 exceeds"):
-        FLGPClassifier(method="glgp", n_neighbors=12).fit(X, y)
+        FLGPClassifier(HeatKernelPrior(method="glgp", n_neighbors=12)).fit(X, y)
 
 
 def test_unorderable_labels_sparse_input_and_a_scalar_grid():
@@ -396,11 +411,11 @@ def test_unorderable_labels_sparse_input_and_a_scalar_grid():
     ys = np.full(300, -1)
     ys[::10] = y[::10]
     with pytest.raises(ValueError, match="labels mix types"):
-        FLGPClassifier(method="flgp").fit(X, np.array([0, "a"] * 150, dtype=object))
+        FLGPClassifier(HeatKernelPrior()).fit(X, np.array([0, "a"] * 150, dtype=object))
     with pytest.raises(ValueError, match=r"sparse matrix.*toarray"):
         flgp.compute_eigenpairs(sp.csr_matrix(X))
     # one bandwidth scale given as a number means that scale
-    clf = FLGPClassifier(method="flgp", kernel="se", bandwidth_grid=5).fit(X, ys)
+    clf = FLGPClassifier(HeatKernelPrior(kernel="se", bandwidth_grid=5)).fit(X, ys)
     assert clf.bandwidth_scale_ == 5.0
 
 
@@ -411,13 +426,14 @@ def test_points_far_outside_the_cloud_are_flagged(method):
     X, y = make_concentric_circles(600, n_circles=2, random_state=0)
     ys = np.full(600, -1)
     ys[::20] = y[::20]
-    clf = FLGPClassifier(method=method).fit(X, ys)
+    clf = FLGPClassifier(HeatKernelPrior(method=method)).fit(X, ys)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clf.predict_proba(X * 1.01)
     with pytest.warns(UserWarning, match="2 of 3 new point.*far outside"):
         clf.predict_proba(np.array([[1e4, 1e4], [0.0, 1e9], [0.5, 0.0]]))
-    reg = FLGPRegressor(method=method).fit(X, np.where(ys >= 0, ys, np.nan))
+    reg = FLGPRegressor(HeatKernelPrior(method=method)).fit(
+        X, np.where(ys >= 0, ys, np.nan))
     with pytest.warns(UserWarning, match="1 of 1 new point.*far outside"):
         reg.predict(np.array([[50.0, 0.0]]))
 
@@ -433,7 +449,7 @@ def test_no_far_warning_between_points_when_induced_points_are_the_cloud():
     mid = 0.5 * (X + X[d2.argmin(1)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = FLGPClassifier(method="flgp", n_induced=400).fit(X, ys)
+        clf = FLGPClassifier(HeatKernelPrior(n_induced=400)).fit(X, ys)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clf.predict(mid)

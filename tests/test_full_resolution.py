@@ -1,5 +1,5 @@
-"""The full-resolution prior in the estimators: FLGPRegressor(method="gmrf"), the evidence
-choice of method="auto", predict_surface and the surface command line."""
+"""The full-resolution prior in the estimators: FLGPRegressor(GraphMaternPrior()), the
+evidence choice among several priors, predict_surface and the surface command line."""
 
 import subprocess
 import sys
@@ -45,7 +45,7 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
     is generalised cross-validation's amplitude."""
     ijk, x, truth, y, obs = _box_map((7, 6, 5))
     g = lattice_graph(ijk)
-    reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
+    reg = FLGPRegressor(GraphMaternPrior(graph=g)).fit(x, y)
     assert reg.method_ == "gmrf" and reg.matern_order_ in (1, 2, 3, 4)
     z_mean = np.nanmean(y)
     lab = np.flatnonzero(obs)
@@ -88,7 +88,8 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
 
 def test_auto_weighs_three_priors_by_evidence_and_says_why():
     ijk, x, truth, y, obs = _box_map()
-    reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
+    reg = FLGPRegressor([HeatKernelPrior(), GraphMaternPrior(graph=lattice_graph(ijk)),
+                         RBFPrior()]).fit(x, y)
     # each prior weighed, or left out with the reason (the heat kernel by its ceiling, the
     # graph Matérn prior by screening: its starting grid far below the RBF GP's evidence)
     assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
@@ -109,7 +110,8 @@ def test_auto_weighs_three_priors_by_evidence_and_says_why():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 20))
     yy = np.where(np.arange(300) < 60, X[:, 0], np.nan)
-    reg = FLGPRegressor(n_induced=60).fit(X, yy)
+    reg = FLGPRegressor([HeatKernelPrior(n_induced=60), GraphMaternPrior(),
+                         RBFPrior()]).fit(X, yy)
     assert "gmrf" in reg.skipped_methods_ and "20 features" in reg.skipped_methods_["gmrf"]
 
 
@@ -139,7 +141,7 @@ def test_gmrf_on_the_knn_graph_of_a_cloud():
     X, y, f = make_spiral(1500, noise=0.3, random_state=0)
     rng = np.random.default_rng(0)
     semi = np.where(rng.random(1500) < 0.1, y, np.nan)
-    reg = FLGPRegressor(method="gmrf").fit(X, semi)
+    reg = FLGPRegressor(GraphMaternPrior()).fit(X, semi)
     assert reg.graph_.kind == "knn" and reg.graph_.n_nodes == 1500
     assert np.sqrt(np.mean((reg.transduction_ - f) ** 2)) < 0.35
     with pytest.warns(UserWarning, match="farther than"):
@@ -154,7 +156,7 @@ def test_a_graph_that_falls_apart_gives_each_piece_its_prior_and_says_so():
     y = np.full(len(x), np.nan)
     y[:40:3] = np.sin(x[:40:3, 0])                  # observations in the first piece only
     with pytest.warns(UserWarning, match="falls apart into 2 pieces"):
-        reg = FLGPRegressor(method="gmrf", graph=g).fit(x, y)
+        reg = FLGPRegressor(GraphMaternPrior(graph=g)).fit(x, y)
     second = np.arange(75, len(x))
     assert np.all(np.isfinite(reg.transduction_)) and np.all(np.isfinite(reg.transduction_std_))
     # the prior there: the targets' mean, a sd larger than anywhere observed
@@ -181,7 +183,7 @@ def test_gmrf_bad_input():
 def test_predict_surface_on_a_flat_mesh():
     V, F = _flat_mesh()
     values = np.sin(V[:, 0] / 10.0) + 0.01 * np.random.default_rng(0).standard_normal(400)
-    res = predict_surface((V, F), values, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    res = predict_surface((V, F), values, 0.3, regressor=FLGPRegressor(GraphMaternPrior()))
     assert res.regressor.graph_.kind == "mesh" and res.sd_kind == "latent"
     held = ~res.observed
     assert np.sqrt(np.mean((res.mean[held] - values[held]) ** 2)) < 0.1

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from flgp import FLGPClassifier, GraphMaternPrior
+from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.graph.knn import bucket_knn, self_tuning_knn_graph
 from flgp.precision.classification import (balance_to_prior, class_size_prior,
                                            green_scores, scores_to_probabilities)
@@ -150,7 +150,7 @@ def test_gmrf_classifier_on_blobs_with_one_label_a_class():
     lab = np.array([np.flatnonzero(y == c)[0] for c in range(4)])
     yy = np.full(len(y), -1)
     yy[lab] = y[lab]
-    clf = FLGPClassifier(method="gmrf").fit(X, yy)
+    clf = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
     unl = yy == -1
     assert clf.method_ == "gmrf" and clf.graph_.kind == "knn"
     assert np.mean(clf.transduction_[unl] != y[unl]) < 0.05
@@ -165,7 +165,7 @@ def test_gmrf_classifier_on_blobs_with_one_label_a_class():
     assert mean.shape == var.shape == (20, 4) and np.all(var > 0)
     np.testing.assert_allclose(mean, clf._chosen_fit.scores[:20], atol=1e-12)
     # no class prior: the softmax of the scores alone
-    raw = FLGPClassifier(method="gmrf", class_prior=None).fit(X, yy)
+    raw = FLGPClassifier(GraphMaternPrior(), class_prior=None).fit(X, yy)
     assert raw.class_prior_ is None and np.allclose(raw.class_weights_, 1.0)
 
 
@@ -176,7 +176,7 @@ def test_gmrf_classifier_graph_that_falls_apart_warns():
     yy[[0, 1]] = [0, 1]
     with pytest.warns(UserWarning, match=r"falls apart into 2 pieces \(sizes 100, 100\); "
                                          r"1 of them hold no label \(sizes 100\)"):
-        clf = FLGPClassifier(method="gmrf").fit(X, yy)
+        clf = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
     P = clf.label_distributions_
     assert np.all(np.isfinite(P))
     # the unlabelled piece gets the prior: the class prior's probabilities (balanced
@@ -262,7 +262,8 @@ def test_auto_is_full_resolution_and_suggests_labels():
         lab = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in range(3)])
         yy = np.full(len(y), -1)
         yy[lab] = y[lab]
-        clf = FLGPClassifier(n_induced=100).fit(X, yy)
+        clf = FLGPClassifier([HeatKernelPrior(n_induced=100), GraphMaternPrior(),
+                              RBFPrior()]).fit(X, yy)
         assert clf.method_ == "gmrf"
         assert np.mean(clf.transduction_[yy == -1] != y[yy == -1]) < 0.05
     rows = clf.suggest_labels(5)
@@ -271,6 +272,33 @@ def test_auto_is_full_resolution_and_suggests_labels():
         clf.suggest_labels(2, strategy="variance_reduction")
     with pytest.raises(ValueError, match="at most"):
         clf.suggest_labels(len(y))
+
+
+def test_margin_suggestions_rank_by_the_gap_of_the_class_scores():
+    """The default suggestion at full resolution is the unlabelled row whose two largest
+    latent means (predict_latent at the nodes, sorted here by numpy) are closest - not the
+    probabilities' margin, which the class weights move; a piece of the graph without a
+    label (scores 0) comes first."""
+    X, y = _blobs(600, 5, 3, seed=4)
+    yy = np.full(len(y), -1)
+    lab = np.concatenate([np.flatnonzero(y == c)[:2] for c in range(3)])
+    yy[lab] = y[lab]
+    clf = FLGPClassifier(class_prior=[0.6, 0.3, 0.1]).fit(X, yy)
+    mean, _ = clf.predict_latent(X)
+    unl = np.flatnonzero(yy == -1)
+    top = np.sort(mean[unl], axis=1)[:, -2:]
+    assert clf.suggest_labels(1)[0] == unl[np.argmin(top[:, 1] - top[:, 0])]
+    P = clf.label_distributions_[unl]
+    by_probability = unl[np.argmin(np.diff(np.sort(P, axis=1)[:, -2:], axis=1)[:, 0])]
+    assert by_probability != clf.suggest_labels(1)[0]       # the weights move that one
+    # an unlabelled piece far away: a row of it first (one label there speaks for it all:
+    # the batch moves on)
+    far = np.random.default_rng(5).standard_normal((40, 5)) + 60.0
+    X2, yy2 = np.r_[X, far], np.r_[yy, np.full(40, -1)]
+    with pytest.warns(UserWarning, match="hold no label"):
+        clf2 = FLGPClassifier().fit(X2, yy2)
+    rows = clf2.suggest_labels(3)
+    assert rows[0] >= len(X) and np.all(rows[1:] < len(X))
 
 
 def test_a_batch_is_the_same_with_its_columns_solved_ahead(monkeypatch):

@@ -18,8 +18,12 @@ AFFINE = np.array([[-2.5, 0.3, 0.0, 40.0], [0.0, 2.5, 0.2, -30.0], [0.1, 0.0, 2.
                    [0.0, 0.0, 0.0, 1.0]])
 
 
+SMALL_HEAT = dict(n_induced=120, n_eigenpairs=60)
+
+
 def small_regressor(**kw):
-    return FLGPRegressor(n_induced=120, n_eigenpairs=60, **kw)
+    """Every representation weighed by evidence, a small heat kernel among them."""
+    return FLGPRegressor([HeatKernelPrior(**SMALL_HEAT), GraphMaternPrior(), RBFPrior()], **kw)
 
 
 def truth(xyz):
@@ -420,7 +424,7 @@ def test_a_4d_image_is_each_maps_own_fit():
     """hyperparameters='own': the 4-d result is, map by map, predict_image of that map
     alone; the table holds each fit's values; a list of 3-d images gives the same."""
     img4, region, data = _maps()
-    reg = FLGPRegressor(method="gmrf")
+    reg = FLGPRegressor(GraphMaternPrior())
     res = predict_image(img4, region, 0.3, regressor=reg)
     assert res.mean.shape == res.sd.shape == SHAPE + (3,)
     assert [row["map"] for row in res.maps] == [0, 1, 2] and len(res.regressor) == 3
@@ -561,7 +565,7 @@ def test_seed_correlations_equal_the_dense_prior_and_posterior():
     from flgp.precision import matern_precision
 
     img, region, data = synthetic()
-    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(GraphMaternPrior()))
     fit = res.regressor
     graph = fit.graph_
     length, _ = graph.own_units()
@@ -612,7 +616,7 @@ def test_degenerate_atlases_and_volumes():
     from flgp.models import seed_correlation
 
     img, region, data = synthetic()
-    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(GraphMaternPrior()))
     ijk = res.voxels.ijk
     empty = np.zeros(SHAPE)
     nan = np.full(SHAPE, np.nan)
@@ -646,7 +650,7 @@ def test_seed_correlations_on_a_large_region_by_multigrid(monkeypatch):
     from flgp.models import seeds as seeds_module
 
     img, region, _ = synthetic()
-    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(GraphMaternPrior()))
     picks = np.array([0, 17, 101])
     factored = seed_correlation(res, picks)
     monkeypatch.setattr(seeds_module, "FACTOR_MAX_NODES", 10)
@@ -663,7 +667,7 @@ def test_seed_correlations_with_estimated_variances_stay_correlations(monkeypatc
     from flgp.precision import prior as prior_module
 
     img, region, _ = synthetic()
-    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(method="gmrf"))
+    res = predict_image(img, region, 0.3, regressor=FLGPRegressor(GraphMaternPrior()))
     picks = np.array([0, 17, 101])
     exact = seed_correlation(res, picks)
     monkeypatch.setattr(prior_module, "EXACT_VARIANCE_ROWS", 10)
@@ -695,7 +699,7 @@ def test_cli_seed_maps_from_an_atlas(files, capsys):
     out = capsys.readouterr().out
     assert "4 atlas regions: seed maps of the fitted prior" in out
     ref = seed_correlation(predict_image(d / "map.nii.gz", region, d / "obs.nii.gz",
-                                         regressor=FLGPRegressor(method="gmrf")),
+                                         regressor=FLGPRegressor(GraphMaternPrior())),
                            atlas=d / "atlas.nii.gz")
     with open(d / "s_seed_matrix.csv") as fh:
         assert fh.readline().strip() == "1,2,3,4"
@@ -756,7 +760,7 @@ def test_a_fit_that_cannot_fit_in_memory_is_refused_before_it_starts(monkeypatch
     img, region, _ = synthetic()
     monkeypatch.setattr(image_module, "LARGE_FIT_GB", 0.0)
     monkeypatch.setattr(image_module, "_available_memory_gb", lambda: 1e-9)
-    reg = FLGPRegressor(method="gmrf")
+    reg = FLGPRegressor(GraphMaternPrior())
     with pytest.raises(ValueError, match=r"needs about .* GB of memory and 0.0 GB are "
                                          r"available: fit a smaller region"):
         predict_image(img, region, 0.3, regressor=reg)
@@ -769,7 +773,7 @@ def test_a_fit_that_cannot_fit_in_memory_is_refused_before_it_starts(monkeypatch
     assert res.regressor.method_ == "gmrf"
     # the heat kernel alone: no graph Matérn fit to estimate, nothing refused
     monkeypatch.setattr(image_module, "_available_memory_gb", lambda: 1e-9)
-    predict_image(img, region, 0.3, regressor=small_regressor(method="flgp"))
+    predict_image(img, region, 0.3, regressor=FLGPRegressor(HeatKernelPrior(**SMALL_HEAT)))
 
 
 def test_memory_estimate_and_variance_draws_refuse_bad_counts():

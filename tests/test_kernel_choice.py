@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from flgp import FLGPRegressor
+from flgp import FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.datasets import make_concentric_circles, make_spiral
 
 
@@ -46,8 +46,9 @@ def test_the_default_chooses_the_prior_the_map_follows(make, manifold_wins):
     fits = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for method in ("flgp", "gmrf", "rbf", "auto"):
-            fits[method] = FLGPRegressor(method=method).fit(X, y_semi)
+        for method, prior in (("flgp", HeatKernelPrior()), ("gmrf", GraphMaternPrior()),
+                              ("rbf", RBFPrior()), ("auto", None)):
+            fits[method] = FLGPRegressor(prior).fit(X, y_semi)
     auto = fits["auto"]
     assert FLGPRegressor().method == "auto"
     winner = max(auto.log_evidence_, key=auto.log_evidence_.get)
@@ -79,7 +80,7 @@ def test_the_rbf_gp_is_exact():
     hyperparameters (GPyTorch's fast variances inflated the sd 14-fold on a brain map)."""
     X, y, f = make_spiral(600, noise=0.3, random_state=0)
     y_semi, obs = _semi(y, 0.3, 2)
-    reg = FLGPRegressor(method="rbf").fit(X, y_semi)
+    reg = FLGPRegressor(RBFPrior()).fit(X, y_semi)
     rbf = reg.rbf_
     Z = (X - rbf.mu_) / rbf.sd_
     Zl, yl = Z[obs], y[obs]

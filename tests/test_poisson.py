@@ -6,12 +6,17 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from flgp import FLGPRegressor, RBFPrior
+from flgp import FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.datasets import make_swiss_roll
 from flgp.spectral.families import spectral_weights
 from flgp.models.inference.laplace import (PoissonLikelihood, binary_predict, laplace_binary,
                                  laplace_weights, laplace_weights_grad)
 from flgp.models.inference.poisson import poisson_interval
+
+
+def _every_prior(**heat):
+    """Every representation weighed by evidence, the heat kernel's with these settings."""
+    return [HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior()]
 
 
 def _offset_poisson(b):
@@ -63,7 +68,8 @@ def test_weight_space_laplace_equals_dense_and_its_gradient_is_exact():
 
 def test_poisson_regressor_matches_a_dense_laplace_reference():
     X, y, yy, rate, lab = _counts()
-    reg = FLGPRegressor(likelihood="poisson", n_induced=100, random_state=0).fit(X, yy)
+    reg = FLGPRegressor(_every_prior(n_induced=100), likelihood="poisson",
+                        random_state=0).fit(X, yy)
     ep = reg.eigenpairs_
     V = ep.eigenvectors
     b = reg.offset_
@@ -122,11 +128,11 @@ def test_poisson_interval_is_the_poisson_lognormal_quantile():
 
 def test_counts_interval_covers_and_gaussian_interval():
     X, y, yy, rate, lab = _counts(n=600, m=120, seed=1)
-    reg = FLGPRegressor(likelihood="poisson", n_induced=120).fit(X, yy)
+    reg = FLGPRegressor(_every_prior(n_induced=120), likelihood="poisson").fit(X, yy)
     lo, hi = reg.predict_interval(X, coverage=0.9)
     inside = np.mean((y >= lo) & (y <= hi))
     assert 0.85 <= inside <= 0.99
-    g = FLGPRegressor(n_induced=120).fit(X, np.log1p(yy))
+    g = FLGPRegressor(_every_prior(n_induced=120)).fit(X, np.log1p(yy))
     mean, sd = g.predict(X[:20], return_std=True)
     lo, hi = g.predict_interval(X[:20], coverage=0.8)
     np.testing.assert_allclose(hi - mean, stats.norm.ppf(0.9) * np.sqrt(sd ** 2 + g.noise_))
@@ -138,18 +144,18 @@ def test_bad_counts_and_settings_get_clear_errors():
     bad = yy.copy()
     bad[lab[3]] = -2
     with pytest.raises(ValueError, match=f"negative \\(e.g. -2 at row {lab[3]}\\)"):
-        FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, bad)
+        FLGPRegressor(_every_prior(n_induced=60), likelihood="poisson").fit(X, bad)
     bad = yy.copy()
     bad[lab[5]] = 2.5
     with pytest.raises(ValueError, match="not whole numbers \\(e.g. 2.5"):
-        FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, bad)
+        FLGPRegressor(_every_prior(n_induced=60), likelihood="poisson").fit(X, bad)
     with pytest.raises(ValueError, match="noise is a parameter of likelihood='gaussian'"):
-        FLGPRegressor(likelihood="poisson", noise=0.1, n_induced=60).fit(X, yy)
+        FLGPRegressor(_every_prior(n_induced=60), likelihood="poisson", noise=0.1).fit(X, yy)
     with pytest.raises(ValueError, match="heat kernel \\(HeatKernelPrior\\) only"):
         FLGPRegressor(RBFPrior(), likelihood="poisson").fit(X, yy)
     with pytest.raises(ValueError, match="likelihood"):
-        FLGPRegressor(likelihood="binomial", n_induced=60).fit(X, yy)
-    reg = FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, yy)
+        FLGPRegressor(_every_prior(n_induced=60), likelihood="binomial").fit(X, yy)
+    reg = FLGPRegressor(_every_prior(n_induced=60), likelihood="poisson").fit(X, yy)
     with pytest.raises(ValueError, match="coverage"):
         reg.predict_interval(X[:3], coverage=1.5)
 
@@ -157,7 +163,7 @@ def test_bad_counts_and_settings_get_clear_errors():
 def test_all_zero_counts_stay_finite():
     X, y, yy, rate, lab = _counts(n=200, m=30, seed=2)
     zeros = np.where(np.isnan(yy), np.nan, 0.0)
-    reg = FLGPRegressor(likelihood="poisson", n_induced=60).fit(X, zeros)
+    reg = FLGPRegressor(_every_prior(n_induced=60), likelihood="poisson").fit(X, zeros)
     mean, sd = reg.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(sd))
     assert mean.max() < 0.2                    # about half a count over 30 labels at most

@@ -81,6 +81,10 @@ def _spiral(n=600, frac=0.15, seed=0):
     return X, np.where(rng.random(n) < frac, y, np.nan), f
 
 
+# the one prior object of each representation the tests ask for by name
+_PRIOR_OF = {"gmrf": GraphMaternPrior, "rbf": RBFPrior}
+
+
 def test_registry_holds_the_three_representations_in_auto_order():
     from flgp.models.heat_kernel import HeatKernelRegression
 
@@ -92,9 +96,9 @@ def test_registry_holds_the_three_representations_in_auto_order():
     assert all(name == rep.name for name, rep in reps.items())
     # the heat kernel alone is bounded (fitted after the others, given their best)
     assert [rep.bounded for rep in reps.values()] == [False, False, True]
-    # the method option is the heat kernel's three and the registry's
+    # the heat kernel's method option is its three
     with pytest.raises(ValueError, match="method"):
-        FLGPRegressor(method="white").fit(*_spiral()[:2])
+        FLGPRegressor(HeatKernelPrior(method="white")).fit(*_spiral()[:2])
 
 
 def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
@@ -136,7 +140,7 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
 @pytest.mark.parametrize("method, fit_type", [("gmrf", GraphMaternRegressionFit), ("rbf", RBFRegressionFit)])
 def test_registered_fits_predict_as_their_own_models(method, fit_type):
     X, y, _ = _spiral(400)
-    reg = FLGPRegressor(method=method).fit(X, y)
+    reg = FLGPRegressor(_PRIOR_OF[method]()).fit(X, y)
     assert isinstance(reg._chosen_fit, fit_type) and reg.method_ == method
     mean, std = reg.predict(X, return_std=True)
     # at the cloud's own rows, the transduction
@@ -151,7 +155,7 @@ def test_registered_fits_predict_as_their_own_models(method, fit_type):
     back = pickle.loads(pickle.dumps(reg))
     assert np.array_equal(back.predict(X[:20]), reg.predict(X[:20]))
     # a refit with the heat kernel forgets the other representation
-    reg.set_params(method="flgp", n_induced=100).fit(X, y)
+    reg.set_params(prior=HeatKernelPrior(n_induced=100)).fit(X, y)
     assert isinstance(reg._chosen_fit, HeatKernelRegressionFit)
     assert reg.latent_posterior() is not None
 
@@ -213,7 +217,7 @@ def test_a_pickle_from_before_the_registry_still_predicts():
     and the RBF GP only as ``rbf_``."""
     X, y, _ = _spiral(400)
     for method in ("gmrf", "rbf"):
-        reg = FLGPRegressor(method=method).fit(X, y)
+        reg = FLGPRegressor(_PRIOR_OF[method]()).fit(X, y)
         state = dict(reg.__getstate__())      # a copy: not the estimator's own dict
         fit = state.pop("_chosen_fit")
         if method == "gmrf":
@@ -232,14 +236,15 @@ def test_another_representation_refuses_a_dask_cloud_at_predict():
     da = pytest.importorskip("dask.array")
     X, y, _ = _spiral(400)
     for method in ("gmrf", "rbf"):
-        reg = FLGPRegressor(method=method).fit(X, y)
+        reg = FLGPRegressor(_PRIOR_OF[method]()).fit(X, y)
         with pytest.raises(ValueError, match="numpy arrays only"):
             reg.predict(da.from_array(X, chunks=100))
     # "auto" weighs the heat kernel too; when the graph Matérn prior wins (a noisy spiral:
     # the evidence prefers it), the loser's eigenbasis is not adopted and a dask X is
     # refused, not mapped through it
     X, y, _ = _spiral(600)
-    reg = FLGPRegressor(n_induced=120).fit(X, y)
+    reg = FLGPRegressor([HeatKernelPrior(n_induced=120), GraphMaternPrior(),
+                         RBFPrior()]).fit(X, y)
     assert reg.method_ == "gmrf" and not hasattr(reg, "eigenpairs_")
     with pytest.raises(ValueError, match="numpy arrays only"):
         reg.predict(da.from_array(X, chunks=100))
@@ -313,9 +318,11 @@ def test_classifier_registry_and_auto_rule():
     assert FLGPClassifier().method == "auto"
     for counts in ((1, 10), (3, 10), (30, 30)):
         X, _, semi = _circles(n_labels=counts)
-        assert FLGPClassifier(n_induced=100).fit(X, semi).method_ == "gmrf"
+        assert FLGPClassifier([HeatKernelPrior(n_induced=100), GraphMaternPrior(),
+                               RBFPrior()]).fit(X, semi).method_ == "gmrf"
     X, _, semi = _circles(n_labels=(3, 10))
-    assert FLGPClassifier(induced_points=X[::20]).fit(X, semi).method_ == "flgp"
+    assert FLGPClassifier([HeatKernelPrior(induced_points=X[::20]), GraphMaternPrior(),
+                           RBFPrior()]).fit(X, semi).method_ == "flgp"
     rep = FLGPClassifier.REPRESENTATIONS["gmrf"]
     est = FLGPClassifier()
     counts = np.array([150, 150])
@@ -350,7 +357,7 @@ def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
                                               ("rbf", RBFClassificationFit)])
 def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type):
     X, y, semi = _circles(n_labels=(5, 5))
-    clf = FLGPClassifier(method=method).fit(X, semi)
+    clf = FLGPClassifier(_PRIOR_OF[method]()).fit(X, semi)
     assert isinstance(clf._chosen_fit, fit_type) and clf.method_ == method
     # at the cloud's own rows, the transduction's probabilities
     np.testing.assert_allclose(clf.predict_proba(X), clf.label_distributions_, rtol=1e-12,
@@ -366,7 +373,7 @@ def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type
     old.__setstate__(state)
     assert np.array_equal(old.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
     # a refit with the heat kernel forgets it
-    clf.set_params(method="flgp", n_induced=100).fit(X, semi)
+    clf.set_params(prior=HeatKernelPrior(n_induced=100)).fit(X, semi)
     assert isinstance(clf._chosen_fit, HeatKernelClassificationFit)
     assert clf.predict_latent(X[:3])[0].shape == (3,)
 
@@ -381,18 +388,20 @@ def test_a_representation_auto_must_take_alone(monkeypatch):
     x = ijk.astype(float)
     y = np.where(np.arange(len(x)) % 4 == 0, np.sin(x[:, 0] / 2.0), np.nan)
     monkeypatch.setattr(graph_matern, "factors", lambda n: n <= len(x) - 1)
-    reg = FLGPRegressor(graph=lattice_graph(ijk)).fit(x, y)
+    reg = FLGPRegressor([HeatKernelPrior(), GraphMaternPrior(graph=lattice_graph(ijk)),
+                         RBFPrior()]).fit(x, y)
     assert reg.method_ == "gmrf" and reg.log_evidence_ == {}
     assert list(reg.skipped_methods_) == ["rbf", "flgp"]           # the registry's order
     assert all(f"{len(x)} nodes, beyond a factor's reach" in why
                for why in reg.skipped_methods_.values())
     # the same fit as asked for by name
-    named = FLGPRegressor(method="gmrf", graph=lattice_graph(ijk)).fit(x, y)
+    named = FLGPRegressor(GraphMaternPrior(graph=lattice_graph(ijk))).fit(x, y)
     assert np.array_equal(reg.transduction_, named.transduction_)
     # at the limit itself, "auto" weighs all three (here the graph Matérn prior's starting
     # grid lies far below the RBF GP's evidence: screened out, not taken alone)
     monkeypatch.setattr(graph_matern, "factors", lambda n: n <= len(x))
-    reg = FLGPRegressor(graph=lattice_graph(ijk), n_induced=60).fit(x, y)
+    reg = FLGPRegressor([HeatKernelPrior(n_induced=60),
+                         GraphMaternPrior(graph=lattice_graph(ijk)), RBFPrior()]).fit(x, y)
     assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
     assert "rbf" in reg.log_evidence_
     assert "gmrf" in reg.log_evidence_ or reg.skipped_methods_["gmrf"].startswith("screened")
@@ -405,7 +414,8 @@ def test_prediction_warnings_point_at_the_users_call():
 
     X, y, _ = _spiral(400)
     for method in ("gmrf", "flgp"):
-        reg = FLGPRegressor(method=method, n_induced=80).fit(X, y)
+        prior = GraphMaternPrior() if method == "gmrf" else HeatKernelPrior(n_induced=80)
+        reg = FLGPRegressor(prior).fit(X, y)
         far = X[:3] + 100.0
         for call in (lambda: reg.predict(far), lambda: reg.predict_interval(far)):
             with warnings.catch_warnings(record=True) as caught:

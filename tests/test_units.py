@@ -52,6 +52,17 @@ def _targets(x, seed=0, frac=0.3):
     return np.where(rng.random(len(f)) < frac, f + 0.02 * rng.standard_normal(len(f)), np.nan)
 
 
+def _prior(method, graph=None):
+    """The prior objects of the representation ``method`` names (``"auto"``: every one, on
+    ``graph`` where one is given - else ``None``, the estimators' default)."""
+    if method == "auto":
+        return None if graph is None else [HeatKernelPrior(), GraphMaternPrior(graph),
+                                           RBFPrior()]
+    if method == "gmrf":
+        return GraphMaternPrior(graph)
+    return {"flgp": HeatKernelPrior, "rbf": RBFPrior}[method]()
+
+
 def _close(got, ref, rel=1e-6):
     """Within ``rel`` relative to the largest magnitude (the last bits of a sparse factor
     move with BLAS threads, and a search's end point with them, by ~1e-8)."""
@@ -92,7 +103,7 @@ def _same_regression(fits, scales, heat_tolerance=0.1):
 @pytest.mark.parametrize("method", ["gmrf", "auto"])
 def test_regressor_on_the_knn_graph_is_unit_free(method):
     X, y, _ = _moons()
-    fits = [FLGPRegressor(method=method).fit(X * c, y) for c in SCALES]
+    fits = [FLGPRegressor(_prior(method)).fit(X * c, y) for c in SCALES]
     _same_regression(fits, SCALES)
     # and predictions at new points, in their units
     new = X[:7] + 0.01
@@ -113,7 +124,7 @@ def test_regressor_on_a_lattice_is_unit_free_in_the_voxel_size(method):
         affine = np.diag([h, h, h, 1.0])
         affine[:3, 3] = (10.0, -20.0, 5.0)
         g = lattice_graph(ijk, affine)
-        fits.append(FLGPRegressor(method=method, graph=g).fit(g.points, y))
+        fits.append(FLGPRegressor(_prior(method, g)).fit(g.points, y))
     _same_regression(fits, sizes, heat_tolerance=1.0)
 
 
@@ -121,7 +132,7 @@ def test_regressor_on_a_lattice_is_unit_free_in_the_voxel_size(method):
 def test_regressor_on_a_mesh_is_unit_free(method):
     V, F = _bumpy_mesh()
     y = _targets(V)
-    fits = [FLGPRegressor(method=method, graph=mesh_graph(V * c, F)).fit(V * c, y)
+    fits = [FLGPRegressor(_prior(method, mesh_graph(V * c, F))).fit(V * c, y)
             for c in SCALES]
     _same_regression(fits, SCALES)
 
@@ -130,12 +141,12 @@ def test_regressor_at_extreme_scales():
     """Coordinates the input check accepts, 1e-60 and 1e100 times the data: no overflow
     (κ^{2ν} would be 1e480), the same evidence; κ reported in the units of X."""
     X, y, _ = _moons()
-    ref = FLGPRegressor(method="gmrf").fit(X, y)
+    ref = FLGPRegressor(GraphMaternPrior()).fit(X, y)
     for c in (1e-60, 1e100):
         fit = FLGPRegressor().fit(X * c, y)
         assert abs(fit.log_evidence_["gmrf"]
                    - ref.matern_log_evidence_[ref.matern_order_]) < 1e-3
-        gm = FLGPRegressor(method="gmrf").fit(X * c, y)
+        gm = FLGPRegressor(GraphMaternPrior()).fit(X * c, y)
         _close(gm.transduction_, ref.transduction_)
         np.testing.assert_allclose(gm.matern_kappa_ * c, ref.matern_kappa_, rtol=1e-4)
     # the raw family refuses what float64 cannot hold, naming the way out
@@ -166,7 +177,7 @@ def test_classifier_is_unit_free(kind):
         y[rng.choice(np.flatnonzero(labels == c), 2, replace=False)] = c
     probs, default = [], []
     for c in SCALES:
-        clf = FLGPClassifier(method="gmrf", graph=build(c)).fit(base * c, y)
+        clf = FLGPClassifier(GraphMaternPrior(build(c))).fit(base * c, y)
         probs.append(clf.label_distributions_)
         default.append(FLGPClassifier().fit(base * c, y).label_distributions_)
     for P, D in zip(probs[1:], default[1:]):
@@ -196,7 +207,7 @@ def test_graph_in_own_units_is_the_same_graph_whatever_the_units():
 def test_a_fixed_noise_is_honoured_by_every_representation(method):
     X, y, _ = _moons()
     y = np.where(np.isnan(y), np.nan, 3.0 * y)
-    reg = FLGPRegressor(method=method, noise=0.2).fit(X, y)
+    reg = FLGPRegressor(_prior(method), noise=0.2).fit(X, y)
     assert reg.noise_ == pytest.approx(0.2, rel=1e-9)
     if method == "auto":
         assert set(reg.log_evidence_) == {"flgp", "gmrf", "rbf"}
@@ -206,7 +217,7 @@ def test_gmrf_evidence_at_a_fixed_noise_is_the_dense_one():
     ijk = np.argwhere(np.ones((7, 6, 4), bool))
     g = lattice_graph(ijk)
     y = _targets(ijk.astype(float), seed=3)
-    reg = FLGPRegressor(method="gmrf", graph=g, noise=0.01).fit(g.points, y)
+    reg = FLGPRegressor(GraphMaternPrior(g), noise=0.01).fit(g.points, y)
     lab = np.flatnonzero(~np.isnan(y))
     z_mean, z_sd = y[lab].mean(), y[lab].std()
     s2, noise = reg.outputscale_ / z_sd ** 2, 0.01 / z_sd ** 2
@@ -329,7 +340,7 @@ def test_a_given_graph_must_be_built_on_the_rows_it_is_given():
             est.fit(world, y if isinstance(est, Reg) else labels)
     # the right graph, rounded to float32 as images are stored: accepted
     right = lattice_graph(ijk, affine)
-    reg = FLGPRegressor(method="gmrf", graph=right).fit(world.astype(np.float32), y)
+    reg = FLGPRegressor(GraphMaternPrior(right)).fit(world.astype(np.float32), y)
     assert reg.method_ == "gmrf"
 
 
@@ -357,10 +368,10 @@ def test_classifier_order_two_on_a_mesh_names_the_estimators_options():
     y = np.full(len(V), -1)
     y[[0, 99]] = (0, 1)
     with pytest.raises(ValueError, match="matern_order=1"):
-        FLGPClassifier(method="gmrf", graph=mesh_graph(V, F), matern_order=2).fit(V, y)
+        FLGPClassifier(GraphMaternPrior(mesh_graph(V, F), nu=2)).fit(V, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = FLGPClassifier(method="gmrf", graph=mesh_graph(V, F), matern_order=1).fit(V, y)
+        clf = FLGPClassifier(GraphMaternPrior(mesh_graph(V, F), nu=1)).fit(V, y)
     assert clf.label_distributions_.shape == (len(V), 2)
 
 
