@@ -1,5 +1,5 @@
 """The regressor's choice between the manifold (heat kernel) and the Euclidean (RBF) GP by
-their evidence (``FLGPRegressor(method="auto")``), against each alone, on the same draws.
+their evidence (``FLGPRegressor()``), against each alone, on the same draws.
 
 Sets: nilearn's motor activation map (|z| > 1.96, 7,407 voxels; 2,091 / 3,137 / 4,182
 observed, the paper's proportions; needs nilearn), the spiral regression, a signal on a

@@ -1,4 +1,4 @@
-"""Screening in ``FLGPRegressor(method="auto")``: how far each full-rank prior's search
+"""Screening in ``FLGPRegressor()``: how far each full-rank prior's search
 climbs after its coarse stage, and whether leaving a trailing search unfinished ever
 changes the choice.
 

@@ -262,39 +262,6 @@ def test_a_bad_parameter_fails_before_any_work(monkeypatch):
         FLGPRegressor(likelihood="cauchy").fit(X, np.where(semi >= 0, 1.0, np.nan))
 
 
-@pytest.mark.parametrize("Estimator", [FLGPClassifier, FLGPRegressor])
-def test_learning_rate_is_deprecated(Estimator):
-    """Unused by every fit: setting it warns that it goes, and changes nothing."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((120, 2))
-    y = (X[:, 0] > 0).astype(int) if Estimator is FLGPClassifier else X[:, 0].copy()
-    y = y.astype(float) if Estimator is FLGPRegressor else y
-    lab = rng.choice(120, 30, replace=False)
-    yy = np.full(120, -1.0 if Estimator is FLGPClassifier else np.nan)
-    yy[lab] = y[lab]
-    if Estimator is FLGPClassifier:
-        yy = yy.astype(int)
-    base = Estimator(n_induced=40).fit(X, yy)
-    with pytest.warns(FutureWarning, match="learning_rate is unused"):
-        other = Estimator(n_induced=40, learning_rate=0.5).fit(X, yy)
-    np.testing.assert_array_equal(np.asarray(base.predict(X[:10])),
-                                  np.asarray(other.predict(X[:10])))
-
-
-def test_softmax_is_the_old_name_of_multinomial():
-    """multi_class='softmax' warns that the name goes and fits the multinomial model."""
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((150, 2))
-    y = np.digitize(X[:, 0], [-0.5, 0.5])
-    yy = np.full(150, -1)
-    lab = rng.choice(150, 30, replace=False)
-    yy[lab] = y[lab]
-    base = FLGPClassifier(HeatKernelPrior(n_induced=40)).fit(X, yy)
-    with pytest.warns(FutureWarning, match="now called 'multinomial'"):
-        old = FLGPClassifier(HeatKernelPrior(n_induced=40), multi_class="softmax").fit(X, yy)
-    np.testing.assert_array_equal(base.predict_proba(X[:10]), old.predict_proba(X[:10]))
-
-
 def test_an_outlier_rules_out_the_k_nn_graph_not_the_default_regressor():
     """One point far from the rest (its weights under the cloud's one bandwidth underflow
     to 0 - its mass 0, or C⁻¹G beyond float64): the k-NN graph names it (not as a

@@ -8,7 +8,6 @@ predicts the labelled counts' population; the log-rate is bounded at RATE_CEILIN
 the largest count (the truncated moments and quantiles checked against quadrature)."""
 
 import copy
-import warnings
 
 import numpy as np
 import pytest
@@ -193,9 +192,9 @@ def test_a_posterior_far_above_the_ceiling_gets_quantiles_just_below_it():
         assert q <= np.exp(10.0) * 1.02
 
 
-def test_count_predictors_pickled_before_the_bound_still_predict():
-    """A CountPredictor without ``population`` and ``ceiling`` (pickled before issue 42)
-    predicts the unbounded log-normal moments and the prior in pieces without a label."""
+def test_count_predictors_give_pieces_without_a_label_the_population():
+    """A CountPredictor predicts, in a piece of the graph without a label, the labelled
+    counts' population's log-normal."""
     rng = np.random.default_rng(0)
     M = 6
     sd = np.exp(-np.arange(M) / 3.0)
@@ -208,11 +207,3 @@ def test_count_predictors_pickled_before_the_bound_still_predict():
     new = pr(Z, pieces)
     # the piece without a label: the population's log-normal
     np.testing.assert_allclose(new[2:4, 0], np.exp(2.0 + 0.3 + (0.7 + 0.05) / 2))
-    old = copy.copy(pr)
-    del old.__dict__["population"], old.__dict__["ceiling"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        out = old(Z, pieces)
-    np.testing.assert_allclose(out[[0, 1, 4]], new[[0, 1, 4]], rtol=1e-12)
-    prior = Z[2][2:4]
-    np.testing.assert_allclose(out[2:4, 0], np.exp(2.0 + (prior + 0.05) / 2), rtol=1e-12)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from flgp.graph import PointGraph, knn_point_graph, lattice_graph
+from flgp.graph import knn_point_graph, lattice_graph
 from flgp.precision import NotPositiveDefiniteError, PatternCholesky
 from flgp.precision.gaussian import GMRFRegression, fit_gmrf, rbmc_variances
 from flgp.precision.matern import matern_precision

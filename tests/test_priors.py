@@ -2,7 +2,6 @@
 fitted, the old parameters still work behind a FutureWarning (constructor, set_params,
 pickles), wrong priors are refused, and each prior gives its GPyTorch kernel."""
 
-import pickle
 import warnings
 
 import numpy as np
@@ -42,76 +41,34 @@ def test_at_most_twelve_parameters():
         assert "prior" in params and "kernel" not in params and "method" not in params
 
 
-def test_old_parameters_fit_the_same_model_with_a_future_warning(circles):
-    X, ys = circles
-    new = FLGPClassifier(HeatKernelPrior(n_induced=80, n_eigenpairs=30),
-                         random_state=0).fit(X, ys)
-    with pytest.warns(FutureWarning, match=r"prior=HeatKernelPrior\("):
-        old = FLGPClassifier(method="flgp", n_induced=80, n_eigenpairs=30, random_state=0)
-    assert old.get_params()["prior"].get_params() == new.prior.get_params()
-    old.fit(X, ys)
-    # the same model: equal to the search's tolerance (not bitwise across processors)
-    np.testing.assert_allclose(old.label_distributions_, new.label_distributions_,
-                               rtol=1e-6, atol=1e-8)
-    assert old.method_ == new.method_ == "flgp"
-    # the old names read back from the prior object
-    assert (new.n_induced, new.n_eigenpairs, new.kernel, new.method) == (80, 30, "lae", "flgp")
-
-
-def test_old_method_names_map_to_prior_objects():
-    with pytest.warns(FutureWarning):
-        assert isinstance(FLGPRegressor(method="gmrf", matern_order=3).prior,
-                          GraphMaternPrior)
-    with pytest.warns(FutureWarning):
-        reg = FLGPRegressor(method="gmrf", matern_order=3)
-    assert reg.prior.nu == 3 and reg.matern_order == 3 and reg.method == "gmrf"
-    with pytest.warns(FutureWarning):
-        assert isinstance(FLGPClassifier(method="rbf").prior, RBFPrior)
-    # heat settings under the default method: all three priors, the heat one configured
-    with pytest.warns(FutureWarning):
-        reg = FLGPRegressor(n_induced=50)
-    kinds = [type(p) for p in reg.prior]
-    assert kinds == [HeatKernelPrior, GraphMaternPrior, RBFPrior]
-    assert reg.prior[0].n_induced == 50 and reg.method == "auto"
-    # no old parameter, no warning, and prior stays None (scikit-learn's clone check)
+def test_old_keywords_are_refused_and_settings_read_back_from_the_prior():
+    """The parameters before the prior objects (method=, matern_order=, n_induced=, ...)
+    are refused by the constructor and by set_params, naming the valid parameters; the
+    prior's settings read back as read-only attributes; the default warns of nothing."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'method'"):
+        FLGPRegressor(method="gmrf")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_induced'"):
+        FLGPClassifier(n_induced=50)
+    with pytest.raises(ValueError, match="Invalid parameter 'kernel'.*'prior'"):
+        FLGPClassifier().set_params(kernel="se")
+    reg = FLGPRegressor(GraphMaternPrior(nu=3))
+    assert reg.matern_order == 3 and reg.method == "gmrf"
+    reg = FLGPRegressor([HeatKernelPrior(n_induced=50), GraphMaternPrior(), RBFPrior()])
+    assert reg.n_induced == 50 and reg.method == "auto"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert FLGPClassifier().prior is None and FLGPRegressor().method == "auto"
 
 
-def test_set_params_folds_old_names_and_clone_keeps_the_prior():
+def test_set_params_sets_the_prior_and_clone_keeps_it():
     est = FLGPClassifier(HeatKernelPrior(n_induced=70), random_state=3)
     twin = clone(est)
     assert twin.prior is not est.prior and twin.prior.get_params() == est.prior.get_params()
-    with pytest.warns(FutureWarning):
-        est.set_params(kernel="se")
-    assert isinstance(est.prior, HeatKernelPrior)
-    assert (est.prior.kernel, est.prior.n_induced, est.random_state) == ("se", 70, 3)
     est.set_params(prior=GraphMaternPrior(nu=2))
     assert est.method == "gmrf" and est.matern_order == 2
     # nested parameters, scikit-learn's way
     est.set_params(prior__nu=1)
     assert est.prior.nu == 1
-
-
-def test_old_pickles_load_with_their_settings(circles):
-    X, ys = circles
-    est = FLGPClassifier(HeatKernelPrior(n_induced=80, n_eigenpairs=30),
-                         random_state=0).fit(X, ys)
-    # the state a fitted classifier pickled before 2026-11-28 had: the old parameters
-    state = dict(est.__getstate__())        # a copy: not the estimator's own dict
-    del state["prior"]
-    state.update(method="flgp", kernel="lae", n_induced=80, n_eigenpairs=30,
-                 n_neighbors=3, learning_rate="deprecated", graph=None, matern_order=None)
-    old = FLGPClassifier.__new__(FLGPClassifier)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")          # loading warns about nothing
-        old.__setstate__(state)
-    assert isinstance(old.prior, HeatKernelPrior) and old.prior.n_induced == 80
-    np.testing.assert_array_equal(old.predict_proba(X[:20]), est.predict_proba(X[:20]))
-    again = pickle.loads(pickle.dumps(est))
-    assert again.prior.get_params() == est.prior.get_params()
-
 
 def test_a_list_weighs_only_its_members(spiral):
     X, yy = spiral
@@ -152,15 +109,11 @@ def test_wrong_priors_are_refused(spiral):
     with pytest.raises(ValueError, match="nu = 1 or 2"):
         FLGPClassifier(GraphMaternPrior(nu=3)).fit(X, np.where(np.isnan(yy), -1,
                                                                yy > 0).astype(int))
-    # both forms at once, and a name that never existed
-    # (the constructor raises nothing, as scikit-learn's; fit says what is wrong)
-    with pytest.raises(ValueError, match="either prior= or the old parameters"):
-        FLGPRegressor(GraphMaternPrior(), n_induced=40).fit(X, yy)
+    # an old keyword beside a prior, and a name that never existed: the constructor
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_induced'"):
+        FLGPRegressor(GraphMaternPrior(), n_induced=40)
     with pytest.raises(TypeError, match="unexpected keyword argument 'n_induce'"):
-        FLGPRegressor(n_induce=40).fit(X, yy)
-    # set right afterwards, it fits
-    fixed = FLGPRegressor(n_induce=40).set_params(prior=RBFPrior()).fit(X, yy)
-    assert fixed.method_ == "rbf"
+        FLGPRegressor(n_induce=40)
 
 
 def test_each_prior_gives_its_gpytorch_kernel(spiral):
@@ -182,33 +135,6 @@ def test_each_prior_gives_its_gpytorch_kernel(spiral):
     assert isinstance(RBFPrior().gpytorch_kernel(), gpytorch.kernels.ScaleKernel)
 
 
-def test_estimators_pickled_before_the_prior_objects_load_and_predict():
-    """tests/data/estimators_before_priors.pkl: four fits pickled by flgp as of commit
-    8059381 (the parameters still the estimators' own), with their predictions then."""
-    import pathlib
-
-    path = pathlib.Path(__file__).parent / "data" / "estimators_before_priors.pkl"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")              # loading warns about nothing
-        old = pickle.loads(path.read_bytes())
-    fits, expected = old["fits"], old["expected"]
-    new_c, new_r = old["X"]
-    heat = fits["clf_heat"].prior
-    assert isinstance(heat, HeatKernelPrior)
-    assert (heat.n_induced, heat.n_eigenpairs) == (40, 10)
-    assert fits["clf_default"].prior is None and fits["clf_default"].method == "auto"
-    assert isinstance(fits["reg_gmrf"].prior, GraphMaternPrior)
-    assert fits["reg_gmrf"].prior.nu == 2 and fits["reg_gmrf"].matern_order == 2
-    auto = fits["reg_auto"].prior
-    assert [type(p) for p in auto] == [HeatKernelPrior, GraphMaternPrior, RBFPrior]
-    assert (auto[0].n_induced, auto[0].n_eigenpairs) == (40, 20)
-    for name, fit in fits.items():
-        got = fit.predict_proba(new_c) if name.startswith("clf") else fit.predict(new_r)
-        np.testing.assert_allclose(got, expected[name], rtol=1e-10, atol=1e-13)
-    # and they refit under the new parameters
-    assert clone(fits["reg_gmrf"]).get_params()["prior"].nu == 2
-
-
 def test_a_list_without_the_heat_kernel_refuses_what_only_the_heat_kernel_fits(spiral):
     da = pytest.importorskip("dask.array")
     X, yy = spiral
@@ -225,29 +151,3 @@ def test_a_list_without_the_heat_kernel_refuses_what_only_the_heat_kernel_fits(s
     reg = FLGPRegressor([HeatKernelPrior(n_induced=60), GraphMaternPrior()]).fit(
         da.from_array(X, chunks=100), da.from_array(yy, chunks=100))
     assert reg.method_ == "flgp"
-
-
-def test_the_old_graph_keyword_is_named_not_printed():
-    """FLGPClassifier(graph=g), the old spelling, warns in one line that names the graph
-    (before, the warning printed the whole PointGraph: 19,000 characters on 400 points);
-    the graph's pieces warning points at the prior object, not at the old keyword."""
-    import warnings as w
-
-    from flgp.graph import self_tuning_knn_graph
-
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(400, 2))
-    y = np.full(400, -1)
-    y[[0, 1]] = [0, 1]
-    with w.catch_warnings(record=True) as caught:
-        w.simplefilter("always")
-        FLGPClassifier(graph=self_tuning_knn_graph(X, 15)).fit(X, y)
-    future = [str(c.message) for c in caught if c.category is FutureWarning]
-    assert future and all(len(m) < 400 and "\n" not in m for m in future)
-    assert "GraphMaternPrior(graph=...)" in future[0]
-    blobs = np.vstack([X, X + 100.0])
-    with w.catch_warnings(record=True) as caught:
-        w.simplefilter("always")
-        FLGPClassifier().fit(blobs, np.r_[y, np.full(400, -1)])
-    pieces = [str(c.message) for c in caught if "falls apart" in str(c.message)]
-    assert pieces and "GraphMaternPrior(graph=" in pieces[0] and "pass graph=" not in pieces[0]

@@ -160,78 +160,6 @@ def test_registered_fits_predict_as_their_own_models(method, fit_type):
     assert reg.latent_posterior() is not None
 
 
-def _as_pickled_before_the_heat_fit(est) -> dict:
-    """A fitted heat-kernel estimator's state in the layout pickled before 2026-11-29: the
-    estimator held the eigenbasis, the predictor and the posterior's pieces itself."""
-    state = dict(est.__getstate__())
-    fit = state.pop("_chosen_fit")
-    state.update(_other_fit=None, _predictor=fit.predictor,
-                 _piece_has_label=fit.eigenbasis.piece_has_label, _reach=fit.eigenbasis.reach)
-    if isinstance(fit, HeatKernelClassificationFit):
-        state.update(_mixture=fit.mixture, _V_lab=fit.V_lab,
-                     _spectral_prior=fit.spectral_prior)
-    else:
-        state.update(_noise_std=fit.noise_z, _noise_pre=fit.noise_pre)
-    return state
-
-
-@pytest.mark.parametrize("kind", ["regressor", "counts", "classifier", "multiclass"])
-def test_a_heat_kernel_fit_pickled_when_the_estimator_held_it_still_predicts(kind):
-    """Estimators pickled when the heat kernel's eigenbasis, predictor and posterior lived
-    in the estimator (before 2026-11-29) load into the heat kernel's fit object and give
-    the same predictions, intervals, latent posterior and suggestions."""
-    rng = np.random.default_rng(3)
-    if kind in ("regressor", "counts"):
-        X, y, _ = _spiral(400)
-        if kind == "counts":
-            y = np.where(np.isnan(y), np.nan, rng.poisson(np.exp(1 + np.nan_to_num(y))))
-        est = FLGPRegressor(HeatKernelPrior(n_induced=100),
-                            likelihood="poisson" if kind == "counts" else "gaussian")
-        est.fit(X, y)
-    else:
-        X, y, semi = _circles(n_labels=(5, 5))
-        if kind == "multiclass":
-            semi = np.where(semi == -1, -1, semi + (X[:, 0] > 0))
-        est = FLGPClassifier(HeatKernelPrior(n_induced=100)).fit(X, semi)
-    old = type(est).__new__(type(est))
-    old.__setstate__(_as_pickled_before_the_heat_fit(est))
-    assert type(old._chosen_fit) is type(est._chosen_fit)
-    new_points = X[:25] * 1.01
-    if kind in ("regressor", "counts"):
-        for a, b in zip(old.predict(new_points, return_std=True),
-                        est.predict(new_points, return_std=True)):
-            assert np.array_equal(a, b)
-        for a, b in zip(old.predict_interval(new_points), est.predict_interval(new_points)):
-            assert np.array_equal(a, b)
-    else:
-        assert np.array_equal(old.predict_proba(new_points), est.predict_proba(new_points))
-        for a, b in zip(old.predict_latent(new_points), est.predict_latent(new_points)):
-            assert np.array_equal(a, b)
-    post, want = old.latent_posterior(), est.latent_posterior()
-    assert np.array_equal(post.mean, want.mean) and np.array_equal(post.cov, want.cov)
-    assert np.array_equal(old.suggest_labels(5), est.suggest_labels(5))
-
-
-def test_a_pickle_from_before_the_registry_still_predicts():
-    """Fits pickled when the estimator held the nodes' posterior itself (``_node_posterior``)
-    and the RBF GP only as ``rbf_``."""
-    X, y, _ = _spiral(400)
-    for method in ("gmrf", "rbf"):
-        reg = FLGPRegressor(_PRIOR_OF[method]()).fit(X, y)
-        state = dict(reg.__getstate__())      # a copy: not the estimator's own dict
-        fit = state.pop("_chosen_fit")
-        if method == "gmrf":
-            # the estimator held the nodes' posterior and the noise
-            state["_node_posterior"] = fit.node_posterior
-            state["_noise_pre"] = fit.interval_noise()[1]
-        old = FLGPRegressor.__new__(FLGPRegressor)
-        old.__setstate__(state)
-        assert np.array_equal(old.predict(X[:20]), reg.predict(X[:20]))
-        lo, hi = old.predict_interval(X[:20])
-        lo2, hi2 = reg.predict_interval(X[:20])
-        assert np.allclose(lo, lo2, rtol=1e-14) and np.allclose(hi, hi2, rtol=1e-14)
-
-
 def test_another_representation_refuses_a_dask_cloud_at_predict():
     da = pytest.importorskip("dask.array")
     X, y, _ = _spiral(400)
@@ -364,14 +292,6 @@ def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type
                                atol=1e-15)
     back = pickle.loads(pickle.dumps(clf))
     assert np.array_equal(back.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
-    # a pickle from before the registry: the estimator held the scores / the RBF GP itself
-    state = dict(clf.__getstate__())
-    fit = state.pop("_chosen_fit")
-    if method == "gmrf":
-        state["_scores"], state["_score_scale"] = fit.scores, fit.score_scale
-    old = FLGPClassifier.__new__(FLGPClassifier)
-    old.__setstate__(state)
-    assert np.array_equal(old.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
     # a refit with the heat kernel forgets it
     clf.set_params(prior=HeatKernelPrior(n_induced=100)).fit(X, semi)
     assert isinstance(clf._chosen_fit, HeatKernelClassificationFit)
@@ -643,8 +563,7 @@ def test_the_heat_kernel_is_screened_by_its_coarse_stage_below_its_ceiling():
 def test_the_classifier_says_what_it_chose_and_why():
     """method_, log_evidence_ (the fitted representation's evidence, the same number as
     log_marginal_likelihood_) and skipped_methods_ (why each other representation offered
-    was not fitted): the default on a numpy cloud, a dask cloud, one prior alone, and a
-    fit pickled before these attributes existed."""
+    was not fitted): the default on a numpy cloud, a dask cloud and one prior alone."""
     X, _, semi = _circles(n_labels=(3, 10))
     clf = FLGPClassifier().fit(X, semi)
     assert clf.method_ == "gmrf"
@@ -663,14 +582,6 @@ def test_the_classifier_says_what_it_chose_and_why():
     # refitting forgets the previous fit's record
     given.set_params(prior=GraphMaternPrior()).fit(X, semi)
     assert given.skipped_methods_ == {} and list(given.log_evidence_) == ["gmrf"]
-    # an estimator pickled before 2026-11-29 (without them) gets its evidence back
-    state = clf.__getstate__()
-    for name in ("log_evidence_", "skipped_methods_"):
-        del state[name]
-    old = FLGPClassifier.__new__(FLGPClassifier)
-    old.__setstate__(pickle.loads(pickle.dumps(state)))
-    assert old.log_evidence_ == {"gmrf": clf.log_marginal_likelihood_}
-    assert old.skipped_methods_ == {}
 
 
 def test_the_classifier_names_why_a_dask_cloud_is_not_fitted_at_full_resolution():

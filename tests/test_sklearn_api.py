@@ -17,19 +17,9 @@ EXPECTED_FAILURES = {
 }
 
 
-# the estimators' **legacy keyword arguments (the parameters before the prior objects,
-# accepted for one release): the check passes a parameter literally named "legacy", and
-# set_params cannot accept a name that was never a parameter. The constructors themselves
-# raise nothing (a fold that fails is raised when fit starts).
-LEGACY_KWARGS = {"check_do_not_raise_errors_in_init_or_set_params":
-                 "**legacy (the old parameters, for one release) is not a parameter"}
-
-
 def _expected_failed_checks(estimator):
     if isinstance(estimator, FLGPClassifier):
-        return {**EXPECTED_FAILURES, **LEGACY_KWARGS}
-    if isinstance(estimator, FLGPRegressor):
-        return LEGACY_KWARGS
+        return EXPECTED_FAILURES
     return {}
 
 

@@ -232,10 +232,9 @@ def test_one_place_makes_eigenpairs(method):
                                atol=1e-12)
 
 
-def test_vector_rows_is_the_eigenvector_store_and_cloud_its_old_name():
-    """'cloud' names the input points only: Eigenpairs' store of eigenvector rows is
-    vector_rows; the old keyword and attribute still work for a release, with a
-    FutureWarning, and give the same object; an old pickle (state key 'cloud') loads."""
+def test_vector_rows_is_the_eigenvector_store():
+    """Eigenpairs' store of eigenvector rows is vector_rows ('cloud' names the input
+    points only, and is no keyword); it survives a pickle."""
     import pickle
 
     from flgp.spectral import Eigenpairs
@@ -244,17 +243,10 @@ def test_vector_rows_is_the_eigenvector_store_and_cloud_its_old_name():
     V = np.random.default_rng(0).standard_normal((30, 4))
     ep = Eigenpairs(np.linspace(0, 1, 4), V)
     assert isinstance(ep.vector_rows, DenseVectorRows)
-    with pytest.warns(FutureWarning, match="vector_rows"):
-        assert ep.cloud is ep.vector_rows
-    with pytest.warns(FutureWarning, match="vector_rows"):
-        old = Eigenpairs(np.linspace(0, 1, 4), cloud=ep.vector_rows)
-    np.testing.assert_array_equal(old.eigenvector_rows(np.arange(5)), V[:5])
-    state = ep.__getstate__()
-    state["cloud"] = state.pop("vector_rows")
-    revived = Eigenpairs.__new__(Eigenpairs)
-    revived.__setstate__(state)
+    with pytest.raises(TypeError, match="cloud"):
+        Eigenpairs(np.linspace(0, 1, 4), cloud=ep.vector_rows)
+    revived = pickle.loads(pickle.dumps(ep))
     np.testing.assert_array_equal(revived.eigenvector_rows(np.arange(5)), V[:5])
-    assert pickle.loads(pickle.dumps(ep)).vector_rows is not None
 
 
 def test_nystrom_graph_with_bandwidth_and_reach(rng):

@@ -29,11 +29,6 @@ from .blocks import (default_chunk_size, imap_threads, is_dask_array, is_zarr_ar
                      map_row_ranges, map_threads, merge_partials, one_thread_each, row_bytes,
                      row_ranges, take_rows)
 from .drivers import InMemoryBlocks, blocks_of, is_lazy
-from . import blocks as _blocks
-
-# fitted models pickled before 2026-11-27 (fourth session) name the in-memory driver in
-# blocks.py, where it lived; unpickling imports this package first, which gives it that name
-_blocks.InMemoryBlocks = InMemoryBlocks
 from .stages import StageLog, count, record_stages, stage
 
 __all__ = ["row_bytes", "default_chunk_size", "row_ranges", "map_threads", "map_row_ranges",

@@ -21,16 +21,3 @@ from .gp_embedding import GPEmbedding
 __all__ = ["DiffusionMap", "GPEmbedding", "CompressedDiffusionMap", "DeepDiffusionMap",
            "conv_network",
            "auto_diffusion_steps", "metrics"]
-
-
-def __getattr__(name):
-    if name == "auto_diffusion_time":     # its name until 2026-11-27
-        import warnings
-
-        warnings.warn("flgp.embedding.auto_diffusion_time is now auto_diffusion_steps (the "
-                      "embeddings' t is a number of steps of the diffusion operator; "
-                      "'diffusion time' is the models' continuous heat-kernel time); the "
-                      "old name will be removed in the next release.", FutureWarning,
-                      stacklevel=2)
-        return auto_diffusion_steps
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

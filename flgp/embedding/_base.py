@@ -263,10 +263,6 @@ def _top_pairs(aff, m: int, random_state):
     return np.clip(mu, 0.0, 1.0), _sign_columns(phi)
 
 
-# old pickles name the class ``_Spectrum`` (its name until 2026-11-27)
-_Spectrum = _Eigenbasis
-
-
 def _dense_eigenbasis(X, n_eig, est) -> _Eigenbasis:
     """Dense Algorithms 1-2, then the top ``n_eig`` eigenpairs (``n_eig=None``: none; the
     GP embedding with a fixed power needs only products with ``A``). A cloud that falls
@@ -400,12 +396,6 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     _dense_cost_grows_with_t = False
     # diffusion coordinates are eigenvectors (k < n - 1 of them); a sketch can have any k
     _components_are_eigenvectors = True
-
-    def __setstate__(self, state):
-        # fitted before 2026-11-27 the eigenbasis was stored as ``_spectrum``
-        if "_spectrum" in state:
-            state["_eigenbasis"] = state.pop("_spectrum")
-        super().__setstate__(state)
 
     def _needs_dense(self) -> bool:
         """Whether a parameter only the dense method has is set (method="auto" then

@@ -22,7 +22,6 @@ that ``C⁻¹ G`` approximates ``-Δ``).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,10 +58,6 @@ class PointGraph:
     kind: str
     spacing: float
     _pieces: tuple | None = field(default=None, repr=False)
-
-    def __setstate__(self, state):
-        # pickled before 2026-11-27, when a graph's components became its pieces
-        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
 
     def __post_init__(self):
         self.check()
@@ -135,13 +130,6 @@ class PointGraph:
         if self._pieces is None:
             self._pieces = connected_components(self.adjacency, directed=False)
         return self._pieces
-
-    def components(self) -> tuple[int, np.ndarray]:
-        """Deprecated name of :meth:`pieces` (until 2026-11-27; goes in the next release)."""
-        warnings.warn("PointGraph.components() is now PointGraph.pieces() (a graph's "
-                      "connected components are its pieces in flgp).", FutureWarning,
-                      stacklevel=2)
-        return self.pieces()
 
     def subgraph(self, nodes: np.ndarray) -> "PointGraph":
         """The graph induced by ``nodes`` (indices): their weights among themselves, the

@@ -1329,7 +1329,6 @@ class GraphMaternKernel(Kernel):
     """
 
     has_lengthscale = False
-    solver = "auto"                 # kernels pickled before 2026-11-29 had no solver
 
     def __init__(self, graph, nu: int = 2, *, inputs: str = "coordinates",
                  kappa2: float | None = None, kappa2_prior=None, kappa2_constraint=None,

@@ -10,8 +10,8 @@
   ``y``, and ``X_unlabeled`` stacked below ``X``;
 * one place that clears what a previous fit left (:meth:`HeatGPEstimator._clear_fit`),
   keeping the ``warm_start`` caches;
-* the prior objects (``prior=``) and the old per-representation parameters folded into
-  them.
+* the prior objects (``prior=``), and read-only views of their settings
+  (``est.n_induced``, ``est.graph``, ...).
 
 What fits and predicts is a representation of the prior (:mod:`flgp.models.representation`:
 the heat kernel, :mod:`flgp.models.heat_kernel` on the engine of
@@ -31,9 +31,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from .._chunks import is_lazy, stage
 from .._validation import check_cloud_values, check_points
-from .heat_kernel import HeatKernelClassificationFit, HeatKernelRegressionFit
-from .priors import (HEAT_METHODS, HEAT_PARAMETERS, LEGACY_GRAPH_MATERN, GraphMaternPrior,
-                     HeatKernelPrior, Prior, _same, fold_legacy_parameters, legacy_defaults,
+from .priors import (HEAT_METHODS, HEAT_PARAMETERS, GraphMaternPrior, HeatKernelPrior, Prior,
                      resolve_priors)
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS"]
@@ -41,12 +39,6 @@ __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS"]
 # the heat kernel's methods; each estimator adds the names of its REPRESENTATIONS
 ESTIMATOR_METHODS = HEAT_METHODS
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
-
-
-# the estimators' parameters before the prior objects (2026-11-28): still read as
-# properties (from the prior objects), still accepted with a FutureWarning
-LEGACY_PARAMETERS = ("method", *(p for p in HEAT_PARAMETERS if p != "method"),
-                     *LEGACY_GRAPH_MATERN, "learning_rate")
 
 
 class HeatGPEstimator(BaseEstimator):
@@ -80,8 +72,6 @@ class HeatGPEstimator(BaseEstimator):
         """What the constraints cannot say: each prior object's own settings (its
         constraints, finite numbers, a bandwidth grid of positive finite scales; a
         classifier's settings refused on a regressor)."""
-        if getattr(self, "_init_error", None) is not None:
-            raise self._init_error          # the old parameters could not be folded
         for prior in resolve_priors(self.prior):
             prior._check(type(self).__name__, for_classifier=is_classifier(self))
         for name in self._finite_parameters:
@@ -93,7 +83,7 @@ class HeatGPEstimator(BaseEstimator):
     # through); each prior object checks its own
     _finite_parameters: tuple = ()
 
-    # -- the prior objects and the old parameters ---------------------------------------
+    # -- the prior objects ----------------------------------------------------------------
     def _priors(self) -> list:
         """The prior objects this estimator weighs (:func:`resolve_priors`)."""
         return resolve_priors(self.prior)
@@ -118,62 +108,12 @@ class HeatGPEstimator(BaseEstimator):
         priors = self._priors()
         return priors[0].method if len(priors) == 1 else "auto"
 
-    def _fold_init(self, prior, legacy) -> None:
-        """``self.prior`` from ``prior`` and the old parameters; a fold that fails is raised
-        when ``fit`` starts (scikit-learn's constructors validate nothing)."""
-        try:
-            self.prior = fold_legacy_parameters(type(self).__name__, prior, legacy,
-                                                stacklevel=4)
-        except (TypeError, ValueError) as exc:
-            self.prior = prior
-            self._init_error = exc
-
     def _check_prior_for(self, X) -> None:
         """A dask cloud is fitted by the heat kernel alone: refuse priors without it."""
         if is_lazy(X) and not self._offers("flgp"):
             raise ValueError(f"a dask cloud is fitted by the heat kernel alone, and prior="
                              f"{self.prior!r} does not include HeatKernelPrior(); include "
                              f"it, or pass a numpy array.")
-
-    def set_params(self, **params):
-        """scikit-learn's ``set_params``; the old per-representation parameters (``method``,
-        ``kernel``, ``graph``, ...) are folded into ``prior`` with a ``FutureWarning``."""
-        legacy = {k: params.pop(k) for k in list(params) if k in LEGACY_PARAMETERS}
-        if legacy or "prior" in params:
-            self.__dict__.pop("_init_error", None)      # new settings: judged afresh
-        if legacy:
-            if "prior" in params:
-                raise ValueError(f"{type(self).__name__}.set_params: pass either prior= or "
-                                 f"the old parameters ({', '.join(sorted(legacy))}), not both.")
-            current = {name: getattr(self, name) for name in LEGACY_PARAMETERS
-                       if name != "learning_rate"}
-            defaults = legacy_defaults()
-            merged = {k: v for k, v in dict(current, **legacy).items()
-                      if k in legacy or not _same(v, defaults[k])}
-            self.prior = fold_legacy_parameters(type(self).__name__, None, merged,
-                                                stacklevel=3)
-        return super().set_params(**params)
-
-    def __setstate__(self, state):
-        # fitted before 2026-11-27, when a graph's components became its pieces
-        state = {k.replace("component", "piece"): v for k, v in state.items()}
-        if "_other_fit" in state:
-            # fitted before 2026-11-29: the fit of another representation than the heat
-            # kernel, None where the estimator held the heat kernel's eigenbasis itself
-            state["_chosen_fit"] = state.pop("_other_fit")
-        if state.get("_chosen_fit") is None and "_predictor" in state:
-            kind = (HeatKernelClassificationFit if is_classifier(self)
-                    else HeatKernelRegressionFit)
-            state["_chosen_fit"] = kind.from_estimator_state(state)
-        if "prior" not in state:
-            # pickled before 2026-11-28, when each representation's settings were the
-            # estimator's own parameters
-            legacy = {k: state.pop(k) for k in list(state) if k in LEGACY_PARAMETERS}
-            defaults = legacy_defaults()
-            legacy = {k: v for k, v in legacy.items() if not _same(v, defaults[k])}
-            state["prior"] = fold_legacy_parameters(type(self).__name__, None, legacy,
-                                                    warn=False)
-        super().__setstate__(state)
 
     # -- fitted state ---------------------------------------------------------------------
     # the representations of the prior by registry name (flgp.models.representation; each
@@ -338,4 +278,3 @@ HeatGPEstimator.graph = property(
 HeatGPEstimator.matern_order = property(
     lambda self: self._prior_of(GraphMaternPrior).nu,
     doc="``nu`` of the graph Matérn prior object (read-only).")
-HeatGPEstimator.learning_rate = "deprecated"

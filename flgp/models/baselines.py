@@ -116,7 +116,7 @@ class RBFLaplaceClassifier:
 # size up to which it was told to stay exact. Kept for the callers that name it.
 EXACT_MAX_LABELS = 20_000
 # The largest number of labels for which the RBF GP stays a representation weighed by
-# ``FLGPRegressor(method="auto")``. Its fit costs 10 Cholesky factorisations of the m x m
+# ``FLGPRegressor()``. Its fit costs 10 Cholesky factorisations of the m x m
 # labelled covariance (the grid) plus 12-20 evaluations with the evidence gradient (each a
 # Cholesky and the inverse from it, together ~3 Cholesky times), and holds two m x m float64
 # arrays (576 MB at 6000). Measured on 2 cores (AMD EPYC, OpenBLAS 0.3.31, a 3-d cloud of
@@ -135,7 +135,7 @@ SUBSET_LABELS = 1500
 REFINE_STEPS = 2
 # below this many labels the RBF GP's factorisations run on one BLAS thread (the whole fit
 # on 2 cores, one thread against two: 1,000 labels 0.44 / 0.67 s, 1,500 1.16 / 1.27 s,
-# 1,994 2.49 / 2.08 s - fsaverage5 thickness coordinates, medians of 3, 2026-11-28)
+# 1,994 2.49 / 2.08 s - fsaverage5 thickness coordinates, medians of 3)
 SMALL_LABELS = 1750
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -323,7 +323,7 @@ class RBFGPRegressor:
     # 13-15 evaluations against 17-20 (the search, when it goes on, evaluates the rest of
     # the grid and starts from the whole grid's best point, as unscreened)
     SCREEN_RATIOS = (-1,)
-    # the screening value (FLGPRegressor(method="auto")): the grid's best point polished by
+    # the screening value (FLGPRegressor()): the grid's best point polished by
     # value-only steps while the evidence rises - the noise ratio by decades, the
     # length-scale by quarter decades, at most POLISH_MOVES a direction and POLISH_PASSES
     # passes (measured on brain maps and surfaces: the grid alone left up to 0.29 nats a

@@ -74,13 +74,6 @@ class ClassPredictor:
         self._project_single = (None if self._project is None else
                                 self._project[1].astype(np.float32))
 
-    def __setstate__(self, state):
-        # fitted before 2026-11-27: the spectral prior was stored as ``spectrum``, and a
-        # graph's pieces were its components
-        if "spectrum" in state:
-            state["spectral_prior"] = state.pop("spectrum")
-        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
-
     def _posteriors(self):
         """``(t, amplitude, state)`` of every EP posterior the predictions use: one per
         class (one-vs-rest) or per diffusion time of the mixture."""

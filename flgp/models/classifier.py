@@ -7,20 +7,18 @@ import warnings
 
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy
 from .._fingerprint import array_fingerprint
-from ..graph import PointGraph
-from ..spectral.families import FAMILIES
-from ._base import _POSITIVE, HeatGPEstimator, target_vector
-from .baselines import RBFClassification, RBFClassificationFit
-from .graph_matern import GraphMaternClassification, GraphMaternClassificationFit
+from ._base import HeatGPEstimator, target_vector
+from .baselines import RBFClassification
+from .graph_matern import GraphMaternClassification
 from .heat_kernel import HeatKernelClassification
 from .priors import HEAT_METHODS
-from .class_predictor import ClassPredictor, classes_of
+from .class_predictor import classes_of
 from .labelling import suggest_labels as _suggest_labels
 
 # the representations of the prior, in the order method="auto" asks them - the heat kernel
@@ -141,9 +139,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         pick the heat kernel where it errs twice as often); ``method_`` says which ran.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
-        (multinomial probit with EP, softmax with Laplace; ``"softmax"``, its name until
-        2026-11-27, still works for one release with a ``FutureWarning``), or one binary GP
-        per class against the rest, each with its own ``t``
+        (multinomial probit with EP, softmax with Laplace), or one binary GP per class
+        against the rest, each with its own ``t``
         (``"ovr"``; probabilities normalised to sum to one, ``diffusion_time_`` one ``t``
         per class). Ignored for two classes and by the RBF prior. Prefer the joint
         model with many classes: per-class ``t`` make the binary probabilities
@@ -189,12 +186,6 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         weighing orders 1 and 2 - every refit pays each order's solve for each new
         label, and order 2 doubled MNIST's labelling loop (docs/few_labels.md, "The order
         on many coordinates").
-    **legacy :
-        The parameters before 2026-11-28 - ``method``, the heat kernel's settings
-        (``kernel``, ``n_induced``, ``diffusion_time``, ...), ``graph`` and
-        ``matern_order`` - still work for one release: they are folded into the prior
-        objects with a ``FutureWarning`` that names the new form, and read back as
-        read-only attributes (``clf.n_induced``). ``learning_rate`` is unused.
 
     Attributes
     ----------
@@ -304,7 +295,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         **HeatGPEstimator._parameter_constraints,
         "class_prior": [StrOptions({"auto", "balanced", "labels"}), dict, "array-like",
                         None],
-        "multi_class": [StrOptions({"multinomial", "softmax", "ovr"}, deprecated={"softmax"})],
+        "multi_class": [StrOptions({"multinomial", "ovr"})],
         "inference": [StrOptions({"ep", "laplace"})],
     }
     _unlabelled_fill = -1
@@ -313,10 +304,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     def __init__(self, prior=None, *, multi_class="multinomial", inference="ep",
                  class_prior="auto", max_iter=100, random_state=0, backend="auto",
-                 verbose=False, warm_start=False, **legacy):
-        # the per-representation parameters before 2026-11-28 (method=, kernel=, graph=,
-        # ...): folded into prior objects with a FutureWarning, for one release
-        self._fold_init(prior, legacy)
+                 verbose=False, warm_start=False):
+        self.prior = prior
         self.multi_class = multi_class
         self.inference = inference
         self.class_prior = class_prior
@@ -329,10 +318,6 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     # -- inputs ---------------------------------------------------------------------------
     def _check_parameters(self):
         super()._check_parameters()
-        if self.multi_class == "softmax":
-            warnings.warn("multi_class='softmax' is now called 'multinomial' (the joint "
-                          "multi-class GP, whatever its likelihood); 'softmax' will be "
-                          "removed in the next release.", FutureWarning, stacklevel=3)
         if self.inference == "laplace" and self.amplitude not in (None, 1, 1.0):
             raise ValueError("amplitude is a parameter of inference='ep'; the Laplace "
                              "classifier's kernel has amplitude 1 (leave amplitude=None).")
@@ -456,24 +441,6 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         evidence = getattr(self, "log_marginal_likelihood_", None)
         self.log_evidence_ = {} if evidence is None else {key: float(evidence)}
         self.skipped_methods_ = skipped
-
-    def __setstate__(self, state):
-        # fitted before 2026-11-27 (fourth session), when the full-resolution and RBF fits
-        # lived in the estimator's own attributes
-        scores = state.pop("_scores", None)
-        score_scale = state.pop("_score_scale", None)
-        state.pop("_node_index", None)
-        super().__setstate__(state)
-        if scores is not None and state.get("method_") == "gmrf":
-            self._chosen_fit = GraphMaternClassificationFit(
-                self.graph_, self.matern_order_, scores, score_scale, self.class_prior_,
-                self.class_weights_, None)
-        elif state.get("method_") == "rbf" and self._chosen_fit is None:
-            self._chosen_fit = RBFClassificationFit(self.rbf_)
-        if "method_" in state and "log_evidence_" not in state:
-            # fitted before 2026-11-29 (thirteenth sitting): the evidence it kept; what
-            # the rule passed over was not recorded
-            self._record_choice("flgp" if self.method_ in HEAT_METHODS else self.method_, {})
 
     @property
     def _one_vs_rest(self):

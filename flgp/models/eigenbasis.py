@@ -236,13 +236,6 @@ class FittedEigenbasis:
                    _label_pieces(eigenpairs, labelled, stacklevel=stacklevel),
                    cloud_reach(eigenpairs))
 
-    @classmethod
-    def from_estimator_state(cls, state: dict) -> "FittedEigenbasis":
-        """The fitted eigenbasis of an estimator pickled before 2026-11-29, when it held
-        the pieces and the reach itself (their entries are taken out of ``state``)."""
-        return cls(state.get("bandwidth_scale_"), state["eigenpairs_"],
-                   state.pop("_piece_has_label", None), state.pop("_reach", None))
-
     def adopt(self, est, labelled) -> None:
         """The estimator's attributes of its engine: ``eigenpairs_``, ``eigenvalues_``,
         ``bandwidth_scale_``, ``bandwidth_`` and ``labelled_indices_``."""

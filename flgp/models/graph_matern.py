@@ -42,8 +42,7 @@ from ..precision.posterior import NodePosterior
 from .eigenbasis import FAR_FACTOR, settings_key
 from .labelling import score_margin_uncertainty, uncertainty_scores
 from .representation import (ClassificationFit, ClassificationRepresentation, Infeasible,
-                             RegressionFit, RegressionRepresentation, Screened,
-                             Standardisation)
+                             RegressionFit, RegressionRepresentation, Screened)
 
 __all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClassification",
            "GraphMaternClassificationFit", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM",
@@ -282,15 +281,6 @@ class GraphMaternRegressionFit(RegressionFit):
         self.log_evidence, self.by_order = log_evidence, by_order
         self.random_state = random_state
         self.node_posterior = None
-
-    @classmethod
-    def from_node_posterior(cls, node_posterior, unit: float, noise_pre: float):
-        """What predicts of a fit pickled before the representations had modules of their
-        own (the estimator then held the nodes' posterior itself)."""
-        out = cls.__new__(cls)
-        out.node_posterior, out._noise_pre = node_posterior, noise_pre
-        out.standardisation = Standardisation(0.0, unit, unit)
-        return out
 
     def adopt(self, est, X, stacklevel):
         """The graph, order, ``κ``, hyperparameters in the units of ``X``, ``y`` and the
@@ -751,16 +741,16 @@ class GraphMaternClassificationFit(ClassificationFit):
     for the latent variances and the labelling loop."""
 
     method = "gmrf"
-    # fits pickled before 2026-11-28 hold none of these
+    # the least-squares model, its store of prior columns and the latent variances: None
+    # after a pickle until first use (_restored)
     model = columns = _variances = None
-    # the graph's pieces when some hold no label (_pieces_without_labels), else None (fits
-    # pickled before 2026-11-29 do not say)
+    # the graph's pieces when some hold no label (_pieces_without_labels), else None
     pieces = None
     # how far the labels reach each node (_label_reach) where class_prior names classes no
     # label has, else None
     reach = None
     # each candidate (order, ratio)'s graph total variation of the probabilities, when the
-    # fit chose among several (fits pickled before 2026-11-29 do not say)
+    # fit chose among several
     variations = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
@@ -858,7 +848,7 @@ class GraphMaternClassificationFit(ClassificationFit):
                 and self.columns.prior is not None:
             return True
         rebuild = getattr(self, "_model_arguments", None)
-        if rebuild is None:                     # pickled before 2026-11-29
+        if rebuild is None:                     # no model to rebuild
             return False
         nodes, codes, n_classes, rho, scale = rebuild
         self.columns = _column_stores(self.graph, self.nu)[-1]
@@ -878,8 +868,8 @@ class GraphMaternClassificationFit(ClassificationFit):
         if self._variances is None:
             if not self._restored():
                 raise ValueError("the latent variances of a full-resolution classifier need "
-                                 "its prior's columns, which a fit pickled before "
-                                 "2026-11-29 does not keep; fit it again.")
+                                 "its least-squares model, which this fit does not hold; "
+                                 "fit it again.")
             with stage("latent variances"):
                 unit = self.model.node_unit_variances(self.columns)
             self._variances = unit[:, None] * self.model.noise[None, :]
@@ -910,7 +900,7 @@ class GraphMaternClassificationFit(ClassificationFit):
                                       strategy)
         base = np.where(np.isfinite(base), base, 0.0)
         if n == 1 or not self._restored():
-            # one row, or a fit pickled before 2026-11-29: the most uncertain
+            # one row, or a fit without its model: the most uncertain
             return index[np.argsort(-base, kind="stable")[:n]]
         # the batch's small dense algebra on one BLAS thread: two would leave BLAS's
         # workers spinning for the next tenth of a second, on the core the picks' solves

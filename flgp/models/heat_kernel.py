@@ -274,25 +274,6 @@ class HeatKernelRegressionFit(RegressionFit):
                       f"gives the count's quantiles, and labels near them narrow it.",
                       UserWarning, stacklevel=stacklevel + 1)
 
-    @classmethod
-    def from_estimator_state(cls, state: dict) -> "HeatKernelRegressionFit":
-        """The fit of a regressor pickled before 2026-11-29, when the estimator held the
-        eigenbasis, the predictor and the noise itself (their entries are taken out of
-        ``state``)."""
-        kind = HeatKernelCountFit if state.get("likelihood") == "poisson" else cls
-        out = kind.__new__(kind)
-        out.method = state.get("method_")
-        out.log_evidence = state.get("log_marginal_likelihood_")
-        out.eigenbasis = FittedEigenbasis.from_estimator_state(state)
-        out.predictor = state.pop("_predictor")
-        out.noise_z = state.pop("_noise_std", None)
-        out.noise_pre = state.pop("_noise_pre", None)
-        out.unit = state.get("_y_unit", 1.0)
-        out.count_bound = np.inf              # (no labelled counts kept to bound by)
-        out._candidate = out._z = None
-        return out
-
-
 class HeatKernelCountFit(HeatKernelRegressionFit):
     """The heat kernel's fit of counts (``likelihood="poisson"``): as the Gaussian one,
     with Laplace's approximation in weight space and no noise variance; it predicts the
@@ -570,25 +551,6 @@ class HeatKernelClassificationFit(ClassificationFit):
                               precision=post.precision, offset=post.offset,
                               count_rate=post.count_rate)
         return post
-
-    @classmethod
-    def from_estimator_state(cls, state: dict) -> "HeatKernelClassificationFit":
-        """The fit of a classifier pickled before 2026-11-29, when the estimator held the
-        eigenbasis, the predictor and the mixture itself (their entries are taken out of
-        ``state``)."""
-        out = cls.__new__(cls)
-        out.method = state.get("method_")
-        out.eigenbasis = FittedEigenbasis.from_estimator_state(state)
-        out.predictor = state.pop("_predictor")
-        out.V_lab = state.pop("_V_lab", None)
-        out.spectral_prior = state.pop("_spectral_prior", None)
-        out.mixture = state.pop("_mixture", None)
-        out.expectation_propagation = state.get("inference", "ep") == "ep"
-        out.n_classes = len(state["classes_"])
-        out.one_vs_rest = state.get("multi_class") == "ovr" and out.n_classes > 2
-        out._candidate = out._codes = None
-        return out
-
 
 # the priors of the classifier's candidate families whose search-precision evidence trails
 # the best by more than this many nats skip the final tight EP run: they cannot win (the

@@ -573,7 +573,7 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
     regressor."""
     from tqdm.auto import tqdm
 
-    stages = ["reading images", f"fitting FLGPRegressor(method={reg.method!r})",
+    stages = ["reading images", f"fitting FLGPRegressor (prior {reg.method!r})",
               "writing images"]
     bar = tqdm(total=len(stages), desc=stages[0], unit="stage", disable=None if progress
                else True, leave=False)

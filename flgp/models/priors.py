@@ -20,10 +20,6 @@ starts - stays on the estimator.
 Each prior gives the GPyTorch kernel of its first part (:meth:`gpytorch_kernel`), for a
 user's own GPyTorch model on the same cloud.
 
-The estimators' old per-representation parameters (``method``, ``kernel``,
-``n_induced``, ``graph``, ``matern_order``, ...) still work for one release: each
-estimator folds them into these objects with a ``FutureWarning``
-(:func:`fold_legacy_parameters`), and pickles of fitted estimators from before load.
 A given graph's prior is :class:`GraphMaternPrior`'s; :func:`with_graph` puts one into
 whatever the user gave (what :func:`flgp.predict_image` does with the voxel lattice).
 """
@@ -31,7 +27,6 @@ whatever the user gave (what :func:`flgp.predict_image` does with the voxel latt
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -44,8 +39,8 @@ from ..kernels import GraphMaternKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKer
 from ..spectral.families import FAMILIES
 from ..spectral.flgp import SPECTRA
 
-__all__ = ["Prior", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior",
-           "fold_legacy_parameters", "legacy_defaults", "resolve_priors", "priors_for", "with_graph"]
+__all__ = ["Prior", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "resolve_priors",
+           "priors_for", "with_graph"]
 
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 HEAT_METHODS = ("flgp", "glgp", "nystrom")
@@ -153,7 +148,7 @@ class HeatKernelPrior(Prior):
         (:func:`flgp.spectral.families.spectral_time_prior`). A tie-breaker: with one label
         per class the evidence is flat in ``t`` and the prior decides; from two or three
         labels per class the evidence overrules it. ``"flat"``: flat in ``log t``
-        (empirical Bayes, the paper's algorithm and flgp's before 2026-11-25).
+        (empirical Bayes, the paper's algorithm).
     average_diffusion_time : bool or None, default=None
         True: average the class probabilities over the diffusion times of the search grid
         (12 values log-spaced over the data-driven range), each weighted by its posterior
@@ -386,80 +381,9 @@ def resolve_priors(prior) -> list:
     return members
 
 
-# the estimators' parameters before the prior objects (2026-11-28), by the object that
-# holds them now
+# the heat kernel's settings: the estimators read them back from its prior object
+# (``est.n_induced``)
 HEAT_PARAMETERS = tuple(HeatKernelPrior().get_params())
-LEGACY_GRAPH_MATERN = {"graph": "graph", "matern_order": "nu"}
-
-
-def legacy_defaults() -> dict:
-    """The old parameters' defaults (the estimators' signatures before 2026-11-28)."""
-    return dict(HeatKernelPrior().get_params(), graph=None, matern_order=None,
-                method="auto", learning_rate="deprecated")
-
-
-def fold_legacy_parameters(estimator_name: str, prior, legacy: dict, stacklevel: int = 3,
-                           warn: bool = True):
-    """The ``prior`` the old parameters in ``legacy`` mean (``method``, the heat kernel's
-    settings, ``graph``, ``matern_order``), with a ``FutureWarning`` naming the new form;
-    ``learning_rate`` is dropped (it was unused). ``prior`` given too: a ``ValueError``."""
-    legacy = dict(legacy)
-    learning_rate = legacy.pop("learning_rate", "deprecated")
-    if not (isinstance(learning_rate, str) and learning_rate == "deprecated") and warn:
-        warnings.warn(f"learning_rate is unused by {estimator_name} (no fit here takes "
-                      f"gradient steps of a set size) and will be removed in the next "
-                      f"release; leave it out.", FutureWarning, stacklevel=stacklevel)
-    if not legacy:
-        return prior
-    known = set(HEAT_PARAMETERS) | set(LEGACY_GRAPH_MATERN)
-    unknown = sorted(set(legacy) - known)
-    if unknown:
-        raise TypeError(f"{estimator_name}.__init__() got an unexpected keyword argument "
-                        f"{unknown[0]!r}")
-    if prior is not None:
-        raise ValueError(f"{estimator_name}: pass either prior= or the old parameters "
-                         f"({', '.join(sorted(legacy))}), not both; the settings belong "
-                         f"in the prior objects now.")
-    method = legacy.pop("method", "auto")
-    heat = {k: v for k, v in legacy.items() if k in HEAT_PARAMETERS}
-    matern = {LEGACY_GRAPH_MATERN[k]: v for k, v in legacy.items()
-              if k in LEGACY_GRAPH_MATERN}
-    if method in HEAT_METHODS:
-        folded = HeatKernelPrior(method=method, **heat)
-    elif method == "gmrf":
-        folded = GraphMaternPrior(**matern)
-    elif method == "rbf":
-        folded = RBFPrior()
-    elif method == "auto":
-        folded = None if not (heat or matern) else [
-            HeatKernelPrior(**heat), GraphMaternPrior(**matern), RBFPrior()]
-    else:
-        raise ValueError(f"The 'method' parameter of {estimator_name} must be one of "
-                         f"'auto', 'flgp', 'glgp', 'nystrom', 'gmrf', 'rbf'; got "
-                         f"{method!r}.")
-    if warn:
-        new = _describe(folded)
-        old = ", ".join(f"{k}={v!r}" if not (hasattr(v, "shape") or isinstance(v, PointGraph))
-                        else f"{k}=..."
-                        for k, v in sorted(dict(legacy, method=method).items())
-                        if not (k == "method" and v == "auto"))
-        warnings.warn(f"{estimator_name}({old}) is deprecated and will stop working in the "
-                      f"next release: the settings of each representation now live in its "
-                      f"prior object - write {estimator_name}(prior={new}).",
-                      FutureWarning, stacklevel=stacklevel)
-    return folded
-
-
-def _describe(prior) -> str:
-    if prior is None:
-        return "None"
-    if isinstance(prior, list):
-        return "[" + ", ".join(_describe(p) for p in prior) + "]"
-    params = {k: v for k, v in prior.get_params().items()
-              if not _same(v, type(prior)().get_params()[k])}
-    inner = ", ".join(f"{k}={v!r}" if not hasattr(v, "shape") and not isinstance(
-        v, PointGraph) else f"{k}=..." for k, v in params.items())
-    return f"{type(prior).__name__}({inner})"
 
 
 def priors_for(method: str = "auto", **heat_settings):
@@ -469,9 +393,21 @@ def priors_for(method: str = "auto", **heat_settings):
     heat kernel; ``"gmrf"`` - :class:`GraphMaternPrior`; ``"rbf"`` - :class:`RBFPrior`.
     Settings left ``None`` take the prior's defaults."""
     defaults = HeatKernelPrior().get_params()
+    unknown = sorted(set(heat_settings) - set(defaults))
+    if unknown:
+        raise TypeError(f"priors_for() got an unexpected keyword argument {unknown[0]!r}")
     heat = {k: v for k, v in heat_settings.items()
             if not (v is None and defaults.get(k) is None)}
-    return fold_legacy_parameters("priors_for", None, dict(heat, method=method), warn=False)
+    if method in HEAT_METHODS:
+        return HeatKernelPrior(method=method, **heat)
+    if method == "gmrf":
+        return GraphMaternPrior()
+    if method == "rbf":
+        return RBFPrior()
+    if method == "auto":
+        return None if not heat else [HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior()]
+    raise ValueError(f"method must be one of 'auto', 'flgp', 'glgp', 'nystrom', 'gmrf', "
+                     f"'rbf'; got {method!r}.")
 
 
 def with_graph(prior, graph):

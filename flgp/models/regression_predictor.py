@@ -29,10 +29,6 @@ class RegressionPredictor:
     transition rows (:meth:`flgp.spectral.Eigenpairs.map_chunks`): ``O(r k)`` a point
     instead of ``O(k²)``."""
 
-    def __setstate__(self, state):
-        # pickled before 2026-11-27, when a graph's components became its pieces
-        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
-
     def __init__(self, sd, w_mean, w_cov, y_mean, y_scale, piece_has_label):
         M = sd.size
         # prior weights below 1e-8 of the largest sd (1e-16 of the variance) are dropped
@@ -119,7 +115,7 @@ class CountPredictor(RegressionPredictor):
         """The log-rate of a new count: the latent's posterior plus the count's own term
         (variance ``σ²``); in a piece without a label, the labelled counts' population."""
         mean, var = super().moments(Z, pieces)
-        population = getattr(self, "population", None)   # None: pickled before issue 42
+        population = self.population
         if population is not None and self._with_prior and pieces is not None:
             alone = ~self.piece_has_label[pieces]
             if alone.any():
@@ -141,7 +137,7 @@ class CountPredictor(RegressionPredictor):
             out[:, 1] = np.sqrt(var)
             return out
         out[:, 0], out[:, 1] = bounded_rate_moments(self.offset + mean, var,
-                                                    getattr(self, "ceiling", np.inf))
+                                                    self.ceiling)
         return out
 
 

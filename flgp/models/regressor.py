@@ -13,12 +13,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy
 from ._base import _POSITIVE, HeatGPEstimator, target_vector
-from ..graph import PointGraph
-from .baselines import RBFRegressionFit, RBFRegression
-from .graph_matern import (GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegressionFit,
-                           GraphMaternRegression)
+from .baselines import RBFRegression
+from .graph_matern import GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegression
 from .labelling import suggest_labels as _suggest_labels
-from .regression_predictor import CountPredictor, RegressionPredictor
 from .heat_kernel import HeatKernelRegression, fit_counts
 from .priors import HEAT_METHODS
 from .representation import Infeasible, Outranked, Standardisation, screening_margin
@@ -92,10 +89,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         L-BFGS-B iterations per start (of the ``"rbf"`` GP's search too).
     random_state, backend, verbose, warm_start :
         As in :class:`FLGPClassifier`.
-    **legacy :
-        The parameters before 2026-11-28 (``method``, ``kernel``, ``n_induced``,
-        ``n_eigenpairs``, ``graph``, ``matern_order``, ...): folded into the prior objects
-        with a ``FutureWarning``, for one release (as in :class:`FLGPClassifier`).
 
     Attributes
     ----------
@@ -219,10 +212,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
 
     def __init__(self, prior=None, *, likelihood="gaussian", noise=None, overdispersion=None,
                  max_iter=100, random_state=0, backend="auto", verbose=False,
-                 warm_start=False, **legacy):
-        # the per-representation parameters before 2026-11-28 (method=, kernel=, graph=,
-        # ...): folded into prior objects with a FutureWarning, for one release
-        self._fold_init(prior, legacy)
+                 warm_start=False):
+        self.prior = prior
         self.likelihood = likelihood
         self.noise = noise
         self.overdispersion = overdispersion
@@ -419,18 +410,6 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                 return name, why
         return None
 
-    def __setstate__(self, state):
-        # fitted before 2026-11-27 (fourth session), when the graph Matérn and RBF fits
-        # lived in the estimator's own attributes
-        node_posterior = state.pop("_node_posterior", None)
-        noise_pre = state.pop("_noise_pre", None) if node_posterior is not None else None
-        super().__setstate__(state)
-        if node_posterior is not None and state.get("method_") == "gmrf":
-            self._chosen_fit = GraphMaternRegressionFit.from_node_posterior(
-                node_posterior, self._y_unit, noise_pre)
-        elif state.get("method_") == "rbf" and self._chosen_fit is None:
-            self._chosen_fit = RBFRegressionFit(self.rbf_)
-
     def predict(self, X, return_std=False):
         """Posterior mean at any points; with ``return_std`` also the posterior standard
         deviation of ``f(x)`` (add ``noise_`` for that of a new observation). With
@@ -506,7 +485,3 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         if strategy is None:
             strategy = "variance_reduction" if self._in_eigenbasis else "std"
         return _suggest_labels(self, n, strategy, random_state)
-
-
-# fitted regressors pickled before 2026-11-27 name the predictors by these
-_RegressionPredictor, _CountPredictor = RegressionPredictor, CountPredictor

@@ -45,7 +45,7 @@ __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresent
            "ClassificationFit", "Outranked", "Infeasible", "Standardisation",
            "Screened", "screening_margin", "SCREENING_MARGIN"]
 
-# FLGPRegressor(method="auto") leaves a representation's search unfinished when the best
+# FLGPRegressor() leaves a representation's search unfinished when the best
 # evidence of its tightened coarse stage lies more than max(100, 0.1 m) nats (m labels)
 # below the evidence of a representation already fitted, or that of its coarse stage
 # (unless loose) more than twice that (docs/models.md, "Screening"): above what the

@@ -452,13 +452,6 @@ class LabelledColumns:
         state["_ahead"] = {}
         return state
 
-    def __setstate__(self, state):
-        if "_columns" in state:                 # pickled before the store had room
-            state["_store"] = state.pop("_columns")
-        state.setdefault("lower", None)         # pickled before orders were chained
-        state.setdefault("_ahead", {})          # pickled before columns were prefetched
-        self.__dict__.update(state)
-
 
 class LeastSquaresClassification:
     r"""GP regression of the centred one-hot labels (least-squares classification,

@@ -633,7 +633,7 @@ def fit_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=
     precomputed), it yields a :class:`Screen` - the best log evidence of ``z`` the search
     has evaluated - after the first order's starting grid (:func:`start_grid`) and again
     after that order's coarse search, and goes on when sent None (what
-    ``FLGPRegressor(method="auto")`` compares before it pays for a search that cannot win:
+    ``FLGPRegressor()`` compares before it pays for a search that cannot win:
     docs/models.md, "Screening")."""
     observed = np.asarray(observed, dtype=np.int64)
     z = np.asarray(z, dtype=np.float64)

@@ -94,7 +94,7 @@ def _random_walk_vectors(psi: np.ndarray, d: np.ndarray, mu: np.ndarray) -> np.n
     of their span. Those ``D^{-1/2} ψ`` are not orthogonal to one another, and the solver
     returns any rotation of the ``ψ`` of a repeated eigenvalue, so normalising them one
     by one made the prior's ``V_z V_zᵀ`` depend on that rotation: on the BLAS threads
-    (2026-11-27: a three-piece GLGP classifier's evidence moved 0.2 nats between one and
+    (a three-piece GLGP classifier's evidence moved 0.2 nats between one and
     two threads). Orthonormalised, ``V_z V_zᵀ`` is the projection onto the pieces'
     indicators whatever the rotation."""
     vec = psi / np.sqrt(d)[:, None]

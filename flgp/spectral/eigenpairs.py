@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import torch
@@ -56,18 +55,7 @@ class Eigenpairs:
 
     def __init__(self, eigenvalues, eigenvectors=None, kernel_scale=1.0, extension=None,
                  method: str = "flgp", n_pieces: int = 1, singular_values=None,
-                 piece_labels=None, *, vector_rows=None, piece_sizes=None,
-                 cloud=None, **renamed):
-        if renamed:                          # the names before 2026-11-27 (issue 35)
-            n_pieces, piece_labels, piece_sizes = _renamed_keywords(
-                renamed, n_pieces, piece_labels, piece_sizes)
-        if cloud is not None:                # the name before 2026-11-27 (issue 35)
-            warnings.warn("Eigenpairs(cloud=...) is now Eigenpairs(vector_rows=...): "
-                          "'cloud' names the input points only; the old keyword goes in the "
-                          "next release.", FutureWarning, stacklevel=2)
-            if vector_rows is not None:
-                raise TypeError("pass vector_rows only (cloud is its deprecated name).")
-            vector_rows = cloud
+                 piece_labels=None, *, vector_rows=None, piece_sizes=None):
         if (eigenvectors is None) == (vector_rows is None):
             raise TypeError("Eigenpairs needs exactly one of eigenvectors (an n x M array) "
                             "and vector_rows (a map to the eigenvector rows).")
@@ -88,53 +76,6 @@ class Eigenpairs:
             piece_sizes = np.bincount(vector_rows.all_pieces(), minlength=self.n_pieces)
         self.piece_sizes = piece_sizes
         self._vectors_cache = None
-
-    @property
-    def cloud(self):
-        """Deprecated name of :attr:`vector_rows` (goes in the next release)."""
-        warnings.warn("Eigenpairs.cloud is now Eigenpairs.vector_rows: 'cloud' names the "
-                      "input points only.", FutureWarning, stacklevel=2)
-        return self.vector_rows
-
-    # "components" of a graph are its pieces since 2026-11-27 ("n_components" is an
-    # embedding's output dimension); the old names work for one release
-    @property
-    def n_components(self) -> int:
-        """Deprecated name of :attr:`n_pieces`."""
-        _warn_renamed("Eigenpairs.n_components", "Eigenpairs.n_pieces")
-        return self.n_pieces
-
-    @property
-    def component_sizes(self):
-        """Deprecated name of :attr:`piece_sizes`."""
-        _warn_renamed("Eigenpairs.component_sizes", "Eigenpairs.piece_sizes")
-        return self.piece_sizes
-
-    @property
-    def component_labels(self):
-        """Deprecated name of :attr:`piece_labels`."""
-        _warn_renamed("Eigenpairs.component_labels", "Eigenpairs.piece_labels")
-        return self.piece_labels
-
-    def component_rows(self, index):
-        """Deprecated name of :meth:`piece_rows`."""
-        _warn_renamed("Eigenpairs.component_rows", "Eigenpairs.piece_rows")
-        return self.piece_rows(index)
-
-    def extend_with_components(self, X_new, return_nearest: bool = False,
-                               restrict: bool = False):
-        """Deprecated name of :meth:`extend_with_pieces`."""
-        _warn_renamed("Eigenpairs.extend_with_components", "Eigenpairs.extend_with_pieces")
-        return self.extend_with_pieces(X_new, return_nearest=return_nearest,
-                                       restrict=restrict)
-
-    def __setstate__(self, state):
-        if "cloud" in state:                 # pickled before the rename
-            state["vector_rows"] = state.pop("cloud")
-        for old, new in (("n_components", "n_pieces"), ("component_sizes", "piece_sizes")):
-            if old in state:                 # pickled before 2026-11-27
-                state[new] = state.pop(old)
-        self.__dict__.update(state)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -411,10 +352,6 @@ class DenseVectorRows:
 
     is_dask = False
 
-    def __setstate__(self, state):
-        # pickled before 2026-11-27, when a graph's components became its pieces
-        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
-
     def __init__(self, vectors: np.ndarray, pieces=None):
         self._vectors = vectors
         self._pieces = pieces
@@ -532,28 +469,3 @@ def symmetric_eigh(A: np.ndarray, n_top: int | None = None) -> tuple[np.ndarray,
         if single:
             torch.set_num_threads(threads)
     return w.numpy(), V.numpy()
-
-
-def _warn_renamed(old: str, new: str, stacklevel: int = 3) -> None:
-    warnings.warn(f"{old} is now {new} (a graph's connected components are its 'pieces' "
-                  f"in flgp; n_components is an embedding's output dimension); the old "
-                  f"name will be removed in the next release.", FutureWarning,
-                  stacklevel=stacklevel)
-
-
-_RENAMED_KEYWORDS = {"n_components": "n_pieces", "component_labels": "piece_labels",
-                     "component_sizes": "piece_sizes"}
-
-
-def _renamed_keywords(renamed: dict, n_pieces, piece_labels, piece_sizes):
-    """``Eigenpairs(n_components=..., component_labels=..., component_sizes=...)``, the
-    keywords before 2026-11-27: their values, with a FutureWarning each."""
-    unknown = set(renamed) - set(_RENAMED_KEYWORDS)
-    if unknown:
-        raise TypeError(f"Eigenpairs got unexpected keyword argument(s) {sorted(unknown)}.")
-    values = dict(n_pieces=n_pieces, piece_labels=piece_labels, piece_sizes=piece_sizes)
-    for old, value in renamed.items():
-        _warn_renamed(f"Eigenpairs({old}=...)", f"Eigenpairs({_RENAMED_KEYWORDS[old]}=...)",
-                      stacklevel=4)
-        values[_RENAMED_KEYWORDS[old]] = value
-    return values["n_pieces"], values["piece_labels"], values["piece_sizes"]

@@ -16,8 +16,7 @@ side by side in numpy and torch, what the kernels (:mod:`flgp.kernels`), the est
   :func:`default_diffusion_time`);
 * the rule that drops the weights below float64 resolution (:func:`spectral_weights`,
   :func:`nonzero_prefix`, :func:`active_columns`) and the small picklable
-  :class:`Eigenvalues` a predictor carries instead of the eigenpairs (``Spectrum``, its
-  name until 2026-11-27, still imports for one release, with a ``FutureWarning``);
+  :class:`Eigenvalues` a predictor carries instead of the eigenpairs;
 * the feature map ``φ(x) = √c v(x) diag(√w)`` and kernel blocks in torch, differentiable in
   the hyperparameters (:func:`heat_features`, :func:`heat_kernel`,
   :func:`heat_kernel_diag`).
@@ -380,14 +379,3 @@ def heat_kernel_diag(v, eigenvalues, t, kernel_scale: float):
     """Diagonal ``C_t(x, x)``, shape ``(..., N)`` (torch)."""
     w = float(kernel_scale) * heat_weights(eigenvalues, t)
     return (v * v * w.unsqueeze(-2)).sum(-1)
-
-
-def __getattr__(name):
-    if name == "Spectrum":             # its name until 2026-11-27 (old pickles load too)
-        import warnings
-
-        warnings.warn("flgp.spectral.families.Spectrum is now called Eigenvalues ('spectrum' "
-                      "names FLGP's eigenvalue rule only); the old name will be removed in "
-                      "the next release.", FutureWarning, stacklevel=2)
-        return Eigenvalues
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,10 +48,6 @@ class FLGPRowMap:
     its tasks. A projected map (:meth:`projected`) may hold a tuple of matrices, each
     applied in its own dtype."""
 
-    def __setstate__(self, state):
-        # pickled before 2026-11-27, when a graph's components became its pieces
-        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
-
     def __init__(self, projection, induced_pieces: np.ndarray):
         self.projection = projection
         self.induced_pieces = induced_pieces
@@ -271,10 +267,6 @@ class FLGPExtension:
     ``induced_pieces`` labels the connected piece of each induced point; a point
     belongs to the piece of the induced point it moves to with the largest probability.
     """
-
-    def __setstate__(self, state):
-        # pickled before 2026-11-27, when a graph's components became its pieces
-        self.__dict__.update({k.replace("component", "piece"): v for k, v in state.items()})
 
     def __init__(self, graph, projection: np.ndarray, induced_pieces: np.ndarray):
         self.graph = graph

@@ -9,6 +9,6 @@ eigenbasis and knowing nothing of estimators:
   predictive intervals.
 
 Exact Gaussian regression is the priors' own algebra: :mod:`flgp.spectral.gaussian` (low
-rank, the FLGP appendix's Woodbury identities; here until 2026-11-27) and
+rank, the FLGP appendix's Woodbury identities) and
 :mod:`flgp.precision.gaussian` (sparse precision).
 """
