@@ -5,7 +5,7 @@ A noisy closed curve in R^3 (the engine benchmarks' cloud) with a smooth functio
 ``f(θ) = sin 2θ + cos(5θ) / 2``; 1,000 labelled points (``f`` plus N(0, 0.1²) noise for the
 regressor, the sign of ``f`` for the classifier); the error is measured on every point
 (RMSE against ``f``, or the misclassification rate). The regressor is the heat-kernel GP
-(``method="flgp"``) in both engines, so that the rows compare one model.
+(``HeatKernelPrior()``) in both engines, so that the rows compare one model.
 
 * ``memory`` rows: the estimator on numpy arrays, in a fresh process each; peak resident
   memory of that process, and what the fit added above the imports and the data.

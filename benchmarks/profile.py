@@ -6,7 +6,7 @@ Two workloads (each repeat a fresh process; medians over ``--repeats``):
   (seed 0), ``FLGPClassifier()`` (s = 1000, r = 3, M = 200, 10-class EP);
 * ``curve`` - the noisy closed curve in R^3 of ``benchmarks/distributed.py``, 10^6 points,
   1,000 labels, ``FLGPRegressor(HeatKernelPrior(n_induced=1000, n_eigenpairs=100))``, fit +
-  transduction (the engine's path: the default ``method="auto"`` also fits the exact RBF GP
+  transduction (the engine's path: the default ``FLGPRegressor()`` also fits the exact RBF GP
   on the 1,000 labels, which wins this curve's evidence, and then transduces with it at
   ``O(m^2)`` a point - docs/benchmarks.md).
 

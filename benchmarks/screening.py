@@ -9,7 +9,7 @@ trailing by the margin is judged by) and finishes it - and for the heat kernel
 compares one L-BFGS-B start at its largest rank with its whole search - printing the coarse and the
 final log evidence, the gain per label and the time of each stage; then the choice the
 full weighing makes (both searches finished) against the one the default makes (a search
-left unfinished when its coarse evidence lies more than ``max(100, 0.2 m)`` nats below
+left unfinished when its coarse evidence lies more than ``max(100, 0.1 m)`` nats below
 the best evidence fitted: docs/models.md, "Screening"). Workloads: the fsaverage5 pial maps
 (sulcal depth, thickness, curvature; both hemispheres; 20 % observed), the motor map cut
 at ``|z| > 1.96`` with 2,091 / 3,137 / 4,182 observed voxels, and three clouds (a noisy

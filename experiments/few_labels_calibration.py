@@ -1,4 +1,4 @@
-"""Calibration at one and two labels per class (docs/few_labels.md section 1.3 and 4.5): at the
+"""Calibration at one and two labels per class (notes/few_labels.md section 1.3 and 4.5): at the
 prior's t (heat, gamma = 0), for amplitudes A = 1 ... 1000, the leave-one-out scale over
 all labelled points and over the class-preserving subset, and the ECE at fixed scales.
 Evaluated on 8,000 random points of each cloud; 3 draws.

@@ -1,6 +1,6 @@
 """Why flgp's default classifier collapses at one label per class, and what fixes it.
 
-Stages (each writes CSVs under experiments/results/; docs/few_labels.md quotes them):
+Stages (each writes CSVs under experiments/results/; notes/few_labels.md quotes them):
 
     python experiments/few_labels_probe.py sweep --sets mnist swiss5 ...
         EP evidence, LOO scale and error over a grid of hyperparameters - spectral family

@@ -1,5 +1,5 @@
 """Summaries of the few-labels CSVs (experiments/results/few_labels_*.csv) as markdown
-tables for docs/few_labels.md: python experiments/few_labels_tables.py [section ...]."""
+tables for notes/few_labels.md: python experiments/few_labels_tables.py [section ...]."""
 
 from __future__ import annotations
 

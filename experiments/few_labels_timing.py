@@ -1,4 +1,4 @@
-"""Fit-time comparison on MNIST 70,000 with 100 random labels (docs/few_labels.md 5.3), side by side
+"""Fit-time comparison on MNIST 70,000 with 100 random labels (notes/few_labels.md 5.3), side by side
 in one process: flgp's eigenpairs at s = 1000 and 3000, FLGPClassifier() end to end, and
 the prototype's hyperparameter search for today's rule and the proposal (same EP code, so
 the ratio is what the package change would cost). Median of 3 repetitions.

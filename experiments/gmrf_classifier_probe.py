@@ -2,7 +2,7 @@
 order ``ν``, the prior-to-noise ratio ``ρ``, ``κ`` and the logit spread of the scores would
 buy on the small clouds of ``benchmarks/few_labels.py``, and whether anything the labels
 themselves give (the least-squares evidence, leave-one-out error or likelihood) chooses
-them well. The record behind docs/few_labels.md, "What was probed after".
+them well. The record behind notes/few_labels.md, "What was probed after".
 
     python experiments/gmrf_classifier_probe.py variants --sets moons2 torus4 helix6 swiss5
     python experiments/gmrf_classifier_probe.py spread --sets moons2 torus4 helix6 swiss5

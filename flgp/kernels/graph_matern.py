@@ -52,7 +52,7 @@ gets fresh probes, a repeated evaluation the same ones. Along 50 Adam steps on t
 map (45,448 voxels, 13,634 observed, ``ν = 2``, the default 4 probes) the standard error of
 ``∂log|S|/∂log κ²`` stayed below 0.36 nats (median value 4.2), those of the amplitude and
 noise terms below 0.17 % of the terms (``benchmarks/gpytorch_graph_matern.py``,
-docs/models.md). A Hutchinson estimate of ``tr(Q⁻¹Q')`` instead would have had a one-probe
+notes/models.md). A Hutchinson estimate of ``tr(Q⁻¹Q')`` instead would have had a one-probe
 standard deviation of 3.9 nats there (the low modes of ``K⁻¹``).
 
 **Non-Gaussian likelihoods.** In GPyTorch's approximate inference (``ApproximateGP``,

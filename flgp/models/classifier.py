@@ -134,7 +134,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         ``induced_points`` - measured on six clouds at 1-10 labels per class, the
         full-resolution classifier is at least as accurate as the heat kernel on MNIST,
         the Swiss roll, the helix and six circles, and behind it on two moons at five
-        labels a class (by 0.8 points) and on the torus (docs/few_labels.md, where the
+        labels a class (by 0.8 points) and on the torus (notes/few_labels.md, where the
         evidence's and leave-one-out's choices between the two are measured too: both
         pick the heat kernel where it errs twice as often); ``method_`` says which ran.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
@@ -529,7 +529,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
         The full-resolution classifier (``method_ == "gmrf"``) suggests by ``"margin"`` by
         default (uncertainty sampling, the strategy the active-learning literature on
-        graphs found best at few labels: Miller & Calder 2022; there the gap between the
+        graphs found best at few labels: Miller & Calder 2023; there the gap between the
         two largest class scores - the latent means, not the probabilities - so that rows
         no label speaks for strongly come first), also ``"entropy"``,
         ``"least_confident"`` and ``"random"``, a batch spread as above with one sparse
