@@ -1,4 +1,5 @@
-"""Semi-supervised heat-kernel GP classification (scikit-learn API)."""
+"""Semi-supervised Gaussian-process classification on point clouds and graphs (scikit-learn
+API)."""
 
 from __future__ import annotations
 
@@ -93,16 +94,22 @@ def warn_conflicting_labels(X, labelled, codes, classes, stacklevel: int = 2) ->
 
 
 class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
-    """Heat-kernel Gaussian-process classifier on a point cloud (FLGP and baselines).
+    """Semi-supervised Gaussian-process classifier on a point cloud: few labels, many
+    unlabelled points, classes that follow the cloud's shape.
 
-    By default (``inference="ep"``) binary labels use the probit likelihood
-    ``P(y = 1 | f) = Φ(f)`` and more classes the multinomial probit
-    ``P(y = c | f) = P(argmax_k(f_k + ε_k) = c)``, ``ε ~ N(0, I)``, with one latent function
-    per class sharing the heat kernel ``A · C_t``; the posterior is approximated by
-    expectation propagation (nested EP for several classes), whose marginal likelihood
-    selects the diffusion time ``t``, the amplitude ``A`` and, for SE kernels, the
-    bandwidth. ``inference="laplace"`` is the earlier model: logistic / softmax likelihood,
-    amplitude 1, Laplace's approximation (docs/models.md, "Calibration").
+    At its defaults, on a numpy cloud, it is the full-resolution least-squares GP
+    classifier: one latent a class under the centred graph Matérn prior on the cloud's
+    self-tuning 10-NN graph (Poisson learning's graph), the labels' centred one-hot
+    vectors regressed on the latents by sparse solves, class probabilities from the
+    posterior means at a spread set from the cloud, re-weighted to the class-size prior
+    (docs/few_labels.md). Dask or zarr clouds, given induced points and clouds too large
+    for that fit take the low-rank FLGP heat kernel instead (``HeatKernelPrior``): binary
+    labels under the probit likelihood ``P(y = 1 | f) = Φ(f)``, more classes under the
+    multinomial probit, one latent a class sharing the heat kernel ``A · C_t``, the
+    posterior by expectation propagation, whose marginal likelihood selects the diffusion
+    time ``t``, the amplitude ``A`` and, for SE kernels, the bandwidth
+    (``inference="laplace"``: logistic / softmax likelihood, amplitude 1, Laplace's
+    approximation; docs/models.md, "Calibration"). ``method_`` says which ran.
 
     Parameters
     ----------

@@ -1,4 +1,5 @@
-"""Semi-supervised heat-kernel GP regression (scikit-learn API)."""
+"""Semi-supervised Gaussian-process regression on point clouds and graphs (scikit-learn
+API)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,16 @@ REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegress
 
 
 class FLGPRegressor(RegressorMixin, HeatGPEstimator):
-    r"""Heat-kernel Gaussian-process regression on a point cloud (FLGP and baselines).
+    r"""Semi-supervised Gaussian-process regression on a point cloud or graph: a target at
+    some points, predictions with uncertainty at all of them.
 
-    Model: ``y = μ + f(x) + noise``, ``f ~ GP(0, s^2 C_t)`` with ``C_t`` the heat kernel of
-    the cloud, ``noise ~ N(0, σ^2)``. ``y`` is standardised internally; ``t``, ``s^2`` and
+    At its defaults it weighs three priors by their exact marginal likelihood and keeps
+    the best (``method_``): the low-rank FLGP heat kernel, the full-resolution graph
+    Matérn prior (on the cloud's k-NN graph or a given voxel lattice / mesh, by its sparse
+    precision: docs/full_resolution.md) and the RBF GP on the labelled points.
+
+    The heat kernel's model: ``y = μ + f(x) + noise``, ``f ~ GP(0, s^2 C_t)`` with ``C_t``
+    the heat kernel of the cloud, ``noise ~ N(0, σ^2)``. ``y`` is standardised internally; ``t``, ``s^2`` and
     ``σ^2`` maximise the exact marginal likelihood times the prior ``π(t) ∝ t^{-a0}``
     (L-BFGS-B on their logarithms, started from the two best ``t`` of a 12-point log grid
     over the data-driven range, each with the outputscale that gives the labelled points
