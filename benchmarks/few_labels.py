@@ -31,8 +31,9 @@ Poisson learnings and LabelSpreading):
   passed as a callable kernel, computed once per data set exactly as ``kernel="knn"``
   computes it).
 
-Metrics on the unlabelled points: error, ECE (15 bins), NLL (where there are probabilities:
-graphlearning's scores are not), fit time (flgp: graph and eigenpairs included).
+Metrics on the unlabelled points: error, the mean top probability beside it (what a
+calibrated classifier's accuracy would be), ECE (15 bins), NLL (where there are
+probabilities: graphlearning's scores are not), fit time (flgp: graph and eigenpairs included).
 
 graphlearning is a benchmark-only peer, never a dependency of flgp; install it beside flgp
 (``pip install graphlearning``; tested with 1.7.5). Without it the graphlearning rows are
@@ -243,12 +244,15 @@ def run(sets, draws, methods, first_draw=0):
                     row = dict(set=name, k=k, draw=d, method=meth + note, seconds=sec,
                                error=float(np.mean(pred[u] != y[u])),
                                ece=None if P is None else L.ece(P[u], y[u]),
-                               nll=None if P is None else L.nll(P[u], y[u]), **info)
+                               nll=None if P is None else L.nll(P[u], y[u]),
+                               top=None if P is None else float(P[u].max(1).mean()),
+                               **info)
                     rows.append(row)
                     ece_txt = "  -  " if P is None else f"{row['ece']:.3f}"
+                    top_txt = "  -  " if P is None else f"{row['top']:.3f}"
                     print(f"{name:9s} k={k:2d} draw {d} {row['method']:34s} "
-                          f"err {row['error'] * 100:6.2f}%  ECE {ece_txt}  {sec:6.2f} s",
-                          flush=True)
+                          f"err {row['error'] * 100:6.2f}%  top p {top_txt}  ECE {ece_txt}  "
+                          f"{sec:6.2f} s", flush=True)
     return rows
 
 
@@ -263,8 +267,8 @@ def summarise(rows):
         if rs[0].get("graph_seconds") is not None:     # the peer's graph build + its solve
             a["seconds_with_graph_median"] = statistics.median(
                 r["seconds"] + r["graph_seconds"] for r in rs)
-        for key in ("error", "ece", "nll"):
-            v = np.array([r[key] for r in rs if r[key] is not None], dtype=float)
+        for key in ("error", "ece", "nll", "top"):
+            v = np.array([r[key] for r in rs if r.get(key) is not None], dtype=float)
             a[key] = float(v.mean()) if v.size else None
             a[key + "_sd"] = float(v.std(ddof=1)) if v.size > 1 else None
             a[key + "_median"] = float(np.median(v)) if v.size else None
@@ -274,13 +278,14 @@ def summarise(rows):
 
 def print_table(table):
     print(f"\n{'set':9s} {'k':>3s} {'method':34s} {'error % (sd)':>15s} {'median':>7s} "
-          f"{'ECE':>6s} {'NLL':>6s} {'time':>7s}")
+          f"{'top p':>6s} {'ECE':>6s} {'NLL':>6s} {'time':>7s}")
     for a in sorted(table, key=lambda a: (a["set"], a["k"], a["method"])):
         ece = "   -  " if a["ece"] is None else f"{a['ece']:.3f}"
         nll = "   -  " if a["nll"] is None else f"{a['nll']:.3f}"
+        top = "   -  " if a.get("top") is None else f"{a['top']:.3f}"
         print(f"{a['set']:9s} {a['k']:3d} {a['method']:34s} {a['error'] * 100:6.2f} "
               f"({(a['error_sd'] or 0) * 100:5.2f}) {a['error_median'] * 100:6.2f} "
-              f"{ece:>6s} {nll:>6s} {a['seconds_median']:6.2f}s"
+              f"{top:>6s} {ece:>6s} {nll:>6s} {a['seconds_median']:6.2f}s"
               + (f" (+ graph: {a['seconds_with_graph_median']:.2f} s)"
                  if "seconds_with_graph_median" in a else ""))
 
