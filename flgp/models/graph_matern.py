@@ -741,17 +741,6 @@ class GraphMaternClassificationFit(ClassificationFit):
     for the latent variances and the labelling loop."""
 
     method = "gmrf"
-    # the least-squares model, its store of prior columns and the latent variances: None
-    # after a pickle until first use (_restored)
-    model = columns = _variances = None
-    # the graph's pieces when some hold no label (_pieces_without_labels), else None
-    pieces = None
-    # how far the labels reach each node (_label_reach) where class_prior names classes no
-    # label has, else None
-    reach = None
-    # each candidate (order, ratio)'s graph total variation of the probabilities, when the
-    # fit chose among several
-    variations = None
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
                  probabilities, model=None, columns=None, pieces=None, variations=None,
@@ -759,13 +748,19 @@ class GraphMaternClassificationFit(ClassificationFit):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
-        self.model, self.columns = model, columns
+        # the least-squares model, its store of prior columns and the latent variances:
+        # None after a pickle until first use (_restored)
+        self.model, self.columns, self._variances = model, columns, None
+        # the graph's pieces when some hold no label (_pieces_without_labels), else None;
+        # each candidate (order, ratio)'s graph total variation of the probabilities, when
+        # the fit chose among several
         self.pieces, self.variations = pieces, variations
         # {order: "columns" | "precision"}: the form each order was fitted in (solve_plan)
         self.plan = plan
+        # how far the labels decide each node (_label_reach) where class_prior names
+        # classes no label has, else None
         self.reach = reach
         self._node_index = None
-        self._variances = None
 
     def adopt(self, est, X, stacklevel):
         graph, P = self.graph, self.probabilities
