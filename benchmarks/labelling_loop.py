@@ -7,8 +7,9 @@ calibration error on the unlabelled points after the last round, and the whole l
 Methods, on the same starts:
 
 * ``flgp default``: ``FLGPClassifier(warm_start=True)`` and ``suggest_labels(10)`` - the
-  full-resolution classifier and its default strategy (margin, a batch spread by
-  conditioning; each refit solves for the new labels' columns only);
+  full-resolution classifier and its default strategy (the score margin weighted by the
+  graph distance to the nearest label, a batch greedy with each pick counting as a label;
+  each refit solves for the new labels' columns only);
 * ``flgp heat kernel``: the same loop with the heat kernel alone,
   ``FLGPClassifier(HeatKernelPrior(), warm_start=True)`` (expected variance reduction in
   the eigenbasis);
@@ -18,6 +19,15 @@ Methods, on the same starts:
   graphlearning annoy``); its time includes its graph build.
 
     python benchmarks/labelling_loop.py --json benchmarks/results/labelling_loop.json
+
+``--cloud blobs``: the loop on clustered data - sixteen Gaussian blobs (250 points, sd
+0.5) on a ring, classes drawn at random per blob, two labels a class to start, six rounds
+of ``suggest_labels(3)`` against ``strategy="random"`` on the same starts (seeds 0-2),
+at ring radii 6, 8 (the blobs touch) and 10 (apart), and with three classes at radius 8:
+the error after 22 (23) labels, its ratio to random's, and the picks that fell in a blob
+a label had already reached while three or more blobs had none.
+
+    python benchmarks/labelling_loop.py --cloud blobs --json benchmarks/results/labelling_blobs.json
 """
 
 from __future__ import annotations
@@ -113,14 +123,82 @@ METHODS = {"flgp default": lambda X, y, lab: flgp_loop(X, y, lab, {}),
            "poisson + uncertainty (graphlearning)": graphlearning_loop}
 
 
+def ring_of_blobs(seed, radius, classes, per_blob=250, blobs=16):
+    rng = np.random.default_rng(seed)
+    angles = np.arange(blobs) * 2 * np.pi / blobs
+    centres = np.c_[np.cos(angles), np.sin(angles)] * radius
+    X = np.concatenate([rng.normal(size=(per_blob, 2)) * 0.5 + c for c in centres])
+    cls = rng.integers(0, classes, blobs)
+    cls[:classes] = np.arange(classes)
+    rng.shuffle(cls)
+    blob = np.repeat(np.arange(blobs), per_blob)
+    return X, cls[blob], blob
+
+
+def blob_loop(X, y, blob, lab, strategy, rounds=6, batch=3):
+    from flgp import FLGPClassifier
+
+    yy = np.full(y.size, -1)
+    yy[lab] = y[lab]
+    clf = FLGPClassifier(warm_start=True)
+    repeats = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(rounds):
+            rows = clf.fit(X, yy).suggest_labels(batch, strategy=strategy)
+            reached = set(blob[yy >= 0].tolist())
+            if len(set(blob.tolist()) - reached) >= batch:
+                repeats += int(np.isin(blob[rows], list(reached)).sum())
+            yy[rows] = y[rows]
+        clf.fit(X, yy)
+    unl = yy < 0
+    return dict(error=float(np.mean(clf.transduction_[unl] != y[unl])),
+                labels=int((~unl).sum()), reached=int(np.unique(blob[~unl]).size),
+                picks_in_reached_blobs=repeats)
+
+
+def blobs_main(args):
+    rows = []
+    for radius, classes in ((6.0, 2), (8.0, 2), (10.0, 2), (8.0, 3)):
+        errs = {}
+        for strategy in (None, "random"):
+            runs = []
+            for seed in (0, 1, 2):
+                X, y, blob = ring_of_blobs(seed, radius, classes)
+                rng = np.random.default_rng(seed)
+                lab = np.concatenate([rng.choice(np.flatnonzero(y == c), 2, replace=False)
+                                      for c in range(classes)])
+                runs.append(blob_loop(X, y, blob, lab, strategy))
+            name = "default" if strategy is None else "random"
+            errs[name] = float(np.mean([r["error"] for r in runs]))
+            rows.append(dict(radius=radius, classes=classes, strategy=name, runs=runs))
+            print(f"radius {radius:4.1f} {classes} classes {name:8s} error "
+                  f"{100 * errs[name]:5.1f} %  blobs labelled "
+                  f"{[r['reached'] for r in runs]}  picks in reached blobs "
+                  f"{[r['picks_in_reached_blobs'] for r in runs]}", flush=True)
+        print(f"radius {radius:4.1f} {classes} classes: default / random = "
+              f"{errs['default'] / errs['random']:.2f}\n", flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cloud", choices=["mnist", "blobs"], default="mnist")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     from threadpoolctl import threadpool_limits
+
+    if args.cloud == "blobs":
+        with threadpool_limits(args.threads):
+            rows = blobs_main(args)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(dict(rounds=6, batch=3, runs=rows), fh, indent=1)
+            print(f"wrote {args.json}")
+        return
 
     X, y = L.load_set("mnist")
     rows = []

@@ -539,9 +539,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         graphs found best at few labels: Miller & Calder 2023; there the gap between the
         two largest class scores - the latent means, not the probabilities - so that rows
         no label speaks for strongly come first), also ``"entropy"``,
-        ``"least_confident"`` and ``"random"``, a batch spread as above with one sparse
-        solve a pick (its covariance column, kept for the next ``warm_start`` fit);
-        ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel and
+        ``"least_confident"`` and ``"random"``, each weighted by the row's graph distance
+        to the nearest label, a batch greedy with each pick counting as a label (so that
+        clusters no label has reached are asked first; docs/few_labels.md, "The
+        labelling loop"); ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel and
         ``"margin"`` at full resolution.
         """
         check_is_fitted(self, "classes_")

@@ -40,7 +40,8 @@ from ..precision.gaussian import (FACTOR_MAX_NODES, GMRFRegression,
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from .eigenbasis import FAR_FACTOR, settings_key
-from .labelling import score_margin_uncertainty, uncertainty_scores
+from .labelling import (graph_edge_lengths, score_margin_uncertainty,
+                        spread_by_graph_distance, uncertainty_scores)
 from .representation import (ClassificationFit, ClassificationRepresentation, Infeasible,
                              RegressionFit, RegressionRepresentation, Screened)
 
@@ -760,7 +761,7 @@ class GraphMaternClassificationFit(ClassificationFit):
         # how far the labels decide each node (_label_reach) where class_prior names
         # classes no label has, else None
         self.reach = reach
-        self._node_index = None
+        self._node_index = self._lengths = None
 
     def adopt(self, est, X, stacklevel):
         graph, P = self.graph, self.probabilities
@@ -882,65 +883,22 @@ class GraphMaternClassificationFit(ClassificationFit):
         """``n`` rows of ``index`` (unlabelled nodes) to label next: the most uncertain by
         ``strategy`` - ``"margin"``, the smallest gap between the two largest class
         scores (the latent means; :func:`~flgp.models.labelling.score_margin_uncertainty`),
-        or ``"entropy"`` and ``"least_confident"`` of ``label_distributions_`` - a batch
-        spread greedily: after each pick the latents are conditioned on an exact label
-        there (one sparse solve for its covariance column, kept for the next fit), and
-        each candidate's uncertainty is multiplied by the share of its latent standard
-        deviation the batch leaves, as the eigenbasis loop does
-        (:mod:`flgp.models.labelling`)."""
+        or ``"entropy"`` and ``"least_confident"`` of ``label_distributions_`` - weighted
+        by the graph distance to the nearest label, each pick counting as a label for the
+        next (:func:`~flgp.models.labelling.spread_by_graph_distance`)."""
         if strategy == "margin":
             base = score_margin_uncertainty(np.asarray(self.scores)[index])
         else:
             base = uncertainty_scores(np.asarray(est.label_distributions_)[index],
                                       strategy)
         base = np.where(np.isfinite(base), base, 0.0)
-        if n == 1 or not self._restored():
-            # one row, or a fit without its model: the most uncertain
-            return index[np.argsort(-base, kind="stable")[:n]]
-        # the batch's small dense algebra on one BLAS thread: two would leave BLAS's
-        # workers spinning for the next tenth of a second, on the core the picks' solves
-        # need (two columns on two threads took as long as one after the other)
-        with limit_blas_threads(1):
-            return self._batch(index, n, base)
-
-    def _batch(self, index, n, base):
-        """:meth:`suggest`'s greedy batch of ``n`` rows of ``index`` from the scores
-        ``base``."""
-        model = self.model
-        v0 = np.maximum(self.node_variances()[:, 0] / model.noise[0], 1e-300)[index]
-        dense = isinstance(model, LeastSquaresClassification)
-        picks, cov = [], np.zeros((index.size, 0))
-        B = np.zeros((0, 0))
-        score = base.copy()
-        for step in range(int(n)):
-            p = int(np.argmax(score))
-            picks.append(p)
-            node = index[p]
-            if dense and step + 1 < n and not self.columns.holds(node):
-                # the next pick is nearly always the runner-up (MNIST's loop: 77 of 81):
-                # its column solved beside this one's (on threads: the two in about the
-                # time of one), so that picks cost a solve every other one
-                following = score.copy()
-                following[p] = -np.inf
-                self.columns.prefetch([node, index[int(np.argmax(following))]])
-            c = model.unit_covariance_columns(self.columns, [node])[index, 0]
-            cov = np.column_stack([cov, c])
-            sel = np.array(picks)
-            # the picks' labels as exact: what a candidate keeps is the share of its
-            # latent variance the picks leave, 1 - R², whatever the labels' noise (at
-            # the one-label ratio 0.01 a noisy label explains ~1 % of a neighbour's
-            # variance, and the batch would not spread)
-            B = cov[sel] + 1e-9 * max(float(np.max(np.diag(cov[sel]))), 1e-300) * np.eye(
-                sel.size)
-            explained = np.einsum("ij,ji->i", cov, np.linalg.solve(B, cov.T))
-            keep = np.clip(1.0 - explained / v0, 0.0, 1.0)
-            score = base * np.sqrt(keep)
-            score[sel] = -np.inf
-        return index[np.array(picks, dtype=np.int64)]
+        if self._lengths is None:
+            self._lengths = graph_edge_lengths(self.graph.stiffness)
+        return spread_by_graph_distance(self._lengths, est.labelled_indices_, index, base, n)
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_node_index"] = None              # rebuilt at first use
+        state["_node_index"] = state["_lengths"] = None       # rebuilt at first use
         model = state.get("model")
         if model is not None:                    # what rebuilds the model (_restored)
             state["_model_arguments"] = (

@@ -52,6 +52,12 @@ fitted probabilities or standard deviations and hold the eigenvector rows of a p
 the most uncertain candidates (``max(1024, 32 n)`` rows), which grows whenever the best
 rescored candidate falls below the best score outside it; scores only fall, so the greedy
 choice is exact (:func:`greedy_uncertainty`).
+
+At full resolution (the graph Matérn classifier) the latent correlations reach across the
+whole graph, so a posterior variance barely tells a cluster no label has reached from one
+that has; there each candidate's uncertainty is weighted by its graph distance to the
+nearest label, and a batch spreads by counting each pick as a label
+(:func:`spread_by_graph_distance`).
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
 from scipy.special import ndtri
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
@@ -73,7 +81,7 @@ __all__ = ["LatentPosterior", "suggest_labels", "classifier_latent_posterior",
            "probit_ep_posterior", "multinomial_ep_posterior", "laplace_binary_posterior",
            "laplace_softmax_posterior", "uncertainty_scores", "eigenvector_gram",
            "probability_weights", "weighted_grams", "greedy_variance_reduction",
-           "greedy_uncertainty",
+           "greedy_uncertainty", "graph_edge_lengths", "spread_by_graph_distance",
            "CLASSIFIER_STRATEGIES", "REGRESSOR_STRATEGIES"]
 
 CLASSIFIER_STRATEGIES = ("entropy", "margin", "least_confident", "variance_reduction",
@@ -299,6 +307,50 @@ def score_margin_uncertainty(scores: np.ndarray) -> np.ndarray:
     if not largest > 0.0:
         return np.ones(U.shape[0])
     return 1.0 - gap / largest
+
+
+def graph_edge_lengths(stiffness) -> sp.csr_matrix:
+    """Each edge's length ``-log(w_ij / max w)`` from a graph's stiffness ``D - W``: the
+    exponent of a Gaussian affinity (a strong edge short, a weak bridge between clusters
+    long); an edge as strong as the strongest, length ``10⁻³`` of the mean (an unweighted
+    graph: every edge one hop)."""
+    W = -sp.csr_matrix(stiffness, copy=True)
+    W.setdiag(0.0)
+    W.eliminate_zeros()
+    W.data = np.maximum(W.data, 1e-300)
+    length = -np.log(W.data / W.data.max())
+    mean = float(length.mean()) if length.size else 0.0
+    W.data = np.maximum(length, 1e-3 * mean if mean > 0 else 1.0)
+    return W
+
+
+def spread_by_graph_distance(lengths, labelled, index, base, n) -> np.ndarray:
+    """``n`` rows of ``index`` chosen greedily by ``base`` (an uncertainty, larger = less
+    certain) times ``d / max d``, ``d`` the shortest-path distance (``lengths``:
+    :func:`graph_edge_lengths`) from each candidate to the nearest of the ``labelled``
+    nodes and of the picks so far; a node no path reaches (a piece of the graph without a
+    label) counts as twice the farthest reached one. Uncertainty weighted by coverage of
+    the graph (greedy k-centre, Sener & Savarese 2018), so that a cluster no label has
+    reached is asked before a reached one is asked again. One Dijkstra pass over the
+    graph for the labels, and one bounded by the farthest candidate for each pick."""
+    index = np.asarray(index, dtype=np.int64)
+    sources = np.asarray(labelled, dtype=np.int64)
+    d = (dijkstra(lengths, indices=sources, min_only=True)[index] if sources.size
+         else np.full(index.size, np.inf))
+    score_base = np.asarray(base, dtype=np.float64)
+    picks = []
+    for _ in range(int(n)):
+        reached = np.isfinite(d)
+        far = float(d[reached].max()) if reached.any() else 0.0
+        dist = np.where(reached, d, 2.0 * far if far > 0 else 1.0)
+        score = score_base * dist / max(float(dist.max()), 1e-300)
+        score[picks] = -np.inf
+        p = int(np.argmax(score))
+        picks.append(p)
+        if len(picks) < n:
+            limit = far if reached.all() and far > 0 else np.inf
+            d = np.minimum(d, dijkstra(lengths, indices=int(index[p]), limit=limit)[index])
+    return index[np.asarray(picks, dtype=np.int64)]
 
 
 _GRAMS = weakref.WeakKeyDictionary()

@@ -369,8 +369,6 @@ class LabelledColumns:
         # room for up to 128 more columns than are held: a loop adds one column a pick,
         # and copying all of them each time cost MNIST's loop 0.5 s
         self._store = np.zeros((prior.n_points, 0))
-        # columns solved ahead of being asked for (prefetch): node -> column
-        self._ahead = {}
         # the prior variances K_ll known at nodes (labelled_prior_scale)
         self.diagonal = {}
 
@@ -379,34 +377,15 @@ class LabelledColumns:
         return self._store[:, :self.nodes.size]
 
     def holds(self, node) -> bool:
-        """Whether ``K[:, node]`` is held or solved ahead (no solve when asked for)."""
-        return bool(int(node) in self._ahead or np.isin(int(node), self.nodes))
+        """Whether ``K[:, node]`` is held (no solve when asked for)."""
+        return bool(np.isin(int(node), self.nodes))
 
-    def prefetch(self, nodes) -> None:
-        """Solve now for the columns of ``nodes`` not held (all in one solve: on threads,
-        :meth:`~flgp.precision.multigrid.ClassicalMultigrid.solve`), and keep them aside
-        until :meth:`__call__` asks for them - which then holds them as if it had solved
-        them there, in the order asked. The labelling loop solves the column of its next
-        likely pick beside the current one's."""
-        nodes = np.unique(np.asarray(nodes, dtype=np.int64))
-        new = nodes[~np.isin(nodes, self.nodes)]
-        new = new[[int(v) not in self._ahead for v in new]]
-        if new.size:
-            self._ahead.update(zip(new.tolist(), self._solved(new, ahead=True).T))
-
-    def _solved(self, new, ahead=False) -> np.ndarray:
-        """``K[:, new]`` by solves (the lower order's columns raised); ``ahead``: the lower
-        order's columns solved ahead too, not held there yet."""
+    def _solved(self, new) -> np.ndarray:
+        """``K[:, new]`` by solves (the lower order's columns raised)."""
         if self.lower is None:
             return self.prior.cross_covariance(new)
         amplitude = self.prior.amplitude / self.lower.prior.amplitude
-        if ahead:
-            self.lower.prefetch(new)
-            lower = np.column_stack([self.lower._ahead[int(v)] if int(v) in self.lower._ahead
-                                     else self.lower(v[None])[:, 0] for v in new])
-        else:
-            lower = self.lower(new)
-        return amplitude * self.prior.raise_order(lower)
+        return amplitude * self.prior.raise_order(self.lower(new))
 
     def __call__(self, nodes) -> np.ndarray:
         """``K[:, nodes]`` (columns computed where missing)."""
@@ -419,15 +398,7 @@ class LabelledColumns:
                 store = np.empty((self._store.shape[0], room))
                 store[:, :held] = self._store[:, :held]
                 self._store = store
-            ahead = np.array([int(v) in self._ahead for v in new], dtype=bool)
-            columns = self._store[:, held:held + new.size]
-            if (~ahead).any():
-                columns[:, ~ahead] = self._solved(new[~ahead])
-            if ahead.any():
-                columns[:, ahead] = np.column_stack([self._ahead.pop(int(v))
-                                                     for v in new[ahead]])
-                if self.lower is not None:
-                    self.lower(new[ahead])      # held there too, from its own ahead
+            self._store[:, held:held + new.size] = self._solved(new)
             self.nodes = np.concatenate([self.nodes, new])
         if nodes.size == self.nodes.size and np.array_equal(nodes, self.nodes):
             return self._columns               # all held, in their order: a view, no copy
@@ -449,7 +420,6 @@ class LabelledColumns:
         state["prior"] = None                   # the AMG solver: rebuilt by the next fit
         state["lower"] = None
         state["_store"] = self._columns.copy()  # the held columns only
-        state["_ahead"] = {}
         return state
 
 
@@ -517,15 +487,6 @@ class LeastSquaresClassification:
             columns.prior_variances = columns.prior.marginal_variances()
         return self.unit_variances(columns(self.labelled), columns.prior_variances)
 
-    def unit_covariance_columns(self, columns, nodes) -> np.ndarray:
-        """``ρ k̃_x,j - ρ² w̃_xᵀ S⁻¹ w̃_j`` for every node ``x`` and each of ``nodes``
-        (``(n, k)``): the posterior covariances in units of the noise variance."""
-        nodes = np.asarray(nodes, dtype=np.int64)
-        W = columns(self.labelled)
-        if getattr(self, "_whitened_nodes", None) is None:
-            self._whitened_nodes = self.whitened(W)          # once for a batch's picks
-        return self.unit_covariances_whitened(self._whitened_nodes, W[nodes], columns(nodes))
-
     def unit_variances(self, W_rows, prior_variances) -> np.ndarray:
         """``ρ k̃_xx - ρ² w̃_xᵀ S⁻¹ w̃_x`` at rows with ``W_rows = K[rows, labelled]`` and
         prior variances ``k_xx`` (multiply by ``noise[c]`` for class ``c``)."""
@@ -534,23 +495,6 @@ class LeastSquaresClassification:
         explained = np.einsum("ij,ij->j", V, V)
         return np.maximum(self.rho * np.asarray(prior_variances) / self.scale
                           - self.rho ** 2 * explained, 0.0)
-
-    def whitened(self, W_rows) -> np.ndarray:
-        """``L⁻¹ w̃_x`` for each row (``W_rows = K[rows, labelled]``, ``S = L Lᵀ``), shape
-        ``(m, rows)``: what :meth:`unit_covariances` needs of its rows, computed once for
-        many columns."""
-        return scipy.linalg.solve_triangular(self._chol[0],
-                                             np.asarray(W_rows).T / self.scale, lower=True)
-
-    def unit_covariances(self, W_rows, W_cols, K_rows_cols) -> np.ndarray:
-        """``ρ k̃_xj - ρ² w̃_xᵀ S⁻¹ w̃_j`` between rows and columns (``W_rows``, ``W_cols``
-        the labelled columns at each, ``K_rows_cols = K[rows, cols]``)."""
-        return self.unit_covariances_whitened(self.whitened(W_rows), W_cols, K_rows_cols)
-
-    def unit_covariances_whitened(self, V_rows, W_cols, K_rows_cols) -> np.ndarray:
-        """:meth:`unit_covariances` with the rows given as ``V_rows = whitened(W_rows)``."""
-        Vc = self.whitened(W_cols)
-        return self.rho * np.asarray(K_rows_cols) / self.scale - self.rho ** 2 * (V_rows.T @ Vc)
 
 
 def labelled_classes(codes, n_classes):
@@ -705,8 +649,3 @@ class PrecisionLeastSquares:
                          else AMG_VARIANCE_SAMPLES)
         var, _ = self.posterior.variances(n_samples, random_state=0)
         return self.posterior.c * np.maximum(var, 0.0)
-
-    def unit_covariance_columns(self, columns, nodes) -> np.ndarray:
-        """The posterior covariances of every node with each of ``nodes`` (``(n, k)``) in
-        units of the noise variance: ``c P Q̂⁻¹ P`` at ``nodes``, one solve each."""
-        return self.posterior.c * self.posterior.covariance_columns(nodes)
