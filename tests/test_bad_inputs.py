@@ -158,6 +158,30 @@ def test_unsigned_labels_with_a_wrapped_minus_one_are_refused():
     assert clf.classes_.dtype == np.uint8
 
 
+def test_labels_in_minus_one_plus_one_are_two_classes():
+    """Binary labels in {-1, +1} (scikit-learn's check relabels to them) were refused as
+    one class and unlabelled rows; where the rows not marked -1 hold one class, -1 is the
+    other class (with a warning). Beside two classes or more, -1 still marks unlabelled
+    rows, and None / NaN markers are never a class."""
+    X, y = make_concentric_circles(300, random_state=0)
+    pm = np.where(y == 1, 1, -1)
+    with pytest.warns(UserWarning, match="read as two classes"):
+        clf = FLGPClassifier().fit(X, pm)
+    np.testing.assert_array_equal(clf.classes_, [-1, 1])
+    assert clf.labelled_indices_.size == 300 and np.mean(clf.predict(X) == pm) > 0.95
+    # one class with NaN markers: still one class, refused
+    semi = np.where(y == 1, 1.0, np.nan)
+    with pytest.raises(ValueError, match="at least two classes"):
+        FLGPClassifier().fit(X, semi)
+    # -1 beside two classes: unlabelled
+    semi = np.where(np.arange(300) % 10 == 0, y, -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        clf = FLGPClassifier().fit(X, semi)
+    np.testing.assert_array_equal(clf.classes_, [0, 1])
+    assert clf.labelled_indices_.size == 30
+
+
 def test_count_means_beyond_float64_are_reported_not_overflowed():
     """Counts of a few million with a sharp jump. The posterior mean count exp(m + v/2)
     used to leave float64 here (the fit chased an exact interpolation of the counts'

@@ -9,20 +9,6 @@ from flgp import FLGPClassifier, FLGPRegressor
 from flgp.embedding import (CompressedDiffusionMap, DeepDiffusionMap, DiffusionMap,
                             GPEmbedding)
 
-EXPECTED_FAILURES = {
-    # scikit-learn's semi-supervised convention: -1 marks an unlabelled row, so a class
-    # literally named -1 (this check relabels y to {-1, 1}) cannot be used.
-    "check_classifiers_classes": "-1 marks unlabelled rows (sklearn.semi_supervised "
-                                 "convention)",
-}
-
-
-def _expected_failed_checks(estimator):
-    if isinstance(estimator, FLGPClassifier):
-        return EXPECTED_FAILURES
-    return {}
-
-
 ESTIMATORS = [FLGPClassifier(), FLGPRegressor()]
 
 TRANSFORMERS = [
@@ -57,7 +43,6 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-@parametrize_with_checks(ESTIMATORS + TRANSFORMERS,
-                         expected_failed_checks=_expected_failed_checks)
+@parametrize_with_checks(ESTIMATORS + TRANSFORMERS)
 def test_sklearn_compatible(estimator, check):
     check(estimator)

@@ -306,7 +306,31 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         "inference": [StrOptions({"ep", "laplace"})],
     }
     _unlabelled_fill = -1
-    _is_labelled = staticmethod(split_labels)
+
+    @staticmethod
+    def _is_labelled(y):
+        """:func:`split_labels`, except where the rows not marked -1 hold one class only:
+        then ``-1`` is that class's other value (binary labels in ``{-1, +1}``), every
+        row is labelled, and a warning says so."""
+        labelled = split_labels(y)
+        if labelled.all() or not labelled.any():
+            return labelled
+        values = np.asarray(y)[labelled]
+        if np.unique(values.astype(str) if values.dtype.kind == "O" else values).size > 1:
+            return labelled
+        y = np.asarray(y)
+        marked = y[~labelled]
+        is_minus_one = (marked == -1) if marked.dtype.kind in "iufb" else np.array(
+            [isinstance(v, numbers.Number) and not isinstance(v, bool) and v == -1
+             for v in marked], dtype=bool)
+        if not is_minus_one.all():                # None / NaN / "-1" markers: unlabelled
+            return labelled
+        warnings.warn(f"y holds -1 and one other class ({values[0]!r}) only: read as two "
+                      f"classes, -1 and {values[0]!r}, every row labelled. -1 marks "
+                      f"unlabelled rows where the other labels name two classes or more; "
+                      f"for one class and unlabelled rows, label a point of another class "
+                      f"(a classifier needs two).", UserWarning, stacklevel=4)
+        return np.ones(y.shape, dtype=bool)
     REPRESENTATIONS = REPRESENTATIONS
 
     def __init__(self, prior=None, *, multi_class="multinomial", inference="ep",
@@ -381,7 +405,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     # -- fitting --------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
-        """Fit on all points ``X``; ``y`` holds a label per row, ``-1`` for unlabelled rows.
+        """Fit on all points ``X``; ``y`` holds a label per row, ``-1`` (or None / NaN) for
+        unlabelled rows. Where the other labels name one class only, ``-1`` is read as the
+        second class (binary labels in ``{-1, +1}``; with a warning).
 
         Alternatively pass only labelled rows as ``X, y`` and the unlabelled points as
         ``X_unlabeled``. Any of them may be a dask (or zarr) array (see the class notes).
@@ -396,10 +422,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         self._check_prior_for(X)
         self.classes_, codes = encode_classes(y_lab)
         if self.classes_.size < 2:
-            hint = (" -1 marks unlabelled rows, so labels in {-1, +1} must be recoded (e.g. "
-                    "to {0, 1})." if m < X.shape[0] else "")
             raise ValueError(f"all labelled points have the class {self.classes_[0]!r}; a "
-                             f"classifier needs at least two classes among the labels.{hint}")
+                             f"classifier needs at least two classes among the labels.")
         self.classes_, codes = self._with_named_classes(self.classes_, y_lab, codes)
         if isinstance(X, np.ndarray):
             warn_conflicting_labels(X, labelled, codes, self.classes_, stacklevel=3)
