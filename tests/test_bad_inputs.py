@@ -162,13 +162,18 @@ def test_labels_in_minus_one_plus_one_are_two_classes():
     """Binary labels in {-1, +1} (scikit-learn's check relabels to them) were refused as
     one class and unlabelled rows; where the rows not marked -1 hold one class, -1 is the
     other class (with a warning). Beside two classes or more, -1 still marks unlabelled
-    rows, and None / NaN markers are never a class."""
+    rows, as it does where it marks more than half of the rows (semi-supervised data with
+    one class labelled: refused), and None / NaN markers are never a class."""
     X, y = make_concentric_circles(300, random_state=0)
     pm = np.where(y == 1, 1, -1)
     with pytest.warns(UserWarning, match="read as two classes"):
         clf = FLGPClassifier().fit(X, pm)
     np.testing.assert_array_equal(clf.classes_, [-1, 1])
     assert clf.labelled_indices_.size == 300 and np.mean(clf.predict(X) == pm) > 0.95
+    # -1 on most rows beside one class: unlabelled rows, one class, refused
+    mostly = np.where(np.arange(300) % 3 == 0, 1, -1)
+    with pytest.raises(ValueError, match="at least two classes"):
+        FLGPClassifier().fit(X, mostly)
     # one class with NaN markers: still one class, refused
     semi = np.where(y == 1, 1.0, np.nan)
     with pytest.raises(ValueError, match="at least two classes"):

@@ -162,3 +162,96 @@ def test_a_piece_without_observations_has_the_prior_sd():
     prior_sd = np.sqrt(reg.outputscale_ * np.diag(np.linalg.inv(Q)))[n:]
     z = np.abs(reg.transduction_std_[n:] - prior_sd) / reg.transduction_std_error_[n:]
     assert np.median(z) < 2.0 and z.max() < 5.0
+
+
+def _gpytorch_evidence(prior, X, y):
+    """GPyTorch's exact log marginal likelihood of the labelled ``y`` (NaN: unlabelled)
+    with ``prior.gpytorch_kernel(X)``, a ``ConstantMean`` at ``prior.constant_`` and a
+    ``GaussianLikelihood`` at ``prior.noise_``."""
+    import gpytorch
+
+    lab = np.flatnonzero(~np.isnan(y))
+    train_x = torch.as_tensor(X[lab], dtype=torch.float64)
+    train_y = torch.as_tensor(y[lab], dtype=torch.float64)
+    kernel = prior.gpytorch_kernel(X)
+
+    class Model(gpytorch.models.ExactGP):
+        def __init__(self, likelihood):
+            super().__init__(train_x, train_y, likelihood)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = kernel
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    likelihood = gpytorch.likelihoods.GaussianLikelihood(
+        noise_constraint=gpytorch.constraints.GreaterThan(1e-12)).double()
+    model = Model(likelihood).double()
+    model.mean_module.constant.data.fill_(float(prior.constant_))
+    likelihood.noise = prior.noise_
+    model.train()
+    likelihood.train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    with torch.no_grad(), gpytorch.settings.fast_computations(False, False, False):
+        return float(mll(model(train_x), train_y)) * lab.size
+
+
+@pytest.mark.parametrize("prior", ["graph matern", "rbf", "heat kernel"])
+def test_the_fitted_prior_gives_the_kernel_of_the_evidence(prior):
+    """``prior_`` holds what the fit chose in the user's units (anisotropic features: one
+    length-scale a feature for the RBF GP), and its GPyTorch kernel, with the constant and
+    the noise it holds, gives the regressor's log evidence to 1e-6."""
+    from sklearn.datasets import make_moons
+
+    from flgp import HeatKernelPrior, RBFPrior
+
+    X, _ = make_moons(300, noise=0.05, random_state=0)
+    X = X * np.array([3.0, 0.5])
+    y = np.sin(3 * X[:, 0]) + 0.05 * np.random.default_rng(0).standard_normal(300)
+    y[::3] = np.nan
+    given = {"graph matern": GraphMaternPrior(), "rbf": RBFPrior(),
+             "heat kernel": HeatKernelPrior(n_induced=60)}[prior]
+    reg = FLGPRegressor(given).fit(X, y)
+    fitted = reg.prior_
+    assert type(fitted) is type(given) and fitted is not given
+    assert given.get_params() == type(given)().get_params() or prior == "heat kernel"
+    assert fitted.noise_ == reg.noise_ and fitted.outputscale_ == reg.outputscale_
+    if prior == "graph matern":
+        assert fitted.graph is reg.graph_ and fitted.nu == reg.matern_order_
+        assert fitted.kappa_ == reg.matern_kappa_
+    elif prior == "rbf":
+        sd = X[~np.isnan(y)].std(0)               # the fit standardises the labelled rows
+        np.testing.assert_allclose(fitted.lengthscale_ / fitted.lengthscale_[0],
+                                   sd / sd[0], rtol=1e-12)
+    else:
+        assert fitted.diffusion_time == reg.diffusion_time_
+        assert fitted.n_eigenpairs == reg.n_eigenpairs_ and given.diffusion_time is None
+    assert _gpytorch_evidence(fitted, X, y) == pytest.approx(reg.log_marginal_likelihood_,
+                                                             rel=1e-6, abs=1e-6)
+
+
+def test_the_classifier_keeps_its_fitted_prior():
+    """The classifier's ``prior_``: the graph, order and ratio at full resolution; the
+    time of the heat kernel as its setting (the prior given keeps its own); one
+    length-scale a feature for the RBF GP - each prior's kernel built from it."""
+    from sklearn.datasets import make_moons
+
+    from flgp import FLGPClassifier, HeatKernelPrior, RBFPrior
+
+    X, y = make_moons(300, noise=0.05, random_state=0)
+    yy = np.where(np.arange(300) % 10 == 0, y, -1)
+    clf = FLGPClassifier().fit(X, yy)
+    assert clf.method_ == "gmrf" and isinstance(clf.prior_, GraphMaternPrior)
+    assert clf.prior_.graph is clf.graph_ and clf.prior_.nu == clf.matern_order_
+    assert clf.prior_.prior_to_noise_ratio_ == clf.prior_to_noise_ratio_
+    heat = HeatKernelPrior(n_induced=60)
+    clf = FLGPClassifier(heat).fit(X, yy)
+    assert clf.prior_.diffusion_time == clf.diffusion_time_ and heat.diffusion_time is None
+    assert clf.prior_.amplitude_ == clf.amplitude_
+    clf = FLGPClassifier(RBFPrior()).fit(X, yy)
+    assert clf.prior_.lengthscale_.shape == (2,) and np.all(clf.prior_.lengthscale_ > 0)
+    for prior in (FLGPClassifier().fit(X, yy).prior_, clf.prior_):
+        kernel = prior.gpytorch_kernel(X)
+        K = kernel(torch.as_tensor(X[:5], dtype=torch.float64)).to_dense()
+        assert K.dtype == torch.float64 and torch.all(torch.linalg.eigvalsh(K) > -1e-10)

@@ -62,6 +62,10 @@ class PointGraph:
     def __post_init__(self):
         self.check()
 
+    def __repr__(self) -> str:
+        return (f"PointGraph(kind={self.kind!r}, n_nodes={self.n_nodes}, "
+                f"spacing={self.spacing:.4g})")
+
     def check(self) -> None:
         """Refuse a graph whose nodes do not add up - no node, arrays of different
         lengths, a mass or weight that is not finite, a mass not positive - naming the

@@ -32,7 +32,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from .._chunks import is_lazy, stage
 from .._validation import check_cloud_values, check_points
 from .priors import (HEAT_METHODS, HEAT_PARAMETERS, GraphMaternPrior, HeatKernelPrior, Prior,
-                     resolve_priors)
+                     RBFPrior, resolve_priors)
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS"]
 
@@ -132,6 +132,42 @@ class HeatGPEstimator(BaseEstimator):
         for name in list(vars(self)):
             if (name.endswith("_") and not name.startswith("_")) or name in self._FITTED_STATE:
                 delattr(self, name)
+
+    def _set_fitted_prior(self) -> None:
+        """``prior_``: the chosen prior with what the fit chose
+        (:meth:`~flgp.models.priors.Prior.fitted`), from the fitted attributes."""
+        value = self.__dict__.get
+        evidence = value("log_marginal_likelihood_")
+        regression = not is_classifier(self) and getattr(self, "likelihood", "") != "poisson"
+        constant = float(self._y_mean) if regression else None
+        if self.method_ == "gmrf":
+            kappa = value("matern_kappa_")
+            self.prior_ = self._prior_of(GraphMaternPrior).fitted(
+                {"graph": self.graph_, "nu": self.matern_order_},
+                kappa_=kappa, outputscale_=value("outputscale_"), noise_=value("noise_"),
+                constant_=constant, prior_to_noise_ratio_=value("prior_to_noise_ratio_"),
+                log_marginal_likelihood_=evidence)
+        elif self.method_ == "rbf":
+            rbf = self.rbf_
+            self.prior_ = self._prior_of(RBFPrior).fitted(
+                None, lengthscale_=np.asarray(rbf.lengthscale_ * rbf.sd_, dtype=np.float64),
+                outputscale_=getattr(rbf, "outputscale_", None),
+                noise_=getattr(rbf, "noise_", None), constant_=getattr(rbf, "constant_", None),
+                log_marginal_likelihood_=evidence)
+        else:
+            settings = {"n_eigenpairs": int(self.n_eigenpairs_)} \
+                if value("n_eigenpairs_") is not None else {}
+            if value("bandwidth_") is not None:
+                settings["bandwidth"] = float(self.bandwidth_)
+            # one time for every class a setting; one a class (one-vs-rest), a fitted value
+            times = value("diffusion_time_")
+            if times is not None and np.ndim(times) == 0:
+                settings["diffusion_time"], times = float(times), None
+            self.prior_ = self._prior_of(HeatKernelPrior).fitted(
+                settings, diffusion_time_=times, outputscale_=value("outputscale_"),
+                noise_=value("noise_"),
+                amplitude_=value("amplitude_"), constant_=constant,
+                log_marginal_likelihood_=evidence)
 
     @property
     def _in_eigenbasis(self) -> bool:

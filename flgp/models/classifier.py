@@ -200,6 +200,13 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     method_ : str
         The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
         ``"nystrom"``) or a representation's name (``"gmrf"``, ``"rbf"``).
+    prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
+        A copy of the prior that predicts, holding what the fit chose: its settings set
+        where they name it (the graph and order, the heat kernel's time, bandwidth and
+        resolution) and the rest as attributes in the user's units
+        (``prior_to_noise_ratio_`` at full resolution, ``lengthscale_`` of the RBF GP,
+        ...; :mod:`flgp.models.priors`); ``prior_.gpytorch_kernel(X)`` is the kernel at
+        those values.
     log_evidence_ : dict
         The fitted representation's log evidence, ``{name: log_marginal_likelihood_}``
         (empty where it has none: a fit pickled before it was kept). One entry: the
@@ -309,11 +316,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
 
     @staticmethod
     def _is_labelled(y):
-        """:func:`split_labels`, except where the rows not marked -1 hold one class only:
-        then ``-1`` is that class's other value (binary labels in ``{-1, +1}``), every
-        row is labelled, and a warning says so."""
+        """:func:`split_labels`, except where the rows not marked -1 hold one class only
+        and are at least half of the rows: then ``-1`` is that class's other value
+        (binary labels in ``{-1, +1}``), every row is labelled, and a warning says so.
+        (Semi-supervised data, mostly unlabelled, keeps -1 as the mark.)"""
         labelled = split_labels(y)
-        if labelled.all() or not labelled.any():
+        if labelled.all() or not labelled.any() or 2 * labelled.sum() < labelled.size:
             return labelled
         values = np.asarray(y)[labelled]
         if np.unique(values.astype(str) if values.dtype.kind == "O" else values).size > 1:
@@ -406,8 +414,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` holds a label per row, ``-1`` (or None / NaN) for
-        unlabelled rows. Where the other labels name one class only, ``-1`` is read as the
-        second class (binary labels in ``{-1, +1}``; with a warning).
+        unlabelled rows. Where the other labels name one class only and fill at least half
+        of the rows, ``-1`` is read as the second class (binary labels in ``{-1, +1}``;
+        with a warning).
 
         Alternatively pass only labelled rows as ``X, y`` and the unlabelled points as
         ``X_unlabeled``. Any of them may be a dask (or zarr) array (see the class notes).
@@ -463,6 +472,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         # its warnings point at the caller of fit
         self._chosen_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
         self._chosen_fit.adopt(self, X, stacklevel=3)
+        self._set_fitted_prior()
         self._record_choice(key, skipped)
         return self
 

@@ -20,6 +20,17 @@ starts - stays on the estimator.
 Each prior gives the GPyTorch kernel of its first part (:meth:`gpytorch_kernel`), for a
 user's own GPyTorch model on the same cloud.
 
+A fitted estimator's ``prior_`` is a copy of the prior it chose, as scikit-learn's
+``GaussianProcessRegressor.kernel_``: its settings set to what the fit chose where a
+setting names it (the graph, the order; the heat kernel's bandwidth, resolution and
+time), and what the fit chose beyond its settings as attributes ending in ``_``, in the
+user's units (``kappa_``, ``lengthscale_``, ``outputscale_``, ``noise_``, ``constant_``,
+``prior_to_noise_ratio_``, ``log_marginal_likelihood_``; those of the representation
+fitted). Its :meth:`gpytorch_kernel` is then the kernel at those values, in float64 and in
+a ``ScaleKernel`` at ``outputscale_`` where the fit has one: with a ``ConstantMean`` at
+``constant_`` and a ``GaussianLikelihood`` at ``noise_``, GPyTorch's exact marginal
+likelihood of the labelled targets is the regressor's ``log_marginal_likelihood_``.
+
 A given graph's prior is :class:`GraphMaternPrior`'s; :func:`with_graph` puts one into
 whatever the user gave (what :func:`flgp.predict_image` does with the voxel lattice).
 """
@@ -38,6 +49,12 @@ from ..graph.knn import self_tuning_knn_graph
 from ..kernels import GraphMaternKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKernelNystrom
 from ..spectral.families import FAMILIES
 from ..spectral.flgp import SPECTRA
+
+def torch_tensor(values):
+    import torch
+
+    return torch.as_tensor(values, dtype=torch.float64)
+
 
 __all__ = ["Prior", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "resolve_priors",
            "priors_for", "with_graph"]
@@ -80,6 +97,31 @@ class Prior(BaseEstimator):
 
     #: numeric settings that must also be finite
     _finite: tuple = ()
+
+    def fitted(self, settings=None, **values):
+        """A copy with ``settings`` set (what the fit chose among them) and ``values``
+        (those not None) as fitted attributes: an estimator's ``prior_``."""
+        prior = clone(self)
+        if settings:
+            prior.set_params(**settings)
+        for name, value in values.items():
+            if value is not None:
+                setattr(prior, name, value)
+        return prior
+
+    def _at_outputscale(self, kernel):
+        """A fitted prior's ``kernel`` in float64, in a ``ScaleKernel`` at its
+        ``outputscale_`` where it has one; an unfitted one's as it is."""
+        if not any(name.endswith("_") and not name.startswith("_") for name in vars(self)):
+            return kernel
+        kernel = kernel.double()
+        if not hasattr(self, "outputscale_"):
+            return kernel
+        import gpytorch
+
+        scaled = gpytorch.kernels.ScaleKernel(kernel).double()
+        scaled.outputscale = float(self.outputscale_)
+        return scaled
 
 
 def _same(a, b) -> bool:
@@ -269,22 +311,24 @@ class HeatKernelPrior(Prior):
         not): :class:`flgp.kernels.HeatKernelFLGP` (or ``HeatKernelGLGP`` /
         ``HeatKernelNystrom``) with these engine settings; ``kwargs`` go to the kernel
         (``diffusion_time``, ``batch_shape``, ...). Wrap it in ``ScaleKernel`` for an
-        amplitude."""
+        amplitude (a fitted ``prior_``: wrapped at its ``outputscale_``)."""
         self._check("gpytorch_kernel", for_classifier=True)
         if self.diffusion_time is not None:
             kwargs.setdefault("diffusion_time", self.diffusion_time)
         common = dict(n_induced=self.n_induced, n_eigenpairs=self.n_eigenpairs,
                       bandwidth=self.bandwidth, random_state=random_state)
         if self.method == "flgp":
-            return HeatKernelFLGP(X, n_neighbors=self.n_neighbors, subsample=self.subsample,
-                                  kernel=self.kernel,
-                                  lae_regularization=self.lae_regularization,
-                                  spectrum=self.spectrum, backend=backend, **common,
-                                  **kwargs)
-        if self.method == "nystrom":
-            return HeatKernelNystrom(X, subsample=self.subsample, **common, **kwargs)
-        common.pop("n_induced")
-        return HeatKernelGLGP(X, **common, **kwargs)
+            kernel = HeatKernelFLGP(X, n_neighbors=self.n_neighbors,
+                                    subsample=self.subsample, kernel=self.kernel,
+                                    lae_regularization=self.lae_regularization,
+                                    spectrum=self.spectrum, backend=backend, **common,
+                                    **kwargs)
+        elif self.method == "nystrom":
+            kernel = HeatKernelNystrom(X, subsample=self.subsample, **common, **kwargs)
+        else:
+            common.pop("n_induced")
+            kernel = HeatKernelGLGP(X, **common, **kwargs)
+        return self._at_outputscale(kernel)
 
 
 class GraphMaternPrior(Prior):
@@ -328,7 +372,9 @@ class GraphMaternPrior(Prior):
     def gpytorch_kernel(self, X=None, *, random_state=0, **kwargs):
         """The GPyTorch kernel of this prior, :class:`flgp.kernels.GraphMaternKernel` on
         ``graph`` (or, without one, the self-tuning k-NN graph of the cloud ``X``); the
-        order ``nu`` (default 2); ``kwargs`` go to the kernel."""
+        order ``nu`` (default 2); ``kwargs`` go to the kernel. A fitted ``prior_``: at its
+        ``kappa_`` (``normalize="none"``: the precision on the graph as given) in a
+        ``ScaleKernel`` at its ``outputscale_``."""
         self._check("gpytorch_kernel", for_classifier=False)
         graph = self.graph
         if graph is None:
@@ -338,7 +384,11 @@ class GraphMaternPrior(Prior):
             X = np.asarray(X, dtype=np.float64)
             graph = self_tuning_knn_graph(X, min(10, X.shape[0] - 1),
                                           random_state=random_state)
-        return GraphMaternKernel(graph, nu=2 if self.nu is None else int(self.nu), **kwargs)
+        if hasattr(self, "kappa_"):
+            kwargs.setdefault("kappa2", float(self.kappa_) ** 2)
+            kwargs.setdefault("normalize", "none")
+        kernel = GraphMaternKernel(graph, nu=2 if self.nu is None else int(self.nu), **kwargs)
+        return self._at_outputscale(kernel)
 
 
 class RBFPrior(Prior):
@@ -350,10 +400,19 @@ class RBFPrior(Prior):
     _parameter_constraints: dict = {}
 
     def gpytorch_kernel(self, X=None, **kwargs):
-        """``ScaleKernel(RBFKernel())`` (GPyTorch's own), ``kwargs`` to ``RBFKernel``."""
+        """``ScaleKernel(RBFKernel())`` (GPyTorch's own), ``kwargs`` to ``RBFKernel``; a
+        fitted ``prior_``: one length-scale a feature (``lengthscale_``, in the units of
+        ``X``: the fit's on standardised features times each feature's scale) and the
+        ``outputscale_``, in float64."""
         import gpytorch
 
-        return gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(**kwargs))
+        if not hasattr(self, "lengthscale_"):
+            return gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(**kwargs))
+        ell = np.atleast_1d(np.asarray(self.lengthscale_, dtype=np.float64))
+        kwargs.setdefault("ard_num_dims", ell.size)
+        rbf = gpytorch.kernels.RBFKernel(**kwargs).double()
+        rbf.lengthscale = torch_tensor(ell)
+        return self._at_outputscale(rbf)
 
 
 

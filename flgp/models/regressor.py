@@ -102,6 +102,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     method_ : str
         The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
         ``"nystrom"``) or a representation's name (``"gmrf"``, ``"rbf"``).
+    prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
+        A copy of the prior that predicts, holding what the fit chose: its settings set
+        where they name it (the graph and order, the heat kernel's time, bandwidth and
+        resolution) and the rest as attributes in the user's units (``kappa_``, ``outputscale_``, ``noise_``, ``constant_``, ...;
+        :mod:`flgp.models.priors`); ``prior_.gpytorch_kernel(X)`` is the kernel at those
+        values.
     log_evidence_ : dict
         ``method="auto"``: the log evidence of each representation (of ``y``, in its
         units), ``{"flgp": ..., "gmrf": ..., "rbf": ...}``.
@@ -290,6 +296,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
             self._chosen_fit = fit_counts(self, X, labelled, y_lab)
             self._chosen_fit.adopt(self, X, stacklevel=3)
+            self._set_fitted_prior()
             return self
         self.offset_ = None
         if not np.ptp(y_lab) > 0:
@@ -318,6 +325,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         # the fit that predicts; its warnings point at the caller of fit
         self._chosen_fit = fit
         fit.adopt(self, X, stacklevel=3)
+        self._set_fitted_prior()
         return self
 
     def _weigh(self, X, labelled, y_lab, z, standard):
