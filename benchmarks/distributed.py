@@ -124,12 +124,12 @@ def _chunk_rows(n: int) -> int:
 
 
 def _estimator(classifier: bool):
-    from flgp import FLGPClassifier, FLGPRegressor, HeatKernelPrior
+    from flgp import Eigenbasis, FLGPClassifier, FLGPRegressor, HeatKernelPrior
 
     # the heat kernel alone in both engines: on numpy inputs the default classifier fits
     # the full-resolution prior and the default regressor also an exact RBF GP (not on dask
     # ones), whose transduction is O(m^2) a point
-    heat = HeatKernelPrior(n_induced=S, n_eigenpairs=M)
+    heat = HeatKernelPrior(Eigenbasis(n_induced=S, n_eigenpairs=M))
     return FLGPClassifier(heat) if classifier else FLGPRegressor(heat)
 
 

@@ -64,7 +64,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "experiments"))
 import few_labels_lib as L  # noqa: E402
 from sklearn.base import clone  # noqa: E402
 
-from flgp import GraphMaternPrior, HeatKernelPrior, RBFPrior  # noqa: E402
+from flgp import Eigenbasis, GraphMaternPrior, HeatKernelPrior, RBFPrior  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 KS = (1, 2, 3, 5, 10)
@@ -95,19 +95,21 @@ DEFAULT_METHODS = ("flgp default", "flgp heat kernel", "poisson (graphlearning)"
 
 
 def with_heat_settings(kwargs, **settings):
-    """``kwargs`` with ``settings`` (``n_induced=600``, ...) given to the heat kernel prior:
-    the default (every prior) becomes every prior with the heat kernel's settings, a heat
-    kernel prior takes them, and the graph Matérn prior has no use for them (what the old
-    ``n_induced=`` keyword beside ``method=`` meant). No settings: ``kwargs`` as they are."""
+    """``kwargs`` with ``settings`` (``n_induced=600``, ...) given to the heat kernel
+    prior's eigenbasis: the default (every prior) becomes every prior with those settings,
+    a heat kernel prior takes them, and the graph Matérn prior has no use for them. No
+    settings: ``kwargs`` as they are."""
     if not settings:
         return kwargs
 
     def heat(p):
-        return clone(p).set_params(**settings) if isinstance(p, HeatKernelPrior) else p
+        if not isinstance(p, HeatKernelPrior):
+            return p
+        return clone(p).set_params(eigenbasis=clone(p.basis).set_params(**settings))
 
     prior = kwargs.get("prior")
     if prior is None:
-        prior = [HeatKernelPrior(**settings), GraphMaternPrior(), RBFPrior()]
+        prior = [HeatKernelPrior(Eigenbasis(**settings)), GraphMaternPrior(), RBFPrior()]
     else:
         prior = [heat(p) for p in prior] if isinstance(prior, list) else heat(prior)
     return dict(kwargs, prior=prior)

@@ -53,7 +53,7 @@ from calibration import _mnist  # noqa: E402
 
 def load_set(name):
     """``(X, y, estimator settings, labels at the start, labels per round, last count)``."""
-    from flgp import HeatKernelPrior
+    from flgp import Eigenbasis, HeatKernelPrior
     from flgp.datasets import make_concentric_circles, make_swiss_roll
     from flgp.reproduce.circles import standardise
 
@@ -61,8 +61,8 @@ def load_set(name):
         X, y = make_concentric_circles(12000, random_state=0)
         # LKFLGP (k-means induced points) cuts the graph between the circles: one label
         # per circle is enough; LRFLGP (random induced points) does not, a harder problem
-        heat = (HeatKernelPrior(n_induced=600) if name == "circles"
-                else HeatKernelPrior(n_induced=600, subsample="random"))
+        heat = (HeatKernelPrior(Eigenbasis(n_induced=600)) if name == "circles"
+                else HeatKernelPrior(Eigenbasis(n_induced=600, subsample="random")))
         # the heat kernel's loop (its eigenbasis reused across rounds; its expected variance
         # reduction): the heat kernel alone
         return standardise(X), np.asarray(y), dict(prior=heat), 10, 10, 100

@@ -5,7 +5,7 @@ Two workloads (each repeat a fresh process; medians over ``--repeats``):
 * ``mnist`` - all 70,000 MNIST digits, PCA to 100 dimensions, 100 labels drawn uniformly
   (seed 0), ``FLGPClassifier()`` (s = 1000, r = 3, M = 200, 10-class EP);
 * ``curve`` - the noisy closed curve in R^3 of ``benchmarks/distributed.py``, 10^6 points,
-  1,000 labels, ``FLGPRegressor(HeatKernelPrior(n_induced=1000, n_eigenpairs=100))``, fit +
+  1,000 labels, ``FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=1000, n_eigenpairs=100)))``, fit +
   transduction (the engine's path: the default ``FLGPRegressor()`` also fits the exact RBF GP
   on the 1,000 labels, which wins this curve's evidence, and then transduces with it at
   ``O(m^2)`` a point - docs/benchmarks.md).
@@ -106,10 +106,10 @@ def workload(name: str, n_curve: int = 10**6):
         unl = y == -1
         return X, y, FLGPClassifier, lambda est: float(np.mean(est.transduction_[unl]
                                                                != truth[unl]))
-    from flgp import FLGPRegressor, HeatKernelPrior
+    from flgp import Eigenbasis, FLGPRegressor, HeatKernelPrior
 
     X, f, y = _curve(n_curve)
-    return X, y, lambda: FLGPRegressor(HeatKernelPrior(n_induced=1000, n_eigenpairs=100)), \
+    return X, y, lambda: FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=1000, n_eigenpairs=100))), \
         lambda est: float(np.sqrt(np.mean((est.transduction_ - f) ** 2)))
 
 

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import flgp
-from flgp import FLGPRegressor, HeatKernelPrior
+from flgp import Eigenbasis, FLGPRegressor, HeatKernelPrior
 from flgp.datasets import make_swiss_roll
 
 n = 200_000
@@ -38,7 +38,7 @@ y = da.from_array(y_np, chunks=25_000)           # NaN marks an unlabelled row
 # (prior=None) fits anyway; on numpy inputs the default would also fit an exact RBF GP and
 # keep it when its evidence is higher (it is on this roll), at O(m^2) a predicted point.
 start = time.perf_counter()
-reg = FLGPRegressor(HeatKernelPrior(n_induced=500, n_eigenpairs=50), random_state=0).fit(X, y)
+reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=500, n_eigenpairs=50)), random_state=0).fit(X, y)
 print(f"fit on {n:,} points in {time.perf_counter() - start:.1f} s")
 print("transduction_:", repr(reg.transduction_))
 
@@ -58,7 +58,7 @@ print(f"RMSE at 5,000 points against the noise-free target: {rmse:.3f}")
 # blocks per pass. The fitted model is the same.
 
 with flgp.config_context(working_memory=16):
-    reg_np = FLGPRegressor(HeatKernelPrior(n_induced=500, n_eigenpairs=50),
+    reg_np = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=500, n_eigenpairs=50)),
                            random_state=0).fit(X_np, y_np)
 mean_np = reg_np.predict(X_np[show])
 print(f"numpy fit: largest difference from the dask fit's predictions "

@@ -12,7 +12,7 @@ deviations around the mean.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from flgp import FLGPRegressor, HeatKernelPrior
+from flgp import Eigenbasis, FLGPRegressor, HeatKernelPrior
 from flgp.datasets import make_spiral
 
 X, y, f = make_spiral(4000, noise=0.5, random_state=0)   # y = f + noise
@@ -20,7 +20,7 @@ rng = np.random.default_rng(1)   # not 0: the data generator used seed 0
 y_semi = np.where(rng.random(len(y)) < 0.05, y, np.nan)   # NaN marks an unlabelled row
 labelled = ~np.isnan(y_semi)
 
-reg = FLGPRegressor(HeatKernelPrior(n_induced=500, n_eigenpairs=50), random_state=0).fit(X, y_semi)
+reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=500, n_eigenpairs=50)), random_state=0).fit(X, y_semi)
 mean, std = reg.predict(X, return_std=True)
 print(f"diffusion time {reg.diffusion_time_:.3g}, noise variance {reg.noise_:.3g}")
 print(f"RMSE against the noise-free function: {np.sqrt(np.mean((mean - f) ** 2)):.3f}")

@@ -11,7 +11,7 @@ estimated from the unlabelled points too (the FLGP paper's Table 1 in miniature)
 import matplotlib.pyplot as plt
 import numpy as np
 
-from flgp import FLGPClassifier, HeatKernelPrior, RBFPrior
+from flgp import Eigenbasis, FLGPClassifier, HeatKernelPrior, RBFPrior
 from flgp.datasets import make_concentric_circles
 
 X, y = make_concentric_circles(2400, random_state=0)
@@ -29,7 +29,7 @@ unlabelled = y_semi == -1
 # baseline on the same labels. ``transduction_`` holds the predicted label of every point
 # of the cloud.
 
-flgp_clf = FLGPClassifier(HeatKernelPrior(n_induced=400), random_state=0).fit(X, y_semi)
+flgp_clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=400)), random_state=0).fit(X, y_semi)
 rbf_clf = FLGPClassifier(RBFPrior()).fit(X, y_semi)
 for name, clf in [("heat kernel (LKFLGP)", flgp_clf), ("RBF kernel", rbf_clf)]:
     error = np.mean(clf.transduction_[unlabelled] != y[unlabelled])

@@ -106,7 +106,7 @@ def main(argv=None):
     yy[lab] = y[lab]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = flgp.FLGPClassifier(flgp.HeatKernelPrior(n_induced=500, n_eigenpairs=60),
+        clf = flgp.FLGPClassifier(flgp.HeatKernelPrior(flgp.Eigenbasis(n_induced=500, n_eigenpairs=60)),
                                   random_state=0).fit(X, yy)
     Q = clf.label_distributions_[unl]
     err_ep = float(np.mean(Q.argmax(1) != y[unl]))

@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from flgp import FLGPRegressor, HeatKernelPrior, RBFPrior  # noqa: E402
+from flgp import Eigenbasis, FLGPRegressor, HeatKernelPrior, RBFPrior  # noqa: E402
 from flgp.datasets import load_voxels  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "results")
@@ -56,10 +56,9 @@ def make_method(name, *, s=1500, r=3, M=500, random_state=0):
     if name == "RBF GP":
         return FLGPRegressor(RBFPrior(), random_state=random_state)
     if name == "Nystrom-GLGP":
-        return FLGPRegressor(HeatKernelPrior("nystrom", n_induced=s, n_eigenpairs=M),
+        return FLGPRegressor(HeatKernelPrior(Eigenbasis("nystrom", n_induced=s, n_eigenpairs=M)),
                              random_state=random_state)
-    return FLGPRegressor(HeatKernelPrior("flgp", kernel="lae", subsample="kmeans",
-                                         n_induced=s, n_neighbors=r, n_eigenpairs=M),
+    return FLGPRegressor(HeatKernelPrior(Eigenbasis("flgp", kernel="lae", subsample="kmeans", n_induced=s, n_neighbors=r, n_eigenpairs=M)),
                          random_state=random_state)
 
 

@@ -39,7 +39,7 @@ from sklearn.decomposition import PCA  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from flgp import FLGPClassifier, HeatKernelPrior, RBFPrior  # noqa: E402
+from flgp import Eigenbasis, FLGPClassifier, HeatKernelPrior, RBFPrior  # noqa: E402
 from flgp.datasets import load_mnist  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "results")
@@ -122,13 +122,12 @@ def make_method(name, *, s=1000, r=3, M=200, random_state=0, multi_class="multin
     if name == "KSVM":
         return KSVM(random_state)
     if name == "GLGP":
-        return FLGPClassifier(HeatKernelPrior("glgp", bandwidth_grid=(1.0,), **heat), **common)
+        return FLGPClassifier(HeatKernelPrior(Eigenbasis("glgp", bandwidth_grid=(1.0,), **heat)), **common)
     if name == "Nystrom-GLGP":
-        return FLGPClassifier(HeatKernelPrior("nystrom", n_induced=s, **heat), **common)
+        return FLGPClassifier(HeatKernelPrior(Eigenbasis("nystrom", n_induced=s, **heat)), **common)
     kernel = {"S": "se", "L": "lae"}[name[0]]
     subsample = {"R": "random", "K": "kmeans"}[name[1]]
-    return FLGPClassifier(HeatKernelPrior("flgp", kernel=kernel, subsample=subsample,
-                                          n_induced=s, **heat), **common)
+    return FLGPClassifier(HeatKernelPrior(Eigenbasis("flgp", kernel=kernel, subsample=subsample, n_induced=s, **heat)), **common)
 
 
 def draw(Z, y, n, m, rep, seed=0):

@@ -40,10 +40,11 @@ LEGACY = {}      # --legacy: the classifier's model as it was before the fewest-
 
 def _cases():
     import flgp
-    from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+    from flgp import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
                       RBFPrior)
 
-    heat_names = set(HeatKernelPrior().get_params())
+    engine_names = set(Eigenbasis().get_params())
+    heat_names = engine_names | set(HeatKernelPrior().get_params())
 
     def with_prior(kw, heat_extra=None):
         """``(prior, estimator keywords)`` of a case's keywords: ``method`` and the heat
@@ -52,16 +53,18 @@ def _cases():
         method = kw.pop("method", "auto")
         heat = {k: kw.pop(k) for k in list(kw) if k in heat_names}
         heat.update(heat_extra or {})
+        spectral = {k: heat.pop(k) for k in list(heat) if k not in engine_names}
         matern = {"nu": kw.pop("matern_order")} if "matern_order" in kw else {}
         if method in ("flgp", "glgp", "nystrom"):
-            prior = HeatKernelPrior(**dict(heat, method=method))
+            prior = HeatKernelPrior(Eigenbasis(method, **heat), **spectral)
         elif method == "gmrf":
             prior = GraphMaternPrior(**matern)
         elif method == "rbf":
             prior = RBFPrior()
         else:
-            prior = (None if not (heat or matern) else
-                     [HeatKernelPrior(**heat), GraphMaternPrior(**matern), RBFPrior()])
+            prior = (None if not (heat or spectral or matern) else
+                     [HeatKernelPrior(Eigenbasis(**heat), **spectral),
+                      GraphMaternPrior(**matern), RBFPrior()])
         return prior, kw
     from flgp.datasets import make_concentric_circles, make_spiral, make_swiss_roll
     from flgp.embedding import (CompressedDiffusionMap, DeepDiffusionMap, DiffusionMap,
@@ -156,7 +159,7 @@ def _cases():
         import dask.array as da
 
         with dask.config.set(scheduler="synchronous"):
-            c = FLGPClassifier([HeatKernelPrior(n_induced=600, **LEGACY), GraphMaternPrior(),
+            c = FLGPClassifier([HeatKernelPrior(Eigenbasis(n_induced=600), **LEGACY), GraphMaternPrior(),
                                 RBFPrior()]).fit(da.from_array(Xc, chunks=700),
                                                   da.from_array(yc_semi, chunks=700))
             return {"proba": np.asarray(c.label_distributions_.compute()),

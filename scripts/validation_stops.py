@@ -71,14 +71,14 @@ def prior_keywords(kind="every", **heat) -> dict:
     if kind == "every" and not heat:
         return {}
     try:
-        from flgp import GraphMaternPrior, HeatKernelPrior, RBFPrior
+        from flgp import Eigenbasis, GraphMaternPrior, HeatKernelPrior, RBFPrior
     except ImportError:                     # an older flgp: the old keywords
         return dict(heat) if kind == "every" else dict(heat, method=kind)
     if kind == "every":
-        return dict(prior=[HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior()])
+        return dict(prior=[HeatKernelPrior(Eigenbasis(**heat)), GraphMaternPrior(), RBFPrior()])
     if kind == "gmrf":
         return dict(prior=GraphMaternPrior())
-    return dict(prior=HeatKernelPrior(kind, **heat))
+    return dict(prior=HeatKernelPrior(Eigenbasis(kind, **heat)))
 
 
 def run_profiled(fit, profile) -> None:

@@ -151,7 +151,7 @@ def test_glgp_keops_agrees_with_torch(rng):
 
 @needs_keops
 def test_estimators_take_the_backend(rng):
-    from flgp import FLGPClassifier, FLGPRegressor, HeatKernelPrior, RBFPrior
+    from flgp import Eigenbasis, FLGPClassifier, FLGPRegressor, HeatKernelPrior, RBFPrior
 
     th = rng.uniform(0, 2 * np.pi, 1500)
     X = np.c_[np.cos(th), np.sin(th), 0.3 * np.cos(3 * th)]
@@ -159,8 +159,8 @@ def test_estimators_take_the_backend(rng):
     y_semi = np.full(1500, -1)
     y_semi[:60] = y[:60]
     kw = dict(kernel="se", n_induced=150, bandwidth_grid=(1.0,))
-    p_t = FLGPClassifier(HeatKernelPrior(**kw), backend="torch", random_state=0).fit(X, y_semi).predict_proba(X[:50])
-    p_k = FLGPClassifier(HeatKernelPrior(**kw), backend="keops", random_state=0).fit(X, y_semi).predict_proba(X[:50])
+    p_t = FLGPClassifier(HeatKernelPrior(Eigenbasis(**kw)), backend="torch", random_state=0).fit(X, y_semi).predict_proba(X[:50])
+    p_k = FLGPClassifier(HeatKernelPrior(Eigenbasis(**kw)), backend="keops", random_state=0).fit(X, y_semi).predict_proba(X[:50])
     np.testing.assert_allclose(p_k, p_t, atol=1e-6)
     f = np.sin(th) + 0.05 * rng.standard_normal(1500)
     f_semi = np.where(np.arange(1500) < 80, f, np.nan)

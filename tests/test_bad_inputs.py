@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+from flgp import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
                   RBFPrior)
 from flgp.datasets import make_concentric_circles, make_spiral, make_swiss_roll
 from flgp.embedding import CompressedDiffusionMap
@@ -39,7 +39,7 @@ def test_regression_targets_at_any_scale(method, scale, rtol):
     X, y = _spiral()
 
     def prior():
-        return (HeatKernelPrior(n_induced=100, n_eigenpairs=30) if method == "flgp"
+        return (HeatKernelPrior(Eigenbasis(n_induced=100, n_eigenpairs=30)) if method == "flgp"
                 else RBFPrior())
 
     ref = FLGPRegressor(prior()).fit(X, y)
@@ -95,7 +95,7 @@ def test_tiny_coordinates_get_a_clear_error(Est):
     target = np.where(np.arange(600) % 10 == 0, y, -1 if Est is FLGPClassifier else np.nan)
 
     def prior():
-        return [HeatKernelPrior(n_induced=100), GraphMaternPrior(), RBFPrior()]
+        return [HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(), RBFPrior()]
 
     with pytest.raises(ValueError, match="underflow.*Rescale X"):
         Est(prior()).fit(X * 1e-160, target.astype(float) if Est is FLGPRegressor
@@ -110,15 +110,14 @@ def test_labels_mixing_strings_and_integers_get_flgps_message():
     y = np.full(300, -1, dtype=object)
     y[:6] = [-1, "a", 1, "a", 1, "a"]
     with pytest.raises(ValueError, match="mix types that cannot be ordered"):
-        FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(X, y)
+        FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=50))).fit(X, y)
 
 
 def test_a_bandwidth_out_of_range_is_named():
     X, y = make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     with pytest.raises(ValueError, match="bandwidth=1e-300 is out of float64's range"):
-        FLGPClassifier(HeatKernelPrior(kernel="se", bandwidth=1e-300,
-                                       n_induced=50)).fit(X, semi)
+        FLGPClassifier(HeatKernelPrior(Eigenbasis(kernel="se", bandwidth=1e-300, n_induced=50))).fit(X, semi)
     from flgp import compute_eigenpairs
     with pytest.raises(ValueError, match="bandwidth=1e-300"):
         compute_eigenpairs(X, kernel="se", bandwidth=1e-300, n_induced=50)
@@ -128,7 +127,7 @@ def test_switching_method_clears_the_previous_fit():
     """set_params(prior=...) then fit used to keep the other method's attributes."""
     X, y = make_concentric_circles(600, random_state=0)
     semi = np.where(np.arange(600) % 12 == 0, y, -1)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=100)).fit(X, semi)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100))).fit(X, semi)
     heat_only = ("diffusion_time_", "eigenvalues_", "bandwidth_", "bandwidth_scale_",
                  "amplitude_", "predictive_scale_")
     assert all(hasattr(clf, a) for a in heat_only)
@@ -138,7 +137,7 @@ def test_switching_method_clears_the_previous_fit():
     clf.set_params(prior=HeatKernelPrior()).fit(X, semi)
     assert not hasattr(clf, "rbf_")
     assert all(hasattr(clf, a) for a in heat_only)
-    reg = FLGPRegressor(HeatKernelPrior(n_induced=100)).fit(*_spiral())
+    reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=100))).fit(*_spiral())
     reg.set_params(prior=RBFPrior(), max_iter=20).fit(*_spiral())
     assert not hasattr(reg, "diffusion_time_") and not hasattr(reg, "eigenvalues_")
     assert reg.method_ == "rbf" and reg.outputscale_ == reg.rbf_.outputscale_
@@ -151,10 +150,10 @@ def test_unsigned_labels_with_a_wrapped_minus_one_are_refused():
     semi = np.where(np.arange(300) % 10 == 0, y, -1).astype(np.int64).astype(np.uint64)
     assert semi.max() == np.iinfo(np.uint64).max
     with pytest.raises(ValueError, match="wrapped around"):
-        FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(X, semi)
+        FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=50))).fit(X, semi)
     # unsigned labels without the wrapped value are ordinary labels
     labels = np.where(np.arange(300) % 10 == 0, y, 0).astype(np.uint8)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(X, labels)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=50))).fit(X, labels)
     assert clf.classes_.dtype == np.uint8
 
 
@@ -266,8 +265,8 @@ def test_a_fit_scans_the_cloud_for_nan_once(monkeypatch, compiled):
     monkeypatch.setattr(np, "isfinite", counting)
     monkeypatch.setattr(kernels, "scan_cloud", counting_scan)
     with flgp.config_context(compiled=compiled):
-        for est in (FLGPClassifier(HeatKernelPrior(n_induced=200)),
-                    FLGPClassifier(HeatKernelPrior(method="nystrom", n_induced=100))):
+        for est in (FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=200))),
+                    FLGPClassifier(HeatKernelPrior(Eigenbasis("nystrom", n_induced=100)))):
             scans.clear()
             est.fit(X, semi)
             assert len(scans) == 1, scans
@@ -286,7 +285,7 @@ def test_a_bad_parameter_fails_before_any_work(monkeypatch):
     X, y = make_concentric_circles(300, random_state=0)
     semi = np.where(np.arange(300) % 10 == 0, y, -1)
     with pytest.raises(InvalidParameterError, match="'spectrum' parameter"):
-        FLGPClassifier(HeatKernelPrior(spectrum="bogus")).fit(X, semi)
+        FLGPClassifier(HeatKernelPrior(Eigenbasis(spectrum="bogus"))).fit(X, semi)
     with pytest.raises(InvalidParameterError, match="'likelihood' parameter"):
         FLGPRegressor(likelihood="cauchy").fit(X, np.where(semi >= 0, 1.0, np.nan))
 

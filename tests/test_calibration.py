@@ -11,7 +11,7 @@ import torch
 from sklearn.datasets import make_moons
 from sklearn.neighbors import KNeighborsClassifier
 
-from flgp import FLGPClassifier, HeatKernelPrior
+from flgp import Eigenbasis, FLGPClassifier, HeatKernelPrior
 from flgp.models import MultinomialProbitLikelihood
 from flgp.models.class_search import AMPLITUDE_GRID
 from flgp.models.likelihoods import multinomial_probit_probabilities
@@ -84,18 +84,19 @@ def test_clustered_data_probabilities_are_no_longer_underconfident():
 def test_classifier_inference_options_and_attributes():
     X, y, yy, _ = _circle_with_known_probabilities(3, n=600, m=90, seed=1)
     kw = dict(random_state=0)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=100), **kw).fit(X, yy)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100)), **kw).fit(X, yy)
     assert clf.amplitude_ == 1.0 and np.isfinite(clf.predictive_scale_)
     P = clf.predict_proba(X[:50] * 1.01)
     np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-12)
-    raw = FLGPClassifier(HeatKernelPrior(n_induced=100, calibration=None), **kw).fit(X, yy)
+    raw = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100)), calibration=None,
+                         **kw).fit(X, yy)
     assert raw.predictive_scale_ == 1.0
-    searched = FLGPClassifier(HeatKernelPrior(n_induced=100, amplitude=None), **kw).fit(X, yy)
+    searched = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100), amplitude=None), **kw).fit(X, yy)
     assert searched.amplitude_ in AMPLITUDE_GRID
-    ovr = FLGPClassifier(HeatKernelPrior(n_induced=100), multi_class="ovr", **kw).fit(X, yy)
+    ovr = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100)), multi_class="ovr", **kw).fit(X, yy)
     assert ovr.predictive_scale_.shape == (3,) and ovr.amplitude_.shape == (3,)
     np.testing.assert_allclose(ovr.predict_proba(X[:20]).sum(1), 1.0, atol=1e-12)
-    lap = FLGPClassifier(HeatKernelPrior(n_induced=100), inference="laplace", **kw).fit(X, yy)
+    lap = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100)), inference="laplace", **kw).fit(X, yy)
     assert lap.predictive_scale_ == 1.0 and lap.amplitude_ == 1.0
     # a fitted EP classifier pickles and predicts the same after
     again = pickle.loads(pickle.dumps(clf))
@@ -104,11 +105,11 @@ def test_classifier_inference_options_and_attributes():
     mean, var = clf.predict_latent(X[:30])
     assert mean.shape == var.shape == (30, 3) and np.all(var >= 0)
     for heat, bad, match in [({}, dict(inference="vb"), "inference"),
-                             (dict(calibration="platt"), {}, "calibration"),
+                             ({}, dict(calibration="platt"), "calibration"),
                              (dict(amplitude=-1.0), {}, "amplitude"),
                              (dict(amplitude=5.0), dict(inference="laplace"), "amplitude")]:
         with pytest.raises(ValueError, match=match):
-            FLGPClassifier(HeatKernelPrior(n_induced=100, **heat), **bad, **kw).fit(X, yy)
+            FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100), **heat), **bad, **kw).fit(X, yy)
 
 
 def test_multinomial_probit_likelihood_against_simulation():

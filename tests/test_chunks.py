@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flgp
-from flgp import FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
+from flgp import Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.embedding import DiffusionMap, GPEmbedding
 from flgp.graph import build_cross_graph
 from flgp.spectral import compute_eigenpairs
@@ -139,7 +139,7 @@ def test_nan_error_names_the_row(rng):
 @pytest.mark.parametrize("kernel", ["lae", "se"])
 def test_regressor_transduction_equals_the_dense_prediction(rng, kernel):
     X, y = spiral_regression(2500, rng)
-    reg = FLGPRegressor([HeatKernelPrior(n_induced=300, n_eigenpairs=40, kernel=kernel),
+    reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=300, n_eigenpairs=40, kernel=kernel)),
                          GraphMaternPrior(), RBFPrior()]).fit(X, y)
     ep = reg.eigenpairs_
     lab = np.flatnonzero(~np.isnan(y))
@@ -209,11 +209,11 @@ def test_row_squared_norm_and_blas_limit_reject_bad_input():
 
 def test_regressor_with_given_induced_points_and_chunks(rng):
     X, y = spiral_regression(2000, rng)
-    a = FLGPRegressor([HeatKernelPrior(n_induced=200, n_eigenpairs=30), GraphMaternPrior(),
+    a = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=200, n_eigenpairs=30)), GraphMaternPrior(),
                        RBFPrior()]).fit(X, y)
     U = a.eigenpairs_.extension.graph.induced.points
     with flgp.config_context(working_memory=0.01):
-        b = FLGPRegressor([HeatKernelPrior(induced_points=U, n_eigenpairs=30),
+        b = FLGPRegressor([HeatKernelPrior(Eigenbasis(induced_points=U, n_eigenpairs=30)),
                            GraphMaternPrior(), RBFPrior()]).fit(X, y)
     # the engine to rounding; the fits to the optimiser's tolerance (L-BFGS-B may take one
     # step more or fewer on rounding that differs in the last digit: 5e-6 here)
@@ -242,9 +242,7 @@ def test_classifier_blockwise_equals_the_dense_eigenvectors(rng, n_classes, infe
     (:mod:`_flgp_reference`), and ``predict_proba`` at the cloud's points gives them too."""
     X, y, _ = spiral_classes(2000, rng, n_classes=n_classes)
     with flgp.config_context(working_memory=0.01):
-        clf = FLGPClassifier(HeatKernelPrior(
-            n_induced=200, n_eigenpairs=30,
-            amplitude=None if inference == "laplace" else 1.0), inference=inference).fit(X, y)
+        clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=200, n_eigenpairs=30), amplitude=None if inference == "laplace" else 1.0), inference=inference).fit(X, y)
     ep = clf.eigenpairs_
     U = ep.extension.graph.induced.points
     lam, V, _ = reference_eigenpairs(X, U, 30)
@@ -302,7 +300,7 @@ def test_memory_shape_at_1e5_points(rng):
     y[:200] = np.sin(th[:200])
     with flgp.config_context(working_memory=8):
         tracemalloc.start()
-        reg = FLGPRegressor(flgp.HeatKernelPrior(n_induced=500, n_eigenpairs=M)).fit(X, y)
+        reg = FLGPRegressor(flgp.HeatKernelPrior(Eigenbasis(n_induced=500, n_eigenpairs=M))).fit(X, y)
         reg.predict(X[:50_000])
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
@@ -332,7 +330,7 @@ def test_classifier_memory_shape_at_1e5_points(rng):
     y[:150] = (th[:150] * 3 / (2 * np.pi)).astype(int)
     with flgp.config_context(working_memory=8):
         tracemalloc.start()
-        clf = FLGPClassifier(HeatKernelPrior(n_induced=500, n_eigenpairs=M)).fit(X, y)
+        clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=500, n_eigenpairs=M))).fit(X, y)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     assert peak < n * M * 8 / 2, f"traced peak {peak / 2**20:.0f} MiB"
@@ -375,7 +373,8 @@ def test_nothing_imports_dask_without_it(tmp_path):
         rng = np.random.default_rng(0)
         X = rng.standard_normal((400, 3))
         y = np.full(400, np.nan); y[:20] = X[:20, 0]
-        flgp.FLGPRegressor([flgp.HeatKernelPrior(n_induced=40), flgp.GraphMaternPrior(),
+        flgp.FLGPRegressor([flgp.HeatKernelPrior(flgp.Eigenbasis(n_induced=40)),
+                            flgp.GraphMaternPrior(),
                             flgp.RBFPrior()]).fit(X, y).predict(X[:5])
         DiffusionMap(2, method="flgp").fit_transform(X)
         assert not any(m.split(".")[0] in ("dask", "distributed", "zarr")
@@ -420,7 +419,7 @@ def test_fit_does_not_depend_on_the_number_of_threads(rng, p, monkeypatch):
         for threads in (1, 2):
             torch.set_num_threads(threads)
             with flgp.config_context(working_memory=0.01):     # 1024-row blocks
-                clf = FLGPClassifier(HeatKernelPrior(n_induced=120), random_state=0).fit(X, y)
+                clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=120)), random_state=0).fit(X, y)
             fits.append((clf.eigenpairs_.extension.graph.induced.points,
                          clf.eigenvalues_, clf.label_distributions_, clf.diffusion_time_))
     finally:
@@ -442,7 +441,7 @@ def test_compared_priors_searched_on_threads_give_the_same_fit(rng, inference):
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            clf = FLGPClassifier(HeatKernelPrior(n_induced=100, spectral_family="auto"),
+            clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100), spectral_family="auto"),
                                  inference=inference, random_state=0).fit(X, y)
             fits.append((clf.label_distributions_, clf.diffusion_time_, clf.amplitude_,
                          clf.log_marginal_likelihood_, clf.n_iter_, clf.spectral_family_,
@@ -460,9 +459,9 @@ def test_fit_does_not_depend_on_the_block_size(rng, p):
     one fitted with the default blocks, to rounding."""
     X, y = _blobs_in_20d(rng, n=5000)
     X = X[:, :p] if p == 3 else X
-    big = FLGPClassifier(HeatKernelPrior(n_induced=150), random_state=0).fit(X, y)
+    big = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150)), random_state=0).fit(X, y)
     with flgp.config_context(working_memory=0.01):             # 1024-row blocks
-        small = FLGPClassifier(HeatKernelPrior(n_induced=150), random_state=0).fit(X, y)
+        small = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150)), random_state=0).fit(X, y)
     np.testing.assert_array_equal(small.eigenpairs_.extension.graph.induced.points,
                                   big.eigenpairs_.extension.graph.induced.points)
     np.testing.assert_allclose(small.eigenvalues_, big.eigenvalues_, atol=1e-12)

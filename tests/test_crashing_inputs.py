@@ -12,7 +12,7 @@ import torch
 from scipy.special import log_ndtr
 
 import flgp
-from flgp import FLGPClassifier, HeatKernelPrior
+from flgp import Eigenbasis, FLGPClassifier, HeatKernelPrior
 from flgp.graph.neighbors import kdtree_nearest, nearest_induced_points
 from flgp.models.inference.ep import (ep_multinomial_probit, ep_probit, multinomial_loo,
                                       multinomial_predict, orthant_log_probability,
@@ -59,8 +59,8 @@ def test_ep_without_modes_is_the_prior():
 
 @pytest.mark.parametrize("params, none_left", [
     (dict(diffusion_time=1e300), False),
-    (dict(n_eigenpairs=1), False),
-    (dict(n_induced=2, n_neighbors=2), True),
+    (dict(eigenbasis=Eigenbasis(n_eigenpairs=1)), False),
+    (dict(eigenbasis=Eigenbasis(n_induced=2, n_neighbors=2)), True),
 ])
 def test_a_degenerate_prior_gives_the_prior_answer_with_a_warning(params, none_left):
     """An endless diffusion time, one eigenpair, two induced points: LinAlgError (info -7)
@@ -83,7 +83,7 @@ def test_induced_points_far_from_the_cloud_give_an_answer():
     answer with warnings about the unusable eigenpairs and the empty prior."""
     X, y, semi = _moons()
     with pytest.warns(UserWarning):
-        clf = FLGPClassifier(HeatKernelPrior(induced_points=X[:100] + 1000.0)).fit(X, semi)
+        clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(induced_points=X[:100] + 1000.0))).fit(X, semi)
     assert np.all(np.isfinite(clf.predict_proba(X[:10])))
 
 

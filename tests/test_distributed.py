@@ -12,7 +12,7 @@ import pytest
 
 da = pytest.importorskip("dask.array")
 
-from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,  # noqa: E402
+from flgp import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,  # noqa: E402
                   RBFPrior)
 from flgp.embedding import DiffusionMap, GPEmbedding  # noqa: E402
 from flgp.spectral import compute_eigenpairs  # noqa: E402
@@ -69,13 +69,12 @@ def test_results_do_not_depend_on_the_dask_chunks(rng):
 
 def test_regressor_on_dask_equals_in_memory(rng):
     X, y = spiral_regression(3000, rng)
-    ref = FLGPRegressor(HeatKernelPrior(n_induced=300, n_eigenpairs=40)).fit(X, y)
+    ref = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=300, n_eigenpairs=40))).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
     # t and the noise fixed; the amplitude is still fitted (L-BFGS-B), so the fits agree
     # to the optimiser's tolerance (a step more or fewer on rounding-level differences of
     # the eigenvectors moves the predictions by ~1e-6), the engine to rounding
-    fixed = dict(prior=HeatKernelPrior(induced_points=U, n_eigenpairs=40,
-                                       diffusion_time=ref.diffusion_time_),
+    fixed = dict(prior=HeatKernelPrior(Eigenbasis(induced_points=U, n_eigenpairs=40), diffusion_time=ref.diffusion_time_),
                  noise=ref.noise_)
     a = FLGPRegressor(**fixed).fit(X, y)
     b = FLGPRegressor(**fixed).fit(da.from_array(X, chunks=800),
@@ -93,7 +92,7 @@ def test_regressor_on_dask_equals_in_memory(rng):
     np.testing.assert_allclose(b.predict(Xn), ma, atol=1e-5)      # numpy in, numpy out
     # fitted t, s^2 and noise: the evidence is flat in t, so rounding-level differences in
     # the eigenvectors (1e-13 here) move its maximiser by ~1e-7 relative
-    free = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=40)).fit(
+    free = FLGPRegressor(HeatKernelPrior(Eigenbasis(induced_points=U, n_eigenpairs=40))).fit(
         da.from_array(X, chunks=900), y)
     assert free.diffusion_time_ == pytest.approx(ref.diffusion_time_, rel=1e-4)
     np.testing.assert_allclose(free.transduction_.compute(), ref.transduction_, atol=1e-4)
@@ -102,9 +101,10 @@ def test_regressor_on_dask_equals_in_memory(rng):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_classifier_on_dask_equals_in_memory(rng, n_classes):
     X, y, truth = spiral_classes(3000, rng, n_classes=n_classes)
-    ref = FLGPClassifier(HeatKernelPrior(n_induced=300, n_eigenpairs=40)).fit(X, y)
+    ref = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=300, n_eigenpairs=40))).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    fixed = dict(induced_points=U, n_eigenpairs=40, diffusion_time=ref.diffusion_time_)
+    fixed = dict(eigenbasis=Eigenbasis(induced_points=U, n_eigenpairs=40),
+                 diffusion_time=ref.diffusion_time_)
     a = FLGPClassifier(HeatKernelPrior(**fixed)).fit(X, y)
     b = FLGPClassifier(HeatKernelPrior(**fixed)).fit(da.from_array(X, chunks=700),
                                                      da.from_array(y, chunks=500))
@@ -140,16 +140,15 @@ def test_classifier_on_dask_equals_in_memory(rng, n_classes):
 def test_regressor_dask_x_unlabeled_and_bad_input(rng):
     X, y = spiral_regression(1500, rng)
     lab = ~np.isnan(y)
-    ref = FLGPRegressor(HeatKernelPrior(n_induced=150, n_eigenpairs=20, diffusion_time=50.0),
+    ref = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=150, n_eigenpairs=20), diffusion_time=50.0),
                         noise=0.1)
     ref.fit(X[lab], y[lab], X_unlabeled=X[~lab])
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=20,
-                                        diffusion_time=50.0), noise=0.1)
+    est = FLGPRegressor(HeatKernelPrior(Eigenbasis(induced_points=U, n_eigenpairs=20), diffusion_time=50.0), noise=0.1)
     est.fit(da.from_array(X[lab]), y[lab], X_unlabeled=da.from_array(X[~lab], chunks=400))
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
     with pytest.raises(ValueError, match="FLGP heat kernel only"):
-        FLGPRegressor(HeatKernelPrior(method="glgp")).fit(da.from_array(X), y)
+        FLGPRegressor(HeatKernelPrior(Eigenbasis("glgp"))).fit(da.from_array(X), y)
     with pytest.raises(ValueError, match="one entry per row"):
         FLGPRegressor().fit(da.from_array(X), y[:-1])
     with pytest.raises(ValueError, match="2-d"):
@@ -166,7 +165,7 @@ def test_nan_in_a_chunk_names_its_rows(rng):
     y = np.full(3000, np.nan)
     y[:50] = 1.0
     with pytest.raises(ValueError, match="rows 2000-2999"):
-        FLGPRegressor([HeatKernelPrior(n_induced=100), GraphMaternPrior(), RBFPrior()]).fit(
+        FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(), RBFPrior()]).fit(
             da.from_array(X, chunks=1000), y)
     # the in-memory path's message starts the same way
     with pytest.raises(ValueError, match=r"X contains NaN or infinity in 2 row\(s\)"):
@@ -204,10 +203,10 @@ def test_zarr_input_and_small_pickles(rng, tmp_path):
     z[:] = X
     y = np.full(n, np.nan)
     y[:100] = X[:100, 0]
-    ref = FLGPRegressor(HeatKernelPrior(n_induced=200, n_eigenpairs=30, diffusion_time=20.0),
+    ref = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=200, n_eigenpairs=30), diffusion_time=20.0),
                         noise=0.01).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=30, diffusion_time=20.0),
+    est = FLGPRegressor(HeatKernelPrior(Eigenbasis(induced_points=U, n_eigenpairs=30), diffusion_time=20.0),
                         noise=0.01)
     est.fit(zarr.open_array(str(tmp_path / "cloud.zarr"), mode="r"), y)
     np.testing.assert_allclose(est.transduction_.compute(), ref.transduction_, atol=1e-5)
@@ -237,10 +236,10 @@ def client():
 
 def test_local_cluster_fit_equals_in_memory(client, rng):
     X, y = spiral_regression(4000, rng)
-    ref = FLGPRegressor(HeatKernelPrior(n_induced=300, n_eigenpairs=40, diffusion_time=30.0),
+    ref = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=300, n_eigenpairs=40), diffusion_time=30.0),
                         noise=0.1).fit(X, y)
     U = ref.eigenpairs_.extension.graph.induced.points
-    est = FLGPRegressor(HeatKernelPrior(induced_points=U, n_eigenpairs=40, diffusion_time=30.0),
+    est = FLGPRegressor(HeatKernelPrior(Eigenbasis(induced_points=U, n_eigenpairs=40), diffusion_time=30.0),
                         noise=0.1)
     est.fit(da.from_array(X, chunks=500), da.from_array(y, chunks=500))
     _same_eigenpairs(est.eigenpairs_, ref.eigenpairs_)

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+from flgp import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
                   RBFPrior)
 
 CONDITIONS = ("method_ ==", 'method="gmrf"', 'method="auto"', "where the heat kernel was "
@@ -44,7 +44,7 @@ def _data(seed=0):
     return X, t, rng
 
 
-@pytest.mark.parametrize("prior", [HeatKernelPrior(n_induced=80), GraphMaternPrior(),
+@pytest.mark.parametrize("prior", [HeatKernelPrior(Eigenbasis(n_induced=80)), GraphMaternPrior(),
                                    RBFPrior()])
 def test_classifier_attributes(prior):
     X, t, rng = _data()
@@ -58,7 +58,7 @@ def test_classifier_attributes(prior):
     assert missing == [], f"{clf.method_}: documented, not set: {missing}"
 
 
-@pytest.mark.parametrize("prior", [HeatKernelPrior(n_induced=80), GraphMaternPrior(),
+@pytest.mark.parametrize("prior", [HeatKernelPrior(Eigenbasis(n_induced=80)), GraphMaternPrior(),
                                    RBFPrior(), "counts"])
 def test_regressor_attributes(prior):
     X, t, rng = _data(1)
@@ -66,7 +66,7 @@ def test_regressor_attributes(prior):
     lab = rng.choice(400, 40, replace=False)
     if prior == "counts":
         y[lab] = rng.poisson(5 + 3 * np.sin(t[lab]))
-        est = FLGPRegressor(HeatKernelPrior(n_induced=80), likelihood="poisson")
+        est = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=80)), likelihood="poisson")
     else:
         y[lab] = np.sin(2 * t[lab]) + 0.05 * rng.standard_normal(40)
         est = FLGPRegressor(prior)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+from flgp import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
                   RBFPrior)
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.spectral import default_diffusion_time
@@ -29,7 +29,7 @@ def test_spiral_regression_beats_rbf():
     X = _standardise(X)
     yy, lab = _semi_labels(y, 200, 0, fill=np.nan)
     mask = np.isnan(yy)
-    reg = FLGPRegressor([HeatKernelPrior(n_induced=500, n_eigenpairs=50), GraphMaternPrior(),
+    reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=500, n_eigenpairs=50)), GraphMaternPrior(),
                          RBFPrior()], random_state=0).fit(X, yy)
     rmse = np.sqrt(np.mean((reg.transduction_[mask] - f[mask]) ** 2))
     rbf = FLGPRegressor(RBFPrior()).fit(X, yy)
@@ -50,8 +50,7 @@ def test_circles_skflgp_error_below_two_percent():
     yy, lab = _semi_labels(y, 100, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = FLGPClassifier(HeatKernelPrior(kernel="se", subsample="kmeans", n_induced=600,
-                                             n_eigenpairs=100),
+        clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(kernel="se", subsample="kmeans", n_induced=600, n_eigenpairs=100)),
                              random_state=0).fit(X, yy)
     mask = yy == -1
     assert np.mean(clf.transduction_[mask] != y[mask]) < 0.02
@@ -66,7 +65,7 @@ def test_three_classes_string_labels_and_x_unlabeled():
     rng = np.random.default_rng(1)
     lab = rng.choice(900, 30, replace=False)
     unl = np.setdiff1d(np.arange(900), lab)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=150), random_state=0).fit(
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150)), random_state=0).fit(
         X[lab], names[y[lab]], X_unlabeled=X[unl])
     pred = clf.predict(X[unl])
     assert set(clf.classes_) == set(names)
@@ -79,7 +78,7 @@ def test_three_classes_string_labels_and_x_unlabeled():
     yy[lab] = names[y[lab]]
     X2 = np.r_[X[lab], X[unl]]
     y2 = np.r_[yy[lab], yy[unl]]
-    clf2 = FLGPClassifier(HeatKernelPrior(n_induced=150), random_state=0).fit(X2, y2)
+    clf2 = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150)), random_state=0).fit(X2, y2)
     np.testing.assert_array_equal(clf2.predict(X[unl]), pred)
 
 
@@ -90,14 +89,14 @@ def test_one_vs_rest_equals_separate_binary_fits():
     y = np.repeat([0, 1, 2], 300)
     yy, lab = _semi_labels(y, 45, 3)
     kw = dict(random_state=0)
-    ovr = FLGPClassifier(HeatKernelPrior(n_induced=150), multi_class="ovr", **kw).fit(X, yy)
+    ovr = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150)), multi_class="ovr", **kw).fit(X, yy)
     assert ovr.diffusion_time_.shape == (3,)
     mean, var = ovr.predict_latent(X[:50])
     p = []
     for c in range(3):
         yc = np.where(yy == -1, -1, (yy == c).astype(int))
         # one-vs-rest keeps each class's MAP t: compare with MAP binary fits
-        bin_c = FLGPClassifier(HeatKernelPrior(n_induced=150, average_diffusion_time=False),
+        bin_c = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150), average_diffusion_time=False),
                                **kw).fit(X, yc)
         np.testing.assert_allclose(ovr.diffusion_time_[c], bin_c.diffusion_time_, rtol=1e-10)
         m_c, v_c = bin_c.predict_latent(X[:50])
@@ -110,7 +109,7 @@ def test_one_vs_rest_equals_separate_binary_fits():
     unl = yy == -1
     assert np.mean(ovr.transduction_[unl] != y[unl]) < 0.05
     with pytest.raises(ValueError, match="multi_class"):
-        FLGPClassifier(HeatKernelPrior(n_induced=150), multi_class="crammer",
+        FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150)), multi_class="crammer",
                        **kw).fit(X, yy)
 
 
@@ -118,9 +117,9 @@ def test_fitting_t_increases_marginal_likelihood():
     X, y = make_concentric_circles(1200, random_state=2)
     X = _standardise(X)
     yy, _ = _semi_labels(y, 60, 2)
-    fitted = FLGPClassifier(HeatKernelPrior(n_induced=300), random_state=0).fit(X, yy)
+    fitted = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=300)), random_state=0).fit(X, yy)
     t0 = default_diffusion_time(fitted.eigenvalues_)
-    fixed = FLGPClassifier(HeatKernelPrior(n_induced=300, diffusion_time=t0),
+    fixed = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=300), diffusion_time=t0),
                            random_state=0).fit(X, yy)
     # t is the MAP under pi(t) ~ t^-a0, i.e. it maximises evidence - (a0 - 1) log t over log t
     a = fitted.diffusion_time_prior_power - 1.0
@@ -128,10 +127,9 @@ def test_fitting_t_increases_marginal_likelihood():
             > fixed.log_marginal_likelihood_ - a * np.log(t0))
     Xs, ys, _ = make_spiral(1000, noise=0.3, random_state=0)
     ys_semi, _ = _semi_labels(ys, 80, 0, fill=np.nan)
-    r_fit = FLGPRegressor([HeatKernelPrior(n_induced=200), GraphMaternPrior(), RBFPrior()],
+    r_fit = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=200)), GraphMaternPrior(), RBFPrior()],
                           random_state=0).fit(Xs, ys_semi)
-    r_fix = FLGPRegressor([HeatKernelPrior(n_induced=200,
-                                           diffusion_time=10 * r_fit.diffusion_time_),
+    r_fix = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=200), diffusion_time=10 * r_fit.diffusion_time_),
                            GraphMaternPrior(), RBFPrior()],
                           random_state=0, noise=r_fit.noise_).fit(Xs, ys_semi)
     assert r_fit.log_marginal_likelihood_ > r_fix.log_marginal_likelihood_
@@ -144,7 +142,7 @@ def test_pickle_round_trip(Est):
         yy, _ = _semi_labels(y, 40, 3)
     else:
         yy, _ = _semi_labels(y.astype(float), 40, 3, fill=np.nan)
-    est = Est([HeatKernelPrior(n_induced=100), GraphMaternPrior(), RBFPrior()],
+    est = Est([HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(), RBFPrior()],
               random_state=0).fit(X, yy)
     est2 = pickle.loads(pickle.dumps(est))
     Xn = X[:50] * 1.01
@@ -160,7 +158,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     y[:10] = (A[:10, 0] > 0).astype(int)
     y[0], y[1] = 0, 1
     with pytest.warns(UserWarning, match="200 point\\(s\\) lie in 1 piece"):
-        clf = FLGPClassifier(HeatKernelPrior(n_induced=40), random_state=0).fit(X, y)
+        clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=40)), random_state=0).fit(X, y)
     prior = np.bincount(y[:10], minlength=2) / 10
     np.testing.assert_allclose(clf.label_distributions_[200:], np.tile(prior, (200, 1)))
     assert np.all(np.isfinite(clf.label_distributions_))
@@ -168,7 +166,7 @@ def test_unlabelled_component_gets_prior_with_warning():
     yr = np.full(400, np.nan)
     yr[:10] = A[:10, 0] + 3.0
     with pytest.warns(UserWarning, match="piece\\(s\\) of the graph"):
-        reg = FLGPRegressor(HeatKernelPrior(n_induced=40), random_state=0).fit(X, yr)
+        reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=40)), random_state=0).fit(X, yr)
     np.testing.assert_allclose(reg.transduction_[200:], yr[:10].mean())
     assert np.all(np.isfinite(reg.transduction_std_)) and np.all(reg.transduction_std_ > 0)
     # there the sd is the prior's: outputscale * C_t(x, x) = s^2 n sum_l e^{-t l} v_l(x)^2
@@ -196,7 +194,7 @@ def test_clear_errors():
         FLGPClassifier(HeatKernelPrior()).fit(Xn, y)
     with pytest.raises(NotFittedError):
         FLGPClassifier(HeatKernelPrior()).predict(X)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=50)).fit(
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=50))).fit(
         X, np.where(np.arange(300) % 10 == 0, y, -1))
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :1])
@@ -229,9 +227,11 @@ def test_bad_hyperparameters_are_named(Est, params, heat, match):
     X, y = make_concentric_circles(120, random_state=0)
     lab = np.arange(120) % 6 == 0
     target = np.where(lab, y, -1) if Est is FLGPClassifier else np.where(lab, y * 1.0, np.nan)
+    engine = {k: v for k, v in heat.items() if k in Eigenbasis().get_params()}
+    spectral = {k: v for k, v in heat.items() if k not in engine}
     with pytest.raises(ValueError, match=match):
-        Est([HeatKernelPrior(n_induced=30, **heat), GraphMaternPrior(), RBFPrior()],
-            **params).fit(X, target)
+        Est([HeatKernelPrior(Eigenbasis(n_induced=30, **engine), **spectral),
+             GraphMaternPrior(), RBFPrior()], **params).fit(X, target)
 
 
 def test_high_dimensional_noise_does_not_cut_points_off():
@@ -297,9 +297,9 @@ def test_averaged_probabilities_equal_fixed_time_fits(n_classes, inference):
     X, y = make_concentric_circles(900, n_circles=3, radii=[0.5, 1.0, 1.5], random_state=1)
     y = np.repeat(np.arange(3) % n_classes, 300)
     yy, lab = _semi_labels(y, 12, 4)   # few labels: a flat evidence, several t in the mix
-    heat = dict(subsample="random", n_induced=120,  # LAE: no bandwidth grid
-                calibration=None)  # a refit's own LOO scale differs
-    kw = dict(random_state=0, inference=inference)
+    heat = dict(eigenbasis=Eigenbasis(subsample="random", n_induced=120))  # LAE: no grid
+    kw = dict(random_state=0, inference=inference,
+              calibration=None)  # a refit's own LOO scale differs
     clf = FLGPClassifier(HeatKernelPrior(average_diffusion_time=True, **heat),
                          **kw).fit(X, yy)
     mix = clf.diffusion_time_weights_
@@ -383,8 +383,8 @@ def test_dense_methods_skip_grid_values_whose_kernel_is_low_rank(method):
     ys = np.full(600, -1)
     ys[::20] = y[::20]
     with pytest.raises(ValueError, match="smaller bandwidth"):
-        FLGPClassifier(HeatKernelPrior(method=method, bandwidth=5.0)).fit(X, ys)
-    clf = FLGPClassifier(HeatKernelPrior(method=method)).fit(X, ys)
+        FLGPClassifier(HeatKernelPrior(Eigenbasis(method, bandwidth=5.0))).fit(X, ys)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(method))).fit(X, ys)
     assert clf.bandwidth_scale_ < 10
     assert np.mean(clf.transduction_ == y) > 0.95
 
@@ -394,12 +394,12 @@ def test_dense_methods_on_ten_points():
     there are; an explicit n_neighbors beyond them is still an error."""
     X = np.random.default_rng(0).normal(size=(10, 2))
     y = np.arange(10) % 2
-    for est in (FLGPClassifier(HeatKernelPrior(method="glgp", n_neighbors=2)),
-                FLGPClassifier(HeatKernelPrior(method="nystrom", n_induced=8))):
+    for est in (FLGPClassifier(HeatKernelPrior(Eigenbasis("glgp", n_neighbors=2))),
+                FLGPClassifier(HeatKernelPrior(Eigenbasis("nystrom", n_induced=8)))):
         proba = est.fit(X, y).predict_proba(X)
         assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(1), 1.0)
     with pytest.raises(ValueError, match="n_neighbors=12 exceeds"):
-        FLGPClassifier(HeatKernelPrior(method="glgp", n_neighbors=12)).fit(X, y)
+        FLGPClassifier(HeatKernelPrior(Eigenbasis("glgp", n_neighbors=12))).fit(X, y)
 
 
 def test_unorderable_labels_sparse_input_and_a_scalar_grid():
@@ -415,7 +415,7 @@ def test_unorderable_labels_sparse_input_and_a_scalar_grid():
     with pytest.raises(ValueError, match=r"sparse matrix.*toarray"):
         flgp.compute_eigenpairs(sp.csr_matrix(X))
     # one bandwidth scale given as a number means that scale
-    clf = FLGPClassifier(HeatKernelPrior(kernel="se", bandwidth_grid=5)).fit(X, ys)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(kernel="se", bandwidth_grid=5))).fit(X, ys)
     assert clf.bandwidth_scale_ == 5.0
 
 
@@ -426,13 +426,13 @@ def test_points_far_outside_the_cloud_are_flagged(method):
     X, y = make_concentric_circles(600, n_circles=2, random_state=0)
     ys = np.full(600, -1)
     ys[::20] = y[::20]
-    clf = FLGPClassifier(HeatKernelPrior(method=method)).fit(X, ys)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(method))).fit(X, ys)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clf.predict_proba(X * 1.01)
     with pytest.warns(UserWarning, match="2 of 3 new point.*far outside"):
         clf.predict_proba(np.array([[1e4, 1e4], [0.0, 1e9], [0.5, 0.0]]))
-    reg = FLGPRegressor(HeatKernelPrior(method=method)).fit(
+    reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(method))).fit(
         X, np.where(ys >= 0, ys, np.nan))
     with pytest.warns(UserWarning, match="1 of 1 new point.*far outside"):
         reg.predict(np.array([[50.0, 0.0]]))
@@ -449,7 +449,7 @@ def test_no_far_warning_between_points_when_induced_points_are_the_cloud():
     mid = 0.5 * (X + X[d2.argmin(1)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = FLGPClassifier(HeatKernelPrior(n_induced=400)).fit(X, ys)
+        clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=400))).fit(X, ys)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clf.predict(mid)

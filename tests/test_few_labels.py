@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from flgp import FLGPClassifier, HeatKernelPrior, compute_eigenpairs
+from flgp import Eigenbasis, FLGPClassifier, HeatKernelPrior, compute_eigenpairs
 from flgp.datasets import make_swiss_roll
 from flgp.models.inference.ep import ep_multinomial_probit
 from flgp.spectral.families import (SpectralPrior, constant_mode_rotation,
@@ -56,9 +56,8 @@ def test_one_label_per_class_on_a_known_manifold():
         u = semi == -1
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            clf = FLGPClassifier(HeatKernelPrior(n_induced=500)).fit(X, semi)
-            old_model = FLGPClassifier(HeatKernelPrior(n_induced=500, constant_variance=1.0,
-                                                       diffusion_time_prior="flat")).fit(X, semi)
+            clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=500))).fit(X, semi)
+            old_model = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=500), constant_variance=1.0, diffusion_time_prior="flat")).fit(X, semi)
         P = clf.label_distributions_[u]
         acc = np.mean(clf.classes_[P.argmax(1)] == y[u])
         errors.append(1 - acc)
@@ -77,8 +76,7 @@ def test_the_map_diffusion_time_is_the_argmax_of_evidence_times_prior():
     log t; the fit's t must reach the grid's maximum to 0.05 nats."""
     X, y = _roll(2000)
     semi = _one_per_class(y, 3, k=2)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=400, constant_variance=0.0,
-                                         amplitude=1.0)).fit(X, semi)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=400), constant_variance=0.0, amplitude=1.0)).fit(X, semi)
     ep = clf.eigenpairs_
     lab = clf.labelled_indices_
     codes = np.searchsorted(clf.classes_, semi[lab])
@@ -136,9 +134,9 @@ def test_calibration_holds_classes_with_one_label_out():
     are under-confident); with two per class it moves."""
     X, y = _roll(2000)
     with pytest.warns(UserWarning, match="single label"):
-        one = FLGPClassifier(HeatKernelPrior(n_induced=400)).fit(X, _one_per_class(y, 0))
+        one = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=400))).fit(X, _one_per_class(y, 0))
     assert one.predictive_scale_ == 1.0
-    two = FLGPClassifier(HeatKernelPrior(n_induced=400)).fit(X, _one_per_class(y, 0, k=3))
+    two = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=400))).fit(X, _one_per_class(y, 0, k=3))
     assert two.predictive_scale_ > 1.2
 
 
@@ -162,11 +160,11 @@ def test_a_trailing_prior_skips_only_the_final_ep_run(monkeypatch, labels_per_cl
     monkeypatch.setattr(heat_kernel.TimeSearch, "_ep_state", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fast = FLGPClassifier(HeatKernelPrior(n_induced=400)).fit(X, semi)
+        fast = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=400))).fit(X, semi)
         n_fast = len(runs)
         monkeypatch.setattr(heat_kernel, "EP_FINISH_MARGIN", np.inf)
         runs.clear()
-        both = FLGPClassifier(HeatKernelPrior(n_induced=400)).fit(X, semi)
+        both = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=400))).fit(X, semi)
         n_both = len(runs)
     np.testing.assert_array_equal(fast.label_distributions_, both.label_distributions_)
     assert fast.constant_variance_ == both.constant_variance_

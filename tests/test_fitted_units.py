@@ -204,14 +204,14 @@ def test_the_fitted_prior_gives_the_kernel_of_the_evidence(prior):
     the noise it holds, gives the regressor's log evidence to 1e-6."""
     from sklearn.datasets import make_moons
 
-    from flgp import HeatKernelPrior, RBFPrior
+    from flgp import Eigenbasis, HeatKernelPrior, RBFPrior
 
     X, _ = make_moons(300, noise=0.05, random_state=0)
     X = X * np.array([3.0, 0.5])
     y = np.sin(3 * X[:, 0]) + 0.05 * np.random.default_rng(0).standard_normal(300)
     y[::3] = np.nan
     given = {"graph matern": GraphMaternPrior(), "rbf": RBFPrior(),
-             "heat kernel": HeatKernelPrior(n_induced=60)}[prior]
+             "heat kernel": HeatKernelPrior(Eigenbasis(n_induced=60))}[prior]
     reg = FLGPRegressor(given).fit(X, y)
     fitted = reg.prior_
     assert type(fitted) is type(given) and fitted is not given
@@ -226,7 +226,8 @@ def test_the_fitted_prior_gives_the_kernel_of_the_evidence(prior):
                                    sd / sd[0], rtol=1e-12)
     else:
         assert fitted.diffusion_time == reg.diffusion_time_
-        assert fitted.n_eigenpairs == reg.n_eigenpairs_ and given.diffusion_time is None
+        assert fitted.eigenbasis.n_eigenpairs == reg.n_eigenpairs_
+        assert given.diffusion_time is None and given.eigenbasis.n_eigenpairs is None
     assert _gpytorch_evidence(fitted, X, y) == pytest.approx(reg.log_marginal_likelihood_,
                                                              rel=1e-6, abs=1e-6)
 
@@ -237,7 +238,7 @@ def test_the_classifier_keeps_its_fitted_prior():
     length-scale a feature for the RBF GP - each prior's kernel built from it."""
     from sklearn.datasets import make_moons
 
-    from flgp import FLGPClassifier, HeatKernelPrior, RBFPrior
+    from flgp import Eigenbasis, FLGPClassifier, HeatKernelPrior, RBFPrior
 
     X, y = make_moons(300, noise=0.05, random_state=0)
     yy = np.where(np.arange(300) % 10 == 0, y, -1)
@@ -245,7 +246,7 @@ def test_the_classifier_keeps_its_fitted_prior():
     assert clf.method_ == "gmrf" and isinstance(clf.prior_, GraphMaternPrior)
     assert clf.prior_.graph is clf.graph_ and clf.prior_.nu == clf.matern_order_
     assert clf.prior_.prior_to_noise_ratio_ == clf.prior_to_noise_ratio_
-    heat = HeatKernelPrior(n_induced=60)
+    heat = HeatKernelPrior(Eigenbasis(n_induced=60))
     clf = FLGPClassifier(heat).fit(X, yy)
     assert clf.prior_.diffusion_time == clf.diffusion_time_ and heat.diffusion_time is None
     assert clf.prior_.amplitude_ == clf.amplitude_

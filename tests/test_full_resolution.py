@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from flgp import (FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior,
+from flgp import (Eigenbasis, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior,
                   predict_surface)
 from flgp.graph import lattice_graph
 from flgp.precision import GMRFRegression, matern_precision
@@ -110,7 +110,7 @@ def test_auto_weighs_three_priors_by_evidence_and_says_why():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 20))
     yy = np.where(np.arange(300) < 60, X[:, 0], np.nan)
-    reg = FLGPRegressor([HeatKernelPrior(n_induced=60), GraphMaternPrior(),
+    reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=60)), GraphMaternPrior(),
                          RBFPrior()]).fit(X, yy)
     assert "gmrf" in reg.skipped_methods_ and "20 features" in reg.skipped_methods_["gmrf"]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
+from flgp import Eigenbasis, FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.graph.knn import bucket_knn, self_tuning_knn_graph
 from flgp.precision.classification import (balance_to_prior, class_size_prior,
                                            green_scores, scores_to_probabilities)
@@ -262,7 +262,7 @@ def test_auto_is_full_resolution_and_suggests_labels():
         lab = np.concatenate([np.flatnonzero(y == c)[:per_class] for c in range(3)])
         yy = np.full(len(y), -1)
         yy[lab] = y[lab]
-        clf = FLGPClassifier([HeatKernelPrior(n_induced=100), GraphMaternPrior(),
+        clf = FLGPClassifier([HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(),
                               RBFPrior()]).fit(X, yy)
         assert clf.method_ == "gmrf"
         assert np.mean(clf.transduction_[yy == -1] != y[yy == -1]) < 0.05

@@ -6,7 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from flgp import FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior, predict_image
+from flgp import (Eigenbasis, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior,
+                  predict_image)
 from flgp.cli import main
 from flgp.models import ImagePrediction
 
@@ -18,7 +19,7 @@ AFFINE = np.array([[-2.5, 0.3, 0.0, 40.0], [0.0, 2.5, 0.2, -30.0], [0.1, 0.0, 2.
                    [0.0, 0.0, 0.0, 1.0]])
 
 
-SMALL_HEAT = dict(n_induced=120, n_eigenpairs=60)
+SMALL_HEAT = dict(eigenbasis=Eigenbasis(n_induced=120, n_eigenpairs=60))
 
 
 def small_regressor(**kw):

@@ -9,7 +9,7 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 import flgp.models.labelling as labelling
-from flgp import FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
+from flgp import Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.datasets import make_swiss_roll
 from flgp.models.labelling import uncertainty_scores
 from flgp.spectral.families import spectral_weights
@@ -73,7 +73,7 @@ def test_regressor_variance_reduction_is_the_dense_greedy_rule(method):
     # FLGP's eigenvectors are orthonormal over the cloud (G = I); Nyström's extended ones
     # are not, and G = Σ v vᵀ enters the rule
     X, y, yy = _regression()
-    reg = FLGPRegressor(HeatKernelPrior(method=method, n_induced=120),
+    reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(method, n_induced=120)),
                         random_state=0).fit(X, yy)
     K, lab, noise = _dense_regression_posterior(reg)
     P = _condition(K, lab, noise)
@@ -92,7 +92,7 @@ def test_regressor_variance_reduction_is_the_dense_greedy_rule(method):
 
 def test_regressor_std_batch_is_the_posterior_sd_after_the_batch():
     X, y, yy = _regression(seed=1)
-    reg = FLGPRegressor(HeatKernelPrior(n_induced=120), random_state=0).fit(X, yy)
+    reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=120)), random_state=0).fit(X, yy)
     K, lab, noise = _dense_regression_posterior(reg)
     P = _condition(K, lab, noise)
     np.testing.assert_allclose(np.sqrt(np.diag(P)) * reg._y_scale, reg.transduction_std_,
@@ -117,7 +117,7 @@ def test_classifier_posterior_matches_its_predictions(kw, heat, C):
     if C == 2 and "multi_class" in kw:
         pytest.skip("one-vs-rest needs three classes")
     X, y, yy = _classes(C=C)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=120, **heat), random_state=0,
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=120), **heat), random_state=0,
                          **kw).fit(X, yy)
     post = clf.latent_posterior()
     V = clf.eigenpairs_.eigenvector_rows(np.arange(100))
@@ -133,7 +133,7 @@ def test_classifier_variance_reduction_is_the_dense_greedy_rule():
     from scipy.stats import norm
 
     X, y, yy = _classes(C=3, seed=2)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=120), random_state=0).fit(X, yy)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=120)), random_state=0).fit(X, yy)
     post = clf.latent_posterior()
     V = clf.eigenpairs_.eigenvectors
     Ps = [V @ S @ V.T for S in post.cov]                 # latent covariance per class
@@ -157,8 +157,7 @@ def test_uncertainty_batches_spread_out():
     X, y, yy = _classes(n=800, C=2, m=10, seed=3)
     # a model whose most uncertain points crowd together (the heat kernel with its
     # constant mode), so that the spreading of the batch shows
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=150, constant_variance=1.0,
-                                         diffusion_time_prior="flat"),
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=150), constant_variance=1.0, diffusion_time_prior="flat"),
                          random_state=0).fit(X, yy)
     unl = np.flatnonzero(yy == -1)
     H = uncertainty_scores(clf.label_distributions_[unl], "entropy")
@@ -179,13 +178,13 @@ def test_uncertainty_batches_spread_out():
 
 def test_lazy_pool_gives_the_full_greedy(monkeypatch):
     X, y, yy = _regression(n=400, seed=4)
-    reg = FLGPRegressor(HeatKernelPrior(n_induced=100), random_state=0).fit(X, yy)
+    reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=100)), random_state=0).fit(X, yy)
     full = reg.suggest_labels(8, strategy="std")
     monkeypatch.setattr(labelling, "_MIN_POOL", 3)
     monkeypatch.setattr(labelling, "_POOL_PER_PICK", 1)
     np.testing.assert_array_equal(reg.suggest_labels(8, strategy="std"), full)
     Xc, yc, yyc = _classes(n=400, C=3, seed=4)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=100)).fit(Xc, yyc)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100))).fit(Xc, yyc)
     small = {s: clf.suggest_labels(6, strategy=s) for s in ("entropy", "margin")}
     monkeypatch.setattr(labelling, "_MIN_POOL", 1024)
     monkeypatch.setattr(labelling, "_POOL_PER_PICK", 32)
@@ -196,7 +195,7 @@ def test_lazy_pool_gives_the_full_greedy(monkeypatch):
 def test_deterministic_and_indices_with_x_unlabeled():
     X, y, yy = _regression(n=400, seed=5)
     lab = ~np.isnan(yy)
-    reg = FLGPRegressor(HeatKernelPrior(n_induced=100), random_state=0).fit(
+    reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=100)), random_state=0).fit(
         X[lab], yy[lab], X_unlabeled=X[~lab])
     n_lab = int(lab.sum())
     for s in ("variance_reduction", "std", "random"):
@@ -219,7 +218,7 @@ def test_deterministic_and_indices_with_x_unlabeled():
 def test_regressor_warm_start_equals_cold_fit_and_detects_a_new_cloud():
     X, y, yy = _regression(n=600, seed=6)
     heat = dict(kernel="se", n_induced=120, bandwidth_grid=[0.5, 2.0])
-    kw = dict(prior=HeatKernelPrior(**heat), random_state=0)
+    kw = dict(prior=HeatKernelPrior(Eigenbasis(**heat)), random_state=0)
     warm = FLGPRegressor(warm_start=True, **kw).fit(X, yy)
     ep = warm.eigenpairs_
     cands = [e for _, e in warm._eigenpair_cache[1]]
@@ -241,7 +240,7 @@ def test_regressor_warm_start_equals_cold_fit_and_detects_a_new_cloud():
     warm.fit(X2, yy2)
     assert all(warm.eigenpairs_ is not e for e in cands)
     ep2 = warm.eigenpairs_
-    warm.set_params(prior=HeatKernelPrior(**heat, n_neighbors=4)).fit(X2, yy2)
+    warm.set_params(prior=HeatKernelPrior(Eigenbasis(n_neighbors=4, **heat))).fit(X2, yy2)
     assert warm.eigenpairs_ is not ep2 and warm.eigenpairs_ is not ep
 
 
@@ -252,7 +251,7 @@ def test_poisson_warm_start_equals_cold_fit():
     yy = np.full(500, np.nan)
     lab = rng.choice(500, 40, replace=False)
     yy[lab] = counts[lab]
-    prior = [HeatKernelPrior(n_induced=100), GraphMaternPrior(), RBFPrior()]
+    prior = [HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(), RBFPrior()]
     warm = FLGPRegressor(prior, likelihood="poisson", warm_start=True).fit(X, yy)
     ep = warm.eigenpairs_
     new = warm.suggest_labels(10)
@@ -267,13 +266,13 @@ def test_poisson_warm_start_equals_cold_fit():
 
 def test_classifier_warm_start_equals_cold_fit():
     X, y, yy = _classes(n=600, C=3, seed=8)
-    warm = FLGPClassifier(HeatKernelPrior(n_induced=120), warm_start=True).fit(X, yy)
+    warm = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=120)), warm_start=True).fit(X, yy)
     ep = warm.eigenpairs_
     new = warm.suggest_labels(10)
     yy[new] = y[new]
     warm.fit(X, yy)
     assert warm.eigenpairs_ is ep
-    cold = FLGPClassifier(HeatKernelPrior(n_induced=120)).fit(X, yy)
+    cold = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=120))).fit(X, yy)
     np.testing.assert_allclose(warm.label_distributions_, cold.label_distributions_,
                                rtol=0, atol=1e-10)
     X2 = X.copy()
@@ -284,7 +283,7 @@ def test_classifier_warm_start_equals_cold_fit():
 # -- bad input -----------------------------------------------------------------------------
 def test_bad_input_gets_clear_errors():
     X, y, yy = _regression(n=300, m=10, seed=9)
-    reg = FLGPRegressor(HeatKernelPrior(n_induced=80))
+    reg = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=80)))
     with pytest.raises(NotFittedError):
         reg.suggest_labels()
     reg.fit(X, yy)
@@ -298,13 +297,13 @@ def test_bad_input_gets_clear_errors():
         reg.suggest_labels(0)
     with pytest.raises(TypeError, match="integer"):
         reg.suggest_labels(2.5)
-    full = FLGPRegressor(HeatKernelPrior(n_induced=80)).fit(X, y)
+    full = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=80))).fit(X, y)
     with pytest.raises(ValueError, match="without unlabelled rows"):
         full.suggest_labels(1)
     with pytest.raises(ValueError, match="method_='rbf'"):
         FLGPRegressor(RBFPrior(), max_iter=5).fit(X, yy).suggest_labels(1)
     Xc, yc, yyc = _classes(n=300, C=2, m=10, seed=9)
-    clf = FLGPClassifier(HeatKernelPrior(n_induced=80)).fit(Xc, yyc)
+    clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=80))).fit(Xc, yyc)
     with pytest.raises(ValueError, match="unknown strategy 'std'.*'entropy'"):
         _classifier_suggest(clf, 1, "std")
     with warnings.catch_warnings():

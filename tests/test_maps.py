@@ -210,7 +210,7 @@ def test_predict_image_shares_the_searches_of_several_maps(monkeypatch):
 
 
 def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
-    from flgp import FLGPRegressor, HeatKernelPrior
+    from flgp import Eigenbasis, FLGPRegressor, HeatKernelPrior
     from flgp.models import eigenbasis
 
     rng = np.random.default_rng(0)
@@ -218,7 +218,7 @@ def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
     ys = [np.sin(4 * X[:, 0]) + 0.1 * rng.standard_normal(300) for _ in range(2)]
     for y in ys:
         y[rng.choice(300, 200, replace=False)] = np.nan
-    alone = [FLGPRegressor(HeatKernelPrior(n_induced=60, n_eigenpairs=20)).fit(X, y)
+    alone = [FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=60, n_eigenpairs=20))).fit(X, y)
              for y in ys]
     made = []
     real = eigenbasis.eigenpair_candidates
@@ -230,7 +230,7 @@ def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
     monkeypatch.setattr(eigenbasis, "eigenpair_candidates", spy)
     store = {}
     with eigenbasis.shared_candidates(store):
-        shared = [FLGPRegressor(HeatKernelPrior(n_induced=60, n_eigenpairs=20)).fit(X, y)
+        shared = [FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=60, n_eigenpairs=20))).fit(X, y)
                   for y in ys]
     assert len(made) == 1                                  # computed once
     for a, b in zip(alone, shared):
@@ -238,7 +238,7 @@ def test_fits_of_one_cloud_share_the_heat_kernels_eigenpairs(monkeypatch):
         np.testing.assert_array_equal(a.transduction_std_, b.transduction_std_)
     # other settings: computed again
     with eigenbasis.shared_candidates(store):
-        FLGPRegressor(HeatKernelPrior(n_induced=50, n_eigenpairs=20)).fit(X, ys[0])
+        FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=50, n_eigenpairs=20))).fit(X, ys[0])
     assert len(made) == 2
 
 

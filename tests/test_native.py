@@ -128,7 +128,7 @@ def test_a_pickled_fit_holds_no_compiled_object_and_rebuilds_its_search(rng):
     search tree when pickled and builds it again at first use."""
     X = rng.standard_normal((6000, 3))
     y = np.where(np.arange(6000) < 100, X[:, 0], np.nan)
-    reg = flgp.FLGPRegressor(flgp.HeatKernelPrior(n_induced=150), random_state=0).fit(X, y)
+    reg = flgp.FLGPRegressor(flgp.HeatKernelPrior(flgp.Eigenbasis(n_induced=150)), random_state=0).fit(X, y)
     assert reg.eigenpairs_.extension.graph.tree is not None
     blob = pickle.dumps(reg)
     assert b"flgp.backends._rows" not in blob
@@ -338,8 +338,7 @@ def test_graphs_and_fits_equal_with_the_kernels_on_and_off(rng, kernel, subsampl
         with flgp.config_context(compiled=on):
             g = build_cross_graph(X, n_induced=200, kernel=kernel, subsample=subsample,
                                   random_state=0)
-            reg = flgp.FLGPRegressor(flgp.HeatKernelPrior(n_induced=200, kernel=kernel,
-                                                             subsample=subsample),
+            reg = flgp.FLGPRegressor(flgp.HeatKernelPrior(flgp.Eigenbasis(n_induced=200, kernel=kernel, subsample=subsample)),
                                      random_state=0).fit(X, y)
             mean, sd = reg.predict(X[:50] * 1.01, return_std=True)
             fits.append((g, reg, mean, sd))

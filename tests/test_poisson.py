@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from flgp import FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
+from flgp import Eigenbasis, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.datasets import make_swiss_roll
 from flgp.spectral.families import spectral_weights
 from flgp.models.inference.laplace import (PoissonLikelihood, binary_predict, laplace_binary,
@@ -16,7 +16,7 @@ from flgp.models.inference.poisson import poisson_interval
 
 def _every_prior(**heat):
     """Every representation weighed by evidence, the heat kernel's with these settings."""
-    return [HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior()]
+    return [HeatKernelPrior(Eigenbasis(**heat)), GraphMaternPrior(), RBFPrior()]
 
 
 def _offset_poisson(b):

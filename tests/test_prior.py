@@ -332,7 +332,7 @@ def test_the_heat_kernel_regressor_fits_the_low_rank_prior_evidence():
     X = np.c_[np.cos(theta), np.sin(theta)] + 0.02 * rng.standard_normal((400, 2))
     y = np.sin(2 * theta) + 0.1 * rng.standard_normal(400)
     target = np.where(np.arange(400) % 8 == 0, y, np.nan)
-    reg = flgp.FLGPRegressor(flgp.HeatKernelPrior(n_induced=80), random_state=0).fit(X, target)
+    reg = flgp.FLGPRegressor(flgp.HeatKernelPrior(flgp.Eigenbasis(n_induced=80)), random_state=0).fit(X, target)
     ep, k, t = reg.eigenpairs_, reg.n_eigenpairs_, reg.diffusion_time_
     lab = reg.labelled_indices_
     centre = float(y[lab].mean())

@@ -10,7 +10,7 @@ import torch
 from sklearn.base import clone
 from sklearn.utils._param_validation import InvalidParameterError
 
-from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+from flgp import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
                   RBFPrior)
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.graph import lattice_graph
@@ -34,11 +34,17 @@ def spiral():
     return X, yy
 
 
-def test_at_most_twelve_parameters():
+def test_at_most_ten_parameters():
+    """Each estimator and each prior has at most ten parameters: the heat kernel's
+    eigenbasis is an object of its own, the classifier's calibration the classifier's."""
     for est in (FLGPClassifier(), FLGPRegressor()):
         params = est.get_params(deep=False)
-        assert len(params) <= 12, sorted(params)
+        assert len(params) <= 10, sorted(params)
         assert "prior" in params and "kernel" not in params and "method" not in params
+    for prior in (HeatKernelPrior(), GraphMaternPrior(), RBFPrior()):
+        assert len(prior.get_params(deep=False)) <= 10, type(prior).__name__
+    assert "calibration" in FLGPClassifier().get_params()
+    assert "calibration" not in HeatKernelPrior().get_params()
 
 
 def test_old_keywords_are_refused_and_settings_read_back_from_the_prior():
@@ -53,7 +59,7 @@ def test_old_keywords_are_refused_and_settings_read_back_from_the_prior():
         FLGPClassifier().set_params(kernel="se")
     reg = FLGPRegressor(GraphMaternPrior(nu=3))
     assert reg.matern_order == 3 and reg.method == "gmrf"
-    reg = FLGPRegressor([HeatKernelPrior(n_induced=50), GraphMaternPrior(), RBFPrior()])
+    reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=50)), GraphMaternPrior(), RBFPrior()])
     assert reg.n_induced == 50 and reg.method == "auto"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -61,9 +67,13 @@ def test_old_keywords_are_refused_and_settings_read_back_from_the_prior():
 
 
 def test_set_params_sets_the_prior_and_clone_keeps_it():
-    est = FLGPClassifier(HeatKernelPrior(n_induced=70), random_state=3)
+    est = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=70)), random_state=3)
     twin = clone(est)
-    assert twin.prior is not est.prior and twin.prior.get_params() == est.prior.get_params()
+    assert twin.prior is not est.prior and twin.prior.eigenbasis is not est.prior.eigenbasis
+    assert twin.prior.eigenbasis.get_params() == est.prior.eigenbasis.get_params()
+    # the eigenbasis's settings are nested parameters too
+    est.set_params(prior__eigenbasis__n_induced=90)
+    assert est.n_induced == 90 and est.prior.basis.n_induced == 90
     est.set_params(prior=GraphMaternPrior(nu=2))
     assert est.method == "gmrf" and est.matern_order == 2
     # nested parameters, scikit-learn's way
@@ -100,12 +110,12 @@ def test_wrong_priors_are_refused(spiral):
     with pytest.raises(ValueError, match="amplitude.*classifier's prior only"):
         FLGPRegressor(HeatKernelPrior(amplitude=None)).fit(X, yy)
     # a prior's own settings are validated at fit, naming the prior
-    with pytest.raises(InvalidParameterError, match="'n_neighbors' parameter of HeatKernelPrior"):
-        FLGPRegressor(HeatKernelPrior(n_neighbors=0)).fit(X, yy)
+    with pytest.raises(InvalidParameterError, match="'n_neighbors' parameter of Eigenbasis"):
+        FLGPRegressor(HeatKernelPrior(Eigenbasis(n_neighbors=0))).fit(X, yy)
     with pytest.raises(ValueError, match="diffusion_time"):
         FLGPRegressor(HeatKernelPrior(diffusion_time=np.inf)).fit(X, yy)
     with pytest.raises(ValueError, match="lae_regularization"):
-        FLGPRegressor(HeatKernelPrior(lae_regularization=np.inf)).fit(X, yy)
+        FLGPRegressor(HeatKernelPrior(Eigenbasis(lae_regularization=np.inf))).fit(X, yy)
     with pytest.raises(ValueError, match="nu = 1 or 2"):
         FLGPClassifier(GraphMaternPrior(nu=3)).fit(X, np.where(np.isnan(yy), -1,
                                                                yy > 0).astype(int))
@@ -118,7 +128,7 @@ def test_wrong_priors_are_refused(spiral):
 
 def test_each_prior_gives_its_gpytorch_kernel(spiral):
     X, _ = spiral
-    heat = HeatKernelPrior(n_induced=60, n_eigenpairs=20).gpytorch_kernel(X, random_state=0)
+    heat = HeatKernelPrior(Eigenbasis(n_induced=60, n_eigenpairs=20)).gpytorch_kernel(X, random_state=0)
     direct = HeatKernelFLGP(X, n_induced=60, n_eigenpairs=20, random_state=0)
     x = torch.from_numpy(X[:30])
     with torch.no_grad():
@@ -148,6 +158,6 @@ def test_a_list_without_the_heat_kernel_refuses_what_only_the_heat_kernel_fits(s
     with pytest.raises(ValueError, match="poisson.*does not include"):
         FLGPRegressor(pair, likelihood="poisson").fit(X, counts)
     # with the heat kernel listed, a dask cloud fits it
-    reg = FLGPRegressor([HeatKernelPrior(n_induced=60), GraphMaternPrior()]).fit(
+    reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=60)), GraphMaternPrior()]).fit(
         da.from_array(X, chunks=100), da.from_array(yy, chunks=100))
     assert reg.method_ == "flgp"

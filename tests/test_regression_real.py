@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from flgp import FLGPRegressor, HeatKernelPrior
+from flgp import Eigenbasis, FLGPRegressor, HeatKernelPrior
 
 
 def _voxel_map(seed=0):
@@ -36,7 +36,7 @@ def fitted():
     y[lab] = z[lab]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the two blobs are two components of the graph
-        est = FLGPRegressor(HeatKernelPrior(n_induced=200, n_neighbors=3, n_eigenpairs=100),
+        est = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=200, n_neighbors=3, n_eigenpairs=100)),
                             random_state=0).fit(X, y)
     return est, X, z, lab
 
@@ -116,8 +116,7 @@ def test_long_diffusion_time_skips_negligible_modes_exactly():
     y[lab] = z[lab]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = FLGPRegressor(HeatKernelPrior(n_induced=200, n_neighbors=3, n_eigenpairs=100,
-                                            diffusion_time=300.0), random_state=0).fit(X, y)
+        est = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=200, n_neighbors=3, n_eigenpairs=100), diffusion_time=300.0), random_state=0).fit(X, y)
     w = np.exp(-300.0 * est.eigenvalues_)
     assert 5 < np.count_nonzero(w >= 1e-16 * w.max()) < 90
     _assert_dense_posterior(est, X, z, lab)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from flgp import FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
+from flgp import Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from flgp.models.priors import Prior
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.models.baselines import (RBFClassification, RBFClassificationFit, RBFRegression,
@@ -98,7 +98,7 @@ def test_registry_holds_the_three_representations_in_auto_order():
     assert [rep.bounded for rep in reps.values()] == [False, False, True]
     # the heat kernel's method option is its three
     with pytest.raises(ValueError, match="method"):
-        FLGPRegressor(HeatKernelPrior(method="white")).fit(*_spiral()[:2])
+        FLGPRegressor(HeatKernelPrior(Eigenbasis("white"))).fit(*_spiral()[:2])
 
 
 def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
@@ -119,7 +119,7 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
     with pytest.raises(ValueError, match="eigenbasis"):
         reg.latent_posterior()
 
-    auto = WithWhiteNoise([HeatKernelPrior(n_induced=120), GraphMaternPrior(), RBFPrior(),
+    auto = WithWhiteNoise([HeatKernelPrior(Eigenbasis(n_induced=120)), GraphMaternPrior(), RBFPrior(),
                            WhitePrior()]).fit(X, y)
     # the registry's representations in its order, then the heat kernel (weighed, or left
     # out when its evidence ceiling lies below the best of them)
@@ -131,7 +131,7 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
     assert auto.log_evidence_["white"] < min(v for k, v in auto.log_evidence_.items()
                                              if k != "white")
     # and the plain estimator's weighing is unchanged by the subclass's registry
-    plain = FLGPRegressor([HeatKernelPrior(n_induced=120), GraphMaternPrior(),
+    plain = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=120)), GraphMaternPrior(),
                            RBFPrior()]).fit(X, y)
     assert {k: plain.log_evidence_[k] for k in plain.log_evidence_} == pytest.approx(
         {k: auto.log_evidence_[k] for k in plain.log_evidence_}, rel=1e-10)
@@ -155,7 +155,7 @@ def test_registered_fits_predict_as_their_own_models(method, fit_type):
     back = pickle.loads(pickle.dumps(reg))
     assert np.array_equal(back.predict(X[:20]), reg.predict(X[:20]))
     # a refit with the heat kernel forgets the other representation
-    reg.set_params(prior=HeatKernelPrior(n_induced=100)).fit(X, y)
+    reg.set_params(prior=HeatKernelPrior(Eigenbasis(n_induced=100))).fit(X, y)
     assert isinstance(reg._chosen_fit, HeatKernelRegressionFit)
     assert reg.latent_posterior() is not None
 
@@ -171,7 +171,7 @@ def test_another_representation_refuses_a_dask_cloud_at_predict():
     # the evidence prefers it), the loser's eigenbasis is not adopted and a dask X is
     # refused, not mapped through it
     X, y, _ = _spiral(600)
-    reg = FLGPRegressor([HeatKernelPrior(n_induced=120), GraphMaternPrior(),
+    reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=120)), GraphMaternPrior(),
                          RBFPrior()]).fit(X, y)
     assert reg.method_ == "gmrf" and not hasattr(reg, "eigenpairs_")
     with pytest.raises(ValueError, match="numpy arrays only"):
@@ -217,7 +217,7 @@ class WithClassShares(FLGPClassifier):
 
 
 def _all_and_shares(**heat):
-    return [HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior(), SharesPrior()]
+    return [HeatKernelPrior(Eigenbasis(**heat)), GraphMaternPrior(), RBFPrior(), SharesPrior()]
 
 
 def _circles(n=500, n_labels=None, seed=0):
@@ -246,10 +246,10 @@ def test_classifier_registry_and_auto_rule():
     assert FLGPClassifier().method == "auto"
     for counts in ((1, 10), (3, 10), (30, 30)):
         X, _, semi = _circles(n_labels=counts)
-        assert FLGPClassifier([HeatKernelPrior(n_induced=100), GraphMaternPrior(),
+        assert FLGPClassifier([HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(),
                                RBFPrior()]).fit(X, semi).method_ == "gmrf"
     X, _, semi = _circles(n_labels=(3, 10))
-    assert FLGPClassifier([HeatKernelPrior(induced_points=X[::20]), GraphMaternPrior(),
+    assert FLGPClassifier([HeatKernelPrior(Eigenbasis(induced_points=X[::20])), GraphMaternPrior(),
                            RBFPrior()]).fit(X, semi).method_ == "flgp"
     rep = FLGPClassifier.REPRESENTATIONS["gmrf"]
     est = FLGPClassifier()
@@ -293,7 +293,7 @@ def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type
     back = pickle.loads(pickle.dumps(clf))
     assert np.array_equal(back.predict_proba(X[:30] * 1.01), clf.predict_proba(X[:30] * 1.01))
     # a refit with the heat kernel forgets it
-    clf.set_params(prior=HeatKernelPrior(n_induced=100)).fit(X, semi)
+    clf.set_params(prior=HeatKernelPrior(Eigenbasis(n_induced=100))).fit(X, semi)
     assert isinstance(clf._chosen_fit, HeatKernelClassificationFit)
     assert clf.predict_latent(X[:3])[0].shape == (3,)
 
@@ -320,7 +320,7 @@ def test_a_representation_auto_must_take_alone(monkeypatch):
     # at the limit itself, "auto" weighs all three (here the graph Matérn prior's starting
     # grid lies far below the RBF GP's evidence: screened out, not taken alone)
     monkeypatch.setattr(graph_matern, "factors", lambda n: n <= len(x))
-    reg = FLGPRegressor([HeatKernelPrior(n_induced=60),
+    reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=60)),
                          GraphMaternPrior(graph=lattice_graph(ijk)), RBFPrior()]).fit(x, y)
     assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
     assert "rbf" in reg.log_evidence_
@@ -334,7 +334,7 @@ def test_prediction_warnings_point_at_the_users_call():
 
     X, y, _ = _spiral(400)
     for method in ("gmrf", "flgp"):
-        prior = GraphMaternPrior() if method == "gmrf" else HeatKernelPrior(n_induced=80)
+        prior = GraphMaternPrior() if method == "gmrf" else HeatKernelPrior(Eigenbasis(n_induced=80))
         reg = FLGPRegressor(prior).fit(X, y)
         far = X[:3] + 100.0
         for call in (lambda: reg.predict(far), lambda: reg.predict_interval(far)):
@@ -539,7 +539,7 @@ def test_the_heat_kernel_is_screened_by_its_coarse_stage_below_its_ceiling():
     y_lab = y[labelled]
     standard = Standardisation.of_targets(y_lab)
     z = standard.standardise(y_lab)
-    est = FLGPRegressor(HeatKernelPrior(n_induced=150))
+    est = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=150)))
     rep = FLGPRegressor.REPRESENTATIONS["flgp"]
     whole = rep.fit(est, X, labelled, y_lab, z, standard)
     eigenpairs = next(candidate_eigenbases(est, X, regression_sizes(est, X.shape[0])))[1]
@@ -572,11 +572,11 @@ def test_the_classifier_says_what_it_chose_and_why():
     assert "labelled points only" in clf.skipped_methods_["rbf"]
     assert "took 'gmrf' first" in clf.skipped_methods_["flgp"]
     # one prior alone: nothing passed over
-    heat = FLGPClassifier(HeatKernelPrior(n_induced=100)).fit(X, semi)
+    heat = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100))).fit(X, semi)
     assert heat.log_evidence_ == {"flgp": heat.log_marginal_likelihood_}
     assert heat.skipped_methods_ == {}
     # given induced points: the full-resolution classifier declines, the heat kernel fits
-    given = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(induced_points=X[::20])]).fit(
+    given = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(Eigenbasis(induced_points=X[::20]))]).fit(
         X, semi)
     assert given.method_ == "flgp" and "induced_points" in given.skipped_methods_["gmrf"]
     # refitting forgets the previous fit's record
@@ -587,7 +587,7 @@ def test_the_classifier_says_what_it_chose_and_why():
 def test_the_classifier_names_why_a_dask_cloud_is_not_fitted_at_full_resolution():
     da = pytest.importorskip("dask.array")
     X, _, semi = _circles(n=600, n_labels=(4, 4))
-    clf = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(n_induced=100)]).fit(
+    clf = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(Eigenbasis(n_induced=100))]).fit(
         da.from_array(X, chunks=200), semi)
     assert clf.method_ == "flgp" and "dask" in clf.skipped_methods_["gmrf"]
     assert clf.log_evidence_ == {"flgp": clf.log_marginal_likelihood_}

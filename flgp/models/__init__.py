@@ -27,7 +27,7 @@
 from .classifier import FLGPClassifier
 from .image import ImagePrediction, predict_image
 from .likelihoods import MultinomialProbitLikelihood
-from .priors import GraphMaternPrior, HeatKernelPrior, RBFPrior
+from .priors import Eigenbasis, GraphMaternPrior, HeatKernelPrior, RBFPrior
 from .regressor import FLGPRegressor
 from .seeds import SeedCorrelation, atlas_seeds, seed_correlation
 from .surface import SurfacePrediction, predict_surface
@@ -35,4 +35,4 @@ from .surface import SurfacePrediction, predict_surface
 __all__ = ["FLGPClassifier", "FLGPRegressor", "ImagePrediction",
            "MultinomialProbitLikelihood", "predict_image", "SurfacePrediction",
            "predict_surface", "SeedCorrelation", "seed_correlation", "atlas_seeds",
-           "HeatKernelPrior", "GraphMaternPrior", "RBFPrior"]
+           "HeatKernelPrior", "Eigenbasis", "GraphMaternPrior", "RBFPrior"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, is_classifier
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
@@ -155,15 +155,17 @@ class HeatGPEstimator(BaseEstimator):
                 noise_=getattr(rbf, "noise_", None), constant_=getattr(rbf, "constant_", None),
                 log_marginal_likelihood_=evidence)
         else:
-            settings = {"n_eigenpairs": int(self.n_eigenpairs_)} \
+            prior = self._prior_of(HeatKernelPrior)
+            chosen = {"n_eigenpairs": int(self.n_eigenpairs_)} \
                 if value("n_eigenpairs_") is not None else {}
             if value("bandwidth_") is not None:
-                settings["bandwidth"] = float(self.bandwidth_)
+                chosen["bandwidth"] = float(self.bandwidth_)
+            settings = {"eigenbasis": clone(prior.basis).set_params(**chosen)}
             # one time for every class a setting; one a class (one-vs-rest), a fitted value
             times = value("diffusion_time_")
             if times is not None and np.ndim(times) == 0:
                 settings["diffusion_time"], times = float(times), None
-            self.prior_ = self._prior_of(HeatKernelPrior).fitted(
+            self.prior_ = prior.fitted(
                 settings, diffusion_time_=times, outputscale_=value("outputscale_"),
                 noise_=value("noise_"),
                 amplitude_=value("amplitude_"), constant_=constant,
@@ -300,9 +302,10 @@ def target_vector(y, warn: bool = True) -> np.ndarray:
 # -- the old parameters, read from the prior objects --------------------------------------
 def _heat_setting(name: str) -> property:
     def get(self):
-        return getattr(self._prior_of(HeatKernelPrior), name)
-    return property(get, doc=f"``{name}`` of the heat kernel's prior object "
-                             f"(:class:`~flgp.models.priors.HeatKernelPrior`; read-only).")
+        return self._prior_of(HeatKernelPrior).setting(name)
+    return property(get, doc=f"``{name}`` of the heat kernel's prior object or its "
+                             f"eigenbasis (:class:`~flgp.models.priors.HeatKernelPrior`; "
+                             f"read-only).")
 
 
 for _name in HEAT_PARAMETERS:

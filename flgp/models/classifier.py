@@ -156,6 +156,15 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         ``"ep"``: probit / multinomial-probit likelihood, expectation propagation, the
         amplitude ``A`` fitted with ``t``. ``"laplace"``: logistic / softmax likelihood with
         amplitude 1 and Laplace's approximation. (the heat kernel only)
+    calibration : {"loo", None}, default="loo"
+        The heat kernel with EP only. ``"loo"``: divide the spread of every predictive
+        distribution by ``κ``, the mode of the leave-one-out predictive likelihood of the
+        labelled points whose class keeps another label (EP's cavities, free) under a
+        log-normal prior with median 1 and sd ``log 2``
+        (:func:`flgp.models.inference.ep.fit_predictive_scale`); it assumes the labelled
+        points are a random sample of the cloud. With one label per class no point
+        qualifies and ``κ = 1`` (with a warning: those probabilities are
+        under-confident). ``None``: the EP posterior predictive as it is.
     class_prior : {"auto", "balanced", "labels"}, array-like or None, default="auto"
         The graph Matérn prior only: the classes' prior shares, to which the probabilities'
         average over the cloud is re-weighted (one factor a class): ``"auto"`` is balanced
@@ -296,8 +305,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     >>> y_semi = np.full(len(y), -1)                        # -1 marks an unlabelled row
     >>> labelled = np.random.default_rng(1).choice(len(y), 60, replace=False)
     >>> y_semi[labelled] = y[labelled]
-    >>> from flgp import HeatKernelPrior
-    >>> clf = FLGPClassifier(HeatKernelPrior(n_induced=600), random_state=0).fit(X, y_semi)
+    >>> from flgp import Eigenbasis, HeatKernelPrior
+    >>> clf = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=600)),
+    ...                      random_state=0).fit(X, y_semi)
     >>> unlabelled = y_semi == -1
     >>> print(np.mean(clf.transduction_[unlabelled] != y[unlabelled]) < 0.02)
     True
@@ -311,6 +321,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                         None],
         "multi_class": [StrOptions({"multinomial", "ovr"})],
         "inference": [StrOptions({"ep", "laplace"})],
+        "calibration": [StrOptions({"loo"}), None],
     }
     _unlabelled_fill = -1
 
@@ -342,11 +353,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     REPRESENTATIONS = REPRESENTATIONS
 
     def __init__(self, prior=None, *, multi_class="multinomial", inference="ep",
-                 class_prior="auto", max_iter=100, random_state=0, backend="auto",
-                 verbose=False, warm_start=False):
+                 calibration="loo", class_prior="auto", max_iter=100, random_state=0,
+                 backend="auto", verbose=False, warm_start=False):
         self.prior = prior
         self.multi_class = multi_class
         self.inference = inference
+        self.calibration = calibration
         self.class_prior = class_prior
         self.max_iter = max_iter
         self.random_state = random_state

@@ -145,7 +145,7 @@ def fresh_regressor(regressor) -> FLGPRegressor:
         return FLGPRegressor()
     if not isinstance(regressor, FLGPRegressor):
         raise TypeError(f"regressor must be an flgp.FLGPRegressor (configured, e.g. "
-                        f"FLGPRegressor(HeatKernelPrior(n_induced=1000))); got "
+                        f"FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=1000)))); got "
                         f"{type(regressor).__name__}.")
     return clone(regressor)
 
@@ -206,7 +206,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         ``random_state``. At least 2 voxels.
     regressor : FLGPRegressor, optional
         A configured regressor (e.g.
-        ``FLGPRegressor(HeatKernelPrior(n_induced=1000, n_eigenpairs=500))`` or
+        ``FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=1000, n_eigenpairs=500)))`` or
         ``FLGPRegressor(RBFPrior())``); it is cloned, the instance passed stays
         unfitted. Default: ``FLGPRegressor()`` with its own defaults.
     random_state : int, numpy Generator or None, default=0
@@ -286,14 +286,15 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
 
     >>> import nibabel as nib
     >>> import numpy as np
-    >>> from flgp import FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior, predict_image
+    >>> from flgp import (Eigenbasis, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
+    ...                   RBFPrior, predict_image)
     >>> i, j, k = np.indices((12, 12, 6))
     >>> data = np.sin(i / 3.0) + np.cos(j / 4.0) + 0.2 * k
     >>> affine = np.diag([2.0, 2.0, 2.0, 1.0])
     >>> image = nib.Nifti1Image(data.astype(np.float32), affine)
     >>> region = (i - 5.5) ** 2 + (j - 5.5) ** 2 + 4 * (k - 2.5) ** 2 < 36
     >>> res = predict_image(image, region, 0.25,
-    ...     regressor=FLGPRegressor([HeatKernelPrior(n_induced=100, n_eigenpairs=50),
+    ...     regressor=FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=100, n_eigenpairs=50)),
     ...                              GraphMaternPrior(), RBFPrior()]))
     >>> res.mean.shape, res.sd.shape, np.allclose(res.mean.affine, affine)
     ((12, 12, 6), (12, 12, 6), True)

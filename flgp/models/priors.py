@@ -2,8 +2,8 @@
 settings, as scikit-learn's ``GaussianProcessRegressor(kernel=RBF())`` holds its kernel.
 
 * :class:`HeatKernelPrior` - the low-rank heat kernel on the FLGP / GLGP / Nyström
-  eigenpairs of an induced-point graph (the FLGP paper's model): the graph, the engine and
-  the spectral prior's settings;
+  eigenpairs of an induced-point graph (the FLGP paper's model): its time and spectral
+  prior, on an :class:`Eigenbasis` (how the eigenpairs are computed);
 * :class:`GraphMaternPrior` - the graph Matérn prior at full resolution, a sparse
   precision on the cloud's own graph (a self-tuning k-NN graph, or a lattice / mesh
   :class:`~flgp.graph.PointGraph` given as ``graph``);
@@ -56,7 +56,7 @@ def torch_tensor(values):
     return torch.as_tensor(values, dtype=torch.float64)
 
 
-__all__ = ["Prior", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "resolve_priors",
+__all__ = ["Prior", "Eigenbasis", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "resolve_priors",
            "priors_for", "with_graph"]
 
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
@@ -80,11 +80,7 @@ class Prior(BaseEstimator):
         """Validate the settings (scikit-learn's constraints, then finiteness); refuse
         classification-only settings on a regressor."""
         self._validate_params()
-        for name in self._finite:
-            value = getattr(self, name)
-            if value is not None and not np.isfinite(value):
-                raise ValueError(f"{type(self).__name__}: {name} must be finite; got "
-                                 f"{value!r}.")
+        _check_finite(self)
         if not for_classifier:
             defaults = type(self)().get_params()
             given = [name for name in self._classification_only
@@ -124,6 +120,15 @@ class Prior(BaseEstimator):
         return scaled
 
 
+def _check_finite(settings) -> None:
+    """Refuse an infinite value of the numeric settings ``settings._finite``."""
+    for name in settings._finite:
+        value = getattr(settings, name)
+        if value is not None and not np.isfinite(value):
+            raise ValueError(f"{type(settings).__name__}: {name} must be finite; got "
+                             f"{value!r}.")
+
+
 def _same(a, b) -> bool:
     try:
         return bool(np.all(a == b)) if a is not None and b is not None else a is b
@@ -131,13 +136,10 @@ def _same(a, b) -> bool:
         return a is b
 
 
-class HeatKernelPrior(Prior):
-    """The low-rank heat kernel on the FLGP eigenpairs (or GLGP / Nyström-GLGP).
-
-    ``K = V diag(A e^{-tλ}) Vᵀ`` over the top ``n_eigenpairs`` eigenpairs of an
-    induced-point graph of the cloud (He, Ma, Kang, Yang, Algorithm 1); the diffusion time
-    ``t`` (and the amplitude) by the evidence (:func:`flgp.spectral.compute_eigenpairs`
-    for the engine).
+class Eigenbasis(BaseEstimator):
+    """The eigenbasis of the cloud that :class:`HeatKernelPrior` lives in: FLGP's (or
+    GLGP's, Nyström's) eigenpairs of an induced-point graph (He, Ma, Kang, Yang,
+    Algorithm 1; :func:`flgp.spectral.compute_eigenpairs` for the engine).
 
     Parameters
     ----------
@@ -172,6 +174,61 @@ class HeatKernelPrior(Prior):
         FLGP's induced points, instead of choosing them (``subsample`` then only picks the
         normalisation). The same points make an in-memory and a Dask fit give the same
         model.
+    """
+
+    _finite = ("bandwidth", "lae_regularization")
+    _parameter_constraints: dict = {
+        "method": [StrOptions(set(HEAT_METHODS))],
+        "kernel": [StrOptions(set(KERNELS))],
+        "subsample": [StrOptions(set(SUBSAMPLES))],
+        "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],
+        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_eigenpairs": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "bandwidth": [_POSITIVE, None],
+        "bandwidth_grid": ["array-like", _POSITIVE, None],
+        "lae_regularization": [Interval(numbers.Real, 0, None, closed="left")],
+        "spectrum": [StrOptions(set(SPECTRA))],
+        "induced_points": ["array-like", None],
+    }
+
+    def __init__(self, method="flgp", *, kernel="lae", subsample="kmeans", n_induced=None,
+                 n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
+                 lae_regularization=1e-3, spectrum="one_step", induced_points=None):
+        self.method = method
+        self.kernel = kernel
+        self.subsample = subsample
+        self.n_induced = n_induced
+        self.n_neighbors = n_neighbors
+        self.n_eigenpairs = n_eigenpairs
+        self.bandwidth = bandwidth
+        self.bandwidth_grid = bandwidth_grid
+        self.lae_regularization = lae_regularization
+        self.spectrum = spectrum
+        self.induced_points = induced_points
+
+    def _check(self) -> None:
+        self._validate_params()
+        _check_finite(self)
+        if self.bandwidth_grid is not None:
+            grid = np.asarray(self.bandwidth_grid, dtype=np.float64).ravel()
+            if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+                raise ValueError(f"bandwidth_grid must hold at least one finite positive "
+                                 f"bandwidth scale a (4 eps^2 = a mean d^2); got "
+                                 f"{self.bandwidth_grid!r}.")
+
+
+class HeatKernelPrior(Prior):
+    """The low-rank heat kernel on the cloud's eigenbasis (FLGP's, GLGP's or Nyström's).
+
+    ``K = V diag(A e^{-tλ}) Vᵀ`` over the top eigenpairs of an induced-point graph of the
+    cloud (He, Ma, Kang, Yang, Algorithm 1); the diffusion time ``t`` (and the amplitude)
+    by the evidence.
+
+    Parameters
+    ----------
+    eigenbasis : Eigenbasis, optional
+        How the eigenpairs are computed (the method, the induced points, the resolution,
+        the cross kernel; :class:`Eigenbasis`). Default ``Eigenbasis()``: FLGP's.
     diffusion_time : float, optional
         Fix ``t`` instead of fitting it.
     diffusion_time_prior_power : float, default=1.0
@@ -228,35 +285,15 @@ class HeatKernelPrior(Prior):
         ``A`` of the prior ``f ~ GP(0, A C_t)`` (EP only; the probit noise has variance
         1). The default 1 is the paper's heat kernel as it is. None: the value of
         ``(1, 10, 100, 1000)`` with the highest EP marginal likelihood.
-    calibration : {"loo", None}, default="loo"
-        EP only. ``"loo"``: divide the spread of every predictive distribution by ``κ``,
-        the mode of the leave-one-out predictive likelihood of the labelled points whose
-        class keeps another label (EP's cavities, free) under a log-normal prior with
-        median 1 and sd ``log 2`` (:func:`flgp.models.inference.ep.fit_predictive_scale`);
-        it assumes the labelled points are a random sample of the cloud. With one label per
-        class no point qualifies and ``κ = 1`` (with a warning: those probabilities are
-        under-confident). ``None``: the EP posterior predictive as
-        it is.
     """
 
-    method = "flgp"
     _classification_only = ("diffusion_time_prior", "average_diffusion_time",
                             "spectral_family", "matern_nu", "constant_variance",
-                            "amplitude", "calibration")
-    _finite = ("bandwidth", "diffusion_time", "diffusion_time_prior_power",
-               "lae_regularization", "amplitude", "matern_nu", "constant_variance")
+                            "amplitude")
+    _finite = ("diffusion_time", "diffusion_time_prior_power", "amplitude", "matern_nu",
+               "constant_variance")
     _parameter_constraints: dict = {
-        "method": [StrOptions(set(HEAT_METHODS))],
-        "kernel": [StrOptions(set(KERNELS))],
-        "subsample": [StrOptions(set(SUBSAMPLES))],
-        "n_induced": [Interval(numbers.Integral, 2, None, closed="left"), None],
-        "n_neighbors": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_eigenpairs": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "bandwidth": [_POSITIVE, None],
-        "bandwidth_grid": ["array-like", _POSITIVE, None],
-        "lae_regularization": [Interval(numbers.Real, 0, None, closed="left")],
-        "spectrum": [StrOptions(set(SPECTRA))],
-        "induced_points": ["array-like", None],
+        "eigenbasis": [Eigenbasis, None],
         "diffusion_time": [_POSITIVE, None],
         "diffusion_time_prior_power": [Interval(numbers.Real, None, None, closed="neither")],
         "diffusion_time_prior": [StrOptions({"spectral", "flat"})],
@@ -266,27 +303,13 @@ class HeatKernelPrior(Prior):
         # above 1e6 the constant mode swamps float64's resolution of the others
         "constant_variance": [Interval(numbers.Real, 0, 1e6, closed="both"), None],
         "amplitude": [_POSITIVE, None],
-        "calibration": [StrOptions({"loo"}), None],
     }
 
-    def __init__(self, method="flgp", *, kernel="lae", subsample="kmeans", n_induced=None,
-                 n_neighbors=3, n_eigenpairs=None, bandwidth=None, bandwidth_grid=None,
-                 lae_regularization=1e-3, spectrum="one_step", induced_points=None,
-                 diffusion_time=None, diffusion_time_prior_power=1.0,
-                 diffusion_time_prior="spectral", average_diffusion_time=None,
-                 spectral_family="heat", matern_nu=2.0, constant_variance=None,
-                 amplitude=1.0, calibration="loo"):
-        self.method = method
-        self.kernel = kernel
-        self.subsample = subsample
-        self.n_induced = n_induced
-        self.n_neighbors = n_neighbors
-        self.n_eigenpairs = n_eigenpairs
-        self.bandwidth = bandwidth
-        self.bandwidth_grid = bandwidth_grid
-        self.lae_regularization = lae_regularization
-        self.spectrum = spectrum
-        self.induced_points = induced_points
+    def __init__(self, eigenbasis=None, *, diffusion_time=None,
+                 diffusion_time_prior_power=1.0, diffusion_time_prior="spectral",
+                 average_diffusion_time=None, spectral_family="heat", matern_nu=2.0,
+                 constant_variance=None, amplitude=1.0):
+        self.eigenbasis = eigenbasis
         self.diffusion_time = diffusion_time
         self.diffusion_time_prior_power = diffusion_time_prior_power
         self.diffusion_time_prior = diffusion_time_prior
@@ -295,36 +318,43 @@ class HeatKernelPrior(Prior):
         self.matern_nu = matern_nu
         self.constant_variance = constant_variance
         self.amplitude = amplitude
-        self.calibration = calibration
+
+    @property
+    def basis(self) -> Eigenbasis:
+        """``eigenbasis``, or ``Eigenbasis()`` where it is None."""
+        return Eigenbasis() if self.eigenbasis is None else self.eigenbasis
+
+    @property
+    def method(self) -> str:
+        """The eigenbasis's method, the estimators' name of this representation."""
+        return self.basis.method
+
+    def setting(self, name: str):
+        """The setting ``name``, of this prior or of its eigenbasis."""
+        return getattr(self.basis if name in EIGENBASIS_PARAMETERS else self, name)
 
     def _check(self, estimator_name: str, for_classifier: bool) -> None:
         super()._check(estimator_name, for_classifier)
-        if self.bandwidth_grid is not None:
-            grid = np.asarray(self.bandwidth_grid, dtype=np.float64).ravel()
-            if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
-                raise ValueError(f"bandwidth_grid must hold at least one finite positive "
-                                 f"bandwidth scale a (4 eps^2 = a mean d^2); got "
-                                 f"{self.bandwidth_grid!r}.")
+        self.basis._check()
 
     def gpytorch_kernel(self, X, *, random_state=0, backend="auto", **kwargs):
         """The GPyTorch kernel of this prior on the cloud ``X`` (every point, labelled or
         not): :class:`flgp.kernels.HeatKernelFLGP` (or ``HeatKernelGLGP`` /
-        ``HeatKernelNystrom``) with these engine settings; ``kwargs`` go to the kernel
+        ``HeatKernelNystrom``) with the eigenbasis's settings; ``kwargs`` go to the kernel
         (``diffusion_time``, ``batch_shape``, ...). Wrap it in ``ScaleKernel`` for an
         amplitude (a fitted ``prior_``: wrapped at its ``outputscale_``)."""
         self._check("gpytorch_kernel", for_classifier=True)
         if self.diffusion_time is not None:
             kwargs.setdefault("diffusion_time", self.diffusion_time)
-        common = dict(n_induced=self.n_induced, n_eigenpairs=self.n_eigenpairs,
-                      bandwidth=self.bandwidth, random_state=random_state)
-        if self.method == "flgp":
-            kernel = HeatKernelFLGP(X, n_neighbors=self.n_neighbors,
-                                    subsample=self.subsample, kernel=self.kernel,
-                                    lae_regularization=self.lae_regularization,
-                                    spectrum=self.spectrum, backend=backend, **common,
-                                    **kwargs)
-        elif self.method == "nystrom":
-            kernel = HeatKernelNystrom(X, subsample=self.subsample, **common, **kwargs)
+        b = self.basis
+        common = dict(n_induced=b.n_induced, n_eigenpairs=b.n_eigenpairs,
+                      bandwidth=b.bandwidth, random_state=random_state)
+        if b.method == "flgp":
+            kernel = HeatKernelFLGP(X, n_neighbors=b.n_neighbors, subsample=b.subsample,
+                                    kernel=b.kernel, lae_regularization=b.lae_regularization,
+                                    spectrum=b.spectrum, backend=backend, **common, **kwargs)
+        elif b.method == "nystrom":
+            kernel = HeatKernelNystrom(X, subsample=b.subsample, **common, **kwargs)
         else:
             common.pop("n_induced")
             kernel = HeatKernelGLGP(X, **common, **kwargs)
@@ -440,9 +470,11 @@ def resolve_priors(prior) -> list:
     return members
 
 
-# the heat kernel's settings: the estimators read them back from its prior object
-# (``est.n_induced``)
-HEAT_PARAMETERS = tuple(HeatKernelPrior().get_params())
+# the heat kernel's settings, its eigenbasis's among them: the estimators read them back
+# from its prior object (``est.n_induced``)
+EIGENBASIS_PARAMETERS = tuple(Eigenbasis().get_params())
+HEAT_PARAMETERS = EIGENBASIS_PARAMETERS + tuple(
+    name for name in HeatKernelPrior().get_params() if name != "eigenbasis")
 
 
 def priors_for(method: str = "auto", **heat_settings):
@@ -451,20 +483,21 @@ def priors_for(method: str = "auto", **heat_settings):
     settings (``None`` if there are none); ``"flgp"`` / ``"glgp"`` / ``"nystrom"`` - that
     heat kernel; ``"gmrf"`` - :class:`GraphMaternPrior`; ``"rbf"`` - :class:`RBFPrior`.
     Settings left ``None`` take the prior's defaults."""
-    defaults = HeatKernelPrior().get_params()
+    defaults = Eigenbasis().get_params()
     unknown = sorted(set(heat_settings) - set(defaults))
     if unknown:
         raise TypeError(f"priors_for() got an unexpected keyword argument {unknown[0]!r}")
     heat = {k: v for k, v in heat_settings.items()
             if not (v is None and defaults.get(k) is None)}
     if method in HEAT_METHODS:
-        return HeatKernelPrior(method=method, **heat)
+        return HeatKernelPrior(Eigenbasis(method, **heat))
     if method == "gmrf":
         return GraphMaternPrior()
     if method == "rbf":
         return RBFPrior()
     if method == "auto":
-        return None if not heat else [HeatKernelPrior(**heat), GraphMaternPrior(), RBFPrior()]
+        return None if not heat else [HeatKernelPrior(Eigenbasis(**heat)), GraphMaternPrior(),
+                                      RBFPrior()]
     raise ValueError(f"method must be one of 'auto', 'flgp', 'glgp', 'nystrom', 'gmrf', "
                      f"'rbf'; got {method!r}.")
 

@@ -195,12 +195,12 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from flgp import FLGPRegressor, HeatKernelPrior
+    >>> from flgp import Eigenbasis, FLGPRegressor, HeatKernelPrior
     >>> from flgp.datasets import make_spiral
     >>> X, y, f = make_spiral(2000, noise=0.5, random_state=0)
     >>> rng = np.random.default_rng(1)
     >>> y_semi = np.where(rng.random(len(y)) < 0.05, y, np.nan)   # NaN: unlabelled
-    >>> heat = HeatKernelPrior(n_induced=300, n_eigenpairs=50)        # the FLGP heat kernel
+    >>> heat = HeatKernelPrior(Eigenbasis(n_induced=300, n_eigenpairs=50))  # the heat kernel
     >>> reg = FLGPRegressor(heat, random_state=0).fit(X, y_semi)
     >>> mean, std = reg.predict(X, return_std=True)
     >>> mean.shape, std.shape

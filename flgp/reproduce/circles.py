@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from ..datasets import make_concentric_circles
 from ..models import FLGPClassifier
-from ..models.priors import HeatKernelPrior, RBFPrior
+from ..models.priors import Eigenbasis, HeatKernelPrior, RBFPrior
 from ..spectral.families import heat_weights
 
 __all__ = ["TABLE1_METHODS", "PAPER_ERROR", "PAPER_TIME", "make_method", "run_circles",
@@ -97,15 +97,13 @@ def make_method(name: str, *, n_induced=N_INDUCED, n_neighbors=3, n_eigenpairs=1
     if name == "KSVM":
         return _KSVM(random_state)
     if name == "GLGP":
-        return FLGPClassifier(HeatKernelPrior("glgp", bandwidth_grid=glgp_bandwidth_grid,
-                                              **heat), random_state=random_state)
+        return FLGPClassifier(HeatKernelPrior(Eigenbasis("glgp", bandwidth_grid=glgp_bandwidth_grid, **heat)), random_state=random_state)
     if name == "Nystrom-GLGP":
-        return FLGPClassifier(HeatKernelPrior("nystrom", n_induced=n_induced, **heat),
+        return FLGPClassifier(HeatKernelPrior(Eigenbasis("nystrom", n_induced=n_induced, **heat)),
                               random_state=random_state)
     kernel = {"S": "se", "L": "lae"}[name[0]]
     subsample = {"R": "random", "K": "kmeans"}[name[1]]
-    return FLGPClassifier(HeatKernelPrior("flgp", kernel=kernel, subsample=subsample,
-                                          n_induced=n_induced, **heat),
+    return FLGPClassifier(HeatKernelPrior(Eigenbasis("flgp", kernel=kernel, subsample=subsample, n_induced=n_induced, **heat)),
                           random_state=random_state)
 
 
