@@ -436,8 +436,7 @@ class LeastSquaresClassification:
       centred sources, Poisson learning's solution (Calder et al. 2020) for ``ν = 1``;
       larger ``ρ`` trusts the labels more (kriging as ``ρ → ∞``);
     * its variance ``σ_c² (ρ k̃_xx - ρ² w̃_xᵀ S⁻¹ w̃_x)``, ``σ_c² = T_cᵀ S⁻¹ T_c / m`` (profiled);
-    * the exact leave-one-out means ``T - S⁻¹T / diag(S⁻¹)`` (R&W eq. 5.12) and the log
-      evidence ``Σ_c log N(T_c | 0, σ_c² S)``.
+    * the log evidence ``Σ_c log N(T_c | 0, σ_c² S)``.
 
     ``block``: ``K_ll`` itself, where ``W`` is not at hand (``W`` None: a higher order's
     block ``W₁ᵀ C W_{ν-1}`` from lower orders' columns, :func:`raised_models`); the mean
@@ -460,8 +459,6 @@ class LeastSquaresClassification:
         self._chol = scipy.linalg.cho_factor(S, lower=True)
         self.alpha = scipy.linalg.cho_solve(self._chol, self.targets)
         self.mean = None if W is None else (self.rho / self.scale) * (W @ self.alpha)
-        S_inv_diag = np.diag(scipy.linalg.cho_solve(self._chol, np.eye(m)))
-        self.loo_means = self.targets - self.alpha / S_inv_diag[:, None]
         quad = np.einsum("ic,ic->c", self.targets, self.alpha)
         # a class without a label has no targets to profile its noise by: the labelled
         # classes' mean noise, and no term in the evidence
