@@ -9,7 +9,10 @@ Data sets (experiments/few_labels_lib.py ``load_set``; no download):
                  classes);
 * ``circles6`` - the FLGP paper's six circles (6,000 points), each circle a class;
 * ``helix6``   - 3-turn helix, 6,000 points, six half-turns;
-* ``moons2``   - two moons, 5,000 points, noise 0.15 (binary).
+* ``moons2``   - two moons, 5,000 points, noise 0.15 (binary);
+* ``spheres3`` - three nested noisy spheres in R³ (4,500 points; classes that nest);
+* ``spirals2`` - two interleaved noisy spirals (4,000 points, noise 0.45; classes that touch);
+* ``mnist6``   - the confusable MNIST digits 3, 4, 5, 7, 8, 9 (41,354 images).
 
 Labels: ``k`` per class (stratified), k = 1, 2, 3, 5, 10; 20 draws at k = 1, 10 above
 (``--quick``: 3, 3, 2, 2, 2). Every method sees the same draws
@@ -42,9 +45,19 @@ left out and said so.
     python benchmarks/few_labels.py --quick
     python benchmarks/few_labels.py --sets mnist swiss5 torus4
     python benchmarks/few_labels.py --checks     # MNIST 100/200 random labels, circles Table 1
+    python benchmarks/few_labels.py --smooth     # known class probabilities: their error
 
-Writes ``benchmarks/results/few_labels.json`` and ``few_labels.png`` (error and ECE against
-labels per class).
+``--smooth``: two clouds whose class probability is a known smooth function of position -
+``plane``, 5,000 uniform points in the unit square with ``logit P(y = 1) = 3 sin 2πu +
+2 (v - 1/2)``, and ``roll``, a Swiss roll of 5,000 points (noise 0.1) with ``logit P =
+2.5 sin t + 0.15 (h - 10.5)`` - each label drawn from that probability; 100, 300 and 1,000
+random labels, three draws: the mean absolute difference between the predicted and the
+true probability on the unlabelled points, beside the mean top probability of each.
+
+Writes ``benchmarks/results/few_labels.json``, ``few_labels.png`` (error and ECE against
+labels per class) and ``few_labels_reliability.png`` (the first flgp method's reliability
+diagram a cloud: accuracy against the top probability, pooled over the draws, a curve for
+each number of labels a class).
 """
 
 from __future__ import annotations
@@ -70,7 +83,10 @@ RESULTS = os.path.join(HERE, "results")
 KS = (1, 2, 3, 5, 10)
 DRAWS = {1: 20, 2: 10, 3: 10, 5: 10, 10: 10}
 QUICK_DRAWS = {1: 3, 2: 3, 3: 2, 5: 2, 10: 2}
-DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2")
+DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2", "spheres3",
+                "spirals2", "mnist6")
+# the reliability diagrams' bins of the top probability
+RELIABILITY_BINS = 10
 
 # flgp methods: name -> FLGPClassifier kwargs (the public API only).
 FLGP_METHODS = {
@@ -249,6 +265,8 @@ def run(sets, draws, methods, first_draw=0):
                                nll=None if P is None else L.nll(P[u], y[u]),
                                top=None if P is None else float(P[u].max(1).mean()),
                                **info)
+                    if P is not None:
+                        row["reliability"] = reliability_counts(P[u], y[u])
                     rows.append(row)
                     ece_txt = "  -  " if P is None else f"{row['ece']:.3f}"
                     top_txt = "  -  " if P is None else f"{row['top']:.3f}"
@@ -256,6 +274,56 @@ def run(sets, draws, methods, first_draw=0):
                           f"err {row['error'] * 100:6.2f}%  top p {top_txt}  ECE {ece_txt}  "
                           f"{sec:6.2f} s", flush=True)
     return rows
+
+
+def reliability_counts(P, y) -> dict:
+    """Per bin of the top probability (``RELIABILITY_BINS`` equal bins): the points, the
+    correct ones and the sum of their top probabilities."""
+    conf = P.max(1)
+    correct = (P.argmax(1) == y).astype(float)
+    idx = np.minimum((conf * RELIABILITY_BINS).astype(int), RELIABILITY_BINS - 1)
+    return {key: np.bincount(idx, weights=w, minlength=RELIABILITY_BINS).tolist()
+            for key, w in (("n", None), ("correct", correct), ("confidence", conf))}
+
+
+def plot_reliability(rows, path):
+    """A reliability diagram a cloud for the first flgp method that ran: accuracy against
+    mean top probability in each bin, pooled over the draws, one curve a number of labels
+    a class (the diagonal: calibrated)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ran = [r for r in rows if "reliability" in r and r["method"] in FLGP_METHODS]
+    if not ran:
+        return
+    method = ran[0]["method"]
+    sets = list(dict.fromkeys(r["set"] for r in ran))
+    cols = min(3, len(sets))
+    fig, axes = plt.subplots(-(-len(sets) // cols), cols, figsize=(3.6 * cols,
+                             3.4 * -(-len(sets) // cols)), squeeze=False)
+    for ax, name in zip(axes.ravel(), sets):
+        for k in sorted({r["k"] for r in ran if r["set"] == name}):
+            rs = [r["reliability"] for r in ran
+                  if r["set"] == name and r["k"] == k and r["method"] == method]
+            n = np.sum([r["n"] for r in rs], axis=0)
+            ok = n > 0
+            acc = np.sum([r["correct"] for r in rs], axis=0)[ok] / n[ok]
+            conf = np.sum([r["confidence"] for r in rs], axis=0)[ok] / n[ok]
+            ax.plot(conf, acc, marker="o", ms=3, label=f"{k} a class")
+        ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, ls="--")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_title(name)
+        ax.set_xlabel("top probability")
+        ax.set_ylabel("accuracy")
+        ax.legend(fontsize=7)
+    for ax in axes.ravel()[len(sets):]:
+        ax.axis("off")
+    fig.suptitle(f"{method}: reliability")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def summarise(rows):
@@ -360,6 +428,52 @@ def checks(methods, draws=5, which=("mnist", "circles")):
     return rows
 
 
+def smooth_cloud(kind, seed, n=5000):
+    """``(X, y, p)``: a cloud, labels drawn from ``p``, and ``p = P(y = 1 | x)``."""
+    rng = np.random.default_rng(seed)
+    if kind == "plane":
+        X = rng.uniform(0.0, 1.0, (n, 2))
+        logit = 3.0 * np.sin(2 * np.pi * X[:, 0]) + 2.0 * (X[:, 1] - 0.5)
+    else:
+        t = 1.5 * np.pi * (1 + 2 * rng.uniform(size=n))
+        h = 21.0 * rng.uniform(size=n)
+        X = np.c_[t * np.cos(t), h, t * np.sin(t)] + 0.1 * rng.standard_normal((n, 3))
+        logit = 2.5 * np.sin(t) + 0.15 * (h - 10.5)
+    p = 1.0 / (1.0 + np.exp(-logit))
+    return X, (rng.uniform(size=n) < p).astype(np.int64), p
+
+
+def smooth(methods, draws=3):
+    from flgp import FLGPClassifier
+
+    rows = []
+    for kind in ("plane", "roll"):
+        for m in (100, 300, 1000):
+            for d in range(draws):
+                X, y, p = smooth_cloud(kind, d)
+                lab = np.random.default_rng(100 + d).choice(y.size, m, replace=False)
+                u = L.unlabelled_mask(y.size, lab)
+                yy = np.full(y.size, -1)
+                yy[lab] = y[lab]
+                for meth in methods:
+                    if meth not in FLGP_METHODS:
+                        continue
+                    t0 = time.perf_counter()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        clf = FLGPClassifier(**FLGP_METHODS[meth]).fit(X, yy)
+                    P = np.asarray(clf.label_distributions_)[:, 1]
+                    rows.append(dict(cloud=kind, m=m, draw=d, method=meth,
+                                     seconds=time.perf_counter() - t0,
+                                     mae=float(np.mean(np.abs(P[u] - p[u]))),
+                                     top=float(np.maximum(P[u], 1 - P[u]).mean()),
+                                     true_top=float(np.maximum(p[u], 1 - p[u]).mean())))
+                    r = rows[-1]
+                    print(f"{kind:6s} m={m:5d} draw {d} {meth:20s} |P - p| {r['mae']:.3f}  "
+                          f"top p {r['top']:.3f} (true {r['true_top']:.3f})", flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", nargs="+", default=list(DEFAULT_SETS), choices=L.SETS)
@@ -369,6 +483,8 @@ def main(argv=None):
     ap.add_argument("--checks", action="store_true",
                     help="run the no-regression checks (MNIST 100/200 random labels, "
                          "circles Table 1) instead")
+    ap.add_argument("--smooth", action="store_true",
+                    help="the clouds of known smooth class probabilities instead")
     ap.add_argument("--check-sets", nargs="+", default=["mnist", "circles"],
                     choices=["mnist", "circles"])
     ap.add_argument("--ks", nargs="+", type=int, default=None, choices=KS,
@@ -393,6 +509,21 @@ def main(argv=None):
         methods = [m for m in methods if m not in gone]
     os.makedirs(RESULTS, exist_ok=True)
     with threadpool_limits(args.threads):
+        if args.smooth:
+            rows = smooth([m for m in methods if m in FLGP_METHODS],
+                          draws=2 if args.quick else 3)
+            path = args.json or os.path.join(RESULTS, "few_labels_smooth.json")
+            print()
+            for key in sorted({(r["cloud"], r["m"], r["method"]) for r in rows}):
+                rs = [r for r in rows if (r["cloud"], r["m"], r["method"]) == key]
+                print(f"{key[0]:6s} m={key[1]:5d} {key[2]:20s} |P - p| "
+                      f"{np.mean([r['mae'] for r in rs]):.3f}  top p "
+                      f"{np.mean([r['top'] for r in rs]):.3f} (true "
+                      f"{np.mean([r['true_top'] for r in rs]):.3f})")
+            with open(path, "w") as fh:
+                json.dump(dict(runs=rows), fh, indent=1)
+            print(f"wrote {path}")
+            return
         if args.checks:
             rows = checks(methods, draws=2 if args.quick else 5, which=args.check_sets)
             path = args.json or os.path.join(RESULTS, "few_labels_checks.json")
@@ -424,7 +555,9 @@ def main(argv=None):
         json.dump(dict(flgp_methods={name: spelled(kw) for name, kw in FLGP_METHODS.items()},
                        summary=table, runs=rows), fh, indent=1)
     plot(table, os.path.splitext(path)[0] + ".png")
-    print(f"wrote {path} and {os.path.splitext(path)[0]}.png")
+    plot_reliability(rows, os.path.splitext(path)[0] + "_reliability.png")
+    print(f"wrote {path}, {os.path.splitext(path)[0]}.png and "
+          f"{os.path.splitext(path)[0]}_reliability.png")
 
 
 if __name__ == "__main__":

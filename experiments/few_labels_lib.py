@@ -24,7 +24,8 @@ os.makedirs(RESULTS, exist_ok=True)
 # --------------------------------------------------------------------------------------
 # data sets
 # --------------------------------------------------------------------------------------
-SETS = ("mnist", "swiss5", "circles6", "torus4", "moons2", "helix6")
+SETS = ("mnist", "swiss5", "circles6", "torus4", "moons2", "helix6", "spheres3", "spirals2",
+        "mnist6")
 
 
 def load_set(name):
@@ -63,6 +64,32 @@ def load_set(name):
         # the probes check beyond the benchmark's)
         from sklearn.datasets import load_digits
         X, y = load_digits(return_X_y=True)
+    elif name == "spheres3":
+        # three nested noisy spheres in R^3 (radii 1, 1.5, 2; noise 0.08; 1,500 points
+        # each): classes that nest, the 10-NN graph with a few per cent of its edges
+        # across spheres
+        rng = np.random.default_rng(0)
+        X, y = [], []
+        for c, radius in enumerate((1.0, 1.5, 2.0)):
+            v = rng.standard_normal((1500, 3))
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            X.append(v * radius + 0.08 * rng.standard_normal((1500, 3)))
+            y.append(np.full(1500, c))
+        X, y = np.concatenate(X), np.concatenate(y)
+    elif name == "spirals2":
+        # two interleaved spirals in the plane (2,000 points each, noise 0.45): classes
+        # that touch along their whole length
+        rng = np.random.default_rng(0)
+        t = np.sqrt(rng.uniform(0.05, 1.0, 4000)) * 3 * np.pi
+        y = np.repeat([0, 1], 2000)
+        angle = t + np.pi * y
+        X = np.c_[t * np.cos(angle), t * np.sin(angle)] + 0.45 * rng.standard_normal((4000, 2))
+    elif name == "mnist6":
+        # the confusable MNIST digits 3, 4, 5, 7, 8, 9 (41,354 images, mnist's 100 PCA
+        # coordinates): image features where one label a class errs about a fifth
+        X, y = load_set("mnist")
+        keep = np.isin(y, (3, 4, 5, 7, 8, 9))
+        X, y = X[keep], np.searchsorted((3, 4, 5, 7, 8, 9), y[keep])
     elif name == "helix6":
         # a 3-turn helix (n = 6,000, noise 0.05) cut into six half-turns
         X, t = make_helix(6000, noise=0.05, random_state=0)
