@@ -134,12 +134,12 @@ def make_draw(name, draw):
 def methods_for(name):
     from sklearn.semi_supervised import LabelPropagation, LabelSpreading
 
-    from flgp import FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
+    from flgp import Eigenbasis, FLGPClassifier, GraphMaternPrior, HeatKernelPrior, RBFPrior
 
     def heat(**settings):
-        """The heat kernel alone, with ``settings``: what the rows named after its
-        settings (kernel, induced points, inference, calibration) measure."""
-        return HeatKernelPrior(**settings)
+        """The heat kernel alone, its eigenbasis with ``settings``: what the rows named
+        after its settings (kernel, induced points) measure."""
+        return HeatKernelPrior(Eigenbasis(**settings))
 
     if name == "circles_random":
         return {f"{k}{s}FLGP {inf}": (lambda k=k, s=s, inf=inf, seed=0: FLGPClassifier(
@@ -148,13 +148,13 @@ def methods_for(name):
             for k in "SL" for s in "R" for inf in ("ep", "laplace")}
     size = dict(n_induced=600) if name == "circles" else {}
     out = {
-        # the heat kernel's classifier (the default until 2026-11-28) and today's default
+        # the heat kernel's classifier and the default
         "FLGP (EP)": lambda seed=0: FLGPClassifier(heat(**size), random_state=seed),
         "FLGPClassifier() default": lambda seed=0: FLGPClassifier(
             [heat(**size), GraphMaternPrior(), RBFPrior()] if size else None,
             random_state=seed),
         "FLGP (EP, no LOO scale)": lambda seed=0: FLGPClassifier(
-            heat(calibration=None, **size), random_state=seed),
+            heat(**size), calibration=None, random_state=seed),
         "FLGP (Laplace)": lambda seed=0: FLGPClassifier(heat(**size), random_state=seed,
                                                         inference="laplace"),
         "LabelSpreading": lambda seed=0: LabelSpreading(kernel="knn", n_neighbors=10,
