@@ -246,6 +246,11 @@ def test_the_classifier_keeps_its_fitted_prior():
     assert clf.method_ == "gmrf" and isinstance(clf.prior_, GraphMaternPrior)
     assert clf.prior_.graph is clf.graph_ and clf.prior_.nu == clf.matern_order_
     assert clf.prior_.prior_to_noise_ratio_ == clf.prior_to_noise_ratio_
+    # κ on the self-tuning graph, whose weights have no units: the same whatever the
+    # units of X, a fixed share of the graph's own 1 / length
+    wide = FLGPClassifier().fit(X * 1e3, yy)
+    assert wide.prior_.kappa_ == pytest.approx(clf.prior_.kappa_, rel=1e-9)
+    assert 0 < clf.prior_.kappa_ < 0.01
     heat = HeatKernelPrior(Eigenbasis(n_induced=60))
     clf = FLGPClassifier(heat).fit(X, yy)
     assert clf.prior_.diffusion_time == clf.diffusion_time_ and heat.diffusion_time is None
