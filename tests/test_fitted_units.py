@@ -110,33 +110,12 @@ def test_a_gpytorch_model_from_the_reported_numbers_has_the_same_evidence(case):
     from flgp.kernels import GraphMaternKernel
 
     reg, X, y = _fit(case)
-    lab = np.flatnonzero(~np.isnan(y))
-    train_x = torch.as_tensor(lab, dtype=torch.float64)[:, None]
-    train_y = torch.as_tensor(y[lab], dtype=torch.float64)
-
-    class Model(gpytorch.models.ExactGP):
-        def __init__(self, likelihood):
-            super().__init__(train_x, train_y, likelihood)
-            self.mean_module = gpytorch.means.ConstantMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(GraphMaternKernel(
-                reg.graph_, nu=reg.matern_order_, inputs="index",
-                kappa2=reg.matern_kappa_ ** 2, normalize="none"))
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
-    likelihood = gpytorch.likelihoods.GaussianLikelihood(
-        noise_constraint=gpytorch.constraints.GreaterThan(1e-12)).double()
-    model = Model(likelihood).double()
-    model.mean_module.constant.data.fill_(float(y[lab].mean()))
-    model.covar_module.outputscale = reg.outputscale_
-    likelihood.noise = reg.noise_
-    model.train()
-    likelihood.train()
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
-    with torch.no_grad():
-        value = float(mll(model(train_x), train_y)) * lab.size
+    kernel = gpytorch.kernels.ScaleKernel(GraphMaternKernel(
+        reg.graph_, nu=reg.matern_order_, inputs="index", kappa2=reg.matern_kappa_ ** 2,
+        normalize="none")).double()
+    kernel.outputscale = reg.outputscale_
+    nodes = np.arange(len(y), dtype=np.float64)[:, None]
+    value = _gpytorch_evidence(kernel, nodes, y, float(np.nanmean(y)), reg.noise_)
     assert value == pytest.approx(reg.log_marginal_likelihood_, rel=1e-6, abs=1e-6)
 
 
@@ -164,16 +143,15 @@ def test_a_piece_without_observations_has_the_prior_sd():
     assert np.median(z) < 2.0 and z.max() < 5.0
 
 
-def _gpytorch_evidence(prior, X, y):
+def _gpytorch_evidence(kernel, inputs, y, constant, noise):
     """GPyTorch's exact log marginal likelihood of the labelled ``y`` (NaN: unlabelled)
-    with ``prior.gpytorch_kernel(X)``, a ``ConstantMean`` at ``prior.constant_`` and a
-    ``GaussianLikelihood`` at ``prior.noise_``."""
+    with ``kernel`` on the labelled rows of ``inputs``, a ``ConstantMean`` at
+    ``constant`` and a ``GaussianLikelihood`` at ``noise``."""
     import gpytorch
 
     lab = np.flatnonzero(~np.isnan(y))
-    train_x = torch.as_tensor(X[lab], dtype=torch.float64)
+    train_x = torch.as_tensor(inputs[lab], dtype=torch.float64)
     train_y = torch.as_tensor(y[lab], dtype=torch.float64)
-    kernel = prior.gpytorch_kernel(X)
 
     class Model(gpytorch.models.ExactGP):
         def __init__(self, likelihood):
@@ -188,8 +166,8 @@ def _gpytorch_evidence(prior, X, y):
     likelihood = gpytorch.likelihoods.GaussianLikelihood(
         noise_constraint=gpytorch.constraints.GreaterThan(1e-12)).double()
     model = Model(likelihood).double()
-    model.mean_module.constant.data.fill_(float(prior.constant_))
-    likelihood.noise = prior.noise_
+    model.mean_module.constant.data.fill_(float(constant))
+    likelihood.noise = noise
     model.train()
     likelihood.train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
@@ -228,8 +206,9 @@ def test_the_fitted_prior_gives_the_kernel_of_the_evidence(prior):
         assert fitted.diffusion_time == reg.diffusion_time_
         assert fitted.eigenbasis.n_eigenpairs == reg.n_eigenpairs_
         assert given.diffusion_time is None and given.eigenbasis.n_eigenpairs is None
-    assert _gpytorch_evidence(fitted, X, y) == pytest.approx(reg.log_marginal_likelihood_,
-                                                             rel=1e-6, abs=1e-6)
+    value = _gpytorch_evidence(fitted.gpytorch_kernel(X), X, y, fitted.constant_,
+                               fitted.noise_)
+    assert value == pytest.approx(reg.log_marginal_likelihood_, rel=1e-6, abs=1e-6)
 
 
 def test_the_classifier_keeps_its_fitted_prior():
