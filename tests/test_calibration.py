@@ -187,3 +187,44 @@ def test_batch_of_heat_kernel_gps_learns_one_diffusion_time_per_class():
     t1 = kernel.diffusion_time.detach()
     assert t1.shape == (3, 1, 1) and not torch.allclose(t1, t0)
     assert len(torch.unique(t1)) == 3
+
+
+def _smooth_plane(n, m, seed=0):
+    """``n`` uniform points of the unit square whose class is drawn from the smooth
+    ``logit P(y = 1) = 3 sin 2πu + 2 (v - 1/2)``, ``m`` of them labelled."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, (n, 2))
+    p = 1.0 / (1.0 + np.exp(-(3.0 * np.sin(2 * np.pi * X[:, 0]) + 2.0 * (X[:, 1] - 0.5))))
+    y = (rng.uniform(size=n) < p).astype(int)
+    yy = np.full(n, -1)
+    lab = rng.choice(n, m, replace=False)
+    yy[lab] = y[lab]
+    return X, yy, p
+
+
+def test_labels_that_contradict_each_other_go_to_the_heat_kernel():
+    """Classes that overlap - labels drawn from a smoothly varying probability, so that
+    the smoothest full-resolution fit gives more than a tenth of them another class - are
+    fitted by the heat kernel, whose probabilities follow the true ones more closely
+    than the full-resolution fit's (those stay as sharp as on clusters); a prior list
+    without the heat kernel keeps the full-resolution fit, and so does a cloud whose
+    classes are clusters, however many labels."""
+    from flgp import GraphMaternPrior, RBFPrior
+    from flgp.datasets import make_concentric_circles
+
+    X, yy, p = _smooth_plane(3000, 400)
+    clf = FLGPClassifier().fit(X, yy)
+    assert clf.method_ == "flgp" and "set aside" in clf.skipped_methods_["gmrf"]
+    full = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
+    kept = FLGPClassifier([GraphMaternPrior(), RBFPrior()]).fit(X, yy)
+    assert full.method_ == kept.method_ == "gmrf"
+    np.testing.assert_allclose(kept.label_distributions_, full.label_distributions_)
+    u = yy < 0
+    err = np.mean(np.abs(clf.label_distributions_[u, 1] - p[u]))
+    assert err < 0.08 and err < 0.6 * np.mean(np.abs(full.label_distributions_[u, 1] - p[u]))
+    # clusters: six circles, 300 random labels, none contradicted
+    Xc, y = make_concentric_circles(3000, random_state=0)
+    yc = np.full(3000, -1)
+    lab = np.random.default_rng(1).choice(3000, 300, replace=False)
+    yc[lab] = y[lab]
+    assert FLGPClassifier().fit(Xc, yc).method_ == "gmrf"
