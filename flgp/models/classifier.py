@@ -29,13 +29,6 @@ REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternClassification(), RBFCla
 
 __all__ = ["FLGPClassifier", "split_labels", "REPRESENTATIONS", "warn_conflicting_labels"]
 
-# the default sets the full-resolution fit aside for the heat kernel where its smoothest
-# candidate gives at least this share of the labels, and this many, another class: labels
-# that contradict each other (measured: 8-16 % of 100-1,000 labels drawn from smoothly
-# varying class probabilities; at most 5 % - 1 of 20 - on clouds whose classes are clusters)
-OVERLAP_SHARE = 0.1
-OVERLAP_MIN_LABELS = 10
-
 
 def split_labels(y, unlabeled_label=-1):
     """Boolean mask of labelled entries: ``y != -1`` (numbers) or not -1/"-1"/None/NaN.
@@ -150,11 +143,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         the Swiss roll, the helix and six circles, and behind it on two moons at five
         labels a class (by 0.8 points) and on the torus (notes/few_labels.md, where the
         evidence's and leave-one-out's choices between the two are measured too: both
-        pick the heat kernel where it errs twice as often). The full-resolution fit is
-        set aside for the heat kernel where labels contradict each other - its
-        smoothest candidate gives ``OVERLAP_SHARE`` of them, and ``OVERLAP_MIN_LABELS``
-        or more, another class: classes that overlap, whose frequencies the heat kernel's
-        probabilities follow (docs/calibration.md). ``method_`` says which ran.
+        pick the heat kernel where it errs twice as often); ``method_`` says which ran.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
         More than two classes: one multi-class GP whose class latents share one ``t``
         (multinomial probit with EP, softmax with Laplace), or one binary GP per class
@@ -494,34 +483,10 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                              f"{self.method_!r} learns only the labels' classes.")
         # its warnings point at the caller of fit
         self._chosen_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
-        overlap = self._overlapping_classes(key)
-        if overlap is not None:
-            skipped[key] = overlap
-            key = "flgp"
-            self.method_ = self._graph_method
-            self._chosen_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
         self._chosen_fit.adopt(self, X, stacklevel=3)
         self._set_fitted_prior()
         self._record_choice(key, skipped)
         return self
-
-    def _overlapping_classes(self, key):
-        """Why the full-resolution fit is set aside for the heat kernel - its smoothest
-        candidate gives at least ``OVERLAP_SHARE`` of the labels, and
-        ``OVERLAP_MIN_LABELS`` or more, another class: classes that overlap, whose
-        frequencies the heat kernel's probit model and leave-one-out scale follow and the
-        least-squares scores do not (docs/calibration.md) - or None to keep it (a prior
-        that does not weigh the heat kernel keeps it always)."""
-        contradicted = getattr(self._chosen_fit, "contradicted", None)
-        if (key != "gmrf" or self.method != "auto" or not self._offers("flgp")
-                or contradicted is None):
-            return None
-        count, total = contradicted
-        if count < OVERLAP_MIN_LABELS or count < OVERLAP_SHARE * total:
-            return None
-        return (f"fitted, then set aside: its smoothest fit gives {count} of {total} labels "
-                f"another class - classes that overlap, whose frequencies the heat "
-                f"kernel's probabilities follow (docs/calibration.md)")
 
     def _record_choice(self, key, skipped):
         """``log_evidence_`` (the fitted representation ``key``'s evidence, none where it

@@ -552,12 +552,6 @@ class GraphMaternClassification(ClassificationRepresentation):
                             continue
                     best = scored
         nu, model, U, scale, class_weights, P = best
-        # how many labels the smoothest candidate (lowest order and ratio) gives another
-        # class: classes that overlap (FLGPClassifier's rule reads it)
-        smoothest = (min(plan), min(ratios))
-        contradicted = (None if smoothest not in kept
-                        else (int(np.count_nonzero(clear)) - int(kept[smoothest]),
-                              int(np.count_nonzero(clear))))
         reach = None
         if named_only.any():
             # the classes no label has: their share where the labels do not reach
@@ -565,11 +559,9 @@ class GraphMaternClassification(ClassificationRepresentation):
             if informed is not None:
                 reach[~informed] = 0.0
             P = _with_prior_beyond_reach(P, reach, class_prior)
-        fit = GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
-                                           class_weights, P, model, stores[nu], pieces,
-                                           variations or None, plan, reach)
-        fit.contradicted = contradicted
-        return fit
+        return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
+                                            class_weights, P, model, stores[nu], pieces,
+                                            variations or None, plan, reach)
 
 
 def solve_plan(stores, labelled, n_classes, ratios) -> dict:
@@ -769,9 +761,6 @@ class GraphMaternClassificationFit(ClassificationFit):
         # how far the labels decide each node (_label_reach) where class_prior names
         # classes no label has, else None
         self.reach = reach
-        # (labels the smoothest candidate gives another class, labels counted), or None
-        # where a single candidate was fitted
-        self.contradicted = None
         self._node_index = self._lengths = None
 
     def adopt(self, est, X, stacklevel):
