@@ -382,3 +382,24 @@ def test_graph_matern_regressor_suggests_by_its_posterior_sd():
     clf = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
     with pytest.raises(ValueError, match="predict_latent"):
         clf.latent_posterior()
+
+
+def test_graph_distance_helpers_refuse_bad_input():
+    """graph_edge_lengths takes a square sparse stiffness; spread_by_graph_distance one
+    finite uncertainty a candidate and 1 <= n <= candidates, each refused by name."""
+    import scipy.sparse as sp
+
+    from flgp.models.labelling import graph_edge_lengths, spread_by_graph_distance
+
+    with pytest.raises(ValueError, match="square scipy.sparse"):
+        graph_edge_lengths(np.eye(3))
+    path = sp.diags([-np.ones(3), 2 * np.ones(4), -np.ones(3)], [-1, 0, 1]).tocsr()
+    lengths = graph_edge_lengths(path)
+    with pytest.raises(ValueError, match="one finite uncertainty"):
+        spread_by_graph_distance(lengths, [0], [1, 2, 3], [1.0, np.nan, 1.0], 1)
+    with pytest.raises(ValueError, match="n must be between 1 and the 3"):
+        spread_by_graph_distance(lengths, [0], [1, 2, 3], np.ones(3), 4)
+    # equal uncertainties: the node farthest from the label first, then its neighbour
+    # farthest from both
+    np.testing.assert_array_equal(spread_by_graph_distance(lengths, [0], [1, 2, 3],
+                                                           np.ones(3), 2), [3, 1])

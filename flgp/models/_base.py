@@ -31,7 +31,6 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from .._chunks import is_lazy, stage
 from .._validation import check_cloud_values, check_points
-from ..precision.classification import KAPPA_RELATIVE
 from .priors import (HEAT_METHODS, HEAT_PARAMETERS, GraphMaternPrior, HeatKernelPrior, Prior,
                      RBFPrior, resolve_priors)
 
@@ -142,11 +141,8 @@ class HeatGPEstimator(BaseEstimator):
         regression = not is_classifier(self) and getattr(self, "likelihood", "") != "poisson"
         constant = float(self._y_mean) if regression else None
         if self.method_ == "gmrf":
-            kappa = value("matern_kappa_")
-            if kappa is None and is_classifier(self):
-                # the classifier's nearly intrinsic prior: κ² a fixed share of the graph's
-                # own 1 / length² (KAPPA_RELATIVE)
-                kappa = float(np.sqrt(KAPPA_RELATIVE) / self.graph_.own_units()[0])
+            # the regressor's fitted κ; the classifier's fixed nearly intrinsic one
+            kappa = value("matern_kappa_", getattr(self._chosen_fit, "kappa", None))
             self.prior_ = self._prior_of(GraphMaternPrior).fitted(
                 {"graph": self.graph_, "nu": self.matern_order_},
                 kappa_=kappa, outputscale_=value("outputscale_"), noise_=value("noise_"),

@@ -331,13 +331,13 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         and are at least half of the rows: then ``-1`` is that class's other value
         (binary labels in ``{-1, +1}``), every row is labelled, and a warning says so.
         (Semi-supervised data, mostly unlabelled, keeps -1 as the mark.)"""
+        y = np.asarray(y)
         labelled = split_labels(y)
         if labelled.all() or not labelled.any() or 2 * labelled.sum() < labelled.size:
             return labelled
-        values = np.asarray(y)[labelled]
+        values = y[labelled]
         if np.unique(values.astype(str) if values.dtype.kind == "O" else values).size > 1:
             return labelled
-        y = np.asarray(y)
         marked = y[~labelled]
         is_minus_one = (marked == -1) if marked.dtype.kind in "iufb" else np.array(
             [isinstance(v, numbers.Number) and not isinstance(v, bool) and v == -1

@@ -670,12 +670,17 @@ def _shared_labels(points, labelled, codes):
     return np.concatenate(rows), np.concatenate(classes), np.concatenate(clear)
 
 
+def classifier_kappa2(graph) -> float:
+    """The classifier's ``κ²``: ``KAPPA_RELATIVE`` of the graph's own ``1 / length²`` (a
+    nearly intrinsic prior, Poisson learning's ``κ = 0``), in the graph's units."""
+    return KAPPA_RELATIVE / graph.own_units()[0] ** 2
+
+
 def _column_stores(graph, top: int) -> list:
     """The stores of the classifier's centred graph Matérn prior columns on ``graph`` for
     the orders 1 to ``top``, each raised from the one below (``KAPPA_RELATIVE``, solved by
     :func:`classifier_solver` to ``SOLVE_TOL``)."""
-    prior = SparsePrecisionPrior(graph, nu=1, kappa2=KAPPA_RELATIVE
-                                 / graph.own_units()[0] ** 2, centred=True,
+    prior = SparsePrecisionPrior(graph, nu=1, kappa2=classifier_kappa2(graph), centred=True,
                                  solver=classifier_solver(graph), tol=SOLVE_TOL)
     chain = [LabelledColumns(prior)]
     for nu in range(2, int(top) + 1):
@@ -762,6 +767,11 @@ class GraphMaternClassificationFit(ClassificationFit):
         # classes no label has, else None
         self.reach = reach
         self._node_index = self._lengths = None
+
+    @property
+    def kappa(self) -> float:
+        """The prior's ``κ`` in the graph's units (:func:`classifier_kappa2`)."""
+        return float(np.sqrt(classifier_kappa2(self.graph)))
 
     def adopt(self, est, X, stacklevel):
         graph, P = self.graph, self.probabilities

@@ -314,6 +314,11 @@ def graph_edge_lengths(stiffness) -> sp.csr_matrix:
     exponent of a Gaussian affinity (a strong edge short, a weak bridge between clusters
     long); an edge as strong as the strongest, length ``10⁻³`` of the mean (an unweighted
     graph: every edge one hop)."""
+    if not sp.issparse(stiffness) or stiffness.ndim != 2 \
+            or stiffness.shape[0] != stiffness.shape[1]:
+        raise ValueError(f"stiffness must be a square scipy.sparse matrix (a PointGraph's "
+                         f"stiffness); got {type(stiffness).__name__} of shape "
+                         f"{np.shape(stiffness)}.")
     W = -sp.csr_matrix(stiffness, copy=True)
     W.setdiag(0.0)
     W.eliminate_zeros()
@@ -335,11 +340,17 @@ def spread_by_graph_distance(lengths, labelled, index, base, n) -> np.ndarray:
     graph for the labels, and one bounded by the farthest candidate for each pick."""
     index = np.asarray(index, dtype=np.int64)
     sources = np.asarray(labelled, dtype=np.int64)
+    score_base = np.asarray(base, dtype=np.float64)
+    n = int(n)
+    if score_base.shape != index.shape or not np.all(np.isfinite(score_base)):
+        raise ValueError(f"base must hold one finite uncertainty a row of index "
+                         f"({index.size}); got shape {score_base.shape}.")
+    if not 1 <= n <= index.size:
+        raise ValueError(f"n must be between 1 and the {index.size} candidate rows; got {n}.")
     d = (dijkstra(lengths, indices=sources, min_only=True)[index] if sources.size
          else np.full(index.size, np.inf))
-    score_base = np.asarray(base, dtype=np.float64)
     picks = []
-    for _ in range(int(n)):
+    for _ in range(n):
         reached = np.isfinite(d)
         far = float(d[reached].max()) if reached.any() else 0.0
         dist = np.where(reached, d, 2.0 * far if far > 0 else 1.0)

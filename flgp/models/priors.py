@@ -50,12 +50,6 @@ from ..kernels import GraphMaternKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKer
 from ..spectral.families import FAMILIES
 from ..spectral.flgp import SPECTRA
 
-def torch_tensor(values):
-    import torch
-
-    return torch.as_tensor(values, dtype=torch.float64)
-
-
 __all__ = ["Prior", "Eigenbasis", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "resolve_priors",
            "priors_for", "with_graph"]
 
@@ -435,13 +429,14 @@ class RBFPrior(Prior):
         ``X``: the fit's on standardised features times each feature's scale) and the
         ``outputscale_``, in float64."""
         import gpytorch
+        import torch
 
         if not hasattr(self, "lengthscale_"):
             return gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(**kwargs))
         ell = np.atleast_1d(np.asarray(self.lengthscale_, dtype=np.float64))
         kwargs.setdefault("ard_num_dims", ell.size)
         rbf = gpytorch.kernels.RBFKernel(**kwargs).double()
-        rbf.lengthscale = torch_tensor(ell)
+        rbf.lengthscale = torch.as_tensor(ell, dtype=torch.float64)
         return self._at_outputscale(rbf)
 
 
