@@ -13,6 +13,7 @@ Data sets (experiments/few_labels_lib.py ``load_set``; no download):
 * ``spheres3`` - three nested noisy spheres in R³ (4,500 points; classes that nest);
 * ``spirals2`` - two interleaved noisy spirals (4,000 points, noise 0.45; classes that touch);
 * ``mnist6``   - the confusable MNIST digits 3, 4, 5, 7, 8, 9 (41,354 images).
+* ``mnist6s``  - 200 images of each of those digits (1,200): one label a class errs ~40 %.
 
 Labels: ``k`` per class (stratified), k = 1, 2, 3, 5, 10; 20 draws at k = 1, 10 above
 (``--quick``: 3, 3, 2, 2, 2). Every method sees the same draws
@@ -85,7 +86,7 @@ KS = (1, 2, 3, 5, 10)
 DRAWS = {1: 20, 2: 10, 3: 10, 5: 10, 10: 10}
 QUICK_DRAWS = {1: 3, 2: 3, 3: 2, 5: 2, 10: 2}
 DEFAULT_SETS = ("mnist", "swiss5", "torus4", "circles6", "helix6", "moons2", "spheres3",
-                "spirals2", "mnist6")
+                "spirals2", "mnist6", "mnist6s")
 # the reliability diagrams' bins of the top probability
 RELIABILITY_BINS = 10
 
