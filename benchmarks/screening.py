@@ -99,10 +99,11 @@ def measure(name, X, y, obs, graph) -> dict:
     start = time.perf_counter()
     alone.fit(X, np.where(obs, y, np.nan))
     finish_s = time.perf_counter() - start
-    eigenpairs = alone.eigenpairs_
+    eigenpairs, options = alone.eigenpairs_, alone._fit_options()
     start = time.perf_counter()
-    first = fit_hyperparameters(alone, eigenpairs, eigenpairs.eigenvector_rows(labelled), z,
-                                noise_bounds(alone, standard), n_starts=1)
+    first = fit_hyperparameters(heat, options, eigenpairs,
+                                eigenpairs.eigenvector_rows(labelled), z,
+                                noise_bounds(options, standard), n_starts=1)
     coarse_s = time.perf_counter() - start
     coarse = standard.log_evidence_of_y(-first["nll_evidence"], labelled.size)
     final = alone.log_marginal_likelihood_

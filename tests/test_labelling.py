@@ -221,7 +221,7 @@ def test_regressor_warm_start_equals_cold_fit_and_detects_a_new_cloud():
     kw = dict(prior=HeatKernelPrior(Eigenbasis(**heat)), random_state=0)
     warm = FLGPRegressor(warm_start=True, **kw).fit(X, yy)
     ep = warm.eigenpairs_
-    cands = [e for _, e in warm._eigenpair_cache[1]]
+    cands = [e for _, e in warm._cache.eigenpairs[1]]
     yy2 = yy.copy()
     new = warm.suggest_labels(10)
     yy2[new] = y[new]
@@ -229,7 +229,7 @@ def test_regressor_warm_start_equals_cold_fit_and_detects_a_new_cloud():
     warm.fit(X, yy2)
     assert any(warm.eigenpairs_ is e for e in cands)     # reused, not recomputed
     cold = FLGPRegressor(**kw).fit(X, yy2)
-    assert not hasattr(cold, "_eigenpair_cache")
+    assert cold._cache.eigenpairs is None
     np.testing.assert_allclose(warm.transduction_, cold.transduction_, rtol=0, atol=1e-10)
     np.testing.assert_allclose(warm.transduction_std_, cold.transduction_std_, rtol=0,
                                atol=1e-10)

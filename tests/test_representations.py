@@ -30,10 +30,10 @@ class WhiteNoise(RegressionRepresentation):
 
     name = "white"
 
-    def infeasible(self, est, shape, n_labelled):
+    def infeasible(self, prior, options, shape, n_labelled):
         return None
 
-    def fit(self, est, X, labelled, y_lab, z, standardisation):
+    def fit(self, prior, options, X, labelled, y_lab, z, standardisation):
         m = labelled.size
         # z has mean 0 and variance 1: log N(z | 0, I)
         log_z = -0.5 * m * np.log(2 * np.pi) - 0.5 * float(z @ z)
@@ -46,13 +46,12 @@ class WhiteNoiseFit(RegressionFit):
     def __init__(self, standardisation, log_evidence):
         self.standardisation, self.log_evidence = standardisation, log_evidence
 
-    def adopt(self, est, X, stacklevel):
+    def fitted_attributes(self, X, stacklevel):
         st = self.standardisation
-        est.method_ = "white"
-        est.outputscale_, est.noise_ = 0.0, st.scale ** 2
-        est.log_marginal_likelihood_ = self.log_evidence
-        est.n_iter_ = 0
-        est.transduction_, est.transduction_std_ = self.predict(X, stacklevel + 1)
+        mean, std = self.predict(X, stacklevel + 1)
+        return dict(method_="white", outputscale_=0.0, noise_=st.scale ** 2,
+                    log_marginal_likelihood_=self.log_evidence, n_iter_=0,
+                    transduction_=mean, transduction_std_=std)
 
     def predict(self, X, stacklevel):
         n = X.shape[0]
@@ -186,23 +185,24 @@ class ClassShares(ClassificationRepresentation):
 
     name = "shares"
 
-    def chosen_by_auto(self, est, X, counts):
+    def chosen_by_auto(self, prior, options, X, counts):
         return bool(counts.min() >= 50)
 
-    def fit(self, est, X, labelled, codes):
-        return ClassSharesFit(np.bincount(codes, minlength=est.classes_.size) / codes.size)
+    def fit(self, prior, options, X, labelled, codes, classes):
+        return ClassSharesFit(np.bincount(codes, minlength=classes.size) / codes.size,
+                              classes)
 
 
 class ClassSharesFit(ClassificationFit):
     method = "shares"
 
-    def __init__(self, shares):
-        self.shares = shares
+    def __init__(self, shares, classes):
+        self.shares, self.classes = shares, classes
 
-    def adopt(self, est, X, stacklevel):
-        est.n_iter_, est.log_marginal_likelihood_ = 0, None
-        est.label_distributions_ = self.predict_proba(X, stacklevel + 1)
-        est.transduction_ = est.classes_[np.argmax(est.label_distributions_, axis=1)]
+    def fitted_attributes(self, X, stacklevel):
+        proba = self.predict_proba(X, stacklevel + 1)
+        return dict(n_iter_=0, log_marginal_likelihood_=None, label_distributions_=proba,
+                    transduction_=self.classes[np.argmax(proba, axis=1)])
 
     def predict_proba(self, X, stacklevel):
         return np.tile(self.shares, (X.shape[0], 1))
@@ -252,11 +252,12 @@ def test_classifier_registry_and_auto_rule():
     assert FLGPClassifier([HeatKernelPrior(Eigenbasis(induced_points=X[::20])), GraphMaternPrior(),
                            RBFPrior()]).fit(X, semi).method_ == "flgp"
     rep = FLGPClassifier.REPRESENTATIONS["gmrf"]
-    est = FLGPClassifier()
+    prior, options = GraphMaternPrior(), FLGPClassifier()._fit_options()
     counts = np.array([150, 150])
-    assert rep.chosen_by_auto(est, np.broadcast_to(0.0, (100_000, 3)), counts)
-    assert not rep.chosen_by_auto(est, np.broadcast_to(0.0, (10_000_000, 3)), counts)
-    why = rep.declined_by_auto(est, np.broadcast_to(0.0, (10_000_000, 3)), counts)
+    assert rep.chosen_by_auto(prior, options, np.broadcast_to(0.0, (100_000, 3)), counts)
+    assert not rep.chosen_by_auto(prior, options, np.broadcast_to(0.0, (10_000_000, 3)),
+                                  counts)
+    why = rep.declined_by_auto(prior, options, np.broadcast_to(0.0, (10_000_000, 3)), counts)
     assert "predicted to take" in why and f"{GMRF_CLASSIFIER_SECONDS:.0f} s" in why
 
 
@@ -373,9 +374,8 @@ class StagedFit(WhiteNoiseFit):
         super().__init__(standardisation, log_evidence)
         self.method = name
 
-    def adopt(self, est, X, stacklevel):
-        super().adopt(est, X, stacklevel)
-        est.method_ = self.method
+    def fitted_attributes(self, X, stacklevel):
+        return {**super().fitted_attributes(X, stacklevel), "method_": self.method}
 
 
 class Staged(RegressionRepresentation):
@@ -387,22 +387,22 @@ class Staged(RegressionRepresentation):
         self.name, self.coarse, self.final, self.log = name, coarse, final, log
         self.tight, self.loose = tight, loose
 
-    def infeasible(self, est, shape, n_labelled):
+    def infeasible(self, prior, options, shape, n_labelled):
         return None
 
-    def fit(self, est, X, labelled, y_lab, z, standardisation):
+    def fit(self, prior, options, X, labelled, y_lab, z, standardisation):
         self.log.append(self.name)
         return StagedFit(self.name, standardisation, self.final)
 
-    def screen(self, est, X, labelled, y_lab, z, standardisation):
+    def screen(self, prior, options, X, labelled, y_lab, z, standardisation):
         if self.coarse is None:
-            return super().screen(est, X, labelled, y_lab, z, standardisation)
+            return super().screen(prior, options, X, labelled, y_lab, z, standardisation)
 
         def tighten():
             self.log.append(f"tighten {self.name}")
             return self.tight
 
-        return Screened(self.coarse, lambda: self.fit(est, X, labelled, y_lab, z,
+        return Screened(self.coarse, lambda: self.fit(prior, options, X, labelled, y_lab, z,
                                                       standardisation),
                         tighten=None if self.tight is None else tighten, loose=self.loose)
 
@@ -470,10 +470,11 @@ def test_a_screened_fit_finishes_as_the_whole_fit(name):
     y_lab = truth[labelled] + 0.05 * rng.standard_normal(labelled.size)
     standard = Standardisation.of_targets(y_lab)
     z = standard.standardise(y_lab)
-    est = FLGPRegressor(GraphMaternPrior(lattice_graph(ijk)) if name == "gmrf" else RBFPrior())
+    prior = GraphMaternPrior(lattice_graph(ijk)) if name == "gmrf" else RBFPrior()
+    options = FLGPRegressor(prior)._fit_options()
     rep = FLGPRegressor.REPRESENTATIONS[name]
-    whole = rep.fit(est, x, labelled, y_lab, z, standard)
-    paused = rep.screen(est, x, labelled, y_lab, z, standard)
+    whole = rep.fit(prior, options, x, labelled, y_lab, z, standard)
+    paused = rep.screen(prior, options, x, labelled, y_lab, z, standard)
     assert not paused.final
     done = paused.finish()
     # the same search: equal at the searches' tolerances (0.1 nats; a fifth of a unit in
@@ -494,7 +495,7 @@ def test_a_screened_fit_finishes_as_the_whole_fit(name):
                                                     abs=1e-6)
         # tightened: the search run on through its first order's coarse stage, the same
         # search when finished
-        again = rep.screen(est, x, labelled, y_lab, z, standard)
+        again = rep.screen(prior, options, x, labelled, y_lab, z, standard)
         coarse = again.log_evidence
         assert coarse <= again.tighten() <= done.log_evidence + 0.1
         assert again.finish().log_evidence == pytest.approx(whole.log_evidence, abs=0.1)
@@ -512,7 +513,7 @@ def test_a_screened_fit_finishes_as_the_whole_fit(name):
                                                     abs=1e-6)
         grid_only = RBFGPRegressor(max_iter=0).fit(x[labelled], y_lab)
         assert paused.log_evidence <= grid_only.log_marginal_likelihood_ + 1e-9
-        again = rep.screen(est, x, labelled, y_lab, z, standard)
+        again = rep.screen(prior, options, x, labelled, y_lab, z, standard)
         coarse = again.log_evidence
         assert coarse <= again.tighten() <= done.log_evidence + 0.1
         tightened = again.finish()
@@ -539,24 +540,27 @@ def test_the_heat_kernel_is_screened_by_its_coarse_stage_below_its_ceiling():
     y_lab = y[labelled]
     standard = Standardisation.of_targets(y_lab)
     z = standard.standardise(y_lab)
-    est = FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=150)))
+    prior = HeatKernelPrior(Eigenbasis(n_induced=150))
+    options = FLGPRegressor(prior)._fit_options()
     rep = FLGPRegressor.REPRESENTATIONS["flgp"]
-    whole = rep.fit(est, X, labelled, y_lab, z, standard)
-    eigenpairs = next(candidate_eigenbases(est, X, regression_sizes(est, X.shape[0])))[1]
+    whole = rep.fit(prior, options, X, labelled, y_lab, z, standard)
+    sizes = regression_sizes(prior, options, X.shape[0])
+    eigenpairs = next(candidate_eigenbases(prior, options, X, sizes))[1]
     V_lab = eigenpairs.eigenvector_rows(labelled)
-    noise = noise_bounds(est, standard)
+    noise = noise_bounds(options, standard)
     m = labelled.size
-    coarse = standard.log_evidence_of_y(
-        -fit_hyperparameters(est, eigenpairs, V_lab, z, noise, n_starts=1)["nll_evidence"], m)
+    coarse = standard.log_evidence_of_y(-fit_hyperparameters(
+        prior, options, eigenpairs, V_lab, z, noise, n_starts=1)["nll_evidence"], m)
     ceiling = standard.log_evidence_of_y(LowRankGaussianEvidence(V_lab, z).ceiling(noise), m)
     margin = screening_margin(m)
     assert coarse <= whole.log_evidence + 0.1 < ceiling
     bar = coarse + margin + 1.0
     assert bar < ceiling                     # the ceiling alone would not leave it out
     with pytest.raises(Outranked, match="screened out") as out:
-        rep.fit(est, X, labelled, y_lab, z, standard, bar=bar)
+        rep.fit(prior, options, X, labelled, y_lab, z, standard, bar=bar)
     assert out.value.ceiling == pytest.approx(coarse, abs=1e-6)
-    near = rep.fit(est, X, labelled, y_lab, z, standard, bar=coarse + margin - 1.0)
+    near = rep.fit(prior, options, X, labelled, y_lab, z, standard,
+                   bar=coarse + margin - 1.0)
     assert near.log_evidence == pytest.approx(whole.log_evidence, abs=0.1)
 
 

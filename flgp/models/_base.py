@@ -9,15 +9,18 @@
   cloud by its shape and one pass over its chunks - with the labelled rows and values of
   ``y``, and ``X_unlabeled`` stacked below ``X``;
 * one place that clears what a previous fit left (:meth:`HeatGPEstimator._clear_fit`),
-  keeping the ``warm_start`` caches;
-* the prior objects (``prior=``), and read-only views of their settings
-  (``est.n_induced``, ``est.graph``, ...).
+  keeping the ``warm_start`` caches, and one that sets what a fit gives
+  (:meth:`HeatGPEstimator._adopt`);
+* the prior objects (``prior=``): each representation's (:meth:`HeatGPEstimator._prior_for`)
+  and the fit's options (:meth:`HeatGPEstimator._fit_options`), all that a representation
+  receives of the estimator; for users, read-only views of the settings (``est.n_induced``,
+  ``est.graph``, ...; docs/models.md).
 
 What fits and predicts is a representation of the prior (:mod:`flgp.models.representation`:
 the heat kernel, :mod:`flgp.models.heat_kernel` on the engine of
 :mod:`flgp.models.eigenbasis`; the graph Matérn prior; the RBF GP): the estimator holds
-the fit of the one chosen (``_chosen_fit``) and its fitted attributes. The subclasses
-supply the targets and the choice.
+the fit of the one chosen (``_chosen_fit``) and the fitted attributes it gives. The
+subclasses supply the targets and the choice.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .._chunks import is_lazy, stage
 from .._validation import check_cloud_values, check_points
 from .priors import (HEAT_METHODS, HEAT_PARAMETERS, GraphMaternPrior, HeatKernelPrior, Prior,
                      RBFPrior, resolve_priors)
+from .representation import FitOptions, WarmStartCache
 
 __all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS"]
 
@@ -65,7 +69,7 @@ class HeatGPEstimator(BaseEstimator):
         """The method whose graph a fit builds: ``method``, FLGP's for ``"auto"`` (which
         weighs FLGP's heat kernel against the RBF GP by their evidence)."""
         method = self.method
-        return self._prior_of(HeatKernelPrior).method if method == "auto" else method
+        return self._prior_for("flgp").method if method == "auto" else method
 
     # -- parameters -----------------------------------------------------------------------
     def _check_parameters(self) -> None:
@@ -88,9 +92,22 @@ class HeatGPEstimator(BaseEstimator):
         """The prior objects this estimator weighs (:func:`resolve_priors`)."""
         return resolve_priors(self.prior)
 
-    def _prior_of(self, kind):
-        """The ``kind`` prior among :meth:`_priors`, else one at its defaults."""
-        return next((p for p in self._priors() if isinstance(p, kind)), None) or kind()
+    def _prior_for(self, name: str):
+        """The prior object of the representation ``name`` (``"flgp"``: the heat kernel)
+        among :meth:`_priors`, else one at its defaults (a further representation's: None)."""
+        kind = {"flgp": HeatKernelPrior, "gmrf": GraphMaternPrior, "rbf": RBFPrior}.get(name)
+        given = next((p for p in self._priors()
+                      if (isinstance(p, kind) if kind else p.method == name)), None)
+        return given if given is not None or kind is None else kind()
+
+    def _fit_options(self, **specific) -> FitOptions:
+        """The fit's :class:`~flgp.models.representation.FitOptions` (the subclass's
+        ``specific`` fields too), with the ``warm_start`` caches kept on the estimator."""
+        cache = self.__dict__.setdefault("_cache", WarmStartCache())
+        return FitOptions(type(self).__name__, self.method, self.random_state, self.max_iter,
+                          self.verbose, self.backend, self.warm_start, cache,
+                          self._prior_for("flgp").basis.induced_points is not None,
+                          **specific)
 
     def _offers(self, method: str) -> bool:
         """Whether the representation ``method`` (``"flgp"`` for the heat kernel) is among
@@ -123,7 +140,7 @@ class HeatGPEstimator(BaseEstimator):
     _chosen_fit = None
 
     # private state a fit sets (the public fitted attributes end with "_")
-    _FITTED_STATE = ("_chosen_fit", "_prior", "_y_mean", "_y_scale", "_y_unit")
+    _FITTED_STATE = ("_chosen_fit", "_y_mean", "_y_scale", "_y_unit")
 
     def _clear_fit(self) -> None:
         """Forget everything a previous fit set (the public ``name_`` attributes and the
@@ -132,6 +149,15 @@ class HeatGPEstimator(BaseEstimator):
         for name in list(vars(self)):
             if (name.endswith("_") and not name.startswith("_")) or name in self._FITTED_STATE:
                 delattr(self, name)
+
+    def _adopt(self, fit, attributes: dict) -> None:
+        """Keep ``fit`` (the fit that predicts), set the fitted ``attributes`` it gave
+        (:meth:`~flgp.models.representation.RegressionFit.fitted_attributes`), then
+        ``prior_``."""
+        self._chosen_fit = fit
+        for name, value in attributes.items():
+            setattr(self, name, value)
+        self._set_fitted_prior()
 
     def _set_fitted_prior(self) -> None:
         """``prior_``: the chosen prior with what the fit chose
@@ -143,20 +169,20 @@ class HeatGPEstimator(BaseEstimator):
         if self.method_ == "gmrf":
             # the regressor's fitted κ; the classifier's fixed nearly intrinsic one
             kappa = value("matern_kappa_", getattr(self._chosen_fit, "kappa", None))
-            self.prior_ = self._prior_of(GraphMaternPrior).fitted(
+            self.prior_ = self._prior_for("gmrf").fitted(
                 {"graph": self.graph_, "nu": self.matern_order_},
                 kappa_=kappa, outputscale_=value("outputscale_"), noise_=value("noise_"),
                 constant_=constant, prior_to_noise_ratio_=value("prior_to_noise_ratio_"),
                 log_marginal_likelihood_=evidence)
         elif self.method_ == "rbf":
             rbf = self.rbf_
-            self.prior_ = self._prior_of(RBFPrior).fitted(
+            self.prior_ = self._prior_for("rbf").fitted(
                 None, lengthscale_=np.asarray(rbf.lengthscale_ * rbf.sd_, dtype=np.float64),
                 outputscale_=getattr(rbf, "outputscale_", None),
                 noise_=getattr(rbf, "noise_", None), constant_=getattr(rbf, "constant_", None),
                 log_marginal_likelihood_=evidence)
         else:
-            prior = self._prior_of(HeatKernelPrior)
+            prior = self._prior_for("flgp")
             chosen = {"n_eigenpairs": int(self.n_eigenpairs_)} \
                 if value("n_eigenpairs_") is not None else {}
             if value("bandwidth_") is not None:
@@ -212,10 +238,11 @@ class HeatGPEstimator(BaseEstimator):
             y = np.r_[y, fill]
             if graph:                           # the graph's own checks: spread, duplicates
                 X = check_cloud_values(X, finite=False)
-        if getattr(self, "graph", None) is not None:
+        given = self._prior_for("gmrf").graph
+        if given is not None:
             # a given graph against its cloud before anything is fitted (not after "auto"
             # has fitted the heat kernel: minutes on a whole brain)
-            self.graph.check_rows(X)
+            given.check_rows(X)
         idx = np.flatnonzero(labelled)
         return X, idx, y[idx]
 
@@ -300,10 +327,10 @@ def target_vector(y, warn: bool = True) -> np.ndarray:
     return column_or_1d(np.asarray(y), warn=warn)
 
 
-# -- the old parameters, read from the prior objects --------------------------------------
+# -- the prior objects' settings, read back (docs/models.md) ------------------------------
 def _heat_setting(name: str) -> property:
     def get(self):
-        return self._prior_of(HeatKernelPrior).setting(name)
+        return self._prior_for("flgp").setting(name)
     return property(get, doc=f"``{name}`` of the heat kernel's prior object or its "
                              f"eigenbasis (:class:`~flgp.models.priors.HeatKernelPrior`; "
                              f"read-only).")
@@ -313,8 +340,8 @@ for _name in HEAT_PARAMETERS:
     if _name != "method":
         setattr(HeatGPEstimator, _name, _heat_setting(_name))
 HeatGPEstimator.graph = property(
-    lambda self: self._prior_of(GraphMaternPrior).graph,
+    lambda self: self._prior_for("gmrf").graph,
     doc="``graph`` of the graph Matérn prior object (read-only).")
 HeatGPEstimator.matern_order = property(
-    lambda self: self._prior_of(GraphMaternPrior).nu,
+    lambda self: self._prior_for("gmrf").nu,
     doc="``nu`` of the graph Matérn prior object (read-only).")

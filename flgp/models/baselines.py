@@ -643,48 +643,49 @@ class RBFRegression(RegressionRepresentation):
     name = "rbf"
     graph_checks = False                # the labelled rows alone: no graph on the cloud
 
-    def infeasible(self, est, shape, n_labelled):
+    def infeasible(self, prior, options, shape, n_labelled):
         """More than ``RBF_MAX_LABELS`` labels (``O(m³)`` an evidence evaluation)."""
         if n_labelled <= RBF_MAX_LABELS:
             return None
         return (f"{n_labelled} labels > RBF_MAX_LABELS = {RBF_MAX_LABELS}: an exact RBF GP "
                 f"costs O(m^3) per evidence evaluation")
 
-    def fit(self, est, X, labelled, y_lab, z, standardisation):
+    def fit(self, prior, options, X, labelled, y_lab, z, standardisation):
         """:class:`RBFGPRegressor` on ``X[labelled]`` and ``y_lab`` (it standardises
         ``y`` itself)."""
-        rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend),
-                             noise=est.noise, feature_scale=cloud_feature_scale(X)).fit(
+        rbf = RBFGPRegressor(options.max_iter, backend=resolve_backend(options.backend),
+                             noise=options.noise, feature_scale=cloud_feature_scale(X)).fit(
             X[labelled], y_lab)
-        return RBFRegressionFit(rbf)
+        return RBFRegressionFit(rbf, options.method == "rbf")
 
-    def screen(self, est, X, labelled, y_lab, z, standardisation):
+    def screen(self, prior, options, X, labelled, y_lab, z, standardisation):
         """:meth:`fit` paused after its grid (:meth:`RBFGPRegressor.fit_steps`)."""
-        rbf = RBFGPRegressor(est.max_iter, backend=resolve_backend(est.backend),
-                             noise=est.noise, feature_scale=cloud_feature_scale(X))
+        rbf = RBFGPRegressor(options.max_iter, backend=resolve_backend(options.backend),
+                             noise=options.noise, feature_scale=cloud_feature_scale(X))
         return Screened.of_steps(rbf.fit_steps(X[labelled], y_lab, screen=True),
-                                 lambda value: value, RBFRegressionFit)
+                                 lambda value: value,
+                                 lambda rbf: RBFRegressionFit(rbf, options.method == "rbf"))
 
 
 class RBFRegressionFit(RegressionFit):
-    """A fitted :class:`RBFGPRegressor` (``rbf``), the estimator's ``rbf_``."""
+    """A fitted :class:`RBFGPRegressor` (``rbf``), the estimator's ``rbf_``; ``alone``:
+    the one prior offered (its ``eigenpairs_`` then None)."""
 
     method = "rbf"
 
-    def __init__(self, rbf: RBFGPRegressor):
-        self.rbf = rbf
+    def __init__(self, rbf: RBFGPRegressor, alone: bool):
+        self.rbf, self.alone = rbf, alone
         self.log_evidence = rbf.log_marginal_likelihood_
 
-    def adopt(self, est, X, stacklevel):
-        rbf = est.rbf_ = self.rbf
-        est.method_ = "rbf"
-        est.n_iter_ = rbf.n_iter_
-        if est.method == "rbf":
-            est.eigenpairs_ = None
-        est.noise_ = rbf.noise_
-        est.outputscale_ = rbf.outputscale_
-        est.log_marginal_likelihood_ = rbf.log_marginal_likelihood_
-        est.transduction_, est.transduction_std_ = rbf.predict(X)
+    def fitted_attributes(self, X, stacklevel):
+        rbf = self.rbf
+        out = dict(rbf_=rbf, method_="rbf", n_iter_=rbf.n_iter_)
+        if self.alone:
+            out["eigenpairs_"] = None
+        out.update(noise_=rbf.noise_, outputscale_=rbf.outputscale_,
+                   log_marginal_likelihood_=rbf.log_marginal_likelihood_)
+        out["transduction_"], out["transduction_std_"] = rbf.predict(X)
+        return out
 
     def predict(self, X, stacklevel):
         return self.rbf.predict(X)
@@ -700,38 +701,37 @@ class RBFClassification(ClassificationRepresentation):
     name = "rbf"
     graph_checks = False                # the labelled rows alone: no graph on the cloud
 
-    def chosen_by_auto(self, est, X, counts):
+    def chosen_by_auto(self, prior, options, X, counts):
         return False
 
-    def declined_by_auto(self, est, X, counts):
+    def declined_by_auto(self, prior, options, X, counts):
         return ("the RBF GP sees the labelled points only (not the cloud): fitted when "
                 "asked for alone (RBFPrior()), never by the rule")
 
-    def fit(self, est, X, labelled, codes):
+    def fit(self, prior, options, X, labelled, codes, classes):
         """:class:`RBFLaplaceClassifier` on ``X[labelled]`` and the class codes."""
         with single_threaded_blas():
-            rbf = RBFLaplaceClassifier(max_iter=est.max_iter,
+            rbf = RBFLaplaceClassifier(max_iter=options.max_iter,
                                        feature_scale=cloud_feature_scale(X)).fit(
                 X[labelled], codes)
-        return RBFClassificationFit(rbf)
+        return RBFClassificationFit(rbf, classes)
 
 
 class RBFClassificationFit(ClassificationFit):
-    """A fitted :class:`RBFLaplaceClassifier` (``rbf``), the estimator's ``rbf_``."""
+    """A fitted :class:`RBFLaplaceClassifier` (``rbf``), the estimator's ``rbf_``, and the
+    ``classes`` its codes stand for."""
 
     method = "rbf"
 
-    def __init__(self, rbf: RBFLaplaceClassifier):
-        self.rbf = rbf
+    def __init__(self, rbf: RBFLaplaceClassifier, classes):
+        self.rbf, self.classes = rbf, classes
 
-    def adopt(self, est, X, stacklevel):
-        rbf = est.rbf_ = self.rbf
-        est.n_iter_ = 1
-        est.eigenpairs_ = None
-        est.diffusion_time_weights_ = None
-        est.log_marginal_likelihood_ = rbf.log_marginal_likelihood_
-        est.transduction_ = est.classes_[rbf.predict_codes(X)]
-        est.label_distributions_ = rbf.predict_proba(X)
+    def fitted_attributes(self, X, stacklevel):
+        rbf = self.rbf
+        return dict(rbf_=rbf, n_iter_=1, eigenpairs_=None, diffusion_time_weights_=None,
+                    log_marginal_likelihood_=rbf.log_marginal_likelihood_,
+                    transduction_=self.classes[rbf.predict_codes(X)],
+                    label_distributions_=rbf.predict_proba(X))
 
     def predict_proba(self, X, stacklevel):
         return self.rbf.predict_proba(X)

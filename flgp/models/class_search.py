@@ -28,22 +28,25 @@ _EP_TOL = 1e-7
 
 class TimeSearch:
     """The diffusion time (and the amplitude, EP) of one candidate's eigenpairs, by the
-    approximate marginal likelihood times the prior on ``t``; ``n_evals`` counts the
-    posteriors computed."""
+    approximate marginal likelihood times the prior on ``t``, under the heat kernel
+    ``heat`` (its spectral prior ``prior``) with the fit's ``options``; ``n_evals`` counts
+    the posteriors computed."""
 
-    def __init__(self, est, prior: SpectralPrior, V_lab):      # est: the FLGPClassifier
-        self.est = est
+    def __init__(self, heat, options, prior: SpectralPrior, V_lab, n_classes: int):
+        self.heat, self.options = heat, options
         self.spectral_prior = prior
         self.V_lab = V_lab                       # EP's features rotate it themselves
         self.V_rot = prior.rotate(V_lab)         # Laplace's kernel blocks read V R
-        self.n_classes = est.classes_.size
+        self.n_classes = n_classes
         self.n_evals = 0
         self.time_prior = (spectral_time_prior(prior.eigenvalues, self.n_classes)
-                           if est.diffusion_time_prior == "spectral" else None)
+                           if heat.diffusion_time_prior == "spectral" else None)
+        # one posterior a diffusion time: averaged over the grid's where asked
+        self.averaged = options.average_diffusion_time and not options.one_vs_rest
 
     def _log_prior_t(self, log_t):
         # π(t) ∝ t^{-a0} is ∝ t^{1-a0} in log t; the spectral prior is normal in log t
-        out = -(self.est.diffusion_time_prior_power - 1.0) * log_t
+        out = -(self.heat.diffusion_time_prior_power - 1.0) * log_t
         if self.time_prior is not None:
             centre, sd = self.time_prior
             out = out - 0.5 * ((log_t - centre) / sd) ** 2
@@ -51,7 +54,7 @@ class TimeSearch:
 
     def fit(self, codes, binary):
         """``(t, amplitude, log evidence, state, mixture)``."""
-        if self.est._ep:
+        if self.options.expectation_propagation:
             return self.finish_ep(self.search_ep(codes, binary))
         return self._fit_laplace(codes, binary)
 
@@ -59,15 +62,15 @@ class TimeSearch:
     def _laplace(self, K, codes, a0=None, binary=True):
         if binary:
             return laplace_binary(K, 2.0 * codes - 1.0, LogisticLikelihood, a0=a0,
-                                  max_iter=self.est.max_iter)
+                                  max_iter=self.options.max_iter)
         Y = np.eye(self.n_classes)[codes]
-        return laplace_softmax(K, Y, a0=a0, max_iter=self.est.max_iter)
+        return laplace_softmax(K, Y, a0=a0, max_iter=self.options.max_iter)
 
     def _fit_laplace(self, codes, binary):
-        est, Vm = self.est, self.V_rot
-        if est.diffusion_time is not None:
+        Vm = self.V_rot
+        if self.heat.diffusion_time is not None:
             self.n_evals += 1
-            t = float(est.diffusion_time)
+            t = float(self.heat.diffusion_time)
             state = self._laplace(prior_gram(self.spectral_prior, t, Vm, Vm), codes, binary=binary)
             return t, 1.0, state.log_evidence, state, None
         lo, hi = diffusion_time_range(self.spectral_prior.eigenvalues)
@@ -84,10 +87,11 @@ class TimeSearch:
             trace.append((float(np.exp(log_t)), val, st))
             return val
 
-        t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID, maxiter=est.max_iter)
+        t, val = search_log_scalar(neg, lo, hi, n_grid=_T_GRID,
+                                   maxiter=self.options.max_iter)
         state = self._laplace(prior_gram(self.spectral_prior, t, Vm, Vm), codes, binary=binary)
         mixture = None
-        if est._average_t and not est._one_vs_rest:
+        if self.averaged:
             mixture = diffusion_time_mixture(trace[:_T_GRID], t, state)
         return t, 1.0, state.log_evidence, state, mixture
 
@@ -97,9 +101,9 @@ class TimeSearch:
         Phi = self.spectral_prior.features(self.V_lab, t, amplitude)
         if binary:
             return ep_probit(Phi, 2.0 * codes - 1.0, init=init, tol=tol,
-                             max_sweeps=self.est.max_iter)
+                             max_sweeps=self.options.max_iter)
         return ep_multinomial_probit(Phi, codes, self.n_classes, init=init, tol=tol,
-                                     max_sweeps=self.est.max_iter)
+                                     max_sweeps=self.options.max_iter)
 
     def search_ep(self, codes, binary) -> dict:
         """``t`` and the amplitude ``A`` by the EP marginal likelihood: a 12-point log grid
@@ -111,9 +115,8 @@ class TimeSearch:
         final posteriors. Returns what :meth:`finish_ep` needs, with ``search_evidence``
         the log evidence at the chosen ``t`` at the search's tolerance (or the final
         result when ``t`` is fixed)."""
-        est = self.est
-        fixed_t = est.diffusion_time
-        fixed_a = est.amplitude
+        fixed_t = self.heat.diffusion_time
+        fixed_a = self.heat.amplitude
         warm = {}
         best_seen = {}          # amplitude -> (value, state) of its best evaluation
 
@@ -181,12 +184,11 @@ class TimeSearch:
         ``(t, amplitude, log evidence, state, mixture)``."""
         if found["done"] is not None:
             return found["done"]
-        est = self.est
         codes, binary, t, amplitude = (found["codes"], found["binary"], found["t"],
                                        found["amplitude"])
         state = self._ep_state(codes, binary, t, amplitude, found["init"], _EP_TOL)
         mixture = None
-        if est._average_t and not est._one_vs_rest:
+        if self.averaged:
             mixture = diffusion_time_mixture(found["trace"], t, state)
             # the kept grid values' posteriors to full precision
             mixture = [(tk, wk, st if tk == t else self._ep_state(

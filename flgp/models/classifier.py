@@ -369,7 +369,8 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     # -- inputs ---------------------------------------------------------------------------
     def _check_parameters(self):
         super()._check_parameters()
-        if self.inference == "laplace" and self.amplitude not in (None, 1, 1.0):
+        if self.inference == "laplace" and \
+                self._prior_for("flgp").amplitude not in (None, 1, 1.0):
             raise ValueError("amplitude is a parameter of inference='ep'; the Laplace "
                              "classifier's kernel has amplitude 1 (leave amplitude=None).")
 
@@ -414,14 +415,6 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
                       f"learn where they lie.", UserWarning, stacklevel=4)
         return classes, np.searchsorted(classes, y_lab)
 
-    def _class_prior_shares(self):
-        """``class_prior`` with a mapping turned into its shares in the order of
-        ``classes_``."""
-        prior = self.class_prior
-        if isinstance(prior, dict):
-            return np.array([prior[c] for c in self.classes_.tolist()], dtype=object)
-        return prior
-
     # -- fitting --------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
@@ -450,7 +443,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             warn_conflicting_labels(X, labelled, codes, self.classes_, stacklevel=3)
         self.labelled_indices_ = labelled
         self._cloud_key = (array_fingerprint(X) if isinstance(X, np.ndarray) else None)
-        self._prior = np.bincount(codes, minlength=self.classes_.size) / m
+        options = self._fit_options(**self._classifier_options())
         skipped = {}
         if self.method == "auto":
             # the first representation offered whose rule takes these labels - the heat
@@ -462,8 +455,9 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             for name, rep in order:
                 if not self._offers(name):
                     continue
-                if not rep.chosen_by_auto(self, X, counts):
-                    skipped[name] = rep.declined_by_auto(self, X, counts)
+                prior = self._prior_for(name)
+                if not rep.chosen_by_auto(prior, options, X, counts):
+                    skipped[name] = rep.declined_by_auto(prior, options, X, counts)
                 elif key is None:
                     key = name
                 else:
@@ -481,12 +475,28 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             raise ValueError(f"classes without a label (named in class_prior) need the "
                              f"full-resolution classifier (GraphMaternPrior()); "
                              f"{self.method_!r} learns only the labels' classes.")
+        fit = self.REPRESENTATIONS[key].fit(self._prior_for(key), options, X, labelled, codes,
+                                            self.classes_)
         # its warnings point at the caller of fit
-        self._chosen_fit = self.REPRESENTATIONS[key].fit(self, X, labelled, codes)
-        self._chosen_fit.adopt(self, X, stacklevel=3)
-        self._set_fitted_prior()
+        self._adopt(fit, fit.fitted_attributes(X, stacklevel=3))
         self._record_choice(key, skipped)
         return self
+
+    def _classifier_options(self) -> dict:
+        """The classifier's fields of the fit's :class:`~flgp.models.representation
+        .FitOptions` (``average_diffusion_time=None``: with Laplace, not with EP)."""
+        ep = self.inference == "ep"
+        average = self._prior_for("flgp").average_diffusion_time
+        prior = self.class_prior
+        if isinstance(prior, dict):
+            prior = np.array([prior[c] for c in self.classes_.tolist()], dtype=object)
+        key, suggested = getattr(self, "_suggested", (None, ()))
+        return dict(expectation_propagation=ep,
+                    one_vs_rest=self.multi_class == "ovr" and self.classes_.size > 2,
+                    average_diffusion_time=not ep if average is None else bool(average),
+                    calibration=self.calibration, class_prior=prior,
+                    cloud_key=self._cloud_key,
+                    suggested=suggested if key == self._cloud_key else ())
 
     def _record_choice(self, key, skipped):
         """``log_evidence_`` (the fitted representation ``key``'s evidence, none where it
@@ -494,21 +504,6 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         evidence = getattr(self, "log_marginal_likelihood_", None)
         self.log_evidence_ = {} if evidence is None else {key: float(evidence)}
         self.skipped_methods_ = skipped
-
-    @property
-    def _one_vs_rest(self):
-        return self.multi_class == "ovr" and self.classes_.size > 2
-
-    @property
-    def _ep(self):
-        return self.inference == "ep"
-
-    @property
-    def _average_t(self):
-        # None: average over t with Laplace, the MAP t with EP
-        if self.average_diffusion_time is None:
-            return not self._ep
-        return bool(self.average_diffusion_time)
 
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):
@@ -594,7 +589,11 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         check_is_fitted(self, "classes_")
         if strategy is None:
             strategy = "variance_reduction" if self._in_eigenbasis else "margin"
-        rows = _suggest_labels(self, n, strategy, random_state)
+        rows = _suggest_labels(
+            self._chosen_fit, n, strategy,
+            self.random_state if random_state is None else random_state,
+            name=type(self).__name__, classifier=True, method=self.method_,
+            labelled=self.labelled_indices_, uncertainty=self.label_distributions_)
         if strategy == "random":
             return rows           # a random sample: the class-size prior reads their labels
         # the rows chosen here are no random sample of the classes: the class-size prior

@@ -4,18 +4,19 @@ and the fitted eigenbasis (the heat kernel's representations,
 
 * :func:`candidate_eigenbases` - one FLGP / GLGP / Nyström eigenbasis per value of the SE
   bandwidth grid (one for LAE or a fixed bandwidth), built by the graph and spectral cores
-  on the already valid cloud; with ``warm_start`` kept on the estimator across fits of the
-  same cloud and graph settings (:func:`cache_key`), or shared by several fits within
-  :func:`shared_candidates` (the maps of :func:`flgp.predict_image`);
+  on the already valid cloud; with ``warm_start`` kept in the estimator's cache across
+  fits of the same cloud and graph settings (:func:`cache_key`), or shared by several fits
+  within :func:`shared_candidates` (the maps of :func:`flgp.predict_image`);
 * :func:`best_candidate` - the GP part fitted on each candidate, the best kept by its
   score (the posterior of the diffusion time);
 * :class:`FittedEigenbasis` - the kept eigenbasis with what its predictions need besides
   the posterior: which pieces of the graph hold a label, and the cloud's reach for the
   far-point warning (:meth:`FittedEigenbasis.warn_far_points`).
 
-The settings are read from the estimator (those of its
-:class:`~flgp.models.priors.HeatKernelPrior`, with ``random_state``, ``backend``,
-``verbose`` and ``warm_start``); nothing here knows the likelihood.
+The settings are those of the heat kernel's prior object
+(:class:`~flgp.models.priors.HeatKernelPrior` and its eigenbasis) and of the fit's
+:class:`~flgp.models.representation.FitOptions` (``random_state``, ``backend``,
+``verbose``, ``warm_start`` and its cache); nothing here knows the likelihood.
 """
 
 from __future__ import annotations
@@ -36,20 +37,20 @@ from ..spectral.dense import TooFewEigenvaluesError
 from .search import single_threaded_blas
 
 __all__ = ["CandidateFit", "FittedEigenbasis", "candidate_eigenbases", "best_candidate",
-           "engine_sizes", "bandwidth_grid", "settings_key", "cache_key",
+           "engine_sizes", "bandwidth_grid", "cache_key",
            "shared_candidates", "cloud_reach", "DEFAULT_BANDWIDTH_GRID", "FAR_FACTOR",
-           "GRAPH_PARAMETERS", "CACHE_ATTRIBUTE"]
+           "GRAPH_PARAMETERS"]
 
 DEFAULT_BANDWIDTH_GRID = tuple(np.logspace(-1, 1, 7))
 # a new point farther than this many times the cloud's reach from every reference point
 # is reported as an extrapolation
 FAR_FACTOR = 3.0
-# the estimator's attribute holding the warm-start cache: (cache key, [(a, eigenpairs)])
-CACHE_ATTRIBUTE = "_eigenpair_cache"
-# the settings that change the graph or its eigenpairs (never the labels')
+# the settings that change the graph or its eigenpairs (never the labels'): the
+# estimator's method, random_state and backend (FitOptions), the eigenbasis's others
 GRAPH_PARAMETERS = ("method", "kernel", "subsample", "n_induced", "n_neighbors",
                     "n_eigenpairs", "bandwidth", "bandwidth_grid", "lae_regularization",
                     "spectrum", "random_state", "backend", "induced_points")
+_OPTION_PARAMETERS = ("method", "random_state", "backend")
 
 
 @dataclass
@@ -84,57 +85,57 @@ def shared_candidates(store: dict):
 
 
 # -- the candidates ---------------------------------------------------------------------
-def engine_sizes(est, n: int) -> tuple[int, int]:
-    """``(s, M)``: the induced points and eigenpairs of the estimator's heat kernel on a
-    cloud of ``n`` points (their defaults, :func:`flgp.spectral.compute.default_n_induced`
-    and :func:`~flgp.spectral.compute.default_n_eigenpairs`, where not given)."""
-    method = est._graph_method
-    if est.induced_points is not None and method == "flgp":
-        s = np.shape(est.induced_points)[0]
+def engine_sizes(prior, n: int) -> tuple[int, int]:
+    """``(s, M)``: the induced points and eigenpairs of the heat kernel ``prior`` (a
+    :class:`~flgp.models.priors.HeatKernelPrior`) on a cloud of ``n`` points (their
+    defaults, :func:`flgp.spectral.compute.default_n_induced` and
+    :func:`~flgp.spectral.compute.default_n_eigenpairs`, where not given)."""
+    basis = prior.basis
+    if basis.induced_points is not None and basis.method == "flgp":
+        s = np.shape(basis.induced_points)[0]
     else:
-        s = default_n_induced(n) if est.n_induced is None else est.n_induced
-    if method == "glgp":
-        M = default_n_eigenpairs(n) if est.n_eigenpairs is None else est.n_eigenpairs
+        s = default_n_induced(n) if basis.n_induced is None else basis.n_induced
+    if basis.method == "glgp":
+        M = default_n_eigenpairs(n) if basis.n_eigenpairs is None else basis.n_eigenpairs
     else:
-        M = default_n_eigenpairs(s) if est.n_eigenpairs is None else est.n_eigenpairs
+        M = default_n_eigenpairs(s) if basis.n_eigenpairs is None else basis.n_eigenpairs
     return s, M
 
 
-def bandwidth_grid(est) -> tuple:
+def bandwidth_grid(prior) -> tuple:
     """The scales ``a`` of the SE bandwidth (``4 eps^2 = a mean d^2``) whose eigenbases are
     compared: ``DEFAULT_BANDWIDTH_GRID`` or the given ``bandwidth_grid`` for the SE
     kernels, ``(1.0,)`` for LAE or a fixed bandwidth."""
-    uses_se = est._graph_method in ("glgp", "nystrom") or est.kernel == "se"
-    if not uses_se or est.bandwidth is not None:
+    basis = prior.basis
+    uses_se = basis.method in ("glgp", "nystrom") or basis.kernel == "se"
+    if not uses_se or basis.bandwidth is not None:
         return (1.0,)
-    if est.bandwidth_grid is None:
+    if basis.bandwidth_grid is None:
         return DEFAULT_BANDWIDTH_GRID
-    return tuple(np.atleast_1d(np.asarray(est.bandwidth_grid, dtype=np.float64)).ravel())
+    return tuple(np.atleast_1d(np.asarray(basis.bandwidth_grid, dtype=np.float64)).ravel())
 
 
-def settings_key(est) -> tuple:
-    """The graph settings' part of :func:`cache_key` (``GRAPH_PARAMETERS``)."""
-    return tuple((name, _value_key(getattr(est, name, None))) for name in GRAPH_PARAMETERS)
-
-
-def cache_key(est, X) -> tuple | None:
-    """The warm-start key of the cloud ``X`` and the graph settings: the cloud's shape,
-    dtype and two checksums of its bytes (CRC-32 and Adler-32 - about 25 ms for
-    70,000 x 100 floats; both agreeing on a different cloud is a 1-in-2^64 event);
-    None for a dask cloud (not fingerprinted)."""
+def cache_key(prior, options, X) -> tuple | None:
+    """The warm-start key of the cloud ``X`` and the graph settings (``GRAPH_PARAMETERS``,
+    of the ``options`` or of the ``prior``'s eigenbasis): the cloud's shape, dtype and two
+    checksums of its bytes (CRC-32 and Adler-32 - about 25 ms for 70,000 x 100 floats;
+    both agreeing on a different cloud is a 1-in-2^64 event); None for a dask cloud (not
+    fingerprinted)."""
     if not isinstance(X, np.ndarray):
         return None
-    return (array_fingerprint(X),) + settings_key(est)
+    return (array_fingerprint(X),) + tuple(
+        (name, _value_key(getattr(options, name) if name in _OPTION_PARAMETERS
+                          else getattr(prior.basis, name))) for name in GRAPH_PARAMETERS)
 
 
-def candidate_eigenbases(est, X, sizes: tuple[int, int]):
+def candidate_eigenbases(prior, options, X, sizes: tuple[int, int]):
     """Yield ``(bandwidth_scale, Eigenpairs)`` of the validated cloud ``X`` with ``sizes =
     (s, M)`` induced points and eigenpairs: one candidate for LAE or a fixed bandwidth, one
     per value of :func:`bandwidth_grid` for the SE kernels otherwise
     (:func:`flgp.spectral.eigenpair_candidates`; induced points and neighbour searches are
-    computed once and reused across the grid). With ``warm_start``, the estimator's cached
-    candidates of the previous fit when neither the cloud nor the graph settings changed
-    (see ``warm_start`` in the estimators' docs).
+    computed once and reused across the grid). With ``warm_start``, the candidates cached
+    by the previous fit (``options.cache.eigenpairs``) when neither the cloud nor the
+    graph settings changed (see ``warm_start`` in the estimators' docs).
 
     GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
     kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
@@ -142,28 +143,29 @@ def candidate_eigenbases(est, X, sizes: tuple[int, int]):
     with fewer eigenpairs); only when every value fails is an error raised, the one of
     the value that came closest."""
     # warm start: the estimator's cache; else a store shared by several fits, if any
-    store = None if est.warm_start else _SHARED_CANDIDATES.get()
-    key = cache_key(est, X) if est.warm_start or store is not None else None
-    cached = (getattr(est, CACHE_ATTRIBUTE, None) if store is None
-              else store.get("candidates"))
+    cache = options.cache
+    store = None if options.warm_start else _SHARED_CANDIDATES.get()
+    key = (cache_key(prior, options, X) if options.warm_start or store is not None
+           else None)
+    cached = cache.eigenpairs if store is None else store.get("candidates")
     if key is not None and cached is not None and cached[0] == key:
         yield from cached[1]
         return
-    if hasattr(est, CACHE_ATTRIBUTE):
-        delattr(est, CACHE_ATTRIBUTE)           # free the old eigenpairs before new ones
+    cache.eigenpairs = None                     # free the old eigenpairs before new ones
     s, M = sizes
-    method = est._graph_method
-    if method != "flgp" and est.induced_points is not None:
+    basis = prior.basis
+    method = basis.method
+    if method != "flgp" and basis.induced_points is not None:
         raise ValueError(f"induced_points work with method='flgp' only; got "
                          f"method={method!r}.")
-    flgp_with_points = method == "flgp" and est.induced_points is not None
+    flgp_with_points = method == "flgp" and basis.induced_points is not None
     makers = eigenpair_candidates(
-        X, method, bandwidth_grid(est),
+        X, method, bandwidth_grid(prior),
         n_induced=None if flgp_with_points else s, n_eigenpairs=M,
-        n_neighbors=est.n_neighbors, subsample=est.subsample, kernel=est.kernel,
-        bandwidth=est.bandwidth, lae_regularization=est.lae_regularization,
-        spectrum=est.spectrum, random_state=est.random_state, backend=est.backend,
-        induced_points=est.induced_points,
+        n_neighbors=basis.n_neighbors, subsample=basis.subsample, kernel=basis.kernel,
+        bandwidth=basis.bandwidth, lae_regularization=basis.lae_regularization,
+        spectrum=basis.spectrum, random_state=options.random_state,
+        backend=options.backend, induced_points=basis.induced_points,
         anchor=1.0 if method in ("flgp", "nystrom") else None)
     best_failure = None
     found, yielded = [], 0              # found: kept only for the warm-start cache
@@ -186,19 +188,19 @@ def candidate_eigenbases(est, X, sizes: tuple[int, int]):
     if yielded == 0 and best_failure is not None:
         raise best_failure
     if key is not None and store is None:
-        setattr(est, CACHE_ATTRIBUTE, (key, found))
+        cache.eigenpairs = (key, found)
     elif key is not None:
         store["candidates"] = (key, found)
 
 
-def best_candidate(est, candidates, labelled, targets, fit_gp, skip=None):
+def best_candidate(options, candidates, labelled, targets, fit_gp, skip=None):
     """Fit the GP part on every candidate (``fit_gp(eigenpairs, V_lab, targets)``, a
     :class:`CandidateFit`) and keep the one with the highest score: ``(bandwidth scale,
     eigenpairs, eigenvector rows of the labelled points, CandidateFit)``.
     ``skip(eigenpairs, V_lab, targets)``: True leaves a candidate unfitted (None when
-    every one is). With the estimator's ``verbose``, a line a candidate."""
+    every one is). With ``options.verbose``, a line a candidate."""
     best = None
-    name = type(est).__name__
+    name = options.estimator
     for a, eigenpairs in candidates:
         with stage("labelled rows"):
             V_lab = eigenpairs.eigenvector_rows(labelled)
@@ -206,7 +208,7 @@ def best_candidate(est, candidates, labelled, targets, fit_gp, skip=None):
             continue
         with stage("hyperparameters"), single_threaded_blas():
             fit = fit_gp(eigenpairs, V_lab, targets)
-        if est.verbose:
+        if options.verbose:
             t_txt = ", ".join(f"{v:.4g}" for v in np.atleast_1d(fit.t))
             print(f"[{name}] bandwidth scale {a:.3g}: t={t_txt} "
                   f"log evidence={fit.log_evidence:.4f}")
@@ -236,16 +238,15 @@ class FittedEigenbasis:
                    _label_pieces(eigenpairs, labelled, stacklevel=stacklevel),
                    cloud_reach(eigenpairs))
 
-    def adopt(self, est, labelled) -> None:
+    def fitted_attributes(self, labelled) -> dict:
         """The estimator's attributes of its engine: ``eigenpairs_``, ``eigenvalues_``,
         ``bandwidth_scale_``, ``bandwidth_`` and ``labelled_indices_``."""
         eigenpairs = self.eigenpairs
-        est.eigenpairs_ = eigenpairs
-        est.eigenvalues_ = eigenpairs.eigenvalues
-        est.bandwidth_scale_ = self.bandwidth_scale
-        est.bandwidth_ = getattr(getattr(eigenpairs.extension, "graph", None), "bandwidth",
-                                 None)
-        est.labelled_indices_ = np.asarray(labelled, dtype=np.int64)
+        return dict(eigenpairs_=eigenpairs, eigenvalues_=eigenpairs.eigenvalues,
+                    bandwidth_scale_=self.bandwidth_scale,
+                    bandwidth_=getattr(getattr(eigenpairs.extension, "graph", None),
+                                       "bandwidth", None),
+                    labelled_indices_=np.asarray(labelled, dtype=np.int64))
 
     def map_points(self, X, fn, stacklevel: int, **kw):
         """``eigenpairs.map_points(X, fn, **kw)``; for a numpy ``X`` with the far-point

@@ -39,7 +39,7 @@ from ..precision.gaussian import (FACTOR_MAX_NODES, GMRFRegression,
                                   fit_gmrf_steps)
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
-from .eigenbasis import FAR_FACTOR, settings_key
+from .eigenbasis import FAR_FACTOR
 from .labelling import (graph_edge_lengths, score_margin_uncertainty,
                         spread_by_graph_distance, uncertainty_scores)
 from .representation import (ClassificationFit, ClassificationRepresentation, Infeasible,
@@ -196,10 +196,10 @@ class GraphMaternRegression(RegressionRepresentation):
 
     name = "gmrf"
 
-    def infeasible(self, est, shape, n_labelled):
+    def infeasible(self, prior, options, shape, n_labelled):
         """A k-NN graph in more than 16 dimensions (its factor fills in) or of more than
         ``GMRF_MAX_NODES`` points; never when a graph is given."""
-        if est.graph is not None:
+        if prior.graph is not None:
             return None
         n, p = shape
         if n < 3:
@@ -212,78 +212,83 @@ class GraphMaternRegression(RegressionRepresentation):
                     f"pass graph= to use one")
         return None
 
-    def sole_reason(self, est):
+    def sole_reason(self, prior, options):
         """A given graph beyond a factor's reach (:func:`~flgp.precision.gaussian
         .factors`): there is no whole-graph evidence to compare, and a map on that many
         nodes is finer than 100-400 eigenpairs resolve."""
-        if est.graph is None or factors(est.graph.n_nodes):
+        if prior.graph is None or factors(prior.graph.n_nodes):
             return None
-        return (f"the graph has {est.graph.n_nodes} nodes, beyond a factor's reach "
+        return (f"the graph has {prior.graph.n_nodes} nodes, beyond a factor's reach "
                 f"(FACTOR_MAX_NODES = {FACTOR_MAX_NODES}, or half the machine's memory): "
                 f"the graph Matérn prior's evidence is that of a ball, not comparable; it "
                 f"predicts")
 
-    def fit(self, est, X, labelled, y_lab, z, standardisation):
-        """The graph Matérn fit on ``graph`` when given (checked against ``X``), else on
-        the k-nearest-neighbour graph of ``X`` (:func:`flgp.graph.knn_point_graph`), over
-        the orders ``matern_order`` (None: all of ``MATERN_ORDERS``)."""
+    def fit(self, prior, options, X, labelled, y_lab, z, standardisation):
+        """The graph Matérn fit on the prior's ``graph`` when given (checked against
+        ``X``), else on the k-nearest-neighbour graph of ``X``
+        (:func:`flgp.graph.knn_point_graph`), over the orders ``nu`` (None: all of
+        ``MATERN_ORDERS``)."""
         with stage("gmrf"):
-            return exhaust(self._steps(est, X, labelled, z, standardisation, screen=False))
+            return exhaust(self._steps(prior, options, X, labelled, z, standardisation,
+                                       screen=False))
 
-    def screen(self, est, X, labelled, y_lab, z, standardisation):
+    def screen(self, prior, options, X, labelled, y_lab, z, standardisation):
         """:meth:`fit` paused after the first order's starting grid where the search runs
         on the whole graph (:func:`flgp.precision.gaussian.fit_gmrf_steps`)."""
         m = labelled.size
         return Screened.of_steps(
-            self._steps(est, X, labelled, z, standardisation, screen=True),
+            self._steps(prior, options, X, labelled, z, standardisation, screen=True),
             lambda value: standardisation.log_evidence_of_y(value, m), lambda fit: fit)
 
-    def _steps(self, est, X, labelled, z, standardisation, screen):
+    def _steps(self, prior, options, X, labelled, z, standardisation, screen):
         """The fit as a generator (:func:`flgp.precision.gaussian.fit_gmrf_steps`) that
         returns the :class:`GraphMaternRegressionFit`."""
-        if est.graph is not None:
-            graph = est.graph.check_rows(X)
+        if prior.graph is not None:
+            graph = prior.graph.check_rows(X)
         else:
             try:
                 graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
             except ValueError as exc:
                 raise Infeasible(f"the graph Matérn prior's k-NN graph of X: {exc}") from exc
-        nus = MATERN_ORDERS if est.matern_order is None else (int(est.matern_order),)
-        noise = None if est.noise is None else standardisation.variance_of_z(est.noise)
+        nus = MATERN_ORDERS if prior.nu is None else (int(prior.nu),)
+        noise = (None if options.noise is None
+                 else standardisation.variance_of_z(options.noise))
         fit, reg, by_order = yield from fit_gmrf_steps(
-            graph, labelled, z, nus=nus, noise=noise, verbose=est.verbose, screen=screen)
+            graph, labelled, z, nus=nus, noise=noise, verbose=options.verbose, screen=screen)
         m = labelled.size
-        seed = est.random_state if isinstance(est.random_state, int) else 0
+        seed = options.random_state if isinstance(options.random_state, int) else 0
         out = GraphMaternRegressionFit(
             graph, fit, reg, standardisation,
             standardisation.log_evidence_of_y(fit.log_evidence, m),
             {nu: standardisation.log_evidence_of_y(f.log_evidence, m)
              for nu, f in by_order.items()},
-            seed)
+            seed, labelled)
         # the targets the amplitude is cross-validated on (a fixed noise fixes it)
-        out.targets = None if est.noise is not None else (np.asarray(labelled), z)
+        out.targets = None if options.noise is not None else (np.asarray(labelled), z)
         return out
 
 
 class GraphMaternRegressionFit(RegressionFit):
     """A fitted graph Matérn prior: the search's result (``fit``: order, ``κ²``, amplitude,
     noise, posterior mean) and its regression (``regression``: the factor of the posterior
-    precision, for the variances) until adopted; then the nodes' posterior
-    (``node_posterior``), which is all it predicts with."""
+    precision, for the variances) until its fitted attributes are taken; then the nodes'
+    posterior (``node_posterior``), which is all it predicts with, and the order ``nu``
+    and the labelled rows ``labelled`` its suggestions condition on."""
 
     method = "gmrf"
     # (observed nodes, standardised targets) for the cross-validated amplitude, or None
     targets = None
 
     def __init__(self, graph, fit, regression, standardisation, log_evidence, by_order,
-                 random_state):
+                 random_state, labelled):
         self.graph, self.fit, self.regression = graph, fit, regression
         self.standardisation = standardisation
         self.log_evidence, self.by_order = log_evidence, by_order
         self.random_state = random_state
+        self.labelled, self.nu = np.asarray(labelled), fit.nu
         self.node_posterior = None
 
-    def adopt(self, est, X, stacklevel):
+    def fitted_attributes(self, X, stacklevel):
         """The graph, order, ``κ``, hyperparameters in the units of ``X``, ``y`` and the
         graph, the nodes' posterior (variances by Rao-Blackwellised Monte Carlo beyond a
         few thousand nodes, with their standard errors) and the transduction. The
@@ -295,39 +300,38 @@ class GraphMaternRegressionFit(RegressionFit):
         with its amplitude ``evidence_outputscale_``."""
         fit, st = self.fit, self.standardisation
         graph = self.graph
-        est.method_ = "gmrf"
-        est.graph_ = graph
-        est.matern_order_ = fit.nu
-        est.matern_kappa_ = fit.kappa
-        est.matern_log_evidence_ = self.by_order
-        est.n_iter_ = self.regression.n_evaluations
+        out = dict(method_="gmrf", graph_=graph, matern_order_=fit.nu,
+                   matern_kappa_=fit.kappa, matern_log_evidence_=self.by_order,
+                   n_iter_=self.regression.n_evaluations)
         with stage("gmrf variances"):
             var, se = self.regression.variances(fit, n_samples=GMRF_VARIANCE_SAMPLES,
                                                 random_state=self.random_state)
         scale = self._cross_validated_scale(fit, var, se)
         var, se = scale * var, scale * se
-        m = est.labelled_indices_.size
-        est.log_marginal_likelihood_ = self.log_evidence - 0.5 * m * (
+        m = self.labelled.size
+        out["log_marginal_likelihood_"] = self.log_evidence - 0.5 * m * (
             np.log(scale) + 1.0 / scale - 1.0)
-        est.amplitude_cv_scale_ = scale
+        out["amplitude_cv_scale_"] = scale
         # the amplitude of A Q_ν(κ)⁻¹ with Q_ν built on the graph as given (its units)
-        est.evidence_outputscale_ = st.variance_of_y(float(fit.amplitude_in_graph_units))
-        est.outputscale_ = scale * est.evidence_outputscale_
+        evidence_outputscale = st.variance_of_y(float(fit.amplitude_in_graph_units))
+        out["evidence_outputscale_"] = evidence_outputscale
+        out["outputscale_"] = scale * evidence_outputscale
         # κ², the noise-to-amplitude ratio and a unit amplitude's variance in units of y²,
         # on the graph in its own units (seed maps, suggestions)
         self.kappa2, self.ratio = float(fit.kappa2), float(fit.ratio)
         self.variance_unit = st.variance_of_y(scale * fit.amplitude)
         self._noise_pre = st.variance_pre(scale * fit.noise)
-        est.noise_ = st.variance_of_y(scale * fit.noise)
-        est.transduction_std_error_ = st.scale * 0.5 * se / np.sqrt(np.maximum(var, 1e-300))
+        out["noise_"] = st.variance_of_y(scale * fit.noise)
+        out["transduction_std_error_"] = (st.scale * 0.5 * se
+                                          / np.sqrt(np.maximum(var, 1e-300)))
         mean = st.mean + st.scale * fit.mean
         sd = st.scale * np.sqrt(np.maximum(var, 0.0))
         self.node_posterior = NodePosterior(graph.points, mean, sd, graph.spacing)
         # what predicts is the nodes' posterior: the factor (not picklable) and the
         # search's result go
         self.fit = self.regression = None
-        est.transduction_, est.transduction_std_ = mean, sd
-        unlabelled = _pieces_without_labels(graph, est.labelled_indices_)
+        out["transduction_"], out["transduction_std_"] = mean, sd
+        unlabelled = _pieces_without_labels(graph, self.labelled)
         if unlabelled is not None:
             _, sizes, has = unlabelled
             warnings.warn(f"the graph falls apart into {has.size} pieces; "
@@ -336,6 +340,7 @@ class GraphMaternRegressionFit(RegressionFit):
                           f"get the prior (the mean of the targets, a wide sd). Observe "
                           f"a point there, or connect the graph.", UserWarning,
                           stacklevel=stacklevel + 1)
+        return out
 
     def _cross_validated_scale(self, fit, var, se) -> float:
         """The factor from the evidence's amplitude to the cross-validated one
@@ -376,11 +381,12 @@ class GraphMaternRegressionFit(RegressionFit):
     def interval_noise(self):
         return self.standardisation.unit, self._noise_pre
 
-    def suggest(self, est, index, n, strategy):
+    def suggest(self, index, n, strategy, uncertainty):
         """``n`` rows of ``index`` (unlabelled nodes) to label next by ``"std"``, the
-        largest posterior sd first, a batch spread greedily: after each pick the posterior
-        is conditioned on an exact value there (one solve with the factor of the
-        posterior precision for its covariance column) and every candidate's sd
+        largest posterior sd (``uncertainty``: the fitted ``transduction_std_``) first, a
+        batch spread greedily: after each pick the posterior is conditioned on an exact
+        value there (one solve with the factor of the posterior precision for its
+        covariance column) and every candidate's sd
         multiplied by the share of its variance the batch leaves (as the classifier's
         batches). On graphs not factored (:func:`~flgp.precision.gaussian.factors`) the
         ``n`` largest sds, not spread."""
@@ -389,12 +395,12 @@ class GraphMaternRegressionFit(RegressionFit):
                              f"or 'random'; 'variance_reduction' needs every candidate's "
                              f"covariance with the cloud, a sparse solve each; got "
                              f"{strategy!r}.")
-        base = np.asarray(est.transduction_std_, dtype=np.float64)[index]
+        base = np.asarray(uncertainty, dtype=np.float64)[index]
         if n == 1 or not factors(self.graph.n_nodes):
             return index[np.argsort(-base, kind="stable")[:n]]
-        observed = np.asarray(est.labelled_indices_, dtype=np.int64)
+        observed = np.asarray(self.labelled, dtype=np.int64)
         regression = GMRFRegression(self.graph.in_own_units(), observed,
-                                    np.zeros(observed.size), int(est.matern_order_))
+                                    np.zeros(observed.size), int(self.nu))
         v0 = np.maximum(base ** 2, 1e-300)
         picks, cov = [], np.zeros((index.size, 0))
         score = base.copy()
@@ -421,33 +427,33 @@ class GraphMaternClassification(ClassificationRepresentation):
 
     name = "gmrf"
 
-    def chosen_by_auto(self, est, X, counts):
+    def chosen_by_auto(self, prior, options, X, counts):
         """A numpy cloud (or a given graph) without given induced points whose fit
         :func:`classifier_cost` predicts within ``GMRF_CLASSIFIER_SECONDS`` and
         ``GMRF_CLASSIFIER_MEMORY_SHARE`` of the machine's memory: the full-resolution
         classifier (docs/few_labels.md, "One classifier")."""
-        if is_lazy(X) or est.induced_points is not None:
+        if is_lazy(X) or options.induced_points_given:
             return False
         seconds, memory = classifier_cost(X.shape[0], X.shape[1], counts,
-                                          graph_given=est.graph is not None)
+                                          graph_given=prior.graph is not None)
         return bool(seconds <= GMRF_CLASSIFIER_SECONDS
                     and memory <= GMRF_CLASSIFIER_MEMORY_SHARE * physical_memory())
 
-    def declined_by_auto(self, est, X, counts):
+    def declined_by_auto(self, prior, options, X, counts):
         if is_lazy(X):
             return ("a dask (or zarr) cloud: the full-resolution classifier solves on the "
                     "whole graph in memory; the heat kernel's engine runs on dask blocks")
-        if est.induced_points is not None:
+        if options.induced_points_given:
             return "induced_points given: they are the heat kernel's engine's"
         seconds, memory = classifier_cost(X.shape[0], X.shape[1], counts,
-                                          graph_given=est.graph is not None)
+                                          graph_given=prior.graph is not None)
         return (f"its fit is predicted to take {seconds:.0f} s and {memory / 2**30:.1f} GB "
                 f"here (classifier_cost), beyond GMRF_CLASSIFIER_SECONDS = "
                 f"{GMRF_CLASSIFIER_SECONDS:.0f} s or half of the machine's "
                 f"{physical_memory() / 2**30:.0f} GB: the low-rank heat kernel instead "
                 f"(pass GraphMaternPrior() alone to fit it anyway)")
 
-    def _engine(self, est, X):
+    def _engine(self, prior, options, X):
         """``(graph, {order ν: store of prior columns})``: the graph (``graph=`` checked
         against ``X``, else the self-tuning k-NN graph of ``X``) and, for each order to fit
         (the prior's ``nu``, else ``ORDER_CANDIDATES`` - order 1 alone on a graph whose
@@ -455,28 +461,28 @@ class GraphMaternClassification(ClassificationRepresentation):
         classifier), the store of the
         centred graph Matérn prior's covariance columns, each order's columns raised from
         the one below by one solve (:class:`~flgp.precision.classification
-        .LabelledColumns`) - from the warm-start cache when ``X`` and the settings are the
-        previous fit's."""
+        .LabelledColumns`) - from the warm-start cache (``options.cache.gmrf``) when ``X``,
+        the seed of its graph and the prior are the previous fit's."""
         key = None
-        if est.warm_start:
+        seed = options.random_state if isinstance(options.random_state, int) else 0
+        if options.warm_start:
             # the cloud's fingerprint from the start of this fit (one read of X a fit)
-            key = ((None if est._cloud_key is None else (est._cloud_key,)
-                    + settings_key(est)), id(est.graph), est.matern_order)
-            cached = getattr(est, "_gmrf_cache", None)
+            key = ((None if options.cloud_key is None else (options.cloud_key, seed)),
+                   id(prior.graph), prior.nu)
+            cached = options.cache.gmrf
             if cached is not None and cached[0] == key and isinstance(cached[2], dict) \
                     and all(store.prior is not None for store in cached[2].values()):
                 return cached[1], cached[2]
-        if est.graph is not None:
-            graph = est.graph.check_rows(X)
+        if prior.graph is not None:
+            graph = prior.graph.check_rows(X)
         else:
             with stage("graph"):
                 graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
-                                              random_state=est.random_state
-                                              if isinstance(est.random_state, int) else 0)
+                                              random_state=seed)
         uniform = not np.ptp(graph.mass) > 0
         solver = classifier_solver(graph)
-        if est.matern_order is not None:
-            nu = int(est.matern_order)
+        if prior.nu is not None:
+            nu = int(prior.nu)
             if nu > 1 and not uniform:
                 raise ValueError(f"matern_order={nu} needs a graph of uniform mass (a "
                                  f"lattice, or a k-NN graph such as flgp.graph"
@@ -492,14 +498,15 @@ class GraphMaternClassification(ClassificationRepresentation):
             # every new label: there it keeps order 1 (MNIST's loop 9.7 s against 18.9 s
             # weighing both orders, graphlearning's 12.5 s; docs/few_labels.md)
             orders = (tuple(ORDER_CANDIDATES)
-                      if uniform and (solver == "cholesky" or not est.warm_start) else (1,))
+                      if uniform and (solver == "cholesky" or not options.warm_start)
+                      else (1,))
         chain = _column_stores(graph, max(orders))
         stores = {nu: chain[nu - 1] for nu in orders}
         if key is not None:
-            est._gmrf_cache = (key, graph, stores)
+            options.cache.gmrf = (key, graph, stores)
         return graph, stores
 
-    def fit(self, est, X, labelled, codes):
+    def fit(self, prior, options, X, labelled, codes, classes):
         """The least-squares GP classifier under the centred graph Matérn prior on
         ``graph`` or the cloud's self-tuning k-NN graph
         (:class:`flgp.precision.classification.LeastSquaresClassification`): the posterior
@@ -508,19 +515,17 @@ class GraphMaternClassification(ClassificationRepresentation):
         class-size prior; of the candidate orders and ratios, among those that give the
         most labelled points their own class, the one whose probabilities vary least
         across the graph's edges."""
-        C = est.classes_.size
-        graph, stores = self._engine(est, X)
+        C, observed = classes.size, labelled
+        graph, stores = self._engine(prior, options, X)
         # pieces of the graph that hold no label get the prior (latent mean 0, the class
         # prior's probabilities); the spread and the classes' sizes are the other nodes'
         pieces = _pieces_without_labels(graph, labelled)
         informed = None if pieces is None else pieces[2][pieces[0]]
         # the class shares from the labels that are a random sample: not those of rows
         # the estimator suggested (the labelling loop picks boundaries, not shares)
-        key, suggested = getattr(est, "_suggested", (None, ()))
-        sampled = (~np.isin(labelled, suggested) if key == est._cloud_key
-                   else np.ones(labelled.size, dtype=bool))
-        class_prior = (None if est.class_prior is None else
-                       class_size_prior(codes[sampled], C, est._class_prior_shares()))
+        sampled = ~np.isin(labelled, options.suggested)
+        class_prior = (None if options.class_prior is None else
+                       class_size_prior(codes[sampled], C, options.class_prior))
         ratios = prior_to_noise_ratios(codes, C)
         # classes named in class_prior that no label has (FLGPClassifier only admits them
         # with a mapping of shares)
@@ -561,7 +566,8 @@ class GraphMaternClassification(ClassificationRepresentation):
             P = _with_prior_beyond_reach(P, reach, class_prior)
         return GraphMaternClassificationFit(graph, nu, U, scale, class_prior,
                                             class_weights, P, model, stores[nu], pieces,
-                                            variations or None, plan, reach)
+                                            variations or None, plan, reach, classes,
+                                            observed)
 
 
 def solve_plan(stores, labelled, n_classes, ratios) -> dict:
@@ -744,13 +750,14 @@ class GraphMaternClassificationFit(ClassificationFit):
     """A fitted full-resolution classifier: the graph, the nodes' latent means ``U`` (the
     class scores), their scale and the classes' weights (and the probabilities of the
     nodes); until pickled also the least-squares model and the store of prior columns,
-    for the latent variances and the labelling loop."""
+    for the latent variances and the labelling loop; the ``classes`` and the ``labelled``
+    rows."""
 
     method = "gmrf"
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
                  probabilities, model=None, columns=None, pieces=None, variations=None,
-                 plan=None, reach=None):
+                 plan=None, reach=None, classes=None, labelled=None):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
@@ -766,6 +773,7 @@ class GraphMaternClassificationFit(ClassificationFit):
         # how far the labels decide each node (_label_reach) where class_prior names
         # classes no label has, else None
         self.reach = reach
+        self.classes, self.labelled = classes, labelled
         self._node_index = self._lengths = None
 
     @property
@@ -773,20 +781,15 @@ class GraphMaternClassificationFit(ClassificationFit):
         """The prior's ``κ`` in the graph's units (:func:`classifier_kappa2`)."""
         return float(np.sqrt(classifier_kappa2(self.graph)))
 
-    def adopt(self, est, X, stacklevel):
+    def fitted_attributes(self, X, stacklevel):
         graph, P = self.graph, self.probabilities
-        est.class_prior_ = self.class_prior
-        est.class_weights_ = self.class_weights
-        est.graph_ = graph
-        est.matern_order_ = self.nu
-        est.eigenpairs_ = None
-        est.n_iter_ = 1
-        est.log_marginal_likelihood_ = (None if self.model is None
-                                        else self.model.log_evidence)
-        est.prior_to_noise_ratio_ = None if self.model is None else self.model.rho
-        est.probability_variation_ = self.variations
-        est.label_distributions_ = P
-        est.transduction_ = est.classes_[np.argmax(P, axis=1)]
+        out = dict(class_prior_=self.class_prior, class_weights_=self.class_weights,
+                   graph_=graph, matern_order_=self.nu, eigenpairs_=None, n_iter_=1,
+                   log_marginal_likelihood_=(None if self.model is None
+                                             else self.model.log_evidence),
+                   prior_to_noise_ratio_=None if self.model is None else self.model.rho,
+                   probability_variation_=self.variations, label_distributions_=P,
+                   transduction_=self.classes[np.argmax(P, axis=1)])
         self.probabilities = None           # the estimator holds them now
         if self.pieces is not None:
             labels, sizes, has = self.pieces
@@ -801,6 +804,7 @@ class GraphMaternClassificationFit(ClassificationFit):
                           f"FLGPClassifier(GraphMaternPrior(graph=flgp.graph"
                           f".self_tuning_knn_graph(X, k))).",
                           UserWarning, stacklevel=stacklevel + 1)
+        return out
 
     def _neighbours(self, X, stacklevel):
         """``(indices, weights)`` of each point's ``min(GMRF_NEIGHBOURS, n)`` nearest nodes
@@ -889,22 +893,22 @@ class GraphMaternClassificationFit(ClassificationFit):
         var = np.einsum("ij,ijc->ic", w, self.node_variances()[idx])
         return mean, var
 
-    def suggest(self, est, index, n, strategy):
+    def suggest(self, index, n, strategy, uncertainty):
         """``n`` rows of ``index`` (unlabelled nodes) to label next: the most uncertain by
         ``strategy`` - ``"margin"``, the smallest gap between the two largest class
         scores (the latent means; :func:`~flgp.models.labelling.score_margin_uncertainty`),
-        or ``"entropy"`` and ``"least_confident"`` of ``label_distributions_`` - weighted
+        or ``"entropy"`` and ``"least_confident"`` of ``uncertainty`` (the fitted
+        ``label_distributions_``) - weighted
         by the graph distance to the nearest label, each pick counting as a label for the
         next (:func:`~flgp.models.labelling.spread_by_graph_distance`)."""
         if strategy == "margin":
             base = score_margin_uncertainty(np.asarray(self.scores)[index])
         else:
-            base = uncertainty_scores(np.asarray(est.label_distributions_)[index],
-                                      strategy)
+            base = uncertainty_scores(np.asarray(uncertainty)[index], strategy)
         base = np.where(np.isfinite(base), base, 0.0)
         if self._lengths is None:
             self._lengths = graph_edge_lengths(self.graph.stiffness)
-        return spread_by_graph_distance(self._lengths, est.labelled_indices_, index, base, n)
+        return spread_by_graph_distance(self._lengths, self.labelled, index, base, n)
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -17,7 +17,8 @@ identity (:class:`~flgp.spectral.gaussian.LowRankGaussianEvidence`).
 
 Its candidates come from the engine of :mod:`flgp.models.eigenbasis` (one eigenbasis per
 bandwidth of the SE grid, cached with ``warm_start``). Its fits hold what predicts once
-adopted - the fitted eigenbasis and the weights' posterior - and predict numpy and dask
+their fitted attributes are taken - the fitted eigenbasis and the weights' posterior -
+and predict numpy and dask
 points, give the latent posterior the labelling loop scores with and, for counts
 (``likelihood="poisson"``, the heat kernel only: :func:`fit_counts`,
 :class:`HeatKernelCountFit`), the predictive count's intervals. The estimator sets only
@@ -69,34 +70,34 @@ def default_resolution_ceiling(n_induced: int) -> int:
     return int(max(1, min(400, n_induced - 1)))
 
 
-def regression_sizes(est, n: int) -> tuple[int, int]:
-    """``(s, M)`` of the regressor's heat kernel on ``n`` points: the engine's
+def regression_sizes(prior, options, n: int) -> tuple[int, int]:
+    """``(s, M)`` of the regressor's heat kernel ``prior`` on ``n`` points: the engine's
     (:func:`flgp.models.eigenbasis.engine_sizes`), but ``M`` up to the resolution
     ceiling by default with Gaussian targets (the ladder of :func:`resolution_ranks`
     picks how many of them predict)."""
-    s, M = engine_sizes(est, n)
-    if est.n_eigenpairs is None and est.likelihood == "gaussian" \
-            and est._graph_method != "glgp":
+    s, M = engine_sizes(prior, n)
+    if prior.basis.n_eigenpairs is None and options.likelihood == "gaussian" \
+            and prior.method != "glgp":
         M = default_resolution_ceiling(s)
     return s, M
 
 
-def resolution_ranks(est, M: int) -> list:
+def resolution_ranks(prior, options, M: int) -> list:
     """The numbers of leading eigenpairs the Gaussian fit compares: ``M`` when
     ``n_eigenpairs`` is given; by default ``M/8, M/4, M/2, M`` (at least 10), the one of
     highest evidence predicting (``n_eigenpairs_``)."""
-    if est.n_eigenpairs is not None or est.likelihood != "gaussian":
+    if prior.basis.n_eigenpairs is not None or options.likelihood != "gaussian":
         return [M]
     return sorted({max(1, min(M, r)) for r in (M // 8, M // 4, M // 2, M) if r >= 10}
                   or {M})
 
 
-def noise_bounds(est, standardisation) -> tuple[float, float]:
+def noise_bounds(options, standardisation) -> tuple[float, float]:
     """The noise variance's range in units of the standardised targets: ``NOISE_RANGE``,
-    or the estimator's fixed ``noise`` at both ends."""
-    if est.noise is None:
+    or the estimator's fixed ``noise`` (``options.noise``) at both ends."""
+    if options.noise is None:
         return NOISE_RANGE
-    fixed = standardisation.variance_of_z(est.noise)
+    fixed = standardisation.variance_of_z(options.noise)
     return fixed, fixed
 
 
@@ -107,18 +108,19 @@ class HeatKernelRegression(RegressionRepresentation):
     bounded = True
     takes_dask = True
 
-    def infeasible(self, est, shape, n_labelled):
+    def infeasible(self, prior, options, shape, n_labelled):
         """A cloud with fewer induced points than each point keeps nearest ones (``s <
         n_neighbors``: two points at the defaults)."""
-        s = min(regression_sizes(est, shape[0])[0], shape[0])
-        if est.induced_points is None and s < est.n_neighbors:
+        s = min(regression_sizes(prior, options, shape[0])[0], shape[0])
+        basis = prior.basis
+        if basis.induced_points is None and s < basis.n_neighbors:
             return (f"{shape[0]} points: the heat kernel's cross graph keeps each point's "
-                    f"{est.n_neighbors} nearest induced points, and there can be only {s}")
+                    f"{basis.n_neighbors} nearest induced points, and there can be only {s}")
         return None
 
-    def fit(self, est, X, labelled, y_lab, z, standardisation, bar=-np.inf):
+    def fit(self, prior, options, X, labelled, y_lab, z, standardisation, bar=-np.inf):
         offset = standardisation.log_evidence_of_y(0.0, labelled.size)    # z -> y units
-        noise_range = noise_bounds(est, standardisation)
+        noise_range = noise_bounds(options, standardisation)
         margin = screening_margin(labelled.size)
         ceilings, coarse = [], []
 
@@ -132,19 +134,20 @@ class HeatKernelRegression(RegressionRepresentation):
             ceilings.append(ceiling + offset)
             if ceiling + offset < bar:
                 return True
-            if not (resolution_ranks(est, eigenpairs.n_eigenpairs)[1:]
-                    or est.diffusion_time is None):
+            if not (resolution_ranks(prior, options, eigenpairs.n_eigenpairs)[1:]
+                    or prior.diffusion_time is None):
                 return False                    # the coarse stage would be the search
-            first = fit_hyperparameters(est, eigenpairs, V_lab, targets, noise_range,
-                                        n_starts=1)
+            first = fit_hyperparameters(prior, options, eigenpairs, V_lab, targets,
+                                        noise_range, n_starts=1)
             coarse.append(-first["nll_evidence"] + offset)
             return coarse[-1] < bar - margin
 
         def fit_gp(eigenpairs, V_lab, targets):
-            return fit_gaussian(est, eigenpairs, V_lab, targets, noise_range)
+            return fit_gaussian(prior, options, eigenpairs, V_lab, targets, noise_range)
 
-        candidates = candidate_eigenbases(est, X, regression_sizes(est, X.shape[0]))
-        best = best_candidate(est, candidates, labelled, z, fit_gp, skip=beaten)
+        candidates = candidate_eigenbases(prior, options, X,
+                                          regression_sizes(prior, options, X.shape[0]))
+        best = best_candidate(options, candidates, labelled, z, fit_gp, skip=beaten)
         if best is None and coarse:
             raise Outranked(max(coarse), "screened out: its coarse search reached a log "
                             "evidence of {ceiling:.1f} (the margin: " f"{margin:.0f} nats)")
@@ -152,12 +155,12 @@ class HeatKernelRegression(RegressionRepresentation):
             raise Outranked(max(ceilings), "its log evidence cannot exceed {ceiling:.1f} (a "
                             "ceiling over every diffusion time, amplitude, noise and "
                             "number of eigenpairs of its eigenbasis)")
-        return HeatKernelRegressionFit(est._graph_method, best, labelled, z, standardisation)
+        return HeatKernelRegressionFit(prior.method, best, labelled, z, standardisation)
 
 
 class HeatKernelRegressionFit(RegressionFit):
-    """The heat kernel's fit of the best candidate eigenbasis (Gaussian targets). Once
-    adopted it holds what predicts: ``eigenbasis`` (a
+    """The heat kernel's fit of the best candidate eigenbasis (Gaussian targets). Once its
+    fitted attributes are taken it holds what predicts: ``eigenbasis`` (a
     :class:`~flgp.models.eigenbasis.FittedEigenbasis`), ``predictor`` (the weights'
     posterior, a :class:`~flgp.models.regression_predictor.RegressionPredictor`) and the
     noise variance (``noise_z`` in standardised units, ``noise_pre`` in units of
@@ -173,7 +176,7 @@ class HeatKernelRegressionFit(RegressionFit):
         self.log_evidence = standardisation.log_evidence_of_y(
             -candidate[3].result["nll_evidence"], labelled.size)
 
-    def adopt(self, est, X, stacklevel):
+    def fitted_attributes(self, X, stacklevel):
         """The estimator's attributes of the fit (``eigenpairs_``, ``diffusion_time_``,
         ...) and its transduction."""
         a, eigenpairs, V_lab, fit = self._candidate
@@ -181,18 +184,16 @@ class HeatKernelRegressionFit(RegressionFit):
         # the pieces' warning, three frames below this one (_label_pieces, of_labels)
         self.eigenbasis = FittedEigenbasis.of_labels(a, eigenpairs, self._labelled,
                                                      stacklevel=stacklevel + 3)
-        self.eigenbasis.adopt(est, self._labelled)
+        out = self.eigenbasis.fitted_attributes(self._labelled)
         fit = fit.result
-        est.method_ = self.method
-        est.diffusion_time_ = fit["t"]
-        est.outputscale_ = st.variance_of_y(fit["s2"])
-        est.noise_ = st.variance_of_y(fit["noise"])
+        k = fit["rank"]
         # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
         # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
-        est.log_marginal_likelihood_ = self.log_evidence
-        est.n_iter_ = fit["n_iter"]
-        k = fit["rank"]
-        est.n_eigenpairs_ = k
+        out.update(method_=self.method, diffusion_time_=fit["t"],
+                   outputscale_=st.variance_of_y(fit["s2"]),
+                   noise_=st.variance_of_y(fit["noise"]),
+                   log_marginal_likelihood_=self.log_evidence, n_iter_=fit["n_iter"],
+                   n_eigenpairs_=k)
         ev = LowRankGaussianEvidence(V_lab[:, :k], self._z)
         sd_k, w_mean_k, w_cov_k = ev.posterior(
             log_weights(_Leading(eigenpairs, k), fit["t"], fit["s2"]), fit["noise"])
@@ -204,10 +205,11 @@ class HeatKernelRegressionFit(RegressionFit):
         self.unit = st.unit
         self.predictor = RegressionPredictor(sd, w_mean, w_cov, st.mean, st.scale,
                                              self.eigenbasis.piece_has_label)
-        self.transduce(est, stacklevel)
+        out.update(self.transduce(stacklevel))
         self._candidate = self._z = None        # what predicts is kept, not the search's
+        return out
 
-    def transduce(self, est, stacklevel) -> None:
+    def transduce(self, stacklevel) -> dict:
         """``transduction_`` and ``transduction_std_`` of the cloud (the two columns of one
         array: views - copying them out of a 10^7-row map cost 0.5 s, mostly first-touch
         page faults of the new arrays)."""
@@ -215,10 +217,10 @@ class HeatKernelRegressionFit(RegressionFit):
         with stage("transduction"):
             out = eigenpairs.map_chunks(predictor, n_columns=2, parallel=True,
                                         project=predictor.project)
-        est.transduction_, est.transduction_std_ = out[:, 0], out[:, 1]
         if self.counts and not eigenpairs.is_dask:
-            self._warn_counts(est.transduction_, lambda latent: eigenpairs.map_chunks(
+            self._warn_counts(out[:, 0], lambda latent: eigenpairs.map_chunks(
                 latent, n_columns=2, project=latent.project), stacklevel=stacklevel + 2)
+        return dict(transduction_=out[:, 0], transduction_std_=out[:, 1])
 
     def predict(self, X, stacklevel):
         """``(mean, std)`` at numpy or dask points ``X`` (lazy for dask), with the
@@ -288,20 +290,16 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
         self._y_lab, self._offset = y_lab, offset
         self.log_evidence = -candidate[3].result["nll_evidence"]
 
-    def adopt(self, est, X, stacklevel):
+    def fitted_attributes(self, X, stacklevel):
         a, eigenpairs, V_lab, fit = self._candidate
         self.eigenbasis = FittedEigenbasis.of_labels(a, eigenpairs, self._labelled,
                                                      stacklevel=stacklevel + 3)
-        self.eigenbasis.adopt(est, self._labelled)
+        out = self.eigenbasis.fitted_attributes(self._labelled)
         fit = fit.result
         offset = self._offset
-        est.method_ = self.method
-        est.diffusion_time_ = fit["t"]
-        est.outputscale_ = fit["s2"]
-        est.noise_ = None
-        est.offset_ = offset
-        est.log_marginal_likelihood_ = self.log_evidence
-        est.n_iter_ = fit["n_iter"]
+        out.update(method_=self.method, diffusion_time_=fit["t"], outputscale_=fit["s2"],
+                   noise_=None, offset_=offset, log_marginal_likelihood_=self.log_evidence,
+                   n_iter_=fit["n_iter"])
         M = eigenpairs.n_eigenpairs
         kept, state = fit["kept"], fit["state"]
         sd = np.zeros(M)
@@ -312,7 +310,7 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
         w_cov[np.ix_(kept, kept)] = state.covariance()
         self.noise_z = self.noise_pre = None
         self.unit = 1.0
-        est.overdispersion_ = fit["nugget"]
+        out["overdispersion_"] = fit["nugget"]
         # a piece without a label predicts the labelled counts' population; the log-rate is
         # bounded by what the labels support (issue 42, CountPredictor)
         population = count_population(V_lab[:, kept] * sd[kept], state)
@@ -321,8 +319,9 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
                                         population=population,
                                         ceiling=rate_ceiling(self._y_lab))
         self.count_bound = COUNT_RANGE_WARNING * (float(np.max(self._y_lab)) + 1.0)
-        self.transduce(est, stacklevel)
+        out.update(self.transduce(stacklevel))
         self._candidate = self._y_lab = None
+        return out
 
     def interval_noise(self):
         raise RuntimeError("a count has no separate noise variance (count_interval).")
@@ -337,8 +336,8 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
                                 ceiling=getattr(self.predictor, "ceiling", None))
 
 
-def fit_counts(est, X, labelled, y_lab) -> HeatKernelCountFit:
-    """The heat kernel's fit of the counts ``y_lab`` at rows ``labelled`` of ``X``
+def fit_counts(prior, options, X, labelled, y_lab) -> HeatKernelCountFit:
+    """The heat kernel ``prior``'s fit of the counts ``y_lab`` at rows ``labelled`` of ``X``
     (``likelihood="poisson"``): the hyperparameters on every candidate eigenbasis by
     Laplace's evidence times the prior on ``t``, the best kept."""
     y_lab = check_counts(y_lab, labelled)
@@ -347,25 +346,26 @@ def fit_counts(est, X, labelled, y_lab) -> HeatKernelCountFit:
     def fit_gp(eigenpairs, V_lab, targets):
         y, b = targets
         fit = fit_count_hyperparameters(
-            eigenpairs, V_lab, y, b, diffusion_time=est.diffusion_time,
-            prior_power=est.diffusion_time_prior_power, max_iter=est.max_iter,
-            nugget=est.overdispersion)
+            eigenpairs, V_lab, y, b, diffusion_time=prior.diffusion_time,
+            prior_power=prior.diffusion_time_prior_power, max_iter=options.max_iter,
+            nugget=options.overdispersion)
         return CandidateFit(score=-fit["nll"], t=fit["t"], log_evidence=-fit["nll_evidence"],
                             result=fit)
 
-    best = best_candidate(est, candidate_eigenbases(est, X, regression_sizes(est, X.shape[0])),
-                          labelled, (y_lab, offset), fit_gp)
-    return HeatKernelCountFit(est._graph_method, best, labelled, y_lab, offset)
+    candidates = candidate_eigenbases(prior, options, X,
+                                      regression_sizes(prior, options, X.shape[0]))
+    best = best_candidate(options, candidates, labelled, (y_lab, offset), fit_gp)
+    return HeatKernelCountFit(prior.method, best, labelled, y_lab, offset)
 
 
-def fit_gaussian(est, eigenpairs, V_lab, z, noise_range) -> CandidateFit:
+def fit_gaussian(prior, options, eigenpairs, V_lab, z, noise_range) -> CandidateFit:
     """The hyperparameters of one candidate eigenbasis, its resolution by evidence: the
     nested leading blocks of :func:`resolution_ranks`, the best by the posterior of
     ``t`` (evidence times ``π(t)``)."""
     fit = None
-    for rank in resolution_ranks(est, eigenpairs.n_eigenpairs):
-        trial = fit_hyperparameters(est, _Leading(eigenpairs, rank), V_lab[:, :rank], z,
-                                    noise_range)
+    for rank in resolution_ranks(prior, options, eigenpairs.n_eigenpairs):
+        trial = fit_hyperparameters(prior, options, _Leading(eigenpairs, rank),
+                                    V_lab[:, :rank], z, noise_range)
         trial["rank"] = rank
         if fit is None or trial["nll"] < fit["nll"]:
             fit = trial
@@ -373,9 +373,10 @@ def fit_gaussian(est, eigenpairs, V_lab, z, noise_range) -> CandidateFit:
                         result=fit)
 
 
-def fit_hyperparameters(est, eigenpairs, V_lab, z, noise_range, n_starts: int = 2) -> dict:
+def fit_hyperparameters(prior, options, eigenpairs, V_lab, z, noise_range,
+                        n_starts: int = 2) -> dict:
     """``t``, ``s²`` and ``σ²`` of one eigenbasis by the exact evidence times
-    ``π(t) ∝ t^{-a0}`` (``a0 = est.diffusion_time_prior_power``): L-BFGS-B on their
+    ``π(t) ∝ t^{-a0}`` (``a0 = prior.diffusion_time_prior_power``): L-BFGS-B on their
     logarithms from the two best ``t`` of a 12-point log grid over the data-driven range,
     each with the outputscale that gives the labelled points unit mean prior variance;
     fixed ``diffusion_time`` / noise held by tight bounds."""
@@ -383,15 +384,15 @@ def fit_hyperparameters(est, eigenpairs, V_lab, z, noise_range, n_starts: int = 
     lam = eigenpairs.eigenvalues
     log_scale = np.log(eigenpairs.kernel_scale)
     lo, hi = diffusion_time_range(lam)
-    fixed_t = est.diffusion_time
+    fixed_t = prior.diffusion_time
     noise_lo, noise_hi = noise_range
-    fixed_noise = None if est.noise is None else noise_lo
+    fixed_noise = None if options.noise is None else noise_lo
     # theta = (log t, log s^2, log noise); fixed entries are held by tight bounds
     bounds = [(np.log(lo), np.log(hi)), (np.log(1e-4), np.log(1e4)),
               (np.log(noise_lo), np.log(noise_hi))]
     if fixed_t is not None:
         bounds[0] = (np.log(fixed_t),) * 2
-    prior = est.diffusion_time_prior_power - 1.0      # π(t) ∝ t^{1-a0} in log t
+    power = prior.diffusion_time_prior_power - 1.0      # π(t) ∝ t^{1-a0} in log t
 
     def f_and_grad(theta):
         log_t, log_s2, log_noise = theta
@@ -401,8 +402,8 @@ def fit_hyperparameters(est, eigenpairs, V_lab, z, noise_range, n_starts: int = 
                 log_s2 + log_scale + heat_log_weights(lam, t), log_noise)
         except (np.linalg.LinAlgError, ValueError):
             return 1e30, np.zeros(3)
-        nll = nll + prior * log_t
-        grad = np.array([np.sum(g_logd * heat_log_weight_gradient(lam, t)) + prior,
+        nll = nll + power * log_t
+        grad = np.array([np.sum(g_logd * heat_log_weight_gradient(lam, t)) + power,
                          np.sum(g_logd), g_noise])
         if not (np.isfinite(nll) and np.all(np.isfinite(grad))):
             return 1e30, np.zeros(3)
@@ -419,9 +420,9 @@ def fit_hyperparameters(est, eigenpairs, V_lab, z, noise_range, n_starts: int = 
             else np.linspace(np.log(lo), np.log(hi), 12))
     best = multistart_minimize(
         f_and_grad, [np.array([g, matched_log_s2(g), noise0]) for g in grid], bounds,
-        n_starts=n_starts, max_iter=est.max_iter)
+        n_starts=n_starts, max_iter=options.max_iter)
     log_t, log_s2, log_noise = best.x
-    prior_term = prior * log_t
+    prior_term = power * log_t
     return dict(t=float(np.exp(log_t)), s2=float(np.exp(log_s2)),
                 noise=float(np.exp(log_noise)), nll=float(best.fun),
                 nll_evidence=float(best.fun - prior_term), n_iter=max(1, int(best.nit)))
@@ -454,20 +455,20 @@ class HeatKernelClassification(ClassificationRepresentation):
     fallback = True
     takes_dask = True
 
-    def chosen_by_auto(self, est, X, counts):
+    def chosen_by_auto(self, prior, options, X, counts):
         return True
 
-    def fit(self, est, X, labelled, codes):
-        best = best_candidate(est, candidate_eigenbases(est, X, engine_sizes(est, X.shape[0])),
-                              labelled, codes,
-                              lambda eigenpairs, V_lab, c: fit_classes(est, eigenpairs,
-                                                                       V_lab, c))
-        return HeatKernelClassificationFit(est._graph_method, best, labelled, codes)
+    def fit(self, prior, options, X, labelled, codes, classes):
+        candidates = candidate_eigenbases(prior, options, X, engine_sizes(prior, X.shape[0]))
+        best = best_candidate(options, candidates, labelled, codes,
+                              lambda eigenpairs, V_lab, c: fit_classes(
+                                  prior, options, eigenpairs, V_lab, c, classes.size))
+        return HeatKernelClassificationFit(prior, options, best, labelled, codes, classes)
 
 
 class HeatKernelClassificationFit(ClassificationFit):
-    """The classifier's heat-kernel fit of the best candidate eigenbasis. Once adopted it
-    holds what predicts: ``eigenbasis`` (a
+    """The classifier's heat-kernel fit of the best candidate eigenbasis. Once its fitted
+    attributes are taken it holds what predicts: ``eigenbasis`` (a
     :class:`~flgp.models.eigenbasis.FittedEigenbasis`), the fitted ``spectral_prior``, the
     labelled rows' eigenvectors ``V_lab``, the ``mixture`` over diffusion times
     (``(t, weight, posterior state, amplitude)`` each) and the ``predictor``
@@ -476,11 +477,16 @@ class HeatKernelClassificationFit(ClassificationFit):
 
     lazy_points = True
 
-    def __init__(self, method, candidate, labelled, codes):
-        self.method = method
+    def __init__(self, prior, options, candidate, labelled, codes, classes):
+        self.method, self.classes, self.n_classes = prior.method, classes, classes.size
         self._candidate, self._labelled, self._codes = candidate, labelled, codes
+        self._fixed_time = prior.diffusion_time
+        self.expectation_propagation = options.expectation_propagation
+        self.one_vs_rest = options.one_vs_rest
+        self._calibrated = (options.expectation_propagation
+                            and options.calibration is not None)
 
-    def adopt(self, est, X, stacklevel):
+    def fitted_attributes(self, X, stacklevel):
         """The estimator's attributes of the fit (the fitted prior, the mixture's weights,
         the calibration) and its transduction."""
         a, eigenpairs, V_lab, fit = self._candidate
@@ -488,37 +494,37 @@ class HeatKernelClassificationFit(ClassificationFit):
         # the pieces' warning, three frames below this one (_label_pieces, of_labels)
         self.eigenbasis = FittedEigenbasis.of_labels(a, eigenpairs, labelled,
                                                      stacklevel=stacklevel + 3)
-        self.eigenbasis.adopt(est, labelled)
+        out = self.eigenbasis.fitted_attributes(labelled)
         t, amplitude, log_ev, state, mixture, n_evals, prior = fit.result
         self.V_lab = V_lab
         self.spectral_prior = prior
-        self.expectation_propagation, self.one_vs_rest = est._ep, est._one_vs_rest
-        self.n_classes = est.classes_.size
-        est.constant_variance_ = prior.constant
-        est.spectral_family_ = prior.family if prior.family != "matern" else (
-            f"matern (nu={prior.nu:g})")
-        est.diffusion_time_ = t
-        est.amplitude_ = amplitude
-        est.log_marginal_likelihood_ = log_ev
-        est.n_iter_ = n_evals
+        out.update(constant_variance_=prior.constant,
+                   spectral_family_=prior.family if prior.family != "matern" else (
+                       f"matern (nu={prior.nu:g})"),
+                   diffusion_time_=t, amplitude_=amplitude, log_marginal_likelihood_=log_ev,
+                   n_iter_=n_evals)
         self.mixture = [(tk, wk, st, amplitude) for tk, wk, st in
                         (mixture if mixture is not None else [(t, 1.0, state)])]
-        est.diffusion_time_weights_ = (None if mixture is None else
-                                       np.array([[tk, wk] for tk, wk, _ in mixture]))
-        est.predictive_scale_ = predictive_scale(est, self.mixture, codes)
+        out["diffusion_time_weights_"] = (None if mixture is None else
+                                          np.array([[tk, wk] for tk, wk, _ in mixture]))
+        scale = predictive_scale(self.mixture, codes, self.n_classes, self._calibrated,
+                                 self.one_vs_rest)
+        out["predictive_scale_"] = scale
         # the warnings two frames below this one
-        warn_weak_fit(est, codes, t, stacklevel=stacklevel + 2)
+        warn_weak_fit(codes, self.n_classes, t, self._fixed_time, eigenpairs.eigenvalues,
+                      stacklevel=stacklevel + 2)
         warn_degenerate_prior(prior, t, stacklevel=stacklevel + 2)
         self.predictor = ClassPredictor(
             prior, self.n_classes, self.expectation_propagation, self.one_vs_rest,
-            self.mixture, est.predictive_scale_, est._prior, self.eigenbasis.piece_has_label,
-            V_lab)
+            self.mixture, scale, np.bincount(codes, minlength=self.n_classes) / codes.size,
+            self.eigenbasis.piece_has_label, V_lab)
         with stage("transduction"):
             proba = eigenpairs.map_chunks(self.predictor, n_columns=self.n_classes,
                                           parallel=True, project=self.predictor.project)
-        est.label_distributions_ = proba
-        est.transduction_ = classes_of(proba, est.classes_)
+        out["label_distributions_"] = proba
+        out["transduction_"] = classes_of(proba, self.classes)
         self._candidate = self._codes = None    # what predicts is kept, not the search's
+        return out
 
     def predict_proba(self, X, stacklevel):
         """Class probabilities at numpy or dask points ``X`` (lazy for dask), with the
@@ -559,42 +565,41 @@ class HeatKernelClassificationFit(ClassificationFit):
 EP_FINISH_MARGIN = 1.0
 
 
-def spectral_families(est) -> list:
-    """``(family, nu)`` of the priors the fit compares: the chosen one, or for
-    ``spectral_family="auto"`` the heat kernel, the graph Matérn kernel with ``ν = 1, 2``
-    and the pseudo-inverse."""
-    if est.spectral_family == "auto":
-        return [("heat", est.matern_nu), ("matern", 1.0), ("matern", 2.0),
-                ("green", est.matern_nu)]
-    return [(est.spectral_family, est.matern_nu)]
+def spectral_families(prior) -> list:
+    """``(family, nu)`` of the priors the fit compares: the heat kernel ``prior``'s
+    chosen one, or for ``spectral_family="auto"`` the heat kernel, the graph Matérn kernel
+    with ``ν = 1, 2`` and the pseudo-inverse."""
+    if prior.spectral_family == "auto":
+        return [("heat", prior.matern_nu), ("matern", 1.0), ("matern", 2.0),
+                ("green", prior.matern_nu)]
+    return [(prior.spectral_family, prior.matern_nu)]
 
 
-def fit_classes(est, eigenpairs, V_lab, codes) -> CandidateFit:
+def fit_classes(prior, options, eigenpairs, V_lab, codes, n_classes) -> CandidateFit:
     """``t`` and the amplitude on one candidate's eigenpairs (for each spectral family and
     constant-mode variance compared; the one of highest evidence is kept); for one-vs-rest
     ``t`` and the amplitude hold one value per class, the evidence is the sum over the
     binary problems and the state a list. With EP, a compared prior whose search evidence
     trails the best by more than ``EP_FINISH_MARGIN`` nats is not refined to full
     precision: it cannot win."""
-    constants = ((0.0, 1.0) if est.constant_variance is None
-                 else (float(est.constant_variance),))
+    constants = ((0.0, 1.0) if prior.constant_variance is None
+                 else (float(prior.constant_variance),))
     searches = []
-    for (family, nu), constant in itertools.product(spectral_families(est), constants):
-        prior = SpectralPrior.of(eigenpairs, family, nu, constant)
-        searches.append((prior, TimeSearch(est, prior, V_lab)))
-    n_classes = est.classes_.size
+    for (family, nu), constant in itertools.product(spectral_families(prior), constants):
+        spectral = SpectralPrior.of(eigenpairs, family, nu, constant)
+        searches.append((spectral, TimeSearch(prior, options, spectral, V_lab, n_classes)))
     binary = n_classes == 2
     # the compared priors' searches are independent: one thread each (the same result on
     # any number of threads; each search runs its small products on one BLAS thread)
     threads = cpu_threads()
-    if est._ep and not est._one_vs_rest:
+    if options.expectation_propagation and not options.one_vs_rest:
         found = map_threads(lambda job: job[1].search_ep(codes, binary), searches, threads)
         top = max(f["search_evidence"] for f in found)
         keep = [i for i, f in enumerate(found)
                 if f["search_evidence"] >= top - EP_FINISH_MARGIN]
         results = dict(zip(keep, map_threads(
             lambda i: searches[i][1].finish_ep(found[i]), keep, threads)))
-    elif not est._one_vs_rest:
+    elif not options.one_vs_rest:
         results = dict(enumerate(map_threads(
             lambda job: job[1].fit(codes, binary), searches, threads)))
     else:
@@ -604,32 +609,32 @@ def fit_classes(est, eigenpairs, V_lab, codes) -> CandidateFit:
                     float(sum(f[2] for f in fits)), [f[3] for f in fits], None)
         results = dict(enumerate(map_threads(one_vs_rest, searches, threads)))
     best = None
-    for i, (prior, search) in enumerate(searches):
+    for i, (spectral, search) in enumerate(searches):
         if i not in results:
             continue
         t, amplitude, log_ev, state, mixture = results[i]
         if best is None or log_ev > best.score:
             best = CandidateFit(score=log_ev, t=t, log_evidence=log_ev,
                                 result=(t, amplitude, log_ev, state, mixture,
-                                        search.n_evals, prior))
+                                        search.n_evals, spectral))
     return best
 
 
-def predictive_scale(est, mixture, codes):
+def predictive_scale(mixture, codes, n_classes, calibrated, one_vs_rest):
     """``κ`` by leave-one-out (:func:`flgp.models.inference.ep.fit_predictive_scale`) over
-    the ``mixture`` of diffusion times (one ``κ`` per class for one-vs-rest); 1 without
-    calibration or with Laplace. Only labelled points whose class keeps another label are
-    left out: leaving out a class's only label asks how probable a class is that the model
-    has never seen, which says nothing of how confident it should be where each class has
-    labels. With one label per class no point qualifies and ``κ = 1``."""
-    if not est._ep or est.calibration is None:
+    the ``mixture`` of diffusion times (one ``κ`` per class for ``one_vs_rest``); 1 unless
+    ``calibrated`` (EP with ``calibration="loo"``). Only labelled points whose class keeps
+    another label are left out: leaving out a class's only label asks how probable a class
+    is that the model has never seen, which says nothing of how confident it should be
+    where each class has labels. With one label per class no point qualifies and
+    ``κ = 1``."""
+    if not calibrated:
         return 1.0
-    n_classes = est.classes_.size
     counts = np.bincount(codes, minlength=n_classes)
     keep = counts[codes] >= 2
     if not keep.any():
-        return 1.0 if not est._one_vs_rest else np.ones(n_classes)
-    if est._one_vs_rest:
+        return 1.0 if not one_vs_rest else np.ones(n_classes)
+    if one_vs_rest:
         states = mixture[0][2]
         return np.array([fit_predictive_scale([loo_rows(probit_loo(st), keep)])
                          for st in states])
@@ -641,12 +646,12 @@ def predictive_scale(est, mixture, codes):
     return fit_predictive_scale(terms, weights)
 
 
-def warn_weak_fit(est, codes, t, stacklevel: int = 4) -> None:
+def warn_weak_fit(codes, n_classes, t, fixed_time, eigenvalues, stacklevel: int = 4) -> None:
     """Warn when the labels cannot decide the prior: every class has a single label (the
     probabilities are then the EP posterior's, uncalibrated), or the MAP diffusion time
-    sits at an end of its range (``stacklevel`` as ``warnings.warn`` counts it from
-    here)."""
-    counts = np.bincount(codes, minlength=est.classes_.size)
+    ``t`` sits at an end of its range on the ``eigenvalues`` (unless the time is fixed,
+    ``fixed_time``; ``stacklevel`` as ``warnings.warn`` counts it from here)."""
+    counts = np.bincount(codes, minlength=n_classes)
     if counts.max() == 1:
         warnings.warn("every class has a single label: the diffusion time rests on the "
                       "prior (diffusion_time_prior) and the probabilities cannot be "
@@ -656,9 +661,9 @@ def warn_weak_fit(est, codes, t, stacklevel: int = 4) -> None:
                       "probabilities from the cloud instead (docs/few_labels.md).",
                       UserWarning,
                       stacklevel=stacklevel)
-    if est.diffusion_time is not None:
+    if fixed_time is not None:
         return
-    lo, hi = diffusion_time_range(est.eigenvalues_)
+    lo, hi = diffusion_time_range(eigenvalues)
     ts = np.atleast_1d(t)
     at_end = (np.log(ts) < np.log(lo) + 0.05) | (np.log(ts) > np.log(hi) - 0.05)
     if at_end.any():

@@ -70,8 +70,6 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 from scipy.special import ndtri
-from sklearn.base import is_classifier
-from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_int
 from ..spectral.families import spectral_weights
@@ -614,16 +612,17 @@ def greedy_uncertainty(eigenpairs, post: LatentPosterior, index: np.ndarray, bas
 
 
 # -- the entry point the estimators call ----------------------------------------------------
-def suggest_labels(est, n, strategy, random_state):
-    """Rows of a fitted estimator's cloud to label next (see the module docstring).
-
-    ``est`` is a fitted :class:`~flgp.FLGPClassifier` or :class:`~flgp.FLGPRegressor`,
-    read through its documented interface only: ``eigenpairs_``, ``labelled_indices_``,
-    :meth:`latent_posterior`, and the predictive uncertainty of the fitted cloud
-    (``label_distributions_`` of a classifier, ``transduction_std_`` of a regressor)."""
-    name = type(est).__name__
-    check_is_fitted(est, "n_features_in_")
-    kind = "classifier" if is_classifier(est) else "regressor"
+def suggest_labels(fit, n, strategy, seed, *, name, classifier, method, labelled,
+                   uncertainty):
+    """Rows of a fitted estimator's cloud to label next (see the module docstring), from
+    what its fit gave: ``fit``, the representation's fit that predicts (the heat kernel's
+    holds the eigenbasis and the latent posterior; another suggests by its own
+    ``suggest``, if it has one), ``labelled`` (``labelled_indices_``) and
+    ``uncertainty``, the predictive uncertainty of the fitted cloud
+    (``label_distributions_`` of a classifier, ``transduction_std_`` of a regressor).
+    ``seed`` seeds ``"random"``; ``name``, ``classifier`` and ``method`` (``method_``)
+    say whose they are."""
+    kind = "classifier" if classifier else "regressor"
     strategies = CLASSIFIER_STRATEGIES if kind == "classifier" else REGRESSOR_STRATEGIES
     if not isinstance(strategy, str) or (strategy not in strategies
                                          and strategy not in _ALIASES):
@@ -633,12 +632,13 @@ def suggest_labels(est, n, strategy, random_state):
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
     # a fit outside the heat kernel's eigenbasis suggests by its own means, if any
-    other = None if est._in_eigenbasis else est._chosen_fit
-    eigenpairs = getattr(est, "eigenpairs_", None)
-    n_rows = (eigenpairs.n_samples if eigenpairs is not None else np.shape(
-        est.label_distributions_ if kind == "classifier" else est.transduction_)[0])
+    eigenbasis = getattr(fit, "eigenbasis", None)
+    other = None if eigenbasis is not None else fit
+    eigenpairs = None if eigenbasis is None else eigenbasis.eigenpairs
+    n_rows = (eigenpairs.n_samples if eigenpairs is not None else np.shape(uncertainty)[0])
+    rows = labelled
     labelled = np.zeros(n_rows, dtype=bool)
-    labelled[np.asarray(est.labelled_indices_)] = True
+    labelled[np.asarray(rows)] = True
     index = np.flatnonzero(~labelled)
     if index.size == 0:
         raise ValueError(f"{name} was fitted without unlabelled rows (all {n_rows} rows of "
@@ -650,13 +650,12 @@ def suggest_labels(est, n, strategy, random_state):
         raise ValueError(f"asked for n={n} suggestions, but only {index.size} unlabelled "
                          f"row(s) remain; ask for at most {index.size}.")
     if strategy == "random":               # whatever the prior
-        seed = getattr(est, "random_state", None) if random_state is None else random_state
         return np.asarray(_generator(seed, labelled.sum()).choice(index, size=n,
                                                                    replace=False),
                           dtype=np.int64)
     if other is not None and not hasattr(other, "suggest"):
         raise ValueError(f"strategy={strategy!r} needs the heat-kernel posterior over the "
-                         f"cloud; {name}(method_={est.method_!r}) has none. "
+                         f"cloud; {name}(method_={method!r}) has none. "
                          f"strategy='random' works with every prior; for {strategy!r} fit "
                          f"with the heat kernel, {name}(HeatKernelPrior()).")
     if other is not None and strategy == "variance_reduction":
@@ -664,17 +663,13 @@ def suggest_labels(est, n, strategy, random_state):
                    if kind == "classifier" else "'std' (its default) or 'random'")
         raise ValueError(f"strategy='variance_reduction' needs every candidate's covariance "
                          f"with the cloud, one sparse solve each at full resolution; "
-                         f"method_={est.method_!r} suggests by {offered}.")
+                         f"method_={method!r} suggests by {offered}.")
     if other is not None:
-        return np.asarray(other.suggest(est, index, n, strategy), dtype=np.int64)
-    if kind == "classifier":
-        uncertainty = est.label_distributions_
-    else:
-        uncertainty = est.transduction_std_
+        return np.asarray(other.suggest(index, n, strategy, uncertainty), dtype=np.int64)
     # the M x M algebra on one BLAS thread (the passes over the cloud run their blocks on
     # threads of their own): small factorisations on two threads contend for the cores
     with single_threaded_blas():
-        return _suggest(eigenpairs, index, n, strategy, kind, est.latent_posterior(),
+        return _suggest(eigenpairs, index, n, strategy, kind, fit.latent_posterior(),
                         uncertainty)
 
 

@@ -290,13 +290,14 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
                              f"unlabelled rows).")
         self._check_prior_for(X)
         self.labelled_indices_ = labelled
+        options = self._fit_options(likelihood=self.likelihood, noise=self.noise,
+                                    overdispersion=self.overdispersion)
         if self.likelihood == "poisson":
             # counts: the heat kernel alone, by Laplace's evidence; its warnings point at
             # the caller of fit
             self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
-            self._chosen_fit = fit_counts(self, X, labelled, y_lab)
-            self._chosen_fit.adopt(self, X, stacklevel=3)
-            self._set_fitted_prior()
+            fit = fit_counts(self._prior_for("flgp"), options, X, labelled, y_lab)
+            self._adopt(fit, fit.fitted_attributes(X, stacklevel=3))
             return self
         self.offset_ = None
         if not np.ptp(y_lab) > 0:
@@ -310,25 +311,24 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         standard = Standardisation.of_targets(y_lab)
         self._y_mean, self._y_scale, self._y_unit = standard.mean, standard.scale, standard.unit
         z = standard.standardise(y_lab)
-        sole = self._sole_representation() if self.method == "auto" else None
-        if sole is not None:
-            best, why = sole
-            self.log_evidence_ = {}
-            self.skipped_methods_ = {other: why for other in self.REPRESENTATIONS
-                                     if other != best and self._offers(other)}
-            fit = self.REPRESENTATIONS[best].fit(self, X, labelled, y_lab, z, standard)
-        elif self.method != "auto":
-            key = "flgp" if self.method in HEAT_METHODS else self.method
-            fit = self.REPRESENTATIONS[key].fit(self, X, labelled, y_lab, z, standard)
+        sole = self._sole_representation(options) if self.method == "auto" else None
+        if sole is not None or self.method != "auto":
+            if sole is not None:
+                best, why = sole
+                self.log_evidence_ = {}
+                self.skipped_methods_ = {other: why for other in self.REPRESENTATIONS
+                                         if other != best and self._offers(other)}
+            else:
+                best = "flgp" if self.method in HEAT_METHODS else self.method
+            fit = self.REPRESENTATIONS[best].fit(self._prior_for(best), options, X,
+                                                 labelled, y_lab, z, standard)
         else:
-            fit = self._weigh(X, labelled, y_lab, z, standard)
+            fit = self._weigh(options, X, labelled, y_lab, z, standard)
         # the fit that predicts; its warnings point at the caller of fit
-        self._chosen_fit = fit
-        fit.adopt(self, X, stacklevel=3)
-        self._set_fitted_prior()
+        self._adopt(fit, fit.fitted_attributes(X, stacklevel=3))
         return self
 
-    def _weigh(self, X, labelled, y_lab, z, standard):
+    def _weigh(self, options, X, labelled, y_lab, z, standard):
         """``method="auto"``: every feasible representation offered, by its exact evidence
         of ``y`` (docs/models.md, "Choosing the prior"): the unbounded ones screened
         (:meth:`_finish_screened`), the bounded ones after them and given the best evidence
@@ -341,14 +341,15 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         for name, representation in order:
             if not self._offers(name) or (is_lazy(X) and not representation.takes_dask):
                 continue
-            why = representation.infeasible(self, X.shape, labelled.size)
+            prior = self._prior_for(name)
+            why = representation.infeasible(prior, options, X.shape, labelled.size)
             if why is not None:
                 self.skipped_methods_[name] = why
                 continue
             if not representation.bounded:
                 try:
-                    screened[name] = representation.screen(self, X, labelled, y_lab, z,
-                                                           standard)
+                    screened[name] = representation.screen(prior, options, X, labelled,
+                                                           y_lab, z, standard)
                 except Infeasible as exc:       # ruled out by the cloud: the others weigh
                     self.skipped_methods_[name] = str(exc)
                 continue
@@ -358,15 +359,16 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             if self.log_evidence_:                  # bounded: given the best so far
                 rival = max(self.log_evidence_, key=self.log_evidence_.get)
                 try:
-                    fits[name] = representation.fit(self, X, labelled, y_lab, z, standard,
-                                                    bar=self.log_evidence_[rival])
+                    fits[name] = representation.fit(prior, options, X, labelled, y_lab, z,
+                                                    standard, bar=self.log_evidence_[rival])
                 except Outranked as out:
                     self.skipped_methods_[name] = (
                         f"{out}, below {rival!r}'s {self.log_evidence_[rival]:.1f}; not "
                         f"searched")
                     continue
             else:
-                fits[name] = representation.fit(self, X, labelled, y_lab, z, standard)
+                fits[name] = representation.fit(prior, options, X, labelled, y_lab, z,
+                                                standard)
             self.log_evidence_[name] = fits[name].log_evidence
         if screened:
             self._finish_screened(screened, fits, labelled.size)
@@ -414,13 +416,13 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
             fits[name] = paused.finish()
             self.log_evidence_[name] = fits[name].log_evidence
 
-    def _sole_representation(self):
+    def _sole_representation(self, options):
         """``(name, why)`` of the representation ``"auto"`` must take without weighing the
         others, or None."""
         for name, representation in self.REPRESENTATIONS.items():
             if not self._offers(name):
                 continue
-            why = representation.sole_reason(self)
+            why = representation.sole_reason(self._prior_for(name), options)
             if why is not None:
                 return name, why
         return None
@@ -499,4 +501,8 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
         check_is_fitted(self, "n_features_in_")
         if strategy is None:
             strategy = "variance_reduction" if self._in_eigenbasis else "std"
-        return _suggest_labels(self, n, strategy, random_state)
+        return _suggest_labels(
+            self._chosen_fit, n, strategy,
+            self.random_state if random_state is None else random_state,
+            name=type(self).__name__, classifier=False, method=self.method_,
+            labelled=self.labelled_indices_, uncertainty=self.transduction_std_)

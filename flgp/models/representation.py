@@ -1,14 +1,17 @@
 """What the estimators ask of a representation of their prior - each of them, the heat
 kernel's included (:mod:`flgp.models.heat_kernel`).
 
-A *representation* is a module of its own with one class per task:
+A *representation* is a module of its own with one class per task. It never sees the
+estimator: its methods receive its prior object (holding its settings), the fit's
+:class:`FitOptions` (the estimator's parameters, built once a fit) and the validated data:
 
 * regression (:class:`RegressionRepresentation`): why it cannot serve a cloud
   (:meth:`~RegressionRepresentation.infeasible`, what ``method="auto"`` reports in
   ``skipped_methods_``) and a fit of the standardised targets by their exact evidence
   (:meth:`~RegressionRepresentation.fit`), giving a :class:`RegressionFit` - the log
   evidence of ``y`` in its units (what ``"auto"`` compares), the fitted attributes it
-  gives the estimator, the posterior at new points and the noise of a new observation;
+  gives the estimator (:meth:`~RegressionFit.fitted_attributes`, which the estimator sets
+  in one place), the posterior at new points and the noise of a new observation;
 * classification (:class:`ClassificationRepresentation`): whether ``method="auto"``
   takes it for these labels (:meth:`~ClassificationRepresentation.chosen_by_auto`: the
   classifier's ``"auto"`` is a rule on the inputs, docs/few_labels.md; why not, in
@@ -27,15 +30,18 @@ and ``FLGPClassifier.REPRESENTATIONS``, in the order ``"auto"`` weighs them):
   declining by its evidence ceiling), the classifier's its rule's *fallback* (asked after
   the others, taking any labels).
 
-A further one is a new module with these classes and one entry in a registry: the estimator's
-``method`` options, ``"auto"``, ``predict`` / ``predict_proba``, ``predict_interval``, the
-refusals of what needs the eigenbasis (``latent_posterior``, ``predict_latent``,
-``suggest_labels``'s variance reduction, a dask ``X``) follow from the registry.
+A further one is a new module with these classes, its prior object (a
+:class:`~flgp.models.priors.Prior` whose ``method`` is its name) and one entry in a
+registry: the estimator's ``method`` options, ``"auto"``, ``predict`` / ``predict_proba``,
+``predict_interval``, the refusals of what needs the eigenbasis (``latent_posterior``,
+``predict_latent``, ``suggest_labels``'s variance reduction, a dask ``X``) follow from the
+registry.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,7 +49,8 @@ from .._validation import power_of_two_unit
 
 __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresentation",
            "ClassificationFit", "Outranked", "Infeasible", "Standardisation",
-           "Screened", "screening_margin", "SCREENING_MARGIN"]
+           "Screened", "screening_margin", "SCREENING_MARGIN", "FitOptions",
+           "WarmStartCache"]
 
 # FLGPRegressor() leaves a representation's search unfinished when the best
 # evidence of its tightened coarse stage lies more than max(100, 0.1 m) nats (m labels)
@@ -61,6 +68,50 @@ def screening_margin(m: int) -> float:
         raise ValueError(f"m must be a number of labels (an integer >= 0); got {m!r}.")
     floor, per_label = SCREENING_MARGIN
     return float(max(floor, per_label * int(m)))
+
+
+@dataclass
+class WarmStartCache:
+    """What an estimator keeps across fits for ``warm_start``: the heat kernel's
+    candidates, ``eigenpairs = (key, [(bandwidth scale, eigenpairs), ...])``
+    (:func:`flgp.models.eigenbasis.candidate_eigenbases`), and the full-resolution
+    classifier's ``gmrf = (key, graph, {order: store})``; None where nothing is kept."""
+
+    eigenpairs: object = None
+    gmrf: object = None
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """What a representation's fit reads of the estimator besides its prior object, built
+    once a fit: ``estimator`` (its name, for messages), its ``method`` (``"auto"`` or the
+    one prior's), ``random_state``, ``max_iter``, ``verbose``, ``backend``,
+    ``warm_start``, its :class:`WarmStartCache` and whether its heat kernel's induced
+    points are given; the regressor's ``likelihood``, ``noise`` (units of ``y²``) and
+    ``overdispersion``; the classifier's inference (EP, else Laplace), one-vs-rest,
+    whether the probabilities average over ``t``, ``calibration``, ``class_prior`` (a
+    mapping's shares in the order of the classes), the cloud's fingerprint (None for
+    dask) and the rows ``suggest_labels`` gave on it."""
+
+    estimator: str
+    method: str
+    random_state: object
+    max_iter: int
+    verbose: object
+    backend: str
+    warm_start: bool
+    cache: WarmStartCache
+    induced_points_given: bool = False
+    likelihood: str = "gaussian"
+    noise: float | None = None
+    overdispersion: float | None = None
+    expectation_propagation: bool = True
+    one_vs_rest: bool = False
+    average_diffusion_time: bool = False
+    calibration: str | None = None
+    class_prior: object = None
+    cloud_key: object = None
+    suggested: object = ()
 
 
 class Outranked(Exception):
@@ -227,18 +278,18 @@ class RegressionFit(ABC):
     lazy_points: bool = False
 
     @abstractmethod
-    def adopt(self, est, X, stacklevel: int) -> None:
-        """Give the estimator this fit's fitted attributes: at least ``method_``,
-        ``outputscale_``, ``noise_``, ``log_marginal_likelihood_``, ``n_iter_``,
-        ``transduction_`` and ``transduction_std_`` of the cloud ``X``. ``stacklevel``:
-        the caller's, as :func:`warnings.warn` takes it (a warning here passes
-        ``stacklevel + 1``, so that it points at the user's call)."""
+    def fitted_attributes(self, X, stacklevel: int) -> dict:
+        """This fit's fitted attributes for the estimator, ``{name: value}``: at least
+        ``method_``, ``outputscale_``, ``noise_``, ``log_marginal_likelihood_``,
+        ``n_iter_``, ``transduction_`` and ``transduction_std_`` of the cloud ``X``.
+        ``stacklevel``: the caller's, as :func:`warnings.warn` takes it (a warning here
+        passes ``stacklevel + 1``, so that it points at the user's call)."""
 
     @abstractmethod
     def predict(self, X, stacklevel: int):
         """``(mean, std)`` of the latent at the points ``X`` (a validated numpy array, or a
         dask array where ``lazy_points``), in the units of ``y`` (``stacklevel`` as in
-        :meth:`adopt`)."""
+        :meth:`fitted_attributes`)."""
 
     @abstractmethod
     def interval_noise(self) -> tuple[float, float]:
@@ -268,29 +319,32 @@ class RegressionRepresentation(_Representation):
     bounded: bool = False
 
     @abstractmethod
-    def infeasible(self, est, shape: tuple[int, int], n_labelled: int) -> str | None:
+    def infeasible(self, prior, options: FitOptions, shape: tuple[int, int],
+                   n_labelled: int) -> str | None:
         """Why ``method="auto"`` leaves this representation out for a cloud of ``shape``
         with ``n_labelled`` targets, or None."""
 
-    def sole_reason(self, est) -> str | None:
+    def sole_reason(self, prior, options: FitOptions) -> str | None:
         """Why ``method="auto"`` must take this representation without weighing the
         others - their evidence would not be comparable with its own - or None (the
         default)."""
         return None
 
     @abstractmethod
-    def fit(self, est, X, labelled: np.ndarray, y_lab: np.ndarray, z: np.ndarray,
-            standardisation: Standardisation) -> RegressionFit:
+    def fit(self, prior, options: FitOptions, X, labelled: np.ndarray, y_lab: np.ndarray,
+            z: np.ndarray, standardisation: Standardisation) -> RegressionFit:
         """Fit the targets ``y_lab`` at rows ``labelled`` of the validated cloud ``X``
-        (``z``: the same standardised) by their evidence; the estimator ``est`` gives its
-        parameters (``graph``, ``max_iter``, ``backend``, ...)."""
+        (``z``: the same standardised) by their evidence, under ``prior`` (its settings:
+        ``graph``, ``nu``, the eigenbasis, ...) with ``options`` (``max_iter``,
+        ``backend``, ...)."""
 
-    def screen(self, est, X, labelled: np.ndarray, y_lab: np.ndarray, z: np.ndarray,
-               standardisation: Standardisation) -> Screened:
+    def screen(self, prior, options: FitOptions, X, labelled: np.ndarray, y_lab: np.ndarray,
+               z: np.ndarray, standardisation: Standardisation) -> Screened:
         """:meth:`fit` paused after the coarse first stage of its search, for
         ``method="auto"`` to compare before it pays for the rest (:class:`Screened`). By
         default the whole fit (no coarse stage)."""
-        return Screened.whole(self.fit(est, X, labelled, y_lab, z, standardisation))
+        return Screened.whole(self.fit(prior, options, X, labelled, y_lab, z,
+                                       standardisation))
 
 
 class ClassificationFit(ABC):
@@ -308,15 +362,15 @@ class ClassificationFit(ABC):
     lazy_points: bool = False
 
     @abstractmethod
-    def adopt(self, est, X, stacklevel: int) -> None:
-        """Give the estimator this fit's fitted attributes: at least ``n_iter_``,
-        ``log_marginal_likelihood_`` (None where there is none), ``transduction_`` and
-        ``label_distributions_`` of the cloud ``X`` (``stacklevel`` as in
-        :meth:`RegressionFit.adopt`)."""
+    def fitted_attributes(self, X, stacklevel: int) -> dict:
+        """This fit's fitted attributes for the estimator, ``{name: value}``: at least
+        ``n_iter_``, ``log_marginal_likelihood_`` (None where there is none),
+        ``transduction_`` and ``label_distributions_`` of the cloud ``X`` (``stacklevel``
+        as in :meth:`RegressionFit.fitted_attributes`)."""
 
     @abstractmethod
     def predict_proba(self, X, stacklevel: int) -> np.ndarray:
-        """Class probabilities ``(n, n_classes)``, in the order of ``est.classes_``, at the
+        """Class probabilities ``(n, n_classes)``, in the order of the classes, at the
         points ``X`` (a validated numpy array, or a dask array where ``lazy_points``)."""
 
 
@@ -328,17 +382,19 @@ class ClassificationRepresentation(_Representation):
     fallback: bool = False
 
     @abstractmethod
-    def chosen_by_auto(self, est, X, counts: np.ndarray) -> bool:
+    def chosen_by_auto(self, prior, options: FitOptions, X, counts: np.ndarray) -> bool:
         """Whether ``method="auto"`` takes this representation for a cloud ``X`` whose
         classes have ``counts`` labels each."""
 
-    def declined_by_auto(self, est, X, counts: np.ndarray) -> str:
+    def declined_by_auto(self, prior, options: FitOptions, X, counts: np.ndarray) -> str:
         """Why ``method="auto"`` did not take this representation for ``X`` and ``counts``
         (what the classifier's ``skipped_methods_`` reports; asked only where
         :meth:`chosen_by_auto` is False)."""
         return f"the classifier's rule does not take {self.name!r} for these inputs"
 
     @abstractmethod
-    def fit(self, est, X, labelled: np.ndarray, codes: np.ndarray) -> ClassificationFit:
-        """Fit the class codes ``codes`` (``0 .. C - 1``, ``est.classes_`` holds the
-        classes) at rows ``labelled`` of the validated cloud ``X``."""
+    def fit(self, prior, options: FitOptions, X, labelled: np.ndarray, codes: np.ndarray,
+            classes: np.ndarray) -> ClassificationFit:
+        """Fit the class codes ``codes`` (``0 .. C - 1`` into ``classes``, the ``C``
+        classes) at rows ``labelled`` of the validated cloud ``X``, under ``prior`` with
+        ``options``."""

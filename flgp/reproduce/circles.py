@@ -200,7 +200,8 @@ def plot_covariances(path, X: np.ndarray, models: dict):
     ref = int(np.argmin(np.abs(radius - third) + 10 * (X[:, 0] < 0) + np.abs(X[:, 1])))
     fig, axes = plt.subplots(1, len(models), figsize=(2.8 * len(models), 3.2))
     for ax, (name, est) in zip(np.atleast_1d(axes), models.items()):
-        cov = _covariance_to(est, X, ref)
+        cov = (_rbf_covariance_to(est.rbf_, X, ref) if est.method == "rbf" else
+               _heat_covariance_to(est.eigenpairs_, est.diffusion_time_, ref))
         cov = (cov - cov.min()) / (np.ptp(cov) or 1.0)
         ax.scatter(X[:, 0], X[:, 1], c=cov, s=2, cmap="viridis")
         ax.scatter(X[ref, 0], X[ref, 1], c="red", s=40, marker="x")
@@ -214,13 +215,15 @@ def plot_covariances(path, X: np.ndarray, models: dict):
     plt.close(fig)
 
 
-def _covariance_to(est, X, ref):
-    if est.method == "rbf":
-        r = est.rbf_
-        Z = (X - r.mu_) / r.sd_
-        d2 = ((Z - Z[ref]) ** 2).sum(1)
-        return r.outputscale_ * np.exp(-d2 / (2 * r.lengthscale_ ** 2))
-    eigenpairs = est.eigenpairs_
+def _rbf_covariance_to(r, X, ref):
+    """The fitted RBF GP ``r``'s prior covariance of every row of ``X`` with row ``ref``."""
+    Z = (X - r.mu_) / r.sd_
+    d2 = ((Z - Z[ref]) ** 2).sum(1)
+    return r.outputscale_ * np.exp(-d2 / (2 * r.lengthscale_ ** 2))
+
+
+def _heat_covariance_to(eigenpairs, t, ref):
+    """The heat kernel's prior covariance at time ``t`` of every row with row ``ref``."""
     V = eigenpairs.eigenvectors
-    w = eigenpairs.kernel_scale * heat_weights(eigenpairs.eigenvalues, est.diffusion_time_)
+    w = eigenpairs.kernel_scale * heat_weights(eigenpairs.eigenvalues, t)
     return (V * w) @ V[ref]
