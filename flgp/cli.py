@@ -4,8 +4,10 @@
     flgp nifti MAP.nii.gz --mask REGION.nii.gz --out PREFIX
                (--observed OBS.nii.gz | --observed-fraction F)
                [--seed 0] [--method auto] [--n-induced S] [--n-eigenpairs M]
+               [--excursion U [--alpha 0.05] [--below]]
     flgp surface MESH DATA --out PREFIX (--observed OBS | --observed-fraction F)
                [--mask MASK] [--seed 0] [--method auto]
+               [--excursion U [--alpha 0.05] [--below]]
 """
 
 from __future__ import annotations
@@ -156,9 +158,117 @@ def _nifti(args) -> int:
               + (", of a new observation (the noise included)" if args.include_noise
                  else ", of the map (no noise; --include-noise for a new observation)"))
     print(f"wrote {paths[0]} and {paths[1]}")
+    if args.excursion is not None:
+        code = _excursion(args, "nifti", fitted, lambda v, path: res.voxels.to_nifti(
+            v, fill=args.fill).to_filename(path), ".nii.gz",
+            plot=lambda F, result, args, path: _plot_excursion_image(res.voxels, F, result,
+                                                                     args, path))
+        if code:
+            return code
     if args.seeds_atlas is not None:
         return _seed_maps(args, res)
     return 0
+
+
+def _excursion_arguments(parser, suffix: str) -> None:
+    parser.add_argument("--excursion", type=float, default=None, metavar="U",
+                        help=f"also write where the map exceeds U jointly with posterior "
+                             f"probability at least 1 - alpha: the excursion function as "
+                             f"PREFIX_excursion_F{suffix}, the set (1 inside) as "
+                             f"PREFIX_excursion_set{suffix} and a plot, "
+                             f"PREFIX_excursion.png (one map; a graph Matérn fit)")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="with --excursion: the set's error rate (default 0.05)")
+    parser.add_argument("--below", action="store_true",
+                        help="with --excursion: where the map is below U instead")
+
+
+def _excursion(args, command: str, fitted, write, suffix: str, plot=None) -> int:
+    """``--excursion U``: the excursion function and set of the fitted map at ``U``
+    (:func:`flgp.excursion_set`), written by ``write(values, path)``; 0 or the failure's
+    exit code."""
+    from .models import excursion_set
+
+    if isinstance(fitted, list) or fitted is None:
+        return _fail(command, "--excursion needs one map (its own fit); fit the maps one "
+                              "at a time.")
+    if fitted.method_ != "gmrf":
+        return _fail(command, f"--excursion needs the joint posterior of the graph Matérn "
+                              f"prior (--method gmrf, its default with --excursion); this "
+                              f"fit is method_={fitted.method_!r}, whose posterior gives "
+                              f"marginal sds only.")
+    start = time.perf_counter()
+    side = "<" if args.below else ">"
+    try:
+        with _WarningLines(command):
+            result = excursion_set(fitted, args.excursion, args.alpha, side=side,
+                                   random_state=args.seed)
+    except (ValueError, TypeError) as exc:
+        return _fail(command, str(exc))
+    function = result.function
+    # F below its computed limit is not computed (NaN): written as 0
+    F = np.nan_to_num(function.F, nan=0.0)
+    paths = [f"{args.out}_excursion_F{suffix}", f"{args.out}_excursion_set{suffix}",
+             f"{args.out}_excursion.png"]
+    try:
+        write(F, paths[0])
+        write(result.mask.astype(np.float64), paths[1])
+        (plot or _plot_excursion)(F, result, args, paths[2])
+    except OSError as exc:
+        return _fail(command, f"cannot write {args.out}_excursion*: {exc}")
+    word = "below" if args.below else "above"
+    print(f"excursion set {word} {args.excursion:g} at alpha {args.alpha:g}: "
+          f"{result.n_nodes_in_set} of {F.size} points, joint posterior probability "
+          f"{result.joint_probability:.3f} (lower bound {result.joint_lower:.3f}, "
+          f"{function.n_samples} draws) in {time.perf_counter() - start:.1f} s; "
+          f"{int(np.sum(function.marginal >= 1 - args.alpha))} points have a marginal "
+          f"probability >= {1 - args.alpha:g} (voxel by voxel, no joint control)")
+    print(f"wrote {', '.join(paths)}")
+    return 0
+
+
+def _plot_excursion_image(voxels, F, result, args, path) -> None:
+    """nilearn's orthogonal slices of the excursion function, the set's outline over it,
+    cut at the set's point of largest mean (or F's largest value)."""
+    from nilearn import plotting
+
+    F_img = voxels.to_nifti(F)
+    at = int(np.argmax(F)) if not result.mask.any() else \
+        int(np.flatnonzero(result.mask)[np.argmax(result.function.marginal[result.mask])])
+    word = "below" if args.below else "above"
+    display = plotting.plot_stat_map(
+        F_img, bg_img=None, threshold=1e-3, vmax=1.0, cmap="viridis",
+        cut_coords=voxels.coords[at], draw_cross=False,
+        title=f"excursion function, {word} {args.excursion:g} "
+              f"({result.n_nodes_in_set} voxels at alpha {args.alpha:g})")
+    if result.mask.any():
+        display.add_contours(voxels.to_nifti(result.mask.astype(np.float64)),
+                             levels=[0.5], colors="r", linewidths=1.0)
+    display.savefig(path, dpi=120)
+    display.close()
+
+
+def _plot_excursion(F, result, args, path) -> None:
+    """The excursion function's values, sorted, with the set's threshold."""
+    from matplotlib.figure import Figure      # no pyplot: no backend to choose
+
+    fig = Figure(figsize=(6.4, 3.6))
+    ax = fig.subplots()
+    marginal = np.sort(result.function.marginal)[::-1]
+    ax.plot(marginal, label="marginal probability (point by point)", color="0.6")
+    ax.plot(np.sort(F)[::-1], label="excursion function F (joint)", color="C0")
+    ax.axhline(1 - args.alpha, color="C3", lw=0.8, ls="--",
+               label=f"1 - alpha = {1 - args.alpha:g}")
+    ax.axvline(result.n_nodes_in_set, color="C3", lw=0.8)
+    ax.set_xlim(0, max(1, 3 * max(result.n_nodes_in_set,
+                                  int(np.sum(marginal >= 0.5)))))
+    ax.set_xlabel("points, by decreasing value")
+    ax.set_ylabel("probability")
+    ax.set_title(f"{'below' if args.below else 'above'} {args.excursion:g}: "
+                 f"{result.n_nodes_in_set} points in the set")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def _seed_maps(args, res) -> int:
@@ -232,13 +342,15 @@ def _surface_parser(sub) -> None:
     f.add_argument("--out", required=True, metavar="PREFIX",
                    help="writes PREFIX_mean.func.gii and PREFIX_sd.func.gii")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--method", default="auto",
+    f.add_argument("--method", default=None,
                    choices=["auto", "gmrf", "flgp", "nystrom", "glgp", "rbf"],
                    help="FLGPRegressor's method (default auto: the mesh's graph Matérn "
-                        "prior, the low-rank heat kernel or the RBF GP, by evidence)")
+                        "prior, the low-rank heat kernel or the RBF GP, by evidence; "
+                        "gmrf with --excursion)")
     f.add_argument("--fill", type=float, default=0.0, help="value outside the region")
     f.add_argument("--include-noise", action="store_true", help="sd of a new observation "
                    "instead of that of the map")
+    _excursion_arguments(f, ".func.gii")
 
 
 def _surface(args) -> int:
@@ -288,6 +400,13 @@ def _surface(args) -> int:
     print(_fit_line(reg, res.seconds))
     print(f"sd written: {res.sd_kind}")
     print(f"wrote {paths[0]} and {paths[1]}")
+    if args.excursion is not None:
+        def write(values, path):
+            full = np.full(V.shape[0], 0.0)
+            full[res.mask] = values
+            write_gifti(full, path, description="flgp: excursion "
+                        f"{'below' if args.below else 'above'} {args.excursion:g}")
+        return _excursion(args, "surface", reg, write, ".func.gii")
     return 0
 
 
@@ -353,11 +472,12 @@ def main(argv=None) -> int:
                    help="writes PREFIX_mean.nii.gz and PREFIX_sd.nii.gz")
     f.add_argument("--seed", type=int, default=0, help="seeds the observed fraction and "
                    "the regressor's induced points (default 0)")
-    f.add_argument("--method", default="auto",
+    f.add_argument("--method", default=None,
                    choices=["auto", "gmrf", "flgp", "nystrom", "glgp", "rbf"],
                    help="FLGPRegressor's method (default auto: the voxel lattice's graph "
                         "Matérn prior at full resolution, the low-rank heat kernel or the "
-                        "RBF GP, whichever has the highest evidence)")
+                        "RBF GP, whichever has the highest evidence; gmrf with "
+                        "--excursion, whose joint posterior it needs)")
     f.add_argument("--n-induced", type=int, default=None, metavar="S",
                    help="induced points (default: FLGPRegressor's, min(1000, n/4))")
     f.add_argument("--n-eigenpairs", type=int, default=None, metavar="M",
@@ -368,6 +488,7 @@ def main(argv=None) -> int:
                    "(default 0; nan allowed)")
     f.add_argument("--include-noise", action="store_true", help="sd of a new observation "
                    "(adds the fitted noise variance) instead of that of the map")
+    _excursion_arguments(f, ".nii.gz")
     f.add_argument("--quiet", action="store_true", help="no progress bar")
     f.add_argument("--shared-hyperparameters", action="store_true",
                    help="several maps: one graph Matérn prior for all, by their pooled "
@@ -388,6 +509,9 @@ def main(argv=None) -> int:
                         "observed voxels) instead of the prior's")
     _surface_parser(sub)
     args = ap.parse_args(argv)
+    if args.command in ("nifti", "surface") and args.method is None:
+        # an excursion set needs the graph Matérn prior's joint posterior
+        args.method = "auto" if args.excursion is None else "gmrf"
     if args.command == "circles":
         return _circles(args)
     if args.command == "nifti":

@@ -360,3 +360,92 @@ def test_regressor_refusals(fitted):
         excursion_set(heat, 0.0)
     with pytest.raises(ValueError, match="alpha"):
         excursion_set(reg, 100.0, alpha=1.0, n_samples=10)
+
+
+# -- the command line ------------------------------------------------------------------------
+def _blob_image(tmp_path):
+    """A 10 x 10 x 4 NIfTI map (2 mm voxels) of one smooth blob of height 1 on 0.1."""
+    nib = pytest.importorskip("nibabel")
+    i, j, k = np.indices((10, 10, 4))
+    data = 0.1 + np.exp(-((i - 4.5) ** 2 + (j - 4.5) ** 2 + (k - 1.5) ** 2) / 8.0)
+    path = tmp_path / "map.nii.gz"
+    nib.Nifti1Image(data.astype(np.float32), np.diag([2.0, 2.0, 2.0, 1.0])).to_filename(path)
+    return path, data
+
+
+def test_cli_nifti_excursion_matches_the_api(tmp_path, capsys):
+    """``flgp nifti --excursion``: F and the set on the map's grid, the same as
+    excursion_set on predict_image's regressor with the same seed; the set where F
+    reaches 1 - alpha."""
+    nib = pytest.importorskip("nibabel")
+    from flgp.cli import main
+
+    path, data = _blob_image(tmp_path)
+    # --excursion fits the graph Matérn prior by default
+    rc = main(["nifti", str(path), "--observed-fraction", "0.4",
+               "--out", str(tmp_path / "o"), "--excursion", "0.5", "--quiet"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "excursion set above 0.5 at alpha 0.05" in out
+    F = nib.load(tmp_path / "o_excursion_F.nii.gz").get_fdata()
+    inside = nib.load(tmp_path / "o_excursion_set.nii.gz").get_fdata()
+    assert (tmp_path / "o_excursion.png").stat().st_size > 0
+    assert set(np.unique(inside)) <= {0.0, 1.0}
+    res = flgp.predict_image(path, None, 0.4, random_state=0,
+                             regressor=flgp.FLGPRegressor(flgp.GraphMaternPrior()))
+    ref = excursion_set(res.regressor, 0.5, 0.05, random_state=0)
+    np.testing.assert_array_equal(inside[tuple(res.voxels.ijk.T)], ref.mask)
+    np.testing.assert_allclose(F[tuple(res.voxels.ijk.T)],
+                               np.nan_to_num(ref.function.F, nan=0.0), atol=1e-6)
+    assert inside.sum() > 0 and np.all(F[inside == 1] >= 0.95 - 1e-6)
+    # the set lies where the blob exceeds the level
+    assert np.all(data[inside == 1] > 0.5)
+
+
+def test_cli_excursion_refuses_a_fit_without_a_joint_posterior(tmp_path, capsys):
+    pytest.importorskip("nibabel")
+    from flgp.cli import main
+
+    path, _ = _blob_image(tmp_path)
+    rc = main(["nifti", str(path), "--observed-fraction", "0.4", "--method", "rbf",
+               "--out", str(tmp_path / "o"), "--excursion", "0.5", "--quiet"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flgp nifti: error: ") and "--method gmrf" in err
+    assert not (tmp_path / "o_excursion_F.nii.gz").exists()
+    rc = main(["nifti", str(path), "--observed-fraction", "0.4", "--method", "gmrf",
+               "--out", str(tmp_path / "o"), "--excursion", "0.5", "--alpha", "1.5",
+               "--quiet"])
+    assert rc == 2 and "alpha" in capsys.readouterr().err
+
+
+def test_cli_surface_excursion_below(tmp_path, capsys):
+    """``flgp surface --excursion U --below`` on a flat triangulated grid: the set where
+    the map lies below U jointly, written per vertex (0 outside)."""
+    nib = pytest.importorskip("nibabel")
+    from flgp.cli import main
+    from flgp.models.surface import write_gifti
+
+    n = 16
+    g = np.arange(n, dtype=float)
+    V = np.c_[np.repeat(g, n), np.tile(g, n), np.zeros(n * n)]
+    idx = np.arange(n * n).reshape(n, n)
+    F = np.concatenate([np.c_[idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(),
+                              idx[:-1, 1:].ravel()],
+                        np.c_[idx[1:, :-1].ravel(), idx[1:, 1:].ravel(),
+                              idx[:-1, 1:].ravel()]])
+    mesh = nib.gifti.GiftiImage(darrays=[
+        nib.gifti.GiftiDataArray(V.astype(np.float32), intent="NIFTI_INTENT_POINTSET"),
+        nib.gifti.GiftiDataArray(F.astype(np.int32), intent="NIFTI_INTENT_TRIANGLE")])
+    nib.save(mesh, tmp_path / "flat.surf.gii")
+    values = -np.exp(-((V[:, 0] - 7.5) ** 2 + (V[:, 1] - 7.5) ** 2) / 10.0)
+    write_gifti(values, tmp_path / "map.func.gii")
+    rc = main(["surface", str(tmp_path / "flat.surf.gii"), str(tmp_path / "map.func.gii"),
+               "--observed-fraction", "0.4", "--method", "gmrf", "--out",
+               str(tmp_path / "s"), "--excursion", "-0.5", "--below"])
+    assert rc == 0
+    assert "excursion set below -0.5" in capsys.readouterr().out
+    inside = nib.load(tmp_path / "s_excursion_set.func.gii").darrays[0].data
+    Fv = nib.load(tmp_path / "s_excursion_F.func.gii").darrays[0].data
+    assert inside.shape == (n * n,) and inside.sum() > 0
+    assert np.all(values[inside == 1] < -0.5) and np.all(Fv[inside == 1] >= 0.95 - 1e-6)

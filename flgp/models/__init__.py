@@ -20,11 +20,14 @@
 * :func:`predict_image` - regression on the voxels of a NIfTI image (or several maps),
   mean and sd images out (``flgp.models.image``); :func:`seed_correlation` - the fitted
   prior's seed-correlation maps (``flgp.models.seeds``); :func:`predict_surface` - on the
-  vertices of a surface mesh (``flgp.models.surface``);
+  vertices of a surface mesh (``flgp.models.surface``); :func:`excursion_set` - where a
+  full-resolution map exceeds a level jointly, from its posterior's sparse factor
+  (``flgp.models.excursion``);
 * :class:`MultinomialProbitLikelihood` for users' own GPyTorch models.
 """
 
 from .classifier import FLGPClassifier
+from .excursion import excursion_set, posterior_draws_of
 from .image import ImagePrediction, predict_image
 from .likelihoods import MultinomialProbitLikelihood
 from .priors import Eigenbasis, GraphMaternPrior, HeatKernelPrior, RBFPrior
@@ -35,4 +38,5 @@ from .surface import SurfacePrediction, predict_surface
 __all__ = ["FLGPClassifier", "FLGPRegressor", "ImagePrediction",
            "MultinomialProbitLikelihood", "predict_image", "SurfacePrediction",
            "predict_surface", "SeedCorrelation", "seed_correlation", "atlas_seeds",
-           "HeatKernelPrior", "Eigenbasis", "GraphMaternPrior", "RBFPrior"]
+           "HeatKernelPrior", "Eigenbasis", "GraphMaternPrior", "RBFPrior", "excursion_set",
+           "posterior_draws_of"]

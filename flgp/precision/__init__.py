@@ -19,7 +19,10 @@ with a prior given by its sparse precision matrix, so that nothing is truncated:
 * :mod:`flgp.precision.classification` - classification on such a graph: the graph
   Matérn GP classifier in its small-amplitude limit (Poisson learning's solution for
   ``ν = 1``), probabilities at a spread set from the cloud, and a prior on the classes'
-  sizes.
+  sizes;
+* :mod:`flgp.precision.excursion` - excursion sets of a Gaussian posterior: joint draws
+  from the factor of its precision, the excursion function in the marginal ordering
+  (Bolin and Lindgren 2015).
 
 It knows nothing of estimators: :class:`flgp.FLGPRegressor` and
 :class:`flgp.FLGPClassifier` (``method="gmrf"``),
@@ -32,6 +35,8 @@ from .classification import (balance_to_prior, balanced_log_odds, class_size_pri
                              green_scores, labels_kept, score_scale,
                              scores_to_probabilities)
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
+from .excursion import (ExcursionFunction, ExcursionSet, PosteriorDraws,
+                        excursion_function, graph_matern_posterior_draws)
 from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
 from .maps import fit_gmrf_maps
 from .matern import MATERN_ORDERS, matern_precision
@@ -44,4 +49,5 @@ __all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegres
            "NodePosterior", "green_scores", "scores_to_probabilities", "class_size_prior",
            "balanced_log_odds", "balance_to_prior", "graph_edges", "graph_total_variation",
            "chosen_candidate", "labels_kept", "score_scale",
-           "SparsePrecisionPrior"]
+           "SparsePrecisionPrior", "ExcursionFunction", "ExcursionSet", "PosteriorDraws",
+           "excursion_function", "graph_matern_posterior_draws"]
