@@ -187,3 +187,68 @@ def test_batch_of_heat_kernel_gps_learns_one_diffusion_time_per_class():
     t1 = kernel.diffusion_time.detach()
     assert t1.shape == (3, 1, 1) and not torch.allclose(t1, t0)
     assert len(torch.unique(t1)) == 3
+
+
+# -- the default's cross-validated choice (flgp.models.cross_validation) --------------------
+def _held_out_scores(X, yy, make, k, seed=0):
+    """Held-out accuracy and mean log-likelihood (floored at 1e-6) of the labels over
+    stratified folds, each fold fitted afresh by ``make()``: the independent reference."""
+    from sklearn.model_selection import StratifiedKFold
+
+    lab = np.flatnonzero(yy >= 0)
+    right, ll = 0, 0.0
+    for train, test in StratifiedKFold(k, shuffle=True, random_state=seed).split(lab, yy[lab]):
+        y_fold = np.full(yy.size, -1)
+        y_fold[lab[train]] = yy[lab[train]]
+        P = make().fit(X, y_fold).label_distributions_[lab[test]]
+        right += int(np.sum(P.argmax(1) == yy[lab[test]]))
+        ll += float(np.sum(np.log(np.maximum(P[np.arange(test.size), yy[lab[test]]], 1e-6))))
+    return right / lab.size, ll / lab.size
+
+
+def test_default_takes_the_heat_kernel_where_the_classes_overlap():
+    """Labels drawn from a smooth class probability (600 of 1500 points labelled): the
+    default cross-validates its full-resolution fit against the heat kernel's, whose
+    held-out accuracy and likelihood are those of fresh heat-kernel fits of the folds, and
+    takes the heat kernel - its probabilities within 0.05 of the truth."""
+    X, y, yy, p = _circle_with_known_probabilities(2)
+    unl = yy == -1
+    clf = FLGPClassifier().fit(X, yy)
+    cv = clf.cross_validation_
+    acc, ll = _held_out_scores(X, yy, lambda: FLGPClassifier(HeatKernelPrior()), 5)
+    assert cv["flgp"]["accuracy"] == pytest.approx(acc, abs=1e-12)
+    assert cv["flgp"]["log_likelihood"] == pytest.approx(ll, rel=1e-9)
+    assert cv["flgp"]["accuracy"] > cv["gmrf"]["accuracy"]
+    assert cv["flgp"]["log_likelihood"] > cv["gmrf"]["log_likelihood"]
+    assert clf.method_ == "flgp" and "cross-validation" in clf.skipped_methods_["gmrf"]
+    ref = FLGPClassifier(HeatKernelPrior()).fit(X, yy)
+    np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,
+                               rtol=1e-9, atol=1e-12)
+    assert np.abs(clf.label_distributions_[unl] - p[unl]).mean() < 0.05
+
+
+def test_default_keeps_its_full_resolution_fit_on_clusters():
+    """Three labels a class on two moons (clusters of the graph): the full-resolution fit
+    is kept, and it is exactly the fit without cross-validation; two labels a class, or
+    labels the labelling loop suggested, are not cross-validated."""
+    from flgp import GraphMaternPrior
+
+    X, y = make_moons(1500, noise=0.1, random_state=1)
+    yy = np.full(y.size, -1)
+    for c in (0, 1):
+        yy[np.flatnonzero(y == c)[:3]] = c
+    clf = FLGPClassifier().fit(X, yy)
+    assert clf.method_ == "gmrf" and clf.cross_validation_ is not None
+    ref = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
+    np.testing.assert_array_equal(clf.label_distributions_, ref.label_distributions_)
+    two = yy.copy()
+    two[np.flatnonzero(yy >= 0)[::3]] = -1
+    assert FLGPClassifier().fit(X, two).cross_validation_ is None
+    loop = FLGPClassifier(warm_start=True).fit(X, two)
+    rows = loop.suggest_labels(2)
+    two[rows] = y[rows]
+    assert np.bincount(two[two >= 0]).min() >= 2
+    two[np.flatnonzero((two == -1) & (y == 0))[:1]] = 0
+    two[np.flatnonzero((two == -1) & (y == 1))[:1]] = 1
+    assert np.bincount(two[two >= 0]).min() >= 3
+    assert loop.fit(X, two).cross_validation_ is None

@@ -20,6 +20,7 @@ from .graph_matern import GraphMaternClassification
 from .heat_kernel import HeatKernelClassification
 from .priors import HEAT_METHODS
 from .class_predictor import classes_of
+from .cross_validation import cross_validated_fit, cross_validates
 from .labelling import suggest_labels as _suggest_labels
 
 # the representations of the prior, in the order method="auto" asks them - the heat kernel
@@ -102,7 +103,12 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     self-tuning 10-NN graph (Poisson learning's graph), the labels' centred one-hot
     vectors regressed on the latents by sparse solves, class probabilities from the
     posterior means at a spread set from the cloud, re-weighted to the class-size prior
-    (docs/few_labels.md). Dask or zarr clouds, given induced points and clouds too large
+    (docs/few_labels.md). From three labels a class (a random sample: none chosen by
+    ``suggest_labels``) it also fits the heat kernel and keeps whichever of the two
+    predicts held-out labels better on both accuracy and log-likelihood, over stratified
+    folds of the labels (``cross_validation_``; docs/calibration.md): the heat kernel's
+    probabilities follow classes that overlap or touch, the full-resolution fit's are
+    sharper where the classes are clusters. Dask or zarr clouds, given induced points and clouds too large
     for that fit take the low-rank FLGP heat kernel instead (``HeatKernelPrior``): binary
     labels under the probit likelihood ``P(y = 1 | f) = Φ(f)``, more classes under the
     multinomial probit, one latent a class sharing the heat kernel ``A · C_t``, the
@@ -222,8 +228,14 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
         classifier's ``"auto"`` takes one representation by its rule, not by comparing
         evidences (EP's and the least-squares model's are of different likelihoods).
     skipped_methods_ : dict
-        Why each other representation offered was not fitted (``method="auto"``; empty
-        when one prior is given).
+        Why each other representation offered was not fitted, or not taken (``method=
+        "auto"``; empty when one prior is given).
+    cross_validation_ : dict or None
+        ``{"gmrf": {"accuracy": ..., "log_likelihood": ...}, "flgp": {...}}``: the held-out
+        accuracy and mean log-likelihood of the labels of the full-resolution fit and the
+        heat kernel's over stratified folds of the labels, by which ``prior=None`` chose
+        between them (:mod:`flgp.models.cross_validation`: from three labels a class, none
+        suggested by :meth:`suggest_labels`); None where it did not cross-validate.
     eigenpairs_ : Eigenpairs or None
         The fitted cloud's eigenpairs (the best bandwidth candidate) where the heat kernel
         was fitted; None after a graph Matérn fit.
@@ -475,11 +487,31 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
             raise ValueError(f"classes without a label (named in class_prior) need the "
                              f"full-resolution classifier (GraphMaternPrior()); "
                              f"{self.method_!r} learns only the labels' classes.")
-        fit = self.REPRESENTATIONS[key].fit(self._prior_for(key), options, X, labelled, codes,
-                                            self.classes_)
+        if self.method == "auto" and key == "gmrf" and self._offers("flgp") and \
+                cross_validates(options, X, labelled, codes, self.classes_.size):
+            # the rule's fit against the heat kernel's, by cross-validation over the labels
+            fits = {name: (self.REPRESENTATIONS[name], self._prior_for(name))
+                    for name in ("gmrf", "flgp")}
+            key, fit, scores = cross_validated_fit(fits, options, X, labelled, codes,
+                                                   self.classes_)
+            self.method_ = self._graph_method if key == "flgp" else key
+            other = "gmrf" if key == "flgp" else "flgp"
+            scores = {name: (acc, float(np.mean(ll))) for name, (acc, ll) in scores.items()}
+            skipped[other] = (f"fitted, and set aside by cross-validation over the labels "
+                              f"(held-out accuracy {scores[other][0]:.3f} against "
+                              f"{scores[key][0]:.3f}, log-likelihood a label "
+                              f"{scores[other][1]:.3f} against {scores[key][1]:.3f}; the "
+                              f"heat kernel is taken where it is better on both, its "
+                              f"likelihood by two standard errors)")
+        else:
+            scores = None
+            fit = self.REPRESENTATIONS[key].fit(self._prior_for(key), options, X, labelled,
+                                                codes, self.classes_)
         # its warnings point at the caller of fit
         self._adopt(fit, fit.fitted_attributes(X, stacklevel=3))
         self._record_choice(key, skipped)
+        self.cross_validation_ = None if scores is None else {
+            name: {"accuracy": acc, "log_likelihood": ll} for name, (acc, ll) in scores.items()}
         return self
 
     def _classifier_options(self) -> dict:

@@ -465,7 +465,7 @@ class GraphMaternClassification(ClassificationRepresentation):
         the seed of its graph and the prior are the previous fit's."""
         key = None
         seed = options.random_state if isinstance(options.random_state, int) else 0
-        if options.warm_start:
+        if options.warm_start or options.keep_graph:
             # the cloud's fingerprint from the start of this fit (one read of X a fit)
             key = ((None if options.cloud_key is None else (options.cloud_key, seed)),
                    id(prior.graph), prior.nu)

@@ -91,7 +91,10 @@ class FitOptions:
     ``overdispersion``; the classifier's inference (EP, else Laplace), one-vs-rest,
     whether the probabilities average over ``t``, ``calibration``, ``class_prior`` (a
     mapping's shares in the order of the classes), the cloud's fingerprint (None for
-    dask) and the rows ``suggest_labels`` gave on it."""
+    dask), the rows ``suggest_labels`` gave on it, and ``keep_graph``: the full-resolution
+    fit keeps its graph and prior columns in ``cache`` for refits on other labels of the
+    same cloud within one fit (the cross-validated choice), as ``warm_start`` does across
+    fits."""
 
     estimator: str
     method: str
@@ -112,6 +115,7 @@ class FitOptions:
     class_prior: object = None
     cloud_key: object = None
     suggested: object = ()
+    keep_graph: bool = False
 
 
 class Outranked(Exception):
