@@ -234,34 +234,14 @@ def _peak_gb():
 def motor_map(seed: int) -> dict:
     """The whole-brain motor map (45,448 voxels), 30 % observed: fit, then the excursion set
     at ``u = 3`` (z units) and α = 0.05, timed apart."""
-    import nibabel as nib
     from nilearn.datasets import load_sample_motor_activation_image
 
-    import flgp
+    from flgp.datasets.fmri import load_voxels
     from flgp.graph import lattice_graph
-    from flgp.models.excursion import excursion_set
 
-    img = nib.load(load_sample_motor_activation_image())
-    data = img.get_fdata()
-    mask = np.isfinite(data) & (data != 0)
-    ijk = np.argwhere(mask)
-    values = data[mask]
-    graph = lattice_graph(ijk, img.affine)
-    rng = np.random.default_rng(seed)
-    observed = np.zeros(values.size, bool)
-    observed[rng.choice(values.size, int(round(0.3 * values.size)), replace=False)] = True
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        reg = flgp.FLGPRegressor(prior=flgp.GraphMaternPrior(graph=graph)).fit(
-            graph.points, np.where(observed, values, np.nan))
-    fit_seconds = time.perf_counter() - start
-    peak_fit = _peak_gb()
-    start = time.perf_counter()
-    result = excursion_set(reg, 3.0, ALPHA, random_state=seed)
-    seconds = time.perf_counter() - start
-    return _real_row("motor", values.size, reg, result, fit_seconds, seconds, peak_fit,
-                     values, 3.0)
+    vox = load_voxels(load_sample_motor_activation_image())
+    values, graph = vox.values, lattice_graph(vox.ijk, vox.affine)
+    return _timed_set("motor", graph, values, 0.3, 3.0, seed)
 
 
 def fsaverage_hemisphere(seed: int, hemi: str = "left") -> dict:
@@ -269,18 +249,27 @@ def fsaverage_hemisphere(seed: int, hemi: str = "left") -> dict:
     90th percentile of the map and α = 0.05."""
     from nilearn import datasets
 
-    import flgp
     from flgp.graph import mesh_graph
-    from flgp.models.excursion import excursion_set
 
     mesh = datasets.load_fsaverage("fsaverage5")["pial"].parts[hemi]
     img = datasets.load_fsaverage_data("fsaverage5", mesh_type="pial", data_type="sulcal")
     values = np.asarray(img.data.parts[hemi], dtype=np.float64)
     V, F = np.asarray(mesh.coordinates, dtype=np.float64), np.asarray(mesh.faces)
     graph = mesh_graph(V, F)
+    return _timed_set(f"fsaverage5 {hemi}", graph, values, 0.1,
+                      float(np.quantile(values, 0.9)), seed)
+
+
+def _timed_set(name, graph, values, fraction, u, seed):
+    """The default graph Matérn fit of ``values`` on ``graph`` with ``fraction`` of its
+    nodes observed, then the excursion set above ``u`` at α = 0.05, each timed."""
+    import flgp
+    from flgp.models.excursion import excursion_set
+
     rng = np.random.default_rng(seed)
     observed = np.zeros(values.size, bool)
-    observed[rng.choice(values.size, int(round(0.1 * values.size)), replace=False)] = True
+    observed[rng.choice(values.size, int(round(fraction * values.size)),
+                        replace=False)] = True
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -288,12 +277,11 @@ def fsaverage_hemisphere(seed: int, hemi: str = "left") -> dict:
             graph.points, np.where(observed, values, np.nan))
     fit_seconds = time.perf_counter() - start
     peak_fit = _peak_gb()
-    u = float(np.quantile(values, 0.9))
     start = time.perf_counter()
     result = excursion_set(reg, u, ALPHA, random_state=seed)
     seconds = time.perf_counter() - start
-    return _real_row(f"fsaverage5 {hemi}", values.size, reg, result, fit_seconds, seconds,
-                     peak_fit, values, u)
+    return _real_row(name, values.size, reg, result, fit_seconds, seconds, peak_fit,
+                     values, u)
 
 
 def _real_row(name, n, reg, result, fit_seconds, seconds, peak_fit, values, u):
