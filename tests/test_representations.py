@@ -574,7 +574,17 @@ def test_the_classifier_says_what_it_chose_and_why():
     assert clf.log_evidence_ == {"gmrf": clf.log_marginal_likelihood_}
     assert set(clf.skipped_methods_) == {"rbf", "flgp"}
     assert "labelled points only" in clf.skipped_methods_["rbf"]
-    assert "took 'gmrf' first" in clf.skipped_methods_["flgp"]
+    # three labels a class and more: the heat kernel fitted too, and set aside by
+    # cross-validation, with its held-out scores against the full-resolution fit's
+    cv = clf.cross_validation_
+    assert "set aside by cross-validation" in clf.skipped_methods_["flgp"]
+    assert f"{cv['flgp']['accuracy']:.3f} against {cv['gmrf']['accuracy']:.3f}" \
+        in clf.skipped_methods_["flgp"]
+    two = semi.copy()
+    two[np.flatnonzero(semi == 0)[:1]] = -1              # two labels of one class
+    fewer = FLGPClassifier().fit(X, two)
+    assert fewer.cross_validation_ is None
+    assert "took 'gmrf' first" in fewer.skipped_methods_["flgp"]
     # one prior alone: nothing passed over
     heat = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100))).fit(X, semi)
     assert heat.log_evidence_ == {"flgp": heat.log_marginal_likelihood_}
