@@ -1,6 +1,6 @@
 """What :class:`~flgp.FLGPClassifier` and :class:`~flgp.FLGPRegressor` share.
 
-:class:`HeatGPEstimator` is their common core:
+:class:`GPEstimator` is their common core:
 
 * the parameters of the engine and their constraints (scikit-learn's
   ``_parameter_constraints``, checked once when ``fit`` starts, before any work);
@@ -8,11 +8,11 @@
   :func:`flgp._validation.check_cloud_values` (one scan for NaN and infinity), a dask or zarr
   cloud by its shape and one pass over its chunks - with the labelled rows and values of
   ``y``, and ``X_unlabeled`` stacked below ``X``;
-* one place that clears what a previous fit left (:meth:`HeatGPEstimator._clear_fit`),
+* one place that clears what a previous fit left (:meth:`GPEstimator._clear_fit`),
   keeping the ``warm_start`` caches, and one that sets what a fit gives
-  (:meth:`HeatGPEstimator._adopt`);
-* the prior objects (``prior=``): each representation's (:meth:`HeatGPEstimator._prior_for`)
-  and the fit's options (:meth:`HeatGPEstimator._fit_options`), all that a representation
+  (:meth:`GPEstimator._adopt`);
+* the prior objects (``prior=``): each representation's (:meth:`GPEstimator._prior_for`)
+  and the fit's options (:meth:`GPEstimator._fit_options`), all that a representation
   receives of the estimator; for users, read-only views of the settings (``est.n_induced``,
   ``est.graph``, ...; docs/models.md).
 
@@ -38,15 +38,16 @@ from .priors import (HEAT_METHODS, HEAT_PARAMETERS, GraphMaternPrior, HeatKernel
                      RBFPrior, resolve_priors)
 from .representation import FitOptions, WarmStartCache
 
-__all__ = ["HeatGPEstimator", "ESTIMATOR_METHODS"]
+__all__ = ["GPEstimator", "ESTIMATOR_METHODS"]
 
 # the heat kernel's methods; each estimator adds the names of its REPRESENTATIONS
 ESTIMATOR_METHODS = HEAT_METHODS
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 
 
-class HeatGPEstimator(BaseEstimator):
-    """The shared core of the heat-kernel GP estimators (see the module notes)."""
+class GPEstimator(BaseEstimator):
+    """The shared core of the Gaussian-process estimators, whatever their prior (see the module
+    notes)."""
 
     _parameter_constraints: dict = {
         "prior": [Prior, list, tuple, None],
@@ -338,10 +339,10 @@ def _heat_setting(name: str) -> property:
 
 for _name in HEAT_PARAMETERS:
     if _name != "method":
-        setattr(HeatGPEstimator, _name, _heat_setting(_name))
-HeatGPEstimator.graph = property(
+        setattr(GPEstimator, _name, _heat_setting(_name))
+GPEstimator.graph = property(
     lambda self: self._prior_for("gmrf").graph,
     doc="``graph`` of the graph Matérn prior object (read-only).")
-HeatGPEstimator.matern_order = property(
+GPEstimator.matern_order = property(
     lambda self: self._prior_for("gmrf").nu,
     doc="``nu`` of the graph Matérn prior object (read-only).")

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy
 from .._fingerprint import array_fingerprint
-from ._base import HeatGPEstimator, target_vector
+from ._base import GPEstimator, target_vector
 from .baselines import RBFClassification
 from .graph_matern import GraphMaternClassification
 from .heat_kernel import HeatKernelClassification
@@ -94,7 +94,7 @@ def warn_conflicting_labels(X, labelled, codes, classes, stacklevel: int = 2) ->
                   stacklevel=stacklevel + 1)
 
 
-class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
+class FLGPClassifier(ClassifierMixin, GPEstimator):
     """Semi-supervised Gaussian-process classifier on a point cloud: few labels, many
     unlabelled points, classes that follow the cloud's shape.
 
@@ -328,7 +328,7 @@ class FLGPClassifier(ClassifierMixin, HeatGPEstimator):
     """
 
     _parameter_constraints: dict = {
-        **HeatGPEstimator._parameter_constraints,
+        **GPEstimator._parameter_constraints,
         "class_prior": [StrOptions({"auto", "balanced", "labels"}), dict, "array-like",
                         None],
         "multi_class": [StrOptions({"multinomial", "ovr"})],

@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._chunks import is_lazy
-from ._base import _POSITIVE, HeatGPEstimator, target_vector
+from ._base import _POSITIVE, GPEstimator, target_vector
 from .baselines import RBFRegression
 from .graph_matern import GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegression
 from .labelling import suggest_labels as _suggest_labels
@@ -29,7 +29,7 @@ REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegress
                                              HeatKernelRegression())}
 
 
-class FLGPRegressor(RegressorMixin, HeatGPEstimator):
+class FLGPRegressor(RegressorMixin, GPEstimator):
     r"""Semi-supervised Gaussian-process regression on a point cloud or graph: a target at
     some points, predictions with uncertainty at all of them.
 
@@ -210,7 +210,7 @@ class FLGPRegressor(RegressorMixin, HeatGPEstimator):
     """
 
     _parameter_constraints: dict = {
-        **HeatGPEstimator._parameter_constraints,
+        **GPEstimator._parameter_constraints,
         "noise": [_POSITIVE, None],
         "likelihood": [StrOptions({"gaussian", "poisson"})],
         "overdispersion": [Interval(numbers.Real, 0, None, closed="left"), None],
