@@ -252,3 +252,24 @@ def test_default_keeps_its_full_resolution_fit_on_clusters():
     two[np.flatnonzero((two == -1) & (y == 1))[:1]] = 1
     assert np.bincount(two[two >= 0]).min() >= 3
     assert loop.fit(X, two).cross_validation_ is None
+
+
+def test_a_fold_the_heat_kernel_cannot_fit_leaves_the_rule_standing(monkeypatch):
+    """Where the heat kernel fails on a fold (here: made to), the default keeps its
+    full-resolution fit - the same as without cross-validation - and says why."""
+    from flgp import GraphMaternPrior
+    from flgp.models import heat_kernel
+
+    def fails(self, *args, **kwargs):
+        raise ValueError("no eigenbasis for these labels")
+
+    monkeypatch.setattr(heat_kernel.HeatKernelClassification, "fit", fails)
+    X, y = make_moons(600, noise=0.1, random_state=2)
+    yy = np.full(y.size, -1)
+    for c in (0, 1):
+        yy[np.flatnonzero(y == c)[:4]] = c
+    clf = FLGPClassifier().fit(X, yy)
+    assert clf.method_ == "gmrf" and clf.cross_validation_ is None
+    assert "no eigenbasis for these labels" in clf.skipped_methods_["flgp"]
+    ref = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
+    np.testing.assert_array_equal(clf.label_distributions_, ref.label_distributions_)

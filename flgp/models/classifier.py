@@ -496,6 +496,15 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
                                                    self.classes_)
             self.method_ = self._graph_method if key == "flgp" else key
             other = "gmrf" if key == "flgp" else "flgp"
+        else:
+            scores = None
+            fit = self.REPRESENTATIONS[key].fit(self._prior_for(key), options, X, labelled,
+                                                codes, self.classes_)
+        if isinstance(scores, str):
+            skipped["flgp"] = (f"not compared: cross-validating it over the labels failed "
+                               f"({scores})")
+            scores = None
+        elif scores is not None:
             scores = {name: (acc, float(np.mean(ll))) for name, (acc, ll) in scores.items()}
             skipped[other] = (f"fitted, and set aside by cross-validation over the labels "
                               f"(held-out accuracy {scores[other][0]:.3f} against "
@@ -503,10 +512,6 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
                               f"{scores[other][1]:.3f} against {scores[key][1]:.3f}; the "
                               f"heat kernel is taken where it is better on both, its "
                               f"likelihood by two standard errors)")
-        else:
-            scores = None
-            fit = self.REPRESENTATIONS[key].fit(self._prior_for(key), options, X, labelled,
-                                                codes, self.classes_)
         # its warnings point at the caller of fit
         self._adopt(fit, fit.fitted_attributes(X, stacklevel=3))
         self._record_choice(key, skipped)

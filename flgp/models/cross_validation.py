@@ -61,7 +61,8 @@ def cross_validates(options, X, labelled, codes, n_classes) -> bool:
 def cross_validated_fit(fits, options, X, labelled, codes, classes):
     """``(name, fit, scores)``: the fit on every label of the one of ``fits = {"gmrf":
     (representation, prior), "flgp": (...)}`` that :func:`takes_heat_kernel` picks from
-    their :func:`cross_validated_scores`. The cloud's graph, prior columns and eigenpairs
+    their :func:`cross_validated_scores` (``scores`` a string saying why, and the
+    full-resolution fit, where a fold could not be fitted). The cloud's graph, prior columns and eigenpairs
     are computed once for the folds and the final fit (kept in the estimator's cache with
     ``warm_start``)."""
     local = replace(options, keep_graph=True,
@@ -72,7 +73,12 @@ def cross_validated_fit(fits, options, X, labelled, codes, classes):
         # graph and prior columns
         rep, prior = fits["gmrf"]
         fit = rep.fit(prior, local, X, labelled, codes, classes)
-        scores = cross_validated_scores(fits, local, X, labelled, codes, classes)
+        try:
+            scores = cross_validated_scores(fits, local, X, labelled, codes, classes)
+        except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+            # a fold the heat kernel cannot fit (fewer labels, a cloud its graph does not
+            # serve) leaves the rule's fit standing, and says why
+            return "gmrf", fit, f"{type(exc).__name__}: {exc}"
         if not takes_heat_kernel(scores):
             return "gmrf", fit, scores
         rep, prior = fits["flgp"]
