@@ -216,20 +216,22 @@ def test_default_takes_the_heat_kernel_where_the_classes_overlap():
     clf = FLGPClassifier().fit(X, yy)
     cv = clf.cross_validation_
     acc, ll = _held_out_scores(X, yy, lambda: FLGPClassifier(HeatKernelPrior()), 5)
+    # the fold fits against fresh ones: the heat kernel's hyperparameters are an
+    # optimiser's, compared at its tolerance
     assert cv["flgp"]["accuracy"] == pytest.approx(acc, abs=1e-12)
-    assert cv["flgp"]["log_likelihood"] == pytest.approx(ll, rel=1e-9)
+    assert cv["flgp"]["log_likelihood"] == pytest.approx(ll, rel=1e-4)
     assert cv["flgp"]["accuracy"] > cv["gmrf"]["accuracy"]
     assert cv["flgp"]["log_likelihood"] > cv["gmrf"]["log_likelihood"]
     assert clf.method_ == "flgp" and "cross-validation" in clf.skipped_methods_["gmrf"]
     ref = FLGPClassifier(HeatKernelPrior()).fit(X, yy)
     np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,
-                               rtol=1e-9, atol=1e-12)
+                               rtol=1e-4, atol=1e-6)
     assert np.abs(clf.label_distributions_[unl] - p[unl]).mean() < 0.05
 
 
 def test_default_keeps_its_full_resolution_fit_on_clusters():
     """Three labels a class on two moons (clusters of the graph): the full-resolution fit
-    is kept, and it is exactly the fit without cross-validation; two labels a class, or
+    is kept, and it is the fit without cross-validation (to rounding); two labels a class, or
     labels the labelling loop suggested, are not cross-validated."""
     from flgp import GraphMaternPrior
 
@@ -240,7 +242,8 @@ def test_default_keeps_its_full_resolution_fit_on_clusters():
     clf = FLGPClassifier().fit(X, yy)
     assert clf.method_ == "gmrf" and clf.cross_validation_ is not None
     ref = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
-    np.testing.assert_array_equal(clf.label_distributions_, ref.label_distributions_)
+    np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,
+                               rtol=1e-10, atol=1e-12)
     two = yy.copy()
     two[np.flatnonzero(yy >= 0)[::3]] = -1
     assert FLGPClassifier().fit(X, two).cross_validation_ is None
@@ -272,4 +275,5 @@ def test_a_fold_the_heat_kernel_cannot_fit_leaves_the_rule_standing(monkeypatch)
     assert clf.method_ == "gmrf" and clf.cross_validation_ is None
     assert "no eigenbasis for these labels" in clf.skipped_methods_["flgp"]
     ref = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
-    np.testing.assert_array_equal(clf.label_distributions_, ref.label_distributions_)
+    np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,
+                               rtol=1e-10, atol=1e-12)
