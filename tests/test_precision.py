@@ -292,3 +292,33 @@ def test_matern_family_of_a_graph_is_shared_and_its_cache_bounded(monkeypatch):
     matern.MaternFamily.of(lattice_graph(ijk), 4)
     assert len(matern._FAMILIES) == 2
     assert matern.MaternFamily.of(lattice_graph(ijk), 2) is not a      # evicted
+
+
+def test_entries_of_inverse_and_matern_factors_against_dense():
+    """``entries_of_inverse`` (repeated, unsorted columns; kept columns) and
+    ``MaternFactors`` (``log|Q|``, ``Q⁻¹B``, the posterior precision's factor, prior draws'
+    covariance) against dense references."""
+    import pickle
+
+    from flgp.precision.gaussian import entries_of_inverse
+    from flgp.precision.matern import MaternFactors
+
+    g = lattice_graph(np.argwhere(np.ones((7, 6, 1), bool)))
+    factors = MaternFactors(g, 2)
+    Q = matern_precision(g, 0.3, 2).toarray()
+    S = np.linalg.inv(Q)
+    rows, cols = np.array([4, 0, 9, 9, 41]), np.array([30, 2, 30, 9, 2])
+    solve = lambda B: factors.solve_prior(0.3, B)  # noqa: E731
+    values, (distinct, Z) = entries_of_inverse(solve, g.n_nodes, rows, cols, keep_columns=True)
+    np.testing.assert_allclose(values, S[rows, cols], rtol=1e-10)
+    assert distinct.tolist() == [30, 2, 9]
+    np.testing.assert_allclose(Z, S[:, distinct], rtol=1e-10, atol=1e-14)
+    assert factors.logdet_prior(0.3) == pytest.approx(np.linalg.slogdet(Q)[1], rel=1e-10)
+    nodes, w = np.array([1, 5, 17]), np.array([2.0, 0.5, 3.0])
+    Qt = Q.copy()
+    Qt[nodes, nodes] += w
+    chol = factors.posterior_factor(0.3, nodes, w, key="w")
+    np.testing.assert_allclose(chol.solve(np.eye(g.n_nodes)), np.linalg.inv(Qt), rtol=1e-9,
+                               atol=1e-14)
+    X = pickle.loads(pickle.dumps(factors)).prior_draws(0.3, 20000, np.random.default_rng(0))
+    np.testing.assert_allclose(np.cov(X)[nodes, nodes], S[nodes, nodes], rtol=0.05)

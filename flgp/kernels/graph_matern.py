@@ -87,7 +87,9 @@ from gpytorch.models.exact_prediction_strategies import DefaultPredictionStrateg
 from linear_operator.operators import DiagLinearOperator, LinearOperator, ZeroLinearOperator
 
 from ..precision.cholesky import PatternCholesky
-from ..precision.matern import MaternFamily, check_order
+from ..precision.gaussian import (SOLVE_BLOCK, diagonal_of_inverse, entries_of_inverse,
+                                  rao_blackwell_variances, rbmc_variances)
+from ..precision.matern import MaternFactors, MaternFamily, apply_matern_inverse, check_order
 from ..precision.prior import EXACT_VARIANCE_ROWS
 from .spectral_kernel import output_dtype
 
@@ -103,7 +105,6 @@ INPUT_KINDS = ("coordinates", "index")
 NORMALIZATIONS = ("fixed", "variance", "none")
 # relative step of the finite difference of log|K| in κ² (see the module notes)
 FD_STEP = 1e-6
-_BLOCK = 256
 SOLVERS = ("auto", "cholesky", "cg")
 # conjugate gradients (solver="cg"): the relative residual each column is solved to, and
 # the most iterations (times the number of nodes, at least CG_MIN_ITER) before it gives up
@@ -193,9 +194,11 @@ def _pcg(A: torch.Tensor, inv_diag: torch.Tensor, B: torch.Tensor,
 
 
 class _Engine:
-    """The graph in its own units, its Matérn families and their CHOLMOD factors (one
-    numeric state per pattern, refactored when the hyperparameters change), shared by a
-    kernel and its copies (``deepcopy`` returns the same engine: it is a cache)."""
+    """The graph in its own units and its Matérn factors (:class:`~flgp.precision.matern
+    .MaternFactors`, refactored when the hyperparameters change), with what the kernel
+    adds to them: node look-up, conjugate-gradient solves on a device, the derivative of
+    ``Q`` and the gradient's traces. Shared by a kernel and its copies (``deepcopy``
+    returns the same engine: it is a cache)."""
 
     def __init__(self, graph, nu: int, n_reference: int, trace_estimator: str,
                  n_probes: int, random_state: int, n_variance_samples: int = 64):
@@ -204,8 +207,8 @@ class _Engine:
         self.points = np.asarray(graph.points, dtype=np.float64)
         self.tolerance = float(graph.ROW_TOLERANCE * graph.spacing)
         self.nu, self.n = nu, graph.n_nodes
-        self.mass = np.asarray(self.graph.mass, dtype=np.float64)
-        self.log_mass = float(np.sum(np.log(self.mass)))
+        self.factors = MaternFactors(self.graph, nu)
+        self.mass = self.factors.mass
         n_reference = int(min(n_reference, self.n))
         self.reference = np.unique(((np.arange(n_reference) + 0.5) * self.n
                                     / n_reference).astype(np.int64))
@@ -216,9 +219,7 @@ class _Engine:
         self._reset()
 
     def _reset(self):
-        self._families, self._chol, self._state = {}, {}, {}
-        self._logdet_K, self._tree, self._posterior_values = {}, None, None
-        self._reference, self._matrices, self._fixed = None, {}, None
+        self._tree, self._reference, self._matrices, self._fixed = None, None, {}, None
         self._torch = {}
 
     # the solves' path (GraphMaternKernel's ``solver``, set by the kernel before it is used)
@@ -237,8 +238,7 @@ class _Engine:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for k in ("_families", "_chol", "_state", "_logdet_K", "_tree", "_posterior_values",
-                  "_reference", "_matrices", "_fixed", "_torch"):
+        for k in ("_tree", "_reference", "_matrices", "_fixed", "_torch"):
             state.pop(k)
         return state
 
@@ -284,60 +284,27 @@ class _Engine:
                 f"prior lives on the nodes only: add the point to the graph, or pass nodes.")
         return np.asarray(idx, dtype=np.int64)
 
-    # -- families and factors ------------------------------------------------------------
+    # -- factors and solves ------------------------------------------------------------
     def family(self, order: int) -> MaternFamily:
-        if order not in self._families:
-            self._families[order] = MaternFamily(self.graph, order)
-        return self._families[order]
-
-    def _factor(self, name: str, order: int, key, values) -> PatternCholesky:
-        if name not in self._chol:
-            fam = self.family(order)
-            self._chol[name] = PatternCholesky.of_lower_pattern(fam.indptr, fam.indices)
-        chol = self._chol[name]
-        if self._state.get(name) != key:
-            self._state[name] = None
-            chol.factor_values(values() if callable(values) else values)
-            self._state[name] = key
-        return chol
-
-    def prior_factor(self, k2: float) -> PatternCholesky:
-        """The factor of ``K = κ²C + G``."""
-        return self._factor("K", 1, k2, lambda: self.family(1).values(k2))
-
-    def logdet_K(self, k2: float) -> float:
-        if k2 not in self._logdet_K:
-            if len(self._logdet_K) > 64:
-                self._logdet_K.clear()
-            self._logdet_K[k2] = self.prior_factor(k2).logdet()
-        return self._logdet_K[k2]
-
-    def logdet_Q(self, k2: float) -> float:
-        """``log|Q_ν| = ν log|K| - (ν-1) log|C|``."""
-        return self.nu * self.logdet_K(k2) - (self.nu - 1) * self.log_mass
+        return self.factors.family(order)
 
     def dlogdet_K(self, k2: float) -> float:
         """``tr(K⁻¹C) = d log|K| / dκ²`` by a one-sided finite difference (a second factor
         of ``K`` of its own, so that the main one stays at ``κ²``)."""
         h = FD_STEP * k2
-        up = self._factor("K_fd", 1, k2 + h, lambda: self.family(1).values(k2 + h)).logdet()
-        return (up - self.logdet_K(k2)) / h
+        up = self.factors.factor("stiffness_step", 1, k2 + h,
+                                 lambda: self.family(1).values(k2 + h)).logdet()
+        return (up - self.factors.logdet_stiffness(k2)) / h
 
     def solve_Q(self, k2: float, B: np.ndarray) -> np.ndarray:
         """``Q⁻¹B = (K⁻¹C)^{ν-1} K⁻¹ B``: ``ν`` solves with the factor of ``K`` (or by
         conjugate gradients with ``K``, :meth:`configure`)."""
         if self.solver == "cg":
             K, inv_diag = self._on_device("K", k2, lambda: self.family(1).matrix(k2))
-            X = self._cg(K, inv_diag, B, to_numpy=False)
             mass = torch.as_tensor(self.mass, device=self.device)
-            for _ in range(self.nu - 1):
-                X = self._cg(K, inv_diag, mass[:, None] * X, to_numpy=False)
-            return X.cpu().numpy()
-        chol = self.prior_factor(k2)
-        X = chol.solve(B)
-        for _ in range(self.nu - 1):
-            X = chol.solve(self.mass[:, None] * X)
-        return X
+            return apply_matern_inverse(lambda X: self._cg(K, inv_diag, X, to_numpy=False),
+                                        mass, self.nu, B).cpu().numpy()
+        return self.factors.solve_prior(k2, B)
 
     def solve_posterior(self, k2: float, c: float, obs: _Observations,
                         B: np.ndarray) -> np.ndarray:
@@ -396,25 +363,11 @@ class _Engine:
 
     def posterior_factor(self, k2: float, c: float, obs: _Observations) -> PatternCholesky:
         """The factor of ``Q̃ = Q + c W``."""
-        key = (k2, c, obs.digest)
-
-        def values():
-            fam = self.family(self.nu)
-            v = fam.values(k2)
-            v[fam.diagonal[obs.nodes]] += c * obs.w
-            self._posterior_values = (key, v)
-            return v
-
-        return self._factor("Qt", self.nu, key, values)
+        return self.factors.posterior_factor(k2, obs.nodes, c * obs.w, (k2, c, obs.digest))
 
     def posterior_matrix(self, k2: float, c: float, obs: _Observations) -> sp.csr_matrix:
-        key = (k2, c, obs.digest)
-        if self._posterior_values is None or self._posterior_values[0] != key:
-            fam = self.family(self.nu)
-            v = fam.values(k2)
-            v[fam.diagonal[obs.nodes]] += c * obs.w
-            self._posterior_values = (key, v)
-        return self.family(self.nu).matrix(k2, self._posterior_values[1]).tocsr()
+        return self.factors.posterior_precision(k2, obs.nodes, c * obs.w,
+                                                (k2, c, obs.digest)).tocsr()
 
     def seed(self, *values) -> np.random.Generator:
         """A generator seeded by ``random_state`` and the given values (hyperparameters,
@@ -430,28 +383,16 @@ class _Engine:
     # -- entries, traces, variances ------------------------------------------------------
     def prior_entries(self, k2: float, a: np.ndarray, b: np.ndarray,
                       keep: bool = False):
-        """``(Q⁻¹)[a_i, b_i]``, exactly (unit-vector solves, ``_BLOCK`` at a time). With
-        ``keep``, also the columns ``Q⁻¹ e_j`` of the distinct ``b`` (``(cols, Z)``) when
-        they fit in ``KEPT_COLUMN_ENTRIES`` numbers, else None - for the derivative of a
-        diagonal (:meth:`prior_entries_grad`)."""
-        pairs, inverse = np.unique(np.stack([a, b], 1), axis=0, return_inverse=True)
-        cols, col_of = np.unique(pairs[:, 1], return_inverse=True)
-        out = np.empty(pairs.shape[0])
-        kept = (np.empty((self.n, cols.size)) if keep
-                and self.n * cols.size <= KEPT_COLUMN_ENTRIES else None)
-        for s in range(0, cols.size, _BLOCK):
-            block = cols[s:s + _BLOCK]
-            E = np.zeros((self.n, block.size))
-            E[block, np.arange(block.size)] = 1.0
-            Z = self.solve_Q(k2, E)
-            sel = (col_of >= s) & (col_of < s + block.size)
-            out[sel] = Z[pairs[sel, 0], col_of[sel] - s]
-            if kept is not None:
-                kept[:, s:s + block.size] = Z
-        values = out[inverse.ravel()]
-        if keep:
-            return values, None if kept is None else (cols, kept)
-        return values
+        """``(Q⁻¹)[a_i, b_i]``, exactly (unit-vector solves). With ``keep``, also the
+        columns ``Q⁻¹ e_j`` of the distinct ``b`` (``(cols, Z)``) when they fit in
+        ``KEPT_COLUMN_ENTRIES`` numbers, else None - for the derivative of a diagonal
+        (:meth:`prior_entries_grad`)."""
+        solve = lambda B: self.solve_Q(k2, B)  # noqa: E731
+        if not keep:
+            return entries_of_inverse(solve, self.n, a, b)
+        if self.n * np.unique(b).size > KEPT_COLUMN_ENTRIES:
+            return entries_of_inverse(solve, self.n, a, b), None
+        return entries_of_inverse(solve, self.n, a, b, keep_columns=True)
 
     def prior_entries_grad(self, k2: float, a: np.ndarray, b: np.ndarray,
                            g: np.ndarray, columns=None) -> float:
@@ -462,11 +403,13 @@ class _Engine:
         if columns is not None and np.array_equal(a, b):
             cols, Z = columns
             # the diagonal terms z_jᵀ Q' z_j of each distinct node, weighted by its g's
-            weights = np.bincount(np.searchsorted(cols, a), weights=g, minlength=cols.size)
+            order = np.argsort(cols)
+            weights = np.bincount(order[np.searchsorted(cols, a, sorter=order)], weights=g,
+                                  minlength=cols.size)
             return -float(np.sum(weights * np.einsum("ij,ij->j", Z, dQ @ Z)))
         total = 0.0
-        for s in range(0, a.size, _BLOCK):
-            aa, bb, gg = a[s:s + _BLOCK], b[s:s + _BLOCK], g[s:s + _BLOCK]
+        for s in range(0, a.size, SOLVE_BLOCK):
+            aa, bb, gg = a[s:s + SOLVE_BLOCK], b[s:s + SOLVE_BLOCK], g[s:s + SOLVE_BLOCK]
             cols = np.arange(aa.size)
             Eb = np.zeros((self.n, aa.size))
             Eb[bb, cols] = 1.0
@@ -497,19 +440,6 @@ class _Engine:
             self._reference = (k2, self.solve_Q(k2, E))
         return self._reference[1]
 
-    def prior_sample(self, k2: float, n_samples: int, rng) -> np.ndarray:
-        """Draws ``x ~ N(0, Q⁻¹)`` from the factor of ``K``: ``(K⁻¹C)^p C^{-1/2} z`` for
-        ``ν = 2p``, ``(K⁻¹C)^p y`` with ``y ~ N(0, K⁻¹)`` for ``ν = 2p + 1``."""
-        chol = self.prior_factor(k2)
-        p = self.nu // 2
-        if self.nu % 2:
-            X = chol.sample(n_samples, rng)
-        else:
-            X = rng.standard_normal((self.n, n_samples)) / np.sqrt(self.mass)[:, None]
-        for _ in range(p):
-            X = chol.solve(self.mass[:, None] * X)
-        return X
-
     def traces(self, k2: float, c: float, obs: _Observations, estimator: str):
         """``(diag(Q̃⁻¹) at obs.nodes, Δ = tr(Q̃⁻¹Q') - tr(Q⁻¹Q'), diagnostics)``: exact or
         Rao-Blackwellised (see the module notes)."""
@@ -520,8 +450,8 @@ class _Engine:
         if exact:
             diag = np.empty(nodes.size)
             cross = np.empty(nodes.size)
-            for s in range(0, nodes.size, _BLOCK):
-                block = nodes[s:s + _BLOCK]
+            for s in range(0, nodes.size, SOLVE_BLOCK):
+                block = nodes[s:s + SOLVE_BLOCK]
                 cols = np.arange(block.size)
                 E = np.zeros((self.n, block.size))
                 E[block, cols] = 1.0
@@ -565,27 +495,14 @@ class _Engine:
         by Rao-Blackwellised Monte Carlo (``n_variance_samples`` draws) beyond."""
         chol = self.posterior_factor(k2, c, obs)
         if nodes.size <= EXACT_VARIANCE_ROWS:
-            out = np.empty(nodes.size)
-            for s in range(0, nodes.size, _BLOCK):
-                block = nodes[s:s + _BLOCK]
-                E = np.zeros((self.n, block.size))
-                E[block, np.arange(block.size)] = 1.0
-                out[s:s + block.size] = chol.solve(E)[block, np.arange(block.size)]
-            return out
-        X = chol.sample(self.n_variance_samples, self.seed(k2, c, obs.digest, 1.0))
-        return _rb_diagonal(self.posterior_matrix(k2, c, obs), X)[nodes]
+            return diagonal_of_inverse(chol.solve, self.n, nodes)
+        return rbmc_variances(self.posterior_matrix(k2, c, obs), chol, self.n_variance_samples,
+                              self.seed(k2, c, obs.digest, 1.0))[0][nodes]
 
     def prior_variances(self, k2: float, nodes: np.ndarray) -> np.ndarray:
         """``diag(Q⁻¹)`` at many ``nodes``, by Rao-Blackwellised Monte Carlo."""
-        X = self.prior_sample(k2, self.n_variance_samples, self.seed(k2, 2.0))
-        return _rb_diagonal(sp.csr_matrix(self.Q(k2)), X)[nodes]
-
-
-def _rb_diagonal(P: sp.csr_matrix, X: np.ndarray) -> np.ndarray:
-    """``diag(P⁻¹)`` from draws ``X ~ N(0, P⁻¹)``: ``1/P_ii + mean (x_i - (Px)_i/P_ii)²``."""
-    p = P.diagonal()
-    M = X - (P @ X) / p[:, None]
-    return 1.0 / p + np.mean(M * M, axis=1)
+        X = self.factors.prior_draws(k2, self.n_variance_samples, self.seed(k2, 2.0))
+        return rao_blackwell_variances(self.Q(k2), X)[0][nodes]
 
 
 # -- torch: autograd functions over the core -----------------------------------------------
@@ -722,7 +639,7 @@ class _InvQuadLogdet(torch.autograd.Function):
             quad = np.zeros(0)
         logdet = 0.0
         if want_logdet:
-            logdet = float(np.sum(np.log(d))) + chol.logdet() - engine.logdet_Q(k2)
+            logdet = float(np.sum(np.log(d))) + chol.logdet() - engine.factors.logdet_prior(k2)
         return _out(quad, kappa2), _out(logdet, kappa2)
 
     @staticmethod
@@ -1109,13 +1026,8 @@ class GraphMaternPosteriorCovariance(_GraphOperator):
                 nodes, inverse = np.unique(a, return_inverse=True)
                 var = self.engine.posterior_variances(k2, c, obs, nodes)[inverse]
             else:
-                var = np.empty(a.size)
-                chol = self.engine.posterior_factor(k2, c, obs)
-                for s in range(0, a.size, _BLOCK):
-                    E = np.zeros((self.engine.n, min(_BLOCK, a.size - s)))
-                    E[b[s:s + _BLOCK], np.arange(E.shape[1])] = 1.0
-                    var[s:s + E.shape[1]] = chol.solve(E)[a[s:s + _BLOCK],
-                                                          np.arange(E.shape[1])]
+                var = entries_of_inverse(self.engine.posterior_factor(k2, c, obs).solve,
+                                         self.engine.n, a, b)
             out.append(_out(c * var, self.scale))
         value = _stack(out, self.batch_shape)
         return _no_gradient(value, "predictive variances", self.kappa2, self.scale, self.noise)

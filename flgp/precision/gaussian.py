@@ -33,9 +33,10 @@ from .._config import physical_memory
 from .._fingerprint import array_fingerprint
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .iterative import ITERATIVE_ORDERS, IterativeGMRF
-from .matern import MATERN_ORDERS, MaternFamily, check_order
+from .matern import MATERN_ORDERS, MaternFactors, check_order
 
-__all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse", "fit_gmrf",
+__all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "rao_blackwell_variances",
+           "diagonal_of_inverse", "entries_of_inverse", "fit_gmrf",
            "search_gmrf", "search_steps", "drive", "search_subgraph", "precomputed_fits",
            "precomputed_key", "fit_gmrf_steps", "search_gmrf_steps", "Screen", "exhaust",
            "cross_validated_amplitude"]
@@ -43,6 +44,8 @@ __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "diagonal_of_inverse",
 _LOG_2PI = np.log(2.0 * np.pi)
 # observed nodes whose exact prior variance sets the scale of the noise in the search
 SCALE_NODES = 8
+# unit vectors solved for at once (entries_of_inverse)
+SOLVE_BLOCK = 256
 
 
 @dataclass
@@ -114,22 +117,13 @@ class GMRFRegression:
         self.nu = check_order(nu)
         n = graph.n_nodes
         self.n, self.m = n, self.observed.size
-        self._log_mass = float(np.sum(np.log(graph.mass)))
-        self._K = MaternFamily.of(graph, 1)                   # κ²C + G
-        self._Q = MaternFamily.of(graph, self.nu)
-        self._chol_K = PatternCholesky.of_lower_pattern(self._K.indptr, self._K.indices)
-        self._chol_Q = PatternCholesky.of_lower_pattern(self._Q.indptr, self._Q.indices)
-        self._obs_diag = self._Q.diagonal[self.observed]      # where Pᵀ P / r adds
-        self._logdet_K = {}
+        self._factors = MaternFactors(graph, self.nu)
         self._prior_variance = {}
         self.n_evaluations = 0
-        self._last = None
 
     def logdet_prior(self, kappa2: float) -> float:
         """``log |Q_ν(κ)| = ν log |K| - (ν - 1) log |C|``."""
-        if kappa2 not in self._logdet_K:
-            self._factor_prior(kappa2)
-        return self.nu * self._logdet_K[kappa2] - (self.nu - 1) * self._log_mass
+        return self._factors.logdet_prior(kappa2)
 
     def prior_variance(self, kappa2: float) -> float:
         """``v̄(κ)``: the mean of ``diag(Q_ν(κ)⁻¹)`` over up to ``SCALE_NODES`` observed nodes
@@ -137,32 +131,23 @@ class GMRFRegression:
         at unit amplitude: the scale against which the search measures the noise
         (``r = r̃ v̄(κ)``, ``r̃`` the noise-to-signal ratio)."""
         if kappa2 not in self._prior_variance:
-            self._factor_prior(kappa2)
+            nodes = self.observed[np.unique(np.linspace(0, self.m - 1,
+                                                        min(self.m, SCALE_NODES)).astype(int))]
+            self._prior_variance[kappa2] = float(np.mean(diagonal_of_inverse(
+                lambda B: self._factors.solve_prior(kappa2, B), self.n, nodes)))
         return self._prior_variance[kappa2]
 
-    def _factor_prior(self, kappa2: float) -> None:
-        """Factor ``K = κ²C + G`` at ``κ²``: ``log |K|`` and ``v̄(κ)`` (``Q_ν⁻¹ =
-        (K⁻¹C)^{ν-1} K⁻¹``: ``ν`` solves of a block of unit vectors)."""
-        self._chol_K.factor_values(self._K.values(kappa2))
-        self._logdet_K[kappa2] = self._chol_K.logdet()
-        nodes = self.observed[np.unique(np.linspace(0, self.m - 1,
-                                                    min(self.m, SCALE_NODES)).astype(int))]
-        cols = np.arange(nodes.size)
-        B = np.zeros((self.n, nodes.size))
-        B[nodes, cols] = 1.0
-        X = self._chol_K.solve(B)
-        for _ in range(self.nu - 1):
-            X = self._chol_K.solve(self.graph.mass[:, None] * X)
-        self._prior_variance[kappa2] = float(np.mean(X[nodes, cols]))
-
-    def _posterior_values(self, kappa2: float, ratio: float) -> np.ndarray:
-        values = self._Q.values(kappa2)
-        values[self._obs_diag] += 1.0 / ratio
-        return values
+    def _posterior_factor(self, kappa2: float, ratio: float):
+        """The factor of ``Q̃`` at ``(κ², r)`` (refactored unless it holds it), also held as
+        ``_chol_Q``."""
+        self._chol_Q = self._factors.posterior_factor(kappa2, self.observed, 1.0 / ratio,
+                                                      (kappa2, ratio))
+        return self._chol_Q
 
     def posterior_precision(self, kappa2: float, ratio: float) -> sp.csc_matrix:
         """``Q̃ = Q_ν(κ) + Pᵀ P / r``."""
-        return self._Q.matrix(kappa2, self._posterior_values(kappa2, ratio))
+        return self._factors.posterior_precision(kappa2, self.observed, 1.0 / ratio,
+                                                 (kappa2, ratio))
 
     @staticmethod
     def _checked(kappa2, ratio) -> tuple[float, float]:
@@ -175,11 +160,9 @@ class GMRFRegression:
         """Factor ``Q̃`` at ``(κ², r)``: ``(μ, b)`` with ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``
         (``z``: these targets instead of the regression's)."""
         z = self.z if z is None else z
-        self._chol_Q.factor_values(self._posterior_values(kappa2, ratio))
-        self._last = (kappa2, ratio)
         b = np.zeros((self.n,) + z.shape[1:])
         b[self.observed] = z / ratio
-        return self._chol_Q.solve(b), b
+        return self._posterior_factor(kappa2, ratio).solve(b), b
 
     def _terms(self, kappa2: float, ratio: float, z=None):
         """``(μ, zᵀ S⁻¹ z, log |S|)`` at ``(κ², r)`` (``S = P Q⁻¹ Pᵀ + r I``); leaves ``Q̃``
@@ -251,11 +234,9 @@ class GMRFRegression:
         (one solve a node with the factor of ``Q̃``)."""
         kappa2, ratio = self._checked(kappa2, ratio)
         nodes = np.asarray(nodes, dtype=np.int64).ravel()
-        if self._last != (kappa2, ratio):
-            self._factor_posterior(kappa2, ratio)
         B = np.zeros((self.n, nodes.size))
         B[nodes, np.arange(nodes.size)] = 1.0
-        return self._chol_Q.solve(B)
+        return self._posterior_factor(kappa2, ratio).solve(B)
 
     def unit_posterior_variances(self, kappa2: float, ratio: float, rows: np.ndarray,
                                  exact_rows: int, n_samples: int = 64,
@@ -268,12 +249,11 @@ class GMRFRegression:
         if rows.size and (rows.min() < 0 or rows.max() >= self.n):
             raise IndexError(f"rows must be node indices in [0, {self.n}); got "
                              f"{rows.min()}..{rows.max()}.")
-        if self._last != (kappa2, ratio):
-            self._factor_posterior(kappa2, ratio)
+        chol = self._posterior_factor(kappa2, ratio)
         if rows.size <= exact_rows:
-            return diagonal_of_inverse(self._chol_Q.solve, self.n, rows)
+            return diagonal_of_inverse(chol.solve, self.n, rows)
         Qt = self.posterior_precision(kappa2, ratio)
-        return rbmc_variances(Qt, self._chol_Q, n_samples, random_state)[0][rows]
+        return rbmc_variances(Qt, chol, n_samples, random_state)[0][rows]
 
     def unit_variances_rbmc(self, kappa2: float, ratio: float, n_samples: int = 64,
                             random_state=0):
@@ -282,10 +262,9 @@ class GMRFRegression:
         :func:`rbmc_variances` from the factor of ``Q̃`` (factored here unless the last
         evaluation left it)."""
         kappa2, ratio = self._checked(kappa2, ratio)
-        if self._last != (kappa2, ratio):
-            self._factor_posterior(kappa2, ratio)
-        return rbmc_variances(self.posterior_precision(kappa2, ratio), self._chol_Q,
-                              n_samples, random_state, sum_rows=self.observed)
+        return rbmc_variances(self.posterior_precision(kappa2, ratio),
+                              self._posterior_factor(kappa2, ratio), n_samples, random_state,
+                              sum_rows=self.observed)
 
     def variances(self, fit: GMRFFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node under ``fit``: the RBMC
@@ -341,33 +320,57 @@ def cross_validated_amplitude(z, mean_observed, ratio, unit_variances, sum_se=0.
     return float(np.sum(resid * resid)) / denominator
 
 
-def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
-    """``diag(X)`` at ``rows`` for ``X`` given by ``apply_inverse(B) = X B``: its columns
-    at ``rows``, 256 at a time."""
+def entries_of_inverse(apply_inverse, n: int, rows, cols, keep_columns: bool = False):
+    """``X[rows_i, cols_i]`` for ``X`` given by ``apply_inverse(B) = X B``: one column of
+    ``X`` a distinct entry of ``cols`` (in the order they first appear), ``SOLVE_BLOCK`` at
+    a time. With ``keep_columns``, also ``(distinct cols, X[:, distinct cols])``."""
+    rows = np.asarray(rows, dtype=np.int64).ravel()
+    cols = np.asarray(cols, dtype=np.int64).ravel()
+    distinct, first, col_of = np.unique(cols, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    distinct, col_of = distinct[order], np.argsort(order)[col_of.ravel()]
+    by_col = np.argsort(col_of, kind="stable")
     out = np.empty(rows.size)
-    for a in range(0, rows.size, 256):
-        block = rows[a:a + 256]
-        B = np.zeros((n, block.size))
-        B[block, np.arange(block.size)] = 1.0
-        out[a:a + 256] = apply_inverse(B)[block, np.arange(block.size)]
-    return out
+    kept = np.empty((n, distinct.size)) if keep_columns else None
+    for s in range(0, distinct.size, SOLVE_BLOCK):
+        block = distinct[s:s + SOLVE_BLOCK]
+        E = np.zeros((n, block.size))
+        E[block, np.arange(block.size)] = 1.0
+        Z = apply_inverse(E)
+        lo, hi = np.searchsorted(col_of[by_col], [s, s + block.size])
+        sel = by_col[lo:hi]
+        out[sel] = Z[rows[sel], col_of[sel] - s]
+        if kept is not None:
+            kept[:, s:s + block.size] = Z
+    return (out, (distinct, kept)) if keep_columns else out
+
+
+def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
+    """``diag(X)`` at ``rows`` for ``X`` given by ``apply_inverse(B) = X B``
+    (:func:`entries_of_inverse`)."""
+    return entries_of_inverse(apply_inverse, n, rows, rows)
 
 
 def rbmc_variances(Q: sp.spmatrix, chol: PatternCholesky, n_samples: int = 64,
                    random_state=0, sum_rows=None):
+    """:func:`rao_blackwell_variances` from ``n_samples`` draws ``x ~ N(0, Q⁻¹)`` from
+    ``chol``, the factor of ``Q``."""
+    rng = np.random.default_rng(random_state)
+    return rao_blackwell_variances(Q, chol.sample(int(n_samples), rng), sum_rows)
+
+
+def rao_blackwell_variances(Q: sp.spmatrix, X: np.ndarray, sum_rows=None):
     """``(diag(Q⁻¹), standard errors)`` by Rao-Blackwellised Monte Carlo: with draws
-    ``x_s ~ N(0, Q⁻¹)`` (``chol`` holds the factor of ``Q``),
+    ``x_s ~ N(0, Q⁻¹)`` (the columns of ``X``),
     ``v_i = 1/Q_ii + mean_s (Σ_{j≠i} Q_ij x_sj)² / Q_ii²`` (Sidén et al. 2018, Sec. 3.1):
     unbiased, the conditional variance ``1/Q_ii`` exact and only the variance of the
     conditional mean sampled. The standard error is that of the sample mean. With
     ``sum_rows`` a third value: the standard error of ``Σ v_i`` over those rows, from the
     draws' own sums (the nodes' errors are correlated through the shared draws, so it is
     neither the root of the squares nor the sum of the nodes' standard errors)."""
-    rng = np.random.default_rng(random_state)
     Q = sp.csr_matrix(Q)
     d = Q.diagonal()
     off = Q - sp.diags(d)
-    X = chol.sample(int(n_samples), rng)
     Y = off @ X                                     # (n, k): Σ_{j≠i} Q_ij x_j per draw
     Y *= Y
     terms = Y / (d * d)[:, None]

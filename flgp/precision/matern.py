@@ -28,9 +28,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._fingerprint import array_fingerprint
+from .cholesky import PatternCholesky
 
 __all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFamily",
-           "check_order"]
+           "MaternFactors", "apply_matern_inverse", "check_order"]
 
 # the orders the estimators compare, in the order they are searched (each later one from
 # the best optimum so far). Fill grows with ν: on the motor map's 45,448-voxel lattice a
@@ -182,6 +183,110 @@ class MaternFamily:
         v = self.values(kappa2) if values is None else values
         L = sp.csc_matrix((v, self.indices, self.indptr), shape=(self.n, self.n))
         return (L + sp.tril(L, k=-1, format="csc").T).tocsc()
+
+
+def apply_matern_inverse(solve_stiffness, mass, nu: int, B):
+    """``Q_ν⁻¹ B = (K⁻¹C)^{ν-1} K⁻¹ B`` by ``ν`` solves ``solve_stiffness(X) = K⁻¹X`` (a
+    factor's, or iterative ones; ``B`` and ``mass`` numpy arrays, or tensors of any array
+    library with numpy's broadcasting)."""
+    X = solve_stiffness(B)
+    for _ in range(nu - 1):
+        X = solve_stiffness(mass[:, None] * X)
+    return X
+
+
+class MaternFactors:
+    """The CHOLMOD factors of the graph Matérn prior of order ``nu`` on ``graph`` and of its
+    posterior precisions, each pattern analysed once and refactored only when its values
+    change: ``K = κ²C + G`` (solves with ``Q_ν``, ``log|Q_ν|``, prior draws) and
+    ``Q̃ = Q_ν + diag(w)`` with weights ``w`` at some nodes (:meth:`posterior_factor`).
+    Pickling keeps the graph and the order; the factors are rebuilt at first use."""
+
+    def __init__(self, graph, nu: int):
+        self.graph, self.nu, self.n = graph, check_order(nu), graph.n_nodes
+        self.mass = np.asarray(graph.mass, dtype=np.float64)
+        self.log_mass = float(np.sum(np.log(self.mass)))
+        self.__setstate__(dict(self.__dict__))
+
+    def __getstate__(self):
+        return {k: self.__dict__[k] for k in ("graph", "nu", "n", "mass", "log_mass")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._families, self._factors, self._keys = {}, {}, {}
+        self._logdet_stiffness, self._posterior_values = {}, None
+
+    def family(self, order: int) -> MaternFamily:
+        """:class:`MaternFamily` of ``order`` on the graph (``1``: ``K`` itself)."""
+        if order not in self._families:
+            self._families[order] = MaternFamily.of(self.graph, order)
+        return self._families[order]
+
+    def factor(self, name: str, order: int, key, values) -> PatternCholesky:
+        """The factor called ``name``, analysed on the pattern of ``Q_order`` at its first
+        use, of the lower-triangle values ``values()``: refactored unless it holds those
+        of ``key`` already."""
+        if name not in self._factors:
+            fam = self.family(order)
+            self._factors[name] = PatternCholesky.of_lower_pattern(fam.indptr, fam.indices)
+        if self._keys.get(name) != key:
+            self._keys[name] = None             # no factor if this one fails
+            self._factors[name].factor_values(values())
+            self._keys[name] = key
+        return self._factors[name]
+
+    # -- the prior -------------------------------------------------------------------
+    def prior_factor(self, kappa2: float) -> PatternCholesky:
+        """The factor of ``K = κ²C + G``."""
+        return self.factor("stiffness", 1, kappa2, lambda: self.family(1).values(kappa2))
+
+    def logdet_stiffness(self, kappa2: float) -> float:
+        """``log|K|`` (the last 64 values kept)."""
+        if kappa2 not in self._logdet_stiffness:
+            if len(self._logdet_stiffness) >= 64:
+                self._logdet_stiffness.clear()
+            self._logdet_stiffness[kappa2] = self.prior_factor(kappa2).logdet()
+        return self._logdet_stiffness[kappa2]
+
+    def logdet_prior(self, kappa2: float) -> float:
+        """``log|Q_ν| = ν log|K| - (ν-1) log|C|``."""
+        return self.nu * self.logdet_stiffness(kappa2) - (self.nu - 1) * self.log_mass
+
+    def solve_prior(self, kappa2: float, B: np.ndarray) -> np.ndarray:
+        """``Q_ν⁻¹ B``: ``ν`` solves with the factor of ``K``."""
+        return apply_matern_inverse(self.prior_factor(kappa2).solve, self.mass, self.nu, B)
+
+    def prior_draws(self, kappa2: float, n_samples: int, rng) -> np.ndarray:
+        """``n_samples`` draws ``x ~ N(0, Q_ν⁻¹)`` (columns) from the factor of ``K``:
+        ``(K⁻¹C)^p C^{-1/2} z`` for ``ν = 2p``, ``(K⁻¹C)^p y`` with ``y ~ N(0, K⁻¹)`` for
+        ``ν = 2p + 1``."""
+        chol = self.prior_factor(kappa2)
+        if self.nu % 2:
+            X = chol.sample(n_samples, rng)
+        else:
+            X = rng.standard_normal((self.n, n_samples)) / np.sqrt(self.mass)[:, None]
+        for _ in range(self.nu // 2):
+            X = chol.solve(self.mass[:, None] * X)
+        return X
+
+    # -- the posterior precisions ------------------------------------------------------
+    def posterior_precision(self, kappa2: float, nodes, weights, key,
+                            values_only: bool = False):
+        """``Q̃ = Q_ν(κ) + diag(w)``, ``w`` the ``weights`` at the distinct ``nodes`` (0
+        elsewhere; ``key`` names ``(κ², nodes, weights)``, the last values kept); with
+        ``values_only`` its lower triangle's values."""
+        fam = self.family(self.nu)
+        if self._posterior_values is None or self._posterior_values[0] != key:
+            values = fam.values(kappa2)
+            values[fam.diagonal[nodes]] += weights
+            self._posterior_values = (key, values)
+        values = self._posterior_values[1]
+        return values if values_only else fam.matrix(kappa2, values)
+
+    def posterior_factor(self, kappa2: float, nodes, weights, key) -> PatternCholesky:
+        """The factor of ``Q̃`` (:meth:`posterior_precision`)."""
+        return self.factor("posterior", self.nu, key, lambda: self.posterior_precision(
+            kappa2, nodes, weights, key, values_only=True))
 
 
 # MaternFamily.of's cache: the families of the last graphs and orders used

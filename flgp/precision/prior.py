@@ -32,7 +32,7 @@ from .gaussian import (FACTOR_MAX_NODES, GMRFRegression, diagonal_of_inverse,
                        rbmc_variances)
 from .iterative import ITERATIVE_ORDERS, matern_root_draw
 from .multigrid import ClassicalMultigrid
-from .matern import check_order, matern_precision, shifted_stiffness
+from .matern import apply_matern_inverse, check_order, matern_precision, shifted_stiffness
 
 __all__ = ["SparsePrecisionPrior", "EXACT_VARIANCE_ROWS", "SOLVERS"]
 
@@ -230,13 +230,11 @@ class SparsePrecisionPrior(GraphPrior):
         U = U.reshape(self.n_points, -1)
         solve = self._solve if tol is None or self.solver != "amg" else (
             lambda R: self._amg.solve(R, tol=tol))
-        for k in range(self.nu):
-            if k:
-                U = U * self._mass[:, None]
-            if self.centred:
-                U = self._centre(U)     # a no-op between solves when the mass is uniform
-            U = solve(U)
-        return self._centre(U) if self.centred else U
+        if not self.centred:
+            return apply_matern_inverse(solve, self._mass, self.nu, U)
+        # centred before each solve (a no-op between solves when the mass is uniform)
+        U = apply_matern_inverse(lambda R: solve(self._centre(R)), self._mass, self.nu, U)
+        return self._centre(U)
 
     def cross_covariance(self, labelled, rows=None, weights=None, tol=None) -> np.ndarray:
         """:meth:`GraphPrior.cross_covariance`; ``tol``: the solves' relative residual
@@ -326,15 +324,6 @@ class SparsePrecisionPrior(GraphPrior):
             var = var - 2.0 * g / n + g.sum() / (n * n)
         return self.amplitude * var[rows]
 
-    def _solve_uncentred(self, B: np.ndarray) -> np.ndarray:
-        """``Q_ν⁻¹ B`` (uncentred), ``B`` ``(n, c)``."""
-        U = np.asarray(B, dtype=np.float64).reshape(self.n_points, -1)
-        for k in range(self.nu):
-            if k:
-                U = U * self._mass[:, None]
-            U = self._solve(U)
-        return U
-
     def _perturbation_variances(self, n_samples: int) -> np.ndarray:
         """The marginal variances by the Rao-Blackwellised estimator of Sidén et al. (2018)
         with draws ``x = Q⁻¹ R z`` (``R Rᵀ = Q``, :func:`flgp.precision.iterative
@@ -378,7 +367,7 @@ class SparsePrecisionPrior(GraphPrior):
         else:
             R = np.column_stack([matern_root_draw(self.graph, self.kappa2, self.nu, rng)
                                  for _ in range(int(n_samples))])
-            X = self._solve_uncentred(R)
+            X = apply_matern_inverse(self._solve, self._mass, self.nu, R)
         mu = -(precision_times(X) - d[:, None] * X) / d[:, None]     # E[x_i | x_-i]
         if not self.centred:
             return 1.0 / d + np.mean(mu * mu, axis=1)
