@@ -294,3 +294,19 @@ def test_subjects_of_very_different_noise_warn(lattice):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit_group(graph, Y, nus=(1,))
+
+
+def test_large_graphs_search_on_a_ball_and_profile_the_level_on_the_whole(lattice):
+    """Past ``2 search_max_nodes`` nodes the hyperparameters come from a ball; the level
+    and the posterior from the whole graph."""
+    from dataclasses import replace
+
+    graph, Y = lattice
+    post, record = fit_group(graph, Y, nus=(2,), search_max_nodes=40)
+    assert record["searched_nodes"] < graph.n_nodes
+    p = post.parameters
+    assert record["log_likelihood"] == pytest.approx(group_log_likelihood(graph, Y, p),
+                                                     rel=1e-10)
+    for shift in (-0.05, 0.05):
+        assert GroupPosterior(graph, Y.mean(axis=1), 4, replace(
+            p, level=p.level + shift)).log_likelihood < post.log_likelihood
