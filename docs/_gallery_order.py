@@ -7,6 +7,7 @@ ORDER = [
     "plot_regression_uncertainty.py",
     "plot_brain_map.py",
     "plot_brain_excursion.py",
+    "plot_group_map.py",
     "plot_surface_thickness.py",
     "plot_gpytorch_heat_kernel.py",
     "plot_gpytorch_graph_matern.py",

@@ -19,8 +19,8 @@ from . import datasets, graph, kernels, models, precision, spectral
 from ._chunks import record_stages
 from ._config import config_context, get_config, set_config
 from .models import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior,
-                     HeatKernelPrior, RBFPrior, excursion_set, predict_image,
-                     predict_surface)
+                     HeatKernelPrior, RBFPrior, excursion_set, group_contrast, group_map,
+                     predict_image, predict_surface)
 from .spectral import Eigenpairs, compute_eigenpairs
 
 __version__ = "0.1.0"
@@ -28,4 +28,4 @@ __version__ = "0.1.0"
 __all__ = ["FLGPClassifier", "FLGPRegressor", "HeatKernelPrior", "Eigenbasis",
            "GraphMaternPrior", "RBFPrior", "Eigenpairs", "compute_eigenpairs", "datasets",
            "graph", "kernels", "models", "precision", "spectral", "config_context", "get_config",
-           "set_config", "predict_image", "predict_surface", "excursion_set", "record_stages", "__version__"]
+           "set_config", "predict_image", "predict_surface", "excursion_set", "group_map", "group_contrast", "record_stages", "__version__"]

@@ -22,12 +22,15 @@
   prior's seed-correlation maps (``flgp.models.seeds``); :func:`predict_surface` - on the
   vertices of a surface mesh (``flgp.models.surface``); :func:`excursion_set` - where a
   full-resolution map exceeds a level jointly, from its posterior's sparse factor
-  (``flgp.models.excursion``);
+  (``flgp.models.excursion``); :func:`group_map` - the population map of many subjects'
+  maps on one mask under a two-level graph Matérn model, and :func:`group_contrast` of
+  two groups (``flgp.models.group``);
 * :class:`MultinomialProbitLikelihood` for users' own GPyTorch models.
 """
 
 from .classifier import FLGPClassifier
 from .excursion import excursion_set, posterior_draws_of
+from .group import GroupContrast, GroupMap, group_contrast, group_map
 from .image import ImagePrediction, predict_image
 from .likelihoods import MultinomialProbitLikelihood
 from .priors import Eigenbasis, GraphMaternPrior, HeatKernelPrior, RBFPrior
@@ -39,4 +42,4 @@ __all__ = ["FLGPClassifier", "FLGPRegressor", "ImagePrediction",
            "MultinomialProbitLikelihood", "predict_image", "SurfacePrediction",
            "predict_surface", "SeedCorrelation", "seed_correlation", "atlas_seeds",
            "HeatKernelPrior", "Eigenbasis", "GraphMaternPrior", "RBFPrior", "excursion_set",
-           "posterior_draws_of"]
+           "posterior_draws_of", "GroupMap", "GroupContrast", "group_map", "group_contrast"]

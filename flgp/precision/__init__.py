@@ -22,7 +22,10 @@ with a prior given by its sparse precision matrix, so that nothing is truncated:
   sizes;
 * :mod:`flgp.precision.excursion` - excursion sets of a Gaussian posterior: joint draws
   from the factor of its precision, the excursion function in the marginal ordering
-  (Bolin and Lindgren 2015).
+  (Bolin and Lindgren 2015);
+* :mod:`flgp.precision.group` - many subjects' maps on one graph: the two-level model's
+  group map (a graph Matérn field, each subject's deviation another, noise), its joint
+  posterior from one sparse factor of ``(g, d̄)``'s precision, and its hyperparameters.
 
 It knows nothing of estimators: :class:`flgp.FLGPRegressor` and
 :class:`flgp.FLGPClassifier` (``method="gmrf"``),
@@ -38,6 +41,7 @@ from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .excursion import (ExcursionFunction, ExcursionSet, PosteriorDraws,
                         excursion_function, graph_matern_posterior_draws)
 from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
+from .group import GroupParameters, GroupPosterior, fit_group, group_log_likelihood
 from .maps import fit_gmrf_maps
 from .matern import MATERN_ORDERS, matern_precision
 from .posterior import NodePosterior
@@ -50,4 +54,5 @@ __all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegres
            "balanced_log_odds", "balance_to_prior", "graph_edges", "graph_total_variation",
            "chosen_candidate", "labels_kept", "score_scale",
            "SparsePrecisionPrior", "ExcursionFunction", "ExcursionSet", "PosteriorDraws",
-           "excursion_function", "graph_matern_posterior_draws"]
+           "excursion_function", "graph_matern_posterior_draws", "GroupParameters",
+           "GroupPosterior", "fit_group", "group_log_likelihood"]

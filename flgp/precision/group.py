@@ -1,0 +1,648 @@
+r"""A population map from many subjects' maps on one graph: a two-level graph Matérn model,
+its joint posterior from one sparse factor, and its hyperparameters from the data.
+
+The model
+---------
+``S`` subject maps ``y_1, ..., y_S`` are observed at every node of one graph (``n`` nodes:
+the voxels of a common mask),
+
+.. math::
+
+    y_s = g + d_s + \varepsilon_s, \qquad
+    g \sim N(\mu 1, A_g Q_{\nu_g}(\kappa_g)^{-1}), \quad
+    d_s \sim N(0, A_d Q_{\nu_d}(\kappa_d)^{-1}) \ \text{i.i.d.}, \quad
+    \varepsilon_s \sim N(0, \sigma^2 I),
+
+with ``Q_ν(κ)`` the graph Matérn precision (:mod:`flgp.precision.matern`): ``g`` the
+group (population) map, ``d_s`` subject ``s``'s smooth deviation from it, ``ε_s`` its
+noise, all independent.
+
+Sufficiency and the joint precision
+-----------------------------------
+Write ``ȳ = (1/S) Σ_s y_s``, ``d̄`` the mean deviation and ``ε̄`` the mean noise. The
+within-subject deviations ``y_s - ȳ = (d_s - d̄) + (ε_s - ε̄)`` are independent of ``g``
+and of ``(d̄, ε̄)`` (the deviations of i.i.d. Gaussians from their mean are independent of
+the mean), so given the hyperparameters ``ȳ = g + d̄ + ε̄`` is sufficient for ``g`` and
+
+.. math::
+
+    \bar d \sim N(0, (A_d/S) Q_d^{-1}), \qquad \bar\varepsilon \sim N(0, (\sigma^2/S) I).
+
+With ``c = S / σ²`` the posterior of ``x = (g, d̄)`` given ``ȳ`` (equivalently, given
+every ``y_s``) has the sparse ``2n × 2n`` precision
+
+.. math::
+
+    J = \begin{pmatrix} Q_g / A_g + c I & c I \\ c I & S Q_d / A_d + c I \end{pmatrix}
+
+and mean ``(μ1, 0) + J⁻¹ c [ȳ - μ1; ȳ - μ1]``. ``J`` is factored once with CHOLMOD
+(:class:`~flgp.precision.cholesky.PatternCholesky`, its fill-reducing order); ``g``'s
+posterior is the first block: its mean, its marginal variances (the first ``n`` entries of
+``diag(J⁻¹)``: exact by solves on small graphs, else the Rao-Blackwellised Monte Carlo
+estimator :func:`~flgp.precision.gaussian.rbmc_variances` of the whole ``J``) and its joint
+draws (the first block of draws ``x = Pᵀ L⁻ᵀ z`` of the whole factor), which
+:func:`~flgp.precision.excursion.excursion_function` takes as they are.
+
+The likelihood
+--------------
+With ``Σ_g = A_g Q_g⁻¹`` and ``Σ_w = A_d Q_d⁻¹ + σ² I``, the stacked maps have covariance
+``11ᵀ ⊗ Σ_g + I_S ⊗ Σ_w``; rotating the subjects by an orthogonal matrix whose first column
+is ``1/√S`` splits it into ``√S ȳ`` and ``S - 1`` independent ``N(0, Σ_w)`` maps:
+
+.. math::
+
+    \log p(y_1, \dots, y_S) = \log N(\bar y;\ \mu 1,\ \Sigma_g + \Sigma_w / S)
+        - \tfrac{n}{2} \log S
+        - \tfrac12 \sum_s (y_s - \bar y)^T \Sigma_w^{-1} (y_s - \bar y)
+        - \tfrac{S-1}{2} \left(\log |\Sigma_w| + n \log 2\pi\right).
+
+The within term is the evidence of :class:`~flgp.precision.gaussian.GMRFRegression` with
+every node observed (``Σ_w = A_d (Q_d⁻¹ + r I)``, ``r = σ²/A_d``), summed over the
+deviation maps, with one amplitude ``A_d`` for all of them. The mean term comes from the
+factor of ``J`` (determinant lemma and Woodbury, as in :mod:`flgp.precision.gaussian`):
+``ȳ - μ1 = H x + ε̄`` with ``H = [I, I]``, so ``log |Σ_g + Σ_w/S| = -n log c + log |J| -
+log |Q_g/A_g| - log |S Q_d/A_d|`` and ``rᵀ(Σ_g + Σ_w/S)⁻¹ r = c rᵀr - c² (Hᵀr)ᵀ J⁻¹
+(Hᵀr)``.
+
+Hyperparameters from the data
+-----------------------------
+In two stages, each by maximum likelihood over the orders ``MATERN_ORDERS`` and the
+search of :func:`~flgp.precision.gaussian.search_steps` (the single-map fit's ranges,
+starting grid and line searches; noise-to-signal ratios ``r̃`` as there):
+
+Each search's optimum is then polished by Nelder-Mead in ``(log κ², log r̃)`` (the orders
+within ``POLISH_MARGIN`` nats of the best): the within likelihood sums ``S - 1`` maps, so
+its ridges are narrower than one map's, and the coordinate line searches tuned for one map
+stopped short of them by several nats (measured on a 6 × 6 × 3 lattice with 10 subjects:
+7.8 nats below the optimum before the polish).
+
+1. ``(ν_d, κ_d, A_d, σ²)`` maximise the within term - the likelihood of the deviation maps
+   ``y_s - ȳ``, which do not depend on ``g`` or ``μ`` (``A_d`` profiled in closed form:
+   ``Σ_s (y_s - ȳ)ᵀ (Q_d⁻¹ + r I)⁻¹ (y_s - ȳ) / (n (S - 1))``);
+2. ``(ν_g, κ_g, A_g, μ)`` maximise ``log N(ȳ; μ1, Σ_g + Σ_w/S)`` at those values, ``μ``
+   profiled (its generalised least-squares value ``1ᵀM ȳ / 1ᵀM1``, ``M`` the inverse
+   covariance), ``A_g`` searched as a noise-to-signal ratio
+   ``r̃_g = v̄_w / (A_g v̄_g(κ_g))`` (``v̄``: the mean prior variance at a few nodes of
+   ``Σ_w/S`` and of ``Q_g⁻¹``).
+
+The first stage ignores the little ``ȳ`` says about ``Σ_w`` (one map against ``S - 1``).
+``μ`` and the hyperparameters are plugged in: their uncertainty is not in ``g``'s
+posterior. On graphs of more than ``2 SEARCH_MAX_NODES`` nodes both searches run on the
+ball of :func:`~flgp.precision.gaussian.search_subgraph` (as the single-map fit's do) and
+the posterior is formed on the whole graph at the ball's hyperparameters (``μ`` profiled
+there).
+
+One noise level
+---------------
+The model has one ``σ²`` for every subject. Subjects whose deviation maps ``y_s - ȳ``
+differ in roughness ``(y_s - ȳ)ᵀ G (y_s - ȳ)`` (``G`` the graph's stiffness: noise is
+rough, a smooth deviation is not) by more than a factor ``NOISE_SPREAD_WARNING`` make
+:func:`fit_group` warn: a noisier subject then weighs as much as the others in ``ȳ``, and
+the shared ``σ²`` is an average.
+
+Two groups
+----------
+Two independent groups ``a`` and ``b`` on one graph (each its own hyperparameters) have
+independent posteriors; their contrast ``g_a - g_b`` has mean ``m_a - m_b``, variances
+``v_a + v_b`` and joint draws the differences of independent draws
+(:func:`contrast_draws`).
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from .cholesky import NotPositiveDefiniteError, PatternCholesky
+from .excursion import EXACT_SD_MAX_NODES, RBMC_SAMPLES, PosteriorDraws
+from .gaussian import (FACTOR_MAX_NODES, SEARCH_MAX_NODES, GMRFFit, GMRFRegression,
+                       _lowest_log_kappa2, diagonal_of_inverse, drive, factors,
+                       gmrf_search_ranges, largest_eigenvalue, rbmc_variances, search_steps,
+                       search_subgraph)
+from .matern import MATERN_ORDERS, MaternFamily, check_order
+
+__all__ = ["GroupParameters", "GroupPosterior", "fit_group", "group_log_likelihood",
+           "contrast_draws", "NOISE_SPREAD_WARNING"]
+
+_LOG_2PI = np.log(2.0 * np.pi)
+# fit_group warns when the subjects' deviation maps differ in roughness by more than this
+# factor (one noise level is then a poor description)
+NOISE_SPREAD_WARNING = 4.0
+# the polish of each search's optimum (Nelder-Mead in log κ² and log r̃): the orders within
+# POLISH_MARGIN nats of the best, a first simplex of sides POLISH_STEP, stopping when the
+# simplex is POLISH_TOLERANCE wide and its values within POLISH_VALUE_TOLERANCE nats, or
+# after POLISH_MAX_EVALUATIONS factorisations
+POLISH_MARGIN = 10.0
+POLISH_STEP = 0.5
+POLISH_TOLERANCE = 0.05
+POLISH_VALUE_TOLERANCE = 0.05
+POLISH_MAX_EVALUATIONS = 60
+
+
+@dataclass
+class GroupParameters:
+    """The hyperparameters of the two-level model (module notes), in the units of the
+    graph they go with (``κ²`` in ``1 / length²`` of its points; ``A`` the amplitude of
+    ``A Q_ν(κ)⁻¹`` built on that graph) and of the maps (``level``, ``noise``).
+
+    Attributes
+    ----------
+    nu_group, kappa2_group, amplitude_group : int, float, float
+        ``ν_g``, ``κ_g²``, ``A_g``: the group map's prior.
+    level : float or None
+        ``μ``, the group map's prior mean; None: its maximum-likelihood value given the
+        others (:class:`GroupPosterior` fills it in).
+    nu_subject, kappa2_subject, amplitude_subject : int, float, float
+        ``ν_d``, ``κ_d²``, ``A_d``: each subject's deviation's prior.
+    noise : float
+        ``σ²``, each subject's noise variance.
+    """
+
+    nu_group: int
+    kappa2_group: float
+    amplitude_group: float
+    level: float
+    nu_subject: int
+    kappa2_subject: float
+    amplitude_subject: float
+    noise: float
+
+    def in_units(self, length: float, mass: float) -> "GroupParameters":
+        """The same model on ``graph.in_units(length, mass)``: there ``Q_ν`` is
+        ``length^{2ν} / mass`` times this graph's, so ``κ²`` is multiplied by ``length²``
+        and ``A`` by ``length^{2ν} / mass`` (``A Q⁻¹``, the covariance, is unchanged)."""
+        def amp(a, nu):
+            return float(np.exp(np.log(a) + 2.0 * nu * np.log(length) - np.log(mass)))
+        return replace(self, kappa2_group=self.kappa2_group * length ** 2,
+                       amplitude_group=amp(self.amplitude_group, self.nu_group),
+                       kappa2_subject=self.kappa2_subject * length ** 2,
+                       amplitude_subject=amp(self.amplitude_subject, self.nu_subject))
+
+    def checked(self) -> "GroupParameters":
+        """Itself, or a ``ValueError`` naming the value out of range."""
+        out = replace(self, nu_group=check_order(self.nu_group),
+                      nu_subject=check_order(self.nu_subject))
+        for name in ("kappa2_group", "amplitude_group", "kappa2_subject",
+                     "amplitude_subject", "noise"):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(
+                    value, (numbers.Real, np.number)) or not (np.isfinite(value)
+                                                              and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0; got {value!r}.")
+        if self.level is not None and not (isinstance(self.level, (numbers.Real, np.number))
+                                           and np.isfinite(self.level)):
+            raise ValueError(f"level must be a finite number or None; got {self.level!r}.")
+        return out
+
+
+def _checked_maps(maps, n_nodes: int) -> np.ndarray:
+    """``maps`` as a float64 array ``(n, S)`` with ``S ≥ 2`` finite columns."""
+    Y = np.asarray(maps, dtype=np.float64)
+    if Y.ndim != 2 or Y.shape[0] != n_nodes:
+        raise ValueError(f"maps must be an array (n_nodes, n_subjects) with one row a node "
+                         f"of the graph ({n_nodes} nodes); got shape {Y.shape}.")
+    if Y.shape[1] < 2:
+        raise ValueError(f"a group map needs at least 2 subjects' maps (their spread "
+                         f"measures the subjects' deviations); got {Y.shape[1]}.")
+    if not np.all(np.isfinite(Y)):
+        row, col = np.argwhere(~np.isfinite(Y))[0]
+        raise ValueError(f"maps hold {int((~np.isfinite(Y)).sum())} NaN or infinite "
+                         f"value(s) (the first at node {row} of subject {col}); every "
+                         f"subject must be observed at every node of the mask.")
+    return Y
+
+
+class _Prior:
+    """``log |Q_ν(κ)|`` and ``v̄(κ)`` (the mean of ``diag(Q_ν⁻¹)`` at a few nodes) of one
+    order on a graph: :class:`~flgp.precision.gaussian.GMRFRegression`'s, every node
+    observed."""
+
+    def __init__(self, graph, nu):
+        self._reg = GMRFRegression(graph, np.arange(graph.n_nodes), np.zeros(graph.n_nodes),
+                                   nu)
+
+    def logdet(self, kappa2):
+        return self._reg.logdet_prior(kappa2)
+
+    def variance(self, kappa2):
+        return self._reg.prior_variance(kappa2)
+
+
+class _Joint:
+    """``J`` (module notes) on a graph for the subjects' part fixed and ``(κ_g², A_g)``
+    varying: its factor (one symbolic analysis an order ``ν_g``), ``log p(ȳ)`` with ``μ``
+    profiled or given, and ``g``'s posterior mean."""
+
+    def __init__(self, graph, mean_map, n_subjects, nu_subject, kappa2_subject,
+                 amplitude_subject, noise):
+        self.graph, self.n = graph, graph.n_nodes
+        self.ybar = np.asarray(mean_map, dtype=np.float64)
+        self.S = int(n_subjects)
+        self.c = self.S / float(noise)
+        n = self.n
+        Qd = MaternFamily.of(graph, nu_subject).matrix(kappa2_subject)
+        self._lower_right = (self.S / amplitude_subject) * Qd + self.c * sp.identity(n)
+        self._logdet_subject = (_Prior(graph, nu_subject).logdet(kappa2_subject)
+                                + n * np.log(self.S / amplitude_subject))
+        self._coupling = self.c * sp.identity(n, format="csc")
+        self._chol, self._priors = {}, {}
+
+    def prior(self, nu) -> _Prior:
+        if nu not in self._priors:
+            self._priors[nu] = _Prior(self.graph, nu)
+        return self._priors[nu]
+
+    def matrix(self, nu, kappa2, amplitude) -> sp.csc_matrix:
+        Qg = MaternFamily.of(self.graph, nu).matrix(kappa2)
+        upper_left = Qg / amplitude + self.c * sp.identity(self.n)
+        return sp.bmat([[upper_left, self._coupling], [self._coupling, self._lower_right]],
+                       format="csc")
+
+    def factor(self, nu, kappa2, amplitude):
+        """``(J, its PatternCholesky)``, factored (a ``NotPositiveDefiniteError`` where it
+        cannot be)."""
+        J = self.matrix(nu, kappa2, amplitude)
+        if nu not in self._chol:
+            self._chol[nu] = PatternCholesky(J)
+        chol = self._chol[nu]
+        chol.factor(J)
+        return J, chol
+
+    def evaluate(self, nu, kappa2, amplitude, level=None):
+        """``(log N(ȳ; μ1, Σ_g + Σ_w/S), μ, g's posterior mean, J, chol)`` with ``μ`` the
+        given ``level`` or, if None, its maximiser."""
+        J, chol = self.factor(nu, kappa2, amplitude)
+        n, c, y = self.n, self.c, self.ybar
+        ones = np.ones(n)
+        X = chol.solve(c * np.column_stack([np.r_[y, y], np.r_[ones, ones]]))
+        HX = X[:n] + X[n:]                      # Hᵀ-side sums: (Hᵀa)ᵀ J⁻¹ c Hᵀ b = aᵀ HX_b
+        yMy = c * (y @ y) - c * (y @ HX[:, 0])
+        oMy = c * y.sum() - c * HX[:, 0].sum()
+        oMo = c * n - c * HX[:, 1].sum()
+        mu = oMy / oMo if level is None else float(level)
+        quad = yMy - 2.0 * mu * oMy + mu * mu * oMo
+        logdet_prior = (self.prior(nu).logdet(kappa2) - n * np.log(amplitude)
+                        + self._logdet_subject)
+        logdet_cov = -n * np.log(c) + chol.logdet() - logdet_prior
+        log_lik = -0.5 * (quad + logdet_cov + n * _LOG_2PI)
+        mean_g = mu + X[:n, 0] - mu * X[:n, 1]
+        return float(log_lik), float(mu), mean_g, J, chol
+
+
+def _within(graph, deviations, nu):
+    """The GMRFRegression of the deviation maps (every node observed) for order ``nu``."""
+    return GMRFRegression(graph, np.arange(graph.n_nodes), deviations, nu)
+
+
+def _within_log_likelihood(reg, n_subjects, kappa2, ratio, amplitude=None):
+    """``(log-likelihood, A_d)`` of the deviation maps ``y_s - ȳ`` at ``(κ_d², r)``: the
+    within term of the module notes, ``A_d`` given or profiled."""
+    _, quad, logdet_S = reg._terms(kappa2, ratio)
+    total = float(np.sum(quad))
+    n, k = reg.n, n_subjects - 1
+    if amplitude is None:
+        amplitude = max(total, 1e-300) / (n * k)
+    log_lik = -0.5 * (total / amplitude + k * (n * np.log(amplitude) + logdet_S)
+                      + n * k * _LOG_2PI)
+    return float(log_lik), float(amplitude)
+
+
+def group_log_likelihood(graph, maps, parameters: GroupParameters) -> float:
+    """``log p(y_1, ..., y_S)`` of the stacked maps under the two-level model at given
+    hyperparameters (module notes, "The likelihood"): exact, from a factor of ``Q_d + I/r``
+    (the within term) and one of ``J`` (the mean term).
+
+    Parameters
+    ----------
+    graph : flgp.graph.PointGraph
+    maps : array-like (n_nodes, n_subjects)
+        One column a subject, every node observed, at least 2 subjects.
+    parameters : GroupParameters
+        In the units of ``graph`` and of the maps.
+
+    Returns
+    -------
+    float
+    """
+    Y = _checked_maps(maps, graph.n_nodes)
+    p = parameters.checked()
+    length, mass = graph.own_units()
+    own, q = graph.in_units(length, mass), p.in_units(length, mass)
+    S = Y.shape[1]
+    ybar = Y.mean(axis=1)
+    within, _ = _within_log_likelihood(
+        _within(own, Y - ybar[:, None], q.nu_subject), S, q.kappa2_subject,
+        q.noise / q.amplitude_subject, q.amplitude_subject)
+    joint = _Joint(own, ybar, S, q.nu_subject, q.kappa2_subject, q.amplitude_subject,
+                   q.noise)
+    mean_term = joint.evaluate(q.nu_group, q.kappa2_group, q.amplitude_group, q.level)[0]
+    return mean_term - 0.5 * graph.n_nodes * np.log(S) + within
+
+
+class _GroupBlock:
+    """Draws and variances of ``g``, the first ``n`` of ``J``'s ``2n`` variables, through
+    the whole factor of ``J``."""
+
+    def __init__(self, chol, precision, n):
+        self.chol, self.precision, self.n = chol, precision, int(n)
+
+    def sample(self, b, rng):
+        return self.chol.sample(b, rng)[:self.n]
+
+    def variances(self, precision=None, random_state=0):
+        if self.n <= EXACT_SD_MAX_NODES:
+            return diagonal_of_inverse(self.chol.solve, self.chol.n, np.arange(self.n))
+        seed = np.random.SeedSequence(random_state).spawn(1)[0]
+        return rbmc_variances(self.precision, self.chol, RBMC_SAMPLES, seed)[0][:self.n]
+
+
+class _Difference:
+    """Draws and variances of ``g_a - g_b`` for independent ``g_a``, ``g_b``."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def sample(self, b, rng):
+        return self.first.sample(b, rng) - self.second.sample(b, rng)
+
+    def variances(self, precision=None, random_state=0):
+        seeds = np.random.SeedSequence(random_state).spawn(2)
+        return (self.first.variances(None, int(seeds[0].generate_state(1)[0]))
+                + self.second.variances(None, int(seeds[1].generate_state(1)[0])))
+
+
+class GroupPosterior:
+    """The posterior of the group map ``g`` given the subjects' mean map ``ȳ`` under
+    :class:`GroupParameters` (module notes): ``J`` factored once.
+
+    Parameters
+    ----------
+    graph : flgp.graph.PointGraph
+    mean_map : array-like (n_nodes,)
+        ``ȳ``, the mean of the subjects' maps.
+    n_subjects : int
+        ``S ≥ 2``.
+    parameters : GroupParameters
+        In the units of ``graph`` and of the maps.
+
+    Attributes
+    ----------
+    mean : ndarray (n_nodes,)
+        ``E[g | ȳ]``.
+    log_likelihood : float
+        ``log N(ȳ; μ1, Σ_g + Σ_w/S)`` (the mean term of the module notes).
+    precision : scipy.sparse.csc_matrix (2 n_nodes, 2 n_nodes)
+        ``J``, the joint posterior precision of ``(g, d̄)`` (the same in any units of the
+        graph: ``Q/A`` is).
+    parameters : GroupParameters
+    n_subjects : int
+    """
+
+    def __init__(self, graph, mean_map, n_subjects, parameters: GroupParameters):
+        p = parameters.checked()
+        n = graph.n_nodes
+        ybar = np.asarray(mean_map, dtype=np.float64)
+        if ybar.shape != (n,) or not np.all(np.isfinite(ybar)):
+            raise ValueError(f"mean_map must hold one finite value a node ({n} nodes); got "
+                             f"shape {ybar.shape}.")
+        if isinstance(n_subjects, (bool, np.bool_)) or not isinstance(
+                n_subjects, numbers.Integral) or n_subjects < 2:
+            raise ValueError(f"n_subjects must be a whole number >= 2; got {n_subjects!r}.")
+        if not factors(2 * n):
+            raise ValueError(f"the joint posterior of a group map on {n} nodes has "
+                             f"{2 * n} variables, beyond a sparse factor's reach here "
+                             f"(FACTOR_MAX_NODES = {FACTOR_MAX_NODES}, or half the "
+                             f"machine's memory): use a mask of at most "
+                             f"{FACTOR_MAX_NODES // 2} voxels.")
+        length, mass = graph.own_units()
+        q = p.in_units(length, mass)
+        joint = _Joint(graph.in_units(length, mass), ybar, n_subjects, q.nu_subject,
+                       q.kappa2_subject, q.amplitude_subject, q.noise)
+        self.log_likelihood, level, self.mean, self.precision, chol = joint.evaluate(
+            q.nu_group, q.kappa2_group, q.amplitude_group, q.level)
+        self.parameters, self.n_subjects = replace(p, level=level), int(n_subjects)
+        self._sampler = _GroupBlock(chol, self.precision, n)
+        self._sd = {}
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.mean.size)
+
+    def marginal_sd(self, random_state=0) -> np.ndarray:
+        """``g``'s posterior standard deviations: ``diag(J⁻¹)``'s first block, exact (one
+        solve a node) up to ``EXACT_SD_MAX_NODES`` nodes, else by Rao-Blackwellised Monte
+        Carlo over ``J`` (``RBMC_SAMPLES`` draws seeded by ``random_state``)."""
+        if random_state not in self._sd:
+            self._sd[random_state] = np.sqrt(np.maximum(
+                self._sampler.variances(None, random_state), 0.0))
+        return self._sd[random_state]
+
+    def draws(self, n_samples: int = 1000, *, block_size=None,
+              random_state=0) -> PosteriorDraws:
+        """Joint draws of ``g`` (blocks of ``(n_nodes, b)``; the same on every pass) from
+        the factor of ``J``: a :class:`~flgp.precision.excursion.PosteriorDraws`, whose
+        ``marginal_sd`` is :meth:`marginal_sd`'s."""
+        return _draws(self._sampler, self.mean, n_samples, block_size, random_state,
+                      self.precision)
+
+
+def _draws(sampler, mean, n_samples, block_size, random_state, precision):
+    if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) \
+            or n_samples < 1:
+        raise ValueError(f"n_samples must be a whole number >= 1; got {n_samples!r}.")
+    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state,
+                                                                    numbers.Integral):
+        raise ValueError(f"random_state must be an int; got {random_state!r}.")
+    if block_size is None:
+        block_size = int(np.clip((1 << 22) // max(mean.size, 1), 8, 1024))
+    return PosteriorDraws(sampler, mean, 1.0, int(n_samples), int(block_size),
+                          int(random_state), precision=precision)
+
+
+def contrast_draws(first: GroupPosterior, second: GroupPosterior, n_samples: int = 1000, *,
+                   block_size=None, random_state=0) -> PosteriorDraws:
+    """Joint draws of ``g_a - g_b`` for two independent groups' posteriors on one graph:
+    each draw the difference of independent draws of the two; its ``mean`` the difference
+    of the means and its ``marginal_sd`` the root of the summed variances."""
+    if first.n_nodes != second.n_nodes:
+        raise ValueError(f"the two groups' maps are on graphs of {first.n_nodes} and "
+                         f"{second.n_nodes} nodes; a contrast needs one graph.")
+    return _draws(_Difference(first._sampler, second._sampler), first.mean - second.mean,
+                  n_samples, block_size, random_state, None)
+
+
+def _search(graph, nus, evaluate):
+    """``(best fit, number of evaluations)`` over the orders ``nus``: the single-map fit's
+    search (:func:`~flgp.precision.gaussian.search_steps`) answered with ``evaluate(ν,
+    log κ², log r̃)``, then each order within ``POLISH_MARGIN`` nats of the best polished by
+    Nelder-Mead in ``(log κ², log r̃)`` from its optimum (module notes)."""
+    from scipy.optimize import minimize
+
+    results, searches = drive(search_steps(graph, tuple(nus)), evaluate)
+    n_evaluations = sum(s.n_evaluations for s in searches.values())
+    ranges = gmrf_search_ranges(graph)
+    log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
+    top = max(f.log_evidence for f in results.values())
+    for nu in [j for j in results if results[j].log_evidence >= top - POLISH_MARGIN]:
+        bounds = [(_lowest_log_kappa2(nu, ranges, log_top), ranges["log_kappa2"][1]),
+                  ranges["log_ratio"]]
+        fits = []
+
+        def objective(x, nu=nu, fits=fits):
+            fit = evaluate(nu, float(x[0]), float(x[1]))
+            if fit is None:
+                return np.inf
+            fits.append(fit)
+            return -fit.log_evidence
+
+        start = np.array(searches[nu].best_point())
+        simplex = np.array([start, start + [POLISH_STEP, 0.0], start + [0.0, POLISH_STEP]])
+        simplex = np.clip(simplex, [b[0] for b in bounds], [b[1] for b in bounds])
+        minimize(objective, start, method="Nelder-Mead", bounds=bounds,
+                 options=dict(initial_simplex=simplex, xatol=POLISH_TOLERANCE,
+                              fatol=POLISH_VALUE_TOLERANCE,
+                              maxfev=POLISH_MAX_EVALUATIONS))
+        n_evaluations += len(fits)
+        best = max(fits, key=lambda f: f.log_evidence, default=None)
+        if best is not None and best.log_evidence > results[nu].log_evidence:
+            results[nu] = best
+    nu = max(results, key=lambda j: results[j].log_evidence)
+    return results[nu], n_evaluations
+
+
+def _fit_own_units(graph, Y, nus_group, nus_subject):
+    """``(GroupParameters, log-likelihood of the deviation maps, record)`` on a graph in
+    its own units (module notes, "Hyperparameters from the data")."""
+    S = Y.shape[1]
+    ybar = Y.mean(axis=1)
+    deviations = Y - ybar[:, None]
+    regs = {}
+
+    def evaluate_within(nu, u, v):
+        if nu not in regs:
+            regs[nu] = _within(graph, deviations, nu)
+        reg = regs[nu]
+        try:
+            kappa2 = float(np.exp(u))
+            ratio = float(np.exp(v)) * reg.prior_variance(kappa2)
+            log_lik, amplitude = _within_log_likelihood(reg, S, kappa2, ratio)
+        except NotPositiveDefiniteError:
+            return None
+        return GMRFFit(nu=nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
+                       log_evidence=log_lik, mean=None)
+
+    within, n_within = _search(graph, nus_subject, evaluate_within)
+    noise = within.amplitude * within.ratio
+    regs.clear()
+    joint = _Joint(graph, ybar, S, within.nu, within.kappa2, within.amplitude, noise)
+    # the scale of the mean map's noise: Σ_w / S's mean prior variance at a few nodes
+    noise_scale = (within.amplitude * joint.prior(within.nu).variance(within.kappa2)
+                   + noise) / S
+
+    def evaluate_group(nu, u, v):
+        try:
+            kappa2 = float(np.exp(u))
+            amplitude = noise_scale / (float(np.exp(v)) * joint.prior(nu).variance(kappa2))
+            log_lik, mu = joint.evaluate(nu, kappa2, amplitude)[:2]
+        except NotPositiveDefiniteError:
+            return None
+        fit = GMRFFit(nu=nu, kappa2=kappa2, ratio=noise_scale / amplitude,
+                      amplitude=amplitude, log_evidence=log_lik, mean=None)
+        fit.level = mu
+        return fit
+
+    group, n_group = _search(graph, nus_group, evaluate_group)
+    params = GroupParameters(nu_group=group.nu, kappa2_group=group.kappa2,
+                             amplitude_group=group.amplitude, level=group.level,
+                             nu_subject=within.nu, kappa2_subject=within.kappa2,
+                             amplitude_subject=within.amplitude, noise=noise)
+    return params, within.log_evidence, dict(n_evaluations_subject=n_within,
+                                             n_evaluations_group=n_group)
+
+
+def fit_group(graph, maps, *, nus=MATERN_ORDERS, subject_nus=None,
+              search_max_nodes: int = SEARCH_MAX_NODES):
+    """The two-level model's hyperparameters from the subjects' maps, and the group map's
+    posterior (module notes, "Hyperparameters from the data").
+
+    Parameters
+    ----------
+    graph : flgp.graph.PointGraph
+        The common graph (a mask's lattice), at most ``FACTOR_MAX_NODES / 2`` nodes.
+    maps : array-like (n_nodes, n_subjects)
+        One column a subject, every node observed, at least 2 subjects.
+    nus : sequence of int, default=MATERN_ORDERS
+        The orders searched for the group map's prior.
+    subject_nus : sequence of int, optional
+        The orders searched for the subjects' deviations (default: ``nus``).
+    search_max_nodes : int, default=SEARCH_MAX_NODES
+        Graphs of more than twice this many nodes are searched on a ball of this many.
+
+    Returns
+    -------
+    (GroupPosterior, dict)
+        The posterior at the fitted :class:`GroupParameters` (``posterior.parameters``, in
+        the units of ``graph``) and a record: ``log_likelihood`` (of every map, at the
+        fit: :func:`group_log_likelihood`), ``n_evaluations_subject``,
+        ``n_evaluations_group`` (factorisations of each stage), ``searched_nodes`` and
+        ``noise_spread`` (the largest over the smallest subject's roughness about ``ȳ``,
+        module notes).
+
+    Warns
+    -----
+    UserWarning
+        Where ``noise_spread`` exceeds ``NOISE_SPREAD_WARNING``.
+    """
+    n = graph.n_nodes
+    Y = _checked_maps(maps, n)
+    S = Y.shape[1]
+    nus = tuple(check_order(nu) for nu in nus)
+    subject_nus = nus if subject_nus is None else tuple(check_order(nu)
+                                                        for nu in subject_nus)
+    if not nus or not subject_nus:
+        raise ValueError("nus and subject_nus must name at least one order.")
+    if not factors(2 * n):
+        raise ValueError(f"the joint posterior of a group map on {n} nodes has {2 * n} "
+                         f"variables, beyond a sparse factor's reach here "
+                         f"(FACTOR_MAX_NODES = {FACTOR_MAX_NODES}, or half the machine's "
+                         f"memory): use a mask of at most {FACTOR_MAX_NODES // 2} voxels.")
+    ybar = Y.mean(axis=1)
+    deviations = Y - ybar[:, None]
+    if np.max(np.abs(deviations)) <= 1e-12 * max(np.max(np.abs(Y)), 1e-300):
+        raise ValueError("the subjects' maps are identical at every node: there is no "
+                         "spread between subjects to fit the deviations and the noise.")
+    # each subject's roughness (y_s - ȳ)ᵀ G (y_s - ȳ): the noise's share of it grows with
+    # the noise, a smooth deviation's is small
+    roughness = np.einsum("is,is->s", deviations, graph.stiffness @ deviations)
+    noise_spread = float(np.max(roughness) / max(np.min(roughness), 1e-300))
+    if noise_spread > NOISE_SPREAD_WARNING:
+        worst = int(np.argmax(roughness))
+        warnings.warn(f"the subjects' maps are rough about their mean to degrees spread "
+                      f"over a factor {noise_spread:.1f} (subject {worst} the most): the "
+                      f"model has one noise variance for every subject, so the noisier "
+                      f"ones weigh as much as the others and the fitted noise is an "
+                      f"average. Check those maps, or leave them out.", UserWarning,
+                      stacklevel=2)
+    length, mass = graph.own_units()
+    own = graph.in_units(length, mass)
+    if n > 2 * search_max_nodes:
+        search_graph, _, search_maps = search_subgraph(own, np.arange(n), Y,
+                                                       int(search_max_nodes))
+    else:
+        search_graph, search_maps = own, Y
+    params_own, within_log_lik, record = _fit_own_units(search_graph, search_maps, nus,
+                                                        subject_nus)
+    params = params_own.in_units(1.0 / length, 1.0 / mass)
+    m = search_graph.n_nodes
+    if m != n:
+        params = replace(params, level=None)        # μ profiled on the whole graph
+    posterior = GroupPosterior(graph, ybar, S, params)
+    log_likelihood = (posterior.log_likelihood - 0.5 * n * np.log(S) + within_log_lik
+                      if m == n else group_log_likelihood(graph, Y, posterior.parameters))
+    record.update(log_likelihood=float(log_likelihood), searched_nodes=int(m),
+                  noise_spread=noise_spread)
+    return posterior, record
