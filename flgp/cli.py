@@ -8,6 +8,8 @@
     flgp surface MESH DATA --out PREFIX (--observed OBS | --observed-fraction F)
                [--mask MASK] [--seed 0] [--method auto]
                [--excursion U [--alpha 0.05] [--below]]
+    flgp group MAPS [MAPS ...] --out PREFIX [--mask MASK] [--minus MAPS [MAPS ...]]
+               [--seed 0] [--excursion U [--alpha 0.05] [--below]]
 """
 
 from __future__ import annotations
@@ -205,6 +207,13 @@ def _excursion(args, command: str, fitted, write, suffix: str, plot=None) -> int
                                    random_state=args.seed)
     except (ValueError, TypeError) as exc:
         return _fail(command, str(exc))
+    return _write_excursion(args, command, result, write, suffix, plot, start)
+
+
+def _write_excursion(args, command: str, result, write, suffix: str, plot, start) -> int:
+    """The excursion function and set of ``result`` (an ExcursionSet) written by
+    ``write(values, path)`` with a plot, and a line of what they hold; 0 or the failure's
+    exit code."""
     function = result.function
     # F below its computed limit is not computed (NaN): written as 0
     F = np.nan_to_num(function.F, nan=0.0)
@@ -410,6 +419,63 @@ def _surface(args) -> int:
     return 0
 
 
+def _group(args) -> int:
+    from .models import group_contrast, group_map
+
+    try:
+        import nibabel  # noqa: F401 - the extra's check
+    except ImportError:
+        return _fail("group", 'needs nibabel, the "fmri" extra of flgp: '
+                              'pip install "flgp[fmri]"')
+    for label, paths in (("MAPS", args.maps), ("--minus", args.minus or []),
+                         ("--mask", [args.mask] if args.mask else [])):
+        for path in paths:
+            if not os.path.isfile(path):
+                return _fail("group", f"{label} {path!r}: no such file.")
+    # one file: a 4-d image of the subjects' maps (or one 3-d map); several: 3-d maps
+    maps = [paths[0] if len(paths) == 1 else list(paths)
+            for paths in (args.maps, args.minus) if paths]
+    mask = args.mask
+    try:
+        with _WarningLines("group"):
+            if len(maps) == 1:
+                res = group_map(maps[0], mask, fill=args.fill, random_state=args.seed)
+            else:
+                res = group_contrast(maps[0], maps[1], mask, fill=args.fill,
+                                     random_state=args.seed)
+    except (ValueError, TypeError, OSError) as exc:
+        return _fail("group", str(exc))
+    paths = [f"{args.out}_mean.nii.gz", f"{args.out}_sd.nii.gz"]
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(paths[0])), exist_ok=True)
+        res.mean.to_filename(paths[0])
+        res.std.to_filename(paths[1])
+    except OSError as exc:
+        return _fail("group", f"cannot write {args.out}_*.nii.gz: {exc}")
+    fits = [res] if len(maps) == 1 else [res.group_a, res.group_b]
+    for name, fit in zip(("MAPS", "--minus"), fits):
+        print(f"{name}: {fit.n_subjects} subjects on {fit.graph.n_nodes} voxels, "
+              + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                          for k, v in fit.hyperparameters.items())
+              + f" ({fit.seconds:.1f} s)")
+    print(f"wrote {paths[0]} and {paths[1]}")
+    if args.excursion is None:
+        return 0
+    start = time.perf_counter()
+    try:
+        with _WarningLines("group"):
+            result = res.excursion_set(args.excursion, args.alpha,
+                                       side="<" if args.below else ">",
+                                       random_state=args.seed)
+    except (ValueError, TypeError) as exc:
+        return _fail("group", str(exc))
+    return _write_excursion(
+        args, "group", result,
+        lambda v, path: res.to_image(v, fill=args.fill).to_filename(path), ".nii.gz",
+        lambda F, result, args, path: _plot_excursion_image(res.voxels, F, result, args,
+                                                            path), start)
+
+
 def _fit_line(fitted, seconds) -> str:
     """One line saying which prior predicts, and why (the evidence of each candidate)."""
     chosen = getattr(fitted, "method_", fitted.method)
@@ -508,6 +574,22 @@ def main(argv=None) -> int:
                    help="with --seeds-atlas: the posterior's correlations (given the "
                         "observed voxels) instead of the prior's")
     _surface_parser(sub)
+    g = sub.add_parser("group", help="the population map of several subjects' maps on "
+                                     "one mask (a two-level graph Matérn model), or the "
+                                     "contrast of two groups; writes PREFIX_mean.nii.gz "
+                                     "and PREFIX_sd.nii.gz")
+    g.add_argument("maps", metavar="MAPS", nargs="+",
+                   help="the subjects' 3-d NIfTI maps, or one 4-d image (a volume a "
+                        "subject)")
+    g.add_argument("--minus", metavar="MAPS", nargs="+", default=None,
+                   help="a second group's maps: the contrast MAPS - these")
+    g.add_argument("--mask", default=None, help="NIfTI mask (non-zero = inside; default: "
+                                                "the voxels non-zero in every map)")
+    g.add_argument("--out", required=True, metavar="PREFIX",
+                   help="output prefix (PREFIX_mean.nii.gz, PREFIX_sd.nii.gz)")
+    g.add_argument("--seed", type=int, default=0, help="seeds the posterior's draws")
+    g.add_argument("--fill", type=float, default=0.0, help="value outside the mask")
+    _excursion_arguments(g, ".nii.gz")
     args = ap.parse_args(argv)
     if args.command in ("nifti", "surface") and args.method is None:
         # an excursion set needs the graph Matérn prior's joint posterior
@@ -518,6 +600,8 @@ def main(argv=None) -> int:
         return _nifti(args)
     if args.command == "surface":
         return _surface(args)
+    if args.command == "group":
+        return _group(args)
     return 1  # pragma: no cover
 
 

@@ -310,3 +310,47 @@ def test_large_graphs_search_on_a_ball_and_profile_the_level_on_the_whole(lattic
     for shift in (-0.05, 0.05):
         assert GroupPosterior(graph, Y.mean(axis=1), 4, replace(
             p, level=p.level + shift)).log_likelihood < post.log_likelihood
+
+
+def test_cli_group_writes_the_api_maps_and_excursion_set(lattice, tmp_path, capsys):
+    """``flgp group``: the mean and sd images and, with --excursion, F and the set - the
+    same as group_map / group_contrast with the same seed; 3-d files or one 4-d file."""
+    nib = pytest.importorskip("nibabel")
+    from flgp.cli import main
+
+    graph, Y = lattice
+    data = Y.reshape(6, 6, 3, 4).astype(np.float32)
+    four_d = tmp_path / "maps.nii.gz"
+    nib.Nifti1Image(data, AFFINE).to_filename(four_d)
+    u = float(np.quantile(Y.mean(axis=1), 0.7))
+    rc = main(["group", str(four_d), "--out", str(tmp_path / "g"), "--excursion", str(u)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "MAPS: 4 subjects on 108 voxels" in out and f"above {u:g} at alpha 0.05" in out
+    ref = flgp.group_map(nib.load(four_d), random_state=0)
+    mean = nib.load(tmp_path / "g_mean.nii.gz").get_fdata()
+    sd = nib.load(tmp_path / "g_sd.nii.gz").get_fdata()
+    np.testing.assert_allclose(mean, ref.mean.get_fdata(), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(sd, ref.std.get_fdata(), rtol=1e-6, atol=1e-8)
+    found = ref.excursion_set(u, 0.05, random_state=0)
+    inside = nib.load(tmp_path / "g_excursion_set.nii.gz").get_fdata()
+    np.testing.assert_array_equal(inside.ravel().astype(bool), found.mask)
+    F = nib.load(tmp_path / "g_excursion_F.nii.gz").get_fdata().ravel()
+    np.testing.assert_allclose(F, np.nan_to_num(found.function.F, nan=0.0), atol=1e-6)
+    assert (tmp_path / "g_excursion.png").stat().st_size > 0
+    # two groups as 3-d files: the contrast
+    paths = []
+    for s in range(4):
+        paths.append(tmp_path / f"s{s}.nii.gz")
+        nib.Nifti1Image(data[..., s], AFFINE).to_filename(paths[-1])
+    rc = main(["group", *map(str, paths[:2]), "--minus", *map(str, paths[2:]),
+               "--out", str(tmp_path / "c")])
+    assert rc == 0
+    assert "--minus: 2 subjects" in capsys.readouterr().out
+    contrast = flgp.group_contrast([nib.load(p) for p in paths[:2]],
+                                   [nib.load(p) for p in paths[2:]], random_state=0)
+    np.testing.assert_allclose(nib.load(tmp_path / "c_mean.nii.gz").get_fdata(),
+                               contrast.mean.get_fdata(), rtol=1e-6, atol=1e-8)
+    # a missing file: one line on stderr, exit status 2
+    assert main(["group", str(tmp_path / "none.nii.gz"), "--out", str(tmp_path / "x")]) == 2
+    assert "no such file" in capsys.readouterr().err
