@@ -543,7 +543,7 @@ SEARCH_MAX_NODES = 8_000
 # A smooth field on the 2 mm MNI152 brain mask (235,375 voxels, 20 % observed): factored
 # (orders up to 4 on the whole graph), no answer in 300 s and 17 GB resident; by conjugate
 # gradients (order 4) 36.5 s and 0.85 GB, test MSE 0.13 noise variances (the 3 mm mask's factored
-# fit: 0.25, 116 s, 4.7 GB), 95 % intervals of a new observation covering 94.7 %
+# fit: 0.25, 116 s, 4.7 GB), 95 % intervals of a new observation covering 95.1 %
 FACTOR_MAX_NODES = 100_000
 # the measured peak memory of fit_gmrf's default search on a 3-d voxel region (`flgp
 # nifti`, docs/images.md): factored (orders up to 4) 1.8 GB at 45,448 voxels and 4.7 GB
