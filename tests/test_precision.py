@@ -246,7 +246,8 @@ def test_node_posterior_interpolates_exactly_at_nodes():
 def test_the_iterative_path_equals_the_factored_one(monkeypatch):
     """Above FACTOR_MAX_NODES the posterior mean comes from AMG-preconditioned CG and the
     variances from perturbation draws: the same mean to the solver's tolerance, the same
-    variances within the estimator's error, for ν = 1 (edge root) and 2 (K C^{-1/2})."""
+    variances within the estimator's error, for ν = 1 (edge root), 2 (K C^{-1/2}) and 3, 4
+    (the shifted-product preconditioner, roots through K C⁻¹)."""
     import flgp.precision.gaussian as gaussian
     from flgp.precision.iterative import IterativeGMRF
 
@@ -254,21 +255,39 @@ def test_the_iterative_path_equals_the_factored_one(monkeypatch):
     rng = np.random.default_rng(0)
     obs = np.sort(rng.choice(g.n_nodes, 300, replace=False))
     z = np.sin(g.points[obs, 0] / 5.0) + 0.1 * rng.standard_normal(300)
-    for nu in (1, 2):
+    for nu in (1, 2, 3, 4):
         exact = GMRFRegression(g, obs, z, nu)
         fit = exact.evaluate(0.01, 0.05)
         it = IterativeGMRF(g, obs, z, nu, 0.01, 0.05, fit.amplitude)
-        np.testing.assert_allclose(it.mean(), fit.mean, atol=1e-6 * np.abs(fit.mean).max())
+        Qt = exact.posterior_precision(0.01, 0.05).toarray()
+        mean = it.mean()
+        b = np.zeros(g.n_nodes)
+        b[obs] = z / 0.05
+        assert np.linalg.norm(Qt @ mean - b) <= 1.01e-8 * np.linalg.norm(b)
+        # orders 3 and 4 are worse conditioned: the same residual leaves a larger error
+        np.testing.assert_allclose(mean, fit.mean,
+                                   atol=(1e-6 if nu <= 2 else 1e-4) * np.abs(fit.mean).max())
+        np.testing.assert_allclose(it.diagonal(), np.diag(Qt), rtol=1e-10)
+        x = rng.standard_normal(g.n_nodes)
+        np.testing.assert_allclose(it.Qt @ x, Qt @ x, rtol=1e-9, atol=1e-9 * np.abs(
+            Qt @ x).max())
         var, se = it.variances(n_samples=200)
-        ref = fit.amplitude * np.diag(np.linalg.inv(
-            exact.posterior_precision(0.01, 0.05).toarray()))
+        sum_se = it.observed_sum_se
+        ref = fit.amplitude * np.diag(np.linalg.inv(Qt))
         assert np.abs((var - ref) / se).max() < 6.0 and abs(np.mean((var - ref) / se)) < 0.5
-    # the estimator's route: ball search, then the iterative posterior
+        # the standard error of the observed nodes' summed unit variances, against the
+        # spread of the sum over independent batches of draws
+        sums = [it.variances(n_samples=20, random_state=s)[0][obs].sum() / fit.amplitude
+                for s in range(1, 9)]
+        assert 0.3 < np.std(sums, ddof=1) / (sum_se * np.sqrt(200 / 20)) < 3.0
+    # the estimator's route: ball search over every order, then the iterative posterior
     monkeypatch.setattr(gaussian, "FACTOR_MAX_NODES", 500)
     best, reg, local = gaussian.fit_gmrf(g, obs, z, search_max_nodes=600)
-    assert best.nu in (1, 2) and best.evidence_nodes <= 600
+    assert {2, 3, 4} <= set(local) <= {1, 2, 3, 4} and best.evidence_nodes <= 600
+    assert best.log_evidence == max(f.log_evidence for f in local.values())
     var, se = reg.variances(best)
     assert np.all(var > 0) and var.shape == (g.n_nodes,)
+    assert reg.observed_sum_se > 0
 
 
 def test_matern_family_of_a_graph_is_shared_and_its_cache_bounded(monkeypatch):

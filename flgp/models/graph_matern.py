@@ -345,11 +345,11 @@ class GraphMaternRegressionFit(RegressionFit):
     def _cross_validated_scale(self, fit, var, se) -> float:
         """The factor from the evidence's amplitude to the cross-validated one
         (:func:`flgp.precision.gaussian.cross_validated_amplitude`; docs/images.md,
-        "Intervals"): 1 with a fixed noise, outside ``CV_SCALE_RANGE``, on graphs beyond a
-        factor
-        (perturbation variances) or where the variances' Monte Carlo error leaves it
-        undetermined."""
-        if self.targets is None or not getattr(self.regression, "factored", False):
+        "Intervals"): 1 with a fixed noise, outside ``CV_SCALE_RANGE``, or where the
+        variances' Monte Carlo error leaves it undetermined - the same rule on a factored
+        graph and on one solved by conjugate gradients (its perturbation variances' sum
+        over the observed nodes has its own standard error)."""
+        if self.targets is None:
             return 1.0
         sum_se = getattr(self.regression, "observed_sum_se", None)
         if sum_se is None:

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from .._config import physical_memory
 from .._fingerprint import array_fingerprint
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
-from .iterative import ITERATIVE_ORDERS, IterativeGMRF
+from .iterative import LARGE_GRAPH_ORDERS, IterativeGMRF
 from .matern import MATERN_ORDERS, MaternFactors, check_order
 
 __all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "rao_blackwell_variances",
@@ -545,8 +545,8 @@ SEARCH_MAX_NODES = 8_000
 # gradients (flgp.precision.iterative), their hyperparameters from the ball's evidence.
 # A smooth field on the 2 mm MNI152 brain mask (235,375 voxels, 20 % observed): factored
 # (orders up to 4 on the whole graph), no answer in 300 s and 17 GB resident; by conjugate
-# gradients 13.5 s and 1.0 GB, test MSE 0.26 noise variances (the 3 mm mask's factored
-# fit: 0.25, 116 s, 4.7 GB), 95 % intervals of a new observation covering 94.7 %
+# gradients (order 4) 36.5 s and 0.85 GB, test MSE 0.13 noise variances (the 3 mm mask's factored
+# fit: 0.25, 116 s, 4.7 GB), 95 % intervals of a new observation covering 95.1 %
 FACTOR_MAX_NODES = 100_000
 # the measured peak memory of fit_gmrf's default search on a 3-d voxel region (`flgp
 # nifti`, docs/images.md): factored (orders up to 4) 1.8 GB at 45,448 voxels and 4.7 GB
@@ -1043,17 +1043,21 @@ class _OrderSearch:
 
 class _IterativeRegression:
     """What the estimators read of a fit on a graph too large to factor: its variances
+    (with ``observed_sum_se``, for the cross-validated amplitude as on the factored path)
     and the number of evidence evaluations of the ball's search."""
 
-    factored = False              # perturbation variances: no cross-validated amplitude
+    factored = False              # perturbation variances, no factor
 
     def __init__(self, solver, n_evaluations):
         self.solver = solver
         self.n_evaluations = n_evaluations
+        self.observed_sum_se = None
 
     def variances(self, fit, n_samples=16, random_state=0):
-        return self.solver.variances(min(int(n_samples), ITERATIVE_VARIANCE_SAMPLES),
-                                     random_state)
+        out = self.solver.variances(min(int(n_samples), ITERATIVE_VARIANCE_SAMPLES),
+                                    random_state)
+        self.observed_sum_se = self.solver.observed_sum_se          # unit amplitude
+        return out
 
 
 # perturbation draws of the large-graph variances (one conjugate-gradient solve each)
@@ -1062,10 +1066,11 @@ ITERATIVE_VARIANCE_SAMPLES = 8
 
 def _fit_iterative(graph, observed, z, nus, search, search_max_nodes):
     """:func:`fit_gmrf` on a graph it does not factor (:func:`factors`): ``(κ², r, A)``
-    and the order (1 or 2) by the exact evidence of a ball of ``search_max_nodes`` nodes,
-    the posterior by :class:`flgp.precision.iterative.IterativeGMRF`. The fit's
-    ``log_evidence`` is the ball's (``evidence_nodes`` says how many nodes it covers)."""
-    orders = tuple(nu for nu in nus if nu in ITERATIVE_ORDERS) or ITERATIVE_ORDERS
+    and the order (any of ``nus``, as on a factored graph) by the exact evidence of a ball
+    of ``search_max_nodes`` nodes, the posterior by
+    :class:`flgp.precision.iterative.IterativeGMRF`. The fit's ``log_evidence`` is the
+    ball's (``evidence_nodes`` says how many nodes it covers)."""
+    orders = tuple(nu for nu in nus if nu in LARGE_GRAPH_ORDERS) or LARGE_GRAPH_ORDERS
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:
         raise ValueError(f"fewer than 2 observed nodes lie in the {sub.n_nodes}-node ball "
