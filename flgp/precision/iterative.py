@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from ..backends import cpu_threads, limit_blas_threads
 from .matern import MaternFamily, check_order
 
 __all__ = ["IterativeGMRF", "ITERATIVE_ORDERS", "LARGE_GRAPH_ORDERS", "matern_root_draw"]
@@ -200,8 +201,6 @@ class IterativeGMRF:
         error of the unit variances' sum over the observed nodes is kept as
         ``observed_sum_se`` (for the cross-validated amplitude, as on the factored
         path)."""
-        from ..backends import cpu_threads, limit_blas_threads
-
         rng = np.random.default_rng(random_state)
         n = self.graph.n_nodes
         d = self.diagonal()
