@@ -310,6 +310,43 @@ def test_large_graphs_search_on_a_ball_and_profile_the_level_on_the_whole(lattic
     for shift in (-0.05, 0.05):
         assert GroupPosterior(graph, Y.mean(axis=1), 4, replace(
             p, level=p.level + shift)).log_likelihood < post.log_likelihood
+    # the group prior's (κ_g, A_g) polished on the whole graph: the mean map's likelihood
+    # there is at a local maximum in both (the polish's tolerance, 0.05 nats)
+    for name, factor in (("kappa2_group", 1.5), ("amplitude_group", 1.5)):
+        for f in (factor, 1.0 / factor):
+            moved = replace(p, **{name: getattr(p, name) * f})
+            assert GroupPosterior(graph, Y.mean(axis=1), 4, moved).log_likelihood < (
+                post.log_likelihood + 0.05)
+    assert record["n_evaluations_whole_graph"] > 0
+
+
+def test_effects_outside_the_search_ball_are_not_shrunk_away():
+    """A group map whose effect lies away from the ball the search sees: the whole-graph
+    polish fits the group prior to the whole mean map - a higher likelihood than the
+    ball's hyperparameters give, and a posterior nearer the truth at the effect."""
+    graph = lattice_graph(np.argwhere(np.ones((30, 10, 3), bool)), AFFINE)
+    X = graph.points
+    g = 2.0 * np.exp(-((X - X[np.argmax(X[:, 0])]) ** 2).sum(1) / (2 * 6.0 ** 2))
+    rng = np.random.default_rng(3)
+    Y = g[:, None] + 0.3 * rng.standard_normal((graph.n_nodes, 6))
+    post, record = fit_group(graph, Y, nus=(2,), search_max_nodes=300)
+    assert record["searched_nodes"] <= 300 and record["n_evaluations_whole_graph"] > 0
+    # the ball's own hyperparameters, on the whole graph
+    length, mass = graph.own_units()
+    sub, _, sub_maps = group_module.search_subgraph(graph.in_units(length, mass),
+                                                    np.arange(graph.n_nodes), Y, 300)
+    ball_params = group_module._fit_own_units(sub, sub_maps, (2,), (2,))[0].in_units(
+        1.0 / length, 1.0 / mass)
+    from dataclasses import replace
+    ball = GroupPosterior(graph, Y.mean(axis=1), 6, replace(ball_params, level=None))
+    assert post.log_likelihood > ball.log_likelihood + 1.0
+    peak = g > 1.0
+    error = np.abs(post.mean[peak] - g[peak]).mean()
+    assert error < 0.5 * np.abs(ball.mean[peak] - g[peak]).mean()
+    # about where a search of the whole graph itself lands
+    whole, _ = fit_group(graph, Y, nus=(2,))
+    assert post.log_likelihood > whole.log_likelihood - 1.0
+    assert error < np.abs(whole.mean[peak] - g[peak]).mean() + 0.05
 
 
 def test_cli_group_writes_the_api_maps_and_excursion_set(lattice, tmp_path, capsys):
