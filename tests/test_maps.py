@@ -312,3 +312,36 @@ def test_a_search_alone_on_the_lattice_asks_only_lattice_points():
     assert abs(np.log(plain[2].kappa2) - np.log(local[2].kappa2)) <= 2 * SNAP_STEP + \
         LINE_TOLERANCE
     assert local[2].log_evidence >= plain[2].log_evidence - 1.0
+
+
+def test_a_point_asked_in_several_rounds_is_factored_once(monkeypatch):
+    from flgp.precision import maps
+
+    graph, observed, Z = _study(n_maps=6)
+    own = graph.in_own_units()
+    asked, factored = [], []
+    real_lockstep, real_each = maps.lockstep, GMRFRegression.evaluate_each
+
+    def lockstep(steps, evaluate_many):
+        def spy(point, which):
+            asked.append(point)
+            return evaluate_many(point, which)
+        return real_lockstep(steps, spy)
+
+    def each(self, kappa2, ratio, columns=None):
+        factored.append((self.nu, kappa2, ratio))
+        return real_each(self, kappa2, ratio, columns)
+
+    monkeypatch.setattr(maps, "lockstep", lockstep)
+    monkeypatch.setattr(GMRFRegression, "evaluate_each", each)
+    found = maps.ball_searches(own, observed, Z, (2, 1), BALL)
+    # some maps reach a point another map asked for in an earlier round ...
+    assert len(asked) > len(set(asked))
+    # ... and find it factored: one factorisation a distinct point
+    assert len(factored) == len(set(asked)) == len(set(factored))
+    # every map's evidences are those of its own fit at its optima
+    sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, BALL)
+    for j, (points, _, optima) in enumerate(found):
+        for nu, (kappa2, ratio, log_ev) in optima.items():
+            alone = GMRFRegression(sub, sub_obs, sub_Z[:, j], nu).evaluate(kappa2, ratio)
+            assert log_ev == pytest.approx(alone.log_evidence, rel=1e-9, abs=1e-6)

@@ -11,8 +11,9 @@ estimates the posterior variances from the winner's factor. Here:
   step ``SNAP_STEP`` in ``log κ²`` and ``log r̃`` (each point it asks for rounded to the
   nearest: ``κ²`` and ``r̃`` within 10 %), and the maps' searches run in step
   (:func:`lockstep`, generators of :func:`~flgp.precision.gaussian.search_steps`): each
-  round, a point several maps ask for is factored once and gives each of them its
-  evidence (one solve of several right-hand sides). Maps start from the same grid and
+  round, a point several maps ask for is factored once and gives every map its
+  evidence (one solve of several right-hand sides), kept for the maps that reach it in a
+  later round. Maps start from the same grid and
   step alike, so on the motor map's mask 100 maps asked for ~2.5 times as many
   evaluations as were factored;
 * each lattice point some map's optimum lies at (one a contending order) is factored once
@@ -92,22 +93,27 @@ def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
     sub, sub_obs, sub_Z = search_subgraph(graph, observed, Z, search_max_nodes)
     if sub_obs.size < 2:
         return [None] * k
-    regs = {}
+    regs, done = {}, {}
 
     def evaluate_many(point, which):
-        nu, u, v = point
-        if nu not in regs:
-            regs[nu] = GMRFRegression(sub, sub_obs, sub_Z, nu)
-        reg = regs[nu]
-        try:
-            kappa2 = float(np.exp(u))
-            fits = reg.evaluate_each(kappa2, float(np.exp(v)) * reg.prior_variance(kappa2),
-                                     columns=which)
-        except NotPositiveDefiniteError:
-            return [None] * len(which)
-        for fit in fits:
-            fit.mean = None                     # the ball's means are not used
-        return fits
+        # every map's fit at a point factored once: a map that asks for it in a later
+        # round (another map's path crossing its own) takes it from here
+        if point not in done:
+            nu, u, v = point
+            if nu not in regs:
+                regs[nu] = GMRFRegression(sub, sub_obs, sub_Z, nu)
+            reg = regs[nu]
+            try:
+                kappa2 = float(np.exp(u))
+                fits = reg.evaluate_each(kappa2,
+                                         float(np.exp(v)) * reg.prior_variance(kappa2))
+            except NotPositiveDefiniteError:
+                fits = [None] * k
+            for fit in fits:
+                if fit is not None:
+                    fit.mean = None             # the ball's means are not used
+            done[point] = fits
+        return [done[point][i] for i in which]
 
     found = lockstep([search_steps(sub, nus, lattice=SNAP_STEP) for _ in range(k)],
                      evaluate_many)
