@@ -6,7 +6,7 @@ grow, and MNIST's fit beside graphlearning's.
   ``(n, m)`` in a fresh process: ``FLGPClassifier()`` (which representation its rule took,
   its time and peak resident memory, its error on the unlabelled points), the heat kernel
   alone (``FLGPClassifier(HeatKernelPrior())``) on the same draw, and - up to
-  ``--gmrf-max-n`` points - the graph Matérn prior alone (``GraphMaternPrior()``: the
+  ``--graph-matern-max-n`` points - the graph Matérn prior alone (``GraphMaternPrior()``: the
   full-resolution classifier whatever its cost).
 * ``mnist`` - all 70,000 digits, PCA to 100 dimensions: ``FLGPClassifier()``'s fit against
   graphlearning's graph build plus Poisson learning (``gl.weightmatrix.knn(X, 10)``,
@@ -79,7 +79,7 @@ def _fit_curve(args, out):
                  skipped=est.skipped_methods_))
 
 
-def run_curve(sizes, labels, gmrf_max_n, threads):
+def run_curve(sizes, labels, graph_matern_max_n, threads):
     import runpy
 
     # benchmarks/profile.py's fresh-process runner (by path: "profile" is a stdlib name)
@@ -87,7 +87,7 @@ def run_curve(sizes, labels, gmrf_max_n, threads):
     rows = []
     for n in sizes:
         for m in labels:
-            priors = ["default", "heat kernel"] + (["graph matern"] if n <= gmrf_max_n
+            priors = ["default", "heat kernel"] + (["graph matern"] if n <= graph_matern_max_n
                                                    else [])
             for prior in priors:
                 try:
@@ -179,14 +179,14 @@ def main(argv=None):
     ap.add_argument("--sizes", nargs="+", type=int,
                     default=[100_000, 1_000_000, 10_000_000])
     ap.add_argument("--labels", nargs="+", type=int, default=[100, 300, 1000, 10_000])
-    ap.add_argument("--gmrf-max-n", type=int, default=1_000_000,
+    ap.add_argument("--graph-matern-max-n", type=int, default=1_000_000,
                     help="fit GraphMaternPrior() alone up to this many points")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
     if "curve" in args.workloads:
-        rows += run_curve(args.sizes, args.labels, args.gmrf_max_n, args.threads)
+        rows += run_curve(args.sizes, args.labels, args.graph_matern_max_n, args.threads)
     if "mnist" in args.workloads:
         rows += run_mnist(args.threads)
     print_table(rows)

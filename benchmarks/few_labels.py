@@ -164,7 +164,7 @@ def fit_flgp(X, y, lab, kwargs, seed=0):
     P[:, est.classes_] = np.asarray(est.label_distributions_, dtype=np.float64)
     info = (dict(t=np.asarray(est.diffusion_time_).tolist(),
                  kappa=np.asarray(getattr(est, "predictive_scale_", 1.0)).tolist())
-            if est.method_ != "gmrf" else {})
+            if est.method_ != "graph_matern" else {})
     return P, sec, "", info
 
 

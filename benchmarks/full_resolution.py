@@ -295,7 +295,7 @@ def main(argv=None):
         print(f"whole brain n={r['n']} m={r['m']}: {r['seconds']:.1f} s, peak "
               f"{r['peak_gb']:.2f} GB, tMSE {r['tmse']:.4f}, 95% coverage "
               f"{r['coverage']:.3f}\n  {r['chosen']}", flush=True)
-    methods = ["auto", "gmrf", "flgp", "rbf"]
+    methods = ["auto", "graph_matern", "flgp", "rbf"]
     if "threshold" in work:
         for m in (2091, 3137, 4182):
             cell = {}

@@ -11,25 +11,25 @@ observed (``np.random.default_rng(seed)``), the targets centred on their observe
   for the first half and decayed geometrically to ``--lr-final`` over the second. Two
   starts (``--start``): ``generic`` - the kernel's default ``κ²`` (a range of ten
   voxels), outputscale ``var(y)``, noise ``var(y) / 100`` - and ``search`` - the
-  hyperparameters :func:`~flgp.precision.gaussian.fit_gmrf` chooses. Reported for each:
+  hyperparameters :func:`~flgp.precision.gaussian.fit_matern` chooses. Reported for each:
   wall time of the steps (and of building the model), the process's peak resident memory
   after them (the generic loop runs first, before anything else of size; the search
-  loop's is the whole process's, ``fit_gmrf`` and the first loop included: run
+  loop's is the whole process's, ``fit_matern`` and the first loop included: run
   ``--start search`` alone for its own), and the exact log evidence at the final
   hyperparameters (one more forward pass).
-* **flgp's search**: :func:`flgp.precision.gaussian.fit_gmrf` on the same data
+* **flgp's search**: :func:`flgp.precision.gaussian.fit_matern` on the same data
   (``nus=(nu,)``), which searches ``(κ², r)`` on the graph in its own units for z-scored
   targets ``z = y / s``, on an 8,000-voxel ball, and evaluates the whole map once at the
   ball's optimum; its evidence is turned into the evidence of ``y`` by the
   standardisation's Jacobian, ``log p(y) = log p(z) - m log s``. The GPyTorch model
   evaluated at that point checks the mapping of the parametrisations (the same number).
 * **The exact optimum** (``--no-optimum`` skips it): the whole map's exact evidence
-  (:meth:`flgp.precision.GMRFRegression.evaluate`, amplitude profiled out) maximised by
+  (:meth:`flgp.precision.MaternRegression.evaluate`, amplitude profiled out) maximised by
   Nelder-Mead over ``(log κ², log r)`` from the better loop's end point, with the noise
   kept above the likelihood's floor - the number both the loop and the search are
   measured against.
 * **Predictions**: the GPyTorch posterior mean at every unobserved voxel against
-  :meth:`flgp.precision.GMRFRegression.posterior_mean` at each loop's final
+  :meth:`flgp.precision.MaternRegression.posterior_mean` at each loop's final
   hyperparameters (``kernel.own_hyperparameters()``).
 
 Issue 44's targets: the steps in at most 60 s on 2 cores and 2 GB, the final log evidence
@@ -103,7 +103,7 @@ def _model(graph, nu, x, yc):
 
 
 def _set_search_point(model, fit, s: float) -> None:
-    """The GPyTorch model at ``fit_gmrf``'s hyperparameters (z-scored targets ``y / s``, the
+    """The GPyTorch model at ``fit_matern``'s hyperparameters (z-scored targets ``y / s``, the
     graph in its own units): ``κ`` in the graph's units, outputscale ``A s² / a`` (``a`` the
     kernel's normalisation in its own units), noise ``A r s²``."""
     import torch
@@ -118,7 +118,7 @@ def _set_search_point(model, fit, s: float) -> None:
 
 
 def _own_point(model) -> tuple[float, float, float]:
-    """``(κ²_own, r, amplitude)`` of the model in :class:`GMRFRegression`'s terms (the graph
+    """``(κ²_own, r, amplitude)`` of the model in :class:`MaternRegression`'s terms (the graph
     in its own units, ``r`` the noise-to-signal ratio, the amplitude in ``y``'s units)."""
     import torch
 
@@ -134,7 +134,7 @@ def adam_loop(graph, nu, obs, y, x, yc, start, steps, lr, lr_final, fit=None, s=
     final exact log evidence, the estimator's errors and the predictions' check."""
     import torch
 
-    from flgp.precision import GMRFRegression
+    from flgp.precision import MaternRegression
 
     m = obs.size
     var = float(yc.var())
@@ -194,7 +194,7 @@ def adam_loop(graph, nu, obs, y, x, yc, start, steps, lr, lr_final, fit=None, s=
         mean = model(torch.as_tensor(graph.points[test], dtype=torch.float64)).mean.numpy()
     predict_seconds = time.perf_counter() - start_time
     kappa2_own, ratio, _ = _own_point(model)
-    reg = GMRFRegression(kernel.graph, obs, yc.numpy(), nu)
+    reg = MaternRegression(kernel.graph, obs, yc.numpy(), nu)
     reference = reg.posterior_mean(kappa2_own, ratio)[test]
     gap = float(np.max(np.abs(mean - reference)))
 
@@ -225,10 +225,10 @@ def exact_optimum(graph, obs, z, s, nu, kappa2_own, ratio, amplitude,
     amplitude ``amplitude``, in ``y``'s units: the evidence is flat in ``r`` there)."""
     from scipy.optimize import minimize
 
-    from flgp.precision import GMRFRegression
+    from flgp.precision import MaternRegression
 
     m = obs.size
-    reg = GMRFRegression(graph.in_own_units(), obs, z, nu)
+    reg = MaternRegression(graph.in_own_units(), obs, z, nu)
     shift = m * np.log(s)
     log_r_min = float(np.log(NOISE_FLOOR / amplitude))
 
@@ -252,7 +252,7 @@ def run(seed: int = 0, nu: int = 2, steps: int = 50, lr: float = 0.3,
         verbose: bool = True) -> dict:
     import torch
 
-    from flgp.precision import fit_gmrf
+    from flgp.precision import fit_matern
 
     torch.set_num_threads(2)
     graph, obs, y = motor_map(seed)
@@ -273,7 +273,7 @@ def run(seed: int = 0, nu: int = 2, steps: int = 50, lr: float = 0.3,
 
     # flgp's own search on the z-scored targets, and its evidence in y's units
     start_time = time.perf_counter()
-    fit, _, _ = fit_gmrf(graph, obs, z, nus=(nu,))
+    fit, _, _ = fit_matern(graph, obs, z, nus=(nu,))
     out["search_seconds"] = time.perf_counter() - start_time
     out["search_log_evidence"] = float(fit.log_evidence - m * np.log(s))
     out["search_kappa2"] = fit.kappa ** 2
@@ -321,14 +321,14 @@ def main(argv=None):
             not args.no_optimum)
     print(f"motor map n={r['n']} m={r['m']} nu={r['nu']}, {r['steps']} Adam steps "
           f"(lr {r['lr']} -> {r['lr_final']})")
-    print(f"  fit_gmrf: log evidence {r['search_log_evidence']:.2f} in "
+    print(f"  fit_matern: log evidence {r['search_log_evidence']:.2f} in "
           f"{r['search_seconds']:.1f} s (GPyTorch at that point: "
           f"{r['gpytorch_at_search_optimum']:.2f})")
     if "optimum" in r:
         o = r["optimum"]
         print(f"  the whole map's exact optimum: {o['log_evidence']:.2f} (kappa2_own "
               f"{o['kappa2_own']:.3g}, noise {o['noise']:.3g}; {o['evaluations']} "
-              f"evaluations, {o['seconds']:.0f} s); fit_gmrf "
+              f"evaluations, {o['seconds']:.0f} s); fit_matern "
               f"{r['search_gap_to_optimum']:.2f} nats below it")
     for start in starts:
         q = r[start]
@@ -339,7 +339,7 @@ def main(argv=None):
               f"{q['load_average']:.1f}; model built in {q['build_seconds']:.2f} s), peak "
               f"{q['peak_gb']:.2f} GB")
         print(f"    log evidence {q['first_log_evidence']:.2f} -> "
-              f"{q['final_log_evidence']:.2f}: {-q['evidence_gap']:+.2f} against fit_gmrf"
+              f"{q['final_log_evidence']:.2f}: {-q['evidence_gap']:+.2f} against fit_matern"
               f"{gap}; kappa2 {q['kappa2']:.3g}, outputscale {q['outputscale']:.3g}, "
               f"noise {q['noise']:.3g}")
         print(f"    gradient of log|K + s2 I| ({q['estimator']}, {q['n_probes']} probes): "
@@ -350,7 +350,7 @@ def main(argv=None):
               f"amplitude and noise terms at most {q['max_relative_se_amplitude']:.1e} / "
               f"{q['max_relative_se_noise']:.1e})")
         print(f"    predictions at {r['n'] - r['m']} voxels in {q['predict_seconds']:.2f} s: "
-              f"max |GPyTorch - GMRFRegression| = {q['prediction_max_abs_difference']:.2e} "
+              f"max |GPyTorch - MaternRegression| = {q['prediction_max_abs_difference']:.2e} "
               f"({q['prediction_relative_difference']:.1e} of sd(y))")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)

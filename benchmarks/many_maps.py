@@ -10,7 +10,7 @@ fitting them:
 * ``own`` - one 4-d call of :func:`flgp.predict_image`, each map its own hyperparameters
   (the default; maps fitted in as many processes as the cores and memory allow; on this
   mask the maps' graph Matérn searches share the whole lattice's work,
-  :func:`flgp.precision.fit_gmrf_maps`);
+  :func:`flgp.precision.fit_matern_maps`);
 * ``shared`` - one call with ``hyperparameters="shared"`` (one prior by the pooled
   evidence, one factorisation for every map);
 * ``single`` - each map alone, a call each (the reference for the per-map error).

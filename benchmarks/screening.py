@@ -109,7 +109,7 @@ def measure(name, X, y, obs, graph) -> dict:
     final = alone.log_marginal_likelihood_
     row["flgp"] = dict(coarse=coarse, final=final, gain_per_label=(final - coarse)
                        / labelled.size, coarse_s=coarse_s, finish_s=finish_s, staged=True)
-    row["full_choice"] = max(("gmrf", "rbf", "flgp"), key=lambda k: row[k]["final"])
+    row["full_choice"] = max(("graph_matern", "rbf", "flgp"), key=lambda k: row[k]["final"])
     default = FLGPRegressor([*priors, heat])
     start = time.perf_counter()
     default.fit(X, np.where(obs, y, np.nan))
@@ -128,7 +128,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore", FutureWarning)
     rows = []
-    print("| workload | m | margin | gmrf coarse -> final (gain/label, s) | rbf coarse -> "
+    print("| workload | m | margin | graph Matérn coarse -> final (gain/label, s) | rbf coarse -> "
           "final (gain/label, s) | heat kernel coarse -> final (gain/label, s) | all "
           "finished | default (screened out) |")
     print("| --- | ---: | ---: | --- | --- | --- | --- | --- |")
@@ -136,14 +136,14 @@ def main(argv=None):
         r = measure(name, X, y, obs, graph)
         rows.append(r)
         cells = []
-        for k in ("gmrf", "rbf", "flgp"):
+        for k in ("graph_matern", "rbf", "flgp"):
             c = r[k]
             cells.append(f"{c['coarse']:.1f} -> {c['final']:.1f} ({c['gain_per_label']:.3f}, "
                          f"{c['coarse_s']:.2f} + {c['finish_s']:.2f} s)")
         print(f"| {name} | {r['m']} | {r['margin']:.0f} | {' | '.join(cells)} | "
               f"{r['full_choice']} | {r['default_choice']} "
               f"({', '.join(r['screened_out']) or '-'}) |", flush=True)
-    worst = max(max(r[k]["gain_per_label"] for k in ("gmrf", "rbf", "flgp")) for r in rows)
+    worst = max(max(r[k]["gain_per_label"] for k in ("graph_matern", "rbf", "flgp")) for r in rows)
     agree = sum(r["full_choice"] == r["default_choice"] for r in rows)
     print(f"\nlargest gain after a coarse stage: {worst:.3f} nats a label; the default "
           f"chose as the full weighing on {agree} of {len(rows)} workloads")

@@ -194,9 +194,9 @@ def _excursion(args, command: str, fitted, write, suffix: str, plot=None) -> int
     if isinstance(fitted, list) or fitted is None:
         return _fail(command, "--excursion needs one map (its own fit); fit the maps one "
                               "at a time.")
-    if fitted.method_ != "gmrf":
+    if fitted.method_ != "graph_matern":
         return _fail(command, f"--excursion needs the joint posterior of the graph Matérn "
-                              f"prior (--method gmrf, its default with --excursion); this "
+                              f"prior (--method graph_matern, its default with --excursion); this "
                               f"fit is method_={fitted.method_!r}, whose posterior gives "
                               f"marginal sds only.")
     start = time.perf_counter()
@@ -352,10 +352,10 @@ def _surface_parser(sub) -> None:
                    help="writes PREFIX_mean.func.gii and PREFIX_sd.func.gii")
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--method", default=None,
-                   choices=["auto", "gmrf", "flgp", "nystrom", "glgp", "rbf"],
+                   choices=["auto", "graph_matern", "flgp", "nystrom", "glgp", "rbf"],
                    help="FLGPRegressor's method (default auto: the mesh's graph Matérn "
                         "prior, the low-rank heat kernel or the RBF GP, by evidence; "
-                        "gmrf with --excursion)")
+                        "graph_matern with --excursion)")
     f.add_argument("--fill", type=float, default=0.0, help="value outside the region")
     f.add_argument("--include-noise", action="store_true", help="sd of a new observation "
                    "instead of that of the map")
@@ -481,7 +481,7 @@ def _fit_line(fitted, seconds) -> str:
     chosen = getattr(fitted, "method_", fitted.method)
     weighed = "the priors weighed" if fitted.method == "auto" else f"{fitted.method!r}"
     parts = [f"FLGPRegressor ({weighed}): {chosen}"]
-    if chosen == "gmrf":
+    if chosen == "graph_matern":
         parts.append(f"graph Matérn order {fitted.matern_order_} on the "
                      f"{fitted.graph_.kind} graph")
     elif chosen != "rbf" and getattr(fitted, "diffusion_time_", None) is not None:
@@ -539,10 +539,10 @@ def main(argv=None) -> int:
     f.add_argument("--seed", type=int, default=0, help="seeds the observed fraction and "
                    "the regressor's induced points (default 0)")
     f.add_argument("--method", default=None,
-                   choices=["auto", "gmrf", "flgp", "nystrom", "glgp", "rbf"],
+                   choices=["auto", "graph_matern", "flgp", "nystrom", "glgp", "rbf"],
                    help="FLGPRegressor's method (default auto: the voxel lattice's graph "
                         "Matérn prior at full resolution, the low-rank heat kernel or the "
-                        "RBF GP, whichever has the highest evidence; gmrf with "
+                        "RBF GP, whichever has the highest evidence; graph_matern with "
                         "--excursion, whose joint posterior it needs)")
     f.add_argument("--n-induced", type=int, default=None, metavar="S",
                    help="induced points (default: FLGPRegressor's, min(1000, n/4))")
@@ -593,7 +593,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.command in ("nifti", "surface") and args.method is None:
         # an excursion set needs the graph Matérn prior's joint posterior
-        args.method = "auto" if args.excursion is None else "gmrf"
+        args.method = "auto" if args.excursion is None else "graph_matern"
     if args.command == "circles":
         return _circles(args)
     if args.command == "nifti":

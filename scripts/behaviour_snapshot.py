@@ -57,7 +57,7 @@ def _cases():
         matern = {"nu": kw.pop("matern_order")} if "matern_order" in kw else {}
         if method in ("flgp", "glgp", "nystrom"):
             prior = HeatKernelPrior(Eigenbasis(method, **heat), **spectral)
-        elif method == "gmrf":
+        elif method == "graph_matern":
             prior = GraphMaternPrior(**matern)
         elif method == "rbf":
             prior = RBFPrior()
@@ -101,7 +101,7 @@ def _cases():
             v = getattr(c, name, None)
             if v is not None:
                 out[name] = np.atleast_1d(np.asarray(v, dtype=np.float64))
-        if kw.get("method", "flgp") not in ("rbf", "gmrf"):
+        if kw.get("method", "flgp") not in ("rbf", "graph_matern"):
             mean, var = c.predict_latent(Xn)
             out["latent_mean"], out["latent_var"] = mean, var
             out["suggest"] = np.asarray(c.suggest_labels(5), dtype=np.float64)
@@ -120,8 +120,8 @@ def _cases():
     yield "clf_multi_ep", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, n_induced=300)
     yield "clf_multi_laplace", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, n_induced=300,
                                            inference="laplace")
-    yield "clf_gmrf", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, method="gmrf")
-    yield "clf_gmrf_order2", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, method="gmrf",
+    yield "clf_graph_matern", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, method="graph_matern")
+    yield "clf_gmrf_order2", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, method="graph_matern",
                                          matern_order=2)
     yield "clf_multi_ovr", lambda: clf(Xr, yr_semi, Xr[:30] * 1.01, n_induced=300,
                                        multi_class="ovr")
@@ -152,7 +152,7 @@ def _cases():
     yield "reg_nystrom", lambda: reg(method="nystrom", n_induced=200, n_eigenpairs=50)
     yield "reg_poisson", lambda: reg(n_induced=300, n_eigenpairs=50, likelihood="poisson")
     yield "reg_rbf", lambda: reg(method="rbf", max_iter=50)
-    yield "reg_gmrf", lambda: reg(method="gmrf")
+    yield "reg_graph_matern", lambda: reg(method="graph_matern")
 
     def dask_fit():
         import dask

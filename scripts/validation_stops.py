@@ -65,7 +65,7 @@ def _trace(fit, cloud):
 def prior_keywords(kind="every", **heat) -> dict:
     """The estimator keywords of a prior: ``"every"`` - every prior, the heat kernel's with
     the settings ``heat`` (without any: ``{}``, the default); ``"flgp"`` / ``"glgp"`` /
-    ``"nystrom"`` - that heat kernel alone, with ``heat``; ``"gmrf"`` - the graph Matérn
+    ``"nystrom"`` - that heat kernel alone, with ``heat``; ``"graph_matern"`` - the graph Matérn
     prior alone. On a checkout from before the prior objects (2026-11-28, through
     ``PYTHONPATH``) the old keywords that mean the same (scripts/x_path.py uses it too)."""
     if kind == "every" and not heat:
@@ -76,7 +76,7 @@ def prior_keywords(kind="every", **heat) -> dict:
         return dict(heat) if kind == "every" else dict(heat, method=kind)
     if kind == "every":
         return dict(prior=[HeatKernelPrior(Eigenbasis(**heat)), GraphMaternPrior(), RBFPrior()])
-    if kind == "gmrf":
+    if kind == "graph_matern":
         return dict(prior=GraphMaternPrior())
     return dict(prior=HeatKernelPrior(Eigenbasis(kind, **heat)))
 

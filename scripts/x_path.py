@@ -71,7 +71,7 @@ def main(argv=None):
         "FLGPRegressor()": lambda: FLGPRegressor(**prior_keywords(n_induced=150)).fit(
             X, target),
         "FLGPClassifier(GraphMaternPrior())": lambda: FLGPClassifier(
-            **prior_keywords("gmrf")).fit(X, semi),
+            **prior_keywords("graph_matern")).fit(X, semi),
     }
     print(f"{'fit':34s} {'stops':>6s} {'files':>6s}")
     for name, fit in fits.items():

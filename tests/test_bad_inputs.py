@@ -305,7 +305,7 @@ def test_an_outlier_rules_out_the_k_nn_graph_not_the_default_regressor():
         knn_point_graph(X, 10)
     knn_point_graph(X[:600], 10)                  # the cloud without it is a graph
     reg = FLGPRegressor().fit(X, y)
-    assert reg.method_ != "gmrf" and "lie so far" in reg.skipped_methods_["gmrf"]
+    assert reg.method_ != "graph_matern" and "lie so far" in reg.skipped_methods_["graph_matern"]
     assert np.all(np.isfinite(reg.transduction_))
     with pytest.raises(ValueError, match="graph Matérn prior's k-NN graph of X: 1 point"):
         FLGPRegressor(GraphMaternPrior()).fit(X, y)

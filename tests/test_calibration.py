@@ -220,9 +220,9 @@ def test_default_takes_the_heat_kernel_where_the_classes_overlap():
     # optimiser's, compared at its tolerance
     assert cv["flgp"]["accuracy"] == pytest.approx(acc, abs=1e-12)
     assert cv["flgp"]["log_likelihood"] == pytest.approx(ll, rel=1e-4)
-    assert cv["flgp"]["accuracy"] > cv["gmrf"]["accuracy"]
-    assert cv["flgp"]["log_likelihood"] > cv["gmrf"]["log_likelihood"]
-    assert clf.method_ == "flgp" and "cross-validation" in clf.skipped_methods_["gmrf"]
+    assert cv["flgp"]["accuracy"] > cv["graph_matern"]["accuracy"]
+    assert cv["flgp"]["log_likelihood"] > cv["graph_matern"]["log_likelihood"]
+    assert clf.method_ == "flgp" and "cross-validation" in clf.skipped_methods_["graph_matern"]
     ref = FLGPClassifier(HeatKernelPrior()).fit(X, yy)
     np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,
                                rtol=1e-4, atol=1e-6)
@@ -240,7 +240,7 @@ def test_default_keeps_its_full_resolution_fit_on_clusters():
     for c in (0, 1):
         yy[np.flatnonzero(y == c)[:3]] = c
     clf = FLGPClassifier().fit(X, yy)
-    assert clf.method_ == "gmrf" and clf.cross_validation_ is not None
+    assert clf.method_ == "graph_matern" and clf.cross_validation_ is not None
     ref = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
     np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,
                                rtol=1e-10, atol=1e-12)
@@ -272,7 +272,7 @@ def test_a_fold_the_heat_kernel_cannot_fit_leaves_the_rule_standing(monkeypatch)
     for c in (0, 1):
         yy[np.flatnonzero(y == c)[:4]] = c
     clf = FLGPClassifier().fit(X, yy)
-    assert clf.method_ == "gmrf" and clf.cross_validation_ is None
+    assert clf.method_ == "graph_matern" and clf.cross_validation_ is None
     assert "no eigenbasis for these labels" in clf.skipped_methods_["flgp"]
     ref = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
     np.testing.assert_allclose(clf.label_distributions_, ref.label_distributions_,

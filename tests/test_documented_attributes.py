@@ -12,7 +12,7 @@ import pytest
 from flgp import (Eigenbasis, FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPrior,
                   RBFPrior)
 
-CONDITIONS = ("method_ ==", 'method="gmrf"', 'method="auto"', "where the heat kernel was "
+CONDITIONS = ("method_ ==", 'method="graph_matern"', 'method="auto"', "where the heat kernel was "
               "fitted", "the heat kernel's only", "Counts only")
 
 

@@ -312,7 +312,7 @@ def _dense_posterior(reg, graph, y):
 
 def test_regressor_posterior_is_reproduced(fitted):
     reg, graph, y = fitted
-    assert reg.method_ == "gmrf"
+    assert reg.method_ == "graph_matern"
     mean, cov = _dense_posterior(reg, graph, y)
     # the fitted attributes give the fit's own posterior: its mean exactly, ...
     assert np.allclose(mean, reg.transduction_, rtol=0, atol=1e-6 * np.ptp(y[~np.isnan(y)]))
@@ -415,9 +415,9 @@ def test_cli_excursion_refuses_a_fit_without_a_joint_posterior(tmp_path, capsys)
                "--out", str(tmp_path / "o"), "--excursion", "0.5", "--quiet"])
     assert rc == 2
     err = capsys.readouterr().err
-    assert err.startswith("flgp nifti: error: ") and "--method gmrf" in err
+    assert err.startswith("flgp nifti: error: ") and "--method graph_matern" in err
     assert not (tmp_path / "o_excursion_F.nii.gz").exists()
-    rc = main(["nifti", str(path), "--observed-fraction", "0.4", "--method", "gmrf",
+    rc = main(["nifti", str(path), "--observed-fraction", "0.4", "--method", "graph_matern",
                "--out", str(tmp_path / "o"), "--excursion", "0.5", "--alpha", "1.5",
                "--quiet"])
     assert rc == 2 and "alpha" in capsys.readouterr().err
@@ -445,7 +445,7 @@ def test_cli_surface_excursion_below(tmp_path, capsys):
     values = -np.exp(-((V[:, 0] - 7.5) ** 2 + (V[:, 1] - 7.5) ** 2) / 10.0)
     write_gifti(values, tmp_path / "map.func.gii")
     rc = main(["surface", str(tmp_path / "flat.surf.gii"), str(tmp_path / "map.func.gii"),
-               "--observed-fraction", "0.4", "--method", "gmrf", "--out",
+               "--observed-fraction", "0.4", "--method", "graph_matern", "--out",
                str(tmp_path / "s"), "--excursion", "-0.5", "--below"])
     assert rc == 0
     assert "excursion set below -0.5" in capsys.readouterr().out

@@ -87,7 +87,7 @@ def _dense(reg, y):
 @pytest.mark.parametrize("case", list(CASES))
 def test_reported_numbers_reproduce_the_evidence_and_the_sd(case):
     reg, X, y = _fit(case)
-    assert reg.method_ == "gmrf"
+    assert reg.method_ == "graph_matern"
     ev, sd = _dense(reg, y)
     assert reg.log_marginal_likelihood_ == pytest.approx(ev, abs=1e-6)
     z = np.abs(reg.transduction_std_ - sd) / np.maximum(reg.transduction_std_error_,
@@ -222,7 +222,7 @@ def test_the_classifier_keeps_its_fitted_prior():
     X, y = make_moons(300, noise=0.05, random_state=0)
     yy = np.where(np.arange(300) % 10 == 0, y, -1)
     clf = FLGPClassifier().fit(X, yy)
-    assert clf.method_ == "gmrf" and isinstance(clf.prior_, GraphMaternPrior)
+    assert clf.method_ == "graph_matern" and isinstance(clf.prior_, GraphMaternPrior)
     assert clf.prior_.graph is clf.graph_ and clf.prior_.nu == clf.matern_order_
     assert clf.prior_.prior_to_noise_ratio_ == clf.prior_to_noise_ratio_
     # κ on the self-tuning graph, whose weights have no units: the same whatever the

@@ -11,7 +11,7 @@ import pytest
 from flgp import (Eigenbasis, FLGPRegressor, GraphMaternPrior, HeatKernelPrior, RBFPrior,
                   predict_surface)
 from flgp.graph import lattice_graph
-from flgp.precision import GMRFRegression, matern_precision
+from flgp.precision import MaternRegression, matern_precision
 
 
 def _box_map(shape=(12, 12, 6), frac=0.3, seed=0, noise=0.02):
@@ -35,7 +35,7 @@ def _flat_mesh(k=20, size=50.0):
     return V, np.r_[np.c_[a, b, c], np.c_[b, d, c]]
 
 
-def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
+def test_graph_matern_regressor_is_the_dense_posterior_at_its_hyperparameters():
     """At the reported values - outputscale_ and noise_ in units of y², the prior
     outputscale_ Q_ν(κ)⁻¹ with Q_ν built on the graph as given at κ = matern_kappa_ -
     transduction_ is the dense posterior mean, log_marginal_likelihood_ the dense
@@ -46,7 +46,7 @@ def test_gmrf_regressor_is_the_dense_posterior_at_its_hyperparameters():
     ijk, x, truth, y, obs = _box_map((7, 6, 5))
     g = lattice_graph(ijk)
     reg = FLGPRegressor(GraphMaternPrior(graph=g)).fit(x, y)
-    assert reg.method_ == "gmrf" and reg.matern_order_ in (1, 2, 3, 4)
+    assert reg.method_ == "graph_matern" and reg.matern_order_ in (1, 2, 3, 4)
     z_mean = np.nanmean(y)
     lab = np.flatnonzero(obs)
     Q = matern_precision(g, reg.matern_kappa_ ** 2, reg.matern_order_).toarray()
@@ -92,10 +92,10 @@ def test_auto_weighs_three_priors_by_evidence_and_says_why():
                          RBFPrior()]).fit(x, y)
     # each prior weighed, or left out with the reason (the heat kernel by its ceiling, the
     # graph Matérn prior by screening: its starting grid far below the RBF GP's evidence)
-    assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
+    assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "graph_matern", "rbf"}
     assert "rbf" in reg.log_evidence_
     assert reg.method_ == max(reg.log_evidence_, key=reg.log_evidence_.get)
-    why = reg.skipped_methods_["gmrf"]
+    why = reg.skipped_methods_["graph_matern"]
     assert why.startswith("screened out")
     # fitted alone, the graph Matérn prior indeed ends below the winner, and at or above
     # the coarse evidence the message gives
@@ -112,7 +112,7 @@ def test_auto_weighs_three_priors_by_evidence_and_says_why():
     yy = np.where(np.arange(300) < 60, X[:, 0], np.nan)
     reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=60)), GraphMaternPrior(),
                          RBFPrior()]).fit(X, yy)
-    assert "gmrf" in reg.skipped_methods_ and "20 features" in reg.skipped_methods_["gmrf"]
+    assert "graph_matern" in reg.skipped_methods_ and "20 features" in reg.skipped_methods_["graph_matern"]
 
 
 def test_a_heat_kernel_that_cannot_win_is_not_searched():
@@ -134,7 +134,7 @@ def test_a_heat_kernel_that_cannot_win_is_not_searched():
     assert alone.method_ == "flgp"
 
 
-def test_gmrf_on_the_knn_graph_of_a_cloud():
+def test_graph_matern_on_the_knn_graph_of_a_cloud():
     """No graph given: the k-NN graph of X; on a noisy curve the fit follows the curve."""
     from flgp.datasets import make_spiral
 
@@ -164,18 +164,18 @@ def test_a_graph_that_falls_apart_gives_each_piece_its_prior_and_says_so():
     assert reg.transduction_std_[second].min() > reg.transduction_std_[:75].max()
 
 
-def test_gmrf_bad_input():
+def test_graph_matern_bad_input():
     ijk, x, truth, y, obs = _box_map((5, 5, 3))
     with pytest.raises(ValueError, match="graph has 75 nodes but the cloud has 74 rows"):
         FLGPRegressor(GraphMaternPrior(lattice_graph(ijk))).fit(x[:-1], y[:-1])
-    with pytest.raises(ValueError, match="method='gmrf' is Gaussian only"):
+    with pytest.raises(ValueError, match="method='graph_matern' is Gaussian only"):
         FLGPRegressor(GraphMaternPrior(), likelihood="poisson").fit(x, np.abs(np.round(y)))
     from sklearn.utils._param_validation import InvalidParameterError
 
     with pytest.raises(InvalidParameterError, match="'nu' parameter of GraphMaternPrior"):
         FLGPRegressor(GraphMaternPrior(nu=7)).fit(x, y)
     with pytest.raises(ValueError, match="one target"):
-        GMRFRegression(lattice_graph(ijk), np.array([0, 0]), np.array([1.0, 2.0]), 2)
+        MaternRegression(lattice_graph(ijk), np.array([0, 0]), np.array([1.0, 2.0]), 2)
 
 
 # -- surfaces ---------------------------------------------------------------------------

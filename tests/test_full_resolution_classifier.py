@@ -1,4 +1,4 @@
-"""The full-resolution classifier (FLGPClassifier(method="gmrf")) and its parts: the
+"""The full-resolution classifier (FLGPClassifier(method="graph_matern")) and its parts: the
 bucketed k-NN search, the self-tuning graph, the Green-function scores and the
 class-size prior."""
 
@@ -145,14 +145,14 @@ def test_class_size_prior_and_balance():
     np.testing.assert_allclose(Q, R / R.sum(1, keepdims=True))
 
 
-def test_gmrf_classifier_on_blobs_with_one_label_a_class():
+def test_graph_matern_classifier_on_blobs_with_one_label_a_class():
     X, y = _blobs()
     lab = np.array([np.flatnonzero(y == c)[0] for c in range(4)])
     yy = np.full(len(y), -1)
     yy[lab] = y[lab]
     clf = FLGPClassifier(GraphMaternPrior()).fit(X, yy)
     unl = yy == -1
-    assert clf.method_ == "gmrf" and clf.graph_.kind == "knn"
+    assert clf.method_ == "graph_matern" and clf.graph_.kind == "knn"
     assert np.mean(clf.transduction_[unl] != y[unl]) < 0.05
     P = clf.label_distributions_
     assert np.all(np.isfinite(P)) and np.allclose(P.sum(1), 1.0)
@@ -169,7 +169,7 @@ def test_gmrf_classifier_on_blobs_with_one_label_a_class():
     assert raw.class_prior_ is None and np.allclose(raw.class_weights_, 1.0)
 
 
-def test_gmrf_classifier_graph_that_falls_apart_warns():
+def test_graph_matern_classifier_graph_that_falls_apart_warns():
     rng = np.random.default_rng(0)
     X = np.r_[rng.standard_normal((100, 2)), rng.standard_normal((100, 2)) + 100.0]
     yy = np.full(200, -1)
@@ -190,7 +190,7 @@ def test_gmrf_classifier_graph_that_falls_apart_warns():
     np.testing.assert_allclose(clf.predict_proba(X[:10]), P[:10], atol=1e-9)
 
 
-def test_gmrf_classifier_unlabelled_piece_gets_an_unequal_class_prior():
+def test_graph_matern_classifier_unlabelled_piece_gets_an_unequal_class_prior():
     """A user's unequal class prior: the unlabelled piece's probabilities are exactly it
     (never re-weighted by the labelled piece's class factors), the labelled piece's average
     it too."""
@@ -222,7 +222,7 @@ def test_classifier_warns_of_a_point_labelled_with_two_classes():
     # at full resolution too the point's probabilities are shared between its classes:
     # both copies observe both classes (before, each kept its own and they differed)
     P = clf.label_distributions_
-    assert clf.method_ == "gmrf"
+    assert clf.method_ == "graph_matern"
     np.testing.assert_allclose(P[3], P[7], rtol=1e-12)
     # no warning without a clash
     with warnings.catch_warnings():
@@ -264,7 +264,7 @@ def test_auto_is_full_resolution_and_suggests_labels():
         yy[lab] = y[lab]
         clf = FLGPClassifier([HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(),
                               RBFPrior()]).fit(X, yy)
-        assert clf.method_ == "gmrf"
+        assert clf.method_ == "graph_matern"
         assert np.mean(clf.transduction_[yy == -1] != y[yy == -1]) < 0.05
     rows = clf.suggest_labels(5)
     assert rows.size == 5 and np.unique(rows).size == 5 and np.all(yy[rows] == -1)
@@ -538,7 +538,7 @@ def test_the_labelling_loop_at_full_resolution():
     for c in range(3):
         yy[np.flatnonzero(y == c)[0]] = c
     clf = FLGPClassifier(warm_start=True).fit(X, yy)
-    assert clf.method_ == "gmrf"
+    assert clf.method_ == "graph_matern"
     rows = clf.suggest_labels(6)
     assert np.all(yy[rows] == -1) and np.unique(rows).size == 6
     _, near = NeighborIndex(X).kneighbors(X[rows], 6)
@@ -1057,7 +1057,7 @@ def test_default_classifier_on_many_labels_uses_the_precision_form():
     X4 = np.c_[X, 0.01 * np.random.default_rng(1).standard_normal(6000)]   # 4 coords: CG
     clf = FLGPClassifier().fit(X4, yy)
     fit = clf._chosen_fit
-    assert clf.method_ == "gmrf" and fit.plan == {1: "precision"}
+    assert clf.method_ == "graph_matern" and fit.plan == {1: "precision"}
     assert fit.columns.prior.solver == "amg"
     unl = yy < 0
     assert np.mean(clf.transduction_[unl] != y[unl]) < 0.03

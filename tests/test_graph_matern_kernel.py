@@ -20,7 +20,7 @@ from flgp.kernels.graph_matern import (GraphMaternCovariance, GraphMaternNoisyCo
                                        GraphMaternPosteriorCovariance,
                                        GraphMaternPredictionStrategy)
 from flgp.precision import matern_precision
-from flgp.precision.gaussian import GMRFRegression
+from flgp.precision.gaussian import MaternRegression
 
 F64 = torch.float64
 
@@ -567,7 +567,7 @@ def test_predictions_equal_the_dense_posterior_and_the_regressor(name):
     with torch.no_grad():
         _, scale = k.own_hyperparameters()
     amp = a * scale.item()
-    reg = GMRFRegression(k.graph, obs, y.numpy() - c0, 2)
+    reg = MaternRegression(k.graph, obs, y.numpy() - c0, 2)
     mu_reg = reg.posterior_mean(k.kappa2.item() * k._length2, sigma2 / amp)
     np.testing.assert_allclose(f.mean - c0, mu_reg[test], rtol=1e-9, atol=1e-12)
 

@@ -479,7 +479,7 @@ def test_shared_hyperparameters_are_the_pooled_evidence():
     the single-map posterior at those hyperparameters; the pooled evidence is the sum of
     the single-map evidences there."""
     from flgp.graph import lattice_graph
-    from flgp.precision import GMRFRegression
+    from flgp.precision import MaternRegression
 
     img4, region, data = _maps()
     res = predict_image(img4, region, 0.3, hyperparameters="shared")
@@ -493,14 +493,14 @@ def test_shared_hyperparameters_are_the_pooled_evidence():
     z = (y - y.mean(0)) / y.std(0)
     length, mass = lattice_graph(vox.ijk, AFFINE).own_units()
     kappa2 = (rows[0]["kappa"] * length) ** 2
-    reg_all = GMRFRegression(g, obs, z, rows[0]["order"])
+    reg_all = MaternRegression(g, obs, z, rows[0]["order"])
     noise_z = np.array([r["noise"] for r in rows[:-1]]) / y.std(0) ** 2
     # the rows' amplitudes are of Q_ν on the lattice in mm: in its own units, x ℓ^{2ν} / μ
     amp_z = (np.array([r["outputscale"] for r in rows[:-1]]) / y.std(0) ** 2
              * length ** (2 * rows[0]["order"]) / mass)
     ratio = float(noise_z[0] / amp_z[0])
     pooled = reg_all.evaluate(kappa2, ratio)
-    singles = [GMRFRegression(g, obs, z[:, j], rows[0]["order"]).evaluate(kappa2, ratio)
+    singles = [MaternRegression(g, obs, z[:, j], rows[0]["order"]).evaluate(kappa2, ratio)
                for j in range(3)]
     assert pooled.log_evidence == pytest.approx(sum(f.log_evidence for f in singles),
                                                 abs=1e-6)
@@ -537,7 +537,7 @@ def test_cli_writes_4d_outputs(tmp_path, capsys):
     path = tmp_path / "maps.nii.gz"
     nib.save(img4, path)
     code = main(["nifti", str(path), "--observed-fraction", "0.3", "--out",
-                 str(tmp_path / "o"), "--quiet", "--method", "gmrf",
+                 str(tmp_path / "o"), "--quiet", "--method", "graph_matern",
                  "--shared-hyperparameters"])
     assert code == 0
     out = capsys.readouterr().out
@@ -545,7 +545,7 @@ def test_cli_writes_4d_outputs(tmp_path, capsys):
     assert nib.load(tmp_path / "o_mean.nii.gz").shape == SHAPE + (2,)
     # each map its own fit, in two processes, as predict_image gives it
     code = main(["nifti", str(path), "--observed-fraction", "0.3", "--out",
-                 str(tmp_path / "p"), "--quiet", "--method", "gmrf", "--n-jobs", "2"])
+                 str(tmp_path / "p"), "--quiet", "--method", "graph_matern", "--n-jobs", "2"])
     assert code == 0
     ref = predict_image(img4, None, 0.3, regressor=FLGPRegressor(GraphMaternPrior()),
                         n_jobs=1)
@@ -694,7 +694,7 @@ def test_cli_seed_maps_from_an_atlas(files, capsys):
     atlas[tuple(ijk.T)] = 1 + (ijk[:, 0] >= SHAPE[0] // 2) + 2 * (ijk[:, 1] >= SHAPE[1] // 2)
     nib.Nifti1Image(atlas, AFFINE).to_filename(d / "atlas.nii.gz")
     args = ["nifti", str(d / "map.nii.gz"), "--mask", str(d / "region.nii.gz"),
-            "--observed", str(d / "obs.nii.gz"), "--method", "gmrf", "--quiet",
+            "--observed", str(d / "obs.nii.gz"), "--method", "graph_matern", "--quiet",
             "--out", str(d / "s"), "--seeds-atlas", str(d / "atlas.nii.gz")]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -748,7 +748,7 @@ def test_memory_estimate_matches_the_measured_peaks(monkeypatch):
     ijk = np.argwhere(np.ones((12, 12, 6), bool))
     z = np.sin(ijk[:, 0] / 3.0) + np.cos(ijk[:, 1] / 4.0)
     obs = np.arange(0, ijk.shape[0], 3)
-    fit, _, _ = gaussian.fit_gmrf(lattice_graph(ijk), obs, z[obs], search_max_nodes=200)
+    fit, _, _ = gaussian.fit_matern(lattice_graph(ijk), obs, z[obs], search_max_nodes=200)
     assert calls == [ijk.shape[0]] and np.isfinite(fit.log_evidence)
 
 
@@ -771,7 +771,7 @@ def test_a_fit_that_cannot_fit_in_memory_is_refused_before_it_starts(monkeypatch
     res = predict_image(img, region, 0.3, regressor=reg, progress=True)
     assert f"fitting {int(region.sum())} voxels, expected to need about" in \
         capsys.readouterr().err
-    assert res.regressor.method_ == "gmrf"
+    assert res.regressor.method_ == "graph_matern"
     # the heat kernel alone: no graph Matérn fit to estimate, nothing refused
     monkeypatch.setattr(image_module, "_available_memory_gb", lambda: 1e-9)
     predict_image(img, region, 0.3, regressor=FLGPRegressor(HeatKernelPrior(**SMALL_HEAT)))

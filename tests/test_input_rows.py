@@ -261,7 +261,7 @@ def test_surface_command_prints_a_warning_as_one_line(tmp_path, capsys):
     observed[:20] = 1.0
     _save_values(tmp_path / "obs.func.gii", observed)
     rc = main(["surface", str(tmp_path / "two.surf.gii"), str(tmp_path / "map.func.gii"),
-               "--observed", str(tmp_path / "obs.func.gii"), "--method", "gmrf",
+               "--observed", str(tmp_path / "obs.func.gii"), "--method", "graph_matern",
                "--out", str(tmp_path / "pred")])
     assert rc == 0
     err = capsys.readouterr().err

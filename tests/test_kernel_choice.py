@@ -46,26 +46,26 @@ def test_the_default_chooses_the_prior_the_map_follows(make, manifold_wins):
     fits = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for method, prior in (("flgp", HeatKernelPrior()), ("gmrf", GraphMaternPrior()),
+        for method, prior in (("flgp", HeatKernelPrior()), ("graph_matern", GraphMaternPrior()),
                               ("rbf", RBFPrior()), ("auto", None)):
             fits[method] = FLGPRegressor(prior).fit(X, y_semi)
     auto = fits["auto"]
     assert FLGPRegressor().method == "auto"
     winner = max(auto.log_evidence_, key=auto.log_evidence_.get)
     assert auto.method_ == winner
-    assert (winner in ("flgp", "gmrf")) == manifold_wins
+    assert (winner in ("flgp", "graph_matern")) == manifold_wins
     mse = {k: float(np.mean((r.transduction_[~obs] - f[~obs]) ** 2)) for k, r in fits.items()}
-    losers = ["rbf"] if manifold_wins else ["flgp", "gmrf"]
+    losers = ["rbf"] if manifold_wins else ["flgp", "graph_matern"]
     for loser in losers:          # the sets are built so that it does
         assert mse[winner] < 0.5 * mse[loser], mse
     assert mse["auto"] == pytest.approx(mse[winner], rel=1e-6)
     # the evidences it compared are those of the fits alone; a prior it left out (by the
     # heat kernel's ceiling, or screened out) indeed ends below the winner fitted alone
-    for method in ("flgp", "gmrf", "rbf"):
+    for method in ("flgp", "graph_matern", "rbf"):
         # (the graph Matérn fit's maximum: its log_marginal_likelihood_ is the evidence
         # at the cross-validated amplitude it reports)
         alone = (fits[method].matern_log_evidence_[fits[method].matern_order_]
-                 if method == "gmrf" else fits[method].log_marginal_likelihood_)
+                 if method == "graph_matern" else fits[method].log_marginal_likelihood_)
         if method in auto.log_evidence_:
             assert auto.log_evidence_[method] == pytest.approx(alone, rel=1e-9)
         else:

@@ -312,7 +312,7 @@ def test_bad_input_gets_clear_errors():
     assert np.all(yyc[out] == -1)
 
 
-@pytest.mark.parametrize("prior", ["rbf", "gmrf"])
+@pytest.mark.parametrize("prior", ["rbf", "graph_matern"])
 def test_random_suggestions_with_every_regression_prior(prior):
     """strategy='random' draws unlabelled rows whatever the prior (before, the graph
     Matérn prior and the RBF GP refused every strategy); those that score by the

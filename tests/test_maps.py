@@ -8,10 +8,10 @@ import pytest
 from flgp.graph.lattice import lattice_graph
 from flgp.precision import gaussian
 from flgp.precision.gaussian import (LINE_MAX_EVALUATIONS, LINE_TOLERANCE,
-                                     LINE_VALUE_TOLERANCE, GMRFRegression,
-                                     fit_gmrf, precomputed_fits, precomputed_key,
-                                     search_gmrf, search_subgraph)
-from flgp.precision.maps import SNAP_STEP, fit_gmrf_maps, unit_variances, whole_graph_fits
+                                     LINE_VALUE_TOLERANCE, MaternRegression,
+                                     fit_matern, precomputed_fits, precomputed_key,
+                                     search_matern, search_subgraph)
+from flgp.precision.maps import SNAP_STEP, fit_matern_maps, unit_variances, whole_graph_fits
 from flgp.precision.matern import matern_precision
 
 BALL = 150
@@ -48,12 +48,12 @@ def _dense(graph_own, observed, z, nu, kappa2, ratio):
 
 def test_each_map_equals_the_dense_reference_at_its_lattice_point():
     graph, observed, Z = _study()
-    fits = fit_gmrf_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL)
+    fits = fit_matern_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL)
     own = graph.in_own_units()
     for j, (best, reg, by_order) in enumerate(fits):
         assert best.log_evidence == max(f.log_evidence for f in by_order.values())
         sub, sub_obs, sub_z = search_subgraph(own, observed, Z[:, j], BALL)
-        _, _, local = search_gmrf(sub, sub_obs, sub_z, (1, 2), lattice=SNAP_STEP)
+        _, _, local = search_matern(sub, sub_obs, sub_z, (1, 2), lattice=SNAP_STEP)
         for nu, fit in by_order.items():
             log_ev, mean, _ = _dense(own, observed, Z[:, j], fit.nu, fit.kappa2, fit.ratio)
             assert fit.log_evidence == pytest.approx(log_ev, rel=1e-8, abs=1e-6)
@@ -65,10 +65,10 @@ def test_each_map_equals_the_dense_reference_at_its_lattice_point():
             assert abs(np.log(fit.kappa2 / local[nu].kappa2)) <= reach
             assert abs(np.log(fit.ratio / local[nu].ratio)) <= reach
             # (or on a bound of the search)
-            ranges = gaussian.gmrf_search_ranges(sub)
+            ranges = gaussian.matern_search_ranges(sub)
             log_top = np.log(gaussian.largest_eigenvalue(sub))
             u = np.log(fit.kappa2)
-            v = np.log(fit.ratio / GMRFRegression(sub, sub_obs, sub_z, nu)
+            v = np.log(fit.ratio / MaternRegression(sub, sub_obs, sub_z, nu)
                        .prior_variance(fit.kappa2))
             for x, ends in ((u, (gaussian._lowest_log_kappa2(nu, ranges, log_top),
                                  ranges["log_kappa2"][1])), (v, ranges["log_ratio"])):
@@ -79,8 +79,8 @@ def test_each_map_equals_the_dense_reference_at_its_lattice_point():
         _, _, exact = _dense(own, observed, Z[:, j], best.nu, best.kappa2, best.ratio)
         assert np.mean(np.abs(var - exact) <= 3 * se + 1e-12) > 0.95
         assert np.mean(np.abs(var - exact) / exact) < 0.1
-        # ... and the one estimator fit_gmrf's regression would use at that point
-        alone = GMRFRegression(own, observed, Z[:, j], best.nu)
+        # ... and the one estimator fit_matern's regression would use at that point
+        alone = MaternRegression(own, observed, Z[:, j], best.nu)
         at = alone.evaluate(best.kappa2, best.ratio)
         np.testing.assert_allclose(var, alone.variances(at, 64, 0)[0], rtol=1e-9)
         assert best.length_unit == pytest.approx(graph.own_units()[0])
@@ -97,7 +97,7 @@ def test_maps_that_round_alike_share_one_factorisation():
         calls.append((fn.__name__, len(tasks)))
         return [fn(*args) for args in tasks]
 
-    fits = fit_gmrf_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL, run=run)
+    fits = fit_matern_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL, run=run)
     assert [name for name, _ in calls] == ["ball_searches", "whole_graph_fits",
                                           "unit_variances"]
     assert calls[0][1] == 1
@@ -120,35 +120,35 @@ def test_maps_that_round_alike_share_one_factorisation():
     assert fits_p[0].log_evidence == pytest.approx(a.log_evidence, rel=1e-9)
 
 
-def test_fit_gmrf_returns_a_precomputed_fit_only_for_its_targets_and_the_default_search():
+def test_fit_matern_returns_a_precomputed_fit_only_for_its_targets_and_the_default_search():
     graph, observed, Z = _study(n_maps=2)
-    (entry,) = [fit_gmrf_maps(graph, observed, Z[:, :1], (1, 2), search_max_nodes=BALL)[0]]
+    (entry,) = [fit_matern_maps(graph, observed, Z[:, :1], (1, 2), search_max_nodes=BALL)[0]]
     key = precomputed_key(observed, Z[:, 0], (1, 2))
     with precomputed_fits({key: entry}):
-        best, reg, by_order = fit_gmrf(graph, observed, Z[:, 0], nus=(1, 2))
+        best, reg, by_order = fit_matern(graph, observed, Z[:, 0], nus=(1, 2))
         assert best is entry[0] and reg is entry[1] and by_order is entry[2]
-        other, _, _ = fit_gmrf(graph, observed, Z[:, 1], nus=(1, 2), search_max_nodes=BALL)
+        other, _, _ = fit_matern(graph, observed, Z[:, 1], nus=(1, 2), search_max_nodes=BALL)
         assert other is not entry[0]
-        fixed, _, _ = fit_gmrf(graph, observed, Z[:, 0], nus=(1, 2), noise=0.1,
+        fixed, _, _ = fit_matern(graph, observed, Z[:, 0], nus=(1, 2), noise=0.1,
                                search_max_nodes=BALL)
         assert fixed is not entry[0]
-    searched, _, _ = fit_gmrf(graph, observed, Z[:, 0], nus=(1, 2), search_max_nodes=BALL)
+    searched, _, _ = fit_matern(graph, observed, Z[:, 0], nus=(1, 2), search_max_nodes=BALL)
     assert searched is not entry[0]
 
 
 def test_bad_input_is_named():
     graph, observed, Z = _study(n_maps=1)
     with pytest.raises(ValueError, match="one column a map"):
-        fit_gmrf_maps(graph, observed, Z[:, 0], search_max_nodes=BALL)
+        fit_matern_maps(graph, observed, Z[:, 0], search_max_nodes=BALL)
     bad = Z.copy()
     bad[3, 0] = np.nan
     with pytest.raises(ValueError, match="NaN or infinite"):
-        fit_gmrf_maps(graph, observed, bad, search_max_nodes=BALL)
+        fit_matern_maps(graph, observed, bad, search_max_nodes=BALL)
     for wrong in (np.r_[observed[:-1], graph.n_nodes], np.r_[observed[:-1], observed[0]]):
         with pytest.raises(ValueError, match="distinct node indices"):
-            fit_gmrf_maps(graph, wrong, Z, search_max_nodes=BALL)
-    with pytest.raises(ValueError, match="Fit each map with fit_gmrf"):
-        fit_gmrf_maps(graph, observed, Z)                  # 720 nodes: no ball
+            fit_matern_maps(graph, wrong, Z, search_max_nodes=BALL)
+    with pytest.raises(ValueError, match="Fit each map with fit_matern"):
+        fit_matern_maps(graph, observed, Z)                  # 720 nodes: no ball
     assert gaussian.on_lattice(0.31, -1.0, 1.0, 0.2) == pytest.approx(0.4)
     assert gaussian.on_lattice(-0.29, -1.0, 1.0, 0.2) == pytest.approx(-0.2)
     # near a bound, the bound; beyond it, clipped
@@ -196,7 +196,7 @@ def test_predict_image_shares_the_searches_of_several_maps(monkeypatch):
         np.testing.assert_allclose(mean[:, c], (y.mean() + y.std() * best.mean)
                                    .astype(np.float32), rtol=1e-5, atol=1e-5)
         row = res.maps[c]
-        assert row["method"] == "gmrf" and row["order"] == best.nu
+        assert row["method"] == "graph_matern" and row["order"] == best.nu
         assert row["kappa"] == pytest.approx(best.kappa)
         # the evidence at the reported (cross-validated) amplitude and noise
         cv = res.regressor[c].amplitude_cv_scale_
@@ -250,14 +250,14 @@ def test_searches_in_step_go_as_each_alone_and_share_their_common_points(monkeyp
     sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, BALL)
     calls = {"evaluate_each": 0, "evaluate": 0}
     for name in calls:
-        def spy(self, *args, _real=getattr(GMRFRegression, name), _name=name, **kwargs):
+        def spy(self, *args, _real=getattr(MaternRegression, name), _name=name, **kwargs):
             calls[_name] += 1
             return _real(self, *args, **kwargs)
 
-        monkeypatch.setattr(GMRFRegression, name, spy)
+        monkeypatch.setattr(MaternRegression, name, spy)
     found = maps.ball_searches(own, observed, Z, (2, 1), BALL)
     for j in range(3):
-        best, reg, local = search_gmrf(sub, sub_obs, sub_Z[:, j], (2, 1),
+        best, reg, local = search_matern(sub, sub_obs, sub_Z[:, j], (2, 1),
                                        lattice=SNAP_STEP)
         points, evaluations, optima = found[j]
         assert set(optima) <= set(local)
@@ -273,8 +273,8 @@ def test_searches_in_step_go_as_each_alone_and_share_their_common_points(monkeyp
     # every map starts from the same grid: those points are factored once for all
     assert calls["evaluate_each"] <= calls["evaluate"] - 2 * 9
     # the groups do not change the fits
-    one = fit_gmrf_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL)
-    three = fit_gmrf_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL, n_groups=3)
+    one = fit_matern_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL)
+    three = fit_matern_maps(graph, observed, Z, (2, 1), search_max_nodes=BALL, n_groups=3)
     for a, b in zip(one, three):
         assert a[0].nu == b[0].nu
         assert abs(np.log(a[0].kappa2 / b[0].kappa2)) <= SNAP_STEP + LINE_TOLERANCE
@@ -291,13 +291,13 @@ def test_a_search_alone_on_the_lattice_asks_only_lattice_points():
 
     def evaluate(nu, u, v):
         asked.append((u, v))
-        reg = GMRFRegression(sub, sub_obs, sub_z, nu)
+        reg = MaternRegression(sub, sub_obs, sub_z, nu)
         k2 = float(np.exp(u))
         return reg.evaluate(k2, float(np.exp(v)) * reg.prior_variance(k2))
 
     local, _ = drive(search_steps(sub, (2,), lattice=SNAP_STEP), evaluate)
     assert len(asked) == len(set(asked)) > 9
-    ranges = gaussian.gmrf_search_ranges(sub)
+    ranges = gaussian.matern_search_ranges(sub)
     u_ends = (gaussian._lowest_log_kappa2(2, ranges, np.log(gaussian.largest_eigenvalue(sub))),
               ranges["log_kappa2"][1])
     for u, v in asked:
@@ -306,9 +306,9 @@ def test_a_search_alone_on_the_lattice_asks_only_lattice_points():
             assert (abs(x / SNAP_STEP - round(x / SNAP_STEP)) < 1e-9
                     or min(abs(x - e) for e in ends) < 1e-9)
     with pytest.raises(ValueError, match="lattice must be a finite step > 0"):
-        search_gmrf(sub, sub_obs, sub_z, (2,), lattice=0.0)
+        search_matern(sub, sub_obs, sub_z, (2,), lattice=0.0)
     # the same search off the lattice: its optimum within a step of the lattice's
-    best, _, plain = search_gmrf(sub, sub_obs, sub_z, (2,))
+    best, _, plain = search_matern(sub, sub_obs, sub_z, (2,))
     assert abs(np.log(plain[2].kappa2) - np.log(local[2].kappa2)) <= 2 * SNAP_STEP + \
         LINE_TOLERANCE
     assert local[2].log_evidence >= plain[2].log_evidence - 1.0
@@ -320,7 +320,7 @@ def test_a_point_asked_in_several_rounds_is_factored_once(monkeypatch):
     graph, observed, Z = _study(n_maps=6)
     own = graph.in_own_units()
     asked, factored = [], []
-    real_lockstep, real_each = maps.lockstep, GMRFRegression.evaluate_each
+    real_lockstep, real_each = maps.lockstep, MaternRegression.evaluate_each
 
     def lockstep(steps, evaluate_many):
         def spy(point, which):
@@ -333,7 +333,7 @@ def test_a_point_asked_in_several_rounds_is_factored_once(monkeypatch):
         return real_each(self, kappa2, ratio, columns)
 
     monkeypatch.setattr(maps, "lockstep", lockstep)
-    monkeypatch.setattr(GMRFRegression, "evaluate_each", each)
+    monkeypatch.setattr(MaternRegression, "evaluate_each", each)
     found = maps.ball_searches(own, observed, Z, (2, 1), BALL)
     # some maps reach a point another map asked for in an earlier round ...
     assert len(asked) > len(set(asked))
@@ -343,5 +343,5 @@ def test_a_point_asked_in_several_rounds_is_factored_once(monkeypatch):
     sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, BALL)
     for j, (points, _, optima) in enumerate(found):
         for nu, (kappa2, ratio, log_ev) in optima.items():
-            alone = GMRFRegression(sub, sub_obs, sub_Z[:, j], nu).evaluate(kappa2, ratio)
+            alone = MaternRegression(sub, sub_obs, sub_Z[:, j], nu).evaluate(kappa2, ratio)
             assert log_ev == pytest.approx(alone.log_evidence, rel=1e-9, abs=1e-6)

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from flgp.graph import knn_point_graph, lattice_graph
 from flgp.precision import NotPositiveDefiniteError, PatternCholesky
-from flgp.precision.gaussian import GMRFRegression, fit_gmrf, rbmc_variances
+from flgp.precision.gaussian import MaternRegression, fit_matern, rbmc_variances
 from flgp.precision.matern import matern_precision
 from flgp.precision.posterior import NodePosterior
 
@@ -131,12 +131,12 @@ def test_heat_kernel_limit():
 
 
 @pytest.mark.parametrize("nu", [1, 2, 3])
-def test_gmrf_evidence_and_mean_equal_the_dense_formulas(nu):
+def test_graph_matern_evidence_and_mean_equal_the_dense_formulas(nu):
     g = _graph()
     rng = np.random.default_rng(nu)
     obs = np.sort(rng.choice(g.n_nodes, 60, replace=False))
     z = rng.standard_normal(60)
-    reg = GMRFRegression(g, obs, z, nu)
+    reg = MaternRegression(g, obs, z, nu)
     fit = reg.evaluate(0.05, 0.3)
     Q = matern_precision(g, 0.05, nu).toarray()
     ref, A = _dense_evidence(Q, obs, z, 0.3)
@@ -151,7 +151,7 @@ def test_rbmc_variances_are_unbiased_within_their_error():
     g = _graph()
     rng = np.random.default_rng(0)
     obs = np.sort(rng.choice(g.n_nodes, 60, replace=False))
-    reg = GMRFRegression(g, obs, rng.standard_normal(60), 2)
+    reg = MaternRegression(g, obs, rng.standard_normal(60), 2)
     fit = reg.evaluate(0.05, 0.3)
     var, se = reg.variances(fit, n_samples=400)
     Qt = reg.posterior_precision(0.05, 0.3).toarray()
@@ -174,7 +174,7 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
     rng = np.random.default_rng(5)
     obs = np.sort(rng.choice(g.n_nodes, 60, replace=False))
     z = np.sin(g.points[obs, 0] / 2.0) + 0.1 * rng.standard_normal(60)
-    reg = GMRFRegression(g, obs, z, 2)
+    reg = MaternRegression(g, obs, z, 2)
     fit = reg.evaluate(0.05, ratio)
     Q = matern_precision(g, 0.05, 2).toarray()
     S = np.linalg.inv(Q)[np.ix_(obs, obs)] + ratio * np.eye(60)
@@ -202,7 +202,7 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
         cross_validated_amplitude(z, fit.mean[obs], -1.0, exact[obs])
 
 
-def test_fit_gmrf_finds_an_evidence_maximum_and_recovers_a_smooth_map():
+def test_fit_matern_finds_an_evidence_maximum_and_recovers_a_smooth_map():
     g = lattice_graph(np.argwhere(np.ones((14, 14, 6), bool)))
     x = g.points
     truth = np.sin(x[:, 0] / 3.0) + np.cos(x[:, 1] / 4.0) + 0.1 * x[:, 2]
@@ -210,7 +210,7 @@ def test_fit_gmrf_finds_an_evidence_maximum_and_recovers_a_smooth_map():
     obs = np.sort(rng.choice(g.n_nodes, 300, replace=False))
     y = truth[obs] + 0.05 * rng.standard_normal(300)
     z = (y - y.mean()) / y.std()
-    best, reg, by_order = fit_gmrf(g, obs, z)
+    best, reg, by_order = fit_matern(g, obs, z)
     assert set(by_order) <= {1, 2, 3, 4} and {2, 3} <= set(by_order)
     assert best.log_evidence == max(f.log_evidence for f in by_order.values())
     # near a local maximum in both hyperparameters - the search's promise: its steps are
@@ -249,16 +249,16 @@ def test_the_iterative_path_equals_the_factored_one(monkeypatch):
     variances within the estimator's error, for ν = 1 (edge root), 2 (K C^{-1/2}) and 3, 4
     (the shifted-product preconditioner, roots through K C⁻¹)."""
     import flgp.precision.gaussian as gaussian
-    from flgp.precision.iterative import IterativeGMRF
+    from flgp.precision.iterative import IterativeMaternRegression
 
     g = lattice_graph(np.argwhere(np.ones((12, 11, 10), bool)), np.diag([2.0, 2.0, 3.0, 1]))
     rng = np.random.default_rng(0)
     obs = np.sort(rng.choice(g.n_nodes, 300, replace=False))
     z = np.sin(g.points[obs, 0] / 5.0) + 0.1 * rng.standard_normal(300)
     for nu in (1, 2, 3, 4):
-        exact = GMRFRegression(g, obs, z, nu)
+        exact = MaternRegression(g, obs, z, nu)
         fit = exact.evaluate(0.01, 0.05)
-        it = IterativeGMRF(g, obs, z, nu, 0.01, 0.05, fit.amplitude)
+        it = IterativeMaternRegression(g, obs, z, nu, 0.01, 0.05, fit.amplitude)
         Qt = exact.posterior_precision(0.01, 0.05).toarray()
         mean = it.mean()
         b = np.zeros(g.n_nodes)
@@ -282,7 +282,7 @@ def test_the_iterative_path_equals_the_factored_one(monkeypatch):
         assert 0.3 < np.std(sums, ddof=1) / (sum_se * np.sqrt(200 / 20)) < 3.0
     # the estimator's route: ball search over every order, then the iterative posterior
     monkeypatch.setattr(gaussian, "FACTOR_MAX_NODES", 500)
-    best, reg, local = gaussian.fit_gmrf(g, obs, z, search_max_nodes=600)
+    best, reg, local = gaussian.fit_matern(g, obs, z, search_max_nodes=600)
     assert {2, 3, 4} <= set(local) <= {1, 2, 3, 4} and best.evidence_nodes <= 600
     assert best.log_evidence == max(f.log_evidence for f in local.values())
     var, se = reg.variances(best)

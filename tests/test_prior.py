@@ -295,13 +295,13 @@ def test_the_full_resolution_regressor_fits_the_sparse_prior_evidence():
     fitted (κ², r) with the profiled amplitude Â, SparsePrecisionPrior's evidence and
     posterior mean are the search's (one implementation of Q̃), and the interface's dense
     labelled block gives the same evidence; any other amplitude gives less."""
-    from flgp.precision.gaussian import GMRFRegression
+    from flgp.precision.gaussian import MaternRegression
 
     graph = lattice_graph(np.argwhere(np.ones((12, 10, 1), bool)))
     rng = np.random.default_rng(5)
     lab = rng.choice(graph.n_nodes, 30, replace=False)
     z = rng.standard_normal(30)
-    fit = GMRFRegression(graph, lab, z, nu=2).evaluate(kappa2=0.3, ratio=0.2)
+    fit = MaternRegression(graph, lab, z, nu=2).evaluate(kappa2=0.3, ratio=0.2)
     prior = SparsePrecisionPrior(graph, nu=2, kappa2=0.3, amplitude=fit.amplitude)
     assert prior.log_evidence(lab, z, fit.noise) == pytest.approx(fit.log_evidence, rel=1e-12)
     assert GraphPrior.log_evidence(prior, lab, z, fit.noise) == pytest.approx(
@@ -311,7 +311,7 @@ def test_the_full_resolution_regressor_fits_the_sparse_prior_evidence():
     for factor in (0.5, 2.0):
         other = SparsePrecisionPrior(graph, nu=2, kappa2=0.3, amplitude=factor * fit.amplitude)
         assert other.log_evidence(lab, z, factor * fit.noise) < fit.log_evidence
-    reg = GMRFRegression(graph, lab, z, nu=2)
+    reg = MaternRegression(graph, lab, z, nu=2)
     with pytest.raises(ValueError, match="kappa2 must be a finite number > 0"):
         reg.posterior_mean(0.0, 0.2)
     with pytest.raises(ValueError, match="ratio .* must be a finite number > 0"):

@@ -52,13 +52,13 @@ def test_old_keywords_are_refused_and_settings_read_back_from_the_prior():
     are refused by the constructor and by set_params, naming the valid parameters; the
     prior's settings read back as read-only attributes; the default warns of nothing."""
     with pytest.raises(TypeError, match="unexpected keyword argument 'method'"):
-        FLGPRegressor(method="gmrf")
+        FLGPRegressor(method="graph_matern")
     with pytest.raises(TypeError, match="unexpected keyword argument 'n_induced'"):
         FLGPClassifier(n_induced=50)
     with pytest.raises(ValueError, match="Invalid parameter 'kernel'.*'prior'"):
         FLGPClassifier().set_params(kernel="se")
     reg = FLGPRegressor(GraphMaternPrior(nu=3))
-    assert reg.matern_order == 3 and reg.method == "gmrf"
+    assert reg.matern_order == 3 and reg.method == "graph_matern"
     reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=50)), GraphMaternPrior(), RBFPrior()])
     assert reg.n_induced == 50 and reg.method == "auto"
     with warnings.catch_warnings():
@@ -75,7 +75,7 @@ def test_set_params_sets_the_prior_and_clone_keeps_it():
     est.set_params(prior__eigenbasis__n_induced=90)
     assert est.n_induced == 90 and est.prior.basis.n_induced == 90
     est.set_params(prior=GraphMaternPrior(nu=2))
-    assert est.method == "gmrf" and est.matern_order == 2
+    assert est.method == "graph_matern" and est.matern_order == 2
     # nested parameters, scikit-learn's way
     est.set_params(prior__nu=1)
     assert est.prior.nu == 1
@@ -83,11 +83,11 @@ def test_set_params_sets_the_prior_and_clone_keeps_it():
 def test_a_list_weighs_only_its_members(spiral):
     X, yy = spiral
     reg = FLGPRegressor([GraphMaternPrior(), RBFPrior()]).fit(X, yy)
-    assert set(reg.log_evidence_) == {"gmrf", "rbf"}
+    assert set(reg.log_evidence_) == {"graph_matern", "rbf"}
     assert reg.method_ == max(reg.log_evidence_, key=reg.log_evidence_.get)
     both = FLGPRegressor().fit(X, yy)
-    assert set(both.log_evidence_) == {"flgp", "gmrf", "rbf"}
-    for name in ("gmrf", "rbf"):                # the same fits, whoever else is weighed
+    assert set(both.log_evidence_) == {"flgp", "graph_matern", "rbf"}
+    for name in ("graph_matern", "rbf"):                # the same fits, whoever else is weighed
         # (to the searches' tolerance: a hundredth of a nat)
         assert reg.log_evidence_[name] == pytest.approx(both.log_evidence_[name], abs=1e-2)
     alone = FLGPRegressor(HeatKernelPrior()).fit(X, yy)
@@ -99,7 +99,7 @@ def test_a_list_weighs_only_its_members(spiral):
 def test_wrong_priors_are_refused(spiral):
     X, yy = spiral
     with pytest.raises(InvalidParameterError, match="prior"):
-        FLGPRegressor(prior="gmrf").fit(X, yy)
+        FLGPRegressor(prior="graph_matern").fit(X, yy)
     with pytest.raises(TypeError, match="HeatKernelPrior, GraphMaternPrior or RBFPrior"):
         FLGPRegressor([GraphMaternPrior(), "rbf"]).fit(X, yy)
     with pytest.raises(ValueError, match="more than once"):

@@ -15,7 +15,7 @@ from flgp.models.priors import Prior
 from flgp.datasets import make_concentric_circles, make_spiral
 from flgp.models.baselines import (RBFClassification, RBFClassificationFit, RBFRegression,
                                    RBFRegressionFit)
-from flgp.models.graph_matern import (GMRF_CLASSIFIER_SECONDS, GraphMaternClassification,
+from flgp.models.graph_matern import (GRAPH_MATERN_CLASSIFIER_SECONDS, GraphMaternClassification,
                                       GraphMaternClassificationFit, GraphMaternRegression,
                                       GraphMaternRegressionFit)
 from flgp.models.heat_kernel import HeatKernelClassificationFit, HeatKernelRegressionFit
@@ -81,15 +81,15 @@ def _spiral(n=600, frac=0.15, seed=0):
 
 
 # the one prior object of each representation the tests ask for by name
-_PRIOR_OF = {"gmrf": GraphMaternPrior, "rbf": RBFPrior}
+_PRIOR_OF = {"graph_matern": GraphMaternPrior, "rbf": RBFPrior}
 
 
 def test_registry_holds_the_three_representations_in_auto_order():
     from flgp.models.heat_kernel import HeatKernelRegression
 
     reps = FLGPRegressor.REPRESENTATIONS
-    assert list(reps) == ["gmrf", "rbf", "flgp"]
-    assert isinstance(reps["gmrf"], GraphMaternRegression)
+    assert list(reps) == ["graph_matern", "rbf", "flgp"]
+    assert isinstance(reps["graph_matern"], GraphMaternRegression)
     assert isinstance(reps["rbf"], RBFRegression)
     assert isinstance(reps["flgp"], HeatKernelRegression)
     assert all(name == rep.name for name, rep in reps.items())
@@ -122,7 +122,7 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
                            WhitePrior()]).fit(X, y)
     # the registry's representations in its order, then the heat kernel (weighed, or left
     # out when its evidence ceiling lies below the best of them)
-    assert list(auto.log_evidence_)[:3] == ["gmrf", "rbf", "white"]
+    assert list(auto.log_evidence_)[:3] == ["graph_matern", "rbf", "white"]
     assert list(auto.log_evidence_)[3:] == ["flgp"] or "flgp" in auto.skipped_methods_
     assert auto.log_evidence_["white"] == pytest.approx(expected, rel=1e-12)
     assert auto.method_ == max(auto.log_evidence_, key=auto.log_evidence_.get)
@@ -136,7 +136,7 @@ def test_a_third_representation_fits_predicts_and_is_weighed_by_auto():
         {k: auto.log_evidence_[k] for k in plain.log_evidence_}, rel=1e-10)
 
 
-@pytest.mark.parametrize("method, fit_type", [("gmrf", GraphMaternRegressionFit), ("rbf", RBFRegressionFit)])
+@pytest.mark.parametrize("method, fit_type", [("graph_matern", GraphMaternRegressionFit), ("rbf", RBFRegressionFit)])
 def test_registered_fits_predict_as_their_own_models(method, fit_type):
     X, y, _ = _spiral(400)
     reg = FLGPRegressor(_PRIOR_OF[method]()).fit(X, y)
@@ -162,7 +162,7 @@ def test_registered_fits_predict_as_their_own_models(method, fit_type):
 def test_another_representation_refuses_a_dask_cloud_at_predict():
     da = pytest.importorskip("dask.array")
     X, y, _ = _spiral(400)
-    for method in ("gmrf", "rbf"):
+    for method in ("graph_matern", "rbf"):
         reg = FLGPRegressor(_PRIOR_OF[method]()).fit(X, y)
         with pytest.raises(ValueError, match="numpy arrays only"):
             reg.predict(da.from_array(X, chunks=100))
@@ -172,7 +172,7 @@ def test_another_representation_refuses_a_dask_cloud_at_predict():
     X, y, _ = _spiral(600)
     reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=120)), GraphMaternPrior(),
                          RBFPrior()]).fit(X, y)
-    assert reg.method_ == "gmrf" and not hasattr(reg, "eigenpairs_")
+    assert reg.method_ == "graph_matern" and not hasattr(reg, "eigenpairs_")
     with pytest.raises(ValueError, match="numpy arrays only"):
         reg.predict(da.from_array(X, chunks=100))
 
@@ -234,31 +234,31 @@ def test_classifier_registry_and_auto_rule():
     from flgp.models.heat_kernel import HeatKernelClassification
 
     reps = FLGPClassifier.REPRESENTATIONS
-    assert list(reps) == ["gmrf", "rbf", "flgp"]
-    assert isinstance(reps["gmrf"], GraphMaternClassification)
+    assert list(reps) == ["graph_matern", "rbf", "flgp"]
+    assert isinstance(reps["graph_matern"], GraphMaternClassification)
     assert isinstance(reps["rbf"], RBFClassification)
     assert isinstance(reps["flgp"], HeatKernelClassification)
     # the heat kernel alone is the fallback (asked last, takes any labels)
     assert [rep.fallback for rep in reps.values()] == [False, False, True]
     # "auto" (the default): the full-resolution classifier for a numpy cloud whose fit is
-    # predicted within GMRF_CLASSIFIER_SECONDS and half the memory; the heat kernel with
+    # predicted within GRAPH_MATERN_CLASSIFIER_SECONDS and half the memory; the heat kernel with
     # given induced points or beyond
     assert FLGPClassifier().method == "auto"
     for counts in ((1, 10), (3, 10), (30, 30)):
         X, _, semi = _circles(n_labels=counts)
         assert FLGPClassifier([HeatKernelPrior(Eigenbasis(n_induced=100)), GraphMaternPrior(),
-                               RBFPrior()]).fit(X, semi).method_ == "gmrf"
+                               RBFPrior()]).fit(X, semi).method_ == "graph_matern"
     X, _, semi = _circles(n_labels=(3, 10))
     assert FLGPClassifier([HeatKernelPrior(Eigenbasis(induced_points=X[::20])), GraphMaternPrior(),
                            RBFPrior()]).fit(X, semi).method_ == "flgp"
-    rep = FLGPClassifier.REPRESENTATIONS["gmrf"]
+    rep = FLGPClassifier.REPRESENTATIONS["graph_matern"]
     prior, options = GraphMaternPrior(), FLGPClassifier()._fit_options()
     counts = np.array([150, 150])
     assert rep.chosen_by_auto(prior, options, np.broadcast_to(0.0, (100_000, 3)), counts)
     assert not rep.chosen_by_auto(prior, options, np.broadcast_to(0.0, (10_000_000, 3)),
                                   counts)
     why = rep.declined_by_auto(prior, options, np.broadcast_to(0.0, (10_000_000, 3)), counts)
-    assert "predicted to take" in why and f"{GMRF_CLASSIFIER_SECONDS:.0f} s" in why
+    assert "predicted to take" in why and f"{GRAPH_MATERN_CLASSIFIER_SECONDS:.0f} s" in why
 
 
 def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
@@ -274,7 +274,7 @@ def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
     # "auto" asks the registry in order: the full-resolution classifier, first, takes a
     # numpy cloud; with given induced points it declines, and with 60 and 90 labels the
     # shares' rule takes it
-    assert WithClassShares(_all_and_shares(n_induced=100)).fit(X, semi).method_ == "gmrf"
+    assert WithClassShares(_all_and_shares(n_induced=100)).fit(X, semi).method_ == "graph_matern"
     assert WithClassShares(_all_and_shares(induced_points=X[::10])).fit(
         X, semi).method_ == "shares"
     X, _, semi = _circles(n_labels=(2, 90))
@@ -282,7 +282,7 @@ def test_a_third_classifier_representation_fits_predicts_and_is_asked_by_auto():
         X, semi).method_ == "flgp"
 
 
-@pytest.mark.parametrize("method, fit_type", [("gmrf", GraphMaternClassificationFit),
+@pytest.mark.parametrize("method, fit_type", [("graph_matern", GraphMaternClassificationFit),
                                               ("rbf", RBFClassificationFit)])
 def test_classifier_fits_predict_and_pickle_as_their_own_models(method, fit_type):
     X, y, semi = _circles(n_labels=(5, 5))
@@ -311,7 +311,7 @@ def test_a_representation_auto_must_take_alone(monkeypatch):
     monkeypatch.setattr(graph_matern, "factors", lambda n: n <= len(x) - 1)
     reg = FLGPRegressor([HeatKernelPrior(), GraphMaternPrior(graph=lattice_graph(ijk)),
                          RBFPrior()]).fit(x, y)
-    assert reg.method_ == "gmrf" and reg.log_evidence_ == {}
+    assert reg.method_ == "graph_matern" and reg.log_evidence_ == {}
     assert list(reg.skipped_methods_) == ["rbf", "flgp"]           # the registry's order
     assert all(f"{len(x)} nodes, beyond a factor's reach" in why
                for why in reg.skipped_methods_.values())
@@ -323,9 +323,9 @@ def test_a_representation_auto_must_take_alone(monkeypatch):
     monkeypatch.setattr(graph_matern, "factors", lambda n: n <= len(x))
     reg = FLGPRegressor([HeatKernelPrior(Eigenbasis(n_induced=60)),
                          GraphMaternPrior(graph=lattice_graph(ijk)), RBFPrior()]).fit(x, y)
-    assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "gmrf", "rbf"}
+    assert set(reg.log_evidence_) | set(reg.skipped_methods_) == {"flgp", "graph_matern", "rbf"}
     assert "rbf" in reg.log_evidence_
-    assert "gmrf" in reg.log_evidence_ or reg.skipped_methods_["gmrf"].startswith("screened")
+    assert "graph_matern" in reg.log_evidence_ or reg.skipped_methods_["graph_matern"].startswith("screened")
 
 
 def test_prediction_warnings_point_at_the_users_call():
@@ -334,8 +334,8 @@ def test_prediction_warnings_point_at_the_users_call():
     import warnings
 
     X, y, _ = _spiral(400)
-    for method in ("gmrf", "flgp"):
-        prior = GraphMaternPrior() if method == "gmrf" else HeatKernelPrior(Eigenbasis(n_induced=80))
+    for method in ("graph_matern", "flgp"):
+        prior = GraphMaternPrior() if method == "graph_matern" else HeatKernelPrior(Eigenbasis(n_induced=80))
         reg = FLGPRegressor(prior).fit(X, y)
         far = X[:3] + 100.0
         for call in (lambda: reg.predict(far), lambda: reg.predict_interval(far)):
@@ -452,7 +452,7 @@ def test_auto_leaves_a_search_unfinished_when_its_coarse_stage_trails_by_the_mar
     assert alone.method_ == "b" and log == ["b"]
 
 
-@pytest.mark.parametrize("name", ["gmrf", "rbf"])
+@pytest.mark.parametrize("name", ["graph_matern", "rbf"])
 def test_a_screened_fit_finishes_as_the_whole_fit(name):
     """screen() then finish() is fit(): the same search, paused after its coarse stage,
     whose evidence is an independent computation's - the graph Matérn prior's best over
@@ -470,7 +470,7 @@ def test_a_screened_fit_finishes_as_the_whole_fit(name):
     y_lab = truth[labelled] + 0.05 * rng.standard_normal(labelled.size)
     standard = Standardisation.of_targets(y_lab)
     z = standard.standardise(y_lab)
-    prior = GraphMaternPrior(lattice_graph(ijk)) if name == "gmrf" else RBFPrior()
+    prior = GraphMaternPrior(lattice_graph(ijk)) if name == "graph_matern" else RBFPrior()
     options = FLGPRegressor(prior)._fit_options()
     rep = FLGPRegressor.REPRESENTATIONS[name]
     whole = rep.fit(prior, options, x, labelled, y_lab, z, standard)
@@ -482,12 +482,12 @@ def test_a_screened_fit_finishes_as_the_whole_fit(name):
     assert done.log_evidence == pytest.approx(whole.log_evidence, abs=0.1)
     assert paused.log_evidence <= done.log_evidence + 0.1
     m = labelled.size
-    if name == "gmrf":
-        from flgp.precision import MATERN_ORDERS, GMRFRegression
+    if name == "graph_matern":
+        from flgp.precision import MATERN_ORDERS, MaternRegression
         graph = lattice_graph(ijk)
         graph = graph.in_units(*graph.own_units())
         nu = MATERN_ORDERS[0]                                # the first order searched
-        reg = GMRFRegression(graph, labelled, z, nu)
+        reg = MaternRegression(graph, labelled, z, nu)
         grid = [reg.evaluate(float(np.exp(u)), float(np.exp(v)) *
                              reg.prior_variance(float(np.exp(u)))).log_evidence
                 for u, v in start_grid(graph, nu)]
@@ -570,21 +570,21 @@ def test_the_classifier_says_what_it_chose_and_why():
     was not fitted): the default on a numpy cloud, a dask cloud and one prior alone."""
     X, _, semi = _circles(n_labels=(3, 10))
     clf = FLGPClassifier().fit(X, semi)
-    assert clf.method_ == "gmrf"
-    assert clf.log_evidence_ == {"gmrf": clf.log_marginal_likelihood_}
+    assert clf.method_ == "graph_matern"
+    assert clf.log_evidence_ == {"graph_matern": clf.log_marginal_likelihood_}
     assert set(clf.skipped_methods_) == {"rbf", "flgp"}
     assert "labelled points only" in clf.skipped_methods_["rbf"]
     # three labels a class and more: the heat kernel fitted too, and set aside by
     # cross-validation, with its held-out scores against the full-resolution fit's
     cv = clf.cross_validation_
     assert "set aside by cross-validation" in clf.skipped_methods_["flgp"]
-    assert f"{cv['flgp']['accuracy']:.3f} against {cv['gmrf']['accuracy']:.3f}" \
+    assert f"{cv['flgp']['accuracy']:.3f} against {cv['graph_matern']['accuracy']:.3f}" \
         in clf.skipped_methods_["flgp"]
     two = semi.copy()
     two[np.flatnonzero(semi == 0)[:1]] = -1              # two labels of one class
     fewer = FLGPClassifier().fit(X, two)
     assert fewer.cross_validation_ is None
-    assert "took 'gmrf' first" in fewer.skipped_methods_["flgp"]
+    assert "took 'graph_matern' first" in fewer.skipped_methods_["flgp"]
     # one prior alone: nothing passed over
     heat = FLGPClassifier(HeatKernelPrior(Eigenbasis(n_induced=100))).fit(X, semi)
     assert heat.log_evidence_ == {"flgp": heat.log_marginal_likelihood_}
@@ -592,10 +592,10 @@ def test_the_classifier_says_what_it_chose_and_why():
     # given induced points: the full-resolution classifier declines, the heat kernel fits
     given = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(Eigenbasis(induced_points=X[::20]))]).fit(
         X, semi)
-    assert given.method_ == "flgp" and "induced_points" in given.skipped_methods_["gmrf"]
+    assert given.method_ == "flgp" and "induced_points" in given.skipped_methods_["graph_matern"]
     # refitting forgets the previous fit's record
     given.set_params(prior=GraphMaternPrior()).fit(X, semi)
-    assert given.skipped_methods_ == {} and list(given.log_evidence_) == ["gmrf"]
+    assert given.skipped_methods_ == {} and list(given.log_evidence_) == ["graph_matern"]
 
 
 def test_the_classifier_names_why_a_dask_cloud_is_not_fitted_at_full_resolution():
@@ -603,5 +603,5 @@ def test_the_classifier_names_why_a_dask_cloud_is_not_fitted_at_full_resolution(
     X, _, semi = _circles(n=600, n_labels=(4, 4))
     clf = FLGPClassifier([GraphMaternPrior(), HeatKernelPrior(Eigenbasis(n_induced=100))]).fit(
         da.from_array(X, chunks=200), semi)
-    assert clf.method_ == "flgp" and "dask" in clf.skipped_methods_["gmrf"]
+    assert clf.method_ == "flgp" and "dask" in clf.skipped_methods_["graph_matern"]
     assert clf.log_evidence_ == {"flgp": clf.log_marginal_likelihood_}

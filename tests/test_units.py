@@ -15,8 +15,8 @@ from flgp import (FLGPClassifier, FLGPRegressor, GraphMaternPrior, HeatKernelPri
 from flgp.graph import lattice_graph
 from flgp.graph.knn import knn_point_graph
 from flgp.graph.mesh import mesh_graph
-from flgp.precision import GMRFRegression, SparsePrecisionPrior, matern_precision
-from flgp.precision.gaussian import (MAX_CONDITION, fit_gmrf, gmrf_search_ranges,
+from flgp.precision import MaternRegression, SparsePrecisionPrior, matern_precision
+from flgp.precision.gaussian import (MAX_CONDITION, fit_matern, matern_search_ranges,
                                      largest_eigenvalue)
 from flgp.precision.matern import MaternFamily
 
@@ -58,7 +58,7 @@ def _prior(method, graph=None):
     if method == "auto":
         return None if graph is None else [HeatKernelPrior(), GraphMaternPrior(graph),
                                            RBFPrior()]
-    if method == "gmrf":
+    if method == "graph_matern":
         return GraphMaternPrior(graph)
     return {"flgp": HeatKernelPrior, "rbf": RBFPrior}[method]()
 
@@ -87,7 +87,7 @@ def _same_regression(fits, scales, heat_tolerance=0.1):
         _close(fit.transduction_, ref.transduction_)
         _close(fit.transduction_std_, ref.transduction_std_)
         np.testing.assert_allclose(fit.noise_, ref.noise_, rtol=1e-6)
-        if ref.method_ == "gmrf":
+        if ref.method_ == "graph_matern":
             assert fit.matern_order_ == ref.matern_order_
             # κ is an inverse length: it moves exactly with the units
             np.testing.assert_allclose(fit.matern_kappa_ * c, ref.matern_kappa_ * scales[0],
@@ -100,7 +100,7 @@ def _same_regression(fits, scales, heat_tolerance=0.1):
                 assert abs(fit.log_evidence_[name] - value) < tol, name
 
 
-@pytest.mark.parametrize("method", ["gmrf", "auto"])
+@pytest.mark.parametrize("method", ["graph_matern", "auto"])
 def test_regressor_on_the_knn_graph_is_unit_free(method):
     X, y, _ = _moons()
     fits = [FLGPRegressor(_prior(method)).fit(X * c, y) for c in SCALES]
@@ -114,7 +114,7 @@ def test_regressor_on_the_knn_graph_is_unit_free(method):
         _close(got[1], ref[1])
 
 
-@pytest.mark.parametrize("method", ["gmrf", "auto"])
+@pytest.mark.parametrize("method", ["graph_matern", "auto"])
 def test_regressor_on_a_lattice_is_unit_free_in_the_voxel_size(method):
     ijk = np.argwhere(np.ones((9, 8, 5), bool))
     sizes = (0.125, 1.0, 3.0)                        # mouse, human and a coarse map, in mm
@@ -128,7 +128,7 @@ def test_regressor_on_a_lattice_is_unit_free_in_the_voxel_size(method):
     _same_regression(fits, sizes, heat_tolerance=1.0)
 
 
-@pytest.mark.parametrize("method", ["gmrf", "auto"])
+@pytest.mark.parametrize("method", ["graph_matern", "auto"])
 def test_regressor_on_a_mesh_is_unit_free(method):
     V, F = _bumpy_mesh()
     y = _targets(V)
@@ -144,7 +144,7 @@ def test_regressor_at_extreme_scales():
     ref = FLGPRegressor(GraphMaternPrior()).fit(X, y)
     for c in (1e-60, 1e100):
         fit = FLGPRegressor().fit(X * c, y)
-        assert abs(fit.log_evidence_["gmrf"]
+        assert abs(fit.log_evidence_["graph_matern"]
                    - ref.matern_log_evidence_[ref.matern_order_]) < 1e-3
         gm = FLGPRegressor(GraphMaternPrior()).fit(X * c, y)
         _close(gm.transduction_, ref.transduction_)
@@ -203,17 +203,17 @@ def test_graph_in_own_units_is_the_same_graph_whatever_the_units():
 
 # -- a fixed noise ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("method", ["flgp", "gmrf", "rbf", "auto"])
+@pytest.mark.parametrize("method", ["flgp", "graph_matern", "rbf", "auto"])
 def test_a_fixed_noise_is_honoured_by_every_representation(method):
     X, y, _ = _moons()
     y = np.where(np.isnan(y), np.nan, 3.0 * y)
     reg = FLGPRegressor(_prior(method), noise=0.2).fit(X, y)
     assert reg.noise_ == pytest.approx(0.2, rel=1e-9)
     if method == "auto":
-        assert set(reg.log_evidence_) == {"flgp", "gmrf", "rbf"}
+        assert set(reg.log_evidence_) == {"flgp", "graph_matern", "rbf"}
 
 
-def test_gmrf_evidence_at_a_fixed_noise_is_the_dense_one():
+def test_graph_matern_evidence_at_a_fixed_noise_is_the_dense_one():
     ijk = np.argwhere(np.ones((7, 6, 4), bool))
     g = lattice_graph(ijk)
     y = _targets(ijk.astype(float), seed=3)
@@ -276,13 +276,13 @@ def test_the_search_reaches_the_evidence_of_a_fine_grid(which):
         obs = np.sort(rng.choice(1200, 120, replace=False))
     y = f[obs] + 0.1 * rng.standard_normal(obs.size)
     z = (y - y.mean()) / y.std()
-    best, _, by_order = fit_gmrf(graph, obs, z)
+    best, _, by_order = fit_matern(graph, obs, z)
     own = graph.in_own_units()
-    ranges = gmrf_search_ranges(own)
+    ranges = matern_search_ranges(own)
     top = np.log(largest_eigenvalue(own))
     grid_best = -np.inf
     for nu in (1, 2, 3, 4):
-        reg = GMRFRegression(own, obs, z, nu)
+        reg = MaternRegression(own, obs, z, nu)
         lo = max(ranges["log_kappa2"][0], top - np.log(MAX_CONDITION) / nu)
         for u in np.linspace(lo, ranges["log_kappa2"][1], 13):
             for v in np.linspace(np.log(1e-6), np.log(1e2), 13):
@@ -341,13 +341,13 @@ def test_a_given_graph_must_be_built_on_the_rows_it_is_given():
     # the right graph, rounded to float32 as images are stored: accepted
     right = lattice_graph(ijk, affine)
     reg = FLGPRegressor(GraphMaternPrior(right)).fit(world.astype(np.float32), y)
-    assert reg.method_ == "gmrf"
+    assert reg.method_ == "graph_matern"
 
 
 @pytest.mark.parametrize("build", [
     lambda g: matern_precision(g, 0.5, 2.5),
     lambda g: SparsePrecisionPrior(g, nu=1.5),
-    lambda g: GMRFRegression(g, np.array([0, 3]), np.array([0.0, 1.0]), 2.5),
+    lambda g: MaternRegression(g, np.array([0, 3]), np.array([0.0, 1.0]), 2.5),
     lambda g: MaternFamily(g, 0),
     lambda g: MaternFamily(g, True),
 ])

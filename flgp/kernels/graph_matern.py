@@ -28,7 +28,7 @@ lazily evaluated kernel that is an ``AddedDiagLinearOperator``, whose ``evaluate
 ``ExactGP`` asks the kernel for its prediction strategy (``ScaleKernel`` forwards the
 question): :class:`GraphMaternPredictionStrategy` computes the posterior mean
 ``a P_* Q̃⁻¹ Pᵀ D⁻¹ (y - m)`` with one solve - the same arithmetic as
-:meth:`flgp.precision.gaussian.GMRFRegression.posterior_mean` - and returns the posterior
+:meth:`flgp.precision.gaussian.MaternRegression.posterior_mean` - and returns the posterior
 covariance ``a P_* Q̃⁻¹ P_*ᵀ`` as an operator (:class:`GraphMaternPosteriorCovariance`)
 instead of GPyTorch's dense ``t x m`` cross-covariance.
 
@@ -1350,7 +1350,7 @@ class GraphMaternKernel(Kernel):
         """``(κ²_own, a)``, each of shape ``*batch_shape``: the kernel is ``a Q_ν(κ²_own)⁻¹``
         on :attr:`graph` (the graph in its own units) - what :mod:`flgp.precision` works
         with. A model ``ScaleKernel(kernel)`` with outputscale ``s`` and noise ``σ²`` is
-        :class:`flgp.precision.GMRFRegression` on :attr:`graph` at ``κ² = κ²_own`` and
+        :class:`flgp.precision.MaternRegression` on :attr:`graph` at ``κ² = κ²_own`` and
         ``r = σ² / (s a)``, with amplitude ``s a``."""
         return self._own(self.raw_kappa2.dtype)
 

@@ -11,7 +11,7 @@
   estimators;
 * :mod:`flgp.models.representation` - what the estimators ask of a representation of
   their prior; the three they register are :mod:`flgp.models.graph_matern` (the
-  full-resolution graph Matérn prior, ``method="gmrf"``), :mod:`flgp.models.baselines`
+  full-resolution graph Matérn prior, ``method="graph_matern"``), :mod:`flgp.models.baselines`
   (the extrinsic RBF-kernel GPs, ``method="rbf"``) and :mod:`flgp.models.heat_kernel`
   (the low-rank heat kernel, ``method="flgp"``, ``"glgp"``, ``"nystrom"``, on the engine
   of :mod:`flgp.models.eigenbasis`: candidate eigenbases, warm start);

@@ -96,7 +96,7 @@ class GPEstimator(BaseEstimator):
     def _prior_for(self, name: str):
         """The prior object of the representation ``name`` (``"flgp"``: the heat kernel)
         among :meth:`_priors`, else one at its defaults (a further representation's: None)."""
-        kind = {"flgp": HeatKernelPrior, "gmrf": GraphMaternPrior, "rbf": RBFPrior}.get(name)
+        kind = {"flgp": HeatKernelPrior, "graph_matern": GraphMaternPrior, "rbf": RBFPrior}.get(name)
         given = next((p for p in self._priors()
                       if (isinstance(p, kind) if kind else p.method == name)), None)
         return given if given is not None or kind is None else kind()
@@ -122,7 +122,7 @@ class GPEstimator(BaseEstimator):
     def method(self) -> str:
         """The representation, in the words of the old ``method`` parameter: ``"auto"``
         when several priors are weighed, else the one prior's (``"flgp"`` / ``"glgp"`` /
-        ``"nystrom"`` for the heat kernel, ``"gmrf"``, ``"rbf"``)."""
+        ``"nystrom"`` for the heat kernel, ``"graph_matern"``, ``"rbf"``)."""
         priors = self._priors()
         return priors[0].method if len(priors) == 1 else "auto"
 
@@ -167,10 +167,10 @@ class GPEstimator(BaseEstimator):
         evidence = value("log_marginal_likelihood_")
         regression = not is_classifier(self) and getattr(self, "likelihood", "") != "poisson"
         constant = float(self._y_mean) if regression else None
-        if self.method_ == "gmrf":
+        if self.method_ == "graph_matern":
             # the regressor's fitted κ; the classifier's fixed nearly intrinsic one
             kappa = value("matern_kappa_", getattr(self._chosen_fit, "kappa", None))
-            self.prior_ = self._prior_for("gmrf").fitted(
+            self.prior_ = self._prior_for("graph_matern").fitted(
                 {"graph": self.graph_, "nu": self.matern_order_},
                 kappa_=kappa, outputscale_=value("outputscale_"), noise_=value("noise_"),
                 constant_=constant, prior_to_noise_ratio_=value("prior_to_noise_ratio_"),
@@ -239,7 +239,7 @@ class GPEstimator(BaseEstimator):
             y = np.r_[y, fill]
             if graph:                           # the graph's own checks: spread, duplicates
                 X = check_cloud_values(X, finite=False)
-        given = self._prior_for("gmrf").graph
+        given = self._prior_for("graph_matern").graph
         if given is not None:
             # a given graph against its cloud before anything is fitted (not after "auto"
             # has fitted the heat kernel: minutes on a whole brain)
@@ -341,8 +341,8 @@ for _name in HEAT_PARAMETERS:
     if _name != "method":
         setattr(GPEstimator, _name, _heat_setting(_name))
 GPEstimator.graph = property(
-    lambda self: self._prior_for("gmrf").graph,
+    lambda self: self._prior_for("graph_matern").graph,
     doc="``graph`` of the graph Matérn prior object (read-only).")
 GPEstimator.matern_order = property(
-    lambda self: self._prior_for("gmrf").nu,
+    lambda self: self._prior_for("graph_matern").nu,
     doc="``nu`` of the graph Matérn prior object (read-only).")

@@ -214,7 +214,7 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     classes_ : ndarray (n_classes,)
     method_ : str
         The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
-        ``"nystrom"``) or a representation's name (``"gmrf"``, ``"rbf"``).
+        ``"nystrom"``) or a representation's name (``"graph_matern"``, ``"rbf"``).
     prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
         A copy of the prior that predicts, holding what the fit chose: its settings set
         where they name it (the graph and order, the heat kernel's time, bandwidth and
@@ -231,7 +231,7 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         Why each other representation offered was not fitted, or not taken (``method=
         "auto"``; empty when one prior is given).
     cross_validation_ : dict or None
-        ``{"gmrf": {"accuracy": ..., "log_likelihood": ...}, "flgp": {...}}``: the held-out
+        ``{"graph_matern": {"accuracy": ..., "log_likelihood": ...}, "flgp": {...}}``: the held-out
         accuracy and mean log-likelihood of the labels of the full-resolution fit and the
         heat kernel's over stratified folds of the labels, by which ``prior=None`` chose
         between them (:mod:`flgp.models.cross_validation`: from three labels a class, none
@@ -265,7 +265,7 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         precision form: docs/few_labels.md, "At scale").
     diffusion_time_weights_ : ndarray of shape (k, 2) or None
         The diffusion times the predictions average over and their weights (first row:
-        the MAP ``t``); None when not averaging. Not set by ``method_ == "gmrf"``.
+        the MAP ``t``); None when not averaging. Not set by ``method_ == "graph_matern"``.
     labelled_indices_ : ndarray of int
         The rows of the fitted cloud (``X``, or ``X`` stacked above ``X_unlabeled``) that
         carry a label.
@@ -277,11 +277,11 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     n_iter_ : int
         Posterior evaluations of the hyperparameter search (its best candidate).
     graph_, class_prior_, class_weights_, matern_order_ :
-        ``method="gmrf"``: the graph, the class shares (None without a prior), the factor
+        ``method="graph_matern"``: the graph, the class shares (None without a prior), the factor
         each class's probability was multiplied by to meet them, and the order ``ν``
         (the prior's ``nu``, else chosen with ``ρ``).
     prior_to_noise_ratio_, probability_variation_ :
-        ``method="gmrf"``: the least-squares model's ratio ``ρ`` (0.01 while some class has
+        ``method="graph_matern"``: the least-squares model's ratio ``ρ`` (0.01 while some class has
         one label) and, where ``(ν, ρ)`` was chosen among several (the orders
         :data:`flgp.precision.classification.ORDER_CANDIDATES` on a graph of uniform mass
         unless the prior fixes ``nu`` - order 1 alone where a warm-started classifier's
@@ -483,19 +483,19 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
             key = self.method
         key = "flgp" if key in HEAT_METHODS else key
         self.method_ = self._graph_method if key == "flgp" else key
-        if key != "gmrf" and np.bincount(codes, minlength=self.classes_.size).min() == 0:
+        if key != "graph_matern" and np.bincount(codes, minlength=self.classes_.size).min() == 0:
             raise ValueError(f"classes without a label (named in class_prior) need the "
                              f"full-resolution classifier (GraphMaternPrior()); "
                              f"{self.method_!r} learns only the labels' classes.")
-        if self.method == "auto" and key == "gmrf" and self._offers("flgp") and \
+        if self.method == "auto" and key == "graph_matern" and self._offers("flgp") and \
                 cross_validates(options, X, labelled, codes, self.classes_.size):
             # the rule's fit against the heat kernel's, by cross-validation over the labels
             fits = {name: (self.REPRESENTATIONS[name], self._prior_for(name))
-                    for name in ("gmrf", "flgp")}
+                    for name in ("graph_matern", "flgp")}
             key, fit, scores = cross_validated_fit(fits, options, X, labelled, codes,
                                                    self.classes_)
             self.method_ = self._graph_method if key == "flgp" else key
-            other = "gmrf" if key == "flgp" else "flgp"
+            other = "graph_matern" if key == "flgp" else "flgp"
         else:
             scores = None
             fit = self.REPRESENTATIONS[key].fit(self._prior_for(key), options, X, labelled,
@@ -612,7 +612,7 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         together with the number of labelled rows, so that a loop draws new rows each
         round. Refit with ``warm_start=True`` to reuse the eigenpairs.
 
-        The full-resolution classifier (``method_ == "gmrf"``) suggests by ``"margin"`` by
+        The full-resolution classifier (``method_ == "graph_matern"``) suggests by ``"margin"`` by
         default (uncertainty sampling, the strategy the active-learning literature on
         graphs found best at few labels: Miller & Calder 2023; there the gap between the
         two largest class scores - the latent means, not the probabilities - so that rows

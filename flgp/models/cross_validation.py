@@ -1,7 +1,7 @@
 """The classifier's choice between its full-resolution fit and the heat kernel's, by
 cross-validation over the labels.
 
-``FLGPClassifier()`` fits the least-squares graph Matérn classifier (``"gmrf"``) by its
+``FLGPClassifier()`` fits the least-squares graph Matérn classifier (``"graph_matern"``) by its
 rule. Its probabilities come from the scores at a spread set from the cloud: sharp, and
 right where the classes are clusters of the graph, but as sharp where the classes overlap
 or touch (docs/calibration.md). The heat kernel's probit classifier (``"flgp"``) integrates
@@ -59,7 +59,7 @@ def cross_validates(options, X, labelled, codes, n_classes) -> bool:
 
 
 def cross_validated_fit(fits, options, X, labelled, codes, classes):
-    """``(name, fit, scores)``: the fit on every label of the one of ``fits = {"gmrf":
+    """``(name, fit, scores)``: the fit on every label of the one of ``fits = {"graph_matern":
     (representation, prior), "flgp": (...)}`` that :func:`takes_heat_kernel` picks from
     their :func:`cross_validated_scores` (``scores`` a string saying why, and the
     full-resolution fit, where a fold could not be fitted). The cloud's graph, prior columns and eigenpairs
@@ -71,16 +71,16 @@ def cross_validated_fit(fits, options, X, labelled, codes, classes):
         # the rule's fit first, as a fit without cross-validation makes it (the folds'
         # columns, once held, would change which orders it weighs); the folds reuse its
         # graph and prior columns
-        rep, prior = fits["gmrf"]
+        rep, prior = fits["graph_matern"]
         fit = rep.fit(prior, local, X, labelled, codes, classes)
         try:
             scores = cross_validated_scores(fits, local, X, labelled, codes, classes)
         except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
             # a fold the heat kernel cannot fit (fewer labels, a cloud its graph does not
             # serve) leaves the rule's fit standing, and says why
-            return "gmrf", fit, f"{type(exc).__name__}: {exc}"
+            return "graph_matern", fit, f"{type(exc).__name__}: {exc}"
         if not takes_heat_kernel(scores):
-            return "gmrf", fit, scores
+            return "graph_matern", fit, scores
         rep, prior = fits["flgp"]
         return "flgp", rep.fit(prior, local, X, labelled, codes, classes), scores
 
@@ -111,11 +111,11 @@ def cross_validated_scores(fits, options, X, labelled, codes, classes) -> dict:
 
 
 def takes_heat_kernel(scores: dict) -> bool:
-    """Whether the heat kernel (``"flgp"``) beats the full-resolution fit (``"gmrf"``):
+    """Whether the heat kernel (``"flgp"``) beats the full-resolution fit (``"graph_matern"``):
     more held-out labels right, and a held-out log-likelihood higher by more than
     ``SIGNIFICANCE`` standard errors of the labels' paired differences
     (:func:`cross_validated_scores`)."""
-    (acc_g, ll_g), (acc_h, ll_h) = scores["gmrf"], scores["flgp"]
+    (acc_g, ll_g), (acc_h, ll_h) = scores["graph_matern"], scores["flgp"]
     d = np.asarray(ll_h) - np.asarray(ll_g)
     se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else np.inf
     return acc_h > acc_g and d.mean() > SIGNIFICANCE * se

@@ -1,4 +1,4 @@
-"""Excursion sets of a fitted full-resolution regressor (``method_ == "gmrf"``): where the
+"""Excursion sets of a fitted full-resolution regressor (``method_ == "graph_matern"``): where the
 map exceeds a level jointly, with posterior probability at least ``1 - α`` (Bolin and
 Lindgren 2015; the mathematics, the Monte Carlo estimator and why the set is conservative
 are in :mod:`flgp.precision.excursion`).
@@ -34,7 +34,7 @@ def posterior_draws_of(regressor, *, n_samples: int = 1000, nodes=None, block_si
     Parameters
     ----------
     regressor : FLGPRegressor
-        Fitted, with ``method_ == "gmrf"`` on a graph a factor reaches (see
+        Fitted, with ``method_ == "graph_matern"`` on a graph a factor reaches (see
         :func:`excursion_set`).
     n_samples : int, default=1000
     nodes : array-like of int, optional
@@ -72,7 +72,7 @@ def excursion_set(regressor, u, alpha=0.05, *, side: str = ">", n_samples: int =
     Parameters
     ----------
     regressor : FLGPRegressor
-        Fitted with the graph Matérn prior (``method_ == "gmrf"``; e.g.
+        Fitted with the graph Matérn prior (``method_ == "graph_matern"``; e.g.
         ``FLGPRegressor(prior=GraphMaternPrior(graph=...))``, or the ``regressor`` of a
         :func:`flgp.predict_image` / :func:`flgp.predict_surface` result) on a graph of
         at most ``FACTOR_MAX_NODES`` nodes (larger fits run by conjugate gradients and
@@ -159,7 +159,7 @@ def _fitted_graph_matern_prior(regressor):
     if method is None:
         raise ValueError(f"{type(regressor).__name__} is not fitted: call fit first (with "
                          f"prior=flgp.GraphMaternPrior(graph=...)).")
-    if method != "gmrf":
+    if method != "graph_matern":
         raise ValueError(f"the regressor's fit is method_={method!r}: its posterior has no "
                          f"sparse joint form here (the heat kernel and RBF fits give "
                          f"marginal sds only). Excursion sets need the graph Matérn prior: "

@@ -1,9 +1,9 @@
-"""The estimators' full-resolution representation (``method="gmrf"``,
+"""The estimators' full-resolution representation (``method="graph_matern"``,
 :mod:`flgp.models.representation`): the graph Matérn prior on a point graph - the one
 given (``graph=``) or a k-nearest-neighbour graph of the cloud.
 
 * Regression (:class:`GraphMaternRegression`): the prior on the cloud's k-NN graph,
-  fitted by its exact evidence (:func:`flgp.precision.gaussian.fit_gmrf`), predicting at
+  fitted by its exact evidence (:func:`flgp.precision.gaussian.fit_matern`), predicting at
   new points by the nodes' posterior (:class:`flgp.precision.NodePosterior`);
   docs/full_resolution.md.
 * Classification (:class:`GraphMaternClassification`): class scores from the prior in
@@ -34,9 +34,9 @@ from ..precision.classification import (KAPPA_RELATIVE, ORDER_CANDIDATES, RHO_CA
                                         labels_kept, prior_to_noise_ratios, raised_models,
                                         score_scale, scores_to_probabilities)
 from ..precision.prior import SparsePrecisionPrior
-from ..precision.gaussian import (FACTOR_MAX_NODES, GMRFRegression,
+from ..precision.gaussian import (FACTOR_MAX_NODES, MaternRegression,
                                   cross_validated_amplitude, exhaust, factors,
-                                  fit_gmrf_steps)
+                                  fit_matern_steps)
 from ..precision.matern import MATERN_ORDERS
 from ..precision.posterior import NodePosterior
 from .eigenbasis import FAR_FACTOR
@@ -46,24 +46,24 @@ from .representation import (ClassificationFit, ClassificationRepresentation, In
                              RegressionFit, RegressionRepresentation, Screened)
 
 __all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClassification",
-           "GraphMaternClassificationFit", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM",
-           "GMRF_CLASSIFIER_SECONDS", "CLASSIFIER_FACTOR_3D_NODES", "classifier_solver",
+           "GraphMaternClassificationFit", "GRAPH_MATERN_MAX_NODES", "KNN_GRAPH_MATERN_MAX_DIM",
+           "GRAPH_MATERN_CLASSIFIER_SECONDS", "CLASSIFIER_FACTOR_3D_NODES", "classifier_solver",
            "classifier_cost", "solve_plan"]
 
 # method="auto" weighs the graph Matérn prior on the k-NN graph of X (no graph= given) up to
 # this many points - where its hyperparameters are searched on the whole graph; a 20,000-
 # point curve costs 3 s against 1 s for the low-rank fit, 100,000 points 35 s and 2.4 GB -
 # and this many features
-GMRF_MAX_NODES = 32_000
-KNN_GMRF_MAX_DIM = 16
+GRAPH_MATERN_MAX_NODES = 32_000
+KNN_GRAPH_MATERN_MAX_DIM = 16
 # neighbours of the default k-NN point graphs (graphlearning's and Poisson learning's
 # default)
-GMRF_NEIGHBOURS = 10
+GRAPH_MATERN_NEIGHBOURS = 10
 # the classifier's method="auto" takes the full-resolution classifier where its fit is
 # predicted (classifier_cost) to take at most this many seconds and this share of the
 # machine's memory; the low-rank heat kernel beyond (a million points: ~1 s)
-GMRF_CLASSIFIER_SECONDS = 25.0
-GMRF_CLASSIFIER_MEMORY_SHARE = 0.5
+GRAPH_MATERN_CLASSIFIER_SECONDS = 25.0
+GRAPH_MATERN_CLASSIFIER_MEMORY_SHARE = 0.5
 # classifier_cost's constants, measured on a 2-core machine (noisy 3-d curves of 10^5 and
 # 10^6 points, MNIST's 70,000 x 100): seconds a point of the 10-NN graph's search (k-d
 # tree up to 16 coordinates; buckets beyond, per coordinate), of the multigrid set-up,
@@ -76,7 +76,7 @@ CANDIDATE_SECONDS_PER_CLASS = 0.6e-6
 SOLVE_ITERATIONS_TREE, SOLVE_ITERATIONS_BUCKET = 15, 6
 BYTES_PER_POINT, BYTES_PER_POINT_AND_CLASS = 2000, 80
 # draws of the Rao-Blackwellised variance estimator (relative standard error ~5-10 %)
-GMRF_VARIANCE_SAMPLES = 64
+GRAPH_MATERN_VARIANCE_SAMPLES = 64
 # the classifier's prior solves by a CHOLMOD factor (exact) where that is cheap - graphs
 # on points of at most two coordinates (up to FACTOR_MAX_NODES nodes), or three up to
 # this many nodes - else by AMG-preconditioned conjugate gradients. A factor's cost grows
@@ -134,7 +134,7 @@ def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = 
                          f"{counts.tolist()!r}.")
     m, C = int(counts.sum()), int(counts.size)
     ratios = 1 if counts.min() <= 1 else len(RHO_CANDIDATES)
-    tree = p <= KNN_GMRF_MAX_DIM
+    tree = p <= KNN_GRAPH_MATERN_MAX_DIM
     seconds = 0.0 if graph_given else n * (
         KNN_SECONDS_TREE if tree else KNN_SECONDS_BUCKET_PER_COORDINATE * p)
     seconds += MULTIGRID_SETUP_SECONDS * n
@@ -194,21 +194,21 @@ def _pieces_without_labels(graph, labelled):
 class GraphMaternRegression(RegressionRepresentation):
     """The graph Matérn prior on the point graph (see the module notes)."""
 
-    name = "gmrf"
+    name = "graph_matern"
 
     def infeasible(self, prior, options, shape, n_labelled):
         """A k-NN graph in more than 16 dimensions (its factor fills in) or of more than
-        ``GMRF_MAX_NODES`` points; never when a graph is given."""
+        ``GRAPH_MATERN_MAX_NODES`` points; never when a graph is given."""
         if prior.graph is not None:
             return None
         n, p = shape
         if n < 3:
             return f"{n} points: a k-NN graph needs at least 3"
-        if p > KNN_GMRF_MAX_DIM:
-            return (f"{p} features > {KNN_GMRF_MAX_DIM}: a k-NN graph in high dimension "
+        if p > KNN_GRAPH_MATERN_MAX_DIM:
+            return (f"{p} features > {KNN_GRAPH_MATERN_MAX_DIM}: a k-NN graph in high dimension "
                     f"has no sparse Cholesky factor worth its fill; pass graph= to use one")
-        if n > GMRF_MAX_NODES:
-            return (f"{n} points > GMRF_MAX_NODES = {GMRF_MAX_NODES} for a k-NN graph; "
+        if n > GRAPH_MATERN_MAX_NODES:
+            return (f"{n} points > GRAPH_MATERN_MAX_NODES = {GRAPH_MATERN_MAX_NODES} for a k-NN graph; "
                     f"pass graph= to use one")
         return None
 
@@ -228,32 +228,32 @@ class GraphMaternRegression(RegressionRepresentation):
         ``X``), else on the k-nearest-neighbour graph of ``X``
         (:func:`flgp.graph.knn_point_graph`), over the orders ``nu`` (None: all of
         ``MATERN_ORDERS``)."""
-        with stage("gmrf"):
+        with stage("graph_matern"):
             return exhaust(self._steps(prior, options, X, labelled, z, standardisation,
                                        screen=False))
 
     def screen(self, prior, options, X, labelled, y_lab, z, standardisation):
         """:meth:`fit` paused after the first order's starting grid where the search runs
-        on the whole graph (:func:`flgp.precision.gaussian.fit_gmrf_steps`)."""
+        on the whole graph (:func:`flgp.precision.gaussian.fit_matern_steps`)."""
         m = labelled.size
         return Screened.of_steps(
             self._steps(prior, options, X, labelled, z, standardisation, screen=True),
             lambda value: standardisation.log_evidence_of_y(value, m), lambda fit: fit)
 
     def _steps(self, prior, options, X, labelled, z, standardisation, screen):
-        """The fit as a generator (:func:`flgp.precision.gaussian.fit_gmrf_steps`) that
+        """The fit as a generator (:func:`flgp.precision.gaussian.fit_matern_steps`) that
         returns the :class:`GraphMaternRegressionFit`."""
         if prior.graph is not None:
             graph = prior.graph.check_rows(X)
         else:
             try:
-                graph = knn_point_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1))
+                graph = knn_point_graph(X, min(GRAPH_MATERN_NEIGHBOURS, X.shape[0] - 1))
             except ValueError as exc:
                 raise Infeasible(f"the graph Matérn prior's k-NN graph of X: {exc}") from exc
         nus = MATERN_ORDERS if prior.nu is None else (int(prior.nu),)
         noise = (None if options.noise is None
                  else standardisation.variance_of_z(options.noise))
-        fit, reg, by_order = yield from fit_gmrf_steps(
+        fit, reg, by_order = yield from fit_matern_steps(
             graph, labelled, z, nus=nus, noise=noise, verbose=options.verbose, screen=screen)
         m = labelled.size
         seed = options.random_state if isinstance(options.random_state, int) else 0
@@ -275,7 +275,7 @@ class GraphMaternRegressionFit(RegressionFit):
     posterior (``node_posterior``), which is all it predicts with, and the order ``nu``
     and the labelled rows ``labelled`` its suggestions condition on."""
 
-    method = "gmrf"
+    method = "graph_matern"
     # (observed nodes, standardised targets) for the cross-validated amplitude, or None
     targets = None
 
@@ -300,11 +300,11 @@ class GraphMaternRegressionFit(RegressionFit):
         with its amplitude ``evidence_outputscale_``."""
         fit, st = self.fit, self.standardisation
         graph = self.graph
-        out = dict(method_="gmrf", graph_=graph, matern_order_=fit.nu,
+        out = dict(method_="graph_matern", graph_=graph, matern_order_=fit.nu,
                    matern_kappa_=fit.kappa, matern_log_evidence_=self.by_order,
                    n_iter_=self.regression.n_evaluations)
-        with stage("gmrf variances"):
-            var, se = self.regression.variances(fit, n_samples=GMRF_VARIANCE_SAMPLES,
+        with stage("graph Matérn variances"):
+            var, se = self.regression.variances(fit, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
                                                 random_state=self.random_state)
         scale = self._cross_validated_scale(fit, var, se)
         var, se = scale * var, scale * se
@@ -399,7 +399,7 @@ class GraphMaternRegressionFit(RegressionFit):
         if n == 1 or not factors(self.graph.n_nodes):
             return index[np.argsort(-base, kind="stable")[:n]]
         observed = np.asarray(self.labelled, dtype=np.int64)
-        regression = GMRFRegression(self.graph.in_own_units(), observed,
+        regression = MaternRegression(self.graph.in_own_units(), observed,
                                     np.zeros(observed.size), int(self.nu))
         v0 = np.maximum(base ** 2, 1e-300)
         picks, cov = [], np.zeros((index.size, 0))
@@ -425,19 +425,19 @@ class GraphMaternRegressionFit(RegressionFit):
 class GraphMaternClassification(ClassificationRepresentation):
     """The full-resolution classifier (see the module notes)."""
 
-    name = "gmrf"
+    name = "graph_matern"
 
     def chosen_by_auto(self, prior, options, X, counts):
         """A numpy cloud (or a given graph) without given induced points whose fit
-        :func:`classifier_cost` predicts within ``GMRF_CLASSIFIER_SECONDS`` and
-        ``GMRF_CLASSIFIER_MEMORY_SHARE`` of the machine's memory: the full-resolution
+        :func:`classifier_cost` predicts within ``GRAPH_MATERN_CLASSIFIER_SECONDS`` and
+        ``GRAPH_MATERN_CLASSIFIER_MEMORY_SHARE`` of the machine's memory: the full-resolution
         classifier (docs/few_labels.md, "One classifier")."""
         if is_lazy(X) or options.induced_points_given:
             return False
         seconds, memory = classifier_cost(X.shape[0], X.shape[1], counts,
                                           graph_given=prior.graph is not None)
-        return bool(seconds <= GMRF_CLASSIFIER_SECONDS
-                    and memory <= GMRF_CLASSIFIER_MEMORY_SHARE * physical_memory())
+        return bool(seconds <= GRAPH_MATERN_CLASSIFIER_SECONDS
+                    and memory <= GRAPH_MATERN_CLASSIFIER_MEMORY_SHARE * physical_memory())
 
     def declined_by_auto(self, prior, options, X, counts):
         if is_lazy(X):
@@ -448,8 +448,8 @@ class GraphMaternClassification(ClassificationRepresentation):
         seconds, memory = classifier_cost(X.shape[0], X.shape[1], counts,
                                           graph_given=prior.graph is not None)
         return (f"its fit is predicted to take {seconds:.0f} s and {memory / 2**30:.1f} GB "
-                f"here (classifier_cost), beyond GMRF_CLASSIFIER_SECONDS = "
-                f"{GMRF_CLASSIFIER_SECONDS:.0f} s or half of the machine's "
+                f"here (classifier_cost), beyond GRAPH_MATERN_CLASSIFIER_SECONDS = "
+                f"{GRAPH_MATERN_CLASSIFIER_SECONDS:.0f} s or half of the machine's "
                 f"{physical_memory() / 2**30:.0f} GB: the low-rank heat kernel instead "
                 f"(pass GraphMaternPrior() alone to fit it anyway)")
 
@@ -461,7 +461,7 @@ class GraphMaternClassification(ClassificationRepresentation):
         classifier), the store of the
         centred graph Matérn prior's covariance columns, each order's columns raised from
         the one below by one solve (:class:`~flgp.precision.classification
-        .LabelledColumns`) - from the warm-start cache (``options.cache.gmrf``) when ``X``,
+        .LabelledColumns`) - from the warm-start cache (``options.cache.graph_matern``) when ``X``,
         the seed of its graph and the prior are the previous fit's."""
         key = None
         seed = options.random_state if isinstance(options.random_state, int) else 0
@@ -469,7 +469,7 @@ class GraphMaternClassification(ClassificationRepresentation):
             # the cloud's fingerprint from the start of this fit (one read of X a fit)
             key = ((None if options.cloud_key is None else (options.cloud_key, seed)),
                    id(prior.graph), prior.nu)
-            cached = options.cache.gmrf
+            cached = options.cache.graph_matern
             if cached is not None and cached[0] == key and isinstance(cached[2], dict) \
                     and all(store.prior is not None for store in cached[2].values()):
                 return cached[1], cached[2]
@@ -477,7 +477,7 @@ class GraphMaternClassification(ClassificationRepresentation):
             graph = prior.graph.check_rows(X)
         else:
             with stage("graph"):
-                graph = self_tuning_knn_graph(X, min(GMRF_NEIGHBOURS, X.shape[0] - 1),
+                graph = self_tuning_knn_graph(X, min(GRAPH_MATERN_NEIGHBOURS, X.shape[0] - 1),
                                               random_state=seed)
         uniform = not np.ptp(graph.mass) > 0
         solver = classifier_solver(graph)
@@ -503,7 +503,7 @@ class GraphMaternClassification(ClassificationRepresentation):
         chain = _column_stores(graph, max(orders))
         stores = {nu: chain[nu - 1] for nu in orders}
         if key is not None:
-            options.cache.gmrf = (key, graph, stores)
+            options.cache.graph_matern = (key, graph, stores)
         return graph, stores
 
     def fit(self, prior, options, X, labelled, codes, classes):
@@ -753,7 +753,7 @@ class GraphMaternClassificationFit(ClassificationFit):
     for the latent variances and the labelling loop; the ``classes`` and the ``labelled``
     rows."""
 
-    method = "gmrf"
+    method = "graph_matern"
 
     def __init__(self, graph, nu, scores, score_scale, class_prior, class_weights,
                  probabilities, model=None, columns=None, pieces=None, variations=None,
@@ -807,12 +807,12 @@ class GraphMaternClassificationFit(ClassificationFit):
         return out
 
     def _neighbours(self, X, stacklevel):
-        """``(indices, weights)`` of each point's ``min(GMRF_NEIGHBOURS, n)`` nearest nodes
+        """``(indices, weights)`` of each point's ``min(GRAPH_MATERN_NEIGHBOURS, n)`` nearest nodes
         (the graph's own weights ``exp(-4 d² / d_k²)``: the value a new node joined by those
         edges takes at the harmonic solution; at a node, that node alone), with a warning
         for points far from every node."""
         g = self.graph
-        k = int(min(GMRF_NEIGHBOURS, g.n_nodes))
+        k = int(min(GRAPH_MATERN_NEIGHBOURS, g.n_nodes))
         if self._node_index is None:
             self._node_index = NeighborIndex(g.points)
         dist, idx = self._node_index.kneighbors(X, k)

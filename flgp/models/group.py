@@ -23,7 +23,7 @@ from ..precision.excursion import ExcursionSet, PosteriorDraws, excursion_functi
 from ..precision.gaussian import SEARCH_MAX_NODES
 from ..precision.group import (GroupParameters, GroupPosterior, contrast_draws, fit_group)
 from ..precision.matern import MATERN_ORDERS
-from .image import _grid_mask, _maps_of
+from .image import grid_mask, maps_of
 
 __all__ = ["GroupMap", "GroupContrast", "group_map", "group_contrast"]
 
@@ -181,7 +181,7 @@ def _nodes_of(maps, mask, graph, name):
                              f"node of the graph ({graph.n_nodes} nodes); got shape "
                              f"{values.shape}.")
         return values, graph, None, None
-    img, data = _maps_of(maps)
+    img, data = maps_of(maps)
     return _voxels_of(img, data, mask, graph)
 
 
@@ -189,7 +189,7 @@ def _voxels_of(img, data, mask, graph):
     """:func:`_nodes_of` of images read: ``data`` ``(X, Y, Z, S)`` on ``img``'s grid."""
     shape = data.shape[:3]
     region = (np.all(region_of(data), axis=3) if mask is None else
-              _grid_mask(mask, img, shape, "mask"))
+              grid_mask(mask, img, shape, "mask"))
     if not region.any():
         raise ValueError("the mask is empty: no voxel is inside it"
                          + (" and finite and non-zero in every map" if mask is None else "")
@@ -352,8 +352,8 @@ def group_contrast(maps_a, maps_b, mask=None, *, graph=None, nus=MATERN_ORDERS,
         values_a, graph, voxels, reference = _nodes_of(maps_a, mask, graph, "maps_a")
         values_b = _nodes_of(maps_b, mask, graph, "maps_b")[0]
     else:
-        img_a, data_a = _maps_of(maps_a)
-        img_b, data_b = _maps_of(maps_b)
+        img_a, data_a = maps_of(maps_a)
+        img_b, data_b = maps_of(maps_b)
         if data_a.shape[:3] != data_b.shape[:3] or not np.allclose(img_a.affine,
                                                                    img_b.affine):
             what = (f"shapes {data_a.shape[:3]} and {data_b.shape[:3]}"

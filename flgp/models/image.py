@@ -22,12 +22,12 @@ from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, 
                              volume_of, volumes_of)
 from ..graph.lattice import lattice_graph
 from ..precision import gaussian
-from ..precision.gaussian import (fit_gmrf, precomputed_fits,
+from ..precision.gaussian import (fit_matern, precomputed_fits,
                                   precomputed_key)
-from ..precision.maps import fit_gmrf_maps
+from ..precision.maps import fit_matern_maps
 from ..precision.matern import MATERN_ORDERS
 from .eigenbasis import shared_candidates
-from .graph_matern import GMRF_VARIANCE_SAMPLES
+from .graph_matern import GRAPH_MATERN_VARIANCE_SAMPLES
 from .priors import with_graph
 from .regressor import FLGPRegressor
 from .representation import Standardisation
@@ -69,7 +69,7 @@ def _available_memory_gb():
 def _check_memory(n_voxels: int, reg, progress) -> None:
     """Before the graph Matérn fit of a large region: say what it will need (with
     ``progress``), and refuse one that cannot fit in the memory available."""
-    if reg.method not in ("auto", "gmrf"):
+    if reg.method not in ("auto", "graph_matern"):
         return
     need = fit_memory_estimate(n_voxels)
     if need < LARGE_FIT_GB:
@@ -117,7 +117,7 @@ class ImagePrediction:
         Wall time of the fit (of all of them, for several maps).
     maps : list of dict
         Several maps (a 4-d image or a list): one row a map - ``method``, ``order``,
-        ``kappa`` (1/mm), ``noise``, ``outputscale`` (for ``"gmrf"``: the amplitude of
+        ``kappa`` (1/mm), ``noise``, ``outputscale`` (for ``"graph_matern"``: the amplitude of
         ``A Q_ν(κ)⁻¹`` on the lattice in mm), ``log_evidence`` and ``seconds`` of its fit (``hyperparameters="shared"``: the shared ``order``, ``kappa`` and noise
         ratio, each map's own amplitude and noise); ``regressor`` is then the list of the
         fitted regressors (None when shared). Empty for one map.
@@ -229,7 +229,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         ``"shared"``: one graph Matérn prior on the region's
         lattice for every map, its order, ``κ`` and noise-to-signal ratio by the sum of the
         maps' evidences (each map its own amplitude), so that one factorisation of the
-        posterior precision serves every map (:class:`flgp.precision.GMRFRegression` of
+        posterior precision serves every map (:class:`flgp.precision.MaternRegression` of
         several maps) - the fast path for a study of similar maps.
     n_jobs : int or None, default=None
         Several maps with their own hyperparameters: how many processes fit them at once
@@ -327,7 +327,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         # the user's filters decide inside (ignore, error, a module's pattern); what they
         # let through is issued again from the user's call
         with warnings.catch_warnings(record=True) as caught:
-            img, maps = _maps_of(image)
+            img, maps = maps_of(image)
             if maps.shape[3] == 1:
                 if hyperparameters != "own":
                     raise ValueError("hyperparameters='shared' pools several maps; one map "
@@ -340,7 +340,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         reissue_warnings(caught, stacklevel=2)
 
 
-def _maps_of(image):
+def maps_of(image):
     """``(reference image, data (X, Y, Z, maps))`` of one image or path - 3-d or 4-d -
     or a list of 3-d images on one grid."""
     if isinstance(image, (list, tuple)):
@@ -368,7 +368,7 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
 
     shape, k = maps.shape[:3], maps.shape[3]
     region = (np.all(region_of(maps), axis=3) if mask is None else
-              _grid_mask(mask, img, shape, "mask"))
+              grid_mask(mask, img, shape, "mask"))
     if not region.any():
         raise ValueError("the region is empty: no voxel is inside the mask"
                          + (" and finite and non-zero in every map" if mask is None else "")
@@ -442,7 +442,7 @@ def map_workers(n_jobs, n_maps: int, n_voxels: int, reg) -> int:
         return max(1, min(int(cores), n_maps))
     workers = min(_cores(), n_maps)
     available = _available_memory_gb()
-    if available is not None and reg.method in ("auto", "gmrf"):
+    if available is not None and reg.method in ("auto", "graph_matern"):
         workers = min(workers, int(available // max(fit_memory_estimate(n_voxels), 0.1)))
     return max(1, workers)
 
@@ -467,19 +467,19 @@ def _cores() -> int:
 
 def shares_searches(reg, graph, n_maps: int) -> bool:
     """Whether the maps' graph Matérn fits share the whole graph's work
-    (:func:`flgp.precision.maps.fit_gmrf_maps`): several maps, a regressor that offers the
+    (:func:`flgp.precision.maps.fit_matern_maps`): several maps, a regressor that offers the
     graph Matérn prior with the Gaussian likelihood and the noise searched, on a graph
     whose hyperparameters are searched on a ball and whose whole-graph evidence is exact
     (``n > 2 * SEARCH_MAX_NODES`` and factored: the motor map's 45,448 voxels)."""
     return (n_maps > 1 and reg.likelihood == "gaussian" and reg.noise is None
-            and reg.method in ("auto", "gmrf") and reg._offers("gmrf")
+            and reg.method in ("auto", "graph_matern") and reg._offers("graph_matern")
             and 2 * gaussian.SEARCH_MAX_NODES < graph.n_nodes
             and gaussian.factors(graph.n_nodes))
 
 
 def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
     """The maps' graph Matérn fits with the whole graph's work shared
-    (:func:`flgp.precision.maps.fit_gmrf_maps`): one ``{precomputed_key: fit}`` a map,
+    (:func:`flgp.precision.maps.fit_matern_maps`): one ``{precomputed_key: fit}`` a map,
     which its regressor's fit takes instead of searching (None where it searches alone)."""
     from tqdm.auto import tqdm
 
@@ -502,7 +502,7 @@ def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
             disable=None if progress else True, leave=False))
 
     seed = reg.random_state if isinstance(reg.random_state, int) else 0
-    fits = fit_gmrf_maps(graph, observed, Z, nus, n_samples=GMRF_VARIANCE_SAMPLES,
+    fits = fit_matern_maps(graph, observed, Z, nus, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
                          random_state=seed, search_max_nodes=gaussian.SEARCH_MAX_NODES,
                          run=run, n_groups=workers)
     return [None if fit is None else {precomputed_key(observed, Z[:, j], nus): fit}
@@ -537,9 +537,9 @@ def _fit_map(j, reg, graph, coords, y, record=False, precomputed=None, candidate
 
 def _map_row(j, reg, seconds) -> dict:
     """One row of :attr:`ImagePrediction.maps` from a fitted regressor."""
-    gmrf = reg.method_ == "gmrf"
+    full_resolution = reg.method_ == "graph_matern"
     return dict(map=j, method=reg.method_, order=getattr(reg, "matern_order_", None)
-                if gmrf else None, kappa=getattr(reg, "matern_kappa_", None) if gmrf else None,
+                if full_resolution else None, kappa=getattr(reg, "matern_kappa_", None) if full_resolution else None,
                 noise=float(reg.noise_), outputscale=float(reg.outputscale_),
                 log_evidence=float(reg.log_marginal_likelihood_), seconds=float(seconds))
 
@@ -552,18 +552,18 @@ def _shared_fit(graph, voxels, values, obs, include_noise):
     y = values[observed]
     centre, scale = y.mean(axis=0), y.std(axis=0)
     z = (y - centre) / scale
-    best, regression, _ = fit_gmrf(graph, observed, z)
+    best, regression, _ = fit_matern(graph, observed, z)
     var, _ = regression.variances(best, n_samples=64, random_state=0)
     mean = centre + scale * best.mean
     noise = best.amplitude * best.ratio                           # (k,) standardised
     sd = scale * np.sqrt(np.maximum(var + (noise if include_noise else 0.0), 0.0))
     m = observed.size
     outputscale = best.amplitude_in_graph_units * scale ** 2      # the graph's units
-    rows = [dict(map=j, method="gmrf", order=best.nu, kappa=best.kappa,
+    rows = [dict(map=j, method="graph_matern", order=best.nu, kappa=best.kappa,
                  noise=float(noise[j] * scale[j] ** 2),
                  outputscale=float(outputscale[j]),
                  log_evidence=None, seconds=None) for j in range(values.shape[1])]
-    rows.append(dict(map="all", method="gmrf", order=best.nu, kappa=best.kappa,
+    rows.append(dict(map="all", method="graph_matern", order=best.nu, kappa=best.kappa,
                      log_evidence=float(best.log_evidence - m * np.log(scale).sum())))
     return mean, sd, rows
 
@@ -581,7 +581,7 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
     try:
         img, data = image                       # read once, by predict_image
         region = (region_of(data) if mask is None else
-                  _grid_mask(mask, img, data.shape, "mask"))
+                  grid_mask(mask, img, data.shape, "mask"))
         n = int(region.sum())
         if n == 0:
             raise ValueError("the region is empty: the mask has no non-zero voxel"
@@ -597,7 +597,7 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
                              f"img=image)).")
         voxels = load_voxels(img, region)      # coordinates (mm), values, C order
         obs = _observed(observed, img, data.shape, region, random_state)
-        if reg.graph is None and reg._offers("gmrf"):
+        if reg.graph is None and reg._offers("graph_matern"):
             # voxel resolution: the region's lattice (face neighbours, mm weights)
             reg.set_params(prior=with_graph(reg.prior,
                                             lattice_graph(voxels.ijk, img.affine)))
@@ -626,7 +626,7 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
                            observed=obs, seconds=seconds)
 
 
-def _grid_mask(mask, img, shape, name):
+def grid_mask(mask, img, shape, name):
     """Boolean array of a mask given as an array, an image or a path on ``img``'s grid;
     an image on another grid is an error (nothing is resampled)."""
     if isinstance(mask, np.ndarray):
@@ -673,7 +673,7 @@ def _observed(observed, img, shape, region, random_state):
     if observed is None or isinstance(observed, (bool, np.bool_)):
         raise TypeError(f"observed must be a mask (NIfTI image, path or boolean array) or "
                         f"a fraction in (0, 1); got {observed!r}.")
-    obs_grid = _grid_mask(observed, img, shape, "observed")
+    obs_grid = grid_mask(observed, img, shape, "observed")
     outside = obs_grid & ~region
     if outside.any():
         first = tuple(int(v) for v in np.argwhere(outside)[0])

@@ -377,7 +377,7 @@ class GraphMaternPrior(Prior):
         conjugate-gradient solve a label).
     """
 
-    method = "gmrf"
+    method = "graph_matern"
     _parameter_constraints: dict = {
         "graph": [PointGraph, None],
         "nu": [Interval(numbers.Integral, 1, 4, closed="both"), None],
@@ -476,7 +476,7 @@ def priors_for(method: str = "auto", **heat_settings):
     """The ``prior=`` a method name and heat-kernel settings mean (the command line's
     ``--method``): ``"auto"`` - every representation, the heat kernel's with these
     settings (``None`` if there are none); ``"flgp"`` / ``"glgp"`` / ``"nystrom"`` - that
-    heat kernel; ``"gmrf"`` - :class:`GraphMaternPrior`; ``"rbf"`` - :class:`RBFPrior`.
+    heat kernel; ``"graph_matern"`` - :class:`GraphMaternPrior`; ``"rbf"`` - :class:`RBFPrior`.
     Settings left ``None`` take the prior's defaults."""
     defaults = Eigenbasis().get_params()
     unknown = sorted(set(heat_settings) - set(defaults))
@@ -486,14 +486,14 @@ def priors_for(method: str = "auto", **heat_settings):
             if not (v is None and defaults.get(k) is None)}
     if method in HEAT_METHODS:
         return HeatKernelPrior(Eigenbasis(method, **heat))
-    if method == "gmrf":
+    if method == "graph_matern":
         return GraphMaternPrior()
     if method == "rbf":
         return RBFPrior()
     if method == "auto":
         return None if not heat else [HeatKernelPrior(Eigenbasis(**heat)), GraphMaternPrior(),
                                       RBFPrior()]
-    raise ValueError(f"method must be one of 'auto', 'flgp', 'glgp', 'nystrom', 'gmrf', "
+    raise ValueError(f"method must be one of 'auto', 'flgp', 'glgp', 'nystrom', 'graph_matern', "
                      f"'rbf'; got {method!r}.")
 
 

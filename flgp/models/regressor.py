@@ -15,13 +15,13 @@ from sklearn.utils.validation import check_is_fitted
 from .._chunks import is_lazy
 from ._base import _POSITIVE, GPEstimator, target_vector
 from .baselines import RBFRegression
-from .graph_matern import GMRF_MAX_NODES, KNN_GMRF_MAX_DIM, GraphMaternRegression
+from .graph_matern import GRAPH_MATERN_MAX_NODES, KNN_GRAPH_MATERN_MAX_DIM, GraphMaternRegression
 from .labelling import suggest_labels as _suggest_labels
 from .heat_kernel import HeatKernelRegression, fit_counts
 from .priors import HEAT_METHODS
 from .representation import Infeasible, Outranked, Standardisation, screening_margin
 
-__all__ = ["FLGPRegressor", "GMRF_MAX_NODES", "KNN_GMRF_MAX_DIM", "REPRESENTATIONS"]
+__all__ = ["FLGPRegressor", "GRAPH_MATERN_MAX_NODES", "KNN_GRAPH_MATERN_MAX_DIM", "REPRESENTATIONS"]
 
 # the representations of the prior, in the order method="auto" weighs them - the bounded
 # heat kernel last (flgp.models.representation)
@@ -101,7 +101,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     ----------
     method_ : str
         The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
-        ``"nystrom"``) or a representation's name (``"gmrf"``, ``"rbf"``).
+        ``"nystrom"``) or a representation's name (``"graph_matern"``, ``"rbf"``).
     prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
         A copy of the prior that predicts, holding what the fit chose: its settings set
         where they name it (the graph and order, the heat kernel's time, bandwidth and
@@ -110,7 +110,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         values.
     log_evidence_ : dict
         ``method="auto"``: the log evidence of each representation (of ``y``, in its
-        units), ``{"flgp": ..., "gmrf": ..., "rbf": ...}``.
+        units), ``{"flgp": ..., "graph_matern": ..., "rbf": ...}``.
     skipped_methods_ : dict
         ``method="auto"``: why a representation was left out.
     n_eigenpairs_ : int
@@ -118,22 +118,22 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         ``M/8, M/4, M/2, M`` when ``n_eigenpairs`` is None, ``M = min(400, s - 1)``),
         where the heat kernel was fitted to Gaussian targets.
     graph_, matern_order_, matern_kappa_, matern_log_evidence_ :
-        ``method_ == "gmrf"``: the graph, the order ``ν``, ``κ`` (in the units of ``X``:
+        ``method_ == "graph_matern"``: the graph, the order ``ν``, ``κ`` (in the units of ``X``:
         an inverse length) and the log evidence of each order compared. The fit does not
         depend on the units of ``X``: it is searched on the graph in its own units
         (:meth:`flgp.graph.PointGraph.in_own_units`; docs/full_resolution.md, "Units").
     transduction_std_error_ : ndarray (n_samples,)
-        ``method_ == "gmrf"``: the standard error of ``transduction_std_`` (the RBMC
+        ``method_ == "graph_matern"``: the standard error of ``transduction_std_`` (the RBMC
         variance estimator's, docs/full_resolution.md).
     amplitude_cv_scale_ : float
-        ``method_ == "gmrf"``: the factor ``c`` from the evidence's amplitude to the one
+        ``method_ == "graph_matern"``: the factor ``c`` from the evidence's amplitude to the one
         generalised cross-validation gives (:func:`flgp.precision.gaussian
         .cross_validated_amplitude`; docs/images.md, "Intervals"): ``outputscale_``,
         ``noise_`` and the posterior variances carry it, the mean does not. 1 with a
         fixed ``noise``, on graphs beyond a factor, or where the variances' Monte Carlo
         error leaves it undetermined.
     evidence_outputscale_ : float
-        ``method_ == "gmrf"``: the amplitude the evidence maximises, ``outputscale_ / c``
+        ``method_ == "graph_matern"``: the amplitude the evidence maximises, ``outputscale_ / c``
         (in the units of ``outputscale_``); with ``noise_ / c`` it gives the evidence's
         maximum, ``matern_log_evidence_[matern_order_]``.
     eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_ :
@@ -146,7 +146,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         The heat kernel's ``t``, where the heat kernel was fitted.
     outputscale_ : float
         ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For
-        ``method_ == "gmrf"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹``, ``Q_ν``
+        ``method_ == "graph_matern"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹``, ``Q_ν``
         built on the graph as given - ``flgp.precision.matern_precision(graph_,
         matern_kappa_ ** 2, matern_order_)`` - in units of ``y^2`` times the cross-validated
         ``amplitude_cv_scale_``: with ``noise_`` and ``matern_kappa_`` it is the Gaussian
@@ -158,10 +158,10 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     log_marginal_likelihood_ : float
         ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the reported values, in the units of ``y``
         (the prior on ``t`` is not included, as in :class:`FLGPClassifier`). With counts,
-        Laplace's approximation of ``log p(y | t, s^2)``. For ``method_ == "gmrf"``, with
+        Laplace's approximation of ``log p(y | t, s^2)``. For ``method_ == "graph_matern"``, with
         the cross-validated amplitude, the evidence's maximum less ``m/2 (log c + 1/c -
         1)``; the maximum itself is ``matern_log_evidence_[matern_order_]`` (and, with
-        ``method="auto"``, ``log_evidence_["gmrf"]``: what the choice compares).
+        ``method="auto"``, ``log_evidence_["graph_matern"]``: what the choice compares).
     offset_ : float or None
         ``b``, the log-rate the counts' prior is centred on (None for Gaussian noise).
     overdispersion_ : float
@@ -493,7 +493,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         None; default: the estimator's) seeds ``"random"``, an int together with the
         number of labelled rows, so that a loop draws new rows each round. Refit with
         ``warm_start=True`` to reuse the eigenpairs. The graph Matérn prior
-        (``method_ == "gmrf"``) suggests by ``"std"``, its batches spread with one sparse
+        (``method_ == "graph_matern"``) suggests by ``"std"``, its batches spread with one sparse
         solve a pick for its posterior covariance column, or ``"random"``; the RBF GP by
         ``"random"`` only. ``strategy=None`` (the default) is ``"variance_reduction"`` for
         the heat kernel and ``"std"`` otherwise.

@@ -22,7 +22,7 @@ estimator: its methods receive its prior object (holding its settings), the fit'
 Each estimator keeps its representations in one registry (``FLGPRegressor.REPRESENTATIONS``
 and ``FLGPClassifier.REPRESENTATIONS``, in the order ``"auto"`` weighs them):
 
-* ``"gmrf"`` - the graph Matérn prior at full resolution on a point graph
+* ``"graph_matern"`` - the graph Matérn prior at full resolution on a point graph
   (:mod:`flgp.models.graph_matern`);
 * ``"rbf"`` - the RBF-kernel GP on the labelled points (:mod:`flgp.models.baselines`);
 * ``"flgp"`` - the low-rank heat kernel on FLGP / GLGP / Nyström eigenpairs
@@ -75,10 +75,10 @@ class WarmStartCache:
     """What an estimator keeps across fits for ``warm_start``: the heat kernel's
     candidates, ``eigenpairs = (key, [(bandwidth scale, eigenpairs), ...])``
     (:func:`flgp.models.eigenbasis.candidate_eigenbases`), and the full-resolution
-    classifier's ``gmrf = (key, graph, {order: store})``; None where nothing is kept."""
+    classifier's ``graph_matern = (key, graph, {order: store})``; None where nothing is kept."""
 
     eigenpairs: object = None
-    gmrf: object = None
+    graph_matern: object = None
 
 
 @dataclass(frozen=True)

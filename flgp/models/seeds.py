@@ -3,7 +3,7 @@ correlation, under the fitted graph Matérn prior (or its posterior), between se
 and every voxel of the region, and the seeds' correlation matrix - the manifold of
 activation summarised region by region.
 
-For a fit on the region's lattice (``FLGPRegressor`` whose ``method_`` is ``"gmrf"``, as
+For a fit on the region's lattice (``FLGPRegressor`` whose ``method_`` is ``"graph_matern"``, as
 :func:`flgp.predict_image` fits by default), in the graph's own units
 (:meth:`flgp.graph.PointGraph.in_own_units`):
 
@@ -16,7 +16,7 @@ For a fit on the region's lattice (``FLGPRegressor`` whose ``method_`` is ``"gmr
   the large regions); correlations that the estimate's error takes past ±1 are clipped;
 * posterior: ``Cov = A Q̃⁻¹`` with ``Q̃ = Q + PᵀP / r`` (the observed voxels'
   noise): a column is one solve with the factor of ``Q̃``, the variances as above
-  (:meth:`flgp.precision.GMRFRegression.unit_posterior_variances`).
+  (:meth:`flgp.precision.MaternRegression.unit_posterior_variances`).
 
 Correlations need no amplitude: ``corr(x, s) = Cov(x, s) / √(Var x Var s)``. With several
 maps (``ImagePrediction.maps``), the correlations are averaged over the maps' fits.
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..datasets.fmri import volume_of
-from ..precision.gaussian import FACTOR_MAX_NODES, GMRFRegression
+from ..precision.gaussian import FACTOR_MAX_NODES, MaternRegression
 from ..precision.prior import EXACT_VARIANCE_ROWS, SparsePrecisionPrior
 
 # draws of the variance estimators beyond EXACT_VARIANCE_ROWS voxels
@@ -97,7 +97,7 @@ def seed_correlation(prediction, seeds=None, *, atlas=None, posterior=False):
     ----------
     prediction : ImagePrediction
         From :func:`flgp.predict_image` with the graph Matérn prior (``method_ ==
-        "gmrf"``; several maps: each map's own fit, the correlations averaged over them).
+        "graph_matern"``; several maps: each map's own fit, the correlations averaged over them).
     seeds : array-like of int, optional
         Region rows (the order of ``prediction.voxels``), or ``(k, 3)`` voxel indices
         ``ijk``.
@@ -110,10 +110,10 @@ def seed_correlation(prediction, seeds=None, *, atlas=None, posterior=False):
     voxels = prediction.voxels
     fits = prediction.regressor if isinstance(prediction.regressor, list) else [
         prediction.regressor]
-    if any(f is None or getattr(f, "method_", None) != "gmrf" for f in fits):
+    if any(f is None or getattr(f, "method_", None) != "graph_matern" for f in fits):
         raise ValueError("seed correlations need fits of the graph Matérn prior "
                          "(predict_image with FLGPRegressor(GraphMaternPrior()), or the default "
-                         "when it chose 'gmrf'; hyperparameters='own').")
+                         "when it chose 'graph_matern'; hyperparameters='own').")
     labels = None
     if atlas is not None:
         if seeds is not None:
@@ -174,7 +174,7 @@ def _one_fit(fit, seeds, observed, posterior) -> np.ndarray:
         var = prior.marginal_variances(n_samples=VARIANCE_SAMPLES)
     else:
         obs = np.flatnonzero(observed)
-        reg = GMRFRegression(own, obs, np.zeros(obs.size), nu)
+        reg = MaternRegression(own, obs, np.zeros(obs.size), nu)
         ratio = fit._chosen_fit.ratio           # noise / amplitude, graph in own units
         cov = reg.unit_posterior_columns(kappa2, ratio, seeds)
         var = reg.unit_posterior_variances(kappa2, ratio, np.arange(n),

@@ -28,7 +28,7 @@ with a prior given by its sparse precision matrix, so that nothing is truncated:
   posterior from one sparse factor of ``(g, d̄)``'s precision, and its hyperparameters.
 
 It knows nothing of estimators: :class:`flgp.FLGPRegressor` and
-:class:`flgp.FLGPClassifier` (``method="gmrf"``),
+:class:`flgp.FLGPClassifier` (``method="graph_matern"``),
 :func:`flgp.predict_image` and :func:`flgp.predict_surface` call it. ``MATERN_ORDERS``:
 the orders the estimators compare (docs/full_resolution.md).
 """
@@ -40,15 +40,15 @@ from .classification import (balance_to_prior, balanced_log_odds, class_size_pri
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .excursion import (ExcursionFunction, ExcursionSet, PosteriorDraws,
                         excursion_function, graph_matern_posterior_draws)
-from .gaussian import GMRFFit, GMRFRegression, fit_gmrf, rbmc_variances, search_gmrf
+from .gaussian import MaternFit, MaternRegression, fit_matern, rbmc_variances, search_matern
 from .group import GroupParameters, GroupPosterior, fit_group, group_log_likelihood
-from .maps import fit_gmrf_maps
+from .maps import fit_matern_maps
 from .matern import MATERN_ORDERS, matern_precision
 from .posterior import NodePosterior
 from .prior import SparsePrecisionPrior
 
-__all__ = ["NotPositiveDefiniteError", "PatternCholesky", "GMRFFit", "GMRFRegression",
-           "fit_gmrf", "fit_gmrf_maps", "search_gmrf", "rbmc_variances", "MATERN_ORDERS",
+__all__ = ["NotPositiveDefiniteError", "PatternCholesky", "MaternFit", "MaternRegression",
+           "fit_matern", "fit_matern_maps", "search_matern", "rbmc_variances", "MATERN_ORDERS",
            "matern_precision",
            "NodePosterior", "green_scores", "scores_to_probabilities", "class_size_prior",
            "balanced_log_odds", "balance_to_prior", "graph_edges", "graph_total_variation",

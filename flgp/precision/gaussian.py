@@ -32,13 +32,13 @@ import scipy.sparse as sp
 from .._config import physical_memory
 from .._fingerprint import array_fingerprint
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
-from .iterative import LARGE_GRAPH_ORDERS, IterativeGMRF
+from .iterative import LARGE_GRAPH_ORDERS, IterativeMaternRegression
 from .matern import MATERN_ORDERS, MaternFactors, check_order
 
-__all__ = ["GMRFRegression", "GMRFFit", "rbmc_variances", "rao_blackwell_variances",
-           "diagonal_of_inverse", "entries_of_inverse", "fit_gmrf",
-           "search_gmrf", "search_steps", "drive", "search_subgraph", "precomputed_fits",
-           "precomputed_key", "fit_gmrf_steps", "search_gmrf_steps", "Screen", "exhaust",
+__all__ = ["MaternRegression", "MaternFit", "rbmc_variances", "rao_blackwell_variances",
+           "diagonal_of_inverse", "entries_of_inverse", "fit_matern",
+           "search_matern", "search_steps", "drive", "search_subgraph", "precomputed_fits",
+           "precomputed_key", "fit_matern_steps", "search_matern_steps", "Screen", "exhaust",
            "cross_validated_amplitude"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
@@ -49,13 +49,13 @@ SOLVE_BLOCK = 256
 
 
 @dataclass
-class GMRFFit:
-    """One evaluation of :class:`GMRFRegression`: the hyperparameters, the log evidence of
+class MaternFit:
+    """One evaluation of :class:`MaternRegression`: the hyperparameters, the log evidence of
     ``z`` (standardised units), the amplitude ``A`` (profiled, or ``noise / r`` at a fixed
     noise) and the posterior mean of ``f`` at every node.
 
     ``κ²``, ``r`` and ``A`` are those of the graph the regression was built on. A fit from
-    :func:`fit_gmrf` was built on the given graph in its own units
+    :func:`fit_matern` was built on the given graph in its own units
     (:meth:`flgp.graph.PointGraph.in_own_units`), whose length and mass units
     ``length_unit`` and ``mass_unit`` are in the given graph's units: ``κ`` there is
     :attr:`kappa`, ``A`` :attr:`amplitude_in_graph_units`."""
@@ -91,7 +91,7 @@ class GMRFFit:
         return self.amplitude * self.ratio
 
 
-class GMRFRegression:
+class MaternRegression:
     """The exact Gaussian posterior and evidence of a graph Matérn prior of order ``nu``
     on ``graph`` for targets ``z`` at the nodes ``observed`` (see the module notes).
     ``z`` of shape ``(m, maps)`` holds several maps observed at the same nodes under one
@@ -175,7 +175,7 @@ class GMRFRegression:
         logdet_S = self.m * np.log(ratio) + self._chol_Q.logdet() - ld_prior
         return mean, quad, logdet_S
 
-    def evaluate(self, kappa2: float, ratio: float, noise: float | None = None) -> GMRFFit:
+    def evaluate(self, kappa2: float, ratio: float, noise: float | None = None) -> MaternFit:
         """The evidence, amplitude and posterior mean at ``(κ², r)``: the amplitude
         profiled out, or ``A = noise / r`` where the noise variance ``A r`` is fixed (a
         ``noise`` in the units of ``z``); leaves ``Q̃`` factored (for :meth:`variances`)."""
@@ -193,11 +193,11 @@ class GMRFRegression:
         log_ev -= 0.5 * maps * logdet_S
         if self.z.ndim == 1:
             amplitude = float(amplitude)
-        return GMRFFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
+        return MaternFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
                        log_evidence=float(log_ev), mean=mean)
 
     def evaluate_each(self, kappa2: float, ratio: float, columns=None) -> list:
-        """One :class:`GMRFFit` a map (a column of ``z``; of ``z[:, columns]`` if given) at
+        """One :class:`MaternFit` a map (a column of ``z``; of ``z[:, columns]`` if given) at
         ``(κ², r)``, each with its own profiled amplitude and log evidence (:meth:`evaluate`
         sums them), from one factor of ``Q̃``; leaves ``Q̃`` factored."""
         kappa2, ratio = self._checked(kappa2, ratio)
@@ -209,7 +209,7 @@ class GMRFRegression:
         mean = mean.reshape(self.n, -1)
         amplitude = np.maximum(np.atleast_1d(quad), 1e-300) / m
         log_ev = -0.5 * m * (_LOG_2PI + np.log(amplitude) + 1.0) - 0.5 * logdet_S
-        return [GMRFFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=float(a),
+        return [MaternFit(nu=self.nu, kappa2=kappa2, ratio=ratio, amplitude=float(a),
                         log_evidence=float(e), mean=mean[:, j])
                 for j, (a, e) in enumerate(zip(amplitude, log_ev))]
 
@@ -266,7 +266,7 @@ class GMRFRegression:
                               self._posterior_factor(kappa2, ratio), n_samples, random_state,
                               sum_rows=self.observed)
 
-    def variances(self, fit: GMRFFit, n_samples: int = 64, random_state=0):
+    def variances(self, fit: MaternFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node under ``fit``: the RBMC
         estimate of ``A diag(Q̃⁻¹)`` (:meth:`unit_variances_rbmc`); its third value, the
         standard error of the variances' sum over the observed nodes, is kept as
@@ -387,14 +387,14 @@ __all__ += ["NotPositiveDefiniteError"]
 
 # -- hyperparameters by the evidence ----------------------------------------------------------
 
-# the noise-to-signal ratio r̃'s range (search_gmrf); κ's follows the graph (see
-# gmrf_search_ranges)
+# the noise-to-signal ratio r̃'s range (search_matern); κ's follows the graph (see
+# matern_search_ranges)
 RATIO_RANGE = (1e-6, 1e2)
 # the noise-to-signal ratios of the first order's starting grid
 START_RATIOS = (1e-5, 1e-3, 1e-1)
 
 
-def gmrf_search_ranges(graph) -> dict:
+def matern_search_ranges(graph) -> dict:
     """The log ranges searched: ``κ²`` from ``(1/(100 d))²`` to ``(1/h)²`` (``d`` the
     cloud's widest extent, ``h`` the graph's spacing; a correlation range from a hundred
     extents - nearly intrinsic - down to a node spacing), the start ``(1/(10 h))²`` (a
@@ -415,7 +415,7 @@ LINE_TOLERANCE = 0.2
 # ... or when the bracket's ends lie less than this above its best point (nats): what is
 # left to gain inside it
 LINE_VALUE_TOLERANCE = 0.1
-# the coarse first pass over every order (search_gmrf), and the orders it leaves within
+# the coarse first pass over every order (search_matern), and the orders it leaves within
 # REFINE_MARGIN nats of the best, which get the fine one
 COARSE_TOLERANCE = 0.7
 COARSE_VALUE_TOLERANCE = 1.0
@@ -548,7 +548,7 @@ SEARCH_MAX_NODES = 8_000
 # gradients (order 4) 36.5 s and 0.85 GB, test MSE 0.13 noise variances (the 3 mm mask's factored
 # fit: 0.25, 116 s, 4.7 GB), 95 % intervals of a new observation covering 95.1 %
 FACTOR_MAX_NODES = 100_000
-# the measured peak memory of fit_gmrf's default search on a 3-d voxel region (`flgp
+# the measured peak memory of fit_matern's default search on a 3-d voxel region (`flgp
 # nifti`, docs/images.md): factored (orders up to 4) 1.8 GB at 45,448 voxels and 4.7 GB
 # at 69,765 - growing like n^2.2; by conjugate gradients 1.0 GB at 235,375 voxels, 2.6 GB
 # at 10^6, 4.0 GB at 1,524,955 and 4.7 GB at 1,882,989: 0.47 GB + 2.3 kB a voxel
@@ -561,7 +561,7 @@ FACTOR_MEMORY_SHARE = 0.5
 
 
 def fit_memory_gb(n_nodes: int, factored: bool) -> float:
-    """The expected peak memory (GB) of :func:`fit_gmrf` on a 3-d lattice of ``n_nodes``
+    """The expected peak memory (GB) of :func:`fit_matern` on a 3-d lattice of ``n_nodes``
     nodes by either path, from the measured peaks above: a rule of thumb (other graphs
     fill in less), not a bound."""
     n = float(n_nodes)
@@ -571,7 +571,7 @@ def fit_memory_gb(n_nodes: int, factored: bool) -> float:
 
 
 def factors(n_nodes: int) -> bool:
-    """Whether :func:`fit_gmrf` factors a graph of ``n_nodes`` nodes: up to
+    """Whether :func:`fit_matern` factors a graph of ``n_nodes`` nodes: up to
     ``FACTOR_MAX_NODES`` while the factored fit's expected peak (:func:`fit_memory_gb`)
     is within ``FACTOR_MEMORY_SHARE`` of the machine's memory; else conjugate
     gradients."""
@@ -600,7 +600,7 @@ def search_subgraph(graph, observed, z, size: int = SEARCH_MAX_NODES):
     return sub, where[inside], z[inside]
 
 
-def fit_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
+def fit_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
              noise=None, start=None, verbose=False,
              search_max_nodes: int = SEARCH_MAX_NODES):
     """The graph Matérn prior of highest evidence for ``z`` at ``observed``.
@@ -608,7 +608,7 @@ def fit_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
     **Units.** The search runs on the graph in its own units
     (:meth:`flgp.graph.PointGraph.in_own_units`: lengths in a unit read off ``C⁻¹G``, masses
     in the mean mass), so that its ranges, its starting point and every evaluation are the
-    same whatever the units of the points: a change of units moves ``κ`` (``GMRFFit.kappa``)
+    same whatever the units of the points: a change of units moves ``κ`` (``MaternFit.kappa``)
     and nothing else - not the evidence, the order, ``r``, ``A`` or the posterior. The fits'
     ``κ²``, ``r`` and ``A`` and the returned regression are those of the graph in its own
     units; a fixed ``kappa2`` is given in the units of ``graph`` (``1 / length²``), a fixed
@@ -616,22 +616,22 @@ def fit_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
     ``A r`` (in the units of ``z``) and search ``(κ², r)`` with ``A = noise / r``.
 
     On a graph of more than twice ``search_max_nodes`` nodes the hyperparameters of each order
-    are searched (:func:`search_gmrf`) on a ball of that many nodes around the observed
+    are searched (:func:`search_matern`) on a ball of that many nodes around the observed
     data's centre (:func:`search_subgraph`: a factorisation of 8,000 voxels costs a
     twentieth of one of 45,000), and each order within ``FAR_MARGIN`` nats of the ball's
     best is then evaluated once on the whole graph at its ball's optimum: the order is
     chosen, and the evidence reported, by the exact evidence of the whole graph at those
-    hyperparameters. Returns ``(best GMRFFit, its
-    GMRFRegression, {nu: GMRFFit})``."""
-    return exhaust(fit_gmrf_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
+    hyperparameters. Returns ``(best MaternFit, its
+    MaternRegression, {nu: MaternFit})``."""
+    return exhaust(fit_matern_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
                                   noise=noise, start=start, verbose=verbose,
                                   search_max_nodes=search_max_nodes))
 
 
-def fit_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
+def fit_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                    noise=None, start=None, verbose=False,
                    search_max_nodes: int = SEARCH_MAX_NODES, screen: bool = False):
-    """:func:`fit_gmrf` as a generator that returns its result. ``screen=True``: where the
+    """:func:`fit_matern` as a generator that returns its result. ``screen=True``: where the
     search runs on the whole graph (up to twice ``search_max_nodes`` nodes, no fit
     precomputed), it yields a :class:`Screen` - the best log evidence of ``z`` the search
     has evaluated - after the first order's starting grid (:func:`start_grid`) and again
@@ -663,9 +663,9 @@ def fit_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=
     return best, reg, by_order
 
 
-# fits made elsewhere (flgp.precision.maps: many maps on one graph) that fit_gmrf returns
+# fits made elsewhere (flgp.precision.maps: many maps on one graph) that fit_matern returns
 # instead of searching, keyed by precomputed_key
-_PRECOMPUTED = contextvars.ContextVar("flgp_precomputed_gmrf_fits", default=None)
+_PRECOMPUTED = contextvars.ContextVar("flgp_precomputed_matern_fits", default=None)
 
 
 def precomputed_key(observed, z, nus) -> tuple:
@@ -677,10 +677,10 @@ def precomputed_key(observed, z, nus) -> tuple:
 
 @contextmanager
 def precomputed_fits(fits: dict):
-    """Within the block, :func:`fit_gmrf` of targets found in ``fits`` (``{precomputed_key:
-    (best GMRFFit, regression, {nu: GMRFFit})}``, in the graph's own units, with the
+    """Within the block, :func:`fit_matern` of targets found in ``fits`` (``{precomputed_key:
+    (best MaternFit, regression, {nu: MaternFit})}``, in the graph's own units, with the
     default search: no fixed ``kappa2``, ``ratio``, ``noise`` or ``start``) returns that
-    fit instead of searching (:func:`flgp.precision.maps.fit_gmrf_maps` made it)."""
+    fit instead of searching (:func:`flgp.precision.maps.fit_matern_maps` made it)."""
     token = _PRECOMPUTED.set(dict(fits))
     try:
         yield
@@ -690,17 +690,17 @@ def precomputed_fits(fits: dict):
 
 def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose,
                    search_max_nodes, screen=False):
-    """:func:`fit_gmrf_steps` on a graph in its own units (a generator)."""
+    """:func:`fit_matern_steps` on a graph in its own units (a generator)."""
     search = dict(kappa2=kappa2, ratio=ratio, noise=noise, start=start, verbose=verbose)
     if not factors(graph.n_nodes):
         return _fit_iterative(graph, observed, z, nus, search, search_max_nodes)
     if graph.n_nodes <= 2 * search_max_nodes:
-        return (yield from search_gmrf_steps(graph, observed, z, nus, screen=screen,
+        return (yield from search_matern_steps(graph, observed, z, nus, screen=screen,
                                              **search))
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:
-        return search_gmrf(graph, observed, z, nus, **search)
-    _, _, local = search_gmrf(sub, sub_obs, sub_z, nus, **search)
+        return search_matern(graph, observed, z, nus, **search)
+    _, _, local = search_matern(sub, sub_obs, sub_z, nus, **search)
     # the orders in ascending order of their ball's evidence, so that the likely winner
     # comes last; at most two factors in memory at a time (the best so far and the one
     # being evaluated), so that a winner evaluated before a later order is not factored
@@ -711,7 +711,7 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
     top = max(f.log_evidence for f in local.values())
     contenders = [nu for nu in local if local[nu].log_evidence >= top - FAR_MARGIN]
     for nu in sorted(contenders, key=lambda j: local[j].log_evidence):
-        reg = GMRFRegression(graph, observed, z, nu)
+        reg = MaternRegression(graph, observed, z, nu)
         try:
             results[nu] = reg.evaluate(local[nu].kappa2, local[nu].ratio, noise)
         except NotPositiveDefiniteError:
@@ -720,7 +720,7 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
             best_reg = (nu, reg)
         del reg
         if verbose:
-            print(f"[gmrf] nu={nu} on the whole graph ({graph.n_nodes} nodes): log "
+            print(f"[graph Matérn] nu={nu} on the whole graph ({graph.n_nodes} nodes): log "
                   f"evidence={results[nu].log_evidence:.2f}")
     if not results:
         raise NotPositiveDefiniteError("no graph Matérn prior could be factored on this "
@@ -730,11 +730,11 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
 
 
 def start_grid(graph, nu: int, log_top: float | None = None) -> list:
-    """The points ``(log κ², log r̃)`` at which :func:`search_gmrf`'s default search (no
+    """The points ``(log κ², log r̃)`` at which :func:`search_matern`'s default search (no
     fixed ``kappa2``, ``ratio`` or ``start``) evaluates its first order ``nu`` before its
     line searches: ranges of 100 to 0.1 times ten spacings by the ratios
     ``START_RATIOS``. ``log_top``: ``log λ_max`` of :func:`largest_eigenvalue`, if known."""
-    ranges = gmrf_search_ranges(graph)
+    ranges = matern_search_ranges(graph)
     if log_top is None:
         log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
     lo = _lowest_log_kappa2(nu, ranges, log_top)
@@ -750,14 +750,14 @@ def _lowest_log_kappa2(nu, ranges, log_top) -> float:
     return max(ranges["log_kappa2"][0], log_top - np.log(MAX_CONDITION) / nu)
 
 
-def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
+def search_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                 noise=None, start=None, verbose=False, lattice=None):
     """The graph Matérn prior of highest evidence for ``z`` at ``observed``, on ``graph``
-    as given (:func:`fit_gmrf` searches on the graph in its own units).
+    as given (:func:`fit_matern` searches on the graph in its own units).
 
     The coordinates are ``log κ²`` and ``log r̃``, the noise-to-signal ratio: ``r = r̃
     v̄(κ)`` with ``v̄(κ)`` the prior's variance at the observed nodes
-    (:meth:`GMRFRegression.prior_variance`), so that a step in ``κ`` keeps the noise's
+    (:meth:`MaternRegression.prior_variance`), so that a step in ``κ`` keeps the noise's
     share and a step in ``r̃`` keeps the correlation range - and ``r̃`` means the same on
     every graph and for every order (the raw ``r`` of a long-range prior is thousands of
     times its ``r̃``). Each order in ``nus`` gets one sweep of one-dimensional searches,
@@ -771,26 +771,26 @@ def search_gmrf(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=Non
     ``ratio`` (``r̃``) are not searched; ``start = (κ², r̃)``; a fixed ``noise`` (the
     variance ``A r``) makes ``A = noise / r``. ``lattice``: evaluate only at multiples of
     this step in ``log κ²`` and ``log r̃`` (each point asked for rounded to the nearest;
-    :func:`flgp.precision.maps.fit_gmrf_maps` searches many maps so, sharing the
+    :func:`flgp.precision.maps.fit_matern_maps` searches many maps so, sharing the
     evaluations they have in common). The steps are :func:`search_steps`'. Returns
-    ``(best GMRFFit, its GMRFRegression, {nu: GMRFFit})``, the fits' ``ratio`` the raw
+    ``(best MaternFit, its MaternRegression, {nu: MaternFit})``, the fits' ``ratio`` the raw
     ``r``."""
-    return exhaust(search_gmrf_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
+    return exhaust(search_matern_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
                                      noise=noise, start=start, verbose=verbose,
                                      lattice=lattice))
 
 
-def search_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
+def search_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                       noise=None, start=None, verbose=False, lattice=None,
                       screen: bool = False):
-    """:func:`search_gmrf` as a generator that returns its result; ``screen=True``: it
+    """:func:`search_matern` as a generator that returns its result; ``screen=True``: it
     yields the :class:`Screen` objects of :func:`search_steps` (after the first order's
     starting grid, then after its coarse search) and goes on when sent None."""
     regs = {}
 
     def evaluate(nu, u, v):
         if nu not in regs:
-            regs[nu] = GMRFRegression(graph, observed, z, nu)
+            regs[nu] = MaternRegression(graph, observed, z, nu)
         reg = regs[nu]
         try:
             k2 = float(np.exp(u))
@@ -803,7 +803,7 @@ def search_gmrf_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, rat
                      screen=screen), evaluate)
     if verbose:
         for nu, fit in results.items():
-            print(f"[gmrf] nu={nu}: kappa2={fit.kappa2:.4g} noise-to-signal="
+            print(f"[graph Matérn] nu={nu}: kappa2={fit.kappa2:.4g} noise-to-signal="
                   f"{np.exp(searches[nu].best_point()[1]):.4g} log evidence="
                   f"{fit.log_evidence:.2f} ({searches[nu].n_evaluations} evaluations)")
     nu = max(results, key=lambda j: results[j].log_evidence)
@@ -838,7 +838,7 @@ def exhaust(steps):
 def drive(steps, evaluate):
     """Run the generator ``steps`` (:func:`search_steps`), answering each evaluation it asks
     for, ``(ν, log κ², log r̃)``, with ``evaluate(ν, log κ², log r̃)`` (a
-    :class:`GMRFFit`, or None where ``Q̃`` cannot be factored); returns what it returns."""
+    :class:`MaternFit`, or None where ``Q̃`` cannot be factored); returns what it returns."""
     return exhaust(driven(steps, evaluate))
 
 
@@ -859,19 +859,19 @@ def driven(steps, evaluate):
 
 def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=None,
                  lattice=None, screen: bool = False):
-    """:func:`search_gmrf`'s search as a generator: it yields each evaluation it needs,
-    ``(ν, log κ², log r̃)``, receives its :class:`GMRFFit` (None: not factorable) and
-    returns ``({ν: best GMRFFit}, {ν: _OrderSearch})`` - so that one search runs alone
+    """:func:`search_matern`'s search as a generator: it yields each evaluation it needs,
+    ``(ν, log κ², log r̃)``, receives its :class:`MaternFit` (None: not factorable) and
+    returns ``({ν: best MaternFit}, {ν: _OrderSearch})`` - so that one search runs alone
     (:func:`drive`) or many in step, their common evaluations made once
     (:func:`flgp.precision.maps.lockstep`). ``graph`` sets the ranges only (a fixed
-    ``kappa2`` and ``start`` as in :func:`search_gmrf`; ``lattice`` its step).
+    ``kappa2`` and ``start`` as in :func:`search_matern`; ``lattice`` its step).
     ``screen=True``: after the first order's starting grid, and again after its coarse
     search, it also yields a :class:`Screen` of the best evidence so far (to be answered
     with None)."""
     if lattice is not None and not (np.isfinite(lattice) and lattice > 0):
         raise ValueError(f"lattice must be a finite step > 0 (in log κ² and log r̃) or "
                          f"None; got {lattice!r}.")
-    ranges = gmrf_search_ranges(graph)
+    ranges = matern_search_ranges(graph)
     lk_lo, lk_hi = ranges["log_kappa2"]
     lr_lo, lr_hi = ranges["log_ratio"]
     u0, v0 = (ranges["log_kappa2_start"], ranges["log_ratio_start"]) if start is None \
@@ -1002,7 +1002,7 @@ def largest_eigenvalue(graph) -> float:
 
 class _OrderSearch:
     """``-log evidence`` of one order at ``(log κ², log r̃)`` (``r = r̃ v̄(κ)``, see
-    :func:`search_gmrf`), cached: :meth:`ask` is a generator that yields ``(ν, log κ², log
+    :func:`search_matern`), cached: :meth:`ask` is a generator that yields ``(ν, log κ², log
     r̃)`` for a point not evaluated yet and takes its fit (None - unfactorable - counts as
     infinitely bad). With a ``lattice`` step every point asked for is moved to the nearest
     multiple of the step within ``bounds`` (``((u_lo, u_hi), (v_lo, v_hi))``) or to the
@@ -1065,25 +1065,25 @@ ITERATIVE_VARIANCE_SAMPLES = 8
 
 
 def _fit_iterative(graph, observed, z, nus, search, search_max_nodes):
-    """:func:`fit_gmrf` on a graph it does not factor (:func:`factors`): ``(κ², r, A)``
+    """:func:`fit_matern` on a graph it does not factor (:func:`factors`): ``(κ², r, A)``
     and the order (any of ``nus``, as on a factored graph) by the exact evidence of a ball
     of ``search_max_nodes`` nodes, the posterior by
-    :class:`flgp.precision.iterative.IterativeGMRF`. The fit's ``log_evidence`` is the
+    :class:`flgp.precision.iterative.IterativeMaternRegression`. The fit's ``log_evidence`` is the
     ball's (``evidence_nodes`` says how many nodes it covers)."""
     orders = tuple(nu for nu in nus if nu in LARGE_GRAPH_ORDERS) or LARGE_GRAPH_ORDERS
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:
         raise ValueError(f"fewer than 2 observed nodes lie in the {sub.n_nodes}-node ball "
                          f"the hyperparameters are searched on; observe more nodes.")
-    best, reg, local = search_gmrf(sub, sub_obs, sub_z, orders, **search)
-    solver = IterativeGMRF(graph, observed, z, best.nu, best.kappa2, best.ratio,
+    best, reg, local = search_matern(sub, sub_obs, sub_z, orders, **search)
+    solver = IterativeMaternRegression(graph, observed, z, best.nu, best.kappa2, best.ratio,
                            best.amplitude)
-    fit = GMRFFit(nu=best.nu, kappa2=best.kappa2, ratio=best.ratio,
+    fit = MaternFit(nu=best.nu, kappa2=best.kappa2, ratio=best.ratio,
                   amplitude=best.amplitude, log_evidence=best.log_evidence,
                   mean=solver.mean())
     fit.evidence_nodes = sub.n_nodes
     if search["verbose"]:
-        print(f"[gmrf] {graph.n_nodes} nodes: posterior mean by AMG-preconditioned CG "
+        print(f"[graph Matérn] {graph.n_nodes} nodes: posterior mean by AMG-preconditioned CG "
               f"({solver.iterations[-1]} iterations); evidence of the {sub.n_nodes}-node "
               f"ball")
     return fit, _IterativeRegression(solver, reg.n_evaluations), local

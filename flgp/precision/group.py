@@ -56,7 +56,7 @@ is ``1/√S`` splits it into ``√S ȳ`` and ``S - 1`` independent ``N(0, Σ_w)`
         - \tfrac12 \sum_s (y_s - \bar y)^T \Sigma_w^{-1} (y_s - \bar y)
         - \tfrac{S-1}{2} \left(\log |\Sigma_w| + n \log 2\pi\right).
 
-The within term is the evidence of :class:`~flgp.precision.gaussian.GMRFRegression` with
+The within term is the evidence of :class:`~flgp.precision.gaussian.MaternRegression` with
 every node observed (``Σ_w = A_d (Q_d⁻¹ + r I)``, ``r = σ²/A_d``), summed over the
 deviation maps, with one amplitude ``A_d`` for all of them. The mean term comes from the
 factor of ``J`` (determinant lemma and Woodbury, as in :mod:`flgp.precision.gaussian`):
@@ -124,9 +124,9 @@ import scipy.sparse as sp
 
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .excursion import EXACT_SD_MAX_NODES, RBMC_SAMPLES, PosteriorDraws
-from .gaussian import (FACTOR_MAX_NODES, SEARCH_MAX_NODES, GMRFFit, GMRFRegression,
+from .gaussian import (FACTOR_MAX_NODES, SEARCH_MAX_NODES, MaternFit, MaternRegression,
                        _lowest_log_kappa2, diagonal_of_inverse, drive, factors,
-                       gmrf_search_ranges, largest_eigenvalue, rbmc_variances, search_steps,
+                       matern_search_ranges, largest_eigenvalue, rbmc_variances, search_steps,
                        search_subgraph)
 from .matern import MATERN_ORDERS, MaternFamily, check_order
 
@@ -223,11 +223,11 @@ def _checked_maps(maps, n_nodes: int) -> np.ndarray:
 
 class _Prior:
     """``log |Q_ν(κ)|`` and ``v̄(κ)`` (the mean of ``diag(Q_ν⁻¹)`` at a few nodes) of one
-    order on a graph: :class:`~flgp.precision.gaussian.GMRFRegression`'s, every node
+    order on a graph: :class:`~flgp.precision.gaussian.MaternRegression`'s, every node
     observed."""
 
     def __init__(self, graph, nu):
-        self._reg = GMRFRegression(graph, np.arange(graph.n_nodes), np.zeros(graph.n_nodes),
+        self._reg = MaternRegression(graph, np.arange(graph.n_nodes), np.zeros(graph.n_nodes),
                                    nu)
 
     def logdet(self, kappa2):
@@ -299,8 +299,8 @@ class _Joint:
 
 
 def _within(graph, deviations, nu):
-    """The GMRFRegression of the deviation maps (every node observed) for order ``nu``."""
-    return GMRFRegression(graph, np.arange(graph.n_nodes), deviations, nu)
+    """The MaternRegression of the deviation maps (every node observed) for order ``nu``."""
+    return MaternRegression(graph, np.arange(graph.n_nodes), deviations, nu)
 
 
 def _within_log_likelihood(reg, n_subjects, kappa2, ratio, amplitude=None):
@@ -503,7 +503,7 @@ def _polish(graph, nu, start, evaluate):
     answering (None where the point cannot be factored)."""
     from scipy.optimize import minimize
 
-    ranges = gmrf_search_ranges(graph)
+    ranges = matern_search_ranges(graph)
     log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
     bounds = [(_lowest_log_kappa2(nu, ranges, log_top), ranges["log_kappa2"][1]),
               ranges["log_ratio"]]
@@ -547,7 +547,7 @@ def _group_evaluator(graph, ybar, n_subjects, nu_subject, kappa2_subject,
             log_lik, mu = joint.evaluate(nu, kappa2, amplitude)[:2]
         except NotPositiveDefiniteError:
             return None
-        fit = GMRFFit(nu=nu, kappa2=kappa2, ratio=noise_scale / amplitude,
+        fit = MaternFit(nu=nu, kappa2=kappa2, ratio=noise_scale / amplitude,
                       amplitude=amplitude, log_evidence=log_lik, mean=None)
         fit.level = mu
         return fit
@@ -575,7 +575,7 @@ def _fit_own_units(graph, Y, nus_group, nus_subject):
             log_lik, amplitude = _within_log_likelihood(reg, S, kappa2, ratio)
         except NotPositiveDefiniteError:
             return None
-        return GMRFFit(nu=nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
+        return MaternFit(nu=nu, kappa2=kappa2, ratio=ratio, amplitude=amplitude,
                        log_evidence=log_lik, mean=None)
 
     within, n_within = _search(graph, nus_subject, evaluate_within)

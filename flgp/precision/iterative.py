@@ -37,7 +37,7 @@ from scipy.sparse.linalg import LinearOperator
 from ..backends import cpu_threads, limit_blas_threads
 from .matern import MaternFamily, check_order
 
-__all__ = ["IterativeGMRF", "ITERATIVE_ORDERS", "LARGE_GRAPH_ORDERS", "matern_root_draw"]
+__all__ = ["IterativeMaternRegression", "ITERATIVE_ORDERS", "LARGE_GRAPH_ORDERS", "matern_root_draw"]
 
 # the orders whose (posterior) precision AMG preconditions directly
 ITERATIVE_ORDERS = (2, 1)
@@ -85,7 +85,7 @@ def _float32_cycle(A):
     positive definite), in float32 (memory-bound; the outer CG stays float64), its levels
     in CSR (pyamg's 1 x 1 block smoothers took twice as long), symmetric Gauss-Seidel
     down and up. Smoothed aggregation, not Ruge-Stüben: the ``ν`` cycles of
-    :meth:`IterativeGMRF._precondition` compound each cycle's error, and the 2 mm brain
+    :meth:`IterativeMaternRegression._precondition` compound each cycle's error, and the 2 mm brain
     mask's order-4 solves took 26 iterations to 1e-4 with it against 183 with
     :class:`flgp.precision.multigrid.ClassicalMultigrid`'s cycle."""
     from pyamg.relaxation.smoothing import change_smoothers
@@ -116,7 +116,7 @@ def _matern_diagonal(K, mass, nu: int) -> np.ndarray:
     return np.asarray(B.multiply(other @ inv).sum(axis=1)).ravel()
 
 
-class IterativeGMRF:
+class IterativeMaternRegression:
     """The posterior of a graph Matérn prior of order ``nu`` (1 to 4) at fixed
     hyperparameters ``(κ², r, A)`` on a large graph, by preconditioned conjugate gradients
     (see the module notes)."""

@@ -2,12 +2,12 @@ r"""Many maps observed at the same nodes of one graph, each with its own graph M
 by its own evidence, the work they have in common done once.
 
 A study fits many maps on one mask: subjects or contrasts on a template, the same voxels
-observed in each. :func:`~flgp.precision.gaussian.fit_gmrf` on a graph of more than twice
+observed in each. :func:`~flgp.precision.gaussian.fit_matern` on a graph of more than twice
 ``SEARCH_MAX_NODES`` nodes searches each order's ``(κ², r̃)`` on a ball and then evaluates
 the contending orders on the whole graph at the ball's optima, and the estimator then
 estimates the posterior variances from the winner's factor. Here:
 
-* every map's ball search is ``fit_gmrf``'s search with its evaluations on a lattice of
+* every map's ball search is ``fit_matern``'s search with its evaluations on a lattice of
   step ``SNAP_STEP`` in ``log κ²`` and ``log r̃`` (each point it asks for rounded to the
   nearest: ``κ²`` and ``r̃`` within 10 %), and the maps' searches run in step
   (:func:`lockstep`, generators of :func:`~flgp.precision.gaussian.search_steps`): each
@@ -25,7 +25,7 @@ What the lattice costs, measured on the motor map and smooth random fields on it
 step of 0.25 in ``log κ²`` or ``log r`` away from a map's optimum moves its test error by
 0.0-2.2 %; the lattice's optimum lies within about a step of the continuous search's (on
 100 maps: test errors within 2 % of the single-map fits', docs/images.md). It is the only
-difference from ``fit_gmrf`` map by map (the same ball, the same search steps, the same
+difference from ``fit_matern`` map by map (the same ball, the same search steps, the same
 contenders, the same whole-graph choice of the order, the same variance estimator and
 seed).
 """
@@ -35,11 +35,11 @@ from __future__ import annotations
 import numpy as np
 
 from .cholesky import NotPositiveDefiniteError
-from .gaussian import (FACTOR_MAX_NODES, FAR_MARGIN, SEARCH_MAX_NODES, GMRFRegression,
+from .gaussian import (FACTOR_MAX_NODES, FAR_MARGIN, SEARCH_MAX_NODES, MaternRegression,
                        search_steps, search_subgraph)
 from .matern import MATERN_ORDERS
 
-__all__ = ["SNAP_STEP", "SharedVariances", "fit_gmrf_maps", "lockstep", "ball_searches"]
+__all__ = ["SNAP_STEP", "SharedVariances", "fit_matern_maps", "lockstep", "ball_searches"]
 
 # the lattice step of the maps' searches, in log κ² and log r̃
 SNAP_STEP = 0.2
@@ -79,14 +79,14 @@ def lockstep(steps, evaluate_many) -> list:
 def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
                   search_max_nodes: int = SEARCH_MAX_NODES) -> list:
     """Each map's (column of ``Z``) search on the ball of
-    :func:`~flgp.precision.gaussian.search_subgraph` - ``fit_gmrf``'s search, on the lattice
+    :func:`~flgp.precision.gaussian.search_subgraph` - ``fit_matern``'s search, on the lattice
     of step ``SNAP_STEP`` - all maps in step (:func:`lockstep`): a point that several maps
     ask for in one round is factored once, their evidences from one solve. One entry a map:
     ``({ν: (log κ², log r̃, κ², r)}, evaluations, {ν: (κ², r, log evidence)})`` - the
     orders within ``FAR_MARGIN`` nats of the ball's best with their optima (lattice
-    points), the evaluations of its best order, as ``fit_gmrf`` counts them; None for
+    points), the evaluations of its best order, as ``fit_matern`` counts them; None for
     every map when fewer than 2 observed nodes lie in the ball, or for a map whose search
-    found nothing factorable (``fit_gmrf`` then fits it alone). ``graph`` is in its own
+    found nothing factorable (``fit_matern`` then fits it alone). ``graph`` is in its own
     units."""
     Z = np.asarray(Z, dtype=np.float64).reshape(np.size(observed), -1)
     k = Z.shape[1]
@@ -101,7 +101,7 @@ def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
         if point not in done:
             nu, u, v = point
             if nu not in regs:
-                regs[nu] = GMRFRegression(sub, sub_obs, sub_Z, nu)
+                regs[nu] = MaternRegression(sub, sub_obs, sub_Z, nu)
             reg = regs[nu]
             try:
                 kappa2 = float(np.exp(u))
@@ -136,11 +136,11 @@ def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
 def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
                      random_state=0):
     """``(fits, variances)`` at one lattice point on the whole graph, from one
-    factorisation: the fits (:meth:`GMRFRegression.evaluate_each`) of the maps ``Z``
+    factorisation: the fits (:meth:`MaternRegression.evaluate_each`) of the maps ``Z``
     (``(m, k)``), and with ``n_samples`` the posterior variances at unit amplitude
     (:func:`unit_variances`' estimate, from the factor in hand); ``(None, None)`` where
     ``Q̃`` cannot be factored there."""
-    reg = GMRFRegression(graph, observed, Z, nu)
+    reg = MaternRegression(graph, observed, Z, nu)
     try:
         fits = reg.evaluate_each(kappa2, ratio)
     except NotPositiveDefiniteError:
@@ -153,13 +153,13 @@ def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
 def unit_variances(graph, observed, nu, kappa2, ratio, n_samples, random_state):
     """``(diag(Q̃⁻¹), standard errors)`` at one point: the posterior variances at unit
     amplitude by :func:`~flgp.precision.gaussian.rbmc_variances` (the estimator
-    :meth:`GMRFRegression.variances` uses, with the same draws for the same seed)."""
-    return GMRFRegression(graph, observed, np.zeros(np.size(observed)), nu) \
+    :meth:`MaternRegression.variances` uses, with the same draws for the same seed)."""
+    return MaternRegression(graph, observed, np.zeros(np.size(observed)), nu) \
         .unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
 
 
 class SharedVariances:
-    """The regression of a map fitted by :func:`fit_gmrf_maps`, as the estimators read it:
+    """The regression of a map fitted by :func:`fit_matern_maps`, as the estimators read it:
     the posterior variances at its lattice point (shared with the maps there) scaled by
     its amplitude, and the number of evaluations of its ball search."""
 
@@ -186,24 +186,24 @@ def _sequential(fn, tasks):
     return [fn(*args) for args in tasks]
 
 
-def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
+def fit_matern_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
                   random_state=0, search_max_nodes: int = SEARCH_MAX_NODES, run=None,
                   n_groups: int = 1):
-    """:func:`~flgp.precision.gaussian.fit_gmrf` of each map (a column of ``Z``, standardised
+    """:func:`~flgp.precision.gaussian.fit_matern` of each map (a column of ``Z``, standardised
     targets at the nodes ``observed``), its search on the lattice ``SNAP_STEP``, the
     searches in step and the whole graph's factorisations and variances shared among the
     maps that ask for one point (see the module notes).
 
-    ``graph`` in any units (the search runs in its own, as ``fit_gmrf``'s). ``run(fn,
+    ``graph`` in any units (the search runs in its own, as ``fit_matern``'s). ``run(fn,
     tasks)`` returns ``[fn(*args) for args in tasks]`` - in processes, say (default: in
     this one): it is called three times, for the maps' ball searches (``n_groups`` tasks:
     the maps in that many groups of consecutive maps, each group in step), the lattice
     points' whole-graph fits (with the variances where a winner is expected) and the
     variances of the other winning points (often no task). The results do not depend on
     ``n_groups``. Returns one entry a map: ``(best
-    GMRFFit, SharedVariances, {ν: GMRFFit})`` as ``fit_gmrf`` returns them (the fits in the
+    MaternFit, SharedVariances, {ν: MaternFit})`` as ``fit_matern`` returns them (the fits in the
     graph's own units, ``length_unit`` and ``mass_unit`` set; the variances ``n_samples``
-    draws seeded by ``random_state``), or None for a map the ball cannot search (``fit_gmrf`` fits it
+    draws seeded by ``random_state``), or None for a map the ball cannot search (``fit_matern`` fits it
     alone)."""
     run = _sequential if run is None else run
     observed = np.asarray(observed, dtype=np.int64)
@@ -221,11 +221,11 @@ def fit_gmrf_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
                          f"from {observed.min() if observed.size else None} to "
                          f"{observed.max() if observed.size else None}.")
     if not 2 * search_max_nodes < graph.n_nodes <= FACTOR_MAX_NODES:
-        raise ValueError(f"fit_gmrf_maps shares the whole graph's work of graphs searched on "
+        raise ValueError(f"fit_matern_maps shares the whole graph's work of graphs searched on "
                          f"a ball and factored whole: more than 2 * search_max_nodes = "
                          f"{2 * search_max_nodes} and at most FACTOR_MAX_NODES = "
                          f"{FACTOR_MAX_NODES} nodes; this one has {graph.n_nodes}. Fit "
-                         f"each map with fit_gmrf.")
+                         f"each map with fit_matern.")
     length, mass = graph.own_units()
     own = graph.in_units(length, mass)
     k = Z.shape[1]

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from ..prior import GraphPrior, as_row_indices
 from .cholesky import PatternCholesky
-from .gaussian import (FACTOR_MAX_NODES, GMRFRegression, diagonal_of_inverse,
+from .gaussian import (FACTOR_MAX_NODES, MaternRegression, diagonal_of_inverse,
                        rbmc_variances)
 from .iterative import ITERATIVE_ORDERS, matern_root_draw
 from .multigrid import ClassicalMultigrid
@@ -260,11 +260,11 @@ class SparsePrecisionPrior(GraphPrior):
         return self.solver == "cholesky" and not self.centred
 
     def _regression(self, labelled, y, noise):
-        """``(GMRFRegression of y at labelled, ratio r = σ²/A)``: the full-resolution
-        regressor's algebra of ``Q̃`` (:class:`flgp.precision.gaussian.GMRFRegression`),
+        """``(MaternRegression of y at labelled, ratio r = σ²/A)``: the full-resolution
+        regressor's algebra of ``Q̃`` (:class:`flgp.precision.gaussian.MaternRegression`),
         the one implementation of it."""
         labelled, y, noise = self._checked_targets(labelled, y, noise)
-        return GMRFRegression(self.graph, labelled, y, self.nu), noise / self.amplitude
+        return MaternRegression(self.graph, labelled, y, self.nu), noise / self.amplitude
 
     def log_evidence(self, labelled, y, noise) -> float:
         """``log N(y | 0, K_ll + noise I)``; uncentred with a factor, by the determinant
