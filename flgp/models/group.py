@@ -23,7 +23,7 @@ from ..precision.excursion import ExcursionSet, PosteriorDraws, excursion_functi
 from ..precision.gaussian import SEARCH_MAX_NODES
 from ..precision.group import (GroupParameters, GroupPosterior, contrast_draws, fit_group)
 from ..precision.matern import MATERN_ORDERS
-from .image import grid_mask, maps_of
+from .image import maps_of, region_voxels
 
 __all__ = ["GroupMap", "GroupContrast", "group_map", "group_contrast"]
 
@@ -188,13 +188,7 @@ def _nodes_of(maps, mask, graph, name):
 def _voxels_of(img, data, mask, graph):
     """:func:`_nodes_of` of images read: ``data`` ``(X, Y, Z, S)`` on ``img``'s grid."""
     shape = data.shape[:3]
-    region = (np.all(region_of(data), axis=3) if mask is None else
-              grid_mask(mask, img, shape, "mask"))
-    if not region.any():
-        raise ValueError("the mask is empty: no voxel is inside it"
-                         + (" and finite and non-zero in every map" if mask is None else "")
-                         + "; check the mask (is it on these images?).")
-    ijk = np.argwhere(region)
+    ijk = region_voxels(data, mask, img)
     values = data[tuple(ijk.T)]
     voxels = Voxels(coords=ijk @ img.affine[:3, :3].T + img.affine[:3, 3],
                     values=values[:, 0], ijk=ijk, affine=img.affine, shape=shape)

@@ -361,19 +361,28 @@ def maps_of(image):
     return volumes_of(image, "image")
 
 
+def region_voxels(maps, mask, img) -> np.ndarray:
+    """``(n, 3)`` indices of the voxels of a mask on the maps' grid (``maps``:
+    ``(X, Y, Z, k)`` on ``img``'s), or, without a mask, of those finite and non-zero in
+    every map; an empty region is an error."""
+    region = (np.all(region_of(maps), axis=3) if mask is None else
+              grid_mask(mask, img, maps.shape[:3], "mask"))
+    if not region.any():
+        raise ValueError("the region is empty: no voxel is inside the mask"
+                         + (" and finite and non-zero in every map" if mask is None else "")
+                         + "; check the mask (is it on these images?).")
+    return np.argwhere(region)
+
+
 def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_noise,
                   progress, hyperparameters, n_jobs) -> ImagePrediction:
     """:func:`predict_image` of several maps (``maps``: ``(X, Y, Z, k)``)."""
     from tqdm.auto import tqdm
 
     shape, k = maps.shape[:3], maps.shape[3]
-    region = (np.all(region_of(maps), axis=3) if mask is None else
-              grid_mask(mask, img, shape, "mask"))
-    if not region.any():
-        raise ValueError("the region is empty: no voxel is inside the mask"
-                         + (" and finite and non-zero in every map" if mask is None else "")
-                         + "; check the mask (is it on these images?).")
-    ijk = np.argwhere(region)
+    ijk = region_voxels(maps, mask, img)
+    region = np.zeros(shape, bool)
+    region[tuple(ijk.T)] = True
     values = maps[tuple(ijk.T)]                                   # (n, k)
     bad = ~np.isfinite(values)
     if bad.any():
