@@ -204,6 +204,15 @@ class GroupParameters:
         return out
 
 
+def _check_factor_reach(n_nodes: int) -> None:
+    """A ``ValueError`` where ``J`` (``2 n`` variables) is beyond a sparse factor's reach."""
+    if not factors(2 * n_nodes):
+        raise ValueError(f"the joint posterior of a group map on {n_nodes} nodes has "
+                         f"{2 * n_nodes} variables, beyond a sparse factor's reach here "
+                         f"(FACTOR_MAX_NODES = {FACTOR_MAX_NODES}, or half the machine's "
+                         f"memory): use a mask of at most {FACTOR_MAX_NODES // 2} voxels.")
+
+
 def _checked_maps(maps, n_nodes: int) -> np.ndarray:
     """``maps`` as a float64 array ``(n, S)`` with ``S ≥ 2`` finite columns."""
     Y = np.asarray(maps, dtype=np.float64)
@@ -417,12 +426,7 @@ class GroupPosterior:
         if isinstance(n_subjects, (bool, np.bool_)) or not isinstance(
                 n_subjects, numbers.Integral) or n_subjects < 2:
             raise ValueError(f"n_subjects must be a whole number >= 2; got {n_subjects!r}.")
-        if not factors(2 * n):
-            raise ValueError(f"the joint posterior of a group map on {n} nodes has "
-                             f"{2 * n} variables, beyond a sparse factor's reach here "
-                             f"(FACTOR_MAX_NODES = {FACTOR_MAX_NODES}, or half the "
-                             f"machine's memory): use a mask of at most "
-                             f"{FACTOR_MAX_NODES // 2} voxels.")
+        _check_factor_reach(n)
         length, mass = graph.own_units()
         q = p.in_units(length, mass)
         joint = _Joint(graph.in_units(length, mass), ybar, n_subjects, q.nu_subject,
@@ -531,9 +535,10 @@ def _polish(graph, nu, start, evaluate):
 
 def _group_evaluator(graph, ybar, n_subjects, nu_subject, kappa2_subject,
                      amplitude_subject, noise):
-    """``evaluate(ν_g, log κ_g², log r̃_g)``: the fit of the mean map's likelihood
-    (module notes, stage 2) on ``graph`` at the subjects' part given, ``μ`` profiled
-    (``fit.level``); None where ``J`` cannot be factored."""
+    """``(evaluate, joint, noise_scale)``: ``evaluate(ν_g, log κ_g², log r̃_g)`` the fit of
+    the mean map's likelihood (module notes, stage 2) on ``graph`` at the subjects' part
+    given, ``μ`` profiled (``fit.level``), None where ``J`` cannot be factored; the
+    :class:`_Joint` it factors and the mean map's noise scale that converts ``r̃_g``."""
     joint = _Joint(graph, ybar, n_subjects, nu_subject, kappa2_subject, amplitude_subject,
                    noise)
     # the scale of the mean map's noise: Σ_w / S's mean prior variance at a few nodes
@@ -552,9 +557,7 @@ def _group_evaluator(graph, ybar, n_subjects, nu_subject, kappa2_subject,
         fit.level = mu
         return fit
 
-    evaluate.noise_scale = noise_scale
-    evaluate.joint = joint
-    return evaluate
+    return evaluate, joint, noise_scale
 
 
 def _fit_own_units(graph, Y, nus_group, nus_subject):
@@ -582,7 +585,7 @@ def _fit_own_units(graph, Y, nus_group, nus_subject):
     noise = within.amplitude * within.ratio
     regs.clear()
     evaluate_group = _group_evaluator(graph, ybar, S, within.nu, within.kappa2,
-                                      within.amplitude, noise)
+                                      within.amplitude, noise)[0]
     group, n_group = _search(graph, nus_group, evaluate_group)
     params = GroupParameters(nu_group=group.nu, kappa2_group=group.kappa2,
                              amplitude_group=group.amplitude, level=group.level,
@@ -597,13 +600,13 @@ def _refined_on_whole_graph(graph, ybar, n_subjects, params: GroupParameters):
     polished on the whole graph (its order kept): a ball sees the subjects' deviations as
     they are everywhere, but the group map only where the ball lies - a mask whose effects
     lie outside it would get a group prior fitted to their absence."""
-    evaluate = _group_evaluator(graph, ybar, n_subjects, params.nu_subject,
-                                params.kappa2_subject, params.amplitude_subject,
-                                params.noise)
+    evaluate, joint, noise_scale = _group_evaluator(
+        graph, ybar, n_subjects, params.nu_subject, params.kappa2_subject,
+        params.amplitude_subject, params.noise)
     nu = params.nu_group
-    variance = evaluate.joint.prior(nu).variance(params.kappa2_group)
+    variance = joint.prior(nu).variance(params.kappa2_group)
     start = (np.log(params.kappa2_group),
-             np.log(evaluate.noise_scale / (params.amplitude_group * variance)))
+             np.log(noise_scale / (params.amplitude_group * variance)))
     best, n_evaluations = _polish(graph, nu, start, evaluate)
     if best is None:
         return params, n_evaluations
@@ -653,11 +656,7 @@ def fit_group(graph, maps, *, nus=MATERN_ORDERS, subject_nus=None,
                                                         for nu in subject_nus)
     if not nus or not subject_nus:
         raise ValueError("nus and subject_nus must name at least one order.")
-    if not factors(2 * n):
-        raise ValueError(f"the joint posterior of a group map on {n} nodes has {2 * n} "
-                         f"variables, beyond a sparse factor's reach here "
-                         f"(FACTOR_MAX_NODES = {FACTOR_MAX_NODES}, or half the machine's "
-                         f"memory): use a mask of at most {FACTOR_MAX_NODES // 2} voxels.")
+    _check_factor_reach(n)
     ybar = Y.mean(axis=1)
     deviations = Y - ybar[:, None]
     if np.max(np.abs(deviations)) <= 1e-12 * max(np.max(np.abs(Y)), 1e-300):
