@@ -97,6 +97,34 @@ def test_pattern_cholesky_solves_logdets_and_samples():
         chol.factor((A2 - 100.0 * sp.eye(200)).tocsc())
 
 
+def test_nested_dissection_order_cuts_the_fill_and_changes_no_result(monkeypatch):
+    """On a 16³ lattice the factor of a second-order precision by METIS's order holds
+    under 85 % of the non-zeros of CHOLMOD's own (AMD) order's (measured: 75 %), and
+    solves and log-determinants agree with the dense ones either way."""
+    import cvxopt.cholmod as cholmod
+
+    import flgp.precision.cholesky as cholesky
+
+    g = lattice_graph(np.argwhere(np.ones((16, 16, 16), bool)))
+    Q = matern_precision(g, 0.1, 2)
+    order = cholesky.fill_reducing_order(Q)
+    np.testing.assert_array_equal(np.sort(order), np.arange(g.n_nodes))
+    np.testing.assert_array_equal(cholesky.fill_reducing_order(Q), order)   # seeded, kept
+    b = np.random.default_rng(0).standard_normal(g.n_nodes)
+    ref = np.linalg.solve(Q.toarray(), b)
+    logdet = np.linalg.slogdet(Q.toarray())[1]
+    fills = []
+    for min_nodes in (cholesky.NESTED_DISSECTION_MIN_NODES, 10 ** 9):  # METIS, then AMD
+        monkeypatch.setattr(cholesky, "NESTED_DISSECTION_MIN_NODES", min_nodes)
+        chol = PatternCholesky(Q)
+        chol.factor(Q)
+        np.testing.assert_allclose(chol.solve(b), ref, rtol=1e-8, atol=1e-10)
+        assert chol.logdet() == pytest.approx(logdet, rel=1e-10)
+        fills.append(len(cholmod.getfactor(chol._symbolic).V))   # (the factor's last use)
+    assert fills[0] < 0.85 * fills[1]
+    assert cholesky.fill_reducing_order(sp.eye(50)) is None       # small: CHOLMOD orders
+
+
 # -- the Matérn family and its regression ------------------------------------------------
 
 def _graph():

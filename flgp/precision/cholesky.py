@@ -16,14 +16,33 @@ through ``sksparse-minimal`` 2.2 s per factorisation (reference BLAS, no separat
 no access to the factor's diagonal without a conversion), QDLDL (simplicial) 20 s,
 scipy's SuperLU 11-27 s. CHOLMOD's supernodal module is GPL-licensed (as in every
 distribution of it, scikit-sparse's included); flgp's own code stays MIT.
+
+The fill-reducing order is METIS's nested dissection of the pattern's graph (``pymetis``,
+seeded; cvxopt's CHOLMOD is built without METIS and would order by AMD alone), computed
+once a pattern and kept for the next factor of the same pattern (:func:`fill_reducing_order`).
+On the motor map's lattice at 30 % observed it halves every numeric factorisation of the
+graph Matérn posterior precision: 0.94 / 2.3 / 4.7 s by AMD against 0.42 / 1.2 / 2.1 s for
+``ν = 2 / 3 / 4`` (the order itself 0.4 / 0.8 / 1.3 s, once). Patterns of fewer than
+``NESTED_DISSECTION_MIN_NODES`` rows keep CHOLMOD's own order.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["PatternCholesky", "NotPositiveDefiniteError"]
+from .._fingerprint import array_fingerprint
+
+__all__ = ["PatternCholesky", "NotPositiveDefiniteError", "fill_reducing_order"]
+
+# patterns of fewer rows keep CHOLMOD's own (AMD) order: there the order costs more than
+# it saves
+NESTED_DISSECTION_MIN_NODES = 2_000
+# the orders of the last patterns factored, by the pattern's fingerprint
+_ORDERS: OrderedDict = OrderedDict()
+ORDER_CACHE_SIZE = 8
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -88,7 +107,9 @@ class PatternCholesky:
         self.n = pattern.shape[0]
         self._structure = _structure(pattern)
         self._matrix = _lower(pattern)        # values replaced by factor_values
-        self._symbolic = cholmod.symbolic(self._matrix)
+        order = fill_reducing_order(pattern)
+        self._symbolic = (cholmod.symbolic(self._matrix) if order is None else
+                          cholmod.symbolic(self._matrix, p=_cvxopt_ints(order)))
         self._factored = False
 
     @classmethod
@@ -162,6 +183,41 @@ class PatternCholesky:
         cholmod.solve(self._symbolic, X, sys=sys)
         out = np.asarray(X)
         return out[:, 0].copy() if vector else out
+
+
+def fill_reducing_order(pattern: sp.spmatrix):
+    """METIS's nested dissection order of a symmetric pattern's graph (``perm``: row
+    ``perm[i]`` eliminated ``i``-th), seeded and kept for the next call on the same pattern;
+    None for fewer than ``NESTED_DISSECTION_MIN_NODES`` rows (CHOLMOD orders those)."""
+    import pymetis
+
+    A = sp.csr_matrix(pattern)
+    n = A.shape[0]
+    if n < NESTED_DISSECTION_MIN_NODES:
+        return None
+    A = sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
+    A.sum_duplicates()
+    A.sort_indices()
+    key = (n, array_fingerprint(A.indptr), array_fingerprint(A.indices))
+    order = _ORDERS.pop(key, None)
+    if order is None:
+        A.setdiag(0)                      # METIS takes the graph without self-loops
+        A.eliminate_zeros()
+        A = (A + A.T).tocsr()             # symmetric whatever triangle was given
+        A.sort_indices()
+        order, _ = pymetis.nested_dissection(
+            pymetis.CSRAdjacency(A.indptr.astype(np.int64), A.indices.astype(np.int64)),
+            options=pymetis.Options(seed=0))
+        order = np.asarray(order, dtype=np.int64)
+    _ORDERS[key] = order
+    while len(_ORDERS) > ORDER_CACHE_SIZE:
+        _ORDERS.popitem(last=False)
+    return order
+
+
+def _cvxopt_ints(a: np.ndarray):
+    cvxopt, _ = _cholmod()
+    return cvxopt.matrix(np.ascontiguousarray(a, dtype=np.int64))
 
 
 def _structure(A: sp.csc_matrix):

@@ -35,7 +35,7 @@ __all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFami
 
 # the orders the estimators compare, in the order they are searched (each later one from
 # the best optimum so far). Fill grows with ν: on the motor map's 45,448-voxel lattice a
-# factorisation of the posterior precision takes 0.3 / 0.9 / 2 / ~5 s for ν = 1 / 2 / 3 / 4,
+# factorisation of the posterior precision takes 0.4 / 1.2 / 2.1 s for ν = 2 / 3 / 4,
 # and the evidence chose 4 there (4,783 nats against 4,704 for ν = 3, 2,423 for ν = 2; the
 # 95 % intervals then cover 95.2 % of the held-out voxels, against 97.4 % for ν = 3)
 MATERN_ORDERS = (2, 3, 4, 1)
