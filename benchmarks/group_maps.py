@@ -4,13 +4,15 @@ excursion sets.
 
 Workloads:
 
-* ``motor`` - the mask of nilearn's sample motor map cut at ``|z| > 1.96`` (7,407 voxels
-  of 3 mm, as ``benchmarks/full_resolution.py``'s ``threshold``), its voxel lattice;
-  ``S = 10`` and ``20`` simulated subjects ``y_s = g + d_s + ε_s``: ``g`` a level plus
-  three Gaussian blobs, ``d_s`` draws of a graph Matérn field (``ν = 2``,
-  ``κ = 0.15 / mm``, sd 0.5), ``ε_s`` white noise of sd 1. Each fit in a fresh process
-  (wall time of ``flgp.group_map``, peak resident memory of the process); the coverage of
-  ``g`` by ``mean ± 1.96 sd``.
+* ``motor`` - two masks of nilearn's sample motor map (``--masks``): ``threshold``, the
+  map cut at ``|z| > 1.96`` (7,407 voxels of 3 mm, as ``benchmarks/full_resolution.py``'s
+  ``threshold``), and ``whole``, every voxel of the map (the whole brain, 45,448 voxels);
+  their voxel lattices; ``S = 10`` and ``20`` simulated subjects ``y_s = g + d_s + ε_s``:
+  ``g`` a level plus three Gaussian blobs, ``d_s`` draws of a graph Matérn field
+  (``ν = 2``, ``κ = 0.15 / mm``, sd 0.5), ``ε_s`` white noise of sd 1. Each fit in a fresh
+  process (wall time of ``flgp.group_map`` and of the excursion set ``{g > 0.5}`` at
+  ``α = 0.05`` after it, peak resident memory of the process); the coverage of ``g`` by
+  ``mean ± 1.96 sd``; the set's voxels where ``g > 0.5`` and where not.
 * ``fwer`` - a 12 × 12 × 4 lattice (576 nodes), ``S = 10``, ``--simulations`` (default
   50) simulations: the excursion set ``{g > u}`` at ``α = 0.05`` (1,000 draws); its
   family-wise error (the fraction of simulations whose set holds any node where
@@ -21,6 +23,7 @@ Workloads:
 Prints a table; ``--json PATH`` writes the rows::
 
     python benchmarks/group_maps.py --json benchmarks/results/group_maps.json
+    python benchmarks/group_maps.py --masks whole --subjects 20 --simulations 0
 """
 
 from __future__ import annotations
@@ -39,13 +42,16 @@ NOISE_SD, DEVIATION_SD, KAPPA, NU = 1.0, 0.5, 0.15, 2
 LEVEL, BLOB_HEIGHT, BLOB_WIDTH_MM = 0.0, 1.5, 8.0
 
 
-def motor_mask():
-    """``(ijk, affine)`` of the motor map's voxels with ``|z| > 1.96``."""
+def motor_mask(mask: str = "threshold"):
+    """``(ijk, affine)`` of the motor map's voxels with ``|z| > 1.96`` (``"threshold"``) or
+    of all of them (``"whole"``)."""
     import nibabel as nib
     from nilearn.datasets import load_sample_motor_activation_image
 
     img = nib.load(load_sample_motor_activation_image())
-    return np.argwhere(np.abs(img.get_fdata()) > 1.96), img.affine
+    z = img.get_fdata()
+    inside = np.abs(z) > 1.96 if mask == "threshold" else np.isfinite(z) & (z != 0)
+    return np.argwhere(inside), img.affine
 
 
 def simulate(ijk, affine, n_subjects, seed, n_blobs=3):
@@ -70,19 +76,25 @@ def simulate(ijk, affine, n_subjects, seed, n_blobs=3):
     return graph, maps, g
 
 
-def motor_worker(n_subjects: int, seed: int) -> dict:
-    """One fit on the motor mask (in this process)."""
+def motor_worker(n_subjects: int, seed: int, mask: str = "threshold") -> dict:
+    """One fit and its excursion set on a motor mask (in this process)."""
     import flgp
 
-    ijk, affine = motor_mask()
+    ijk, affine = motor_mask(mask)
     graph, maps, g = simulate(ijk, affine, n_subjects, seed)
     start = time.perf_counter()
     result = flgp.group_map(maps, graph=graph)
     seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    found = result.excursion_set(0.5, 0.05, random_state=seed).mask
+    set_seconds = time.perf_counter() - start
     inside = np.abs(result.mean - g) <= 1.959964 * result.std
     h = result.hyperparameters
-    return dict(workload="motor", n_subjects=n_subjects, n_nodes=graph.n_nodes,
-                seconds=seconds, peak_gb=resource.getrusage(
+    return dict(workload="motor", mask=mask, n_subjects=n_subjects, n_nodes=graph.n_nodes,
+                seconds=seconds, set_seconds=set_seconds,
+                set_true=int(np.sum(found & (g > 0.5))),
+                set_false=int(np.sum(found & (g <= 0.5))), active=int(np.sum(g > 0.5)),
+                peak_gb=resource.getrusage(
                     resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2,
                 coverage=float(inside.mean()),
                 rmse_group=float(np.sqrt(np.mean((result.mean - g) ** 2))),
@@ -93,10 +105,11 @@ def motor_worker(n_subjects: int, seed: int) -> dict:
                 + result.record["n_evaluations_group"])
 
 
-def motor(n_subjects: int, seed: int) -> dict:
+def motor(n_subjects: int, seed: int, mask: str) -> dict:
     """:func:`motor_worker` in a fresh process (its peak memory its own)."""
     run = subprocess.run([sys.executable, __file__, "--worker", str(n_subjects),
-                          "--seed", str(seed)], capture_output=True, text=True,
+                          "--seed", str(seed), "--masks", mask], capture_output=True,
+                         text=True,
                          env=dict(os.environ))
     if run.returncode != 0:
         raise RuntimeError(run.stderr)
@@ -153,16 +166,21 @@ def main(argv=None):
     parser.add_argument("--subjects", type=int, nargs="+", default=[10, 20])
     parser.add_argument("--simulations", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--masks", nargs="+", default=["threshold", "whole"],
+                        choices=["threshold", "whole"])
     parser.add_argument("--skip-motor", action="store_true")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
-        print(json.dumps(motor_worker(args.worker, args.seed)))
+        print(json.dumps(motor_worker(args.worker, args.seed, args.masks[0])))
         return
-    rows = [] if args.skip_motor else [motor(S, args.seed) for S in args.subjects]
+    rows = [] if args.skip_motor else [motor(S, args.seed, mask) for mask in args.masks
+                                       for S in args.subjects]
     for row in rows:
         print(f"motor mask {row['n_nodes']} voxels, S={row['n_subjects']:>2}: "
-              f"{row['seconds']:6.1f} s, peak {row['peak_gb']:.2f} GB, coverage of g's 95 % "
+              f"{row['seconds']:6.1f} s + set {row['set_seconds']:.1f} s "
+              f"({row['set_true']} of {row['active']} active voxels, {row['set_false']} "
+              f"not), peak {row['peak_gb']:.2f} GB, coverage of g's 95 % "
               f"intervals {row['coverage']:.3f}, RMSE of g {row['rmse_group']:.3f} (of the "
               f"mean map {row['rmse_mean_map']:.3f}), nu_g={row['nu_group']}, "
               f"nu_d={row['nu_subject']}, noise={row['noise']:.3f} (true "
