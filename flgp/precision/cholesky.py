@@ -196,15 +196,13 @@ def fill_reducing_order(pattern: sp.spmatrix):
     if n < NESTED_DISSECTION_MIN_NODES:
         return None
     A = sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)
-    A.sum_duplicates()
+    A = (A + A.T).tocsr()                 # the same graph whichever triangles were given
+    A.setdiag(0)                          # METIS takes the graph without self-loops
+    A.eliminate_zeros()
     A.sort_indices()
     key = (n, array_fingerprint(A.indptr), array_fingerprint(A.indices))
     order = _ORDERS.pop(key, None)
     if order is None:
-        A.setdiag(0)                      # METIS takes the graph without self-loops
-        A.eliminate_zeros()
-        A = (A + A.T).tocsr()             # symmetric whatever triangle was given
-        A.sort_indices()
         order, _ = pymetis.nested_dissection(
             pymetis.CSRAdjacency(A.indptr.astype(np.int64), A.indices.astype(np.int64)),
             options=pymetis.Options(seed=0))

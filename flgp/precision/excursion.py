@@ -77,9 +77,11 @@ last, the Cholesky factor of the posterior precision is ``[[L₁₁, 0], [L₂�
 ``L₂₂ L₂₂ᵀ`` is the Schur complement of the others - the marginal precision of ``f_T`` -
 so ``x_T = L₂₂⁻ᵀ z`` (``z ~ N(0, I_T)``) is an exact draw of ``T``'s joint posterior: a
 dense triangular solve of ``|T|`` rows (level-3 BLAS over a block of draws) instead of a
-sparse solve through the whole factor, one right-hand side at a time. The order is AMD's
-on the other nodes followed by AMD's on ``T`` (CHOLMOD's postordering may move a few other
-nodes into the trailing block: they are drawn too). On the motor map's 45,448-voxel
+sparse solve through the whole factor, one right-hand side at a time. The order is the
+pattern's fill-reducing one (:func:`~flgp.precision.cholesky.fill_reducing_order`: METIS's
+nested dissection, AMD's on small graphs) on the other nodes followed by the same on ``T``
+(CHOLMOD's postordering may move a few other nodes into the trailing block: they are drawn
+too). On the motor map's 45,448-voxel
 lattice at order 4 a whole-graph draw costs 32 ms.
 
 References
@@ -99,7 +101,8 @@ from scipy.linalg import solve_triangular
 from scipy.special import ndtr
 from scipy.stats import beta as beta_distribution
 
-from .cholesky import NotPositiveDefiniteError, PatternCholesky, _cholmod, _lower
+from .cholesky import (NotPositiveDefiniteError, PatternCholesky, _cholmod, _lower,
+                       fill_reducing_order)
 from .gaussian import FACTOR_MAX_NODES, diagonal_of_inverse, factors, rbmc_variances
 from .matern import MaternFamily, check_order
 
@@ -606,8 +609,9 @@ def dense_block_max_nodes(n_nodes: int) -> int:
 
 def _trailing_factor(family, values, candidates):
     """``(nodes, L₂₂)``: the Cholesky factor of the matrix of lower-triangle ``values`` on
-    ``family``'s pattern with ``candidates`` eliminated last (AMD's order on the others,
-    then on them; CHOLMOD's postorder may pull a few others into the trailing block), its
+    ``family``'s pattern with ``candidates`` eliminated last (the fill-reducing order on the
+    others, then on them; CHOLMOD's postorder may pull a few others into the trailing
+    block), its
     trailing block dense and the nodes it holds - the shortest suffix of the final
     elimination order that holds every candidate; None where that suffix is longer than
     ``2 DENSE_BLOCK_MAX_NODES``."""
@@ -618,10 +622,12 @@ def _trailing_factor(family, values, candidates):
     n = family.n
     lower = sp.csc_matrix((values, family.indices, family.indptr), shape=(n, n))
     lower_cvx = _lower(lower)
-    amd_order = np.asarray(amd.order(lower_cvx), dtype=np.int64).ravel()
+    order = fill_reducing_order(lower)
+    if order is None:
+        order = np.asarray(amd.order(lower_cvx), dtype=np.int64).ravel()
     last = np.zeros(n, dtype=bool)
     last[candidates] = True
-    wanted = np.r_[amd_order[~last[amd_order]], amd_order[last[amd_order]]]
+    wanted = np.r_[order[~last[order]], order[last[order]]]
     saved = dict(cholmod.options)
     cholmod.options["nmethods"] = 1                # the given order, not the best of several
     try:
