@@ -13,8 +13,10 @@ Workloads:
   process (wall time of ``flgp.group_map`` and of the excursion set ``{g > 0.5}`` at
   ``α = 0.05`` after it, peak resident memory of the process); the coverage of ``g`` by
   ``mean ± 1.96 sd``; the set's voxels where ``g > 0.5`` and where not.
-* ``fwer`` - a 12 × 12 × 4 lattice (576 nodes), ``S = 10``, ``--simulations`` (default
-  50) simulations: the excursion set ``{g > u}`` at ``α = 0.05`` (1,000 draws); its
+* ``fwer`` - a 12 × 12 × 4 lattice of 3 mm voxels (576 nodes) and a curved mesh (a torus
+  of radii 3 and 1 on a 40 × 15 parametric grid, 600 vertices; blob widths and ``κ`` in
+  units of its spacing as the lattice's in voxels), ``S = 10``, ``--simulations`` (default
+  50) simulations each: the excursion set ``{g > u}`` at ``α = 0.05`` (1,000 draws); its
   family-wise error (the fraction of simulations whose set holds any node where
   ``g ≤ u``) and its power (the share of the nodes with ``g > u`` found, averaged),
   against Bonferroni thresholds at ``α / n`` of the voxel-wise one-sample t-map of the
@@ -22,7 +24,7 @@ Workloads:
 
 Prints a table; ``--json PATH`` writes the rows::
 
-    python benchmarks/group_maps.py --json benchmarks/results/group_maps.json
+    python benchmarks/group_maps.py --simulations 200 --json benchmarks/results/group_maps.json
     python benchmarks/group_maps.py --masks whole --subjects 20 --simulations 0
 """
 
@@ -54,20 +56,22 @@ def motor_mask(mask: str = "threshold"):
     return np.argwhere(inside), img.affine
 
 
-def simulate(ijk, affine, n_subjects, seed, n_blobs=3):
-    """``(graph, maps (n, S), g)``: the model of the module notes on the voxels ``ijk``."""
+def simulate(ijk, affine, n_subjects, seed, n_blobs=3, graph=None, mm=1.0):
+    """``(graph, maps (n, S), g)``: the model of the module notes on the voxels ``ijk``
+    (or on ``graph``, its lengths ``mm`` millimetres each)."""
     from flgp.graph import lattice_graph
     from flgp.precision import PatternCholesky, matern_precision
 
     rng = np.random.default_rng(seed)
-    graph = lattice_graph(ijk, affine)
+    graph = lattice_graph(ijk, affine) if graph is None else graph
     X = graph.points
     centres = X[rng.choice(len(X), n_blobs, replace=False)]
-    g = LEVEL + BLOB_HEIGHT * sum(np.exp(-((X - c) ** 2).sum(1) / (2 * BLOB_WIDTH_MM ** 2))
+    width = BLOB_WIDTH_MM / mm
+    g = LEVEL + BLOB_HEIGHT * sum(np.exp(-((X - c) ** 2).sum(1) / (2 * width ** 2))
                                   for c in centres)
     length, mass = graph.own_units()
     own = graph.in_units(length, mass)
-    Q = matern_precision(own, (KAPPA * length) ** 2, NU)
+    Q = matern_precision(own, (KAPPA * mm * length) ** 2, NU)
     chol = PatternCholesky(Q)
     chol.factor(Q)
     d = chol.sample(n_subjects, rng)
@@ -116,22 +120,36 @@ def motor(n_subjects: int, seed: int, mask: str) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+def fwer_geometry(name: str):
+    """``(ijk, affine, graph, mm)`` of a simulation geometry: the lattice's voxels (3 mm) or
+    the torus mesh (its spacing standing for 3 mm)."""
+    if name == "lattice":
+        return (np.argwhere(np.ones((12, 12, 4), bool)), np.diag([3.0, 3.0, 3.0, 1.0]),
+                None, 1.0)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from excursion_sets import torus_geometry
+
+    _, graph, spacing = torus_geometry(40, 15)
+    return None, None, graph, 3.0 / spacing
+
+
 def fwer(n_simulations: int, seed: int, n_subjects: int = 10, u: float = 0.5,
-         alpha: float = 0.05) -> dict:
-    """The excursion sets' family-wise error and power over simulations on a lattice."""
+         alpha: float = 0.05, geometry: str = "lattice") -> dict:
+    """The excursion sets' family-wise error and power over simulations on a lattice or
+    a mesh."""
     import warnings
 
     from scipy.stats import norm, t as student
 
     import flgp
 
-    ijk = np.argwhere(np.ones((12, 12, 4), bool))
-    affine = np.diag([3.0, 3.0, 3.0, 1.0])
+    ijk, affine, mesh, mm = fwer_geometry(geometry)
     errors = {"excursion": 0, "t_bonferroni": 0, "z_bonferroni": 0}
     found = {k: [] for k in errors}
     seconds = []
     for k in range(n_simulations):
-        graph, maps, g = simulate(ijk, affine, n_subjects, seed + k, n_blobs=2)
+        graph, maps, g = simulate(ijk, affine, n_subjects, seed + k, n_blobs=2,
+                                  graph=mesh, mm=mm)
         n = graph.n_nodes
         start = time.perf_counter()
         with warnings.catch_warnings():
@@ -151,8 +169,9 @@ def fwer(n_simulations: int, seed: int, n_subjects: int = 10, u: float = 0.5,
     rows = []
     for name in errors:
         p = errors[name] / n_simulations
-        rows.append(dict(workload="fwer", method=name, n_simulations=n_simulations,
-                         n_subjects=n_subjects, n_nodes=len(ijk), u=u, alpha=alpha,
+        rows.append(dict(workload="fwer", geometry=geometry, method=name,
+                         n_simulations=n_simulations, n_subjects=n_subjects,
+                         n_nodes=int(graph.n_nodes), u=u, alpha=alpha,
                          fwer=p, fwer_se=float(np.sqrt(max(p * (1 - p), 1e-12)
                                                        / n_simulations)),
                          power=float(np.mean(found[name])),
@@ -168,6 +187,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--masks", nargs="+", default=["threshold", "whole"],
                         choices=["threshold", "whole"])
+    parser.add_argument("--geometries", nargs="+", default=["lattice", "torus"],
+                        choices=["lattice", "torus"])
     parser.add_argument("--skip-motor", action="store_true")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -185,10 +206,10 @@ def main(argv=None):
               f"mean map {row['rmse_mean_map']:.3f}), nu_g={row['nu_group']}, "
               f"nu_d={row['nu_subject']}, noise={row['noise']:.3f} (true "
               f"{NOISE_SD ** 2:.3f}), {row['evaluations']} factorisations")
-    if args.simulations:
-        found = fwer(args.simulations, args.seed)
+    for geometry in args.geometries if args.simulations else ():
+        found = fwer(args.simulations, args.seed, geometry=geometry)
         for row in found:
-            print(f"lattice {row['n_nodes']} nodes, S={row['n_subjects']}, "
+            print(f"{geometry} {row['n_nodes']} nodes, S={row['n_subjects']}, "
                   f"{row['n_simulations']} simulations, {row['method']:>13}: family-wise "
                   f"error {row['fwer']:.3f} ± {row['fwer_se']:.3f}, power "
                   f"{row['power']:.3f} ({row['seconds_per_fit']:.1f} s a fit)")
