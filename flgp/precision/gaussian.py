@@ -962,6 +962,48 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
     return results, searches
 
 
+# the polish of an order's optimum (polish_order: Nelder-Mead in log κ² and log r̃): a
+# first simplex of sides POLISH_STEP, stopping when the simplex is POLISH_TOLERANCE wide and
+# its values within POLISH_VALUE_TOLERANCE nats, or after POLISH_MAX_EVALUATIONS
+# evaluations (a diagonal ridge took 82)
+POLISH_STEP = 0.5
+POLISH_TOLERANCE = 0.05
+POLISH_VALUE_TOLERANCE = 0.05
+POLISH_MAX_EVALUATIONS = 200
+
+
+def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATIONS):
+    """``(best fit or None, evaluations)``: Nelder-Mead in ``(log κ², log r̃)`` from
+    ``start`` within the single-map search's ranges, ``evaluate(ν, log κ², log r̃)``
+    answering (None where the point cannot be factored), at most ``max_evaluations``."""
+    from scipy.optimize import minimize
+
+    ranges = matern_search_ranges(graph)
+    log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
+    bounds = [(_lowest_log_kappa2(nu, ranges, log_top), ranges["log_kappa2"][1]),
+              ranges["log_ratio"]]
+    fits = []
+
+    def objective(x):
+        fit = evaluate(nu, float(x[0]), float(x[1]))
+        if fit is None:
+            return np.inf
+        fits.append(fit)
+        return -fit.log_evidence
+
+    lower, upper = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
+    start = np.clip(np.asarray(start, dtype=np.float64), lower, upper)
+    # a step along each coordinate, inwards where the start lies on an upper bound (a
+    # simplex clipped flat there would not move off it)
+    steps = np.where(start + POLISH_STEP <= upper, POLISH_STEP, -POLISH_STEP)
+    simplex = np.clip(np.array([start, start + [steps[0], 0.0], start + [0.0, steps[1]]]),
+                      lower, upper)
+    minimize(objective, start, method="Nelder-Mead", bounds=bounds,
+             options=dict(initial_simplex=simplex, xatol=POLISH_TOLERANCE,
+                          fatol=POLISH_VALUE_TOLERANCE, maxfev=int(max_evaluations)))
+    return max(fits, key=lambda f: f.log_evidence, default=None), len(fits)
+
+
 def _beyond_the_peak(nu, results) -> bool:
     """Whether the evidence falls towards ``nu`` among the orders searched so far: some
     searched ``a`` lies between ``nu`` and a searched ``b`` with ``a`` more than a nat

@@ -128,9 +128,8 @@ import scipy.sparse as sp
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
 from .excursion import EXACT_SD_MAX_NODES, RBMC_SAMPLES, PosteriorDraws
 from .gaussian import (FACTOR_MAX_NODES, SEARCH_MAX_NODES, MaternFit, MaternRegression,
-                       _lowest_log_kappa2, diagonal_of_inverse, drive, factors,
-                       matern_search_ranges, largest_eigenvalue, rbmc_variances, search_steps,
-                       search_subgraph)
+                       diagonal_of_inverse, drive, factors, polish_order, rbmc_variances,
+                       search_steps, search_subgraph)
 from .matern import MATERN_ORDERS, MaternFamily, check_order
 
 __all__ = ["GroupParameters", "GroupPosterior", "fit_group", "group_log_likelihood",
@@ -140,15 +139,8 @@ _LOG_2PI = np.log(2.0 * np.pi)
 # fit_group warns when the subjects' deviation maps differ in roughness by more than this
 # factor (one noise level is then a poor description)
 NOISE_SPREAD_WARNING = 4.0
-# the polish of each order's optimum (Nelder-Mead in log κ² and log r̃): a first simplex of
-# sides POLISH_STEP, stopping when the simplex is POLISH_TOLERANCE wide and its values
-# within POLISH_VALUE_TOLERANCE nats, or after POLISH_MAX_EVALUATIONS factorisations (of
-# the searched graph: a ridge took 82; on the whole graph after a ball's search, where each
-# costs a factor of the whole J, WHOLE_GRAPH_POLISH_EVALUATIONS)
-POLISH_STEP = 0.5
-POLISH_TOLERANCE = 0.05
-POLISH_VALUE_TOLERANCE = 0.05
-POLISH_MAX_EVALUATIONS = 200
+# the polish on the whole graph after a ball's search (polish_order), where each evaluation
+# costs a factor of the whole J: at most this many
 WHOLE_GRAPH_POLISH_EVALUATIONS = 60
 
 
@@ -496,44 +488,12 @@ def _search(graph, nus, evaluate):
     results, searches = drive(search_steps(graph, tuple(nus)), evaluate)
     n_evaluations = sum(s.n_evaluations for s in searches.values())
     for nu in list(results):
-        best, n_polish = _polish(graph, nu, searches[nu].best_point(), evaluate)
+        best, n_polish = polish_order(graph, nu, searches[nu].best_point(), evaluate)
         n_evaluations += n_polish
         if best is not None and best.log_evidence > results[nu].log_evidence:
             results[nu] = best
     nu = max(results, key=lambda j: results[j].log_evidence)
     return results[nu], n_evaluations
-
-
-def _polish(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATIONS):
-    """``(best fit or None, evaluations)``: Nelder-Mead in ``(log κ², log r̃)`` from
-    ``start`` within the single-map search's ranges, ``evaluate(ν, log κ², log r̃)``
-    answering (None where the point cannot be factored), at most ``max_evaluations``."""
-    from scipy.optimize import minimize
-
-    ranges = matern_search_ranges(graph)
-    log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
-    bounds = [(_lowest_log_kappa2(nu, ranges, log_top), ranges["log_kappa2"][1]),
-              ranges["log_ratio"]]
-    fits = []
-
-    def objective(x):
-        fit = evaluate(nu, float(x[0]), float(x[1]))
-        if fit is None:
-            return np.inf
-        fits.append(fit)
-        return -fit.log_evidence
-
-    lower, upper = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
-    start = np.clip(np.asarray(start, dtype=np.float64), lower, upper)
-    # a step along each coordinate, inwards where the start lies on an upper bound (a
-    # simplex clipped flat there would not move off it)
-    steps = np.where(start + POLISH_STEP <= upper, POLISH_STEP, -POLISH_STEP)
-    simplex = np.clip(np.array([start, start + [steps[0], 0.0], start + [0.0, steps[1]]]),
-                      lower, upper)
-    minimize(objective, start, method="Nelder-Mead", bounds=bounds,
-             options=dict(initial_simplex=simplex, xatol=POLISH_TOLERANCE,
-                          fatol=POLISH_VALUE_TOLERANCE, maxfev=int(max_evaluations)))
-    return max(fits, key=lambda f: f.log_evidence, default=None), len(fits)
 
 
 def _group_evaluator(graph, ybar, n_subjects, nu_subject, kappa2_subject,
@@ -610,8 +570,8 @@ def _refined_on_whole_graph(graph, ybar, n_subjects, params: GroupParameters):
     variance = joint.prior(nu).variance(params.kappa2_group)
     start = (np.log(params.kappa2_group),
              np.log(noise_scale / (params.amplitude_group * variance)))
-    best, n_evaluations = _polish(graph, nu, start, evaluate,
-                                  WHOLE_GRAPH_POLISH_EVALUATIONS)
+    best, n_evaluations = polish_order(graph, nu, start, evaluate,
+                                       WHOLE_GRAPH_POLISH_EVALUATIONS)
     if best is None:
         return params, n_evaluations
     return replace(params, kappa2_group=best.kappa2, amplitude_group=best.amplitude,
