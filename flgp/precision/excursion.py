@@ -81,8 +81,7 @@ sparse solve through the whole factor, one right-hand side at a time. The order 
 pattern's fill-reducing one (:func:`~flgp.precision.cholesky.fill_reducing_order`: METIS's
 nested dissection, AMD's on small graphs) on the other nodes followed by the same on ``T``
 (CHOLMOD's postordering may move a few other nodes into the trailing block: they are drawn
-too). On the motor map's 45,448-voxel
-lattice at order 4 a whole-graph draw costs 32 ms.
+too). On the motor map's 45,448-voxel lattice at order 4 a whole-graph draw costs 32 ms.
 
 References
 ----------
@@ -611,10 +610,9 @@ def _trailing_factor(family, values, candidates):
     """``(nodes, L₂₂)``: the Cholesky factor of the matrix of lower-triangle ``values`` on
     ``family``'s pattern with ``candidates`` eliminated last (the fill-reducing order on the
     others, then on them; CHOLMOD's postorder may pull a few others into the trailing
-    block), its
-    trailing block dense and the nodes it holds - the shortest suffix of the final
-    elimination order that holds every candidate; None where that suffix is longer than
-    ``2 DENSE_BLOCK_MAX_NODES``."""
+    block), its trailing block dense and the nodes it holds - the shortest suffix of the
+    final elimination order that holds every candidate; None where that suffix is longer
+    than ``2 DENSE_BLOCK_MAX_NODES``."""
     import scipy.sparse as sp
     from cvxopt import amd
 

@@ -76,8 +76,8 @@ ridges are narrower than one map's, and the coordinate line searches tuned for o
 stop short of them (measured on a 6 × 6 × 3 lattice with 10 subjects: 7.8 nats below the
 optimum; on the motor map's whole-brain mask with 10 subjects whose deviations are of
 order 2 and weaker than the noise, the line searches left order 2 at ``κ`` 0.003 / mm,
-427 nats below order 1, where the polish finds ``κ`` 0.19 / mm - the truth 0.15 - 72 nats
-above order 1 and the noise within 1 % instead of 13 % low).
+427 nats below order 1; polished, order 2 wins at ``κ`` 0.19 / mm - the truth 0.15 - with
+the noise within 1 % instead of 13 % low).
 
 1. ``(ν_d, κ_d, A_d, σ²)`` maximise the within term - the likelihood of the deviation maps
    ``y_s - ȳ``, which do not depend on ``g`` or ``μ`` (``A_d`` profiled in closed form:
