@@ -123,6 +123,8 @@ def test_nested_dissection_order_cuts_the_fill_and_changes_no_result(monkeypatch
         fills.append(len(cholmod.getfactor(chol._symbolic).V))   # (the factor's last use)
     assert fills[0] < 0.85 * fills[1]
     assert cholesky.fill_reducing_order(sp.eye(50)) is None       # small: CHOLMOD orders
+    with pytest.raises(ValueError, match="square pattern"):
+        cholesky.fill_reducing_order(sp.random(3000, 2000, density=0.001))
 
 
 # -- the Matérn family and its regression ------------------------------------------------
@@ -369,3 +371,37 @@ def test_entries_of_inverse_and_matern_factors_against_dense():
                                atol=1e-14)
     X = pickle.loads(pickle.dumps(factors)).prior_draws(0.3, 20000, np.random.default_rng(0))
     np.testing.assert_allclose(np.cov(X)[nodes, nodes], S[nodes, nodes], rtol=0.05)
+
+
+def test_polish_order_climbs_the_evidence_and_refuses_bad_settings():
+    """From a point off the optimum the polish ends no lower than where it started (the
+    search's own optimum, reached by its line searches, within the polish's tolerance), and
+    a malformed start or budget is refused."""
+    from flgp.precision.gaussian import drive, polish_order, search_steps
+
+    g = _graph()
+    rng = np.random.default_rng(3)
+    obs = np.sort(rng.choice(g.n_nodes, 60, replace=False))
+    z = rng.standard_normal(obs.size)
+    reg = MaternRegression(g, obs, z, 2)
+
+    def evaluate(nu, u, v):
+        k2 = float(np.exp(u))
+        return reg.evaluate(k2, float(np.exp(v)) * reg.prior_variance(k2))
+
+    results, searches = drive(search_steps(g, (2,)), evaluate)
+    u, v = searches[2].best_point()
+    seen = []
+
+    def recorded(nu, a, b):
+        seen.append(evaluate(nu, a, b).log_evidence)
+        return evaluate(nu, a, b)
+
+    best, n = polish_order(g, 2, (u + 1.0, v - 1.0), recorded)
+    assert 1 <= n <= 200 and n == len(seen)
+    assert best.log_evidence == pytest.approx(max(seen), abs=1e-9) and max(seen) > seen[0]
+    assert best.log_evidence >= results[2].log_evidence - 0.5
+    with pytest.raises(ValueError, match="start must be"):
+        polish_order(g, 2, (np.nan, 0.0), evaluate)
+    with pytest.raises(ValueError, match="max_evaluations"):
+        polish_order(g, 2, (u, v), evaluate, max_evaluations=0)

@@ -193,6 +193,9 @@ def fill_reducing_order(pattern: sp.spmatrix):
 
     A = sp.csr_matrix(pattern)
     n = A.shape[0]
+    if A.shape[1] != n:
+        raise ValueError(f"a fill-reducing order needs a square pattern; got shape "
+                         f"{A.shape}.")
     if n < NESTED_DISSECTION_MIN_NODES:
         return None
     A = sp.csr_matrix((np.ones(A.nnz), A.indices, A.indptr), shape=A.shape)

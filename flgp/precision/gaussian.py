@@ -978,6 +978,13 @@ def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATI
     answering (None where the point cannot be factored), at most ``max_evaluations``."""
     from scipy.optimize import minimize
 
+    start = np.asarray(start, dtype=np.float64)
+    if start.shape != (2,) or not np.all(np.isfinite(start)):
+        raise ValueError(f"start must be a finite point (log κ², log r̃); got {start!r}.")
+    if isinstance(max_evaluations, bool) or int(max_evaluations) != max_evaluations \
+            or max_evaluations < 1:
+        raise ValueError(f"max_evaluations must be a whole number >= 1; got "
+                         f"{max_evaluations!r}.")
     ranges = matern_search_ranges(graph)
     log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
     bounds = [(_lowest_log_kappa2(nu, ranges, log_top), ranges["log_kappa2"][1]),
@@ -992,7 +999,7 @@ def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATI
         return -fit.log_evidence
 
     lower, upper = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
-    start = np.clip(np.asarray(start, dtype=np.float64), lower, upper)
+    start = np.clip(start, lower, upper)
     # a step along each coordinate, inwards where the start lies on an upper bound (a
     # simplex clipped flat there would not move off it)
     steps = np.where(start + POLISH_STEP <= upper, POLISH_STEP, -POLISH_STEP)
