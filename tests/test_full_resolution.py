@@ -43,7 +43,9 @@ def test_graph_matern_regressor_is_the_dense_posterior_at_its_hyperparameters():
     error; the evidence's own optimum (log_evidence_, evidence_outputscale_) is the
     dense evidence at the amplitude and noise divided by the cross-validated scale, which
     is generalised cross-validation's amplitude."""
-    ijk, x, truth, y, obs = _box_map((7, 6, 5))
+    # (a draw on which the cross-validated scale is not 1: on most, at the evidence's
+    # optimum, it is within 1 %)
+    ijk, x, truth, y, obs = _box_map((7, 6, 5), seed=2)
     g = lattice_graph(ijk)
     reg = FLGPRegressor(GraphMaternPrior(graph=g)).fit(x, y)
     assert reg.method_ == "graph_matern" and reg.matern_order_ in (1, 2, 3, 4)
@@ -72,13 +74,18 @@ def test_graph_matern_regressor_is_the_dense_posterior_at_its_hyperparameters():
     assert best == pytest.approx(ev1, abs=1e-6)
     assert reg.log_marginal_likelihood_ < best
     # generalised cross-validation's amplitude, ‖S₁⁻¹r‖² / tr S₁⁻¹ for the evidence's
-    # S₁, against the Monte Carlo variances' estimate
+    # S₁: the Monte Carlo variances' estimate, or (where its error would leave it known
+    # to worse than 1 %) the observed nodes' exact variances'
     S1i = np.linalg.inv(S1)
     assert c == pytest.approx(np.sum((S1i @ (y[lab] - z_mean)) ** 2) / np.trace(S1i),
-                              rel=0.02)
+                              rel=0.01)
     post = Sigma - Sigma[:, lab] @ np.linalg.solve(S, Sigma[lab])
     sd = np.sqrt(np.diag(post))
-    err = np.abs(reg.transduction_std_ - sd) / reg.transduction_std_error_
+    se = reg.transduction_std_error_
+    exact = se == 0.0
+    assert not exact.any() or np.array_equal(np.flatnonzero(exact), lab)
+    np.testing.assert_allclose(reg.transduction_std_[exact], sd[exact], rtol=1e-8)
+    err = np.abs(reg.transduction_std_ - sd)[~exact] / se[~exact]
     assert np.median(err) < 2.0 and err.max() < 6.0
     # new points: exact at the nodes, between nodes a blend of the nearest nodes
     np.testing.assert_allclose(reg.predict(x[:20]), reg.transduction_[:20], atol=1e-6)
@@ -255,11 +262,17 @@ def test_cross_validated_amplitude_scales_the_intervals_not_the_mean(monkeypatch
 
     ijk, x, truth, y, obs = _box_map()
     g = lattice_graph(ijk)
+    # at the evidence's optimum in the noise, generalised cross-validation's amplitude is
+    # the evidence's (the optimum's stationarity condition), so the scale is ~1 on a graph
+    # searched whole: here the cross-validated amplitude is made 1.3 times GCV's
+    gcv = GM.cross_validated_amplitude
+    monkeypatch.setattr(GM, "cross_validated_amplitude",
+                        lambda *args, **kw: 1.3 * gcv(*args, **kw))
     reg = FLGPRegressor(GraphMaternPrior(g)).fit(x, y)
     c = reg.amplitude_cv_scale_
     monkeypatch.setattr(GM, "cross_validated_amplitude", lambda *args, **kw: None)
     plain = FLGPRegressor(GraphMaternPrior(g)).fit(x, y)
-    assert plain.amplitude_cv_scale_ == 1.0 and abs(c - 1.0) > 0.01
+    assert plain.amplitude_cv_scale_ == 1.0 and abs(c - 1.3) < 0.02
     # two searches: equal to their run-to-run variation (the largest eigenvalue's Arnoldi
     # start; about 1e-7 relative), far below the scale's departure from 1
     np.testing.assert_allclose(reg.transduction_, plain.transduction_, rtol=1e-6)

@@ -213,17 +213,31 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
     exact = np.diag(np.linalg.inv(reg.posterior_precision(0.05, ratio).toarray()))
     assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs]) == \
         pytest.approx(ref, rel=1e-9)
-    var, se = reg.variances(fit, n_samples=64, random_state=0)
-    sum_se = reg.observed_sum_se
+    unit_var, _, sum_se = reg.unit_variances_rbmc(0.05, ratio, n_samples=64, random_state=0)
     denominator = 60 * ratio - exact[obs].sum()
     sums = [rbmc_variances(reg.posterior_precision(0.05, ratio), reg._chol_Q, 64, seed)[0][obs]
             .sum() for seed in range(1, 31)]
     assert 0.5 < np.std(sums, ddof=1) / sum_se < 2.0
-    cv = cross_validated_amplitude(z, fit.mean[obs], ratio, var[obs] / fit.amplitude, sum_se)
+    cv = cross_validated_amplitude(z, fit.mean[obs], ratio, unit_var[obs], sum_se)
     if denominator > 10 * sum_se:
         assert cv == pytest.approx(ref, rel=5 * sum_se / denominator)
     else:
         assert cv is None
+    # the regression's variances: the Monte Carlo ones, but at the observed nodes the
+    # exact ones where the Monte Carlo estimate leaves the denominator known to worse
+    # than 1 % (a difference of nearly equal sums at small ratios)
+    var, se = reg.variances(fit, n_samples=64, random_state=0)
+    if (60 * ratio - unit_var[obs].sum()) * 0.01 > sum_se:
+        np.testing.assert_allclose(var, fit.amplitude * unit_var, rtol=1e-12)
+        assert reg.observed_sum_se == sum_se
+    else:
+        np.testing.assert_allclose(var[obs], fit.amplitude * exact[obs], rtol=1e-9)
+        assert np.all(se[obs] == 0.0) and reg.observed_sum_se == 0.0
+        unobserved = np.setdiff1d(np.arange(g.n_nodes), obs)
+        np.testing.assert_allclose(var[unobserved], fit.amplitude * unit_var[unobserved],
+                                   rtol=1e-12)
+        assert cross_validated_amplitude(z, fit.mean[obs], ratio, var[obs] / fit.amplitude,
+                                         reg.observed_sum_se) == pytest.approx(ref, rel=1e-8)
     assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs],
                                      sum_se=denominator) is None
     with pytest.raises(ValueError, match="one entry per observed node"):
