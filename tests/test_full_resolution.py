@@ -202,6 +202,10 @@ def test_predict_surface_on_a_flat_mesh():
         predict_surface((V, F), values[:-1], 0.3)
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         predict_surface((V, F), values, 1.5)
+    # counts have no Gaussian noise to add to a new observation's sd
+    with pytest.raises(ValueError, match="include_noise=True.*poisson"):
+        predict_surface((V, F), np.round(np.exp(values)), 0.3, include_noise=True,
+                        regressor=FLGPRegressor(likelihood="poisson"))
 
 
 def test_surface_command_writes_gifti(tmp_path):

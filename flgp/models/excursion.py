@@ -1,18 +1,11 @@
-"""Excursion sets of a fitted full-resolution regressor (``method_ == "graph_matern"``): where the
-map exceeds a level jointly, with posterior probability at least ``1 - α`` (Bolin and
-Lindgren 2015; the mathematics, the Monte Carlo estimator and why the set is conservative
-are in :mod:`flgp.precision.excursion`).
+"""Excursion sets of a fitted full-resolution regressor (``method_ == "graph_matern"``):
+where the map exceeds a level jointly, with posterior probability at least ``1 - α``
+(Bolin and Lindgren 2015; estimator in :mod:`flgp.precision.excursion`).
 
-A fitted :class:`~flgp.FLGPRegressor` whose fit chose the graph Matérn prior (directly,
-or through :func:`flgp.predict_image` / :func:`flgp.predict_surface`) holds everything
-its joint posterior needs, in its public fitted attributes: the graph and order
-(``prior_.graph``, ``prior_.nu``), ``κ`` in the graph's units (``prior_.kappa_``), the
-amplitude and noise variance in the units of ``y`` (``prior_.outputscale_``,
-``prior_.noise_``; the cross-validated scale multiplies both, leaving their ratio and the
-mean unchanged), the observed nodes (``labelled_indices_``), the posterior mean and
-marginal sd at every node (``transduction_``, ``transduction_std_``). The posterior is
-``N(transduction_, A (Q_ν(κ) + Pᵀ P / r)⁻¹)`` with ``A = outputscale_`` and
-``r = noise_ / outputscale_``.
+The joint posterior comes from the regressor's fitted attributes:
+``N(transduction_, A (Q_ν(κ) + Pᵀ P / r)⁻¹)`` with ``A = prior_.outputscale_``,
+``r = prior_.noise_ / A``, ``Q_ν(κ)`` on ``prior_.graph`` (``prior_.nu``, ``prior_.kappa_``)
+and ``P`` the observed nodes ``labelled_indices_``.
 """
 
 from __future__ import annotations
@@ -27,20 +20,17 @@ __all__ = ["excursion_set", "posterior_draws_of"]
 
 def posterior_draws_of(regressor, *, n_samples: int = 1000, nodes=None, block_size=None,
                        random_state=0):
-    """Joint posterior draws of a fitted full-resolution regressor's map at the nodes of
-    its graph (:class:`~flgp.precision.excursion.PosteriorDraws`, in the units of ``y``),
-    from the sparse factor of its posterior precision.
+    """Joint posterior draws (units of ``y``) of a fitted full-resolution regressor's map
+    at its graph's nodes, from the sparse factor of its posterior precision.
 
     Parameters
     ----------
     regressor : FLGPRegressor
-        Fitted, with ``method_ == "graph_matern"`` on a graph a factor reaches (see
-        :func:`excursion_set`).
+        Fitted, as for :func:`excursion_set`.
     n_samples : int, default=1000
     nodes : array-like of int, optional
-        Draw these nodes' joint posterior only (from a dense block of the factor;
-        :func:`~flgp.precision.excursion.graph_matern_posterior_draws`). Default: every
-        node.
+        Draw these nodes' joint posterior only
+        (:func:`~flgp.precision.excursion.graph_matern_posterior_draws`). Default: all.
     block_size : int, optional
         Draws a block.
     random_state : int, default=0
@@ -48,6 +38,11 @@ def posterior_draws_of(regressor, *, n_samples: int = 1000, nodes=None, block_si
     Returns
     -------
     PosteriorDraws
+
+    Raises
+    ------
+    ValueError
+        As :func:`excursion_set`.
     """
     prior = _fitted_graph_matern_prior(regressor)
     mean = np.asarray(regressor.transduction_, dtype=np.float64)
@@ -72,50 +67,40 @@ def excursion_set(regressor, u, alpha=0.05, *, side: str = ">", n_samples: int =
     Parameters
     ----------
     regressor : FLGPRegressor
-        Fitted with the graph Matérn prior (``method_ == "graph_matern"``; e.g.
-        ``FLGPRegressor(prior=GraphMaternPrior(graph=...))``, or the ``regressor`` of a
-        :func:`flgp.predict_image` / :func:`flgp.predict_surface` result) on a graph of
-        at most ``FACTOR_MAX_NODES`` nodes (larger fits run by conjugate gradients and
-        keep no factor to draw from).
+        Fitted with the graph Matérn prior (``method_ == "graph_matern"``, e.g. the
+        ``regressor`` of :func:`flgp.predict_image`) on a graph of at most
+        ``FACTOR_MAX_NODES`` nodes (larger fits keep no factor to draw from).
     u : float
         The level, in the units of ``y``.
     alpha : float, default=0.05
         The set's joint posterior probability is at least ``1 - alpha``.
     side : {">", "<"}, default=">"
     n_samples : int, default=1000
-        Joint posterior draws. At 1000 a joint probability near 0.95 has standard error
-        0.0069, and the set's lower bound (``n_sd`` = 2) sits about 0.014 below its
-        estimate: the set is a little smaller than the exact one. More draws give a set
-        closer to it, at a triangular solve a draw (32 ms on the whole-brain motor map).
+        Joint posterior draws; more give a set closer to the exact (slightly larger) one.
     n_sd : float, default=2.0
         The set uses one-sided Clopper-Pearson lower bounds of the joint probabilities at
         confidence ``Φ(n_sd)``.
     F_limit : float, default=0.5
-        The excursion function is computed where it can reach ``min(F_limit, 1 - alpha)``
-        - at the nodes whose marginal probability is at least that (Bolin and Lindgren's
-        ``F.limit``) - and is NaN elsewhere (there ``F`` is below
-        ``function.F_limit``). Only those nodes are drawn, from a dense block of the
-        factor, while they are at most ``dense_block_max_nodes(n)``; beyond, every node is
-        drawn through the whole factor (and ``F`` is computed everywhere). 0: every
-        node, always.
+        The excursion function ``F`` is computed only at nodes whose marginal probability
+        reaches ``min(F_limit, 1 - alpha)`` (Bolin and Lindgren's ``F.limit``), NaN
+        elsewhere; those are drawn from a dense block of the factor while at most
+        ``dense_block_max_nodes(n)``, else all nodes are. 0: every node.
     random_state : int, default=0
 
     Returns
     -------
     ExcursionSet
-        ``mask`` (one entry a node of ``regressor.graph_``, i.e. a row of the ``X`` it was
-        fitted on), the set's joint probability with its standard error and lower bound,
-        and ``function``: the :class:`~flgp.precision.excursion.ExcursionFunction` (the
-        excursion function ``F``, the marginal probabilities, every ``P_k``), whose
-        ``set_at`` gives the sets at other ``α`` without new draws.
+        ``mask`` (one entry a node, i.e. a row of the fitted ``X``), the set's joint
+        probability with its standard error and lower bound, and ``function``
+        (:class:`~flgp.precision.excursion.ExcursionFunction`), whose ``set_at`` gives the
+        sets at other ``α`` without new draws.
 
     Raises
     ------
     ValueError
-        On an unfitted regressor, one whose fit is not the graph Matérn prior's (the heat
-        kernel and RBF fits have no sparse joint posterior here), one holding several
-        maps, a graph beyond a factor's reach, and the bad inputs of
-        :func:`~flgp.precision.excursion.excursion_function`.
+        An unfitted regressor, one not fitted with the graph Matérn prior or holding
+        several maps, a graph beyond a factor's reach, ``F_limit`` outside [0, 1), and the
+        bad inputs of :func:`~flgp.precision.excursion.excursion_function`.
 
     Examples
     --------
@@ -123,13 +108,16 @@ def excursion_set(regressor, u, alpha=0.05, *, side: str = ">", n_samples: int =
     >>> from flgp.graph import lattice_graph
     >>> ijk = np.argwhere(np.ones((8, 8, 1), bool))
     >>> X = ijk.astype(float)
-    >>> y = np.where(np.arange(64) % 3 == 0, np.exp(-((X - 3.5) ** 2).sum(1) / 8), np.nan)
+    >>> bump = np.exp(-((X[:, :2] - 3.5) ** 2).sum(1) / 8)       # above 0.5 on 16 nodes
+    >>> y = np.where(np.arange(64) % 3 == 0, bump, np.nan)
     >>> reg = flgp.FLGPRegressor(prior=flgp.GraphMaternPrior(graph=lattice_graph(ijk)))
     >>> reg = reg.fit(X, y)
     >>> result = excursion_set(reg, 0.5, alpha=0.05, n_samples=2000)
     >>> result.mask.shape
     (64,)
-    >>> bool(result.n_nodes_in_set == 0 or result.joint_lower >= 0.95)
+    >>> bool(0 < result.n_nodes_in_set <= 16 and result.joint_lower >= 0.95)
+    True
+    >>> bool(np.all(bump[result.mask] > 0.5))
     True
     """
     _fitted_graph_matern_prior(regressor)
@@ -153,8 +141,7 @@ def excursion_set(regressor, u, alpha=0.05, *, side: str = ">", n_samples: int =
 
 
 def _fitted_graph_matern_prior(regressor):
-    """The fitted ``GraphMaternPrior`` of a regressor whose fit is the graph Matérn
-    prior's, else a ``ValueError`` saying why there is no sparse joint posterior."""
+    """The regressor's fitted ``GraphMaternPrior``, else a ValueError saying why not."""
     method = getattr(regressor, "method_", None)
     if method is None:
         raise ValueError(f"{type(regressor).__name__} is not fitted: call fit first (with "

@@ -1,15 +1,11 @@
-"""Regression on a surface mesh: predict the unobserved vertices of a per-vertex map (a
-cortical thickness, sulcal depth or curvature map, a surface-projected statistic), with
-uncertainty.
+"""Regression on a surface mesh: predict the unobserved vertices of a per-vertex map
+(cortical thickness, curvature, a surface-projected statistic), with uncertainty.
 
 :func:`predict_surface` is the surface twin of :func:`flgp.predict_image`: the mesh's
-vertices are the point cloud, its finite-element graph (:func:`flgp.graph.mesh.mesh_graph`:
-cotangent stiffness, lumped vertex areas) carries the full-resolution prior, and
-:class:`~flgp.FLGPRegressor` chooses between it, the low-rank heat kernel and the RBF GP by
-their evidence. Meshes and maps go in as arrays, nilearn meshes and surface images
-(``SurfaceImage``), or files nilearn reads (GIfTI ``.gii``, FreeSurfer surfaces and morph
-data); maps come back as arrays, ``SurfaceImage`` or GIfTI files. Needs nibabel and
-nilearn (the ``fmri`` extra) for files and nilearn objects only.
+vertices are the point cloud and its finite-element graph
+(:func:`flgp.graph.mesh.mesh_graph`) carries the full-resolution prior. Meshes and maps go
+in as arrays, nilearn meshes and ``SurfaceImage``, or files nilearn reads (GIfTI,
+FreeSurfer); files and nilearn objects need the ``fmri`` extra.
 """
 
 from __future__ import annotations
@@ -40,10 +36,9 @@ class SurfacePrediction:
     mean : ndarray (n_vertices,)
         Posterior mean of the map at every vertex (``fill`` outside the mask).
     sd : ndarray (n_vertices,)
-        Posterior sd of the map's latent value, or of a new observation
-        (``include_noise=True``); ``sd_kind`` says which.
+        Posterior sd of the latent map, or of a new observation (``include_noise=True``).
     regressor : FLGPRegressor
-        The fitted regressor (``method_``, ``log_evidence_``, ``noise_``, ...).
+        The fitted regressor.
     observed : ndarray (n_vertices,) of bool
     mask : ndarray (n_vertices,) of bool
         The vertices of the fitted region.
@@ -76,8 +71,7 @@ def _nilearn_surface():
 
 
 def _read_surface_file(path, name: str, reader: str, what: str):
-    """``nilearn.surface.<reader>(path)``, a missing file or one nilearn cannot read
-    reported as the ``name`` argument's error."""
+    """``nilearn.surface.<reader>(path)``; FileNotFoundError or ValueError naming ``name``."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{name} {path!r}: no such file.")
@@ -86,16 +80,13 @@ def _read_surface_file(path, name: str, reader: str, what: str):
 
 
 def _guarded_read(read, path: str, name: str, what: str):
-    """``read()``, any failure to read or parse the file ``path`` raised as the
-    ``ValueError`` that :func:`predict_surface` documents, chained to nibabel's."""
+    """``read()``, any failure to read or parse ``path`` raised as a ValueError chained to
+    nibabel's."""
     try:
         return read()
     except Exception as exc:    # noqa: BLE001 - see below; KeyboardInterrupt passes
-        # a damaged file fails wherever nibabel's parser gives up: a truncated GIfTI in
-        # expat (ExpatError), an empty one in ImageFileError, corrupt bytes in its
-        # compressed arrays in zlib.error, a short FreeSurfer file in ValueError,
-        # IndexError or struct.error - no list of types is complete, so every Exception
-        # but a lack of memory or of a package becomes the one ValueError
+        # a damaged file fails wherever nibabel's parser gives up (expat, zlib, struct,
+        # ...): every Exception but a lack of memory or of a package is the one ValueError
         if isinstance(exc, (MemoryError, ImportError)):
             raise
         kind = type(exc).__name__
@@ -108,9 +99,9 @@ def _guarded_read(read, path: str, name: str, what: str):
 
 
 def load_mesh(mesh):
-    """``(vertices (n, 3) float64, faces (f, 3) int64)`` of a mesh given as a pair of
-    arrays, an object with ``coordinates`` and ``faces`` (nilearn's meshes), or a file
-    nilearn reads (GIfTI ``.surf.gii``, a FreeSurfer surface such as ``lh.pial``)."""
+    """``(vertices (n, 3) float64, faces (f, 3))`` of a pair of arrays, an object with
+    ``coordinates`` and ``faces`` (nilearn's meshes), or a file nilearn reads (GIfTI
+    ``.surf.gii``, FreeSurfer ``lh.pial``); TypeError for anything else."""
     if isinstance(mesh, (str, os.PathLike)):
         mesh = _read_surface_file(mesh, "mesh", "load_surf_mesh", "a surface mesh")
     source = getattr(mesh, "file_path", None)
@@ -128,8 +119,8 @@ def load_mesh(mesh):
 
 
 def load_surface_values(values, n_vertices: int, name: str = "values") -> np.ndarray:
-    """A per-vertex map as a float64 vector: an array, or a file nilearn reads (GIfTI
-    ``.func.gii`` / ``.shape.gii``, FreeSurfer morph data such as ``lh.thickness``)."""
+    """A per-vertex map as a float64 vector from an array or a file nilearn reads (GIfTI
+    ``.func.gii``, FreeSurfer ``lh.thickness``); ValueError unless one value per vertex."""
     path = None
     if isinstance(values, (str, os.PathLike)):
         path = os.fspath(values)
@@ -142,7 +133,7 @@ def load_surface_values(values, n_vertices: int, name: str = "values") -> np.nda
     if v.ndim == 2 and 1 in v.shape:
         v = v.ravel()
     if v.shape != (n_vertices,):
-        # a truncated FreeSurfer morph file reads as a shorter vector: say which file
+        # a truncated FreeSurfer file reads as a shorter vector: say which file
         source = "" if path is None else (f" (read from {path}: is the file complete, and "
                                           f"made for this mesh?)")
         raise ValueError(f"{name} must hold one value per vertex ({n_vertices}); got shape "
@@ -157,48 +148,40 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
     Parameters
     ----------
     mesh : (vertices, faces), nilearn mesh, or path
-        The surface (e.g. ``nilearn.datasets.load_fsaverage("fsaverage5")["pial"]
-        .parts["left"]``, or ``"lh.pial.gii"``); coordinates in mm.
+        The surface (e.g. ``"lh.pial.gii"``); coordinates in mm.
     values : array (n_vertices,), path, or nilearn ``SurfaceImage``
-        The map. A ``SurfaceImage`` brings its own mesh (then pass ``mesh=None``); each of
-        its parts (hemispheres) is fitted on its own and a ``SurfaceImage`` comes back
-        for ``mean`` and ``sd``.
+        The map. A ``SurfaceImage`` brings its own mesh (pass ``mesh=None``); each part
+        (hemisphere) is fitted on its own and ``mean`` and ``sd`` are ``SurfaceImage``.
     observed : boolean array (n_vertices,) or float
         The observed vertices, or a fraction in (0, 1) of the region's vertices drawn
         with ``random_state``.
     mask : boolean array (n_vertices,), optional
-        The region to fit: default every vertex with a finite value. Vertices outside get
-        ``fill``; the region's mesh is the faces with all three corners inside.
+        The region to fit (default: every vertex with a finite value), meshed by the faces
+        with all three corners inside; vertices outside get ``fill``.
     regressor : FLGPRegressor, optional
         Configured regressor (cloned); default ``FLGPRegressor()``, whose ``"auto"``
-        weighs the mesh's graph Matérn prior, the low-rank heat kernel and the RBF GP by
-        their evidence.
+        weighs the mesh's graph Matérn prior, the heat kernel and the RBF GP by evidence.
     random_state, fill, include_noise :
         As in :func:`flgp.predict_image`.
 
     Returns
     -------
     SurfacePrediction
-        ``mean``, ``sd`` (arrays per vertex, or ``SurfaceImage`` for a ``SurfaceImage``
-        input), the fitted ``regressor``, ``observed``, ``mask``, ``sd_kind``.
 
     Raises
     ------
     FileNotFoundError
         A path that names no file.
     ValueError
-        A file that cannot be read (truncated, empty, damaged compressed data, not a
-        surface file): ``could not read PATH (...): what went wrong; what to do``, chained
-        to nibabel's error; values that are not one per vertex; NaN or infinite values
-        in the region; a fraction outside (0, 1); fewer than 2 observed or 3 region
-        vertices.
+        A file that cannot be read (chained to nibabel's error); values not one per
+        vertex; NaN or infinite values in the region; a fraction outside (0, 1); fewer
+        than 2 observed or 3 region vertices.
 
     Warns
     -----
     UserWarning
-        Region vertices on no face of the region (left out), the regressor's warnings (a
-        graph in pieces without an observed vertex, ...): they point at the call of
-        ``predict_surface``, not into flgp.
+        Region vertices on no face of the region (left out), and the regressor's
+        warnings, pointing at the call of ``predict_surface``.
 
     Examples
     --------
@@ -220,10 +203,13 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
         raise TypeError(f"include_noise must be True or False; got {include_noise!r}.")
     if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
         raise TypeError(f"fill must be a number (NaN allowed); got {fill!r}.")
+    if include_noise and fresh_regressor(regressor).likelihood != "gaussian":
+        raise ValueError("include_noise=True adds the Gaussian noise variance; with "
+                         f"likelihood={regressor.likelihood!r} there is none (leave it "
+                         f"False).")
     caught = []
     try:
-        # the user's filters decide inside; what they let through (the estimator's, the
-        # mesh graph's, the stray vertices' warnings) is issued again from the user's call
+        # the user's filters apply inside; what they let through is reissued from their call
         with warnings.catch_warnings(record=True) as caught:
             if (hasattr(values, "mesh") and hasattr(values, "data")
                     and hasattr(values.data, "parts")):
@@ -237,8 +223,8 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
 
 def _predict_surface(mesh, values, observed, mask, regressor, random_state, fill,
                      include_noise) -> SurfacePrediction:
-    """:func:`predict_surface` of arrays, a nilearn mesh or files, past the checks of
-    ``fill`` and ``include_noise``."""
+    """:func:`predict_surface` of one mesh, past the checks of ``fill`` and
+    ``include_noise``."""
     V, F = load_mesh(mesh)
     y = load_surface_values(values, V.shape[0])
     reg = fresh_regressor(regressor)
@@ -249,7 +235,7 @@ def _predict_surface(mesh, values, observed, mask, regressor, random_state, fill
                          f"values (the first is vertex {int(np.flatnonzero(bad)[0])}); "
                          f"leave them out of the mask.")
     # the region's mesh: faces with all three corners inside; a region vertex on no such
-    # face (a spur of the mask) has no area and is left out, with a warning
+    # face has no area and is left out
     inside = region[F].all(axis=1)
     on_face = np.zeros(V.shape[0], dtype=bool)
     on_face[F[inside].ravel()] = True
