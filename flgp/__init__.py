@@ -1,18 +1,16 @@
 """flgp - heat-kernel Gaussian processes and diffusion embeddings on point clouds.
 
-Data flows one way, each layer knowing only those before it:
+Layers, each using only those before it:
 
-1. :mod:`flgp.graph` - points -> induced points, the sparse transition between them;
-2. :mod:`flgp.spectral` - graph -> eigenpairs with an out-of-sample map, and the spectrum
-   of the priors built on them (:mod:`flgp.spectral.families`: the heat kernel
-   ``c Σ e^{-tλ} v vᵀ``);
+1. :mod:`flgp.graph` - points -> induced points and the sparse transition between them;
+2. :mod:`flgp.spectral` - eigenpairs with an out-of-sample map, and the priors' spectra
+   (:mod:`flgp.spectral.families`: the heat kernel ``c Σ e^{-tλ} v vᵀ``);
 3. :mod:`flgp.kernels` - the priors as GPyTorch kernels;
 4. :mod:`flgp.models` (Gaussian-process estimators) and :mod:`flgp.embedding`
    (scikit-learn transformers).
 
-Beneath them: :mod:`flgp.backends` (who does the distance work), ``flgp._chunks`` (the
-block driver every pass over the points runs on, numpy or Dask), ``flgp._validation``
-(input checks) and :mod:`flgp.datasets`.
+Support: :mod:`flgp.backends` (distance work), ``flgp._chunks`` (block driver, numpy or
+Dask), ``flgp._validation`` (input checks) and :mod:`flgp.datasets`.
 """
 
 from . import datasets, graph, kernels, models, precision, spectral

@@ -1,11 +1,8 @@
-"""flgp's global settings: the memory budget of one block of rows, and whether the passes
-use the compiled row kernels.
-
-Every pass over the points runs over blocks of rows (:mod:`flgp._chunks`); how many rows a
-block holds follows ``working_memory`` (MiB, default 64; the measurements behind the
-default are in docs/distributed.md). ``compiled`` (default True) lets the passes use
-flgp's compiled row kernels (:mod:`flgp.backends.compiled`) where they were built; False runs their
-numpy twins, which give the same results to rounding.
+"""flgp's global settings: ``working_memory`` (MiB, default 64), the memory budget of one
+block of rows in a pass over the points (:mod:`flgp._chunks`; see docs/distributed.md),
+and ``compiled`` (default True): use the compiled row kernels
+(:mod:`flgp.backends.compiled`) where built; False runs their numpy twins (same results
+to rounding).
 """
 
 from __future__ import annotations
@@ -20,10 +17,9 @@ __all__ = ["get_config", "set_config", "config_context"]
 
 _GLOBAL = {"working_memory": 64.0, "compiled": True}
 _LOCK = threading.Lock()
-# the values a config_context set in this thread (innermost last wins): contexts in two
-# threads never see, or restore, each other's values
+# this thread's config_context values (innermost wins); threads never share them
 _LOCAL = threading.local()
-# the largest budget of a block (MiB): a petabyte; block sizes are clipped far below it
+# largest block budget (MiB): a petabyte
 MAX_WORKING_MEMORY = 1e9
 
 
@@ -32,11 +28,9 @@ def _overrides() -> dict:
 
 
 def get_config() -> dict:
-    """flgp's settings as this thread sees them: ``working_memory``, the memory budget
-    (MiB) of one block of rows in a pass over the points (default 64), and ``compiled``,
-    whether the passes use the compiled row kernels where they were built (default True).
-    :func:`set_config` sets them for every thread; :func:`config_context` for the
-    thread it runs in (and the worker threads flgp starts from it)."""
+    """flgp's settings as this thread sees them (``working_memory``, ``compiled``; see the
+    module notes). :func:`set_config` sets them for every thread; :func:`config_context` for
+    its thread and the worker threads flgp starts from it."""
     out = dict(_GLOBAL)
     out.update(_overrides())
     return out
@@ -72,18 +66,16 @@ def set_config(*, working_memory: float | None = None, compiled: bool | None = N
 
 @contextlib.contextmanager
 def config_context(*, working_memory: float | None = None, compiled: bool | None = None):
-    """Temporarily change flgp's settings (:func:`set_config`) in this thread; the old ones
-    come back on exit. Contexts in other threads are independent of it; the worker threads
-    flgp's passes start inside it see its values.
+    """Temporarily change flgp's settings (:func:`set_config`) in this thread, restored on exit.
+    Independent of contexts in other threads; flgp's worker threads started inside see its
+    values.
 
     Parameters
     ----------
     working_memory : float, optional
-        Memory budget (MiB) of one block of rows in a pass over the points (see
-        :func:`get_config`); ``None`` keeps the current value.
+        Memory budget (MiB) of one block of rows; ``None`` keeps the current value.
     compiled : bool, optional
-        Whether the passes use the compiled row kernels (see :func:`get_config`); ``None``
-        keeps the current value.
+        Whether the passes use the compiled row kernels; ``None`` keeps the current value.
 
     Examples
     --------
@@ -128,9 +120,8 @@ def working_memory_bytes() -> float:
 
 
 def physical_memory() -> float:
-    """The machine's memory in bytes (``inf`` where the system does not say): what the
-    fits' memory rules compare their expected peaks with (not the memory free at the
-    moment, so that the path a fit takes does not change from one run to the next)."""
+    """The machine's memory in bytes (``inf`` if unknown), used by the fits' memory rules (not
+    the free memory, so the path a fit takes is reproducible)."""
     try:
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):

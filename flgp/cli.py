@@ -70,16 +70,14 @@ def _circles(args) -> int:
 
 
 def _fail(command, message) -> int:
-    """An error the user can fix: one line on stderr, exit status 2, no traceback (a
-    message of nibabel's quoted in it may hold line breaks: they become spaces)."""
+    """A user-fixable error: one line on stderr (line breaks become spaces), exit status 2."""
     print(f"flgp {command}: error: {' '.join(str(message).split())}", file=sys.stderr)
     return 2
 
 
 class _WarningLines(warnings.catch_warnings):
-    """Inside: each warning shown as one line ``flgp COMMAND: warning: ...`` on stderr -
-    where in the code it was raised means nothing at the command line (the user's filters
-    still decide which are shown)."""
+    """Inside: each warning shown as one line ``flgp COMMAND: warning: ...`` on stderr (the
+    user's filters still apply)."""
 
     def __init__(self, command):
         super().__init__()
@@ -187,8 +185,7 @@ def _excursion_arguments(parser, suffix: str) -> None:
 
 def _excursion(args, command: str, fitted, write, suffix: str, plot=None) -> int:
     """``--excursion U``: the excursion function and set of the fitted map at ``U``
-    (:func:`flgp.excursion_set`), written by ``write(values, path)``; 0 or the failure's
-    exit code."""
+    (:func:`flgp.excursion_set`), written by ``write(values, path)``; returns the exit code."""
     from .models import excursion_set
 
     if isinstance(fitted, list) or fitted is None:
@@ -211,9 +208,8 @@ def _excursion(args, command: str, fitted, write, suffix: str, plot=None) -> int
 
 
 def _write_excursion(args, command: str, result, write, suffix: str, plot, start) -> int:
-    """The excursion function and set of ``result`` (an ExcursionSet) written by
-    ``write(values, path)`` with a plot, and a line of what they hold; 0 or the failure's
-    exit code."""
+    """Write the excursion function and set of ``result`` (an ExcursionSet) by
+    ``write(values, path)``, with a plot and a summary line; returns the exit code."""
     function = result.function
     # F below its computed limit is not computed (NaN): written as 0
     F = np.nan_to_num(function.F, nan=0.0)
@@ -237,8 +233,8 @@ def _write_excursion(args, command: str, result, write, suffix: str, plot, start
 
 
 def _plot_excursion_image(voxels, F, result, args, path) -> None:
-    """nilearn's orthogonal slices of the excursion function, the set's outline over it,
-    cut at the set's point of largest mean (or F's largest value)."""
+    """nilearn orthogonal slices of the excursion function with the set's outline, cut at the
+    set's point of largest marginal (or F's largest value)."""
     from nilearn import plotting
 
     F_img = voxels.to_nifti(F)
@@ -281,9 +277,9 @@ def _plot_excursion(F, result, args, path) -> None:
 
 
 def _seed_maps(args, res) -> int:
-    """``--seeds-atlas``: the fitted prior's (or posterior's) correlation maps of each
-    atlas region's seed (its voxel of largest |value|), the regions' correlation matrix
-    as CSV and as a plot (flgp.models.seed_correlation)."""
+    """``--seeds-atlas``: the fitted prior's (or posterior's) correlation maps of each atlas
+    region's seed (its voxel of largest |value|), and the regions' correlation matrix as CSV
+    and plot (flgp.models.seed_correlation)."""
     from .models import seed_correlation
 
     if not os.path.isfile(args.seeds_atlas):

@@ -1,29 +1,17 @@
-"""One interface for the Gaussian priors the estimators put on a cloud.
-
-flgp has two representations of a zero-mean Gaussian prior ``f ~ N(0, K)`` on the ``n``
-points of a cloud (or the nodes of a graph):
+"""One interface for the Gaussian priors ``f ~ N(0, K)`` the estimators put on the ``n``
+points of a cloud (or the nodes of a graph). Two representations:
 
 * **low rank** - ``K = V diag(w) Vᵀ`` over the top ``M`` eigenpairs of an induced-point
   graph (:class:`flgp.spectral.LowRankPrior`);
 * **sparse precision** - ``K = A P Q⁻¹ P`` with ``Q`` the graph Matérn precision of the
-  cloud's own graph, nothing truncated (:class:`flgp.precision.SparsePrecisionPrior`).
+  cloud's own graph, untruncated (:class:`flgp.precision.SparsePrecisionPrior`).
 
-What Gaussian-process inference needs of a prior is the same for both, and is this
-class's interface:
-
-* :meth:`GraphPrior.cross_covariance` - ``K[rows, labelled]``, or that block times a
-  matrix of weights (the low-rank prior forms it from eigenvector rows; the sparse one
-  needs one sparse solve per column of the weights, or per labelled point);
-* :meth:`GraphPrior.labelled_covariance` - the labelled block ``K[labelled, labelled]``
-  (what EP and the Laplace approximation run on);
-* :meth:`GraphPrior.marginal_variances` - ``diag K`` at some points;
-* :meth:`GraphPrior.log_evidence` - ``log N(y | 0, K_ll + σ² I)``, the Gaussian
-  likelihood's marginal likelihood.
-
-From these the base class gives the Gaussian posterior (:meth:`GraphPrior.posterior`).
-A third representation is a subclass in a module of its own, written against this file
-only. Indices are rows of the fitted cloud; this interface knows nothing of estimators,
-graphs or eigenpairs.
+Both provide :meth:`GraphPrior.cross_covariance` (``K[rows, labelled]``, or that block
+times weights), :meth:`GraphPrior.labelled_covariance` (``K[labelled, labelled]``, used by
+EP and Laplace), :meth:`GraphPrior.marginal_variances` (``diag K``) and
+:meth:`GraphPrior.log_evidence` (``log N(y | 0, K_ll + σ² I)``); the base class derives
+the Gaussian posterior (:meth:`GraphPrior.posterior`). Indices are rows of the fitted
+cloud.
 """
 
 from __future__ import annotations
@@ -54,9 +42,8 @@ def as_row_indices(rows, n: int) -> np.ndarray:
 
 
 class GraphPrior(ABC):
-    """A zero-mean Gaussian prior ``f ~ N(0, K)`` on the ``n_points`` points of a cloud
-    (see the module notes). Subclasses give :attr:`n_points`,
-    :meth:`cross_covariance` and :meth:`marginal_variances`; the rest follows."""
+    """A zero-mean Gaussian prior ``f ~ N(0, K)`` on ``n_points`` points (see the module notes).
+    Subclasses give :attr:`n_points`, :meth:`cross_covariance` and :meth:`marginal_variances`."""
 
     @property
     @abstractmethod
@@ -65,9 +52,8 @@ class GraphPrior(ABC):
 
     @abstractmethod
     def cross_covariance(self, labelled, rows=None, weights=None) -> np.ndarray:
-        """``K[rows, labelled]`` (``(r, m)``; ``rows`` None: every point), or with
-        ``weights`` (``(m, c)``) the product ``K[rows, labelled] @ weights`` (``(r, c)``),
-        which a representation may form without the block."""
+        """``K[rows, labelled]`` (``(r, m)``; ``rows`` None: every point), or with ``weights``
+        (``(m, c)``) the product ``K[rows, labelled] @ weights`` (``(r, c)``)."""
 
     @abstractmethod
     def marginal_variances(self, rows=None) -> np.ndarray:
@@ -80,8 +66,8 @@ class GraphPrior(ABC):
         return 0.5 * (K + K.T)
 
     def _checked_targets(self, labelled, y, noise):
-        """``(labelled, y, noise)`` checked: row indices, one float target each, a finite
-        positive noise variance."""
+        """``(labelled, y, noise)`` checked: row indices, one float target each, a finite positive
+        noise variance."""
         labelled = as_row_indices(labelled, self.n_points)
         y = np.asarray(y, dtype=np.float64).ravel()
         if y.shape != labelled.shape:
@@ -100,17 +86,17 @@ class GraphPrior(ABC):
         return labelled, y, cho_factor(K, lower=True, check_finite=False)
 
     def log_evidence(self, labelled, y, noise) -> float:
-        """``log N(y | 0, K_ll + noise I)``: the marginal likelihood of targets ``y`` at
-        the points ``labelled`` under Gaussian noise of variance ``noise``."""
+        """``log N(y | 0, K_ll + noise I)``: the marginal likelihood of ``y`` at ``labelled`` under
+        Gaussian noise of variance ``noise``."""
         _, y, factor = self._labelled_system(labelled, y, noise)
         alpha = cho_solve(factor, y, check_finite=False)
         logdet = 2.0 * float(np.sum(np.log(np.diag(factor[0]))))
         return float(-0.5 * (y @ alpha) - 0.5 * logdet - 0.5 * y.size * _LOG_2PI)
 
     def posterior(self, labelled, y, noise, rows=None):
-        """The Gaussian posterior of ``f`` at ``rows`` given targets ``y`` at
-        ``labelled`` with noise variance ``noise``: ``(mean, variance)``,
-        ``K_rl (K_ll + σ²I)⁻¹ y`` and ``diag K_rr - diag(K_rl (K_ll + σ²I)⁻¹ K_lr)``."""
+        """Gaussian posterior ``(mean, variance)`` of ``f`` at ``rows`` given ``y`` at
+        ``labelled``: ``K_rl (K_ll + σ²I)⁻¹ y`` and
+        ``diag K_rr - diag(K_rl (K_ll + σ²I)⁻¹ K_lr)``."""
         labelled, y, factor = self._labelled_system(labelled, y, noise)
         rows = as_row_indices(rows, self.n_points)
         K_rl = np.asarray(self.cross_covariance(labelled, rows=rows), dtype=np.float64)

@@ -1,7 +1,5 @@
-"""Blocks of rows: block sizes from the memory budget, thread maps that carry the caller's
-settings, the kinds of array a cloud may be, and the merge of per-block partials - what both
-drivers (:mod:`flgp._chunks.drivers`, :mod:`flgp._chunks.dask_blocks`) are made of (the
-package notes: :mod:`flgp._chunks`)."""
+"""Block sizes, thread maps that carry the caller's settings, array-kind checks and the merge
+of per-block partials: the parts of both drivers (see :mod:`flgp._chunks`)."""
 
 from __future__ import annotations
 
@@ -52,12 +50,9 @@ def row_ranges(n: int, chunk_size: int) -> list[tuple[int, int]]:
 
 def map_threads(fn, items, threads: int = 1) -> list:
     """``[fn(item) for item in items]``, on ``threads`` threads when there is more than one
-    item (numpy, scipy and torch release the GIL in the heavy parts). BLAS and torch's own
-    operations run on one thread meanwhile (:func:`one_thread_each`): each item's products
-    are small, and two levels of threads on the same cores slowed a pass down 2x on a
-    loaded machine. Results keep the order of ``items``; the first exception is
-    re-raised. ``fn`` must not depend on which thread runs it, so the results do not
-    depend on ``threads``."""
+    item, with BLAS and torch on one thread each meanwhile (:func:`one_thread_each`; nested
+    threading slowed passes 2x). Results keep the order of ``items``; the first exception is
+    re-raised. ``fn`` must not depend on which thread runs it."""
     items = list(items)
     if threads <= 1 or len(items) <= 1:
         return [fn(item) for item in items]
@@ -86,9 +81,8 @@ def map_row_ranges(fn, ranges, threads: int = 1) -> list:
 
 
 def imap_threads(fn, items, threads: int = 1):
-    """:func:`map_threads` as an iterator: results in the order of ``items``, with at most
-    ``2 * threads`` items started and not yet taken, so a caller that folds the results as
-    they come holds a few of them at a time, not all."""
+    """:func:`map_threads` as an iterator, in the order of ``items``, with at most
+    ``2 * threads`` results pending, so a folding caller holds only a few at a time."""
     items = list(items)
     if threads <= 1 or len(items) <= 1:
         for item in items:
@@ -113,11 +107,9 @@ _END = object()
 
 @contextlib.contextmanager
 def one_thread_each():
-    """BLAS (threadpoolctl) and torch's intra-op parallelism limited to one thread while
-    blocks run on threads of their own, restored afterwards. torch's OpenMP workers spin at
-    every small operation: on a shared 2-core machine one ``index_add_`` of 4000 x 100
-    floats took 80 ms on two torch threads and 0.2 ms on one, and a k-means pass was 5x
-    slower (benchmarks/profile.py)."""
+    """Limit BLAS (threadpoolctl) and torch intra-op threads to one while blocks run on their own
+    threads; restored afterwards. torch's OpenMP workers spin on every small operation, which
+    made small products far slower under contention (benchmarks/profile.py)."""
     import torch
 
     threads = torch.get_num_threads()
@@ -193,8 +185,7 @@ def merge_partials(parts: list[dict]) -> dict:
 
 
 def _add_into(total: dict, part: dict) -> None:
-    """``merge_partials([total, part])`` (no log-sum-exp fields) written into ``total``'s
-    own arrays: the same numbers, without a new ``s x s`` array per block."""
+    """``merge_partials([total, part])`` (no log-sum-exp fields) in place in ``total``'s arrays."""
     for key, v in part.items():
         t = total[key]
         if key in MAX_FIELDS:

@@ -1,26 +1,18 @@
-r"""The Dask driver: the passes over a cloud held as a dask array, as Dask tasks on
-whatever scheduler is active (the threaded default, or a ``dask.distributed`` cluster a
-``Client`` is connected to).
+r"""The Dask driver: passes over a dask-array cloud as Dask tasks on the active scheduler
+(threaded default, or a ``dask.distributed`` ``Client``).
 
-It runs the same block functions as :class:`flgp._chunks.InMemoryBlocks` and knows
-nothing of what they compute:
+It runs the same block functions as :class:`flgp._chunks.InMemoryBlocks`:
 
-* :meth:`DaskBlocks.reduce` - ``X.map_blocks`` producing one packed partial per chunk
-  (``s``-vectors, an ``s x s`` matrix), tree-summed by ``dask.array.reduction``; the merged
-  partial is a small numpy dict on the client (as the ``l x l`` blocks of dask-ml's
-  ``SpectralClustering``);
-* :meth:`DaskBlocks.map` - ``X.map_blocks`` producing a lazy ``n``-row dask array; nothing
-  ``n``-sized is computed unless the caller computes it;
-* :meth:`DaskBlocks.take` - rows by index (one computation reading the chunks that hold
-  them);
-* :meth:`DaskBlocks.check` - one pass over the values: NaN or infinity (the error names the
-  chunk's rows), too large or too small coordinates, and mostly duplicate rows (counted
-  within each chunk, a lower bound of the cloud's duplicates).
+* :meth:`DaskBlocks.reduce` - one packed partial per chunk, tree-summed by
+  ``dask.array.reduction`` into a small numpy dict on the client;
+* :meth:`DaskBlocks.map` - a lazy ``n``-row dask array;
+* :meth:`DaskBlocks.take` - rows by index;
+* :meth:`DaskBlocks.check` - one pass checking NaN/infinity, coordinate scale and duplicate
+  rows (counted per chunk: a lower bound).
 
-Each chunk is itself split into blocks of the budgeted size (:func:`default_chunk_size`);
-a ``ValueError`` raised in a block is re-raised naming its rows. The block function is
-handed to the tasks once, as a ``dask.delayed`` object, so it must pickle (module-level
-functions and small callable objects do).
+Chunks are split into blocks of the budgeted size (:func:`default_chunk_size`); a
+``ValueError`` in a block is re-raised naming its rows. The block function is sent to the
+tasks as a ``dask.delayed`` object, so it must pickle.
 
 Imported only when a dask (or zarr) array is passed: ``pip install 'flgp[dask]'``.
 """
@@ -47,10 +39,9 @@ __all__ = ["as_dask_points", "DaskBlocks", "flatnonzero_blocks"]
 # -- input ------------------------------------------------------------------------------
 
 def as_dask_points(X, name: str = "X", min_samples: int = 0):
-    """A dask array of points ``(n, p)``, float64, one chunk across the features; a zarr
-    array is opened with ``dask.array.from_zarr``. Shape, dtype and at least
-    ``min_samples`` rows are checked here; the values (NaN, size) by
-    :meth:`DaskBlocks.check`, in a pass over the chunks."""
+    """A dask array of points ``(n, p)``, float64, one chunk across the features (zarr is opened
+    with ``dask.array.from_zarr``). Checks shape, dtype and ``min_samples``; values are
+    checked by :meth:`DaskBlocks.check`."""
     if is_zarr_array(X):
         X = da.from_zarr(X)
     if not is_dask_array(X):
@@ -154,8 +145,7 @@ def _map_chunk(Xb, fn, chunk: int, out_shape, dtype, block_info=None, settings=N
 
 
 class DaskBlocks:
-    """The rows of a dask array ``X`` (``n x p``, one chunk across the features) as
-    blocks; see the module notes."""
+    """The rows of a dask array ``X`` (``n x p``, one chunk across the features) as blocks."""
 
     is_dask = True
 
@@ -171,9 +161,9 @@ class DaskBlocks:
 
     def reduce(self, fn, *, layout, bytes_per_row: int, chunk_size: int | None = None,
                threads=None) -> dict:
-        """:func:`merge_partials` of ``fn(X_block, start, stop)`` over the blocks, as a dask
-        tree reduction; ``layout``: ``[(field, shape), ...]`` of the partial. Returns the
-        merged partial (numpy, on the client)."""
+        """:func:`merge_partials` of ``fn(X_block, start, stop)`` over the blocks as a dask tree
+        reduction; ``layout``: ``[(field, shape), ...]`` of the partial. Returns the merged
+        partial (numpy)."""
         layout = list(layout)
         chunk = default_chunk_size(bytes_per_row, chunk_size)
         width = sum(int(np.prod(s)) if s else 1 for _, s in layout)
@@ -207,8 +197,8 @@ class DaskBlocks:
                                  np.dtype(dtype), settings=thread_settings(), **kwargs)
 
     def take(self, index) -> np.ndarray:
-        """Rows ``index`` of ``X`` (float64, in the order of ``index``): one computation
-        reading only the chunks that hold them."""
+        """Rows ``index`` of ``X`` (float64, in the order of ``index``), reading only their
+        chunks."""
         index = np.asarray(index, dtype=np.int64)
         order = np.argsort(index, kind="stable")
         rows = np.asarray(self.X[index[order]].compute(), dtype=np.float64)
@@ -221,9 +211,8 @@ class DaskBlocks:
         return np.ascontiguousarray(self.X.compute(), dtype=np.float64)
 
     def check(self, name: str = "X", min_samples: int = 2) -> None:
-        """One pass over the chunks: NaN or infinity (naming the chunk's rows), the
-        coordinates' scale (:func:`flgp._validation.check_coordinate_scale`) and mostly
-        duplicate rows (counted within each chunk)."""
+        """One pass over the chunks: NaN or infinity (naming the chunk's rows), coordinate scale
+        (:func:`flgp._validation.check_coordinate_scale`) and mostly duplicate rows."""
         X = self.X
         n, p = X.shape
         if n < min_samples:

@@ -1,7 +1,5 @@
-"""The drivers of a cloud - what runs a block function over its rows - and the choice
-between them: :class:`InMemoryBlocks` for a numpy array, the Dask driver
-(:class:`flgp._chunks.dask_blocks.DaskBlocks`) for a dask or zarr array (the package
-notes: :mod:`flgp._chunks`)."""
+"""The drivers that run a block function over a cloud's rows: :class:`InMemoryBlocks` for
+numpy, :class:`flgp._chunks.dask_blocks.DaskBlocks` for dask or zarr (see :mod:`flgp._chunks`)."""
 
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ __all__ = ["is_lazy", "InMemoryBlocks", "blocks_of"]
 
 
 def is_lazy(X) -> bool:
-    """A dask or zarr array: the passes over it run as Dask tasks. (Anything else - a
-    numpy cloud - is told apart by its type's module alone.)"""
+    """Whether ``X`` is a dask or zarr array (its passes then run as Dask tasks)."""
     root = type(X).__module__.split(".")[0]
     return (root == "dask" and is_dask_array(X)) or (root == "zarr" and is_zarr_array(X))
 
@@ -28,9 +25,8 @@ def _threads() -> int:
 class InMemoryBlocks:
     """The rows of an in-memory cloud as blocks.
 
-    ``X`` is the numpy array of points, or None when the passes read rows that an earlier
-    pass stored (then ``n_samples`` says how many rows there are and every block function
-    gets ``None`` for its points).
+    ``X`` is the numpy array of points, or None when the passes read stored rows (then
+    ``n_samples`` gives the row count and block functions get ``None`` for points).
     """
 
     is_dask = False
@@ -44,12 +40,10 @@ class InMemoryBlocks:
 
     def reduce(self, fn, *, bytes_per_row: int, chunk_size: int | None = None,
                layout=None, threads: int | None = None) -> dict:
-        """:func:`merge_partials` of ``fn(X_block, start, stop)`` over the blocks (on as
-        many threads as torch uses, or ``threads``; ``layout`` is the Dask driver's and
-        ignored here). The partials are added up as the blocks finish, in block order (a
-        few ``s x s`` partials in memory at a time, whatever the number of blocks); the
-        log-sum-exp pairs, ``2 x s`` each, are merged at the end, all at once - the same
-        arithmetic as merging every partial at once."""
+        """:func:`merge_partials` of ``fn(X_block, start, stop)`` over the blocks, on torch's
+        thread count or ``threads`` (``layout`` is for the Dask driver; ignored). Partials are
+        added in block order as they finish, so only a few ``s x s`` arrays are alive; log-sum-exp
+        pairs are merged at the end. Same arithmetic as merging all at once."""
         ranges = row_ranges(self.n_samples, default_chunk_size(bytes_per_row, chunk_size))
         threads = _threads() if threads is None else threads
         total, lse_parts, owned = None, [], False
@@ -70,9 +64,9 @@ class InMemoryBlocks:
 
     def map(self, fn, *, bytes_per_row: int, chunk_size: int | None = None,
             n_columns: int | None = None, dtype=np.float64, parallel: bool = False):
-        """``fn(X_block, start, stop)`` over the blocks, stacked into one array (blocks on
-        threads with ``parallel``; ``fn`` must then be thread-safe). ``n_columns`` and
-        ``dtype`` describe the output for the Dask driver; here the first block does."""
+        """``fn(X_block, start, stop)`` over the blocks, stacked into one array (on threads with
+        ``parallel``; ``fn`` must then be thread-safe). ``n_columns``/``dtype`` are for the Dask
+        driver; here the first block sets them."""
         ranges = row_ranges(self.n_samples, default_chunk_size(bytes_per_row, chunk_size))
         if not ranges:
             raise ValueError("no rows to map over.")
@@ -93,9 +87,8 @@ class InMemoryBlocks:
 
 
 def blocks_of(X):
-    """The driver of a cloud: :class:`InMemoryBlocks` for a numpy array, the Dask driver
-    for a dask (or zarr) array (whose shape must have been checked with
-    :func:`flgp._chunks.dask_blocks.as_dask_points`)."""
+    """The driver for ``X``: :class:`InMemoryBlocks` for numpy, the Dask driver for dask or zarr
+    (shape checked first by :func:`flgp._chunks.dask_blocks.as_dask_points`)."""
     if is_lazy(X):
         from .dask_blocks import DaskBlocks      # imports dask: only for a dask array
 

@@ -1,5 +1,5 @@
-"""Stage timers and work counters: what the benchmarks read of a fit (no cost when no
-:func:`record_stages` is active)."""
+"""Stage timers and work counters read by the benchmarks (free when :func:`record_stages` is
+not active)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ __all__ = ["record_stages", "stage", "count", "StageLog"]
 
 
 class StageLog(list):
-    """``(stage, seconds)`` pairs in the order the stages ended, and ``counts``: work
-    counters (``name -> total``) that the benchmarks turn into arithmetic floors."""
+    """``(stage, seconds)`` pairs in the order stages ended, plus ``counts``: work counters
+    (``name -> total``)."""
 
     def __init__(self):
         super().__init__()
@@ -25,20 +25,17 @@ _COUNT_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def record_stages():
-    """Where a fit spends its time: collect ``(stage, seconds)`` of the stages that run
-    while active - the induced points, each pass over the points, the eigendecomposition,
-    the hyperparameter search, the transduction; the full-resolution graph and scores
-    (``flgp.record_stages``; the benchmarks' stage timers)::
+    """Collect ``(stage, seconds)`` for the stages that run while active (induced points, passes
+    over the points, eigendecomposition, hyperparameter search, transduction, ...)::
 
         with flgp.record_stages() as stages:
             model.fit(X, y)
         print(stages)          # [("induced points", 0.41), ("pass 1", 0.22), ...]
 
-    A name with a ``/`` is a part of the stage before it (``"pass 1/neighbour search"``),
-    timed inside the blocks: its entries are thread-seconds, which on several threads add
-    up to more than the stage's wall time. ``stages.counts`` holds work counters (flops,
-    rows, iterations) that ``benchmarks/profile.py`` turns into arithmetic floors. Recording
-    is process-wide: stages that run in other threads meanwhile are recorded too.
+    A name with ``/`` is a sub-stage of the one before (``"pass 1/neighbour search"``), timed
+    inside the blocks in thread-seconds (may exceed the stage's wall time). ``stages.counts``
+    holds work counters (flops, rows, iterations) used by ``benchmarks/profile.py``. Recording
+    is process-wide: stages in other threads are recorded too.
     """
     global _RECORDER
     previous, _RECORDER = _RECORDER, StageLog()

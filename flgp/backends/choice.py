@@ -1,5 +1,4 @@
-"""Which backend runs: ``resolve_backend`` and what it asks of pykeops (the package notes:
-:mod:`flgp.backends`)."""
+"""Backend choice: :func:`resolve_backend` and the pykeops checks (see :mod:`flgp.backends`)."""
 
 from __future__ import annotations
 
@@ -13,9 +12,8 @@ __all__ = ["BACKENDS", "resolve_backend", "keops_available", "keops_cuda_probe",
 BACKENDS = ("auto", "torch", "keops")
 
 
-# One small reduction on the GPU, run in a child process before flgp first uses KeOps there:
-# a pykeops that crashes would otherwise take the user's process with it (pykeops 2.3
-# segfaults in its CUDA code generation under CUDA 13 / torch 2.11, measured on an H200).
+# Run in a child process before first GPU use of KeOps, so a crashing pykeops (e.g. 2.3
+# segfaulting under CUDA 13 / torch 2.11) cannot take the user's process with it.
 KEOPS_CUDA_PROBE = """
 import torch
 from pykeops.torch import LazyTensor
@@ -41,8 +39,8 @@ def _keops_status() -> tuple[bool, str]:
 
 @functools.lru_cache(maxsize=4)
 def keops_cuda_probe(code: str = KEOPS_CUDA_PROBE) -> tuple[bool, str]:
-    """``(works, why not)`` of one KeOps reduction on the GPU, run in a child process (once
-    a process; KeOps caches its compilation on disk, so later probes are quick)."""
+    """``(works, why not)`` of one KeOps reduction on the GPU, run in a child process (once per
+    process; KeOps caches its compilation on disk)."""
     import subprocess
     import sys
 

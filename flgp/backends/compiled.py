@@ -1,42 +1,26 @@
-"""flgp's compiled row kernels (``rows.c``, bound by Cython in ``_rows.pyx``), and whether
-to use them.
+"""flgp's compiled row kernels (``rows.c``, bound by Cython in ``_rows.pyx``), and whether to
+use them.
 
-The passes over the points do little arithmetic per row - a few distances, a ``3 x 3``
-simplex problem, ``r²`` products - so in numpy their time goes to creating arrays, not to
-arithmetic. ``rows.c`` (built by ``pip install``, see ``setup.py``) does each row's work
-in one loop, without the interpreter lock, so the blocks of a pass run on threads in
-parallel. Each kernel, and its numpy twin:
+The passes do little arithmetic per row, so in numpy their time goes to creating arrays.
+``rows.c`` (built by ``pip install``, see ``setup.py``) does each row's work in one loop
+without the GIL, so a pass's blocks run on threads in parallel. Each kernel has a numpy
+twin that gives the same result to rounding (tested), run when
+``flgp.set_config(compiled=False)`` or when no C compiler was available at install:
+:func:`build_tree`/:func:`query` (twin ``cKDTree`` in
+:func:`flgp.graph.neighbors.nearest_induced_points`), :func:`lae3`
+(:func:`flgp.graph.cross_kernel.lae_weights`), :func:`products`
+(:func:`flgp.graph.passes.products_partial`), :func:`transition_rows`/:func:`column_lse`
+(:mod:`flgp.graph.transition`), :func:`rows_times`/:func:`rows_quadratic`
+(:class:`flgp.spectral.flgp.FLGPRowMap`), :func:`kmeanspp`
+(:func:`flgp.graph.induced_points._kmeanspp`) and :func:`scan_cloud`
+(:mod:`flgp._validation`).
 
-* :func:`build_tree`, :func:`query` - the ``r`` nearest induced points of each point
-  (``p <= 16``), exact, ties to the smaller index; twin: ``scipy.spatial.cKDTree`` in
-  :func:`flgp.graph.neighbors.nearest_induced_points`;
-* :func:`lae3` - LAE weights with three anchors; twin:
-  :func:`flgp.graph.cross_kernel.lae_weights`;
-* :func:`products` - ``Λ``, ``AᵀA`` and the argmax counts of a block; twin:
-  :func:`flgp.graph.passes.products_partial`'s sparse product;
-* :func:`transition_rows`, :func:`column_lse` - the rows of ``A`` from the log kernel, the
-  column sums as log-sum-exp pairs; twins in :mod:`flgp.graph.transition`;
-* :func:`rows_times`, :func:`rows_quadratic` - ``A_b P`` (float64) and ``a S aᵀ`` for a
-  block of transition rows; twins: scipy's sparse product, a gather and ``einsum``
-  (:class:`flgp.spectral.flgp.FLGPRowMap`);
-* :func:`kmeanspp` - greedy k-means++ seeding (``p <= 4``); twin:
-  :func:`flgp.graph.induced_points._kmeanspp`;
-* :func:`scan_cloud` - finiteness, ``max |x|``, column ranges and row hashes in one read;
-  twin: :mod:`flgp._validation`.
-
-Each kernel gives its twin's result to rounding (the tests compare them on the same
-inputs); :func:`flgp.set_config` ``(compiled=False)`` runs the twins, and where the
-extension was not built (no C compiler at install) the twins run without being asked.
-
-The search (``build_tree``): a k-d tree over the induced points, plus each induced point's
-``K`` nearest induced points. A query descends the tree once to a leaf, takes the leaf's
-nearest point ``j`` as an anchor at distance ``δ`` and scans ``j``'s list in order of
-``D = |u_j - u_k|``: every point not yet scanned is at least ``D - δ`` away (triangle
-inequality), so the scan stops, exactly, as soon as ``D - δ`` exceeds the ``r``-th best
-distance. On a cloud of low intrinsic dimension that is 10-15 distances a point; where the
-list runs out (high intrinsic dimension) the query searches the tree instead, and a block
-whose first 256 rows mostly run out searches the tree from then on. The answer is the same
-either way: the ``r`` smallest ``(squared distance, index)`` pairs.
+The search (``build_tree``, ``p <= 16``, exact, ties to the smaller index): a k-d tree over
+the induced points plus each one's ``K`` nearest induced points. A query descends to a
+leaf, takes its nearest point ``j`` (distance ``δ``) as anchor and scans ``j``'s list by
+``D = |u_j - u_k|``, stopping exactly once ``D - δ`` exceeds the ``r``-th best distance
+(triangle inequality). Where the list runs out the query searches the tree, and a block
+whose first 256 rows mostly run out uses the tree from then on.
 """
 
 from __future__ import annotations
@@ -54,8 +38,8 @@ __all__ = ["available", "enabled", "build_tree", "query", "lae3", "products",
            "rows_times", "rows_quadratic", "transition_rows", "column_lse", "kmeanspp",
            "scan_cloud", "LIST_PER_NEIGHBOUR", "LEAF_SIZE"]
 
-# points a leaf of the search tree; each induced point's list holds 16 (r + 1) points (64
-# for r = 3: on a curve in R^3 0.4% of the queries outrun it, 5% with 32)
+# points per tree leaf; each induced point's list holds 16 (r + 1) points (few queries
+# outrun 64 for r = 3)
 LEAF_SIZE = 8
 LIST_PER_NEIGHBOUR = 16
 # a query splits its rows over threads only when each gets at least this many
@@ -82,9 +66,9 @@ def build_tree(U: np.ndarray, n_neighbors: int):
 
 def query(tree, X: np.ndarray, n_neighbors: int,
           threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """``(indices, squared distances)`` of each row's ``n_neighbors`` nearest rows of the
-    tree's points, nearest first (ties: the smaller index first); ``threads`` split the
-    rows (each row's answer does not depend on the split)."""
+    """``(indices, squared distances)`` of each row's ``n_neighbors`` nearest tree points,
+    nearest first (ties: smaller index); ``threads`` split the rows (results independent of
+    the split)."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     n, r = X.shape[0], int(n_neighbors)
     idx = np.empty((n, r), dtype=np.int64)
@@ -166,10 +150,9 @@ def column_lse(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int):
 
 
 def kmeanspp(X: np.ndarray, k: int, uniforms: np.ndarray, first: int):
-    """Greedy k-means++ seeding (:func:`flgp.graph.induced_points._kmeanspp`): the rows of
-    ``X`` chosen as centres, from the step's uniforms (``(k - 1) x L``) and the first row.
-    Returns ``(indices, steps)``: fewer than ``k`` steps when every point became a centre
-    (the caller draws the rest)."""
+    """Greedy k-means++ seeding (:func:`flgp.graph.induced_points._kmeanspp`) from the first row
+    and the steps' uniforms (``(k - 1) x L``). Returns ``(indices, steps)``; fewer than ``k``
+    steps when every point became a centre (the caller draws the rest)."""
     idx = np.zeros(int(k), dtype=np.int64)
     done = _rows.kmeanspp(np.ascontiguousarray(X, dtype=np.float64), int(k),
                           np.ascontiguousarray(uniforms, dtype=np.float64), int(first), idx)

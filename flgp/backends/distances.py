@@ -1,6 +1,5 @@
-"""The distance work of the backends: dense squared distances (torch), KeOps nearest
-induced points, Gaussian kernel products and smallest distances without storing ``n x m``
-(the package notes: :mod:`flgp.backends`)."""
+"""The backends' distance work: dense squared distances (torch), KeOps nearest induced
+points, Gaussian kernel products and smallest distances without storing ``n x m``."""
 
 from __future__ import annotations
 
@@ -22,12 +21,11 @@ def pairwise_sq_distances(X, U):
 
 def keops_nearest(X: np.ndarray, U: np.ndarray, n_neighbors: int,
                   chunk: int = 2_000_000) -> np.ndarray | None:
-    """Indices ``(n, r)`` of each row's ``r`` nearest rows of ``U`` by a KeOps
-    ``argKmin``, or ``None`` (after a one-line warning) when pykeops fails to compile or
-    run, so the caller can fall back to torch.
+    """Indices ``(n, r)`` of each row's ``r`` nearest rows of ``U`` by KeOps ``argKmin``, or
+    ``None`` (with a warning) when pykeops fails, so the caller can fall back to torch.
 
-    Distances are formed as ``sum (x - u)^2`` (no GEMM cancellation) in float32 on the
-    points centred on ``U``'s mean; rows are processed in chunks of ``chunk`` points.
+    Distances are ``sum (x - u)^2`` (no GEMM cancellation) in float32 on points centred on
+    ``U``'s mean, in chunks of ``chunk`` rows.
     """
     import torch
     from pykeops.torch import LazyTensor
@@ -55,9 +53,8 @@ def keops_nearest(X: np.ndarray, U: np.ndarray, n_neighbors: int,
 def gaussian_matmul(X: np.ndarray, Y: np.ndarray, epsilon: float, M: np.ndarray, *,
                     log_shift: np.ndarray | None = None, backend: str = "torch",
                     chunk_entries: int = 4_000_000) -> np.ndarray:
-    """``K M`` with ``K_ij = exp(-|x_i - y_j|^2 / epsilon + log_shift_i)`` (float64),
-    without storing ``K``: a KeOps reduction, or torch in row chunks of
-    ``chunk_entries / len(Y)`` rows.
+    """``K M`` with ``K_ij = exp(-|x_i - y_j|^2 / epsilon + log_shift_i)`` (float64), without
+    storing ``K``: a KeOps reduction, or torch in chunks of ``chunk_entries / len(Y)`` rows.
     """
     import torch
 

@@ -1,15 +1,11 @@
 """Cortical thickness on the fs_LR-32k (Conte69) surfaces, from the brainspace package.
 
-brainspace ships an HCP group-average cortical-thickness map
-(``datasets/matrices/main_group/conte69_32k_thickness.csv``: one value per vertex, left
-hemisphere's 32,492 vertices then the right's, NaN on the medial wall) and the Conte69
-midthickness surfaces (``datasets/surfaces/conte69_32k_{lh,rh}.gii``, vertices in MNI mm)
-with their cortex masks (``conte69_32k_{lh,rh}_mask.csv``). The vertices of a folded
-cortical sheet are a 2-d manifold in 3-d where Euclidean distance across a sulcus lies.
-
-The files are located through the ``brainspace`` distribution's file list
-(:mod:`importlib.metadata`) and read with numpy and nibabel: importing brainspace itself
-pulls in VTK, which this loader does not need. ``pip install brainspace nibabel``.
+Reads brainspace's HCP group-average thickness map (one value per vertex, left hemisphere
+then right, NaN on the medial wall), the Conte69 midthickness surfaces (MNI mm) and their
+cortex masks: a folded 2-d manifold in 3-d where Euclidean distance across a sulcus lies.
+Files are located through the distribution's file list (:mod:`importlib.metadata`) and
+read with numpy and nibabel, without importing brainspace (which pulls in VTK).
+``pip install brainspace nibabel``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Voxels of a NIfTI statistical map as a point cloud, and predictions back to NIfTI.
 
-He et al. (FLGP, Sec. 5.3) treat the voxels of an fMRI activation region as a point cloud
-in millimetre coordinates (MNI space) and regress the activation intensities on it: the
-region is the set of voxels whose absolute statistic exceeds 1.96 (the 97.5% standard
-normal quantile). :func:`load_voxels` turns a statistical map (and an optional brain mask)
-into ``(coordinates in mm, values)``; :meth:`Voxels.to_nifti` writes values at those voxels
-back into an image on the map's grid. Needs nibabel, the ``fmri`` extra
-(``pip install "flgp[fmri]"``), imported only when these functions run.
+He et al. (FLGP, Sec. 5.3) regress activation intensities on the voxels of an fMRI
+activation region (``|statistic| > 1.96``) in MNI millimetre coordinates.
+:func:`load_voxels` turns a map (and optional mask) into ``(coordinates in mm, values)``;
+:meth:`Voxels.to_nifti` writes values back on the map's grid. Needs nibabel
+(``pip install "flgp[fmri]"``), imported only when used.
 """
 
 from __future__ import annotations
@@ -33,9 +31,8 @@ def _nibabel():
     return nibabel
 
 
-# what a damaged file raises while nibabel reads it: a truncated gzip stream (EOFError),
-# flipped bytes in it (zlib.error, gzip.BadGzipFile), a header or size nibabel refuses
-# (ImageFileError, a ValueError), a file that vanished (OSError)
+# what nibabel raises on a damaged file: truncated gzip (EOFError), corrupt bytes
+# (zlib.error, gzip.BadGzipFile), a refused header (ImageFileError, a ValueError), OSError
 _READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
 
 
@@ -62,9 +59,8 @@ def as_nifti(img, name):
 
 
 def volume_of(img, name):
-    """``(image, data)`` of a NIfTI image or path: ``data`` the 3-d float64 array (a 4-d
-    image of one volume is accepted and squeezed). A file that cannot be read raises a
-    ``ValueError`` naming it."""
+    """``(image, data)`` of a NIfTI image or path, ``data`` a 3-d float64 array (a one-volume 4-d
+    image is squeezed). An unreadable file raises a ``ValueError`` naming it."""
     img = as_nifti(img, name)
     try:
         data = np.asarray(img.get_fdata(dtype=np.float64))
@@ -81,9 +77,8 @@ def volume_of(img, name):
 
 
 def volumes_of(img, name):
-    """``(image, data)`` of a NIfTI image or path holding one map or several on one grid:
-    ``data`` of shape ``(X, Y, Z, maps)`` (a 3-d image: one map). A file that cannot be
-    read raises a ``ValueError`` naming it."""
+    """``(image, data)`` of a NIfTI image or path holding one or more maps on one grid: ``data``
+    of shape ``(X, Y, Z, maps)``. An unreadable file raises a ``ValueError`` naming it."""
     img = as_nifti(img, name)
     if len(img.shape) == 3 or (len(img.shape) == 4 and img.shape[3] == 1):
         img, data = volume_of(img, name)
@@ -193,12 +188,9 @@ def _mask_array(mask_img, img, nib):
 
 
 def nearest_voxel_values(values, affine, shape, target_affine):
-    """``values`` (a 3-d array on the grid ``affine``) at the voxel centres of the grid
-    ``(shape, target_affine)``, by nearest neighbour (0 outside): each target centre in the
-    source's voxel coordinates, rounded to 1e-6 of a voxel before the nearest is taken,
-    so that grids whose centres coincide (a shift by whole voxels) map exactly, whatever
-    the rounding of the affines' product (nibabel's resampling lost the grid's last
-    plane on one processor and kept it on another)."""
+    """``values`` (3-d, on the grid ``affine``) at the voxel centres of the grid ``(shape,
+    target_affine)`` by nearest neighbour (0 outside). Source coordinates are rounded to 1e-6
+    voxel first, so grids shifted by whole voxels map exactly whatever the affines' rounding."""
     to_source = np.linalg.solve(affine, target_affine)
     ijk = np.indices(tuple(shape), dtype=np.float64).reshape(3, -1)
     c = to_source[:3, :3] @ ijk + to_source[:3, 3:4]
@@ -236,8 +228,8 @@ def voxels_to_nifti(values, ijk, affine, shape, *, fill: float = 0.0):
 
 
 def copy_spatial_codes(out, src):
-    """Give ``out`` (a new image on ``src``'s grid) the sform/qform codes and units of
-    ``src``'s NIfTI header, as nilearn's ``new_img_like`` does (MNI space stays MNI)."""
+    """Give ``out`` (a new image on ``src``'s grid) ``src``'s sform/qform codes and units, as
+    nilearn's ``new_img_like`` does (MNI space stays MNI)."""
     nib = _nibabel()
     hdr = getattr(src, "header", None)
     if not isinstance(hdr, nib.Nifti1Header):

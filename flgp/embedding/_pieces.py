@@ -1,26 +1,20 @@
 r"""The spectrum of an operator that falls apart into pieces, assembled from the pieces'.
 
-A symmetric operator that is block-diagonal over ``c`` pieces (no entry between them) has
-as eigenpairs the union of its blocks' eigenpairs, each block's vectors padded with zeros.
-Every block has a top eigenvalue 1, so 1 is ``c``-fold: its eigenspace is spanned by the
-blocks' top vectors ``g_P`` (unit norm, supported on piece ``P``), and any orthonormal basis
-of that span is as good as any other. We fix one (:func:`unit_basis`):
+A symmetric operator block-diagonal over ``c`` pieces has as eigenpairs the union of its
+blocks' (vectors zero-padded). Each block has top eigenvalue 1, so 1 is ``c``-fold, its
+eigenspace spanned by the blocks' unit top vectors ``g_P``. :func:`unit_basis` fixes one
+orthonormal basis of it:
 
-* the first vector is the operator's stationary direction ``g = sum_P sqrt(m_P) g_P``
-  (``m_P`` the piece's share of the stationary distribution): ``sqrt(pi)``, the top
-  eigenvector that a connected operator would have, dropped by the diffusion map as usual;
-* the other ``c - 1`` come from Gram-Schmidt of ``g_P`` against ``g`` and each other,
-  pieces in decreasing order of mass: coordinate ``j`` contrasts the ``j``-th largest piece
-  with the pieces after it, constant on each piece (in the Markov coordinates ``psi =
-  phi / sqrt(pi)``); it is positive on the piece it singles out.
+* first, the stationary direction ``g = sum_P sqrt(m_P) g_P`` (``m_P`` the piece's share
+  of the stationary distribution), i.e. ``sqrt(pi)``, dropped by the diffusion map as for
+  a connected operator;
+* then Gram-Schmidt of the ``g_P`` against ``g`` and each other, pieces by decreasing
+  mass: coordinate ``j`` contrasts the ``j``-th largest piece with those after it, constant
+  on each piece in Markov coordinates ``psi = phi / sqrt(pi)``, positive on its piece.
 
-This is the limit of a connected operator's eigenvectors as the links between its pieces
-weaken to zero (the second eigenvector of two weakly linked pieces tends to the contrast
-of the two). García-Heredia et al. (paper 004, after eq. 15) note that a connected graph's
-``P`` has eigenvalue 1 once, with the constant right eigenvector; a graph in ``c`` pieces
-has it ``c`` times, with right eigenvectors constant on each piece, and the expansion of
-the diffusion distance keeps them all. The remaining eigenpairs are the pieces' own
-non-trivial ones, sorted by eigenvalue across pieces (ties in piece order).
+This is the limit of a connected operator's eigenvectors as the links between pieces
+vanish (cf. García-Heredia et al., after eq. 15). The remaining eigenpairs are the
+pieces' own non-trivial ones, sorted by eigenvalue (ties in piece order).
 """
 
 from __future__ import annotations
@@ -31,9 +25,8 @@ __all__ = []
 
 
 def unit_basis(masses: np.ndarray) -> np.ndarray:
-    """Orthogonal ``c x c`` matrix ``R``: the coefficients, over the pieces' top vectors,
-    of the basis of the eigenvalue-1 space described in the module notes (column 0: the
-    stationary direction ``sqrt(masses)``)."""
+    """Orthogonal ``c x c`` matrix ``R``: coefficients over the pieces' top vectors of the
+    eigenvalue-1 basis (module notes; column 0: the stationary direction ``sqrt(masses)``)."""
     masses = np.asarray(masses, dtype=np.float64)
     c = masses.size
     w = np.sqrt(masses / masses.sum())
@@ -51,25 +44,14 @@ def unit_basis(masses: np.ndarray) -> np.ndarray:
 def assemble(index: list, spectra: list, masses: np.ndarray, n: int, m: int):
     """The top ``m`` eigenpairs of the block-diagonal operator.
 
-    Parameters
-    ----------
-    index : list of ndarray
-        Indices (into ``0..n-1``) of each piece's points.
-    spectra : list of (mu, vectors)
-        Each piece's top eigenpairs, descending, ``mu[0]`` its eigenvalue 1 and
-        ``vectors[:, 0]`` (orthonormal columns over the piece) its top vector.
-    masses : ndarray (c,)
-        Each piece's share of the stationary distribution.
-    n, m : int
-        Points in all; eigenpairs wanted (fewer come back when the pieces have fewer).
+    ``index``: each piece's point indices (into ``0..n-1``); ``spectra``: each piece's
+    ``(mu, vectors)``, descending, ``mu[0] = 1`` with top vector ``vectors[:, 0]``;
+    ``masses``: each piece's share of the stationary distribution; ``m``: eigenpairs wanted
+    (fewer when the pieces have fewer).
 
-    Returns
-    -------
-    mu : ndarray (m,)
-        ``c`` ones (``min(c, m)``), then the pieces' other eigenvalues, descending.
-    vectors : ndarray (n, m)
-        Orthonormal: the eigenvalue-1 basis of :func:`unit_basis`, then each piece's other
-        eigenvectors padded with zeros.
+    Returns ``(mu, vectors)``: ``min(c, m)`` ones, then the pieces' other eigenvalues
+    descending; orthonormal ``(n, m)`` vectors, the :func:`unit_basis` eigenvalue-1 basis
+    first, then each piece's other eigenvectors zero-padded.
     """
     c = len(index)
     R = unit_basis(masses)

@@ -1,29 +1,16 @@
-r"""Compressed diffusion maps (Gigante, Stanley, Vu, van Dijk, Moon, Wolf, Krishnaswamy,
-*Compressed Diffusion*, papers/003): diffusion geometry between data *regions* instead of
-data points, interpolated back to the points.
+r"""Compressed diffusion maps (Gigante et al., *Compressed Diffusion*, papers/003): diffusion
+geometry between data *regions*, interpolated back to the points.
 
-The pipeline, with where each step is in the paper:
-
-1. **Gaussian graph** ``g(x, y) = exp(-||x - y||^2 / eps)`` (Sec. II-A) kept on the
-   symmetrised k-nearest-neighbour graph (sparse, ``n (k + 1)`` to ``2 n (k + 1)`` entries,
-   never ``n x n`` dense), with self-affinities ``g(x, x) = 1``; Gaussian degrees
-   ``q(x) = sum_y g(x, y)``; transition ``P = Q^{-1} G``; diffusion affinity
-   ``A = Q^{-1/2} G Q^{-1/2}`` (Definition 3).
-2. **Inverse-density MGC kernel** ``K = G Q^{-1} G`` (Definition 1). It is never formed at
-   point level: only its compression is.
-3. **Centroids by coherence-biased sampling** (Proposition 4): ``n_partitions`` points drawn
-   without replacement with probability proportional to the ``t``-step diffusion coherence
-   ``rho_t(x) = ||a^t(x, .)||^2 = [A^{2t}]_{xx}``.
-4. **Partition by angular diffusion distance** (Definition 5, Proposition 5): each point
-   goes to the centroid ``y`` maximising ``a^{2t}(x, y) / sqrt(rho_t(y))``, which is the
-   centroid of least ``D_c^t(x, y)``.
-5. **Compressed kernel** (Definition 2) ``K_S = chi^T G Q^{-1} G chi`` with ``chi`` the
-   ``n x N`` membership matrix; ``P_S = D_S^{-1} K_S`` with ``D_S`` its row sums, which
-   equal the summed Gaussian degrees of each region (Theorem 2, part 2).
-6. **Region diffusion map** (Sec. V): eigenpairs ``(lambda_l, phi_l)`` of ``P_S``,
-   ``Phi_S^t(S) = (lambda_1^t phi_1(S), ..., lambda_k^t phi_k(S))``.
-7. **Interpolation to points** (Sec. V) with the region/point transition probabilities of
-   Theorem 2 (see ``interpolation`` below).
+1. Gaussian kNN graph ``g(x, y) = exp(-||x - y||^2 / eps)`` (sparse, ``g(x, x) = 1``),
+   degrees ``q``, ``P = Q^{-1} G``, ``A = Q^{-1/2} G Q^{-1/2}`` [Sec. II-A, Def. 3].
+2. Inverse-density MGC kernel ``K = G Q^{-1} G`` [Def. 1], only formed compressed.
+3. Centroids sampled proportionally to the coherence ``rho_t(x) = [A^{2t}]_{xx}``
+   [Prop. 4].
+4. Partition by least angular diffusion distance [Def. 5, Prop. 5].
+5. Compressed kernel ``K_S = chi^T G Q^{-1} G chi`` (``chi``: ``n x N`` membership),
+   ``P_S = D_S^{-1} K_S`` [Def. 2, Theorem 2].
+6. Region diffusion map ``(lambda_l^t phi_l(S))_l`` from the eigenpairs of ``P_S``
+   [Sec. V], interpolated to points by Theorem 2's transition probabilities.
 """
 
 from __future__ import annotations
@@ -76,10 +63,9 @@ def diffusion_coherence(A: sp.csr_matrix, t: int, *, n_probes: int = 64,
                         random_state=None) -> np.ndarray:
     r"""Diffusion coherence ``rho_t(x) = ||a^t(x, .)||_2^2 = [A^{2t}]_{xx}`` (Proposition 4).
 
-    Exact for ``t = 1`` (squared row norms of ``A``). For ``t > 1`` it is estimated with
-    ``n_probes`` Rademacher probes ``R``: ``rho_t(x) ~ ||(A^t R)_{x,.}||^2 / n_probes``
-    (unbiased; relative error about ``sqrt(2 / n_probes)``), which costs ``t`` sparse
-    products instead of forming ``A^t``.
+    Exact for ``t = 1`` (squared row norms of ``A``); for ``t > 1`` an unbiased estimate from
+    ``n_probes`` Rademacher probes ``R``, ``||(A^t R)_{x,.}||^2 / n_probes`` (relative error
+    about ``sqrt(2 / n_probes)``), costing ``t`` sparse products.
     """
     if t == 1:
         return np.asarray(A.multiply(A).sum(axis=1)).ravel()
@@ -99,11 +85,9 @@ def sample_centroids(coherence: np.ndarray, n_partitions: int, random_state=None
 
 
 def snapped_kmeans_centroids(X: np.ndarray, n_partitions: int, random_state=None) -> np.ndarray:
-    """Centroids at k-means centres, each snapped to a distinct data point (not the paper's
-    rule, which is :func:`sample_centroids`; an option, see docs/compressed_diffusion.md).
-
-    Each centre takes the nearest data point not already taken (among its 8 nearest; a
-    centre whose 8 nearest are all taken gets a random free point). Returns sorted indices.
+    """Centroids at k-means centres, each snapped to the nearest free data point among its 8
+    nearest (else a random free point). Not the paper's rule (:func:`sample_centroids`);
+    see docs/compressed_diffusion.md. Returns sorted indices.
     """
     rng = check_random_state(random_state)
     n = X.shape[0]
@@ -128,8 +112,8 @@ def _neighbours(G: sp.csr_matrix, rows: np.ndarray) -> np.ndarray:
 
 
 def _hop_levels(G: sp.csr_matrix, sources: np.ndarray) -> np.ndarray:
-    """Graph hop distance from the nearest source (-1 where unreachable): breadth-first,
-    each level expanding only the previous level's rows."""
+    """Graph hop distance from the nearest source (-1 where unreachable), by breadth-first
+    search."""
     level = np.full(G.shape[0], -1, dtype=np.int64)
     frontier = np.unique(np.asarray(sources, dtype=np.int64))
     level[frontier] = 0
@@ -145,19 +129,15 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
                       X: np.ndarray | None = None, max_steps: int | None = None) -> np.ndarray:
     r"""Assign every point to the centroid of least angular diffusion distance (Def. 5).
 
-    By Proposition 5, ``argmin_y D_c^t(x, y) = argmax_y a^{2t}(x, y) / sqrt(rho_t(y))``, where
-    ``a^{2t}(x, y) = [A^{2t}]_{xy}`` and ``rho_t(y) = [A^{2t}]_{yy}`` — both read off the
-    columns ``A^{2t} e_y`` of the centroids, so the coherence of the centroids is exact.
+    By Proposition 5, ``argmin_y D_c^t(x, y) = argmax_y a^{2t}(x, y) / sqrt(rho_t(y))``, both
+    read off the centroid columns ``A^{2t} e_y`` (so centroid coherences are exact).
 
-    On a sparse graph ``a^{2t}(x, y) = 0`` when ``x`` is more than ``2t`` hops from every
-    centroid; then ``D_c^t(x, y) = pi / 2`` for all ``y`` (a tie). We break the tie by the
-    same rule at the smallest ``tau > t`` for which ``x`` sees a centroid, i.e. ``x`` goes to
-    ``argmax_y a^{2 tau}(x, y) / sqrt(rho_tau(y))``, as long as ``2 tau <= max_steps``
-    (``None``: no limit). Points still unlabelled then join, level by level outward, the
-    region into which their one-step transition ``sum_{y in S_j} A_xy`` is largest (the
-    diffusion of the centroid columns is what costs: ``O(steps nnz(A) N)``). Points of a
-    connected component without any centroid go to the Euclidean-nearest centroid (with a
-    warning) when ``X`` is given.
+    A point more than ``2t`` hops from every centroid sees all at ``pi / 2`` (a tie), broken
+    by the same rule at the smallest ``tau > t`` reaching a centroid, while
+    ``2 tau <= max_steps`` (``None``: no limit). Remaining points join, level by level
+    outward, the region maximising ``sum_{y in S_j} A_xy``. Points in a component with no
+    centroid go to the Euclidean-nearest centroid (with a warning) when ``X`` is given. Cost
+    ``O(steps nnz(A) N)``.
 
     Returns
     -------
@@ -179,8 +159,7 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
     for start in range(0, centroids.size, _ASSIGN_CHUNK):
         cols = centroids[start:start + _ASSIGN_CHUNK]
         c = cols.size
-        # A^s e_y is supported on the s-hop ball of y: keep Y sparse while the balls are
-        # small, switch to dense once they cover a quarter of the n x c block
+        # A^s e_y lives on the s-hop ball of y: sparse until a quarter of the block fills
         Y = sp.csr_matrix((np.ones(c), (cols, np.arange(c))), shape=(n, c))
         rho = {}  # rho_tau(y) = ||A^tau e_y||^2 = [A^{2 tau}]_yy, from the full columns
         for step in range(1, max_step + 1):
@@ -200,8 +179,7 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
                 continue
             inv_root = 1.0 / np.sqrt(rho[step])
             if sp.issparse(Y):
-                # a scored row's stored entries are its positive ones; a row that no
-                # centroid of this chunk reaches is left to the other chunks
+                # rows no centroid of this chunk reaches are left to the other chunks
                 score = sp.csr_matrix(Y[rows])
                 hit = np.diff(score.indptr) > 0
                 if not hit.all():
@@ -231,13 +209,12 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
 
 
 def _restricted_operators(A: sp.csr_matrix, step_of: np.ndarray, max_step: int) -> dict:
-    """``A`` with only the rows that step ``s`` of the centroid diffusion still needs.
+    """``A`` with only the rows step ``s`` of the centroid diffusion still needs.
 
-    Step ``s`` must be exact on the rows scored at ``s`` and on the neighbours of the rows
-    step ``s + 1`` needs; the first ``max_step // 2`` steps are kept whole, because the
-    coherences ``rho_tau`` are read off those full columns. Rows outside the set are left
-    zero, which changes no score: late steps touch only the few points far from every
-    centroid (at n = 10,000 and 150 centroids, 194 rows at step 8 instead of 10,000).
+    Step ``s`` must be exact on rows scored at ``s`` and on neighbours of rows step ``s + 1``
+    needs; the first ``max_step // 2`` steps stay whole (the coherences are read off those
+    columns). Zeroed rows change no score; late steps touch only points far from every
+    centroid.
     """
     n = A.shape[0]
     ops = {}
@@ -259,9 +236,8 @@ def _restricted_operators(A: sp.csr_matrix, step_of: np.ndarray, max_step: int) 
 
 
 def _row_max(W: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """Column (first on ties) and value of the largest entry of each row of a CSR matrix
-    whose rows all hold at least one positive entry - vectorised (scipy's sparse ``argmax``
-    loops over rows in Python)."""
+    """Column (first on ties) and value of each row's largest entry in a CSR matrix whose rows
+    each hold a positive entry, vectorised (scipy's sparse ``argmax`` loops in Python)."""
     W = sp.csr_matrix(W)
     W.sort_indices()
     counts = np.diff(W.indptr)
@@ -279,8 +255,8 @@ def _row_argmax(W: sp.csr_matrix) -> np.ndarray:
 
 def _grow_regions(A: sp.csr_matrix, labels: np.ndarray, todo: np.ndarray,
                   level: np.ndarray) -> None:
-    """Label the points of ``todo`` outward, hop level by hop level: each takes the region
-    into which its one-step transition is largest, ``argmax_j sum_{y in S_j} A_xy``."""
+    """Label ``todo`` points outward by hop level: each takes the region maximising its
+    one-step transition ``sum_{y in S_j} A_xy``."""
     todo = todo.copy()
     for lev in np.unique(level[todo]):
         done = np.flatnonzero(labels >= 0)
@@ -310,10 +286,8 @@ def compressed_kernel(G: sp.csr_matrix, labels: np.ndarray, n_partitions: int) -
     .. math:: [K_S]_{ij} = \sum_{x \in S_i} \sum_{y \in S_j} \sum_r
               \frac{g(x, r) g(r, y)}{q(r)} = [\chi^T G Q^{-1} G \chi]_{ij}
 
-    computed as ``M^T Q^{-1} M`` with ``M = G chi`` (n x N, sparse), in
-    ``O(nnz(G) + n N_loc^2)`` with ``N_loc`` the number of regions a neighbourhood touches.
-
-    Returns a dense symmetric ``(N, N)`` array.
+    computed as ``M^T Q^{-1} M`` with sparse ``M = G chi``, in ``O(nnz(G) + n N_loc^2)``
+    (``N_loc``: regions a neighbourhood touches). Returns a dense symmetric ``(N, N)`` array.
     """
     q = np.asarray(G.sum(axis=1)).ravel()
     return _kernel_from_blocks(sp.csr_matrix(G @ membership(labels, n_partitions)), q)
@@ -329,16 +303,12 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int,
                          region_pieces: np.ndarray | None = None):
     r"""Eigenpairs of ``P_S = D_S^{-1} K_S`` (Sec. V), largest first, constant first.
 
-    Through the symmetric conjugate ``D_S^{-1/2} K_S D_S^{-1/2}`` (positive semi-definite:
-    ``K_S`` is a Gram matrix). Right eigenvectors ``phi = D_S^{-1/2} psi`` are normalised to
-    unit norm under the stationary weights ``pi = d_S / sum d_S`` (so ``phi_0 = 1``); each
-    non-constant one has its largest-magnitude entry positive.
+    Via the PSD conjugate ``D_S^{-1/2} K_S D_S^{-1/2}``. Right eigenvectors
+    ``phi = D_S^{-1/2} psi`` have unit norm under ``pi = d_S / sum d_S`` (so ``phi_0 = 1``);
+    each non-constant one has its largest-magnitude entry positive.
 
-    ``region_pieces`` (N,): the piece of each region when the graph falls apart (``K_S``
-    is then block-diagonal over them): each piece's block is solved on its own and the
-    eigenvalue 1, once per piece, gets the basis of :mod:`flgp.embedding._pieces` (after
-    ``phi_0 = 1``, contrasts constant on each piece, positive on the piece each singles
-    out).
+    ``region_pieces`` (N,): each region's piece when the graph falls apart; pieces are
+    solved separately and eigenvalue 1 gets the basis of :mod:`flgp.embedding._pieces`.
 
     Returns
     -------
@@ -365,8 +335,8 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int,
         return np.clip(vals, 0.0, 1.0), psi * s[:, None] * np.sqrt(d.sum())
     vals, vecs = scipy.linalg.eigh(S, subset_by_index=[N - k, N - 1])
     if vals.size < k:
-        # LAPACK's subset solver can return fewer pairs when the top eigenvalue is
-        # repeated many times (a graph in many pieces); the full solver does not
+        # LAPACK's subset solver may return fewer pairs for a highly repeated top
+        # eigenvalue (many pieces); the full solver does not
         vals, vecs = scipy.linalg.eigh(S)
         vals, vecs = vals[N - k:], vecs[:, N - k:]
     vals, vecs = vals[::-1], vecs[:, ::-1]
@@ -384,9 +354,8 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int,
 
 
 def graph_pieces(G: sp.csr_matrix) -> Pieces:
-    """Pieces of the Gaussian nearest-neighbour graph: its edges of weight at least
-    ``1e-9 / n`` (the floor of :func:`flgp.graph.kernel_pieces`; ``g(x, x) = 1``, so the
-    weights a point has across pieces add up to less than ``k 1e-9 / n`` of its degree)."""
+    """Pieces of the Gaussian kNN graph over its edges of weight at least ``1e-9 / n`` (the
+    floor of :func:`flgp.graph.kernel_pieces`)."""
     coo = sp.coo_matrix(G)
     strong = coo.data >= KERNEL_FLOOR / G.shape[0]
     return connected_pieces(sp.coo_matrix((coo.data[strong], (coo.row[strong],
@@ -404,9 +373,8 @@ def _within_pieces(G: sp.csr_matrix, labels: np.ndarray) -> sp.csr_matrix:
 
 
 def share_regions(sizes: np.ndarray, n_partitions: int) -> np.ndarray:
-    """Regions per piece: at least one each, the rest in proportion to the pieces' sizes
-    (largest remainders), never more than a piece has points. With more pieces than
-    ``n_partitions``, one region per piece."""
+    """Regions per piece: at least one each, the rest proportional to size (largest
+    remainders), at most a piece's point count. More pieces than ``n_partitions``: one each."""
     sizes = np.asarray(sizes, dtype=np.int64)
     c = sizes.size
     share = np.ones(c, dtype=np.int64)
@@ -428,60 +396,44 @@ def share_regions(sizes: np.ndarray, n_partitions: int) -> np.ndarray:
 
 
 class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
-    r"""Compression-based fast diffusion map (CFDM; Gigante et al., Sec. IV-V).
+    r"""Compression-based fast diffusion map (CFDM; Gigante et al., Sec. IV-V; module notes).
 
     Parameters
     ----------
     n_components : int, default=2
         Number of diffusion coordinates (the constant eigenvector is dropped).
     n_partitions : int or None, default=None
-        ``N``, number of data regions; ``None`` means ``min(150, n_samples)`` (150 is the
-        paper's Fig. VI.1 setting). Must be at most ``n_samples`` and larger than
-        ``n_components``.
+        ``N``, the number of regions; ``None``: ``min(150, n_samples)`` (the paper's Fig. VI.1
+        setting). At most ``n_samples`` and larger than ``n_components``.
     t : int, default=1
-        Diffusion steps: of the coherence ``rho_t``, of the angular distance ``D_c^t`` used to
-        partition, and of the region map ``lambda^t phi``.
+        Diffusion steps of the coherence, the partition and the region map.
     n_neighbors : int, default=15
         ``k`` of the nearest-neighbour Gaussian graph (capped at ``n_samples - 1``).
     bandwidth : float or None, default=None
-        ``eps`` in ``exp(-d^2 / eps)``; ``None``: the mean squared distance to the
-        ``ceil(k / 3)``-th nearest neighbour (see :func:`flgp.graph.knn.knn_epsilon`).
+        ``eps`` in ``exp(-d^2 / eps)``; ``None``: :func:`flgp.graph.knn.knn_epsilon` (mean
+        squared distance to the ``ceil(k / 3)``-th neighbour).
     interpolation : {"point_to_region", "region_to_point"}, default="point_to_region"
-        How region coordinates reach the points. ``"region_to_point"`` is Sec. V's formula
-        literally, ``Phi(x) = sum_j Phi_S(S_j) Pr[S_j -> x]`` with
-        ``Pr[S -> x] = sum_{y in S} g(y, x) / ||k_S(S, .)||_1`` (Theorem 2); its weights do not
-        sum to one over ``j`` (they scale with the density at ``x``).
-        ``"point_to_region"`` uses the reverse one-step probabilities
-        ``Pr[x -> S_j] = sum_{y in S_j} p(x, y)``, a convex combination; with
-        ``n_partitions = n`` it returns exactly the pointwise diffusion map at time
-        ``2t + 1`` (``P_S = P^2``, Theorem 1 part 3). See docs/compressed_diffusion.md for the
-        measured difference.
+        ``"region_to_point"``: Sec. V's ``Phi(x) = sum_j Phi_S(S_j) Pr[S_j -> x]`` (Theorem 2),
+        whose weights scale with the density at ``x``. ``"point_to_region"``: the convex
+        combination with ``Pr[x -> S_j] = sum_{y in S_j} p(x, y)``; with ``n_partitions = n``
+        exactly the diffusion map at time ``2t + 1`` (Theorem 1 part 3).
+        See docs/compressed_diffusion.md.
     centroids : {"coherence", "kmeans"}, default="coherence"
-        How the ``n_partitions`` centroids are chosen. ``"coherence"`` is Sec. V's rule:
-        random sampling without replacement with probability proportional to ``rho_t``.
-        ``"kmeans"`` (not in the paper) snaps k-means centres to data points
-        (:func:`snapped_kmeans_centroids`); the partition is then still Definition 5's. Random
-        centroids give regions of very unequal size, which distorts ``P_S``; k-means
-        centroids give regular regions and a much lower error at the price of a k-means run
-        (see docs/compressed_diffusion.md for the measured difference).
+        ``"coherence"``: Sec. V's sampling proportional to ``rho_t``. ``"kmeans"`` (not in the
+        paper): :func:`snapped_kmeans_centroids`, more regular regions and lower error for a
+        k-means run (docs/compressed_diffusion.md).
     n_probes : int, default=64
         Random probes for the coherence estimate when ``t > 1``.
     max_assign_steps : int or None, default=8
-        Longest diffusion (in steps, at least ``2t``) used to assign points that are more
-        than ``2t`` hops from every centroid (see :func:`assign_partitions`); farther points
-        join regions by one-step transition, level by level. On the Swiss roll (n = 2^14,
-        N = 128 and 512) the SSE is unchanged against no limit while the fit at n = 1e5,
-        N = 150 is 2.6x faster. ``None``: diffuse until every point is reached.
+        Longest diffusion (at least ``2t`` steps) for assigning points far from every
+        centroid (:func:`assign_partitions`); 8 left the Swiss-roll SSE unchanged at a large
+        speed-up. ``None``: diffuse until every point is reached.
     disconnected : {"warn", "raise"}, default="warn"
-        What to do when the nearest-neighbour graph falls apart into pieces (its Gaussian
-        weights between them all below ``1e-9 / n``; those are then dropped). "warn": a
-        ``UserWarning`` naming the number and sizes of the pieces; each piece gets regions
-        of its own (``n_partitions`` shared in proportion to the pieces' sizes, at least
-        one each — more regions in all when there are more pieces than ``n_partitions``),
-        the compressed operator is block-diagonal over the pieces, and its first
-        ``n_pieces - 1`` coordinates (eigenvalue 1) tell the pieces apart
-        (docs/compressed_diffusion.md). A new point joins the piece of its nearest fitted
-        point. "raise": a ``ValueError``.
+        When the kNN graph falls apart (weights between pieces below ``1e-9 / n``, dropped).
+        "warn": a ``UserWarning``; each piece gets its own regions (:func:`share_regions`),
+        and the first ``n_pieces - 1`` coordinates tell pieces apart
+        (docs/compressed_diffusion.md); a new point joins its nearest fitted point's piece.
+        "raise": a ``ValueError``.
     random_state : int, Generator or None, default=None
 
     Attributes
@@ -494,13 +446,9 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     region_eigenvectors_ : ndarray ``(n_partitions_, n_components + 1)``
     labels_ : ndarray (n_samples,)
         Region of each point.
-    centroid_indices_ : ndarray ``(n_partitions_,)``
-    compressed_kernel_ : ndarray ``(n_partitions_, n_partitions_)``
-    coherence_ : ndarray (n_samples,)
-    n_pieces_ : int
-        Connected pieces of the nearest-neighbour graph (1 when connected).
-    piece_labels_ : ndarray (n_samples,)
-        Piece of each point.
+    centroid_indices_, compressed_kernel_, coherence_ : ndarray
+    n_pieces_, piece_labels_ :
+        Connected pieces of the kNN graph (1 when connected); piece of each point.
     bandwidth_, n_neighbors_, n_partitions_, n_features_in_
 
     Examples
@@ -563,10 +511,9 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         return k, N, int(self.t), min(int(self.n_neighbors), n - 1)
 
     def _check_cost(self, A, t: int, N: int) -> None:
-        """The coherence (``t`` products with ``n_probes`` columns, for ``t > 1``) and the
-        assignment (at least ``2 t`` products with up to 256 centroid columns) power the
-        sparse operator: refuse a ``t`` that would take hours
-        (:func:`flgp.embedding._base.check_powering_cost`)."""
+        """Refuse a ``t`` whose powering of the sparse operator (coherence: ``t`` products with
+        ``n_probes`` columns for ``t > 1``; assignment: ``2 t`` products with up to 256 centroid
+        columns) would take hours (:func:`flgp.embedding._base.check_powering_cost`)."""
         steps = (t if t > 1 else 0) + (2 * t if N < A.shape[0] else 0)
         work = A.nnz * max(int(self.n_probes), min(N, _ASSIGN_CHUNK))
         check_powering_cost(steps, work, what="the sparse diffusion operator",
@@ -665,7 +612,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         return self
 
     def _piece_centroids(self, X, rho, pieces: Pieces, N: int, rng) -> np.ndarray:
-        """Centroids of a graph in pieces: each piece gets its share of the ``N`` regions
+        """Centroids of a graph in pieces: each piece's share of the ``N`` regions
         (:func:`share_regions`), chosen within it by the ``centroids`` rule."""
         out = []
         for j, N_j in enumerate(share_regions(pieces.sizes, N)):
@@ -698,13 +645,11 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     def _gaussian_rows(self, X: np.ndarray, shift: bool = False) -> sp.csr_matrix:
         """``g(x, y)`` for new ``x`` on the cloud's symmetrised neighbour pattern.
 
-        ``y`` is kept if it is among the ``k + 1`` nearest cloud points of ``x`` or if ``x``
-        would be among the ``k + 1`` nearest of ``y`` (``||x - y||^2 <= kth_sq_dist_[y]``);
-        the second set is searched among the ``4 (k + 1)`` nearest cloud points. For a point
-        of the cloud this reproduces its row of ``G`` exactly. ``shift=True`` divides each
-        row by ``exp(-min_y d^2 / eps)``, which leaves ``p(x, .)`` unchanged and keeps far
-        points from underflowing. When the graph fell apart, ``x`` keeps only the points of
-        the piece of its nearest cloud point.
+        ``y`` is kept if among the ``k + 1`` nearest cloud points of ``x``, or if
+        ``||x - y||^2 <= kth_sq_dist_[y]`` (searched among the ``4 (k + 1)`` nearest); a cloud
+        point gets exactly its row of ``G``. ``shift=True`` divides each row by
+        ``exp(-min_y d^2 / eps)`` (same ``p(x, .)``, no underflow far away). When the graph fell
+        apart, ``x`` keeps only the piece of its nearest cloud point.
         """
         n = self.X_fit_.shape[0]
         k1 = self.n_neighbors_ + 1

@@ -1,15 +1,14 @@
-r"""The baselines of *Compressed Diffusion* (Gigante et al., papers/003, Sec. VI-A), and the
+r"""The baselines of *Compressed Diffusion* (Gigante et al., papers/003, Sec. VI-A) and the
 error measure of Fig. VI.1.
 
-* :func:`exact_diffusion_map` - the pointwise diffusion map of the same sparse Gaussian graph
-  that :class:`~flgp.embedding.compressed.CompressedDiffusionMap` compresses (sparse
-  ``eigsh``). By Theorem 1 (part 3) the ID-MGC diffusion operator is ``P^2``, so its
-  eigenvectors are those of ``P`` and its eigenvalues ``mu^2``: the exact map of the MGC
-  kernel at time ``t`` is ``mu^{2t} phi``.
+* :func:`exact_diffusion_map` - the pointwise diffusion map of the sparse Gaussian graph
+  that :class:`~flgp.embedding.compressed.CompressedDiffusionMap` compresses. By Theorem 1
+  (part 3) the ID-MGC operator is ``P^2``, so its exact map at time ``t`` is
+  ``mu^{2t} phi`` with ``(mu, phi)`` the eigenpairs of ``P``.
 * :func:`nystrom_diffusion_map` - landmark diffusion maps with the volume-weighted Nyström
-  extension (Long & Ferguson, L-dMaps, ref. [5] of the paper), random or k-means landmarks.
-* :func:`centroid_interpolation_diffusion_map` - diffusion map of k-means centroids, linearly
-  interpolated to the points.
+  extension (Long & Ferguson, L-dMaps, ref. [5]), random or k-means landmarks.
+* :func:`centroid_interpolation_diffusion_map` - diffusion map of k-means centroids,
+  linearly interpolated to the points.
 * :func:`embedding_sse` - SSE over diffusion components up to sign and order (Sec. VI-A).
 
 All return ``(embedding, info)`` with ``embedding`` of shape ``(n_samples, n_components)``.
@@ -45,15 +44,12 @@ def exact_diffusion_map(X, n_components: int, t: int = 1, *, n_neighbors: int = 
                         tol: float = 1e-8):
     r"""Exact diffusion map of the ID-MGC kernel on the sparse Gaussian k-NN graph.
 
-    Top ``n_components + 1`` eigenpairs of ``A = Q^{-1/2} G Q^{-1/2}`` by Lanczos
-    (``scipy.sparse.linalg.eigsh``, deterministic start vector). ``solver="shift_invert"``
-    (default) runs Lanczos on ``(A - sigma I)^{-1}`` with ``sigma = 1 + 1e-3`` (one sparse LU):
-    the wanted eigenvalues cluster just below 1 (within 4e-3 for the Swiss roll), where plain
-    Lanczos (``solver="lanczos"``, ``which="LA"``) needs many restarts - 9 s against 79 s at
-    n = 16384. Both return the same eigenpairs (1e-14 on the eigenvalues). With
-    ``phi = Q^{-1/2} psi`` normalised to unit ``pi``-weighted norm (``pi = q / sum q``).
-    Coordinates ``mu_l^{2t} phi_l`` (Coifman & Lafon's map for the MGC operator ``P^2``),
-    ``l = 1..n_components``.
+    Top ``n_components + 1`` eigenpairs of ``A = Q^{-1/2} G Q^{-1/2}`` by Lanczos (``eigsh``,
+    deterministic start). ``solver="shift_invert"`` (default) works on
+    ``(A - sigma I)^{-1}``, ``sigma = 1 + 1e-3`` (one sparse LU), much faster than plain
+    Lanczos (``"lanczos"``) for eigenvalues clustered just below 1; both give the same
+    eigenpairs. ``phi = Q^{-1/2} psi`` has unit ``pi``-weighted norm (``pi = q / sum q``);
+    coordinates ``mu_l^{2t} phi_l``, ``l = 1..n_components`` (Coifman & Lafon's map of ``P^2``).
 
     Returns
     -------
@@ -85,9 +81,8 @@ def exact_diffusion_map(X, n_components: int, t: int = 1, *, n_neighbors: int = 
 
 
 def _kmeans(X, n_clusters, random_state, how="kmeans"):
-    """Landmarks ``U`` and their volumes (Euclidean Voronoi cell sizes); empty cells
-    dropped. ``how="kmeans"``: k-means centres; ``"random"``: rows of ``X`` drawn uniformly
-    without replacement."""
+    """Landmarks ``U`` and their volumes (Voronoi cell sizes), empty cells dropped:
+    k-means centres (``how="kmeans"``) or rows of ``X`` drawn uniformly (``"random"``)."""
     if how == "kmeans":
         U = kmeans_centres(X, n_clusters, random_state=random_state).points
     else:
@@ -106,18 +101,15 @@ def nystrom_diffusion_map(X, n_components: int, n_landmarks: int, t: int = 1, *,
                           random_state=None):
     r"""Landmark diffusion map with the volume-weighted Nyström extension (L-dMaps).
 
-    1. Landmarks ``l_j`` with volumes ``w_j`` (the number of points whose nearest landmark
-       is ``l_j``): k-means centres (``landmarks="kmeans"``, default) or ``n_landmarks``
-       data points drawn uniformly without replacement (``landmarks="random"``, the
-       classical Nyström choice, selected the way CFDM's centroids are: at random). The
-       paper does not say how its landmarks were chosen; see docs/compressed_diffusion.md.
-    2. Gaussian k-NN graph on the landmarks (bandwidth by the same rule as the points',
-       measured on the landmarks, so it follows their spacing); volume-weighted transition
-       ``P_L = D_L^{-1} G_L W`` (``D_L`` its row sums), eigenpairs through the symmetric
-       generalised problem ``W G_L W phi = mu W D_L phi``.
-    3. Nyström: ``phi(x) = mu^{-1} sum_j p_L(x, l_j) phi(l_j)`` with
-       ``p_L(x, l_j) = g(x, l_j) w_j / sum_i g(x, l_i) w_i`` over the ``n_neighbors``
-       nearest landmarks.
+    1. Landmarks ``l_j`` with volumes ``w_j`` (points whose nearest landmark is ``l_j``):
+       k-means centres (``landmarks="kmeans"``, default) or data points drawn uniformly
+       (``"random"``, the classical choice). The paper does not say which it used; see
+       docs/compressed_diffusion.md.
+    2. Gaussian k-NN graph on the landmarks (bandwidth rule applied to the landmarks);
+       transition ``P_L = D_L^{-1} G_L W``, eigenpairs from the symmetric generalised problem
+       ``W G_L W phi = mu W D_L phi``.
+    3. Nyström: ``phi(x) = mu^{-1} sum_j p_L(x, l_j) phi(l_j)``, ``p_L(x, l_j) = g(x, l_j) w_j
+       / sum_i g(x, l_i) w_i`` over the nearest landmarks.
 
     Coordinates ``mu^{2t} phi`` (time ``2t`` of ``P_L``, like the MGC operator).
     """
@@ -153,13 +145,10 @@ def centroid_interpolation_diffusion_map(X, n_components: int, n_centroids: int,
                                          *, n_neighbors: int = 15, random_state=None):
     r"""Diffusion map of k-means centroids, linearly interpolated to the points.
 
-    The centroids are treated as a data set of their own (Gaussian k-NN graph with the
-    bandwidth rule measured on them, ``P = D^{-1} G``, coordinates ``mu^{2t} phi``); each
-    point then gets the piecewise-linear (barycentric) interpolant of the centroid
-    coordinates over the Delaunay triangulation of the centroids in ambient space, or the
-    nearest centroid's coordinates outside their convex hull. Above 6 features a Delaunay
-    triangulation is impractical and inverse-distance weights over the ``p + 1`` nearest
-    centroids are used instead.
+    The centroids are embedded as a data set of their own (:func:`exact_diffusion_map`);
+    each point gets the barycentric interpolant over the centroids' Delaunay triangulation
+    (nearest centroid outside the hull). Above 6 features: inverse-distance weights over the
+    ``p + 1`` nearest centroids.
     """
     X = check_points(X, min_samples=3)
     rng = check_random_state(random_state)

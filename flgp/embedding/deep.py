@@ -1,26 +1,15 @@
 """Deep Diffusion Maps (García-Heredia, Alaíz and Fernández, papers/004).
 
-A neural network ``f_θ : R^D -> R^d`` is trained so that its output *is* the diffusion map
-(eq. 19) of the training sample, by minimising the unconstrained cost (38), which Theorem 4.1
-shows is minimised exactly by the diffusion map up to an orthogonal transform. No spectral
-decomposition is needed, neither to train nor to embed new points: ``transform`` is one
-forward pass.
-
-The diffusion quantities of the training sample (Sec. 2.2):
-
-* Gaussian kernel, eq. (5): ``K_ij = exp(-|x_i - x_j|^2 / (2 σ^2))``, σ the ``quantile`` of
-  the pairwise Euclidean distances (Sec. 5.1.3);
-* α-normalised kernel, eqs. (6)-(8): ``W = D_K^{-α} K D_K^{-α}``;
-* stationary distribution, eq. (10): ``π_i = d_i(W) / Σ_j d_j(W)``;
-* symmetric matrix, eq. (12): ``A = D_W^{-1/2} W D_W^{-1/2}`` (eigenvalue 1, eigenvector √π).
-
-Cost (38), for outputs ``f_i = f_θ(x_i)``::
+A network ``f_θ : R^D -> R^d`` is trained on cost (38), whose minimiser is the diffusion
+map (eq. 19) of the training sample up to an orthogonal transform (Theorem 4.1); no
+eigendecomposition, and ``transform`` is one forward pass. With the Gaussian kernel (5)
+``exp(-|x_i - x_j|^2 / (2 σ^2))``, α-normalisation ``W = D_K^{-α} K D_K^{-α}`` (6-8),
+``π_i ∝ d_i(W)`` (10) and ``A = D_W^{-1/2} W D_W^{-1/2}`` (12), the cost is::
 
     J(θ) = Σ_i Σ_j ( √(π_i π_j) f_iᵀ f_j − [ (A^{2t})_ij − √(π_i π_j) ] )^2 .
 
-Numerically we form ``T = (A − √π √πᵀ)^{2t}``, which equals ``A^{2t} − √π √πᵀ`` exactly
-(√π is a unit eigenvector of the symmetric ``A`` with eigenvalue 1) but avoids the
-cancellation of two nearly equal numbers when ``λ_2^{2t}`` is small.
+The target is formed as ``T = (A − √π √πᵀ)^{2t}`` (equal to ``A^{2t} − √π √πᵀ``, without
+cancellation when ``λ_2^{2t}`` is small).
 """
 
 from __future__ import annotations
@@ -43,19 +32,16 @@ from ._base import DISCONNECTED, POSITIVE, _user_stacklevel
 
 __all__ = ["DeepDiffusionMap", "deep_diffusion_cost"]
 
-# Above this many pairs the distance quantile is estimated from a random sample of pairs.
+# above this many pairs the distance quantile comes from a random sample of pairs
 _MAX_EXACT_PAIRS = 20_000_000
 _N_SAMPLED_PAIRS = 5_000_000
 
 
-# ----------------------------------------------------------------------------------------
-# diffusion quantities of the training sample (float64)
-# ----------------------------------------------------------------------------------------
+# -- diffusion quantities of the training sample (float64) ---------------------------
 
 def _distance_quantile(X: np.ndarray, quantile: float, rng: np.random.Generator) -> float:
-    """σ = the ``quantile`` of the pairwise Euclidean distances of ``X`` (Sec. 5.1.3).
-
-    Exact for up to 2·10^7 pairs; above that, estimated from 5·10^6 random pairs.
+    """σ = the ``quantile`` of the pairwise distances of ``X`` (Sec. 5.1.3); exact up to
+    2·10^7 pairs, else estimated from 5·10^6 random pairs.
     """
     n = X.shape[0]
     if n * (n - 1) // 2 <= _MAX_EXACT_PAIRS:
@@ -69,25 +55,12 @@ def _distance_quantile(X: np.ndarray, quantile: float, rng: np.random.Generator)
 
 
 def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int, pieces=None):
-    """Stationary distribution π (eq. 10) and ``T = A^{2t} − √π√πᵀ`` (the target of cost
-    (38)) of the training sample, in float64.
+    """Stationary distribution π (eq. 10) and ``T = A^{2t} − √π√πᵀ`` (cost (38)'s target), float64.
 
-    When the kernel graph falls apart (:func:`flgp.graph.kernel_pieces`), ``A`` is the
-    block-diagonal affinity of its pieces, each normalised on its own (eqs. 6-12 per
-    piece), and π its stationary distribution with each piece weighted by its degree; ``A``
-    then has eigenvalue 1 once per piece, and ``T`` keeps all but the one of ``√π``.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    sigma : float
-        Width of the Gaussian kernel (5), ``exp(-|x − y|^2 / (2 σ^2))``.
-    alpha : float
-        Density normalisation exponent of eq. (6).
-    t : int
-        Diffusion steps.
-    pieces : Pieces, optional
-        The kernel graph's pieces, when already found.
+    ``sigma``: kernel width; ``alpha``: eq. (6)'s exponent; ``t``: diffusion steps;
+    ``pieces``: the kernel graph's pieces if already found. When the graph falls apart
+    (:func:`flgp.graph.kernel_pieces`), ``A`` is block-diagonal, each piece normalised on its
+    own, π weights pieces by degree, and ``T`` keeps every eigenvalue 1 but that of ``√π``.
 
     Returns
     -------
@@ -100,7 +73,7 @@ def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int, piec
     if pieces is None:
         pieces = kernel_pieces(X, epsilon, backend="torch")
     if pieces.n_pieces == 1:
-        # eqs. (5)-(12) are the shared dense affinity with epsilon = 2 sigma^2, this alpha
+        # eqs. (5)-(12): the shared dense affinity with epsilon = 2 sigma^2
         check_dense_affinity_size(X.shape[0])
         aff = affinity(X, epsilon=epsilon, normalization="symmetric", alpha=alpha)
         A = aff.matrix                                           # eq. (12)
@@ -120,22 +93,11 @@ def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int, piec
 
 
 def deep_diffusion_cost(embedding, pi, T):
-    r"""Cost (38) of papers/004 for given outputs ``f_i`` (rows of ``embedding``).
+    r"""Cost (38) of papers/004 for outputs ``f_i`` (rows of ``embedding``), given ``pi``
+    (eq. 10) and ``T`` from :func:`diffusion_quantities`. Returns a float.
 
     .. math:: J = \sum_{i,j} \big(\sqrt{\pi_i\pi_j}\, f_i^\top f_j
               - [(A^{2t})_{ij} - \sqrt{\pi_i\pi_j}]\big)^2
-
-    Parameters
-    ----------
-    embedding : array of shape (n_samples, n_components)
-    pi : array of shape (n_samples,)
-        Stationary distribution (eq. 10).
-    T : array of shape (n_samples, n_samples)
-        ``A^{2t} − √π√πᵀ`` as returned by :func:`diffusion_quantities`.
-
-    Returns
-    -------
-    float
     """
     F = np.asarray(embedding, dtype=np.float64)
     s = np.sqrt(np.asarray(pi, dtype=np.float64))
@@ -144,24 +106,17 @@ def deep_diffusion_cost(embedding, pi, T):
 
 
 def _batch_loss(F, s, Tn):
-    """Mini-batch form of cost (38) used in training (torch).
-
-    ``s = √(n π)`` and ``Tn = n T`` are the training-sample quantities scaled by ``n`` so
-    that every term is O(1); the loss is the mean over the batch's pairs of
-    ``(s_i s_j f_iᵀ f_j − Tn_ij)^2 = n^2 × (summand of (38))``. On the full sample it equals
-    ``J`` exactly; on a random batch it is an estimate of ``J``.
+    """Mini-batch cost (38) (torch): batch mean of ``(s_i s_j f_iᵀ f_j − Tn_ij)^2`` with
+    ``s = √(n π)``, ``Tn = n T`` (terms O(1)); ``J`` on the full sample, else an estimate.
     """
     G = (s[:, None] * F) @ (s[:, None] * F).T
     return ((G - Tn) ** 2).mean()
 
 
-# ----------------------------------------------------------------------------------------
-# networks
-# ----------------------------------------------------------------------------------------
+# -- networks ---------------------------------------------------------------------------
 
 def _dense_network(n_features: int, n_components: int, hidden_layer_sizes):
-    """Dense network of Sec. 5.1.2: hidden ReLU layers (128, 64, 32 by default) and a linear
-    output layer with ``n_components`` units."""
+    """Dense network of Sec. 5.1.2: ReLU layers of ``hidden_layer_sizes``, linear output."""
     import torch.nn as nn
 
     layers, width = [], n_features
@@ -174,11 +129,11 @@ def _dense_network(n_features: int, n_components: int, hidden_layer_sizes):
 
 def conv_network(n_components: int, image_shape=(28, 28), *, dropout: float = 0.0):
     """Convolutional network of Sec. 5.1.2 (MNIST): three blocks of two 3×3 ReLU convolutions
-    (16, 16 / 32, 32 / 64, 64 filters) + 2×2 max pooling + dropout, a dense ReLU layer with
-    ``16 n_components`` units and a linear output layer with ``n_components`` units.
+    (16 / 32 / 64 filters) + 2×2 max pooling + dropout, a dense ReLU layer of
+    ``16 n_components`` units and a linear output of ``n_components``.
 
-    The input is a flat row of ``prod(image_shape)`` pixels (scikit-learn's 2-d ``X``); the
-    network reshapes it to ``(1, H, W)``. Pass it as ``DeepDiffusionMap(network=...)``.
+    Input is a flat row of ``prod(image_shape)`` pixels, reshaped to ``(1, H, W)``. Pass it as
+    ``DeepDiffusionMap(network=...)``.
     """
     import torch.nn as nn
 
@@ -195,104 +150,80 @@ def conv_network(n_components: int, image_shape=(28, 28), *, dropout: float = 0.
     return nn.Sequential(*layers)
 
 
-# ----------------------------------------------------------------------------------------
-# estimator
-# ----------------------------------------------------------------------------------------
+# -- estimator --------------------------------------------------------------------------
 
 class DeepDiffusionMap(TransformerMixin, BaseEstimator):
-    r"""Deep Diffusion Maps: a network trained on cost (38) to output the diffusion map.
-
-    García-Heredia, Alaíz, Fernández, *Deep Diffusion Maps* (papers/004), Sec. 4: by
-    Theorem 4.1 the minimiser over ``Γ`` of
-    ``‖Π^{1/2} ΓᵀΓ Π^{1/2} − (A^{2t} − √π√πᵀ)‖_F^2`` is the ``d``-dimensional diffusion map
-    ``Ψ^{(t)}(x_k) = (λ_l^t φ_{l,k} / √π_k)_{l=2..d+1}`` (eq. 19) up to an orthogonal
-    transform; a network ``f_θ`` trained on the same cost (38) therefore approximates the
-    diffusion map at points inside and outside the training sample (eq. 39).
+    r"""Deep Diffusion Maps: a network trained on cost (38) to output the diffusion map
+    ``Ψ^{(t)}(x_k) = (λ_l^t φ_{l,k} / √π_k)_{l=2..d+1}`` (eq. 19), up to an orthogonal
+    transform, inside and outside the training sample (eq. 39; module notes).
 
     Parameters
     ----------
     n_components : int, default=2
         Embedding dimension ``d``.
     quantile : float, default=5e-3
-        σ of the Gaussian kernel (5) is this quantile of the pairwise Euclidean distances of
-        the training points (Sec. 5.1.3; Table 1 uses 5e-3 and 3e-2).
+        σ of the kernel is this quantile of the pairwise distances (Sec. 5.1.3).
     sigma : float or None, default=None
-        Kernel width σ; overrides ``quantile`` when given.
+        Kernel width σ; overrides ``quantile``.
     alpha : float, default=1.0
         Density normalisation exponent α of eq. (6) (1 removes the sampling density).
     t : int, default=1
         Diffusion steps.
     network : torch.nn.Module, callable or None, default=None
         ``None``: the dense network of Sec. 5.1.2 with ``hidden_layer_sizes``. A module:
-        trained from its current weights (a deep copy; the argument is never modified). A
-        callable: ``network(n_features, n_components)`` returns a fresh module, created
-        under ``random_state``. The module maps a ``(batch, n_features)`` tensor to
-        ``(batch, n_components)``; images enter as flat rows (see :func:`conv_network`).
-        Its parameter dtype (float32 or float64) is used for training.
+        trained from its weights (on a deep copy). A callable:
+        ``network(n_features, n_components) -> Module``, built under ``random_state``. Maps
+        ``(batch, n_features)`` to ``(batch, n_components)``; images come as flat rows
+        (:func:`conv_network`). Its parameter dtype is used.
     hidden_layer_sizes : tuple of int, default=(128, 64, 32)
-        Widths of the ReLU layers of the default dense network.
+        ReLU layer widths of the default network.
     standardize : bool, default=True
-        Feed the network z-scored features (mean and standard deviation of the training
-        points; the kernel always uses the raw ``X``).
-    batch_size : int, default=512
-        Mini-batch size (Sec. 5.1.3). Batches larger than the training split are full batch.
-    learning_rate : float, default=1e-2
-        Adam learning rate (Sec. 5.1.3).
-    max_epochs : int, default=5000
-        Epochs at most (the paper trains 5000 epochs on the synthetic sets).
+        Feed the network z-scored features (the kernel uses the raw ``X``).
+    batch_size, learning_rate, max_epochs : int, float, int, default=512, 1e-2, 5000
+        Adam mini-batch training (Sec. 5.1.3); a batch above the training split is full batch.
     patience : int or None, default=500
-        Stop when the validation cost has not improved by a relative ``tol`` for this many
-        epochs; the weights of the best epoch are kept. ``None`` trains ``max_epochs``.
+        Stop after this many epochs without a relative ``tol`` improvement of the validation
+        cost, keeping the best weights. ``None``: train ``max_epochs``.
     tol : float, default=1e-4
-        Relative improvement of the validation cost that counts as progress.
+        Relative improvement that counts as progress.
     validation_fraction : float, default=0.1
-        Fraction of the training points held out for early stopping (Sec. 5.1.3 uses 10%).
-        Their rows of ``A^{2t}`` come from the graph of all points passed to ``fit``; the
-        validation cost is estimated on the held-out × held-out block. 0 disables early
-        stopping (the last epoch's weights are kept).
+        Points held out for early stopping; their cost uses the held-out block of ``A^{2t}``
+        (built on all points). 0: no early stopping, the last weights are kept.
     disconnected : {"warn", "raise"}, default="warn"
-        What to do when the kernel graph falls apart into pieces (kernel weights between
-        them below ``1e-9 / n``; :func:`flgp.graph.kernel_pieces`). "warn": a
-        ``UserWarning`` naming the number and sizes of the pieces, and the network is
-        trained on the block-diagonal operator of the pieces (each normalised on its own;
-        see :func:`diffusion_quantities`), whose diffusion map spends its first
-        ``n_pieces - 1`` coordinates (eigenvalue 1) on telling the pieces apart. "raise":
-        a ``ValueError``. ``transform`` is the network either way: where a new point
-        lands is learned, not looked up.
+        When the kernel graph falls apart (:func:`flgp.graph.kernel_pieces`). "warn": a
+        ``UserWarning`` and training on the pieces' block-diagonal operator
+        (:func:`diffusion_quantities`), whose first ``n_pieces - 1`` coordinates tell pieces
+        apart. "raise": a ``ValueError``.
     device : str or None, default=None
-        Torch device for training and inference (``None``: CPU).
+        Torch device (``None``: CPU).
     progress : bool, default=True
-        Show a tqdm bar over epochs (silent when not writing to a terminal).
+        tqdm bar over epochs (silent when not on a terminal).
     random_state : int, numpy Generator or None, default=None
-        Seeds the validation split, the network initialisation and the batch order; fits
-        with the same integer are identical on CPU.
+        Seeds the split, initialisation and batch order (identical fits on CPU).
 
     Attributes
     ----------
     network_ : torch.nn.Module
         The trained network (eval mode).
     sigma_ : float
-        Kernel width σ used.
     stationary_distribution_ : ndarray of shape (n_samples,)
-        π of the training sample (eq. 10).
+        π (eq. 10).
     embedding_ : ndarray of shape (n_samples, n_components)
-        ``f_θ(X)`` for the training points (float64).
+        ``f_θ(X)`` of the training points.
     history_ : dict
-        ``"loss"`` (mean training mini-batch cost per epoch) and ``"val_loss"`` (the same
-        estimate of cost (38) on the validation × validation block; empty without
-        validation). Both are on the scale of the full-sample cost ``J``.
-    n_epochs_ : int
-        Epochs run. ``best_epoch_`` : int, the epoch whose weights were kept (1-based).
+        Per-epoch ``"loss"`` (training) and ``"val_loss"`` (empty without validation), on the
+        scale of ``J``.
+    n_epochs_, best_epoch_ : int
+        Epochs run; the (1-based) epoch whose weights were kept.
     training_time_ : float
-        Seconds spent in the training loop.
+        Seconds in the training loop.
     n_features_in_ : int
 
     Notes
     -----
-    Memory and time are O(n^2) per fit for ``A^{2t}`` (formed once with ``log2(2t)``
-    dense products, never diagonalised); each epoch costs ``O(n b)`` plus the network.
-    The output is the diffusion map only up to an orthogonal transform (Theorem 4.1):
-    compare with distances (MRE, eq. 40) or after a Procrustes alignment.
+    O(n^2) memory and time per fit for ``A^{2t}`` (``log2(2t)`` dense products); each epoch
+    costs ``O(n b)`` plus the network. Compare with the diffusion map by distances (MRE,
+    eq. 40) or after Procrustes alignment.
 
     Examples
     --------
@@ -354,8 +285,8 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
     }
 
     def _check_params(self, n: int):
-        """What the constraints cannot say: finite numbers, the coordinates the sample can
-        hold, the network's layer sizes."""
+        """Checks the constraints cannot express: finiteness, the coordinates the sample can hold,
+        the layer sizes."""
         for name in ("sigma", "alpha", "learning_rate"):
             value = getattr(self, name)
             if value is not None and not np.isfinite(value):
@@ -399,17 +330,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Train the network on cost (38) of the training sample ``X``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
+        """Train the network on cost (38) of the training sample ``X``; returns ``self``."""
         import torch
         from tqdm.auto import tqdm
 
@@ -568,16 +489,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         return Y
 
     def transform(self, X):
-        """Embed any points with the trained network, ``f_θ(x) ≈ Ψ^{(t)}(x)`` (eq. 39).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_components), float64
-        """
+        """Embed points with the trained network, ``f_θ(x) ≈ Ψ^{(t)}(x)`` (eq. 39); float64."""
         check_is_fitted(self, "network_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         X = check_points(X, min_samples=1)

@@ -1,9 +1,8 @@
 r"""Diffusion maps (Gilbert and O'Neill, Algorithm 3; Coifman and Lafon).
 
 ``y_i = (mu_1^t phi_1(i), ..., mu_k^t phi_k(i))``: the top ``k`` non-trivial eigenvectors
-of the normalised affinity, scaled by their eigenvalues to the power ``t``, the top
-eigenvector dropped. Then ``|y_i - y_j|`` approximates the diffusion distance
-``|a^{(t)}_i - a^{(t)}_j|`` (eq. 26), exactly so when ``k`` covers the spectrum.
+of the normalised affinity scaled by their eigenvalues to the power ``t``. ``|y_i - y_j|``
+approximates the diffusion distance (eq. 26), exactly when ``k`` covers the spectrum.
 """
 
 from __future__ import annotations
@@ -28,71 +27,56 @@ class DiffusionMap(_HeatEmbedding):
     n_components : int, default=2
         ``k``, the embedding dimension.
     method : {"auto", "dense", "flgp"}, default="auto"
-        "dense": Gilbert and O'Neill's Algorithms 1-3 on the full ``n x n`` affinity
-        (``O(n^2)`` memory, ``O(n^3)`` time; for n up to ~10,000). "flgp": the FLGP
-        engine's eigenpairs (SE cross kernel, k-means induced points; ``mu = 1 - λ``),
-        linear in ``n``. "auto": "dense" for at most 700 points (where the exact
-        algorithm takes at most 0.1 s for this transformer and for :class:`GPEmbedding`;
-        ``benchmarks/embedding.py``, docs/embedding.md) or when a dense-only option
-        (``normalization="symmetric"``, ``alpha``) is set, "flgp" otherwise. The method used
-        is ``method_``.
+        "dense": Algorithms 1-3 on the full ``n x n`` affinity (``O(n^2)`` memory, ``O(n^3)``
+        time; n up to ~10,000). "flgp": the FLGP engine's eigenpairs (SE cross kernel,
+        k-means induced points; ``mu = 1 - λ``), linear in ``n``. "auto": "dense" for at most
+        700 points (docs/embedding.md, "Which method") or when a dense-only option
+        (``normalization="symmetric"``, ``alpha``) is set, else "flgp".
     epsilon : float, optional
-        ``epsilon`` in ``exp(-|x - y|^2 / epsilon)``. Default: the mean squared distance of
-        each point to its 10 nearest neighbours (dense;
-        :func:`flgp.graph.affinity.default_epsilon`), or the FLGP rule (mean squared
-        distance to the ``n_neighbors`` nearest induced points).
+        ``epsilon`` in ``exp(-|x - y|^2 / epsilon)``. Default: dense, the mean squared distance
+        to the 10 nearest neighbours (:func:`flgp.graph.affinity.default_epsilon`); FLGP, the
+        mean squared distance to the ``n_neighbors`` nearest induced points.
     t : float or "auto", default="auto"
-        Diffusion steps: the power of the operator, ``A^t`` (the models' ``diffusion_time`` is
-        the heat kernel's continuous time instead). "auto" picks the smallest integer
-        ``t`` at which the left-out components carry at most 10% of the diffusion
-        variance (:func:`flgp.embedding.auto_diffusion_steps`); the same rule as
-        :class:`GPEmbedding`, whose sketch of ``A^t`` approximates the same distance.
+        Diffusion steps, the power in ``A^t`` (not the models' continuous
+        ``diffusion_time``). "auto": :func:`flgp.embedding.auto_diffusion_steps`.
     normalization : {"symmetric", "bistochastic"}, optional
-        Dense: Algorithm 1 (default) or Algorithm 2. FLGP's operator is bistochastic by
-        construction (default and only choice for ``method="flgp"``).
+        Dense: Algorithm 1 (default) or 2. FLGP's operator is bistochastic (only choice).
     alpha : float, optional
-        Dense only: density normalisation ``K / (q_i q_j)^alpha`` before the final step;
-        default 1 for "symmetric" (Algorithm 1), 0 for "bistochastic" (Algorithm 2).
+        Dense only: density normalisation ``K / (q_i q_j)^alpha``; default 1 for "symmetric"
+        (Algorithm 1), 0 for "bistochastic" (Algorithm 2).
     coordinates : {"symmetric", "markov"}, default="symmetric"
-        "symmetric": eigenvectors ``phi`` of the symmetric operator (Algorithm 3).
-        "markov": right eigenvectors of the Markov matrix, ``psi = phi / sqrt(pi)``
-        (García-Heredia et al., eq. 19), whose distances are the diffusion distance of
-        their eq. (11). The two coincide up to ``sqrt(n)`` for a bistochastic operator.
+        "symmetric": eigenvectors ``phi`` of the symmetric operator (Algorithm 3). "markov":
+        right eigenvectors of the Markov matrix, ``psi = phi / sqrt(pi)`` (García-Heredia et
+        al., eq. 19); equal up to ``sqrt(n)`` for a bistochastic operator.
     tol, max_iter : float, int
         Algorithm 2's tolerance ``delta`` and iteration cap (an error if not converged).
     n_induced, n_neighbors, n_eigenpairs : int, optional
-        FLGP: ``M`` eigenpairs computed (default ``max(3 (k + 1), 30)``, at most
-        ``s - 1``), ``s`` induced points (default ``10 M``, at most ``n // 4`` and 1000, at
-        least 10) and ``r`` (3). Dense: ``n_eigenpairs`` computed (default ``k + 1``, or
-        up to ``max(3 (k + 1), 30)`` for ``t="auto"``).
+        FLGP: ``M`` eigenpairs (default ``max(3 (k + 1), 30)``, at most ``s - 1``), ``s``
+        induced points (default ``10 M``, at most ``n // 4`` and 1000, at least 10) and ``r``
+        (3). Dense: ``n_eigenpairs`` computed (default ``k + 1``, or up to
+        ``max(3 (k + 1), 30)`` for ``t="auto"``).
     disconnected : {"warn", "raise"}, default="warn"
-        What to do when the graph falls apart into pieces (points whose kernel weights to
-        the rest are all below ``1e-9 / n``; :func:`flgp.graph.kernel_pieces`; FLGP: the
-        engine's components). "warn": a ``UserWarning`` with the number and sizes of the
-        pieces, and the embedding of the block-diagonal operator — each piece on its own
-        eigenpairs, the first ``n_pieces - 1`` coordinates (eigenvalue 1) telling the
-        pieces apart (constant on each piece in the Markov coordinates; docs/embedding.md).
-        A new point joins the piece of its nearest fitted point (FLGP: of the induced point
-        it moves to with the largest probability). "raise": a ``ValueError``.
+        When the graph falls apart (kernel weights to the rest all below ``1e-9 / n``;
+        :func:`flgp.graph.kernel_pieces`; FLGP: the engine's components). "warn": a
+        ``UserWarning`` and the block-diagonal operator's embedding, whose first
+        ``n_pieces - 1`` coordinates (eigenvalue 1) tell pieces apart (docs/embedding.md); a
+        new point joins its nearest fitted point's piece (FLGP: its most probable induced
+        point's). "raise": a ``ValueError``.
     backend : {"auto", "torch", "keops"}, default="auto"
-        :mod:`flgp.backends`. FLGP: who does the distance work. Dense: "keops" never
-        stores the ``n x n`` affinity (KeOps kernel products; Lanczos for the
-        eigenpairs; memory ``O(n k)``, for GPUs); "torch" stores it.
+        :mod:`flgp.backends`. Dense: "keops" never stores the ``n x n`` affinity (Lanczos
+        eigenpairs, ``O(n k)`` memory); "torch" stores it.
     random_state : int, Generator or None
         FLGP's k-means seeding.
     induced_points : array-like of shape (n_induced, n_features), optional
-        FLGP: use these induced points instead of k-means centres (the cluster-size
-        normalisation still counts each one's nearest points).
+        FLGP: use these instead of k-means centres.
 
     Attributes
     ----------
     embedding_ : ndarray (n_samples, n_components)
     eigenvalues_ : ndarray
-        ``mu_0 = 1 >= mu_1 >= ...`` of the operator (all computed ones).
-    t_ : float
-        The diffusion steps used.
-    epsilon_ : float
-        The kernel scale used.
+        All computed ``mu_0 = 1 >= mu_1 >= ...``.
+    t_, epsilon_ : float
+        The diffusion steps and kernel scale used.
     n_iter_ : int
         Iterations of Algorithm 2 (1 for Algorithm 1 and FLGP).
     method_ : str
@@ -104,15 +88,10 @@ class DiffusionMap(_HeatEmbedding):
 
     Notes
     -----
-    ``transform`` embeds new points through the Nyström extension
-    ``phi_l(x) = a(x) . phi_l / mu_l`` (dense) or the FLGP out-of-sample map; a fitted point
-    gets back its own row of ``embedding_``.
-
-    With ``method="flgp"`` the coordinates are computed in blocks of rows from the engine's
-    eigenvector map (no ``n x n_eigenpairs`` array). ``X`` may be a dask or zarr array
-    (``pip install 'flgp[dask]'``; ``method`` "auto" or "flgp"): ``fit_transform``,
-    ``embedding_``, ``piece_labels_`` and ``transform`` of a dask array are then lazy dask
-    arrays, computed by the Dask engine on the active scheduler.
+    ``transform`` uses the Nyström extension ``phi_l(x) = a(x) . phi_l / mu_l`` (dense) or
+    the FLGP out-of-sample map; a fitted point gets back its own row of ``embedding_``.
+    With ``method="flgp"``, ``X`` may be a dask or zarr array (``pip install 'flgp[dask]'``);
+    ``fit_transform``, ``embedding_``, ``piece_labels_`` and ``transform`` are then lazy.
 
     Examples
     --------
@@ -166,8 +145,7 @@ class DiffusionMap(_HeatEmbedding):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
-        """Fit on ``X`` and return its diffusion coordinates ``(n_samples,
-        n_components)`` (a lazy dask array for a dask ``X``)."""
+        """Fit on ``X``; return its diffusion coordinates (lazy for a dask ``X``)."""
         X, k, spec = self._fit_eigenbasis(X)
         if spec.affinity is not None:
             self._log_total_degree = float(np.log(np.sum(spec.affinity.degrees)))
@@ -186,9 +164,8 @@ class DiffusionMap(_HeatEmbedding):
 
 
 class _DiffusionCoordinates:
-    """``phi[:, 1:k+1] mu^t`` (symmetric) or divided by ``sqrt(pi)`` (Markov), with ``pi``
-    uniform (``1 / n``; bistochastic and FLGP) or ``exp(log_degree - log_total)``. Small
-    and picklable: the Dask engine runs it inside its tasks."""
+    """``phi[:, 1:k+1] mu^t`` (symmetric), or divided by ``sqrt(pi)`` (Markov) with ``pi``
+    uniform (bistochastic, FLGP) or ``exp(log_degree - log_total)``. Picklable for Dask tasks."""
 
     def __init__(self, weights, markov: bool, uniform_pi, log_total_degree):
         self.weights = weights

@@ -1,15 +1,13 @@
 r"""Gaussian-process embeddings (Gilbert and O'Neill, Algorithms 4-5).
 
 ``Y = A^t G / sqrt(k)`` with ``G`` an ``n x k`` matrix of i.i.d. ``N(0, 1)`` (Algorithm 4)
-or symmetric Bernoulli ``±1`` entries (Algorithm 5): ``k`` independent draws of a random
-process with covariance ``A^{2t}``. By Proposition 3.2 / 4.1,
-``E |y_i - y_j|^2 = |a^{(t)}_i - a^{(t)}_j|^2``, the squared diffusion distance, for any
-``k``; the spread around it shrinks like ``1 / sqrt(k)`` (Theorem 3.3).
+or ``±1`` (Algorithm 5) entries: ``k`` draws of a process with covariance ``A^{2t}``. By
+Proposition 3.2 / 4.1, ``E |y_i - y_j|^2`` is the squared diffusion distance for any
+``k``, with spread shrinking like ``1 / sqrt(k)`` (Theorem 3.3).
 
-With FLGP eigenpairs ``A^t = Phi diag(mu^t) Phi^T`` (``M`` terms), so
-``Y = Phi diag(mu^t) Xi / sqrt(k)`` with ``Xi = Phi^T G`` (``M x k``): for Gaussian ``G``,
-``Xi`` has i.i.d. ``N(0, 1)`` entries and is drawn directly; for Bernoulli ``G`` it is
-computed from ``G`` in chunks. Cost ``O(n M k)``, linear in ``n``.
+With FLGP eigenpairs, ``Y = Phi diag(mu^t) Xi / sqrt(k)`` with ``Xi = Phi^T G``
+(``M x k``): drawn directly as i.i.d. ``N(0, 1)`` for Gaussian ``G``, computed from ``G``
+in chunks for Bernoulli. Cost ``O(n M k)``.
 """
 
 from __future__ import annotations
@@ -31,8 +29,7 @@ SKETCHES = ("gaussian", "rademacher")
 
 
 def sketch_matrix(shape, sketch: str, rng: np.random.Generator) -> np.ndarray:
-    """``G``: i.i.d. ``N(0, 1)`` ("gaussian") or ``±1`` with probability 1/2 each
-    ("rademacher", the paper's symmetric Bernoulli)."""
+    """``G``: i.i.d. ``N(0, 1)`` ("gaussian") or ``±1`` with probability 1/2 ("rademacher")."""
     if sketch == "gaussian":
         return rng.standard_normal(shape)
     return rng.integers(0, 2, size=shape).astype(np.float64) * 2.0 - 1.0
@@ -46,49 +43,34 @@ class GPEmbedding(_HeatEmbedding):
     n_components : int, default=2
         ``k``, the number of sketch columns (embedding dimension).
     method : {"auto", "dense", "flgp"}, default="auto"
-        "dense": Algorithms 1-2 and 4-5 exactly (``t`` products with the ``n x n``
-        affinity; ``t`` must then be an integer). "flgp": the FLGP engine's eigenpairs,
-        linear in ``n`` (any ``t > 0``). "auto": as in :class:`DiffusionMap` ("dense" up to
-        700 points), and "flgp" at any size for a non-integer ``t``. The method used is
-        ``method_``.
+        "dense": Algorithms 1-2 and 4-5 exactly (``t`` products with the ``n x n`` affinity;
+        integer ``t`` only). "flgp": the FLGP engine's eigenpairs, linear in ``n``, any
+        ``t > 0``. "auto": as in :class:`DiffusionMap`, and "flgp" for a non-integer ``t``.
     epsilon, t, normalization, alpha, tol, max_iter, n_induced, n_neighbors, n_eigenpairs,
-    disconnected, backend :
-        As in :class:`DiffusionMap`; ``t`` is the paper's power ``p`` (so both embeddings
-        approximate the diffusion distance at the same ``t``). With FLGP the sketch uses
-        all ``n_eigenpairs`` computed eigenpairs.
+    disconnected, backend, induced_points :
+        As in :class:`DiffusionMap`; ``t`` is the paper's power ``p``. FLGP sketches with all
+        computed eigenpairs.
     sketch : {"gaussian", "rademacher"}, default="gaussian"
         Algorithm 4 (Gaussian) or Algorithm 5 (symmetric Bernoulli).
     random_state : int, Generator or None
         Seeds the sketch (and FLGP's k-means).
-    induced_points : array-like of shape (n_induced, n_features), optional
-        As in :class:`DiffusionMap`.
 
     Attributes
     ----------
     embedding_ : ndarray (n_samples, n_components)
     eigenvalues_ : ndarray
         Computed eigenvalues of the operator (FLGP, or dense with ``t="auto"``).
-    t_, epsilon_ : float
-    method_ : str
-        "dense" or "flgp".
-    n_iter_ : int
-        Iterations of Algorithm 2 (1 for Algorithm 1 and FLGP).
-    n_pieces_, piece_labels_ :
+    t_, epsilon_, method_, n_iter_, n_pieces_, piece_labels_ :
         As in :class:`DiffusionMap`.
     sketch_coefficients_ : ndarray (M, k)
         FLGP: ``Xi / sqrt(k)``, so that ``Y = Phi diag(mu^t) Xi / sqrt(k)``.
 
     Notes
     -----
-    ``transform(X)`` gives ``a(x) A^{t-1} G / sqrt(k)`` (dense: the new points' affinity
-    rows, built with the fitted cloud's normalisation) or ``phi(x) diag(mu^t) Xi /
-    sqrt(k)`` (FLGP); a fitted point gets back its own row of ``embedding_``.
-
-    FLGP computes the embedding in blocks of rows (no ``n x n_eigenpairs`` array) and takes
-    dask or zarr arrays as :class:`DiffusionMap` does. The Rademacher sketch's rows are
-    drawn in windows of 65,536 rows, each from its own seed (derived from
-    ``random_state`` and the window's number), so the embedding does not depend on how the
-    rows are split into blocks and a Dask fit equals an in-memory one.
+    ``transform(X)`` gives ``a(x) A^{t-1} G / sqrt(k)`` (dense) or
+    ``phi(x) diag(mu^t) Xi / sqrt(k)`` (FLGP); a fitted point gets back its own row. FLGP
+    accepts dask or zarr arrays as :class:`DiffusionMap` does; Rademacher rows are seeded per
+    window of 65,536 rows, so results do not depend on blocking.
 
     Examples
     --------
@@ -158,8 +140,7 @@ class GPEmbedding(_HeatEmbedding):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
-        """Fit on ``X`` and return its embedding ``(n_samples, n_components)`` (a lazy dask
-        array for a dask ``X``)."""
+        """Fit on ``X``; return its embedding (lazy for a dask ``X``)."""
         X, k, spec = self._fit_eigenbasis(X)
         rng = check_random_state(self.random_state)
         if self._method == "flgp":
@@ -206,9 +187,8 @@ SKETCH_WINDOW = 65536
 
 
 class _WindowSketch:
-    """``phi_bᵀ G_b`` for a block of rows starting at ``start``, with the rows of ``G``
-    drawn in windows of :data:`SKETCH_WINDOW` rows, window ``w`` from the seed
-    ``(entropy, w)``: the same ``G`` whatever the blocks are."""
+    """``phi_bᵀ G_b`` for a block of rows from ``start``; ``G``'s rows are drawn in windows of
+    :data:`SKETCH_WINDOW` rows seeded by ``(entropy, w)``, the same whatever the blocks."""
 
     def __init__(self, entropy: int, k: int, sketch: str, phi_map):
         self.entropy = entropy
@@ -221,8 +201,8 @@ class _WindowSketch:
         for w in range(start // SKETCH_WINDOW, (stop - 1) // SKETCH_WINDOW + 1):
             lo = w * SKETCH_WINDOW
             a, b = max(start, lo), min(stop, lo + SKETCH_WINDOW)
-            # the window's first b - lo rows (a generator fills row after row, so these
-            # are the same whatever the window's length)
+            # the window's first b - lo rows: a generator fills row by row, so these do
+            # not depend on the window's length
             G = sketch_matrix((b - lo, self.k), self.sketch,
                               np.random.default_rng([self.entropy, w]))
             out[a - start:b - start] = G[a - lo:]

@@ -1,13 +1,7 @@
-r"""Quality measures for embeddings.
-
-* :func:`bilipschitz_distortion` - Gilbert and O'Neill's rescaled bi-Lipschitz constant
-  ``L`` (Sec. 5, eq. 32): max dilation over min dilation against reference distances.
-* :func:`diffusion_distances` - the matrix of diffusion distances ``|a_i - a_j|``, ``a_i``
-  the rows of ``A^t`` (their eq. 26), from the dense normalised affinity.
-* :func:`mean_relative_error` - García-Heredia et al.'s MRE (eq. 40) between an embedding
-  and a reference embedding.
-* :func:`embedding_sse` / :func:`align_components` - Gigante et al.'s SSE over diffusion
-  components up to sign and order (Sec. VI-A).
+r"""Quality measures for embeddings: :func:`bilipschitz_distortion` (Gilbert and O'Neill,
+eq. 32), :func:`diffusion_distances` (their eq. 26), :func:`mean_relative_error`
+(García-Heredia et al., eq. 40), and :func:`embedding_sse` / :func:`align_components`
+(Gigante et al., Sec. VI-A).
 """
 
 from __future__ import annotations
@@ -70,10 +64,9 @@ def bilipschitz_distortion(Y, D) -> float:
 def diffusion_distances(X, epsilon: float, t: float, normalization: str = "symmetric",
                         alpha: float | None = None, tol: float = 1e-8,
                         max_iter: int = 1000) -> np.ndarray:
-    r"""The ``n x n`` diffusion distances ``|a_i - a_j|`` between the rows of ``A^t``
-    (Gilbert and O'Neill, eq. 26), ``A`` from Algorithm 1 ("symmetric") or 2
-    ("bistochastic"), through a full eigendecomposition ``A^{2t} = Phi diag(mu^{2t})
-    Phi^T`` (``O(n^3)``; for a few thousand points).
+    r"""The ``n x n`` diffusion distances ``|a_i - a_j|`` between rows of ``A^t`` (Gilbert and
+    O'Neill, eq. 26), ``A`` from Algorithm 1 ("symmetric") or 2 ("bistochastic"), by a full
+    eigendecomposition (``O(n^3)``: a few thousand points at most).
     """
     epsilon = check_positive(epsilon, "epsilon")
     t = check_positive(t, "t")
@@ -113,9 +106,9 @@ def mean_relative_error(Y, Y_ref) -> float:
 def align_components(reference, approx):
     r"""Match approximate components to reference ones up to sign and order.
 
-    Every column of both is scaled to unit Euclidean norm; the one-to-one matching
-    ``pi`` maximises ``sum_l |<r_l, a_{pi(l)}>|`` (Hungarian algorithm, scipy
-    ``linear_sum_assignment``), and each matched column takes the sign of its inner product.
+    Columns are scaled to unit norm; the matching ``pi`` maximises
+    ``sum_l |<r_l, a_{pi(l)}>|`` (scipy ``linear_sum_assignment``), and each matched column
+    takes the sign of its inner product.
 
     Returns
     -------
@@ -143,10 +136,9 @@ def align_components(reference, approx):
 def embedding_sse(reference, approx) -> float:
     r"""SSE over diffusion components up to sign and order (Gigante et al., Sec. VI-A).
 
-    ``SSE = sum_l ||r_l - s_l a_{pi(l)}||^2`` over unit-norm columns after
-    :func:`align_components`; equals ``2 sum_l (1 - |cos angle_l|)``, so it lies in
-    ``[0, 2 k]`` for ``k`` reference components and does not depend on the eigenvalue
-    scaling ``lambda^t`` or on how each method normalises its eigenvectors.
+    ``SSE = sum_l ||r_l - s_l a_{pi(l)}||^2`` over unit columns after
+    :func:`align_components`, i.e. ``2 sum_l (1 - |cos angle_l|)`` in ``[0, 2 k]``,
+    independent of eigenvalue scaling and eigenvector normalisation.
     """
     Rn, Ba = align_components(reference, approx)
     return float(np.sum((Rn - Ba) ** 2))

@@ -6,17 +6,12 @@
 * :mod:`~flgp.graph.transition` - ``Z``, ``A``, ``Λ`` (He et al., eq. 4);
 * :mod:`~flgp.graph.cross_graph` - all of the above in one call, with the out-of-sample rows;
 * :mod:`~flgp.graph.dense` - the full ``n x n`` graph of GLGP and the Nyström graph;
-* :mod:`~flgp.graph.pieces` - connected pieces of any of these graphs (the one
-  piece finder shared by the engine, the estimators and the transformers);
-* graphs on the data points themselves, for the sparse-precision priors
-  (:class:`~flgp.graph.PointGraph`): :mod:`~flgp.graph.lattice` (a voxel mask),
-  :mod:`~flgp.graph.mesh` (a triangle mesh), :func:`~flgp.graph.knn.knn_point_graph`
-  (any cloud) and :func:`~flgp.graph.knn.self_tuning_knn_graph` (Poisson learning's
-  graph, for the full-resolution classifier; :func:`~flgp.graph.knn.bucket_knn` searches
-  it in many dimensions).
+* :mod:`~flgp.graph.pieces` - connected pieces of any of these graphs;
+* graphs on the data points themselves (:class:`~flgp.graph.PointGraph`):
+  :mod:`~flgp.graph.lattice` (a voxel mask), :mod:`~flgp.graph.mesh` (a triangle mesh),
+  :mod:`~flgp.graph.knn` (any cloud; Poisson learning's self-tuning graph).
 
-Nothing here imports GPyTorch or scikit-learn's estimators (scikit-learn's neighbour
-search serves the exact k-NN graphs).
+Nothing here imports GPyTorch or scikit-learn's estimators.
 """
 
 from .pieces import Pieces, connected_pieces, kernel_pieces

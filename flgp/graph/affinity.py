@@ -1,24 +1,18 @@
-r"""Dense normalised affinity matrices of Gilbert and O'Neill (Sec. 4.1, Algorithms 1-2).
+r"""Normalised affinity matrices of Gilbert and O'Neill (Sec. 4.1, Algorithms 1-2).
 
-Both start from the Gaussian affinity ``K_ij = exp(-|x_i - x_j|^2 / epsilon)`` (note: the
-paper's ``epsilon`` divides ``d^2`` directly; the FLGP engine's SE bandwidth ``eps`` enters
-as ``4 eps^2``, so ``epsilon = 4 eps^2``).
+Both start from ``K_ij = exp(-|x_i - x_j|^2 / epsilon)`` (``epsilon = 4 eps^2`` in terms of
+the FLGP engine's SE bandwidth ``eps``):
 
-* ``"symmetric"`` (Algorithm 1): ``q = K 1``, ``K~ = Q^-1 K Q^-1``, ``v = K~ 1``,
-  ``A = V^-1/2 K~ V^-1/2``. With ``alpha`` the first step is Coifman and Lafon's
-  density normalisation ``K^(alpha) = Q^-alpha K Q^-alpha`` (alpha = 1 is Algorithm 1;
-  García-Heredia et al., eq. 7).
-* ``"bistochastic"`` (Algorithm 2): ``B = D^-1 K D^-1`` with ``B 1 = 1`` to ``tol``, from
-  the paper's iteration ``d <- K (1 / d)`` averaged geometrically at each step (see
-  :func:`_bistochastic_scaling` for why). Here ``alpha`` defaults to 0 (the paper's raw ``K``).
+* ``"symmetric"`` (Algorithm 1): ``K^(alpha) = Q^-alpha K Q^-alpha`` with ``q = K 1``
+  (Coifman-Lafon density normalisation; alpha = 1 is Algorithm 1), ``v = K^(alpha) 1``,
+  ``A = V^-1/2 K^(alpha) V^-1/2``;
+* ``"bistochastic"`` (Algorithm 2): ``B = D^-1 K D^-1`` with ``B 1 = 1`` to ``tol``
+  (``alpha`` defaults to 0).
 
-A cloud that falls apart (:func:`flgp.graph.kernel_pieces`) gets
-:class:`PiecewiseAffinity`: each piece's own affinity, block-diagonal.
-
-Both are symmetric with spectrum in ``[0, 1]`` and top eigenvalue 1. Rows for new points
-use the same formulas with the sums taken over the fitted cloud, so a point of the cloud
-gets back its own row; they are evaluated in log space, so a far-away new point gets tiny
-(not NaN) entries.
+Both are symmetric with spectrum in ``[0, 1]`` and top eigenvalue 1. A cloud in several
+pieces (:func:`flgp.graph.kernel_pieces`) gets :class:`PiecewiseAffinity`. Rows for new
+points use the same formulas with sums over the fitted cloud (a cloud point gets back its
+own row), in log space so that a far-away point gets tiny, not NaN, entries.
 """
 
 from __future__ import annotations
@@ -45,13 +39,8 @@ DENSE_MAX_SAMPLES = 20_000
 
 
 def default_epsilon(X: np.ndarray, n_neighbors: int = 10) -> float:
-    """Data-driven ``epsilon`` for ``exp(-d^2 / epsilon)``: the mean squared distance from
-    each point to its ``n_neighbors`` nearest other points.
-
-    The same rule as GLGP's default bandwidth (``4 eps^2 = mean d^2``), so the dense
-    embeddings and the FLGP engine build comparable kernels from the same cloud; it is
-    unit-free and keeps each point's neighbourhood at a few tens of effective neighbours.
-    """
+    """Data-driven ``epsilon``: the mean squared distance from each point to its
+    ``n_neighbors`` nearest other points (GLGP's rule ``4 eps^2 = mean d^2``)."""
     X = check_points(X)
     return epsilon_rule(X, n_neighbors)
 
@@ -85,17 +74,16 @@ class DenseAffinity:
     normalization : {"symmetric", "bistochastic"}
     alpha : float
     matrix : ndarray (n, n)
-        The symmetric normalised affinity ``A`` (Algorithm 1) or ``B`` (Algorithm 2).
+        ``A`` (Algorithm 1) or ``B`` (Algorithm 2).
     log_q : ndarray (n,)
-        ``log`` of the kernel's row sums ``q = K 1``.
+        ``log q``, ``q = K 1``.
     log_scale : ndarray (n,)
-        Column factor of the final step: ``log v`` (symmetric) or ``log d``
-        (bistochastic), so that ``A_ij = K^(alpha)_ij / sqrt(v_i v_j)`` or ``K^(alpha)_ij
-        / (d_i d_j)``.
+        ``log v`` (symmetric) or ``log d`` (bistochastic): ``A_ij = K^(alpha)_ij /
+        sqrt(v_i v_j)``, ``B_ij = K^(alpha)_ij / (d_i d_j)``.
     degrees : ndarray (n,)
-        Row sums of ``K^(alpha)`` (the stationary weights ``pi`` up to a constant).
+        Row sums of ``K^(alpha)`` (the stationary weights up to a constant).
     n_iter : int
-        Iterations of Algorithm 2 (0 for the symmetric normalisation).
+        Iterations of Algorithm 2 (0 for "symmetric").
     """
 
     points: np.ndarray
@@ -146,20 +134,13 @@ class DenseAffinity:
 
 
 def _bistochastic_scaling(K: np.ndarray, tol: float, max_iter: int):
-    """``d`` with ``D^-1 K D^-1 1 = 1`` (eq. 30) to ``tol``; returns ``d`` and the
-    iterations used.
+    """``(d, iterations)`` with every row sum of ``D^-1 K D^-1`` within ``tol`` of 1 (eq. 30).
 
-    Algorithm 2 iterates ``d_(i+1) = K (1 / d_i)``, whose iterates settle into a 2-cycle
-    ``(c d*, d* / c)`` around the fixed point ``d*``; the paper's text takes
-    ``D = lim D_i^1/2 D_(i+1)^1/2``. We apply that geometric mean at every step,
-    ``d <- sqrt(d * K (1 / d))``: the same fixed point, but the error contracts by
-    ``(1 - mu) / 2 <= 1/2`` per step for every eigenvalue ``mu >= 0`` of the (positive
-    semi-definite) ``B``, while the plain iteration contracts the slow modes by only
-    ``mu_1^2`` per two steps — it did not converge in 10,000 iterations on the paper's own
-    Klein-bottle setting (``epsilon = 2``). We stop when every row sum of ``B`` is within
-    ``tol`` of 1, which is what the returned matrix is promised to satisfy. (The
-    pseudocode's ``d = d_(i+2)^1/2 d_i^1/2`` would give ``c d*``, whose rows sum to
-    ``1 / c^2``.)
+    Algorithm 2's ``d <- K (1 / d)`` settles into a 2-cycle around the fixed point; the
+    paper's ``D = lim D_i^1/2 D_(i+1)^1/2`` is applied at every step instead,
+    ``d <- sqrt(d * K (1 / d))``: the same fixed point, with the error contracting by
+    ``(1 - mu) / 2 <= 1/2`` per step for every eigenvalue ``mu`` of ``B`` (the plain
+    iteration contracts the slow modes by only ``mu_1^2`` per two steps).
     """
     log_d = 0.5 * np.log(K.sum(1))
     for it in range(1, max_iter + 1):
@@ -180,12 +161,9 @@ def build_dense_affinity(X, *, epsilon: float | None = None,
                          normalization: str = "symmetric", alpha: float | None = None,
                          tol: float = 1e-8, max_iter: int = 1000,
                          max_samples: int = DENSE_MAX_SAMPLES) -> DenseAffinity:
-    """The dense ``n x n`` normalised affinity of Algorithm 1 or 2 (memory ``8 n^2``
-    bytes; refused beyond ``max_samples`` points).
-
-    ``epsilon`` defaults to :func:`default_epsilon`; ``alpha`` to 1 for "symmetric"
-    (Algorithm 1) and 0 for "bistochastic" (Algorithm 2).
-    """
+    """The dense normalised affinity of Algorithm 1 or 2 (``8 n^2`` bytes; ValueError
+    beyond ``max_samples`` points). ``epsilon`` defaults to :func:`default_epsilon`,
+    ``alpha`` to 1 ("symmetric") or 0 ("bistochastic")."""
     X = check_cloud(X)
     check_option(normalization, "normalization", NORMALIZATIONS)
     check_dense_affinity_size(X.shape[0], max_samples)
@@ -215,10 +193,9 @@ def _check_normalisation_options(alpha, tol, max_iter):
 def affinity(X: np.ndarray, *, epsilon: float | None, normalization: str,
              alpha: float | None, tol: float = 1e-8, max_iter: int = 1000,
              lazy: bool = False, backend: str = "keops"):
-    """The normalised affinity of a validated cloud with validated options: stored
-    (:func:`dense_affinity`) or, with ``lazy``, applied by products
-    (:func:`lazy_affinity`). ``epsilon`` None: :func:`epsilon_rule`; ``alpha`` None: 1
-    for "symmetric", 0 for "bistochastic"."""
+    """The normalised affinity of a validated cloud: stored (:func:`dense_affinity`) or,
+    with ``lazy``, applied by products (:func:`lazy_affinity`); None options take the
+    defaults of :func:`build_dense_affinity`."""
     if epsilon is None:
         epsilon = epsilon_rule(X)
     if alpha is None:
@@ -255,13 +232,10 @@ def dense_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: flo
 
 @dataclass
 class LazyAffinity:
-    """The same normalised affinity as :class:`DenseAffinity`, never stored: ``A = S K S``
-    with the Gaussian ``K`` applied by :func:`flgp.backends.gaussian_matmul` (KeOps, or
-    torch in row chunks) and ``S = diag(scale)``. Memory ``O(n k)`` for products with
-    ``n x k`` blocks; each product costs ``O(n^2 (p + k))``.
-
-    ``scale = q^-alpha v^-1/2`` (symmetric) or ``q^-alpha / d`` (bistochastic).
-    """
+    """:class:`DenseAffinity` never stored: ``A = S K S``, ``S = diag(scale)``, with ``K``
+    applied by :func:`flgp.backends.gaussian_matmul`; ``scale = q^-alpha v^-1/2``
+    (symmetric) or ``q^-alpha / d`` (bistochastic). Memory ``O(n k)``, time
+    ``O(n^2 (p + k))`` per product with an ``n x k`` block."""
 
     points: np.ndarray
     epsilon: float
@@ -281,11 +255,8 @@ class LazyAffinity:
         return (self.scale[:, None] * out).reshape(np.shape(H))
 
     def apply_rows(self, X_new, W: np.ndarray):
-        """``(A(X_new, cloud) W, log degree(X_new))``: the new points' rows of the
-        normalised affinity times ``W`` (``n x k``), and ``log`` of their ``K^(alpha)`` row
-        sums — the formulas of :meth:`DenseAffinity.rows`, evaluated with every kernel
-        value scaled by ``exp(min_j d^2 / epsilon)`` so that a far-away point does not
-        underflow (the factor cancels or is applied in log space)."""
+        """``(A(X_new, cloud) W, log degree(X_new))`` as in :meth:`DenseAffinity.rows`, with
+        each kernel value scaled by ``exp(min_j d^2 / epsilon)`` against underflow."""
         X_new = check_points(X_new, name="X", min_samples=1)
         a = self.alpha
         q_a = np.exp(-a * self.log_q)                       # q_j^-alpha
@@ -308,9 +279,7 @@ class LazyAffinity:
 
 
     def markov_apply_rows(self, X_new, W: np.ndarray) -> np.ndarray:
-        """``P(X_new, cloud) W`` with the Markov rows ``P(x, j) = K^(alpha)(x, j) /
-        sum_l K^(alpha)(x, l)`` (the row factor ``q(x)^-alpha`` and the far-point shift
-        cancel)."""
+        """``P(X_new, cloud) W``, ``P(x, j) = K^(alpha)(x, j) / sum_l K^(alpha)(x, l)``."""
         X_new = check_points(X_new, name="X", min_samples=1)
         q_a = np.exp(-self.alpha * self.log_q)
         W = np.asarray(W, dtype=np.float64).reshape(self.points.shape[0], -1)
@@ -325,8 +294,7 @@ def build_lazy_affinity(X, *, epsilon: float | None = None,
                         normalization: str = "symmetric", alpha: float | None = None,
                         tol: float = 1e-8, max_iter: int = 1000,
                         backend: str = "keops") -> LazyAffinity:
-    """Algorithm 1 or 2 without the ``n x n`` matrix (see :class:`LazyAffinity`); the
-    same parameters as :func:`build_dense_affinity`."""
+    """:class:`LazyAffinity`; parameters as :func:`build_dense_affinity`."""
     X = check_cloud(X)
     check_option(normalization, "normalization", NORMALIZATIONS)
     epsilon = None if epsilon is None else check_positive(epsilon, "epsilon")
@@ -376,13 +344,9 @@ _LAZY_MIN_PIECE = 2000
 
 @dataclass
 class PiecewiseAffinity:
-    """The normalised affinity of a cloud that falls apart into pieces
-    (:func:`flgp.graph.kernel_pieces`): block-diagonal, each block the affinity of one
-    piece built on that piece alone (Algorithm 1 or 2 with the cloud's ``epsilon`` and
-    ``alpha``), no entry between pieces.
-
-    A new point joins the piece of its nearest point of the cloud; its row is that piece's
-    affinity row (so a point of the cloud gets back its own row).
+    """Block-diagonal affinity of a cloud in pieces (:func:`flgp.graph.kernel_pieces`):
+    each piece's own affinity with the cloud's ``epsilon`` and ``alpha``. A new point
+    takes the row of its nearest cloud point's piece.
 
     Attributes
     ----------
@@ -423,8 +387,7 @@ class PiecewiseAffinity:
         return self.pieces.labels[nearest[:, 0]]
 
     def apply_rows(self, X_new, W: np.ndarray):
-        """``(A(X_new, cloud) W, log degree(X_new))`` with each new point's row taken from
-        its own piece's affinity."""
+        """``(A(X_new, cloud) W, log degree(X_new))``, piece by piece."""
         X_new = check_points(X_new, name="X", min_samples=1)
         W = np.asarray(W, dtype=np.float64)
         out = np.zeros((X_new.shape[0],) + W.shape[1:])
@@ -440,10 +403,8 @@ def build_piecewise_affinity(X: np.ndarray, pieces: Pieces, *, epsilon: float,
                              normalization: str = "symmetric", alpha: float | None = None,
                              tol: float = 1e-8, max_iter: int = 1000, lazy: bool = False,
                              backend: str = "auto") -> PiecewiseAffinity:
-    """Each piece's own affinity (see :class:`PiecewiseAffinity`). ``X`` and ``epsilon``
-    are the checked cloud and kernel scale that ``pieces`` were found with; ``lazy``:
-    pieces of more than 2000 points are never stored (:class:`LazyAffinity` on
-    ``backend``)."""
+    """:class:`PiecewiseAffinity` of the checked cloud ``X`` whose ``pieces`` were found
+    at ``epsilon``; with ``lazy``, pieces above 2000 points are :class:`LazyAffinity`."""
     check_option(normalization, "normalization", NORMALIZATIONS)
     epsilon = check_positive(epsilon, "epsilon")
     if alpha is None:

@@ -1,18 +1,12 @@
 """The FLGP graph of a point cloud: induced points, r-nearest sparse kernel, transition.
 
 :func:`build_cross_graph` runs steps 1-4 of He et al.'s Algorithm 1 and returns a
-:class:`CrossGraph`, which also extends the transition to new points with exactly the same
-arithmetic (so a point of the cloud gets back its own row).
-
-The build is written once: every pass over the points is a block function
-(:mod:`flgp.graph.passes`) run by the cloud's driver (:func:`flgp._chunks.blocks_of`) -
-numpy blocks on as many threads as torch uses, or Dask tasks for a dask (or zarr) array.
-An in-memory graph keeps its transition rows (``r`` per point); a Dask graph keeps the
-lazy cloud and recomputes its rows block by block where they are used, holding no
-``n``-sized array.
-
-:func:`build_cross_graph` validates its input and options; the estimators, which validate
-theirs at their own boundary, call :func:`cross_graph` with :class:`GraphOptions`.
+:class:`CrossGraph`, which extends the transition to new points with the same arithmetic
+(a cloud point gets back its own row). Each pass over the points is a block function
+(:mod:`flgp.graph.passes`) run by the cloud's driver (:func:`flgp._chunks.blocks_of`):
+numpy blocks on threads, or Dask tasks for a dask or zarr array. An in-memory graph keeps
+its ``r`` transition entries per point; a Dask graph recomputes them where used.
+:func:`cross_graph` is the non-validating entry point (validated :class:`GraphOptions`).
 """
 
 from __future__ import annotations
@@ -40,9 +34,8 @@ KERNELS = ("lae", "se")
 
 @dataclass(frozen=True)
 class GraphOptions:
-    """The FLGP graph's settings, already validated (see :func:`build_cross_graph` for
-    their meaning). ``n_induced`` and ``n_neighbors`` are the resolved ``s`` and ``r``;
-    ``induced_points`` the user's (validated) induced points or None."""
+    """Validated settings of :func:`build_cross_graph` (``n_induced``, ``n_neighbors``:
+    the resolved ``s`` and ``r``; ``induced_points``: the user's or None)."""
 
     n_induced: int
     n_neighbors: int = 3
@@ -83,21 +76,13 @@ class CrossGraph:
     blocks : InMemoryBlocks or DaskBlocks
         The driver of the cloud's passes.
     rows : CloudRows or None
-        In-memory graphs: each point's ``r`` nearest induced points, squared distances and
-        transition values. None for a Dask graph, whose rows are recomputed from
-        ``blocks.X`` where they are used.
+        Each point's ``r`` nearest induced points, squared distances and transition
+        values; None for a Dask graph (recomputed from ``blocks.X``).
     chunk_size : int or None
-        Rows per block of the passes over the cloud (None: from the working-memory budget).
+        Rows per block (None: from the working-memory budget).
     tree : object or None
         The induced points' compiled search structure
-        (:func:`flgp.graph.neighbors.search_tree`), reused by every later search of new
-        points; None where the search does not use one, and after unpickling (rebuilt at
-        first use: a pickled graph never refers to the compiled module).
-
-    Notes
-    -----
-    The graph stores ``O(n r)`` numbers (in memory) or none (Dask), never an ``n x s`` or
-    ``n x M`` dense array.
+        (:func:`flgp.graph.neighbors.search_tree`); not pickled, rebuilt at first use.
     """
 
     induced: InducedPoints
@@ -158,8 +143,7 @@ class CrossGraph:
         return state
 
     def step(self) -> CrossStep:
-        """The block functions' view of this graph (induced points, kernel, column sums,
-        sizes): everything :meth:`transition_rows` needs, ``O(s p)`` numbers."""
+        """The block functions' ``O(s p)`` view of this graph."""
         return CrossStep(points=self.induced.points, kernel=self.kernel,
                          n_neighbors=self.n_neighbors, bandwidth=self.bandwidth,
                          lae_regularization=self.lae_regularization, backend=self.backend,
@@ -185,15 +169,13 @@ class CrossGraph:
         return (idx, rows, sq) if return_sq else (idx, rows)
 
     def row_source(self) -> "CloudRowSource":
-        """The cloud's transition rows block by block (stored, or recomputed from the
-        points of a Dask graph): small and picklable."""
+        """The cloud's transition rows block by block (:class:`CloudRowSource`)."""
         return CloudRowSource(self.step(), self.rows)
 
     def cross_products(self) -> dict:
-        """``{"degrees", "gram", "argmax"}``: ``Λ``, the ``s x s`` matrix ``AᵀA`` (dense)
-        and the number of points whose largest transition probability goes to each induced
-        point - sums over blocks of rows (a pass over the cloud unless the build kept
-        them)."""
+        """``{"degrees", "gram", "argmax"}``: ``Λ``, the dense ``s x s`` ``AᵀA`` and the
+        number of points whose largest transition probability goes to each induced point
+        (a pass over the cloud unless the build kept them)."""
         if self._products is None:
             if self.rows is not None:
                 pass3 = ProductsPass(self.n_induced, self.rows)
@@ -204,8 +186,7 @@ class CrossGraph:
         return self._products
 
     def with_bandwidth(self, bandwidth: float) -> "CrossGraph":
-        """Same induced points and neighbours, new SE bandwidth: the column sums and the
-        transition again (``O(n r)``; two passes over a Dask cloud)."""
+        """Same induced points and neighbours, new SE bandwidth (``O(n r)``)."""
         if self.kernel != "se":
             raise ValueError("with_bandwidth applies to the 'se' kernel only.")
         bandwidth = check_bandwidth(bandwidth)
@@ -218,9 +199,8 @@ class CrossGraph:
 
 
 class CloudRowSource:
-    """The cloud's transition rows of a block ``(X_block, start, stop)``: the stored
-    ``(indices, values)`` of an in-memory graph, or the block's points through the
-    graph's step (Dask). Picklable: Dask ships it to its tasks."""
+    """``(indices, values)`` of the cloud's transition rows of a block ``(X_block, start,
+    stop)``: stored, or recomputed through the graph's step (Dask). Picklable."""
 
     def __init__(self, step: CrossStep, rows: CloudRows | None):
         self.step = step
@@ -251,8 +231,7 @@ def _log_sizes(sizes):
 
 
 def _products(blocks, pass3, chunk_size) -> dict:
-    """Pass 3 (:class:`TransitionPass` or :class:`ProductsPass`) over the cloud: the dense
-    products."""
+    """Pass 3 over the cloud: the dense products."""
     p = blocks.X.shape[1] if blocks.is_dask else 0
     products = blocks.reduce(pass3, layout=pass3.layout(),
                              bytes_per_row=pass3.bytes_per_row(p), chunk_size=chunk_size)
@@ -267,8 +246,8 @@ def _dense_products(products: dict, s: int) -> dict:
 
 
 def _finish(blocks, step: CrossStep, rows: CloudRows | None, lse, chunk_size):
-    """Steps 3-4 once pass 1 has run: the column sums (pass 2, unless ``lse`` holds them)
-    and the transition with its products (pass 3). Returns ``(step, products)``."""
+    """Steps 3-4 after pass 1: the column sums (pass 2, unless ``lse`` holds them), then
+    the transition and its products (pass 3). Returns ``(step, products)``."""
     p = blocks.X.shape[1] if blocks.is_dask else 0
     if lse is None:
         pass2 = ColumnSumPass(step, rows)
@@ -282,8 +261,7 @@ def _finish(blocks, step: CrossStep, rows: CloudRows | None, lse, chunk_size):
 
 
 def choose_induced_points(cloud, options: GraphOptions) -> InducedPoints:
-    """The induced points: the user's, a random subsample, or k-means centres (``cloud``: a
-    numpy or dask array)."""
+    """The user's induced points, a random subsample, or k-means centres."""
     if options.induced_points is not None:
         return InducedPoints(points=options.induced_points, method="given")
     if options.subsample == "random":
@@ -293,10 +271,8 @@ def choose_induced_points(cloud, options: GraphOptions) -> InducedPoints:
 
 
 def cross_graph(X, options: GraphOptions) -> CrossGraph:
-    """Steps 1-4 of FLGP on a validated cloud (a numpy array checked by
-    :func:`flgp._validation.check_cloud`, or a dask array checked by
-    :func:`flgp._chunks.dask_blocks.as_dask_points` and its driver's ``check``) with validated
-    :class:`GraphOptions`. :func:`build_cross_graph` is the validating entry point."""
+    """:func:`build_cross_graph` on a cloud checked by :func:`validate_cloud`, with
+    validated :class:`GraphOptions`."""
     blocks = blocks_of(X)
     n, p = X.shape
     r, kernel = options.n_neighbors, options.kernel
@@ -340,8 +316,7 @@ def check_graph_options(n: int, n_features: int, *, n_induced, n_neighbors, subs
                         kernel, bandwidth, bandwidth_scale, lae_regularization, backend,
                         induced_points, random_state=None, kmeans_iter=None,
                         chunk_size=None) -> GraphOptions:
-    """Validate the graph options against a cloud of ``n`` points with ``n_features``
-    features; returns :class:`GraphOptions`."""
+    """:class:`GraphOptions` validated against a cloud of shape ``(n, n_features)``."""
     check_option(subsample, "subsample", SUBSAMPLES)
     check_option(kernel, "kernel", KERNELS)
     U = validate_induced_points(induced_points, n_induced, n_features)
@@ -385,9 +360,8 @@ def validate_induced_points(induced_points, n_induced, n_features: int):
 
 
 def validate_cloud(X, name: str = "X", min_samples: int = 2):
-    """A cloud to build a graph on, checked once: a numpy array by
-    :func:`flgp._validation.check_cloud`, a dask or zarr array by its shape and one pass
-    over its chunks (:meth:`flgp._chunks.dask_blocks.DaskBlocks.check`)."""
+    """A cloud checked once: numpy by :func:`flgp._validation.check_cloud`, dask or zarr by
+    one pass over its chunks."""
     if is_lazy(X):
         from .._chunks.dask_blocks import DaskBlocks, as_dask_points
 
@@ -409,19 +383,16 @@ def build_cross_graph(X, *, n_induced: int | None = None, n_neighbors: int = 3,
     Parameters
     ----------
     X : array-like, dask array or zarr array of shape (n_samples, n_features)
-        The whole cloud (labelled and unlabelled points). A dask or zarr array runs the
-        passes as Dask tasks (``pip install 'flgp[dask]'``); the graph then keeps the lazy
-        cloud instead of its rows.
+        The whole cloud (labelled and unlabelled). A dask or zarr array runs the passes as
+        Dask tasks (``pip install 'flgp[dask]'``).
     n_induced : int
         ``s``, number of induced points (``2 <= s <= n``); may be left out when
         ``induced_points`` is given.
     n_neighbors : int, default=3
         ``r``, induced points kept per row (``r <= s``).
     subsample : {"kmeans", "random"}, default="kmeans"
-        How the induced points are chosen, and the normalisation of ``Z``: "kmeans"
-        weights each induced point by its cluster size ``n_j`` (the points whose nearest
-        induced point it is), "random" by 1. With ``induced_points`` it only picks the
-        normalisation.
+        How the induced points are chosen, and the weight of each in ``Z``: its cluster
+        size ``n_j`` ("kmeans") or 1 ("random"); with ``induced_points``, only the weight.
     kernel : {"lae", "se"}, default="lae"
     bandwidth : float, optional
         SE ``eps``; default from the data, ``4 eps^2 = bandwidth_scale * mean d^2``
@@ -435,14 +406,16 @@ def build_cross_graph(X, *, n_induced: int | None = None, n_neighbors: int = 3,
     kmeans_iter : int, optional
         Lloyd iterations of the k-means induced points (:func:`kmeans_centres`).
     backend : {"auto", "torch", "keops"}, default="auto"
-        Who does the distance work (k-means assignments, nearest induced points); see
-        :mod:`flgp.backends`.
+        Who does the distance work (:mod:`flgp.backends`).
     induced_points : array-like of shape (n_induced, n_features), optional
-        Use these induced points instead of choosing them (the same points make the
-        in-memory and the Dask engine give the same graph).
+        Use these induced points instead of choosing them.
     chunk_size : int, optional
         Rows per block of each pass; default from the working-memory budget
-        (:func:`flgp.get_config`). The result does not depend on it beyond rounding.
+        (:func:`flgp.get_config`). The result depends on it only by rounding.
+
+    Returns
+    -------
+    CrossGraph
     """
     X = validate_cloud(X)
     options = check_graph_options(

@@ -28,21 +28,15 @@ _GRAM_BLOCK_ENTRIES = 2_000_000
 
 
 def default_bandwidth(sq_distances: np.ndarray, scale: float = 1.0) -> float:
-    r"""Data-driven SE bandwidth ``eps``.
-
-    .. math:: 4\varepsilon^2 = a \cdot \overline{d^2}
-
-    where :math:`\overline{d^2}` is the mean of the kept squared distances (each point to
-    its ``r`` nearest induced points) and ``a = scale`` (the authors' ``a2``; 1 by default).
-    The kernel then reads ``exp(-d^2 / (a * mean d^2))``, which does not depend on the units
-    of ``X``.
+    r"""Data-driven SE bandwidth: :math:`4\varepsilon^2 = a \cdot \overline{d^2}`, the mean
+    of the kept squared distances (each point to its ``r`` nearest induced points) times
+    ``a = scale`` (the authors' ``a2``), so the kernel does not depend on the units of ``X``.
     """
     return bandwidth_from_mean(float(np.mean(sq_distances)), scale)
 
 
 def bandwidth_from_mean(mean_d2: float, scale: float = 1.0) -> float:
-    """:func:`default_bandwidth` from the mean kept squared distance (which a chunked pass
-    accumulates as a sum and a count)."""
+    """:func:`default_bandwidth` from the mean kept squared distance."""
     if not np.isfinite(mean_d2) or mean_d2 <= 0:
         raise ValueError("all points coincide with their induced points (mean squared "
                          "distance 0); the SE bandwidth cannot be set from the data. Pass "
@@ -79,34 +73,17 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
     r"""Local anchor embedding weights: for each row,
 
     .. math:: \min_w \|x_i - \textstyle\sum_k w_k u_{i_k}\|^2
-              \quad\text{s.t.}\quad w \ge 0,\ \textstyle\sum_k w_k = 1.
+              \quad\text{s.t.}\quad w \ge 0,\ \textstyle\sum_k w_k = 1,
 
-    Exact and vectorised: with ``G = (U_i - x_i)(U_i - x_i)^T`` (``r x r``) the objective is
-    ``w^T G w``. With ``regularization = γ > 0`` the local Gram becomes
-    ``G + γ tr(G) I`` — the regularisation of locally linear embedding (scikit-learn's
-    ``LocallyLinearEmbedding(reg=1e-3)``) — which pulls the weights towards uniform: a point
-    that coincides with an anchor then keeps a positive weight on at least one other anchor
-    instead of weight 1 on itself alone.
+    i.e. ``min w^T G w`` with ``G = (U_i - x_i)(U_i - x_i)^T``. ``regularization = γ > 0``
+    uses ``G + γ tr(G) I`` (locally linear embedding's regularisation), which pulls the
+    weights towards uniform. A row that sits on its nearest anchor (``d_1^2 <= 1e-8
+    d_2^2``) gets ``γ = max(regularization, coincident_regularization)``, so that it keeps
+    weight on other anchors instead of hanging, almost cut off, on its own (docs/engine.md).
 
-    A row that sits on its nearest anchor (``d_1^2 <= 1e-8 d_2^2``: a k-means centre of a
-    one-point cluster, or a random induced point's own row) gets
-    ``γ = max(regularization, coincident_regularization)``: with the small global ``γ``
-    such a point puts ~99.9% of its weight on an anchor that no other point uses, all but
-    cut off from the graph (the low eigenvectors then localise on it; docs/engine.md
-    measures what that does). At ``γ = 0.1`` it keeps about 3/4 of its weight on its own
-    anchor.
-
-    The minimiser lies in the relative interior of
-    some face of the simplex, on
-    which it is the affine-constrained least-squares solution; we solve the KKT system for
-    every non-empty support (``2^r - 1`` of them, all rows at once), keep the feasible ones and
-    take the one with the smallest objective. For ``r > 8`` (255 supports) an accelerated
-    projected-gradient solver is used instead. With three anchors (the default ``r``) the
-    compiled kernel :func:`flgp.backends.compiled.lae3` solves each row in one loop: the
-    full support
-    first, kept when all its weights exceed 1e-6, else every support in the same order and
-    by the same arithmetic as :func:`_enumerate_faces_3` (the same weights to rounding; the
-    tests compare them).
+    Solved exactly by enumerating the supports (:func:`_simplex_qp_exact`) for ``r <= 8``,
+    by projected gradient above; ``r = 3`` uses the compiled kernel
+    :func:`flgp.backends.compiled.lae3` (the same weights to rounding).
 
     Returns
     -------
@@ -137,10 +114,8 @@ def lae_weights(X: np.ndarray, U: np.ndarray, indices: np.ndarray, *,
 
 
 def local_gram(X: np.ndarray, U: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """``G_i = (U_i - x_i)(U_i - x_i)^T`` for every row (``(n, r, r)``, float64), with
-    ``U_i`` the rows ``indices[i]`` of ``U``. The differences are formed in blocks of about
-    two million entries (a few MB, so the gather stays in cache) and contracted with
-    ``einsum``; a batched ``matmul`` of ``r x p`` blocks is twice as slow."""
+    """``G_i = (U_i - x_i)(U_i - x_i)^T`` for every row (``(n, r, r)``, float64), ``U_i``
+    the rows ``indices[i]`` of ``U``; formed in cache-sized blocks."""
     indices = np.asarray(indices)
     if indices.ndim != 2 or indices.shape[0] != X.shape[0] or X.shape[1] != U.shape[1]:
         raise ValueError(f"indices must be (n_points, r) with one row per point of X and "
@@ -159,25 +134,18 @@ def local_gram(X: np.ndarray, U: np.ndarray, indices: np.ndarray) -> np.ndarray:
 def _simplex_qp_exact(G: np.ndarray) -> np.ndarray:
     """min w^T G w on the simplex, by enumeration of supports (batched numpy).
 
-    On a support ``S = (i_1, ..., i_k)`` write ``w = e_{i_k} + P z`` with ``P = [I; -1^T]``
-    (the sum constraint eliminated): the affine minimiser solves ``H z = -g`` with
-    ``H = P^T G_S P`` (the Gram matrix of the anchor differences ``u_{i_j} - u_{i_k}``) and
-    ``g = P^T G_S e_k``; closed forms for ``k = 2, 3``, batched solves above. It is a
-    candidate when it is non-negative, and the best candidate is the global minimiser (the
-    minimiser of a convex function over the simplex is the affine minimiser of the face in
-    whose relative interior it lies). A singular ``H`` (affinely dependent anchors) is
-    skipped: the objective is then constant along a direction of that face, so its minimum
-    is also attained on a smaller face, which is enumerated too."""
+    The minimiser is the affine minimiser of the face in whose relative interior it lies:
+    on each support ``S`` solve ``H z = -g`` (the sum constraint eliminated,
+    :func:`_affine_minimiser`), keep non-negative candidates, take the smallest objective.
+    A singular ``H`` is skipped: its minimum is also attained on a smaller face."""
     G = np.asarray(G, dtype=np.float64)
     c, r, _ = G.shape
     scale = np.maximum(np.einsum("cii->c", G) / r, 1e-300)
     Gs = G / scale[:, None, None]
     if r >= 2 and c and _mostly_interior(Gs[:_PROBE_ROWS]):
-        # rows whose minimiser lies well inside the simplex (every weight above 1e-6: no
-        # face comes within rounding of its objective) are solved by the full support
-        # alone; the others enumerate the faces. Worth it where most rows are inside (a
-        # cloud of dimension >= r - 1: all of 5 x 10^4 Gaussian points in 50-d, twice as
-        # fast); on a curve (28% inside) the enumeration alone is faster
+        # rows whose minimiser lies well inside the simplex (every weight above 1e-6) are
+        # solved by the full support alone, the others enumerate the faces; only worth it
+        # where most rows are inside
         w_all, ok, _ = _affine_minimiser(Gs, np.arange(r))
         inside = ok & (w_all > _INTERIOR_WEIGHT).all(1) & _stationary(Gs, w_all)
         if inside.any():
@@ -207,9 +175,8 @@ def _stationary(Gs: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def _objective(Gs: np.ndarray, S: np.ndarray, w_S: np.ndarray) -> np.ndarray:
-    """``w_Sᵀ G_S w_S`` per row, summed row by row and left to right (the order that
-    :func:`_enumerate_faces_3` and the compiled kernel repeat): the true objective of a
-    candidate, whatever the conditioning of the system that gave its weights."""
+    """``w_Sᵀ G_S w_S`` per row, summed in the order that :func:`_enumerate_faces_3` and
+    the compiled kernel repeat."""
     val = None
     for a in range(len(S)):
         for b in range(len(S)):
@@ -231,9 +198,8 @@ def _enumerate_faces(Gs: np.ndarray) -> np.ndarray:
 
 
 def _enumerate_faces_general(Gs: np.ndarray) -> np.ndarray:
-    """Every support of any ``r``. Each support's candidate is kept; a row's weights are
-    written once, from the support that won it (the last to improve its objective),
-    instead of at every improvement."""
+    """Every support of any ``r``; a row's weights are written once, from the winning
+    support."""
     c, r, _ = Gs.shape
     best_val = np.full(c, np.inf)
     winner = np.full(c, -1, dtype=np.int64)
@@ -266,11 +232,9 @@ def _enumerate_faces_general(Gs: np.ndarray) -> np.ndarray:
 
 
 def _enumerate_faces_3(Gs: np.ndarray) -> np.ndarray:
-    """:func:`_enumerate_faces` for ``r = 3`` (the default), on the Gram entries as flat
-    arrays: the same supports in the same order and the same arithmetic operation by
-    operation (so the same weights, bit for bit; a test compares them), without the
-    general path's ``(c, k, k)`` gathers - 2-3x faster on a 10^6-point curve. Each
-    candidate is judged by its true objective (:func:`_objective`)."""
+    """:func:`_enumerate_faces` for ``r = 3`` on flat arrays of Gram entries: the same
+    supports, order and arithmetic as the general path (bit-identical weights), without
+    its gathers."""
     G = [[np.ascontiguousarray(Gs[:, i, j]) for j in range(3)] for i in range(3)]
     c = Gs.shape[0]
     best_val = np.full(c, np.inf)
@@ -339,10 +303,9 @@ def _enumerate_faces_3(Gs: np.ndarray) -> np.ndarray:
 
 
 def _affine_minimiser(Gs: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``argmin w^T G w`` over ``sum w = 1`` supported on ``S`` (``|S| >= 2``), per row;
-    returns the weights on ``S``, a mask of rows where the minimiser is unique, and the
-    objective at those weights (:func:`_objective`; not ``G_aa + g^T z``, which is the
-    minimum only where ``H z = -g`` was solved accurately)."""
+    """``argmin w^T G w`` over ``sum w = 1`` supported on ``S`` (``|S| >= 2``), per row:
+    ``(weights on S, mask of rows with a unique minimiser, objective)``. With
+    ``w = e_last + P z``, ``P = [I; -1^T]``, it solves ``H z = -g``, ``H = P^T G_S P``."""
     last, rest = S[-1], S[:-1]
     g_aa = Gs[:, last, last]
     g_ia = Gs[:, rest, last]                                     # (c, k-1)

@@ -38,11 +38,8 @@ def _log_se(X: np.ndarray, Y: np.ndarray, bandwidth: float) -> torch.Tensor:
 
 
 def _symmetric_operator(log_k: torch.Tensor):
-    """``S = D^{-1/2} Z D^{-1/2}``, ``log c`` and ``d`` for a symmetric kernel (in place).
-
-    The kernel's diagonal is ``exp(0) = 1``, so no row sum can underflow; the work is done
-    in place on the one ``n x n`` buffer.
-    """
+    """``S = D^{-1/2} Z D^{-1/2}``, ``log c`` and ``d``, in place on the one ``n x n``
+    buffer (the diagonal ``exp(0) = 1`` keeps every row sum positive)."""
     K = log_k.exp_()
     c = K.sum(1)
     K.div_(c[:, None]).div_(c[None, :])          # Z
@@ -100,16 +97,16 @@ class NystromGraph:
     symmetric: np.ndarray
     row_sums: np.ndarray
     log_colsum: np.ndarray
-    # the largest squared distance from a point of the cloud to its nearest induced point
-    # (found with the bandwidth; the estimators' far-point warning reads it)
+    # largest squared distance from a cloud point to its nearest induced point (for the
+    # estimators' far-point warning)
     nearest_sq_max: float | None = None
 
     def transition_rows(self, X_new):
         return _rows(X_new, self.induced.points, self.bandwidth, self.log_colsum)
 
     def with_bandwidth(self, bandwidth: float) -> "NystromGraph":
-        """The graph on the same induced points at another bandwidth (its ``s x s``
-        operator only: nothing is read from the cloud)."""
+        """The graph on the same induced points at another bandwidth (no pass over the
+        cloud)."""
         bandwidth = check_bandwidth(bandwidth)
         U = self.induced.points
         S, log_c, d = _symmetric_operator(_log_se(U, U, bandwidth))
@@ -118,28 +115,22 @@ class NystromGraph:
 
 
 def bandwidth_neighbour_count(n_neighbors: int, available: int) -> int:
-    """How many neighbours the GLGP / Nyström bandwidth rule averages over:
-    ``max(n_neighbors, 10)``, the floor of 10 capped at the ``available`` ones (``n - 1``
-    other points for GLGP, ``s`` induced points for Nyström), so a small cloud works with
-    the defaults while an explicit ``n_neighbors`` beyond the limit is still an error."""
+    """Neighbours of the GLGP / Nyström bandwidth rule: ``max(n_neighbors, 10)``, the 10
+    capped at the ``available`` ones (``n - 1`` for GLGP, ``s`` for Nyström)."""
     return max(int(n_neighbors), min(10, int(available)))
 
 
 def neighbour_bandwidth(X, Y, r, scale=1.0, skip_self=False):
-    """The FLGP bandwidth rule ``4 eps^2 = scale * mean d^2`` over each row of ``X``'s ``r``
-    nearest rows of ``Y`` (``skip_self``: ``Y`` is ``X``, its own row left out) — GLGP's
-    and Nyström's default."""
+    """``4 eps^2 = scale * mean d^2`` over each row of ``X``'s ``r`` nearest rows of ``Y``
+    (``skip_self``: ``Y`` is ``X``)."""
     return bandwidth_from_mean(mean_neighbour_sq_distance(X, Y, r, skip_self), scale)
 
 
 def build_dense_graph(X, *, bandwidth: float | None = None, n_neighbors: int = 10,
                       bandwidth_scale: float = 1.0, max_samples: int = 20_000) -> DenseGraph:
-    """The GLGP graph. Memory ``O(n^2)``: refuse beyond ``max_samples`` points.
-
-    The default bandwidth follows the FLGP rule with the cloud as its own induced points:
-    ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's ``n_neighbors`` nearest other
-    points.
-    """
+    """The GLGP graph (memory ``O(n^2)``; ValueError beyond ``max_samples`` points).
+    Default bandwidth: ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's
+    ``n_neighbors`` nearest other points."""
     X = check_cloud(X)
     n = X.shape[0]
     check_dense_size(n, max_samples)
@@ -173,11 +164,8 @@ def build_nystrom_graph(X, *, n_induced: int, subsample: str = "kmeans",
                         induced: InducedPoints | None = None,
                         backend: str = "auto") -> NystromGraph:
     """The Nyström-GLGP graph on ``s`` induced points (default k-means, as in the paper).
-
     Default bandwidth: ``4 eps^2 = bandwidth_scale * mean d^2`` over each point's
-    ``n_neighbors`` nearest induced points (the FLGP rule). Pass ``induced`` to reuse
-    induced points (e.g. while searching over the bandwidth).
-    """
+    ``n_neighbors`` nearest induced points; ``induced`` reuses given induced points."""
     X = check_cloud(X)
     n = X.shape[0]
     check_option(subsample, "subsample", ("kmeans", "random"))
@@ -202,8 +190,7 @@ def nystrom_graph(X: np.ndarray, *, n_induced: int, subsample: str = "kmeans",
     else:
         induced = kmeans_centres(X, n_induced, random_state=random_state, backend=backend)
     U = induced.points
-    # each point's nearest induced points: the bandwidth rule's distances (its n_neighbors
-    # nearest) and the cloud's reach (the nearest)
+    # the bandwidth rule's distances, and the cloud's reach (the nearest)
     _, sq = nearest_induced_points(X, U, n_neighbors if bandwidth is None else 1)
     if bandwidth is None:
         bandwidth = bandwidth_from_mean(float(np.mean(sq)), bandwidth_scale)

@@ -1,13 +1,9 @@
-"""Induced points: a random subsample of the cloud or k-means centres (the Nyström
-literature calls them landmarks).
+"""Induced points (landmarks): a random subsample of the cloud or k-means centres.
 
-k-means is written to scale to millions of points: centres are fitted by Lloyd's algorithm
-(a k-d tree up to 16 features, float32 GEMM distances in blocks on threads above) on a
-random subsample of at most ``max_fit_samples`` points, seeded by greedy k-means++ on a
-smaller subsample, then refined by ``n_refine`` Lloyd iterations on up to ``100 s``
-points; the cluster sizes ``n_j`` that the k-means normalisation needs are then counted by
-assigning *every* point to its nearest centre, which is the first column of the neighbour
-search (:func:`nearest_induced_points`), so the assignment costs no extra pass.
+k-means scales to millions of points: Lloyd's algorithm on a subsample of at most
+``max_fit_samples`` points, seeded by greedy k-means++ on a smaller one, refined on up to
+``100 s`` points. The cluster sizes ``n_j`` come from the graph's neighbour search (its
+first column), at no extra pass.
 """
 
 from __future__ import annotations
@@ -58,41 +54,33 @@ def kmeans_centres(X: np.ndarray, n_clusters: int, *, random_state=None,
     Parameters
     ----------
     X : ndarray or dask array of shape (n, p)
-        Only the uniform subsamples below are read (a dask array: one computation each,
-        reading the blocks that hold the sampled rows); a cloud of at most
-        ``max_fit_samples`` points is read whole.
+        Only uniform subsamples are read (a cloud of at most ``max_fit_samples`` points
+        is read whole).
     n_clusters : int
         ``s``.
     random_state : int, Generator or None
     n_iter : int, optional
-        Lloyd iterations (a fixed small number: the centres only need to cover the cloud).
-        Default 20 in low dimension (k-d tree assignments, cheap) and 10 above ``p = 16``
-        (each GEMM assignment pass costs ``2 n s p`` flops).
+        Lloyd iterations (the centres only need to cover the cloud). Default 20 up to
+        ``p = 16`` (k-d tree assignments), 10 above (GEMM assignments).
     tol : float, default=1e-3
         Lloyd stops when the centres' mean squared move is at most ``tol`` times the mean
-        squared distance of a point to its centre (centres moving by less than 3% of the
-        clusters' RMS radius; ``tol = 0``: only when no assignment changes). What the
-        tolerance costs in accuracy is measured in docs/engine.md.
+        squared point-centre distance (``tol = 0``: only when no assignment changes;
+        docs/engine.md). ValueError if negative or not finite.
     max_fit_samples : int, optional
         Fit on a uniform subsample of this many points when ``n`` is larger. Default
         ``max(20 * s, 20000)``.
     n_refine : int, default=2
-        Lloyd iterations on a larger sample - every point up to ``max_refine_samples`` -
-        after a fit on a subsample (none when the fit used every point): the subsample
-        gives each centre ~20 points, the refinement ~5 times as many (docs/engine.md).
+        Lloyd iterations on a larger sample after a fit on a subsample (none when the fit
+        used every point).
     max_refine_samples : int, optional
-        Size of the refinement sample. Default ``100 * s``: the refinement then costs at
-        most ``2 n_refine * 100 s^2 p`` flops whatever ``n`` is.
+        Size of the refinement sample (at least ``s``). Default ``100 * s``.
     backend : {"auto", "torch", "keops"}, default="auto"
         Who computes the assignments (:mod:`flgp.backends`).
 
     Notes
     -----
-    Greedy k-means++ seeding (:func:`_kmeanspp`) runs on a subsample of
-    at most ``4 * s`` points so that its ``s``
-    sequential steps stay cheap; an empty cluster keeps its previous centre. Lloyd stops
-    early once no assignment changes, or by ``tol``. Assignments use a k-d tree for ``p <= 16`` and
-    blocks of float32 GEMM distances above (:func:`_lloyd_gemm`).
+    k-means++ (:func:`_kmeanspp`) seeds on at most ``4 * s`` points; an empty cluster keeps
+    its previous centre; Lloyd also stops once no assignment changes.
     """
     rng = check_random_state(random_state)
     n = X.shape[0]
@@ -154,18 +142,13 @@ _LLOYD_BLOCK_ENTRIES = 2_000_000
 
 def _lloyd_gemm(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float,
                 dtype=np.float32, centre: np.ndarray | None = None) -> np.ndarray:
-    """Lloyd iterations with GEMM distances, for ``p > KDTREE_MAX_DIM``; stops when no
-    assignment changes or by ``tol`` (:func:`kmeans_centres`).
+    """Lloyd iterations with ``dtype`` GEMM distances, for ``p > KDTREE_MAX_DIM``; stops as
+    :func:`kmeans_centres` says.
 
-    ``X`` (n x p) and ``C`` (s x p) are float64, ``C`` centred and ``X`` centred once
-    ``centre`` (1 x p) is subtracted - block by block, so that no centred ``n x p`` copy
-    is made (the same numbers as centring first). Each iteration ranks the
-    centres of a block of rows by ``|c|^2 / 2 - x.c`` from one ``dtype`` GEMM (numpy, one
-    BLAS thread per block; the blocks on as many threads as torch uses), takes the argmin,
-    and sums the block's points per centre in float64 (a sparse one-hot product); the block
-    partials are added in block order, so the centres do not depend on the number of
-    threads. The block size is fixed (about two million distances), never the thread
-    count's."""
+    ``C`` is centred, ``X`` once ``centre`` is subtracted (block by block, no centred
+    copy). Blocks run on threads, each on one BLAS thread; their float64 partials are
+    added in block order and the block size is fixed, so the centres do not depend on the
+    number of threads."""
     n, p = X.shape
     s = C.shape[0]
     def centred(a, b):
@@ -228,17 +211,15 @@ def _moved_little(sq_move_sum: float, inertia: float, n: int, s: int, tol: float
 
 def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float = 0.0,
            backend: str = "torch") -> np.ndarray:
-    """Lloyd iterations, each point assigned to its nearest centre by
-    :func:`flgp.graph.neighbors.nearest_induced_points` (the compiled search or scipy's
-    k-d tree in low dimension, KeOps when asked for; ties to the smaller index either way:
-    the same centres on a grid); stops when no assignment changes or by ``tol``
-    (:func:`kmeans_centres`). ``backend``: resolved, ``"torch"`` or ``"keops"``."""
+    """Lloyd iterations with :func:`flgp.graph.neighbors.nearest_induced_points`
+    assignments (ties to the smaller index); stops as :func:`kmeans_centres` says.
+    ``backend``: resolved, ``"torch"`` or ``"keops"``."""
     s, p = C.shape
     keops = backend == "keops"
     prev = None
     for _ in range(n_iter):
         count("lloyd point-iterations", X.shape[0])
-        # the compiled search's tree of the centres (~3 ms for 1,000), whatever n is
+        # the centres' tree, built whatever n is
         tree = None if keops else search_tree(C, 1)
         lab = nearest_induced_points(X, C, 1, backend=backend, tree=tree)[0][:, 0]
         counts = np.bincount(lab, minlength=s)
@@ -259,28 +240,24 @@ def _lloyd(X: np.ndarray, C: np.ndarray, n_iter: int, tol: float = 0.0,
     return np.ascontiguousarray(C)
 
 
-# the compiled seeding runs up to this dimension (2x numpy's speed at p = 2, 3; at p = 8
-# numpy's GEMM of the candidates' distances is faster)
+# the compiled seeding runs up to this dimension (numpy's GEMM is faster above)
 _COMPILED_SEED_MAX_DIM = 4
 
 
 def _kmeanspp(Xs: np.ndarray, k: int, rng: np.random.Generator,
               n_trials: int | None = None) -> np.ndarray:
-    """Greedy k-means++ seeding (Arthur and Vassilvitskii; the greedy variant that
-    scikit-learn's ``kmeans_plusplus`` also uses): each step draws ``2 + log k`` candidates
-    with probability proportional to ``D^2`` and keeps the one that lowers the potential
-    ``sum D^2`` most. Written out in numpy: one ``(trials x n)`` distance block per step, no
-    per-step validation, so the ``k`` sequential steps cost ~40 us each at n = 2400. In
-    low dimension the compiled twin (:func:`flgp.backends.compiled.kmeanspp`) runs the same
-    steps from the same random numbers, about 2x faster."""
+    """Greedy k-means++ seeding (Arthur and Vassilvitskii; as scikit-learn's
+    ``kmeans_plusplus``): each step draws ``2 + log k`` candidates with probability
+    proportional to ``D^2`` and keeps the one that lowers ``sum D^2`` most. In low
+    dimension the compiled twin (:func:`flgp.backends.compiled.kmeanspp`) runs the same
+    steps from the same random numbers."""
     X = np.ascontiguousarray(Xs, dtype=np.float64)
     n, p = X.shape
     L = 2 + int(np.log(k)) if n_trials is None else int(n_trials)
     x2 = np.einsum("ij,ij->i", X, X)
     XT = np.ascontiguousarray(X.T)
     # in high dimension the (L x p) @ (p x n) product dominates each step: form all squared
-    # distances once when they fit in _SEED_DIST_BYTES (2x faster at p = 100, n = 4000);
-    # in low dimension gathering rows of that matrix is slower than recomputing them
+    # distances once when they fit in _SEED_DIST_BYTES
     dist = None
     if p > KDTREE_MAX_DIM and n * n * 8 <= _SEED_DIST_BYTES:
         dist = X @ XT

@@ -1,11 +1,14 @@
-r"""The Gaussian k-nearest-neighbour graph: each point joined to its ``k`` nearest
-neighbours by ``exp(-|x - y|^2 / eps)`` (the compressed diffusion map's graph, Gigante et
-al. Sec. II-A, and its baselines').
+r"""k-nearest-neighbour graphs on the points themselves.
 
-Its scale ``eps`` is :func:`knn_epsilon`, the squared distance to a middle neighbour - a
-rule of its own, chosen so that the kept graph carries nearly the whole Gaussian; the FLGP
-engine's SE bandwidth (:func:`flgp.graph.cross_kernel.default_bandwidth`, ``4 eps^2 = mean
-d^2`` over the kept induced points) is another quantity.
+* The Gaussian k-NN graph ``exp(-|x - y|^2 / eps)`` (Gigante et al. Sec. II-A, the
+  compressed diffusion map's graph), ``eps`` from :func:`knn_epsilon` (not the FLGP
+  engine's SE bandwidth), and its :class:`~flgp.graph.PointGraph` form
+  :func:`knn_point_graph`;
+* Poisson learning's self-tuning graph (:func:`self_tuning_knn_graph`), searched by
+  :func:`bucket_knn` in many dimensions.
+
+The graph builders and :func:`bucket_knn` raise ``ValueError`` for ``X`` with NaN or
+infinite rows (counting them and naming the first).
 """
 
 from __future__ import annotations
@@ -27,26 +30,17 @@ __all__ = ["knn_epsilon", "NeighborIndex", "gaussian_knn_graph", "knn_point_grap
 
 
 def knn_epsilon(sq_dist: np.ndarray, n_neighbors: int) -> float:
-    """``eps = mean_x d_m(x)^2`` with ``d_m`` the distance to the ``m = ceil(k / 3)``-th
-    nearest other point.
-
-    On a d-dimensional manifold the squared distance to the k-th neighbour is about
-    ``(k / m)^{2/d}`` times that to the m-th, so the weight at the truncation radius is about
-    ``exp(-3)`` for d = 2: the kept graph carries nearly the whole Gaussian.
-    """
+    """``eps = mean_x d_m(x)^2``, ``d_m`` the distance to the ``m = ceil(k / 3)``-th nearest
+    other point: on a 2-d manifold the weight at the k-th neighbour is then about
+    ``exp(-3)``, so the kept graph carries nearly the whole Gaussian."""
     m = max(1, int(np.ceil(n_neighbors / 3)))
     return float(np.mean(sq_dist[:, m]))
 
 
 class NeighborIndex:
-    """Exact k-nearest-neighbour search over a fixed cloud.
-
-    A k-d tree (``scipy.spatial.cKDTree``, as many workers as torch has threads) up to
-    ``KDTREE_MAX_DIM`` features - about 2x faster than scikit-learn's tree on a 3-d cloud -
-    and scikit-learn's ``NearestNeighbors`` (which picks brute force or a ball tree) above.
-    The tree splits at the sliding midpoint (``balanced_tree=False``): build and 16-NN
-    query of a 10^4 / 10^5-point Swiss roll take 11% less time than with median splits.
-    """
+    """Exact k-nearest-neighbour search over a fixed cloud: ``scipy.spatial.cKDTree``
+    (sliding-midpoint splits) up to ``KDTREE_MAX_DIM`` features, scikit-learn's
+    ``NearestNeighbors`` above."""
 
     def __init__(self, X: np.ndarray):
         if X.shape[1] <= KDTREE_MAX_DIM:
@@ -82,8 +76,7 @@ def gaussian_knn_graph(X: np.ndarray, n_neighbors: int, bandwidth: float | None 
     Raises
     ------
     ValueError
-        ``X`` with NaN or infinite rows (the message counts them and names the first:
-        remove or impute them), or coordinates too large for squared distances.
+        ``X`` with NaN or infinite rows, or coordinates too large for squared distances.
     """
     X = _cloud(X)
     G, eps, nn, dist = _gaussian_knn(X, n_neighbors, bandwidth)
@@ -91,10 +84,7 @@ def gaussian_knn_graph(X: np.ndarray, n_neighbors: int, bandwidth: float | None 
 
 
 def _cloud(X) -> np.ndarray:
-    """``X`` as a C-contiguous float64 cloud, checked (flgp's own message) for NaN and
-    infinite rows, which the searches do not survive: scipy's tree refuses them with
-    "data must be finite", the bucketed search and scikit-learn's pass them on as a graph
-    of NaN weights."""
+    """``X`` as a C-contiguous float64 cloud with no NaN or infinite rows."""
     return check_points(X, name="X", min_samples=1)
 
 
@@ -126,16 +116,14 @@ def _gaussian_knn(X: np.ndarray, n_neighbors: int, bandwidth: float | None = Non
 
 
 def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
-    r"""The k-nearest-neighbour graph of a cloud as a :class:`~flgp.graph.PointGraph`, for
-    the sparse-precision priors.
+    r"""The k-nearest-neighbour graph of a cloud as a :class:`~flgp.graph.PointGraph`.
 
     Weights ``w_ij = exp(-|x_i - x_j|² / ε)`` on the union of the k-NN sets (``ε``:
-    :func:`knn_epsilon`); stiffness ``G = D - W``, lumped mass ``C = D ε / 4``. For points
-    sampled with density ``p`` from a manifold, ``Σ_j w_ij (f_j - f_i) ≈ D_i (ε/4) Δf`` (the
-    Gaussian kernel's second moment), so ``C⁻¹ G ≈ -Δ`` in ``1 / length²``, as the lattice
-    and mesh graphs give; the density's own effect on ``D`` cancels in ``C⁻¹ G``.
-    ``spacing``: the median distance to the nearest other point. ``X`` with NaN or
-    infinite rows is a ``ValueError`` that counts them and names the first.
+    :func:`knn_epsilon`); stiffness ``G = D - W``, lumped mass ``C = D ε / 4``, so that
+    ``C⁻¹ G ≈ -Δ`` in ``1 / length²`` (``Σ_j w_ij (f_j - f_i) ≈ D_i (ε/4) Δf``, whatever
+    the sampling density). ``spacing``: the median nearest-neighbour distance. ValueError
+    for ``n_neighbors`` outside ``1 .. n - 1``, duplicate points without other neighbours,
+    or outliers whose weights vanish.
 
     Examples
     --------
@@ -160,9 +148,8 @@ def knn_point_graph(X: np.ndarray, n_neighbors: int = 10) -> "PointGraph":
         raise ValueError(f"{int(np.sum((degree <= 0) & (d1 <= 0)))} point(s) have no "
                          f"neighbour at a non-zero distance (duplicates of each other?); "
                          f"remove duplicate rows or raise n_neighbors.")
-    # one bandwidth for the whole cloud: a point far from all others (an outlier, a heavy
-    # tail) has weights that vanish - its degree below float64's resolution of the typical
-    # one leaves its mass 0 or its row of C⁻¹G beyond float64
+    # one bandwidth for the whole cloud: a point far from all others gets a degree below
+    # float64 resolution (mass 0, or a row of C⁻¹G beyond float64)
     cut = np.finfo(np.float64).eps * float(np.median(degree))
     if np.any(degree <= cut):
         far = np.flatnonzero(degree <= cut)
@@ -183,18 +170,12 @@ def bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=N
     """The ``n_neighbors`` nearest other rows of every row of ``X``, approximately, for
     clouds in many dimensions: ``(indices, squared distances)``, nearest first.
 
-    k-means centres cut the cloud into buckets (each point in the bucket of its nearest
-    centre; ``n_buckets`` default ``min(1000, max(1, n // 64))``); a point's candidates are
-    the points of the buckets of its ``n_probe`` nearest centres, and the points of one
-    bucket are searched together against the union of their candidate buckets (one float32
-    GEMM a bucket; the buckets shared among ``torch.get_num_threads()`` threads, each on
-    one BLAS thread; a row's entries ranked only under a bound from its own bucket), the
-    kept pairs' distances recomputed exactly in float64. A true
-    neighbour is missed only when its bucket's centre is not among the point's
-    ``n_probe`` nearest: the recall is measured in tests and benchmarks (MNIST, 70,000 x
-    100: docs/few_labels.md). Exact (``NeighborIndex``) below 16 features is cheaper.
-    ``X`` with NaN or infinite rows is a ``ValueError`` that counts them and names the
-    first.
+    k-means centres cut the cloud into buckets (``n_buckets`` default
+    ``min(1000, max(1, n // 64))``); a point's candidates are the points of the buckets of
+    its ``n_probe`` nearest centres, searched by one float32 GEMM per bucket, and the kept
+    distances are recomputed in float64. A true neighbour is missed only when its bucket's
+    centre is not among the point's ``n_probe`` nearest (recall: docs/few_labels.md).
+    Below 16 features the exact ``NeighborIndex`` is cheaper.
     """
     return _bucket_knn(_cloud(X), n_neighbors, n_probe=n_probe, n_buckets=n_buckets,
                        random_state=random_state)
@@ -209,7 +190,7 @@ def _bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=
         raise ValueError(f"n_neighbors must be between 1 and n - 1 = {n - 1}; got {k}.")
     s = int(n_buckets) if n_buckets is not None else int(min(1000, max(1, n // 64)))
     s = max(1, min(s, n))
-    # the buckets need centres that cover the cloud, not converged ones: 3 Lloyd passes
+    # the buckets need centres that cover the cloud, not converged ones
     centres = kmeans_centres(X, s, random_state=random_state, n_iter=3).points
     probe = int(min(n_probe, centres.shape[0]))
     near, _ = nearest_induced_points(X, centres, probe)          # (n, probe), nearest first
@@ -219,8 +200,7 @@ def _bucket_knn(X: np.ndarray, n_neighbors: int, *, n_probe: int = 6, n_buckets=
     Xf = X.astype(np.float32)
     half = 0.5 * np.einsum("ij,ij->i", Xf, Xf)
     indices = np.empty((n, k), dtype=np.int64)
-    # a thousand small GEMMs: two BLAS threads synchronise more than they compute (MNIST:
-    # 24-27 s against 14.5 s on one thread, on a loaded 2-core machine), so the buckets
+    # many small GEMMs, where BLAS threads synchronise more than they compute: the buckets
     # are shared among threads, each on one BLAS thread; each bucket writes its own rows
     threads = cpu_threads()
     groups = np.array_split(np.arange(s), min(s, 8 * threads))
@@ -265,11 +245,9 @@ def _bucket_search(group, order, starts, near, half, Xf, k, indices):
 
 
 def _smallest_under_bound(S: np.ndarray, k: int, subset: np.ndarray) -> np.ndarray:
-    """Column indices of the ``k`` smallest entries of each row of ``S`` (unsorted), given
-    ``subset``, some of ``S``'s columns with at least ``k`` finite entries a row: its
-    ``k``-th smallest bounds the row's from above, so only the entries at or under the
-    bound are ranked (a comparison over the block instead of a selection; MNIST's buckets:
-    a few dozen entries a row of a few thousand)."""
+    """Column indices of the ``k`` smallest entries of each row of ``S`` (unsorted).
+    ``subset`` (some of ``S``'s columns, at least ``k`` finite entries a row) bounds each
+    row's ``k``-th smallest from above, so only the entries under the bound are ranked."""
     bound = np.partition(subset, k - 1, axis=1)[:, k - 1]
     rows, cols = np.nonzero(S <= bound[:, None])
     o = np.lexsort((S[rows, cols], rows))
@@ -283,13 +261,10 @@ BUCKET_MIN_DIM = 17
 
 
 def self_tuning_knn_graph(X: np.ndarray, n_neighbors: int = 10, *, random_state=0):
-    """The k-NN graph with self-tuning Gaussian weights that Poisson learning uses
-    (Calder et al. 2020; graphlearning's default): ``w_ij = exp(-4 |x_i - x_j|² / d_k(x_i)²)``
-    on each point's ``k`` nearest neighbours (``d_k``: the distance to the ``k``-th),
-    symmetrised as ``(W + Wᵀ)/2``, as a :class:`~flgp.graph.PointGraph` with stiffness
-    ``G = D - W`` and unit mass. Neighbours exactly (``NeighborIndex``) up to 16
-    features, by :func:`bucket_knn` above. ``X`` with NaN or infinite rows is a
-    ``ValueError`` that counts them and names the first."""
+    """Poisson learning's k-NN graph (Calder et al. 2020; graphlearning's default) as a
+    :class:`~flgp.graph.PointGraph`: ``w_ij = exp(-4 |x_i - x_j|² / d_k(x_i)²)`` on each
+    point's ``k`` nearest neighbours, symmetrised as ``(W + Wᵀ)/2``, stiffness ``D - W``,
+    unit mass. Exact neighbours up to 16 features, :func:`bucket_knn` above."""
     X = _cloud(X)
     n = X.shape[0]
     k = int(n_neighbors)
@@ -334,12 +309,9 @@ def self_tuning_knn_graph(X: np.ndarray, n_neighbors: int = 10, *, random_state=
 
 def _with_duplicates(X, positions, where, k, random_state):
     """:func:`self_tuning_knn_graph` of a cloud with repeated rows: the graph of its
-    distinct positions (each one's ``k`` nearest other positions; at most all of them),
-    every copy of a position joined to every copy of its neighbours with their weight and
-    to its own copies with weight 1 (the weight at distance 0). A cloud without its copies
-    has this graph's connections: copies taking each other's neighbour slots (the cloud
-    stacked twice: a 10-NN graph of 5 distinct neighbours a point) would split the graph
-    into pieces."""
+    distinct positions, every copy joined to every copy of its neighbours (their weight)
+    and to its own copies (weight 1), so that copies do not fill each other's neighbour
+    slots and split the graph."""
     n = X.shape[0]
     distinct = self_tuning_knn_graph(positions, min(k, positions.shape[0] - 1),
                                      random_state=random_state)

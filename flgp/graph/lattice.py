@@ -1,12 +1,10 @@
 """The lattice graph of a voxel mask: each voxel joined to its 6, 18 or 26 grid neighbours
-inside the mask, read off the image grid (no neighbour search).
+inside the mask, read off the image grid.
 
-Weights make the graph Laplacian the finite-difference ``-Δ`` in world units: with
-6-connectivity the weight of a neighbour at distance ``h`` (the voxel size along that axis)
-is ``1 / h²`` - the 7-point stencil. With 18 or 26 neighbours each offset ``e`` (world
-vector ``E``) weighs ``c / |E|²`` with ``c`` chosen so that ``½ Σ_e w_e E Eᵀ`` has the trace
-of the identity (exactly the identity on a cubic grid), so that ``Σ_e w_e (f(x+E) - f(x))``
-is ``Δf`` to second order. The mass is 1 per voxel.
+The graph Laplacian is the finite-difference ``-Δ`` in world units: with 6 neighbours a
+neighbour at distance ``h`` weighs ``1 / h²`` (the 7-point stencil); with 18 or 26, an
+offset of world vector ``E`` weighs ``c / |E|²``, ``c`` such that ``½ Σ_e w_e E Eᵀ`` has
+trace 3 (the identity on a cubic grid). Mass 1 per voxel.
 """
 
 from __future__ import annotations
@@ -23,11 +21,9 @@ __all__ = ["lattice_graph", "CONNECTIVITIES"]
 
 CONNECTIVITIES = (6, 18, 26)
 
-# Neighbours are read off a dense index of the voxels' bounding box (8 bytes a cell) while
-# it holds at most 8 cells a voxel plus 2**20 (8 MiB): a mask's box is a few times its
-# voxels. A sparse cloud of voxels (two voxels 10**6 apart: 10**18 cells) would not fit in
-# memory; its neighbours are looked up in the voxels' sorted keys (np.searchsorted),
-# O(n log n) whatever the box. Keys are int64: a box above 2**62 cells is an error.
+# Neighbours are read off a dense index of the voxels' bounding box while it holds at most
+# 8 cells a voxel plus 2**20; a sparser set is looked up in the voxels' sorted keys
+# (O(n log n) whatever the box). Keys are int64: a box above 2**62 cells is an error.
 _DENSE_CELLS_PER_VOXEL = 8
 _DENSE_EXTRA_CELLS = 2 ** 20
 _MAX_CELLS = 2 ** 62
@@ -61,18 +57,14 @@ def lattice_graph(ijk, affine=None, *, connectivity: int = 6) -> PointGraph:
     Returns
     -------
     PointGraph
-        ``kind="lattice"``, mass 1 per voxel, ``spacing`` the smallest voxel size.
-        Voxels with no neighbour in ``ijk`` are pieces of their own
-        (:meth:`PointGraph.pieces`), however far apart: neighbours are found in ``O(n)``
-        memory whatever the voxels' spread (a dense index of their bounding box when it
-        is small, a search in their sorted keys otherwise).
+        ``kind="lattice"``, mass 1 per voxel, ``spacing`` the smallest voxel size. Voxels
+        with no neighbour in ``ijk`` are pieces of their own (:meth:`PointGraph.pieces`).
 
     Raises
     ------
     ValueError
         A malformed ``ijk`` or ``affine``, a voxel given twice, or a bounding box of more
-        than ``2**62`` cells (indices that cannot be keyed as int64: coordinates instead
-        of indices?).
+        than ``2**62`` cells.
 
     Examples
     --------

@@ -1,41 +1,22 @@
-r"""The finite-element graph of a triangle surface mesh (a cortical surface such as
-FreeSurfer's fsaverage, a sphere, a flat patch): the matrices of the SPDE approach
-(Lindgren, Rue and Lindström 2011, Sec. 2.3 and App. A.2; R-INLA's ``inla.mesh.fem``,
-whose ``g1`` and ``c0`` they are).
+r"""The finite-element graph of a triangle surface mesh (e.g. FreeSurfer's fsaverage):
+the matrices ``g1`` and ``c0`` of the SPDE approach (Lindgren, Rue and Lindström 2011,
+Sec. 2.3 and App. A.2; R-INLA's ``inla.mesh.fem``).
 
-For a triangle ``T = (i, j, k)`` with corners ``x_i, x_j, x_k`` (world units, mm for a
-brain surface), area ``|T| = ½ |(x_j - x_i) × (x_k - x_i)|`` and the cotangent of its angle
-at ``k`` (the one opposite the edge ``ij``)::
-
-    cot θ_k = (x_i - x_k) · (x_j - x_k) / (2 |T|),
-
-* the **stiffness** ``G_ij = ∫ ∇φ_i · ∇φ_j`` of the piecewise-linear hat functions ``φ``
-  is the cotangent Laplacian::
+* **stiffness** ``G_ij = ∫ ∇φ_i · ∇φ_j`` of the hat functions, the cotangent Laplacian::
 
       G_ij = -½ (cot α_ij + cot β_ij)   (i ≠ j joined by an edge),
       G_ii = -Σ_{j ≠ i} G_ij,
 
-  with ``α_ij, β_ij`` the two angles opposite the edge (a boundary edge has one term; an
-  edge shared by more than two triangles, one term per triangle). ``G`` is symmetric, its
-  rows sum to 0, and it is positive semi-definite whatever the triangles' shapes, since
-  ``fᵀ G f = ∫ |∇f|²`` for the piecewise-linear interpolant of ``f``. Cotangent weights are
-  scale-free (``G`` is dimensionless on a surface).
+  ``α_ij, β_ij`` the angles opposite the edge (one term per adjacent triangle). ``G`` is
+  symmetric, scale-free and PSD (``fᵀ G f = ∫ |∇f|²``) whatever the triangles. An edge
+  opposite obtuse angles (``α_ij + β_ij > π``, non-Delaunay) gets ``G_ij > 0``, a
+  negative weight in :attr:`PointGraph.adjacency`: the SPDE priors stay valid, but
+  ``C⁻¹ G`` is then not a random-walk generator.
+* **mass** ``C_ii = ∫ φ_i = ⅓ Σ_{T ∋ i} |T|`` (lumped); its sum is the mesh's area.
+  ``C⁻¹ G`` approximates ``-Δ`` (Laplace-Beltrami) in ``1 / length²``.
 
-  **Obtuse triangles**: an angle above 90° has a negative cotangent, so an edge with
-  ``α_ij + β_ij > π`` (a non-Delaunay edge; a boundary edge opposite an obtuse angle) gets
-  ``G_ij > 0`` - a *negative* weight in :attr:`PointGraph.adjacency`. ``G`` stays PSD (it
-  is still the FEM stiffness matrix) and the SPDE priors built from it stay valid, but
-  ``C⁻¹ G`` is then not the generator of a random walk (no discrete maximum principle). A
-  Delaunay mesh has no positive ``G_ij`` inside; a right angle gives a weight of exactly 0.
-* the **mass** ``C̃_ii = ∫ φ_i = ⅓ Σ_{T ∋ i} |T|`` is the lumped (diagonal) mass of
-  Lindgren et al. (``c0``), a third of the area of the triangles around each vertex; its
-  sum is the mesh's area. ``C̃⁻¹ G`` approximates ``-Δ`` (Laplace-Beltrami) in
-  ``1 / length²`` units: on a sphere of radius ``R`` its smallest eigenvalues approach
-  ``l (l + 1) / R²``.
-
-A mesh that falls apart into several pieces is allowed: the graph's pieces are those
-of the mesh's edges (:meth:`PointGraph.pieces`), whatever the weights - an edge whose
-cotangents cancel (weight 0) still joins its ends.
+The graph's pieces are those of the mesh's edges (:meth:`PointGraph.pieces`), whatever
+the weights: an edge of weight 0 still joins its ends.
 """
 
 from __future__ import annotations
@@ -50,8 +31,8 @@ from .point_graph import PointGraph
 
 __all__ = ["mesh_graph"]
 
-# a face whose area is below this fraction of its longest edge squared (height / longest
-# edge < 2e-12) is degenerate: its cotangents would be ~1e12 or undefined
+# a face whose area is below this fraction of its longest edge squared is degenerate (its
+# cotangents would be ~1e12 or undefined)
 _AREA_RTOL = 1e-12
 
 
@@ -151,17 +132,15 @@ def _drop_bad_faces(V: np.ndarray, F: np.ndarray):
 
 
 def mesh_graph(vertices, faces) -> PointGraph:
-    """The finite-element graph of a triangle mesh (see the module notes): cotangent
-    stiffness ``G`` and lumped vertex areas ``C``.
+    """The finite-element graph of a triangle mesh (see the module notes).
 
     Parameters
     ----------
     vertices : array-like of float, shape (n, 3)
-        Vertex coordinates (world units, e.g. mm), finite. nilearn:
-        ``mesh.coordinates``.
+        Finite vertex coordinates (world units, e.g. mm; nilearn: ``mesh.coordinates``).
     faces : array-like of int, shape (f, 3)
-        Triangles as 0-based indices into ``vertices`` (any orientation). nilearn:
-        ``mesh.faces``.
+        Triangles as 0-based indices into ``vertices``, any orientation (nilearn:
+        ``mesh.faces``).
 
     Returns
     -------
@@ -174,26 +153,16 @@ def mesh_graph(vertices, faces) -> PointGraph:
     ------
     ValueError
         If ``vertices`` are not an (n, 3) array of finite reals; if ``faces`` are not an
-        (f, 3) array of whole numbers, or index outside ``0 .. n - 1`` (the message names
-        the first such face and the valid range, and spots 1-based indices); if every face
-        is degenerate; or if a vertex lies on no (non-degenerate) face - an isolated
-        vertex has no area, so no mass and no neighbours; remove it (the message says
-        how) rather than give it an arbitrary mass.
+        (f, 3) array of whole numbers indexing ``0 .. n - 1`` (1-based indices are
+        spotted); if every face is degenerate; or if a vertex lies on no face (it would
+        have no mass: remove it, as the message says; nilearn's ``"flat"`` fsaverage
+        meshes need this for the medial wall).
 
     Warns
     -----
     UserWarning
-        When degenerate faces - a vertex repeated within the face, zero area (collinear
-        corners), or a copy of an earlier face - are dropped (the rest are kept).
-
-    Notes
-    -----
-    Every vertex of an fsaverage pial, white, inflated or sphere mesh (medial wall
-    included) lies on a face, so those build as they are; so does a mesh in several pieces.
-    nilearn's ``"flat"`` fsaverage meshes leave the cut-out medial wall's vertices on no
-    face (777 of fsaverage5's left ones): they raise, and build once those are removed as
-    the message says. Vectorised: fsaverage5 (10,242 vertices, 20,480 faces) builds in
-    about 20 ms.
+        When degenerate faces (a repeated vertex, zero area, a copy of an earlier face)
+        are dropped.
 
     Examples
     --------
@@ -224,8 +193,8 @@ def mesh_graph(vertices, faces) -> PointGraph:
             f"vertices, faces = vertices[used], np.searchsorted(used, faces) (and index "
             f"per-vertex data by used).")
 
-    # cot of the angle at corner c, opposite edge e_c: (-e_a) · e_b / (2 |T|) with a, b the
-    # other two edges, oriented so that both leave corner c
+    # cot of the angle at corner c (opposite edge e_c) = (-e_a) · e_b / (2 |T|), a and b the
+    # other two edges
     two_area = 2.0 * area
     cot0 = -np.einsum("ij,ij->i", e1, e2) / two_area     # at corner 0: edge (1, 2)
     cot1 = -np.einsum("ij,ij->i", e2, e0) / two_area     # at corner 1: edge (2, 0)

@@ -1,17 +1,10 @@
 """Nearest induced points: for every point, the ``r`` closest rows of a small set ``U``.
 
-In low dimension (``p <= 16``) the search is flgp's compiled search
-(:mod:`flgp.backends.compiled`: a k-d tree over ``U`` and each induced point's nearest
-induced points, built once per ``U`` by :func:`search_tree`), or, where the compiled kernels are not in use,
-``scipy.spatial.cKDTree`` (as many workers as torch has threads); both are exact, and the
-compiled one breaks ties by the smaller index (and so does the k-d tree path, by a second
-look at rows whose ``r``-th distance is tied: :func:`kdtree_nearest`). Otherwise the
-induced points are ranked by
-``|u|^2 / 2 - x.u`` from one float32 GEMM per chunk (numpy) and the ``r`` smallest picked
-by ``r`` row-wise argmins (:func:`smallest_columns`), so memory stays at ``chunk x s``
-whatever ``n`` is. The squared distances of the selected pairs are then
-recomputed exactly, in float64, from the coordinates, so the search precision never leaks
-into the kernel weights.
+Up to ``p = 16`` the search is exact: flgp's compiled k-d tree (:func:`search_tree`) or
+``scipy.spatial.cKDTree`` (:func:`kdtree_nearest`), both breaking ties by the smaller
+index. Above, the induced points are ranked by ``|u|^2 / 2 - x.u`` from one float32 GEMM
+per chunk (memory ``chunk x s``). Either way the kept pairs' squared distances are
+recomputed exactly in float64.
 """
 
 from __future__ import annotations
@@ -30,16 +23,15 @@ __all__ = ["nearest_induced_points", "mean_neighbour_sq_distance", "pairwise_sq_
 _CHUNK_ENTRIES = 2_000_000
 # up to this dimension a k-d tree beats brute force
 KDTREE_MAX_DIM = 16
-# without a prebuilt tree, the compiled search builds one when there are at least this many
-# query rows per induced point (building costs about as much as 10 queries a point)
+# without a prebuilt tree, the compiled search builds one from this many query rows per
+# induced point
 _TREE_ROWS_PER_POINT = 8
 
 
 def search_tree(U: np.ndarray, n_neighbors: int):
-    """The compiled search structure of the induced points ``U`` for queries of up to
-    ``n_neighbors`` nearest points (:func:`flgp.backends.compiled.build_tree`), or None where
-    :func:`nearest_induced_points` would not use it (``p > 16``, or the compiled kernels
-    are not in use). Built once per ``U``; picklable."""
+    """The compiled search structure of ``U`` for up to ``n_neighbors`` nearest points
+    (:func:`flgp.backends.compiled.build_tree`; picklable), or None where
+    :func:`nearest_induced_points` would not use it."""
     if U.shape[1] > KDTREE_MAX_DIM or not compiled.enabled():
         return None
     return compiled.build_tree(U, n_neighbors)
@@ -49,7 +41,7 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
                            search_dtype=torch.float32, backend: str = "auto",
                            workers: int | None = None,
                            tree=None) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and exact squared distances of each point's ``n_neighbors`` nearest induced points.
+    """Indices and exact squared distances of each point's ``r`` nearest induced points.
 
     Parameters
     ----------
@@ -58,17 +50,14 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
     n_neighbors : int
         ``r``, at most ``s``.
     search_dtype : torch.dtype, default=torch.float32
-        Precision of the distance GEMM used only to *rank* candidates.
+        Precision of the GEMM that only *ranks* candidates (``p > 16``).
     backend : {"auto", "torch", "keops"}, default="auto"
-        Who ranks the candidates (:mod:`flgp.backends`); the returned squared distances are
-        exact float64 whatever the backend.
+        Who ranks the candidates (:mod:`flgp.backends`).
     workers : int, optional
-        Threads of the k-d tree query; default :func:`flgp.backends.cpu_threads` (1 when
-        the caller already runs blocks in parallel).
+        Threads of the k-d tree query; default :func:`flgp.backends.cpu_threads`.
     tree : optional
-        ``U``'s compiled search structure (:func:`search_tree`), built once by a caller that
-        queries the same ``U`` many times; without it the compiled search builds one when
-        ``X`` has at least 8 rows per induced point (``p <= 16``).
+        ``U``'s :func:`search_tree`, for callers that query the same ``U`` many times
+        (ValueError if built on another shape).
 
     Returns
     -------
@@ -111,12 +100,9 @@ def nearest_induced_points(X: np.ndarray, U: np.ndarray, n_neighbors: int, *,
 
 
 def kdtree_nearest(X: np.ndarray, U: np.ndarray, r: int, workers: int):
-    """``scipy.spatial.cKDTree``'s search with the compiled search's answer on exact ties:
-    the ``r`` nearest by (squared distance, index), sorted so. The tree returns tied points
-    in an order of its own, and on a grid - voxel coordinates - ties are the rule (the
-    k-means centres of a 20 x 20 x 5 lattice: 813 of 2,000 points had another third
-    neighbour). One more neighbour is asked for; a row whose ``r``-th and ``(r+1)``-th
-    distances tie gets every induced point of its ``r``-th distance from a ball query."""
+    """``cKDTree``'s ``r`` nearest, sorted by (squared distance, index) as the compiled
+    search does: ties are common on grids, so a row whose ``r``-th and ``(r+1)``-th
+    distances tie is redone from a ball query."""
     n, s = X.shape[0], U.shape[0]
     k = min(r + 1, s)
     tree = cKDTree(U)
@@ -143,8 +129,7 @@ def kdtree_nearest(X: np.ndarray, U: np.ndarray, r: int, workers: int):
 
 def smallest_columns(S: np.ndarray, r: int) -> np.ndarray:
     """Column indices of the ``r`` smallest entries of each row of ``S`` (unsorted; ``S``
-    is overwritten). Up to ``r = 8`` by ``r`` row-wise argmins, each masking its pick (one
-    argmin of a 2000 x 1000 float32 block takes 0.2 ms, ``torch.topk`` of 3 columns 8 ms);
+    is overwritten): ``r`` masked argmins up to ``r = 8`` (faster than a top-k),
     ``argpartition`` above."""
     b = S.shape[0]
     if r > 8:
@@ -167,17 +152,14 @@ def _numpy_dtype(dtype):
 
 def mean_neighbour_sq_distance(X: np.ndarray, Y: np.ndarray, n_neighbors: int,
                                skip_self: bool = False) -> float:
-    """The mean squared distance from each row of ``X`` to its ``n_neighbors`` nearest rows
-    of ``Y`` (``skip_self``: ``Y`` is ``X`` and each row's own entry is left out) - the
-    scale every data-driven Gaussian bandwidth of flgp is set from."""
+    """Mean squared distance from each row of ``X`` to its ``n_neighbors`` nearest rows of
+    ``Y`` (``skip_self``: ``Y`` is ``X``, own entry left out)."""
     _, sq = nearest_induced_points(X, Y, int(n_neighbors) + int(skip_self))
     return float(np.mean(sq[:, 1:] if skip_self else sq))
 
 
 def _sorted_exact(X: np.ndarray, U: np.ndarray, indices: np.ndarray):
-    """Exact float64 squared distances of the kept pairs, each row sorted by them (rows
-    that come sorted - the k-d tree's, as a rule - are left as they are: the stable sort
-    would not move them)."""
+    """Exact float64 squared distances of the kept pairs, each row sorted by them."""
     sq = _exact_sq_distances(X, U, indices)
     if sq.shape[1] < 2 or bool(np.all(sq[:, 1:] >= sq[:, :-1])):
         return indices, sq

@@ -1,29 +1,15 @@
-r"""The FLGP graph as functions of a block of rows, and the partials that join the blocks.
+r"""The FLGP graph as functions of a block of rows ``(X_block, start, stop)``, run by a
+driver (:mod:`flgp._chunks`), and their per-block *partials*, merged by
+:func:`flgp._chunks.merge_partials`. Passes (He et al., Algorithm 1, steps 2-4):
 
-Every pass over the cloud is one of the callables below applied to a block of rows
-``(X_block, start, stop)`` by a driver (:mod:`flgp._chunks`: numpy blocks on threads, or
-Dask chunks as tasks); every global quantity is a combination of per-block *partials* —
-``s``-vectors and ``s x s`` matrices — merged by :func:`flgp._chunks.merge_partials`.
+1. :class:`NeighbourPass` - nearest induced points, squared distances, log kernel; partial:
+   cluster sizes, sum of kept squared distances, largest nearest distance, and column sums
+   ``c_j = Σ_i K_ij`` as ``(max, Σ exp(· - max))`` pairs;
+2. :class:`ColumnSumPass` (SE with the default bandwidth only) - the column sums;
+3. :class:`TransitionPass` - the rows of ``A``; partial :func:`products_partial`.
 
-Passes (He et al., Algorithm 1, steps 2-4):
-
-1. :class:`NeighbourPass` - each point's ``r`` nearest induced points, squared distances and
-   log cross-kernel (:meth:`CrossStep.rows`); partial :meth:`CrossStep.cloud_partial`:
-   cluster sizes ``n_j`` (k-means), the sum of the kept squared distances (SE default
-   bandwidth), the largest nearest distance, and the column sums ``c_j = Σ_i K_ij`` as
-   ``(max, Σ exp(· - max))`` pairs so that no column underflows;
-2. :class:`ColumnSumPass` (SE with the default bandwidth only) - the column sums, once the
-   bandwidth is known;
-3. :class:`TransitionPass` - the rows of ``A`` (:meth:`CrossStep.transition`); partial
-   :func:`products_partial`: ``Λ_jj = Σ_i A_ij``, the Gram matrix ``AᵀA`` (``s x s``) and how
-   many points move to each induced point with the largest probability (the size of each
-   connected piece).
-
-An in-memory cloud keeps its rows (:class:`CloudRows`, ``O(n r)``): pass 1 stores them and
-passes 2-3 read them. A Dask cloud keeps none (``O(n r)`` numbers would not fit where ``X``
-itself does not): each pass recomputes its block's rows from the points.
-
-Nothing here imports dask, GPyTorch or scikit-learn.
+An in-memory cloud stores its rows (:class:`CloudRows`) in pass 1; a Dask cloud
+recomputes them in each pass. Nothing here imports dask, GPyTorch or scikit-learn.
 """
 
 from __future__ import annotations
@@ -45,21 +31,16 @@ __all__ = ["CrossStep", "CloudRows", "NeighbourPass", "ColumnSumPass", "Transiti
            "induced_search_tree",
            "PRODUCT_ROW_BYTES", "COMPILED_PRODUCT_ROW_BYTES"]
 
-# bytes per row charged to the products pass over stored rows: its working set is small
-# (the block's sparse rows and the product's entries, ~350 bytes a row), but the sparse
-# product AᵀA runs 2.7x faster on blocks of 32,768 rows than on the 200,000 that fit the
-# budget (its scattered reads of A's rows stay in cache: 0.21 s against 0.57 s at 10^6
-# rows), so the budget is charged for 2 kB a row (32,768 rows at the default 64 MiB)
+# bytes per row charged to the products pass over stored rows: more than its working set,
+# to keep blocks near 32,768 rows, where the sparse AᵀA stays in cache
 PRODUCT_ROW_BYTES = 2048
-# the compiled products (flgp.backends.compiled.products) add each row into a dense s x s
-# partial: a block of 262,144 rows (256 bytes a row at the default budget) keeps them few
+# the compiled products add each row into a dense s x s partial: large blocks keep them few
 COMPILED_PRODUCT_ROW_BYTES = 256
 
 
 def dense_products(n_induced: int) -> bool:
-    """Whether a pass over stored rows forms its products with the compiled kernel, into a
-    dense ``s x s`` partial: the kernels are in use and the partial fits in the
-    working-memory budget (``s <= 2896`` at the default 64 MiB)."""
+    """Whether a pass over stored rows forms its products with the compiled kernel: the
+    kernels are in use and a dense ``s x s`` partial fits in the working-memory budget."""
     return compiled.enabled() and 8 * int(n_induced) ** 2 <= working_memory_bytes()
 
 
@@ -71,13 +52,11 @@ def induced_search_tree(points: np.ndarray, n_neighbors: int, backend: str):
 
 @dataclass
 class CrossStep:
-    """What the per-block functions need to know about the graph (small: ``O(s p)``).
+    """What the per-block functions need to know about the graph (``O(s p)``).
 
-    ``bandwidth`` is None for LAE and, for SE, until the default bandwidth is known;
-    ``log_colsum`` and ``log_sizes`` are None until pass 1 has run. ``tree`` is the
-    compiled search structure of ``points`` (:func:`flgp.graph.neighbors.search_tree`),
-    built once and shared by every block; it is not pickled (a Dask task builds its own
-    at first use, from the ``s x p`` points it receives anyway).
+    ``bandwidth``: None for LAE, and for SE until the default is known; ``log_colsum`` and
+    ``log_sizes``: None until pass 1 has run; ``tree``: the shared compiled search
+    structure of ``points``, not pickled (rebuilt at first use).
     """
 
     points: np.ndarray
@@ -107,8 +86,7 @@ class CrossStep:
 
     def search(self):
         """The compiled search structure of the induced points, built at first use (None
-        where the search does not use one: ``p > 16``, ``backend="keops"``, or the compiled
-        kernels off)."""
+        where the search does not use one)."""
         if self.tree is None:
             self.tree = induced_search_tree(self.points, self.n_neighbors, self.backend)
         return self.tree
@@ -150,9 +128,8 @@ class CrossStep:
 
 @dataclass
 class CloudRows:
-    """The rows an in-memory cloud keeps (``(n, r)`` each): nearest induced points, squared
-    distances to them and ``values`` - the log cross kernel while the graph is built, the
-    rows of ``A`` once pass 3 has run (written in place)."""
+    """An in-memory cloud's ``(n, r)`` rows: nearest induced points, squared distances and
+    ``values`` (the log kernel, overwritten by the rows of ``A`` in pass 3)."""
 
     indices: np.ndarray
     sq_distances: np.ndarray
@@ -174,8 +151,8 @@ def layout_of_cloud_partial(s: int, sizes: bool, lse: bool) -> list:
 
 
 class NeighbourPass:
-    """Pass 1 over a block of points: neighbours, squared distances, log kernel (stored in
-    ``rows`` when the cloud keeps them) and :meth:`CrossStep.cloud_partial`."""
+    """Pass 1: neighbours, squared distances, log kernel (into ``rows`` if kept) and
+    :meth:`CrossStep.cloud_partial`."""
 
     def __init__(self, step: CrossStep, sizes: bool, rows: CloudRows | None,
                  workers: int | None):
@@ -202,8 +179,8 @@ class NeighbourPass:
 
 
 class ColumnSumPass:
-    """Pass 2 (SE with the default bandwidth): the log kernel at the now known bandwidth
-    (stored in ``rows`` when the cloud keeps them) and its column sums."""
+    """Pass 2 (SE with the default bandwidth): the log kernel (into ``rows`` if kept) and
+    its column sums."""
 
     def __init__(self, step: CrossStep, rows: CloudRows | None):
         self.step, self.rows = step, rows
@@ -225,8 +202,7 @@ class ColumnSumPass:
 
 
 class TransitionPass:
-    """Pass 3: the rows of ``A`` (stored over the log kernel in ``rows`` when the cloud
-    keeps them) and :func:`products_partial`."""
+    """Pass 3: the rows of ``A`` (into ``rows`` if kept) and :func:`products_partial`."""
 
     def __init__(self, step: CrossStep, rows: CloudRows | None):
         self.step, self.rows = step, rows
@@ -257,8 +233,7 @@ class TransitionPass:
 
 
 class ProductsPass:
-    """:func:`products_partial` of stored transition rows (the products of an in-memory
-    graph that was unpickled without them)."""
+    """:func:`products_partial` of stored transition rows (an unpickled in-memory graph)."""
 
     def __init__(self, n_induced: int, rows: CloudRows):
         self.n_induced, self.rows = int(n_induced), rows
@@ -280,8 +255,8 @@ def products_layout(s: int) -> list:
 
 
 def lse_partial(log_kernel: np.ndarray, idx: np.ndarray, s: int) -> np.ndarray:
-    """Column sums of ``K`` over a block as ``(2, s)`` (:func:`flgp.graph.transition.column_lse`,
-    or its compiled twin), after checking that the kernel has no NaN or ``+inf``."""
+    """:func:`flgp.graph.transition.column_lse` of a block (or its compiled twin);
+    ValueError for NaN or ``+inf`` kernel values."""
     pair = compiled.column_lse(log_kernel, idx, s) if compiled.enabled() else None
     if pair is not None:
         return pair
@@ -293,11 +268,9 @@ def lse_partial(log_kernel: np.ndarray, idx: np.ndarray, s: int) -> np.ndarray:
 def products_partial(idx: np.ndarray, values: np.ndarray, s: int,
                      dense: bool = False) -> dict:
     """Pass 3's partial of a block of rows of ``A``: ``degrees`` (``Σ_i A_ij``), ``gram``
-    (``AᵀA``, ``s x s``, a sparse CSR matrix: scipy's sparse product of the block's rows)
-    and ``argmax`` (how many rows have their largest entry at each induced point).
-    ``dense`` (passes over stored rows, whose partials stay in the process): the compiled
-    kernel adds the rows into a dense ``gram`` where :func:`dense_products` allows (a Dask
-    task keeps the sparse partial, which is ~100x smaller to send)."""
+    (``AᵀA``, sparse CSR) and ``argmax`` (rows whose largest entry is at each induced
+    point, i.e. the piece sizes). ``dense``: a dense ``gram`` from the compiled kernel where
+    :func:`dense_products` allows (for partials that stay in the process)."""
     if dense and dense_products(s):
         degrees, gram, top = compiled.products(idx, values, s)
         return {"degrees": degrees, "gram": gram, "argmax": top}

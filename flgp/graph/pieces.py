@@ -1,25 +1,15 @@
-r"""Connected pieces of a graph: the one piece finder of flgp.
+r"""Connected pieces of a graph: the one piece finder of flgp (:func:`connected_pieces`),
+used by the FLGP engine on its ``s x s`` Gram matrix, the compressed diffusion map on its
+k-NN graph, and the dense embeddings through :func:`kernel_pieces`. Pieces are numbered in
+the order of their first vertex.
 
-Every part of flgp that asks "does the graph fall apart, and into which pieces?" calls
-:func:`connected_pieces`: the FLGP engine on the pattern of its ``s x s`` Gram matrix
-(:func:`flgp.spectral.flgp_eigenpairs`, whence :attr:`Eigenpairs.piece_labels`, which
-the estimators read), the compressed diffusion map on its sparse nearest-neighbour graph,
-and the dense embeddings on the Gaussian kernel graph through :func:`kernel_pieces`, which
-only builds a sparse graph with the same pieces and hands it to :func:`connected_pieces`.
-
-Pieces are numbered in the order of their first vertex (the piece of vertex 0 is 0).
-
-The dense Gaussian kernel ``K_ij = exp(-|x_i - x_j|^2 / epsilon)`` is positive everywhere in
-exact arithmetic; we call two points joined when
+Two points are joined in the Gaussian kernel graph when
 
 .. math:: K_{ij} \ge \tau = 10^{-9} / n, \quad\text{i.e.}\quad
-          |x_i - x_j|^2 \le \epsilon \log(10^9 n).
+          |x_i - x_j|^2 \le \epsilon \log(10^9 n):
 
-A point's kernel row has the entry ``K_ii = 1``, so the weights it has to points of other
-pieces add up to less than ``n tau = 1e-9`` of its row: a random walk on the kernel leaves
-its piece with probability below ``1e-9`` per step — the same tolerance at which the
-spectral checks count an eigenvalue as 1. Cutting those weights changes the operator by
-less than what double-precision eigensolvers resolve near eigenvalue 1.
+a random walk then leaves its piece with probability below ``1e-9`` per step, the
+tolerance at which the spectral checks count an eigenvalue as 1.
 """
 
 from __future__ import annotations
@@ -125,17 +115,10 @@ def kernel_join_radius(epsilon: float, n_samples: int) -> float:
 
 
 def kernel_pieces(X: np.ndarray, epsilon: float, *, backend: str = "auto") -> Pieces:
-    r"""Pieces of the Gaussian kernel graph ``exp(-|x_i - x_j|^2 / epsilon) >= 1e-9 / n``.
-
-    Never forms the ``n x n`` kernel. Points within the join radius
-    (:func:`kernel_join_radius`) of one of their 10 nearest neighbours are linked first
-    (a sparse graph whose pieces can only be finer than the kernel graph's); pieces are
-    then merged breadth-first: every point not yet reached is tested against the points
-    reached in the previous round by a nearest-point search (:func:`nearest_induced_points`),
-    and a hit brings its whole sparse piece along. The links found are exactly edges of the
-    kernel graph, so :func:`connected_pieces` of the result gives its pieces. Cost: one
-    neighbour search, plus, only when the cloud does fall apart, one nearest-point search
-    per round.
+    r"""Pieces of the Gaussian kernel graph ``exp(-|x_i - x_j|^2 / epsilon) >= 1e-9 / n``,
+    without the ``n x n`` kernel: points within the join radius of one of their 10 nearest
+    neighbours are linked first, then those pieces are merged breadth-first by
+    nearest-point searches between the unreached points and the last round's.
 
     Parameters
     ----------

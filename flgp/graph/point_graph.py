@@ -1,23 +1,14 @@
-"""Graphs whose nodes are the data points themselves: a voxel lattice, a surface mesh, a
-k-nearest-neighbour graph.
+"""Graphs whose nodes are the data points themselves, for the sparse-precision priors of
+:mod:`flgp.precision`, in the form of the SPDE approach (Lindgren, Rue and Lindström 2011):
 
-The induced-point graph of :mod:`flgp.graph.cross_graph` summarises ``n`` points by
-``s`` induced points; a :class:`PointGraph` keeps every point as a node, for the
-sparse-precision priors of :mod:`flgp.precision`. It holds what those priors read, in the
-form of the SPDE approach (Lindgren, Rue and Lindström 2011):
+* the **stiffness** ``G = D - W``: symmetric, rows summing to 0, PSD (a mesh may have
+  negative weights ``W_ij`` at obtuse angles);
+* the **mass** ``C``: a positive diagonal, so that ``C⁻¹ G`` approximates ``-Δ`` in the
+  units of ``points`` (``1 / length²``).
 
-* the **stiffness** ``G`` - symmetric, rows summing to 0, positive semi-definite: a graph
-  Laplacian ``D - W`` (a mesh's cotangent stiffness may have positive entries off the
-  diagonal at edges opposite obtuse angles: negative weights ``W_ij``, still PSD);
-* the **mass** ``C`` - a positive diagonal (lumped masses), so that ``C⁻¹ G`` approximates
-  ``-Δ``, the Laplace-Beltrami operator of the space the points sample, in the units of
-  ``points`` (``1 / length²``).
-
-The builders: :func:`flgp.graph.lattice.lattice_graph` (a voxel mask: ``G`` the
-finite-difference Laplacian, ``C = I``), :func:`flgp.graph.mesh.mesh_graph` (a triangle
-mesh: cotangent stiffness and lumped vertex areas) and
-:func:`flgp.graph.knn.knn_point_graph` (any cloud: self-tuning Gaussian weights, scaled so
-that ``C⁻¹ G`` approximates ``-Δ``).
+Builders: :func:`flgp.graph.lattice.lattice_graph` (a voxel mask),
+:func:`flgp.graph.mesh.mesh_graph` (a triangle mesh) and
+:func:`flgp.graph.knn.knn_point_graph` (any cloud).
 """
 
 from __future__ import annotations
@@ -42,14 +33,11 @@ class PointGraph:
     mass : ndarray (n,)
         The lumped mass ``C`` (positive).
     points : ndarray (n, p)
-        Node coordinates (world units: mm for voxels and meshes), for predictions at new
-        points and for the Euclidean baselines.
+        Node coordinates (world units, e.g. mm).
     kind : str
         ``"lattice"``, ``"mesh"`` or ``"knn"``.
     spacing : float
-        A typical distance between neighbouring nodes (the lattice's voxel size, the
-        mesh's median edge, the cloud's median nearest-neighbour distance): the scale the
-        priors' ranges are set from.
+        A typical distance between neighbouring nodes; the priors' ranges are set from it.
     """
 
     stiffness: sp.csr_matrix
@@ -67,10 +55,8 @@ class PointGraph:
                 f"spacing={self.spacing:.4g})")
 
     def check(self) -> None:
-        """Refuse a graph whose nodes do not add up - no node, arrays of different
-        lengths, a mass or weight that is not finite, a mass not positive - naming the
-        first bad node: at construction, and again where a graph's arrays may have been
-        changed since (the GPyTorch kernel)."""
+        """ValueError for no node, arrays of different lengths, a non-finite weight or a
+        mass that is not finite and positive (naming the first bad node)."""
         n = self.stiffness.shape[0]
         if n == 0:
             raise ValueError("a graph needs at least one node; this one has none (an empty "
@@ -101,15 +87,12 @@ class PointGraph:
         W.eliminate_zeros()
         return W
 
-    # how far a node may lie from its row of X, in graph spacings (float32 rounding of
-    # coordinates in millimetres is ~1e-5 spacings; a lattice built without the image's
-    # translation is a whole voxel off)
+    # how far a node may lie from its row of X, in spacings (float32 rounding is ~1e-5)
     ROW_TOLERANCE = 1e-3
 
     def check_rows(self, X) -> "PointGraph":
-        """This graph, if its nodes are the rows of the cloud ``X`` (an estimator's
-        ``graph=`` against its ``X``: one node a row, in order, each within
-        ``ROW_TOLERANCE`` spacings of its row); else a ``ValueError`` saying which."""
+        """This graph if its nodes are the rows of ``X``, in order, each within
+        ``ROW_TOLERANCE`` spacings; else a ``ValueError`` saying which."""
         X = np.asarray(X)
         if self.n_nodes != X.shape[0]:
             raise ValueError(f"graph has {self.n_nodes} nodes but the cloud has {X.shape[0]} "
@@ -136,9 +119,8 @@ class PointGraph:
         return self._pieces
 
     def subgraph(self, nodes: np.ndarray) -> "PointGraph":
-        """The graph induced by ``nodes`` (indices): their weights among themselves, the
-        stiffness's diagonal recomputed so that rows sum to 0 (a free boundary where
-        edges were cut), their masses and points."""
+        """The graph induced by ``nodes`` (indices), the diagonal recomputed so that rows
+        sum to 0 (a free boundary where edges were cut)."""
         nodes = np.asarray(nodes, dtype=np.int64)
         W = self.adjacency[nodes][:, nodes].tocsr()
         degree = np.asarray(W.sum(axis=1)).ravel()
@@ -147,13 +129,9 @@ class PointGraph:
                           points=self.points[nodes], kind=self.kind, spacing=self.spacing)
 
     def own_units(self) -> tuple[float, float]:
-        """``(length, mass)``: the graph's own units. ``length = s^{-1/2}`` with ``s`` the
-        median over nodes of ``G_ii / C_ii`` (the diagonal of ``C⁻¹G``, a ``1 / length²``),
-        ``mass`` the mean of ``C``. Both move with the units of the points exactly: a
-        graph built on ``c X`` has ``c`` times the length unit (and the mass unit that its
-        builder's masses carry), so that :meth:`in_units` of its own units is the same
-        graph whatever the units of ``X`` - what the priors' searches run on
-        (docs/full_resolution.md, "Units")."""
+        """``(length, mass)``: the graph's own units, ``length = s^{-1/2}`` with ``s`` the
+        median of ``G_ii / C_ii`` and ``mass`` the mean of ``C``; they scale with the units
+        of the points (docs/full_resolution.md, "Units")."""
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = self.stiffness.diagonal() / self.mass
         ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
@@ -161,10 +139,9 @@ class PointGraph:
         return 1.0 / float(np.sqrt(scale)), float(np.mean(self.mass))
 
     def in_units(self, length: float, mass: float) -> "PointGraph":
-        """This graph with lengths measured in ``length`` and masses in ``mass``: points and
-        spacing divided by ``length``, the mass by ``mass``, the stiffness multiplied by
-        ``length² / mass`` - so that ``C⁻¹G``, a ``1 / length²``, is multiplied by
-        ``length²``."""
+        """This graph in units ``length`` and ``mass``: points and spacing divided by
+        ``length``, the mass by ``mass``, the stiffness multiplied by ``length² / mass``.
+        ValueError unless both are finite and positive."""
         length, mass = float(length), float(mass)
         if not (np.isfinite(length) and length > 0 and np.isfinite(mass) and mass > 0):
             raise ValueError(f"units must be finite and positive; got length={length!r}, "

@@ -12,9 +12,8 @@ with ``n_j = 1`` for random subsampling. The row factor of ``Z`` cancels in ``A`
 .. math:: A_{ij} = \operatorname{softmax}_j\bigl(\log n_j + \log K_{ij} - \log c_j\bigr),
           \quad c_j = \textstyle\sum_q K_{qj},
 
-which is how we evaluate it: in log space, so a row whose kernel values all fall below the
-float range (a far point under a small bandwidth) still gets its exact transition
-probabilities instead of 0/0.
+evaluated in log space, so a far point whose kernel values all underflow still gets
+exact probabilities instead of 0/0.
 """
 
 from __future__ import annotations
@@ -62,10 +61,9 @@ class CrossTransition:
 
 def column_lse(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int) -> np.ndarray:
     """Column sums of ``K`` over some rows as a ``(2, s)`` pair: the column maxima of
-    ``log K`` and ``Σ exp(log K - max)`` (``-inf`` and 0 for columns the rows do not touch).
-    Pairs of blocks of rows merge without underflow (:func:`flgp.graph.passes.merge_partials`);
-    :func:`lse_finish` turns a pair into ``log c_j``. (The compiled twin,
-    :func:`flgp.backends.compiled.column_lse`, is used by :func:`flgp.graph.passes.lse_partial`.)"""
+    ``log K`` and ``Σ exp(log K - max)`` (``-inf`` and 0 for untouched columns), which
+    blocks merge without underflow (:func:`flgp._chunks.merge_partials`);
+    :func:`lse_finish` turns a pair into ``log c_j``."""
     lk = np.ascontiguousarray(log_kernel, dtype=np.float64).ravel()
     idx = np.ascontiguousarray(indices).ravel()
     col_max = np.full(n_induced, -np.inf)
@@ -91,11 +89,8 @@ def column_log_sums(log_kernel: np.ndarray, indices: np.ndarray, n_induced: int)
 
 def transition_rows(log_kernel: np.ndarray, indices: np.ndarray, log_colsum: np.ndarray,
                     log_sizes: np.ndarray | None = None) -> np.ndarray:
-    """Rows of ``A`` for kernel rows ``log K`` (any points, in the cloud or new).
-
-    Columns whose ``c_j`` is zero (an induced point no cloud point reaches) get probability 0.
-    Raises ``ValueError`` when a row has no reachable induced point.
-    """
+    """Rows of ``A`` for kernel rows ``log K`` of any points. Columns with ``c_j = 0`` get
+    probability 0; ``ValueError`` when a row has no reachable induced point."""
     if compiled.enabled():
         values, bad = compiled.transition_rows(log_kernel, indices, log_colsum, log_sizes)
         if bad:

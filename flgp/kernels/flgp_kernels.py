@@ -1,4 +1,5 @@
-"""Heat kernels built from the point cloud: FLGP, GLGP and Nyström-GLGP."""
+"""Kernels built from the whole point cloud: the heat kernel by FLGP, GLGP and
+Nyström-GLGP, and the graph Matérn and pseudo-inverse kernels on FLGP eigenpairs."""
 
 from __future__ import annotations
 

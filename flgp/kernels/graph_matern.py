@@ -1,74 +1,45 @@
 r"""GPyTorch adapter: the full-resolution graph Matérn prior of a
-:class:`~flgp.graph.PointGraph` (lattice, mesh or k-NN graph) as a kernel whose
-covariances are sparse-solve operators.
+:class:`~flgp.graph.PointGraph` as a kernel whose covariances are sparse-solve operators
+(user guide: docs/models.md, "The graph Matérn prior in your own GPyTorch model").
 
-The prior is ``f ~ N(0, A Q⁻¹)`` on the graph's nodes with the sparse precision
-``Q_ν(κ) = K (C⁻¹K)^{ν-1}``, ``K = κ²C + G`` (:mod:`flgp.precision.matern`). No dense
-covariance is ever formed: a kernel matrix ``k(X, Y)`` is a
-:class:`GraphMaternCovariance`, ``a P_X Q⁻¹ P_Yᵀ`` (``P`` selects nodes), whose products
-are ``ν`` sparse solves with a CHOLMOD factor of ``K``.
+The prior is ``f ~ N(0, A Q⁻¹)`` with ``Q_ν(κ) = K (C⁻¹K)^{ν-1}``, ``K = κ²C + G``
+(:mod:`flgp.precision.matern`). A kernel matrix is a :class:`GraphMaternCovariance`
+``a P_X Q⁻¹ P_Yᵀ`` (``P`` selects nodes), whose products are ``ν`` solves with a CHOLMOD
+factor of ``K``; nothing dense is formed.
 
-**The hooks in GPyTorch** (gpytorch 1.15, linear_operator 0.6, read from their source).
-``GaussianLikelihood.marginal`` adds its noise as ``covar + DiagLinearOperator``; on the
-lazily evaluated kernel that is an ``AddedDiagLinearOperator``, whose ``evaluate_kernel``
-(called by ``MultivariateNormal.log_prob`` and by the prediction strategy) returns
-``evaluated_kernel + diag`` - so :meth:`GraphMaternCovariance.__add__` turns it into a
-:class:`GraphMaternNoisyCovariance` ``S = a P Q⁻¹ Pᵀ + D``, whose ``inv_quad_logdet``,
-``solve`` and ``logdet`` go through the sparse posterior precision
-``Q̃ = Q + a Pᵀ D⁻¹ P`` (Woodbury and the determinant lemma, as in
-:mod:`flgp.precision.gaussian`):
+**Hooks in GPyTorch** (gpytorch 1.15, linear_operator 0.6). ``GaussianLikelihood`` adds
+its noise as an ``AddedDiagLinearOperator``, which :meth:`GraphMaternCovariance.__add__`
+turns into a :class:`GraphMaternNoisyCovariance` ``S = a P Q⁻¹ Pᵀ + D``; its
+``inv_quad_logdet``, ``solve`` and ``logdet`` go through ``Q̃ = Q + a Pᵀ D⁻¹ P``
+(Woodbury and the determinant lemma, as in :mod:`flgp.precision.gaussian`):
 
 .. math::
 
     \log|S| = \sum_i \log d_i + \log|\tilde Q| - \log|Q|, \qquad
     r^\top S^{-1} r = r^\top D^{-1} r - a\, b^\top \tilde Q^{-1} b,\quad b = P^\top D^{-1} r.
 
-``ScaleKernel`` multiplies the kernel's operator by its outputscale
-(``LinearOperator.mul``): the operator folds the constant into ``a`` and stays sparse.
-``ExactGP`` asks the kernel for its prediction strategy (``ScaleKernel`` forwards the
-question): :class:`GraphMaternPredictionStrategy` computes the posterior mean
-``a P_* Q̃⁻¹ Pᵀ D⁻¹ (y - m)`` with one solve - the same arithmetic as
-:meth:`flgp.precision.gaussian.MaternRegression.posterior_mean` - and returns the posterior
-covariance ``a P_* Q̃⁻¹ P_*ᵀ`` as an operator (:class:`GraphMaternPosteriorCovariance`)
-instead of GPyTorch's dense ``t x m`` cross-covariance.
+``ScaleKernel``'s outputscale is folded into ``a``. :class:`GraphMaternPredictionStrategy`
+gives ``ExactGP`` the posterior mean ``a P_* Q̃⁻¹ Pᵀ D⁻¹ (y - m)`` by one solve and the
+posterior covariance ``a P_* Q̃⁻¹ P_*ᵀ`` as an operator.
 
-**Gradients** (``torch.autograd.Function``\ s, exact but for one trace). With
-``u = Q̃⁻¹ b`` and ``α = S⁻¹ r``: ``∂(rᵀS⁻¹r)/∂a = -uᵀQu``, ``∂/∂κ² = a uᵀQ'u``,
-``∂/∂d_i = -α_i²`` (``Q' = ∂Q/∂κ² = ν C (C⁻¹K)^{ν-1}``); ``∂log|S|/∂d_i = 1/d_i -
-a (Q̃⁻¹)_{o_i o_i}/d_i²``, ``∂/∂a = Σ_i (Q̃⁻¹)_{o_i o_i}/d_i`` and
-``∂/∂κ² = tr(Q̃⁻¹Q') - tr(Q⁻¹Q')``. The diagonal of ``Q̃⁻¹`` at the observed nodes and
-the difference of traces are *exact* (one unit-vector solve with ``Q̃`` and one with
-``Q`` per observed node: ``tr(Q̃⁻¹Q') - tr(Q⁻¹Q') = -a Σ_u w_u (Q⁻¹e_u)ᵀ Q' (Q̃⁻¹e_u)``)
-while the number of observed nodes times the number of nodes is at most
-``EXACT_TRACE_WORK``; beyond, they are *estimated*: ``tr(Q⁻¹Q') = ν d log|K| / dκ²`` by a
-one-sided finite difference of two CHOLMOD log-determinants (step ``κ² · 1e-6``; error
-below ``1e-5`` relative, measured), and ``diag(Q̃⁻¹)`` and ``tr(Q̃⁻¹Q')`` by
-Rao-Blackwellised Monte Carlo over ``n_probes`` draws ``x ~ N(0, Q̃⁻¹)`` from the factor
-(Sidén et al. 2018; ``Σ_ii ≈ 1/Q̃_ii + E[m_i²]``, ``Σ_ij ≈ E[m_i x_j]`` with ``m`` the
-conditional means): unbiased, with the standard error of the probes' mean reported after
-every backward pass (:attr:`GraphMaternKernel.trace_diagnostics`). The probes' seed is a
-function of ``random_state`` and the hyperparameters' values: every step of an optimiser
-gets fresh probes, a repeated evaluation the same ones. Along 50 Adam steps on the motor
-map (45,448 voxels, 13,634 observed, ``ν = 2``, the default 4 probes) the standard error of
-``∂log|S|/∂log κ²`` stayed below 0.36 nats (median value 4.2), those of the amplitude and
-noise terms below 0.17 % of the terms (``benchmarks/gpytorch_graph_matern.py``,
-notes/models.md). A Hutchinson estimate of ``tr(Q⁻¹Q')`` instead would have had a one-probe
-standard deviation of 3.9 nats there (the low modes of ``K⁻¹``).
+**Gradients** (``torch.autograd.Function``\ s). With ``u = Q̃⁻¹ b``, ``α = S⁻¹ r`` and
+``Q' = ∂Q/∂κ² = ν C (C⁻¹K)^{ν-1}``: ``∂(rᵀS⁻¹r)/∂(a, κ², d_i) = (-uᵀQu, a uᵀQ'u, -α_i²)``;
+``∂log|S|/∂d_i = 1/d_i - a (Q̃⁻¹)_{o_i o_i}/d_i²``, ``∂/∂a = Σ_i (Q̃⁻¹)_{o_i o_i}/d_i``,
+``∂/∂κ² = tr(Q̃⁻¹Q') - tr(Q⁻¹Q') = -a Σ_u w_u (Q⁻¹e_u)ᵀ Q' (Q̃⁻¹e_u)``. These are exact
+(unit-vector solves) while (observed nodes) x (nodes) is at most ``EXACT_TRACE_WORK``;
+beyond, ``tr(Q⁻¹Q') = ν d log|K| / dκ²`` is a finite difference (``FD_STEP``), and
+``diag(Q̃⁻¹)`` and ``tr(Q̃⁻¹Q')`` are unbiased Rao-Blackwellised Monte Carlo estimates over
+``n_probes`` draws from the factor of ``Q̃`` (Sidén et al. 2018), their standard errors in
+:attr:`GraphMaternKernel.trace_diagnostics`; the probes are seeded by ``random_state`` and
+the hyperparameters' values (fresh at every step, the same at a repeated point).
 
-**Non-Gaussian likelihoods.** In GPyTorch's approximate inference (``ApproximateGP``,
-``VariationalStrategy`` with inducing points at nodes and
-``learn_inducing_locations=False``), the kernel gives the inducing block, the cross block
-and a batch's variances exactly, one sparse solve per distinct node (a diagonal's columns
-kept for its derivative: ``KEPT_COLUMN_ENTRIES``); docs/models.md says where that scales.
+**Non-Gaussian likelihoods** (``ApproximateGP`` with inducing points at nodes,
+``learn_inducing_locations=False``): the inducing and cross blocks and a batch's variances
+are exact, one sparse solve per distinct node.
 
-**Devices.** The factor path is CHOLMOD on the CPU in float64: inputs are copied to the
-CPU, and every result is returned on the device (and in the dtype) of the kernel's
-hyperparameters and inputs. The solves that need no log-determinant - the prior's and the
-posterior's (predictions, ``solve``, a variational model's blocks) - run by
-Jacobi-preconditioned conjugate gradients on torch sparse matrices on the hyperparameters'
-device when that is a GPU (``solver="auto"``; ``"cg"`` forces it on the CPU, as the tests
-do); the log-determinant, its gradient's estimator and the Monte Carlo variances stay on
-the CPU factor.
+**Devices.** CHOLMOD runs on the CPU in float64, and results return on the hyperparameters'
+and inputs' device and dtype. The solves that need no log-determinant can run by
+Jacobi-preconditioned conjugate gradients on a GPU (``solver``).
 """
 
 from __future__ import annotations
@@ -1127,23 +1098,16 @@ class GraphMaternKernel(Kernel):
         k(x_i, x_j) = \frac{[Q_\nu(\kappa)^{-1}]_{ij}}{\bar v}, \qquad
         Q_\nu(\kappa) = K (C^{-1}K)^{\nu-1},\; K = \kappa^2 C + G,
 
-    with ``v̄`` a normalisation (``normalize``): by default (``"fixed"``) the constant
-    ``v̄(κ_h)``, the mean prior variance ``[Q⁻¹]_rr`` over ``n_reference`` reference nodes
-    at ``κ_h = 1/(10h)`` (a range of ten spacings ``h``), so that an outputscale
-    (``ScaleKernel``) of the data's variance is a sensible start whatever the graph's
-    units. The outputscale then multiplies ``Q⁻¹`` itself: the amplitude that dense
-    observations of a smooth map pin down (for the Matérn family only ``σ² κ^{2ν-d}`` is
-    identified from dense data, not the variance and ``κ`` apart - Zhang 2004), so ``κ``
-    and the outputscale are learnt nearly independently. With ``"variance"``,
-    ``v̄ = v̄(κ)`` follows ``κ`` and the outputscale is the prior variance at every ``κ``:
-    interpretable, but on the motor map (13,634 of 45,448 voxels observed) the log
-    evidence's Hessian in (log κ², log outputscale) then has a correlation of -0.998 and
-    Adam stopped 33 nats short of the optimum that it reaches with ``"fixed"``; it suits
-    few, scattered observations. ``"none"`` gives
-    ``Q_ν(κ)⁻¹`` of the graph in its given units. Covariances are linear operators
-    (:class:`GraphMaternCovariance`) whose products are sparse solves; an ``ExactGP``'s
-    marginal likelihood and predictions go through the sparse posterior precision (see
-    :mod:`flgp.kernels.graph_matern`).
+    with ``v̄`` a normalisation (``normalize``). By default (``"fixed"``) ``v̄`` is the
+    constant ``v̄(κ_h)``, the mean prior variance ``[Q⁻¹]_rr`` over ``n_reference`` nodes
+    at ``κ_h = 1/(10h)`` (``h`` the graph's spacing), so that an outputscale of the data's
+    variance is a sensible start in any units and the outputscale is the amplitude dense
+    data identify (only ``σ² κ^{2ν-d}`` is, Zhang 2004), learnt nearly independently of
+    ``κ``. With ``"variance"``, ``v̄ = v̄(κ)`` and the outputscale is the prior variance at
+    every ``κ``: interpretable, but strongly correlated with ``κ`` in the evidence (suited to
+    few, scattered observations). ``"none"``: ``Q_ν(κ)⁻¹`` in the graph's given units.
+    Covariances are sparse-solve operators; an ``ExactGP`` goes through the sparse posterior
+    precision (:mod:`flgp.kernels.graph_matern`).
 
     Parameters
     ----------
@@ -1158,44 +1122,38 @@ class GraphMaternKernel(Kernel):
         indices as a float tensor ``... x N x 1``. Anything else is a ``ValueError``.
     kappa2 : float, optional
         Initial ``κ²`` in the units of ``graph.points`` (``1 / length²``); default
-        ``(10 h)^{-2}`` with ``h`` the graph's spacing (a range of about ten spacings).
+        ``(10 h)^{-2}`` with ``h`` the graph's spacing.
     kappa2_prior : gpytorch.priors.Prior, optional
     kappa2_constraint : gpytorch.constraints.Interval, default=Positive(exp/log)
         ``κ²`` spans orders of magnitude: the default optimises ``log κ²``.
     normalize : {"fixed", "variance", "none"}, default="fixed"
-        The normalisation ``v̄`` (see above). ``"none"`` at high orders or far from unit
-        scales gives entries far from 1 (``Q⁻¹`` scales as ``length^{2ν}``): in float32
-        (GPyTorch's default) an amplitude or prior variance outside its range is refused
-        with a ``ValueError``; float64 holds them.
+        The normalisation ``v̄`` (see above). With ``"none"`` at high orders or far from
+        unit scales the entries are far from 1 (``Q⁻¹`` scales as ``length^{2ν}``): in
+        float32 an amplitude or prior variance out of range is a ``ValueError``.
     n_reference : int, default=2
         Reference nodes of the normalisation, ``floor((i + ½) n / n_reference)``
         (:attr:`reference_nodes`): ``ν`` solves each, once (``"fixed"``) or every step
-        (``"variance"``). Prior variances differ between nodes (on the motor map from half
-        to 2.7 times their mean, largest on the boundary): the normalised variance is 1
-        only to within tens of per cent.
+        (``"variance"``). Prior variances differ between nodes (largest on the boundary),
+        so the normalised variance is 1 only to within tens of per cent.
     trace_estimator : {"auto", "exact", "stochastic"}, default="auto"
         The log-determinant's gradient: exact while (observed nodes) x (nodes) is at most
-        ``EXACT_TRACE_WORK``, else estimated (see the module notes).
+        ``EXACT_TRACE_WORK``, else estimated (module notes).
     n_probes : int, default=4
         Draws of the stochastic estimator (one half-solve with the factor of ``Q̃`` each).
     n_variance_samples : int, default=64
         Draws of the Rao-Blackwellised variances (prior and predictive) of more than
-        ``EXACT_VARIANCE_ROWS`` nodes (below, they are exact): each node's relative
-        standard error is at most ``sqrt(2 / n_variance_samples)`` (0.18 at 64; less where
-        the conditional variance ``1/Q̃_ii`` is a large share), as in
+        ``EXACT_VARIANCE_ROWS`` nodes (exact below): relative standard error at most
+        ``sqrt(2 / n_variance_samples)`` (0.18 at 64), as in
         :func:`flgp.precision.gaussian.rbmc_variances`.
     random_state : int, default=0
         Seeds the probes (with the hyperparameters' values) and the Monte Carlo variances.
     solver : {"auto", "cholesky", "cg"}, default="auto"
-        How the solves that need no log-determinant run - the prior's (``Q⁻¹B``: kernel
-        products, the entries of a variational model's blocks) and the posterior's
-        (``Q̃⁻¹B``: ``solve``, predictions and their gradients): ``"cholesky"`` with
-        CHOLMOD's factors on the CPU; ``"cg"`` by Jacobi-preconditioned conjugate gradients
-        on torch sparse matrices on the hyperparameters' device (to a relative residual of
-        ``CG_RTOL``; :class:`CGNotConvergedError` when they do not get there); ``"auto"``:
-        ``"cg"`` when the hyperparameters live on a CUDA device, else ``"cholesky"``. The
-        log-determinant, its gradient's estimator and the Monte Carlo variances always use
-        the factors on the CPU.
+        How the solves that need no log-determinant run - the prior's (``Q⁻¹B``) and the
+        posterior's (``Q̃⁻¹B``): ``"cholesky"`` with CHOLMOD's factors on the CPU; ``"cg"``
+        by Jacobi-preconditioned conjugate gradients on the hyperparameters' device (to
+        ``CG_RTOL``; :class:`CGNotConvergedError` otherwise); ``"auto"``: ``"cg"`` on a
+        CUDA device, else ``"cholesky"``. The log-determinant, its gradient's estimator
+        and the Monte Carlo variances always use the CPU factors.
 
     Attributes
     ----------
@@ -1208,22 +1166,11 @@ class GraphMaternKernel(Kernel):
 
     Notes
     -----
-    **Amplitude.** There is no outputscale: wrap the kernel in
-    ``gpytorch.kernels.ScaleKernel`` as for any GPyTorch kernel. Its outputscale is folded
-    into the sparse operator (the noise and prediction hooks keep working); it becomes the
-    prior variance because the kernel is normalised.
-
-    **Units.** ``κ`` is exposed in the units of the graph's points; internally every
-    matrix is built on ``graph.in_own_units()`` (lengths from the median of
-    ``diag(C⁻¹G)``, masses from the mean of ``C``), where ``κ²`` is of order 1 and
-    ``κ^{2ν}`` cannot overflow: ``κ²_own = κ² · length²``.
-
-    **Batches.** ``batch_shape`` gives each batch member (e.g. several maps on one graph,
-    ``train_y`` of shape ``b x m``) its own ``κ²``; each member is factored on its own.
-
-    **Devices.** Factors and estimators run on the CPU (CHOLMOD, float64); the other
-    solves run where ``solver`` says (by conjugate gradients on a CUDA device by default);
-    results come back on the device and in the dtype of the hyperparameters and inputs.
+    There is no outputscale: wrap the kernel in ``gpytorch.kernels.ScaleKernel`` (folded
+    into the sparse operator). ``κ`` is exposed in the units of the graph's points; every
+    matrix is built on ``graph.in_own_units()``, where ``κ²`` is of order 1
+    (``κ²_own = κ² · length²``). ``batch_shape`` gives each batch member (e.g. several maps
+    on one graph, ``train_y`` of shape ``b x m``) its own ``κ²`` and factor.
 
     Examples
     --------

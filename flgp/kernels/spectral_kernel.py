@@ -112,10 +112,9 @@ class SpectralKernel(Kernel):
         self._set_diffusion_time(value)
 
     def _set_diffusion_time(self, value) -> None:
-        # through float64 whatever the kernel's dtype: a Python float went through torch's
-        # default float32 first (t = 1234.57 stored with a relative error of 1.5e-8 in a
-        # float64 kernel, 1e300 as inf); the raw value is cast only after the inverse
-        # transform (log 1e300 fits any float)
+        # through float64 whatever the kernel's dtype (a Python float would pass through
+        # float32 and lose digits, 1e300 become inf); the raw value is cast only after the
+        # inverse transform (log 1e300 fits any float)
         raw = self.raw_diffusion_time
         value = torch.as_tensor(value, dtype=torch.float64, device=raw.device)
         if not bool(torch.isfinite(value).all()) or bool((value <= 0).any()):

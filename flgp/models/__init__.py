@@ -1,30 +1,19 @@
 """Gaussian-process estimators on a point cloud, by role:
 
-* the estimators - :class:`FLGPClassifier`, :class:`FLGPRegressor` - over one shared core
-  (``flgp.models._base``: inputs validated once, the prior objects, the fit of the
-  representation chosen);
-* their priors as objects (:mod:`flgp.models.priors`): :class:`HeatKernelPrior`,
-  :class:`GraphMaternPrior`, :class:`RBFPrior`, each holding its representation's
-  settings and giving its GPyTorch kernel;
-* :mod:`flgp.models.inference` - the inference engines they use (expectation
-  propagation, Laplace, exact low-rank Gaussian, Poisson counts), which know nothing of
-  estimators;
-* :mod:`flgp.models.representation` - what the estimators ask of a representation of
-  their prior; the three they register are :mod:`flgp.models.graph_matern` (the
-  full-resolution graph Matérn prior, ``method="graph_matern"``), :mod:`flgp.models.baselines`
-  (the extrinsic RBF-kernel GPs, ``method="rbf"``) and :mod:`flgp.models.heat_kernel`
-  (the low-rank heat kernel, ``method="flgp"``, ``"glgp"``, ``"nystrom"``, on the engine
-  of :mod:`flgp.models.eigenbasis`: candidate eigenbases, warm start);
-* :mod:`flgp.models.labelling` - the labelling loop, through the estimators' documented
-  interface (``eigenpairs_``, ``labelled_indices_``, ``latent_posterior()``);
-* :func:`predict_image` - regression on the voxels of a NIfTI image (or several maps),
-  mean and sd images out (``flgp.models.image``); :func:`seed_correlation` - the fitted
-  prior's seed-correlation maps (``flgp.models.seeds``); :func:`predict_surface` - on the
-  vertices of a surface mesh (``flgp.models.surface``); :func:`excursion_set` - where a
-  full-resolution map exceeds a level jointly, from its posterior's sparse factor
-  (``flgp.models.excursion``); :func:`group_map` - the population map of many subjects'
-  maps on one mask under a two-level graph Matérn model, and :func:`group_contrast` of
-  two groups (``flgp.models.group``);
+* :class:`FLGPClassifier`, :class:`FLGPRegressor` - the estimators, over one shared core
+  (``flgp.models._base``);
+* :mod:`flgp.models.priors` - their priors as objects (:class:`HeatKernelPrior`,
+  :class:`GraphMaternPrior`, :class:`RBFPrior`), each giving its GPyTorch kernel;
+* :mod:`flgp.models.inference` - the inference engines (EP, Laplace, exact low-rank
+  Gaussian, Poisson counts);
+* :mod:`flgp.models.representation` - what the estimators ask of a representation of their
+  prior: :mod:`flgp.models.graph_matern`, :mod:`flgp.models.baselines` (the RBF GPs) and
+  :mod:`flgp.models.heat_kernel` (on the engine of :mod:`flgp.models.eigenbasis`);
+* :mod:`flgp.models.labelling` - the labelling loop;
+* :func:`predict_image`, :func:`predict_surface` - regression on the voxels of NIfTI maps
+  or the vertices of a surface mesh; :func:`seed_correlation` - seed-correlation maps;
+  :func:`excursion_set` - where a full-resolution map exceeds a level jointly;
+  :func:`group_map`, :func:`group_contrast` - population maps of many subjects;
 * :class:`MultinomialProbitLikelihood` for users' own GPyTorch models.
 """
 

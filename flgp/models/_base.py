@@ -1,26 +1,14 @@
 """What :class:`~flgp.FLGPClassifier` and :class:`~flgp.FLGPRegressor` share.
 
-:class:`GPEstimator` is their common core:
-
-* the parameters of the engine and their constraints (scikit-learn's
-  ``_parameter_constraints``, checked once when ``fit`` starts, before any work);
-* the inputs, validated once at the boundary - a numpy cloud by ``validate_data`` and
-  :func:`flgp._validation.check_cloud_values` (one scan for NaN and infinity), a dask or zarr
-  cloud by its shape and one pass over its chunks - with the labelled rows and values of
-  ``y``, and ``X_unlabeled`` stacked below ``X``;
-* one place that clears what a previous fit left (:meth:`GPEstimator._clear_fit`),
-  keeping the ``warm_start`` caches, and one that sets what a fit gives
-  (:meth:`GPEstimator._adopt`);
-* the prior objects (``prior=``): each representation's (:meth:`GPEstimator._prior_for`)
-  and the fit's options (:meth:`GPEstimator._fit_options`), all that a representation
-  receives of the estimator; for users, read-only views of the settings (``est.n_induced``,
-  ``est.graph``, ...; docs/models.md).
-
-What fits and predicts is a representation of the prior (:mod:`flgp.models.representation`:
-the heat kernel, :mod:`flgp.models.heat_kernel` on the engine of
-:mod:`flgp.models.eigenbasis`; the graph Matérn prior; the RBF GP): the estimator holds
-the fit of the one chosen (``_chosen_fit``) and the fitted attributes it gives. The
-subclasses supply the targets and the choice.
+:class:`GPEstimator` holds the parameters and their constraints (checked once when ``fit``
+starts), validates the inputs once (a numpy cloud by ``validate_data`` and
+:func:`flgp._validation.check_cloud_values`, a dask or zarr cloud by one pass over its
+chunks; ``X_unlabeled`` stacked below ``X``), clears and sets the fitted state in one place
+each (:meth:`GPEstimator._clear_fit`, :meth:`GPEstimator._adopt`) and resolves the prior
+objects (:meth:`GPEstimator._prior_for`, :meth:`GPEstimator._fit_options`). What fits and
+predicts is a representation of the prior (:mod:`flgp.models.representation`); the
+estimator holds the chosen one's fit (``_chosen_fit``). The subclasses supply the targets
+and the choice.
 """
 
 from __future__ import annotations
@@ -46,8 +34,7 @@ _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 
 
 class GPEstimator(BaseEstimator):
-    """The shared core of the Gaussian-process estimators, whatever their prior (see the module
-    notes)."""
+    """The shared core of the Gaussian-process estimators (see the module notes)."""
 
     _parameter_constraints: dict = {
         "prior": [Prior, list, tuple, None],
@@ -67,8 +54,8 @@ class GPEstimator(BaseEstimator):
 
     @property
     def _graph_method(self) -> str:
-        """The method whose graph a fit builds: ``method``, FLGP's for ``"auto"`` (which
-        weighs FLGP's heat kernel against the RBF GP by their evidence)."""
+        """The method whose graph a fit builds: ``method``, or the heat kernel's for
+        ``"auto"``."""
         method = self.method
         return self._prior_for("flgp").method if method == "auto" else method
 
@@ -84,8 +71,7 @@ class GPEstimator(BaseEstimator):
             if value is not None and not np.isfinite(value):
                 raise ValueError(f"{name} must be finite; got {value!r}.")
 
-    # numeric parameters of the estimator that must also be finite (Interval lets infinity
-    # through); each prior object checks its own
+    # numeric parameters that must also be finite (Interval lets infinity through)
     _finite_parameters: tuple = ()
 
     # -- the prior objects ----------------------------------------------------------------
@@ -120,9 +106,9 @@ class GPEstimator(BaseEstimator):
 
     @property
     def method(self) -> str:
-        """The representation, in the words of the old ``method`` parameter: ``"auto"``
-        when several priors are weighed, else the one prior's (``"flgp"`` / ``"glgp"`` /
-        ``"nystrom"`` for the heat kernel, ``"graph_matern"``, ``"rbf"``)."""
+        """``"auto"`` when several priors are weighed, else the one prior's method
+        (``"flgp"`` / ``"glgp"`` / ``"nystrom"`` for the heat kernel, ``"graph_matern"``,
+        ``"rbf"``)."""
         priors = self._priors()
         return priors[0].method if len(priors) == 1 else "auto"
 
@@ -134,13 +120,12 @@ class GPEstimator(BaseEstimator):
                              f"it, or pass a numpy array.")
 
     # -- fitted state ---------------------------------------------------------------------
-    # the representations of the prior by registry name (flgp.models.representation; each
-    # estimator its own, the heat kernel's "flgp" among them), and the fit of the one
-    # chosen, which predicts (its predict / predict_proba, interval_noise, ...)
+    # the representations by registry name (each estimator its own) and the fit of the
+    # one chosen, which predicts
     REPRESENTATIONS: dict = {}
     _chosen_fit = None
 
-    # private state a fit sets (the public fitted attributes end with "_")
+    # private state a fit sets (public fitted attributes end with "_")
     _FITTED_STATE = ("_chosen_fit", "_y_mean", "_y_scale", "_y_unit")
 
     def _clear_fit(self) -> None:
@@ -168,7 +153,7 @@ class GPEstimator(BaseEstimator):
         regression = not is_classifier(self) and getattr(self, "likelihood", "") != "poisson"
         constant = float(self._y_mean) if regression else None
         if self.method_ == "graph_matern":
-            # the regressor's fitted κ; the classifier's fixed nearly intrinsic one
+            # the regressor's fitted κ; the classifier's fixed one
             kappa = value("matern_kappa_", getattr(self._chosen_fit, "kappa", None))
             self.prior_ = self._prior_for("graph_matern").fitted(
                 {"graph": self.graph_, "nu": self.matern_order_},
@@ -214,8 +199,8 @@ class GPEstimator(BaseEstimator):
         if is_lazy(X) or is_lazy(y) or is_lazy(X_unlabeled):
             with stage("labels"):
                 return self._lazy_inputs(X, y, X_unlabeled)
-        # the shape once (scikit-learn's validate_data), then the values once: the one scan
-        # for NaN, with the graph's own checks (spread, duplicates) when the cloud is X alone
+        # the shape once (validate_data), then the values once (NaN, and the graph's own
+        # checks when the cloud is X alone)
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=2,
                           ensure_all_finite=False)
         other = self.REPRESENTATIONS.get(self._graph_method)
@@ -241,8 +226,7 @@ class GPEstimator(BaseEstimator):
                 X = check_cloud_values(X, finite=False)
         given = self._prior_for("graph_matern").graph
         if given is not None:
-            # a given graph against its cloud before anything is fitted (not after "auto"
-            # has fitted the heat kernel: minutes on a whole brain)
+            # check a given graph against its cloud before anything is fitted
             given.check_rows(X)
         idx = np.flatnonzero(labelled)
         return X, idx, y[idx]

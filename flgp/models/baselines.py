@@ -1,13 +1,10 @@
 """The extrinsic baselines: RBF-kernel GPs on the labelled points only.
 
 Their hyperparameters are fitted honestly (a badly fitted RBF GP makes any manifold method
-look good): the classifier picks length-scale and amplitude by the Laplace approximate
-marginal likelihood over a grid around the median heuristic; the regressor is an exact GP
-(constant mean, amplitude times an RBF kernel, Gaussian noise) whose amplitude and constant
-are profiled out of the exact marginal likelihood in closed form, leaving a grid and an
-L-BFGS-B refinement over length-scale and noise ratio, one Cholesky per evaluation (numpy
-and LAPACK); its predictions come from the Cholesky factor of the labelled covariance
-(``O(m p + m^2)`` per predicted point for ``m`` labels).
+look good): the classifier's length-scale and amplitude by the Laplace marginal likelihood
+over a grid around the median heuristic; the regressor is an exact GP whose amplitude and
+constant are profiled out of the exact marginal likelihood, leaving a grid and L-BFGS-B over
+length-scale and noise ratio, one Cholesky per evaluation (numpy and LAPACK).
 """
 
 from __future__ import annotations
@@ -109,33 +106,18 @@ class RBFLaplaceClassifier:
         return np.argmax(self.predict_proba(X), axis=1)
 
 
-# The exact RBF GP regressor. Its dense algebra (one m x m Cholesky per evidence evaluation,
-# exact predictive variances) holds at every m; GPyTorch, which fitted it before, switched to
-# conjugate gradients and approximate variances above 800 labels unless told otherwise (the
-# sd came out about 14-fold inflated on the motor map, docs/images.md), and this was the
-# size up to which it was told to stay exact. Kept for the callers that name it.
+# kept for the callers that name it: the dense algebra is exact at every m
 EXACT_MAX_LABELS = 20_000
-# The largest number of labels for which the RBF GP stays a representation weighed by
-# ``FLGPRegressor()``. Its fit costs 10 Cholesky factorisations of the m x m
-# labelled covariance (the grid) plus 12-20 evaluations with the evidence gradient (each a
-# Cholesky and the inverse from it, together ~3 Cholesky times), and holds two m x m float64
-# arrays (576 MB at 6000). Measured on 2 cores (AMD EPYC, OpenBLAS 0.3.31, a 3-d cloud of
-# 6000 points, benchmarks/rbf.py's data): a Cholesky of 6000 x 6000 takes 0.72 s (1.28 s on
-# one core), the inverse from its factor 1.3 s (2.7 s), the whole search 46 s (80 s; 26
-# evaluations); at 4182 labels 16 s (26 s) against 94 s (169 s) for the GPyTorch fit - both
-# before the sample-first search below.
+# the most labels for which FLGPRegressor() weighs the RBF GP: its fit costs 10 Cholesky
+# factorisations of the m x m labelled covariance plus 12-20 gradient evaluations (~3
+# Cholesky times each) and holds two m x m float64 arrays (576 MB at 6000)
 RBF_MAX_LABELS = 6000
-# above 1.5 times this many labels the hyperparameters are searched on this many first (a
-# uniform sample, seed 0), then refined on all of them by at most REFINE_STEPS L-BFGS-B
-# iterations. Measured on the thresholded motor map at 4,182 labels: 6.3 s against 8.3 s
-# with a 2,000-label sample and 3 steps, whose evidence is 20 nats higher (-2,284 against
-# -2,304) for the same held-out error (0.0479 against 0.0475); no refinement at all loses
-# 160 nats and 30 % in the error (0.063).
+# above 1.5 times this many labels the hyperparameters are searched on a uniform sample of
+# this many (seed 0) first, then refined on all labels by at most REFINE_STEPS L-BFGS-B
+# iterations (without them the sample's optimum fits markedly worse)
 SUBSET_LABELS = 1500
 REFINE_STEPS = 2
-# below this many labels the RBF GP's factorisations run on one BLAS thread (the whole fit
-# on 2 cores, one thread against two: 1,000 labels 0.44 / 0.67 s, 1,500 1.16 / 1.27 s,
-# 1,994 2.49 / 2.08 s - fsaverage5 thickness coordinates, medians of 3)
+# below this many labels the factorisations run on one BLAS thread (faster at that size)
 SMALL_LABELS = 1750
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -159,36 +141,24 @@ def _median_scale(Z):
     """The median heuristic for the length-scale: ``sqrt(median |z_i - z_j|^2 / 2)`` over
     the pairs of the first 2000 rows (1 where all of them coincide)."""
     sub = Z[:2000]            # the median heuristic needs no more points
-    # the pairs once, in place (the square matrix and its triangle's indices cost ~0.15 s
-    # of fresh memory at 2,000 rows; the same numbers as cdist's triangle)
+    # the pairs once, in place (less fresh memory than the square matrix)
     d2 = pdist(sub, "sqeuclidean")
     return float(np.sqrt(np.median(d2, overwrite_input=True) / 2.0)) or 1.0
 
 
 class _ProfiledEvidence:
     """The log evidence of standardised targets ``z`` under ``z = c + f + ε``,
-    ``f ~ GP(0, A k_ℓ)``, ``ε ~ N(0, A r I)``, with the amplitude ``A`` and the constant
-    ``c`` at their maximum-likelihood values for each ``(ℓ, r)``:
+    ``f ~ GP(0, A k_ℓ)``, ``ε ~ N(0, A r I)``, with ``A`` and ``c`` profiled out for each
+    ``(ℓ, r)``: with ``S = K_ℓ + r I``, ``ĉ = 1ᵀS⁻¹z / 1ᵀS⁻¹1``, ``q = (z - ĉ)ᵀ S⁻¹ (z -
+    ĉ)`` and ``Â = q / m``, ``log p = -m/2 (log(2π Â) + 1) - 1/2 log|S|``, exactly
+    ``log N(z | ĉ 1, Â S)`` (no REML correction for ``c``).
 
-    ``S = K_ℓ + r I``, ``ĉ = 1ᵀS⁻¹z / 1ᵀS⁻¹1``, ``q = (z - ĉ)ᵀ S⁻¹ (z - ĉ)``, ``Â = q / m``,
-    ``log p = -m/2 (log(2π Â) + 1) - 1/2 log|S|``,
-
-    i.e. the profile likelihood with ``m`` degrees of freedom: exactly the log density
-    ``log N(z | ĉ 1, Â S)`` at the profiled values (no REML correction for ``c``). One
-    evaluation is one Cholesky of ``S`` (LAPACK ``dpotrf``, in place in a work array that
-    keeps the last factor); the gradient in ``(log ℓ, log r)`` adds ``S⁻¹`` from the factor
-    (``dpotri``, about two Cholesky times): by the envelope theorem it is
-    ``1/2 tr((α αᵀ / Â - S⁻¹) ∂S)`` with ``α = S⁻¹ (z - ĉ)``, ``∂S/∂log r = r I`` and
-    ``∂S/∂log ℓ = K_ℓ ∘ D² / ℓ²``.
-
-    Targets that are all equal (``z = 0`` after standardisation) have an unbounded profile
-    (``Â = 0``); there ``Â`` is floored at ``AMPLITUDE_FLOOR`` and the value is
-    ``log N(z | ĉ 1, Â S)`` at the floor (the same formula, finite).
-
-    A fixed ``noise`` (the variance ``A r`` of ``z``) replaces the profile in ``A``:
-    ``A = noise / r``, and the gradient in ``log r`` gains ``∂ log p / ∂ log A · (-1) =
-    (m - q / A) / 2``."""
-
+    One evaluation is one Cholesky of ``S`` (``dpotrf`` in place); the gradient in ``(log
+    ℓ, log r)`` adds ``S⁻¹`` (``dpotri``): by the envelope theorem ``1/2 tr((α αᵀ / Â -
+    S⁻¹) ∂S)`` with ``α = S⁻¹ (z - ĉ)``, ``∂S/∂log r = r I``, ``∂S/∂log ℓ = K_ℓ ∘ D² /
+    ℓ²``. ``Â`` is floored at ``AMPLITUDE_FLOOR`` (equal targets). A fixed ``noise`` (the
+    variance ``A r`` of ``z``) sets ``A = noise / r``, adding ``(m - q / A) / 2`` to the
+    gradient in ``log r``."""
     AMPLITUDE_FLOOR = 1e-12
 
     def __init__(self, Z, z, noise=None):
@@ -266,16 +236,11 @@ class RBFGPRegressor:
     The model, on standardised inputs (per feature) and targets ``z`` (``y`` divided by an
     exact power-of-two unit ``y_unit_``, then centred and scaled to unit variance):
     ``z = c + f + ε``, ``f ~ GP(0, A k_ℓ)``, ``k_ℓ(x, x') = exp(-|x - x'|² / (2ℓ²))``,
-    ``ε ~ N(0, A r I)``. The amplitude ``A`` and the constant ``c`` are profiled out in
-    closed form (generalised least squares for ``c``, ``Â = q / m``), so the evidence is a
-    function of ``(log ℓ, log r)`` alone, one Cholesky of the ``m x m`` matrix
-    ``K_ℓ + r I`` per evaluation: the profile likelihood with ``m`` degrees of freedom,
-    which is exactly the log density of the targets at the reported ``(A, c, ℓ, r)``
-    (:class:`_ProfiledEvidence`). The search: a grid of ``LENGTH_FACTORS`` times the median
-    heuristic (as the classifier) by ``RATIO_GRID``, then L-BFGS-B with the analytic
-    gradient from the best grid point, within ``ℓ ∈ [med/100, 10 med]`` and
-    ``r ∈ [1e-6, 10]``: 10 + 12-20 evaluations (measured). The fit does not depend on the
-    units of ``y`` (multiplying ``y`` by a power of two scales every output exactly).
+    ``ε ~ N(0, A r I)``, with ``A`` and ``c`` profiled out (:class:`_ProfiledEvidence`).
+    The search: a grid of ``LENGTH_FACTORS`` times the median heuristic by
+    ``RATIO_GRID``, then L-BFGS-B with the analytic gradient from the best grid point,
+    within ``ℓ ∈ [med/100, 10 med]`` and ``r ∈ [1e-6, 10]``. The fit does not depend on
+    the units of ``y``.
 
     Parameters
     ----------
@@ -283,12 +248,10 @@ class RBFGPRegressor:
         Iterations of the L-BFGS-B refinement (at most ``2 max_iter`` evaluations);
         0 keeps the best grid point.
     backend : str
-        Unused: ``"keops"`` (and any other) runs the same numpy/LAPACK fit, which is exact
-        and dense; kept for the signature.
+        Unused (the fit is numpy/LAPACK whatever the backend); kept for the signature.
     noise : float, optional
         Fix the noise variance (in units of ``y²``): ``A = noise / r`` instead of the
-        profile in ``A``, the same search over ``(ℓ, r)`` (its grid's ratios then those
-        that give ``A = 0.1`` and ``1`` in standardised units).
+        profile in ``A`` (the grid's ratios then those that give ``A = 0.1`` and ``1``).
 
     Attributes
     ----------
@@ -301,11 +264,10 @@ class RBFGPRegressor:
     constant_ : float
         ``c`` in units of ``y``.
     log_marginal_likelihood_ : float
-        The maximised log evidence of ``y`` in its units: the standardised one minus
-        ``m log(y_scale_)``.
+        The maximised log evidence of ``y`` in its units.
     n_iter_ : int
-        The number of evidence evaluations, each one Cholesky factorisation (those of the
-        refinement also the inverse from it), the final one at the fitted point included.
+        The number of evidence evaluations (each one Cholesky factorisation), the final
+        one at the fitted point included.
     y_unit_, y_mean_, y_scale_ : float
         The power-of-two unit, the mean and the standard deviation of the targets.
     """
@@ -317,19 +279,12 @@ class RBFGPRegressor:
     LENGTH_RANGE = (1e-2, 10.0)           # times the median heuristic
     RATIO_RANGE = (1e-6, 10.0)
     # the screen's coarse stage evaluates the grid at these positions of its noise ratios
-    # only (the last: 1e-1, the larger, at the default; with a fixed noise the ratio of
-    # amplitude 1): its best point polished reached the whole grid's polished
-    # value on all ten workloads of benchmarks/screening.py that search by the grid, in
-    # 13-15 evaluations against 17-20 (the search, when it goes on, evaluates the rest of
-    # the grid and starts from the whole grid's best point, as unscreened)
+    # only (the larger ratio; with a fixed noise that of amplitude 1): its polished best
+    # point matched the whole grid's on benchmarks/screening.py
     SCREEN_RATIOS = (-1,)
-    # the screening value (FLGPRegressor()): the grid's best point polished by
-    # value-only steps while the evidence rises - the noise ratio by decades, the
-    # length-scale by quarter decades, at most POLISH_MOVES a direction and POLISH_PASSES
-    # passes (measured on brain maps and surfaces: the grid alone left up to 0.29 nats a
-    # label to the refinement; docs/models.md, "Screening"). Two passes: on the twelve
-    # workloads of benchmarks/screening.py a third moved nothing (the climbs left after
-    # the polish were the same, at most 33 % of the margin) but cost up to 4 evaluations
+    # the screening value: the grid's best point polished by value-only steps while the
+    # evidence rises - the noise ratio by decades, the length-scale by quarter decades, at
+    # most POLISH_MOVES a direction and POLISH_PASSES passes (docs/models.md, "Screening")
     POLISH_STEPS = ((1, np.log(10.0)), (0, 0.25 * np.log(10.0)))
     POLISH_MOVES = 3
     POLISH_PASSES = 2
@@ -343,25 +298,20 @@ class RBFGPRegressor:
         self.max_iter = max_iter
         self.backend = backend
         self.noise = noise
-        # a feature constant over the labelled rows is standardised by this scale (the
-        # cloud's spread, :func:`cloud_feature_scale`), or by 1 when None
+        # standardises a feature constant over the labelled rows (cloud_feature_scale)
         self.feature_scale = feature_scale
 
     def fit(self, X, y):
         """Fit on the labelled ``X`` and ``y`` (below ``SMALL_LABELS`` labels on one BLAS
-        thread: two threads on matrices that small synchronise more than they compute -
-        470 labels on a loaded 2-core machine, 8.2 s against 0.4 s)."""
+        thread)."""
         return exhaust(self.fit_steps(X, y))
 
     def fit_steps(self, X, y, screen: bool = False):
         """:meth:`fit` as a generator that returns the fitted estimator. ``screen=True``:
         it first yields, once, a :class:`~flgp.precision.gaussian.Screen` of the best log
-        evidence of ``y`` its coarse stage evaluated - the best of the grid's points at its
-        last noise ratio (``SCREEN_RATIOS``; its ``tighten``: that point polished,
-        :meth:`_polished`), or on more than ``1.5 SUBSET_LABELS`` labels the sample's
-        optimum on all of them - and goes on when sent None: the rest of the grid, then
-        the L-BFGS-B refinement from the whole grid's best point, as without screening
-        (the fit does not depend on whether it was screened)."""
+        evidence of ``y`` of its coarse stage - the grid's points at ``SCREEN_RATIOS``
+        (``tighten``: :meth:`_polished`), or beyond ``1.5 SUBSET_LABELS`` labels the
+        sample's optimum - and goes on when sent None, as without screening."""
         threads = 1 if np.shape(y)[0] < SMALL_LABELS else None
 
         def blas():
@@ -378,8 +328,7 @@ class RBFGPRegressor:
                                                evidence.m)
 
             grid = values is not None                       # not the sample's optimum
-            # the bare grid is loose: its best point has climbed up to 0.29 nats a label
-            # in the refinement (docs/models.md, "Screening")
+            # the bare grid is loose: the refinement can climb well above its best point
             yield Screen(self._evidence_of_y(best[0], evidence.m),
                          tighten if grid else None, loose=grid)
             if grid:
@@ -411,8 +360,7 @@ class RBFGPRegressor:
         if not (np.isfinite(X).all() and np.isfinite(y).all()):
             raise ValueError("the RBF GP's labelled X and y must be finite (no NaN or inf).")
         self.mu_, self.sd_ = _standardise(X, getattr(self, "feature_scale", None))
-        # targets at any scale: an exact power-of-two unit first (1 for ordinary data), as
-        # the heat-kernel regressor does, so that 1e-200 y and 1e200 y fit like y
+        # targets at any scale: an exact power-of-two unit first (1 for ordinary data)
         self.y_unit_ = unit = power_of_two_unit(y)
         y_pre = y / unit
         mean_pre, scale_pre = float(y_pre.mean()), float(y_pre.std()) or 1.0
@@ -428,8 +376,8 @@ class RBFGPRegressor:
         med = _median_scale(Z)
         start = None
         if z.size > 1.5 * SUBSET_LABELS:
-            # the search on a uniform sample of the labels first: its optimum starts a few
-            # gradient steps on all of them (each ~3 Cholesky factorisations of m x m)
+            # the search on a uniform sample of the labels first; its optimum starts
+            # a few gradient steps on all of them
             pick = np.sort(np.random.default_rng(0).choice(z.size, SUBSET_LABELS,
                                                             replace=False))
             sub = _ProfiledEvidence(Z[pick], z[pick], noise_z)
@@ -478,11 +426,9 @@ class RBFGPRegressor:
 
     def _grid(self, evidence, med, start=None, known=None, ratios=None):
         """``([best value, best point], started)``: the grid's best point, or ``start``
-        alone (``started``) - the grid after all where ``start`` cannot be factored.
-        ``known``: ``{point: value}`` of grid points already evaluated (not evaluated
-        again; the points evaluated here are added); ``ratios``: the positions in the
-        grid's ratios to evaluate (default all) - the best is taken in the grid's own
-        order whatever was evaluated before."""
+        alone (``started``; the grid after all where ``start`` cannot be factored).
+        ``known``: ``{point: value}`` of grid points already evaluated, updated here;
+        ``ratios``: the positions of the grid's ratios to evaluate (default all)."""
         best = [-np.inf, None]
         grid_ratios = self.RATIO_GRID
         if evidence.noise is not None:              # A = noise / r: A = 0.1 and 1
@@ -516,12 +462,9 @@ class RBFGPRegressor:
     def _polished(self, evidence, med, best) -> float:
         """The screening value of the coarse stage: the evidence at ``best = [value,
         point]`` moved by ``POLISH_STEPS`` while it rises - each axis in turn, one
-        direction until it stops rising, passes until one moves nothing (at most
-        ``POLISH_PASSES``), within the search's bounds. The points lie on the lattice of
-        those steps from ``best``'s point, and one evaluated before is not evaluated again
-        (a later pass re-tries the last axis moved at points its moves already saw). The
-        search itself goes on from ``best`` (a fit does not depend on whether it was
-        screened)."""
+        direction until it stops rising, for at most ``POLISH_PASSES`` passes, within the
+        search's bounds, no point evaluated twice. The search itself goes on from
+        ``best``."""
         lo = np.log([med * self.LENGTH_RANGE[0], self.RATIO_RANGE[0]])
         hi = np.log([med * self.LENGTH_RANGE[1], self.RATIO_RANGE[1]])
         origin, steps = best[1], dict(self.POLISH_STEPS)
@@ -619,8 +562,7 @@ class RBFGPRegressor:
         n = X.shape[0]
         mean = np.empty(n)
         std = np.empty(n) if return_std else None
-        # a block's working set: the cross-kernel, its distances' temporaries and the
-        # solve, about 5 m floats a row, within flgp's working-memory budget
+        # a block's working set, about 5 m floats a row, within flgp's memory budget
         step = default_chunk_size(8 * (5 * Zt.shape[0] + 4 * X.shape[1] + 8))
         for start in range(0, n, step):
             Z = (X[start:start + step] - self.mu_) / self.sd_

@@ -43,20 +43,16 @@ def prior_gram(prior, t, V1, V2):
 class ClassPredictor:
     """Class probabilities and latent moments of a fitted classifier from eigenvector rows
     (:meth:`Eigenpairs.map_chunks` / :meth:`~Eigenpairs.map_points` call it on blocks of
-    rows). It holds the posterior over the diffusion times it averages (one when not
-    averaging), the predictive scale, the labelled rows' eigenvectors (Laplace) and which
-    connected pieces hold a label - no ``n``-sized array - so it is small and
-    picklable: Dask ships it to its tasks.
+    rows). It holds no ``n``-sized array, so it is small and picklable for Dask tasks.
 
-    With EP everything a prediction needs of a row ``v`` is linear in it (latent means,
-    the factors of the latent covariances), so the predictor declares ``project``, two
-    matrices (the means' columns in float64, the factors' in float32), and is called with
-    the rows of ``V`` times each: for FLGP these come from the ``r``-sparse transition rows
-    and the induced points (``O(r k)`` a point, :meth:`Eigenpairs.map_chunks`). Laplace
-    predictors (``project`` None) get ``V``.
+    With EP a prediction is linear in the row ``v`` before a sum of squares, so the
+    predictor declares ``project`` (the latent means' columns and the variance factors')
+    and is called with the rows of ``V`` times each, which FLGP computes from the
+    ``r``-sparse transition rows in ``O(r k)`` a point. Laplace predictors (``project``
+    None) get ``V``.
 
-    ``predictor(Z, pieces) -> (b, n_classes)`` probabilities; rows in a piece
-    without labels get the class frequencies of the labels (the prior prediction).
+    ``predictor(Z, pieces) -> (b, n_classes)`` probabilities; rows in a piece without
+    labels get the labels' class frequencies (the prior prediction).
     """
 
     def __init__(self, spectral_prior: SpectralPrior, n_classes: int, ep: bool,
@@ -85,9 +81,8 @@ class ClassPredictor:
     def _projection(self):
         """``(means, factors)``: the latent means' columns and the variance factors', with
         each posterior's columns in both. The probabilities read the factors in float32
-        (:attr:`project`; their squares are summed in float64, a class probability moves
-        by 2.5e-8 at most over MNIST's 70,000 points, and the transduction reads half the
-        bytes); the latent moments read them in float64 (:attr:`project_exact`)."""
+        (:attr:`project`; squares summed in float64: probabilities move by ~1e-8), the
+        latent moments in float64 (:attr:`project_exact`)."""
         means, factors, columns, at_m, at_f = [], [], [], 0, 0
         multinomial = self.n_classes > 2 and not self.one_vs_rest
         for t, A, state in self._posteriors():

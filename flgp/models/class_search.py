@@ -15,9 +15,8 @@ from .inference.laplace import LogisticLikelihood, laplace_binary, laplace_softm
 __all__ = ["TimeSearch", "AMPLITUDE_GRID"]
 
 _T_GRID = 12  # log-spaced diffusion times searched (and averaged over)
-# prior amplitudes A (f ~ GP(0, A C_t)) tried by the EP classifier: the probit's noise has
-# variance 1 and C_t(x, x) is about 1-10, so these span noisy (A = 1) to nearly
-# deterministic labels (A = 1000)
+# prior amplitudes A tried by the EP classifier: with probit noise of variance 1 and
+# C_t(x, x) about 1-10, from noisy (A = 1) to nearly deterministic labels (A = 1000)
 AMPLITUDE_GRID = (1.0, 10.0, 100.0, 1000.0)
 _A_START = 100.0
 # EP convergence (largest relative change of a site parameter): looser while searching
@@ -107,14 +106,12 @@ class TimeSearch:
 
     def search_ep(self, codes, binary) -> dict:
         """``t`` and the amplitude ``A`` by the EP marginal likelihood: a 12-point log grid
-        over ``t`` at ``A = 100``, the amplitude grid at the best ``t`` (the grid over ``t``
-        again if another ``A`` wins), then two steps of parabolic interpolation in
-        ``log t`` (:func:`flgp.models.search.parabolic_refine`; an EP run costs as much as
-        ~20 Laplace fits, Brent's ~8 evaluations would double the search). Each EP run
-        starts from the sites of the previous one and stops at a looser tolerance than the
-        final posteriors. Returns what :meth:`finish_ep` needs, with ``search_evidence``
-        the log evidence at the chosen ``t`` at the search's tolerance (or the final
-        result when ``t`` is fixed)."""
+        over ``t`` at ``A = 100``, the amplitude grid at the best ``t`` (the ``t`` grid again
+        if another ``A`` wins), then two parabolic steps in ``log t``
+        (:func:`flgp.models.search.parabolic_refine`: EP runs are too dear for Brent). Each
+        run starts from the previous sites at a looser tolerance than the final posterior.
+        Returns what :meth:`finish_ep` needs, ``search_evidence`` the log evidence at the
+        chosen ``t`` (the final result when ``t`` is fixed)."""
         fixed_t = self.heat.diffusion_time
         fixed_a = self.heat.amplitude
         warm = {}

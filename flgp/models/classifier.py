@@ -69,10 +69,9 @@ def encode_classes(y_lab):
 
 
 def warn_conflicting_labels(X, labelled, codes, classes, stacklevel: int = 2) -> None:
-    """Warn when a point is labelled more than once with different classes (rows of ``X``
-    at ``labelled`` that coincide): both labels stay - the point's probabilities are
-    shared between its classes (at full resolution every copy observes every class it was
-    given) - and the warning names the rows."""
+    """Warn when a point is labelled more than once with different classes (coinciding
+    rows of ``X`` at ``labelled``). Both labels stay: the point's probabilities are shared
+    between its classes."""
     if labelled.size < 2:
         return
     rows = np.ascontiguousarray(X[labelled])
@@ -98,95 +97,56 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     """Semi-supervised Gaussian-process classifier on a point cloud: few labels, many
     unlabelled points, classes that follow the cloud's shape.
 
-    At its defaults, on a numpy cloud, it is the full-resolution least-squares GP
-    classifier: one latent a class under the centred graph Matérn prior on the cloud's
-    self-tuning 10-NN graph (Poisson learning's graph), the labels' centred one-hot
-    vectors regressed on the latents by sparse solves, class probabilities from the
-    posterior means at a spread set from the cloud, re-weighted to the class-size prior
-    (docs/few_labels.md). From three labels a class (a random sample: none chosen by
-    ``suggest_labels``) it also fits the heat kernel and keeps whichever of the two
-    predicts held-out labels better on both accuracy and log-likelihood, over stratified
-    folds of the labels (``cross_validation_``; docs/calibration.md): the heat kernel's
-    probabilities follow classes that overlap or touch, the full-resolution fit's are
-    sharper where the classes are clusters. Dask or zarr clouds, given induced points and clouds too large
-    for that fit take the low-rank FLGP heat kernel instead (``HeatKernelPrior``): binary
-    labels under the probit likelihood ``P(y = 1 | f) = Φ(f)``, more classes under the
-    multinomial probit, one latent a class sharing the heat kernel ``A · C_t``, the
-    posterior by expectation propagation, whose marginal likelihood selects the diffusion
-    time ``t``, the amplitude ``A`` and, for SE kernels, the bandwidth
-    (``inference="laplace"``: logistic / softmax likelihood, amplitude 1, Laplace's
-    approximation; docs/models.md, "Calibration"). ``method_`` says which ran.
+    By default a numpy cloud gets the full-resolution least-squares GP classifier under
+    the centred graph Matérn prior on its self-tuning 10-NN graph (docs/few_labels.md),
+    checked against the heat kernel by cross-validation over the labels from three
+    labels a class (``cross_validation_``; docs/calibration.md). Dask or zarr clouds,
+    given induced points and clouds too large for that fit get the low-rank FLGP heat
+    kernel: one latent a class sharing the kernel ``A · C_t``, the probit likelihood
+    ``P(y = 1 | f) = Φ(f)`` (multinomial probit for more classes) and expectation
+    propagation, whose marginal likelihood selects ``t``, ``A`` and, for SE kernels, the
+    bandwidth (docs/models.md). ``method_`` says which ran.
 
     Parameters
     ----------
     prior : HeatKernelPrior, GraphMaternPrior, RBFPrior, a list of them, or None
-        The prior of the class latents, as an object holding its own settings
-        (:mod:`flgp.models.priors`). :class:`~flgp.models.priors.GraphMaternPrior` - full
-        resolution: the graph Matérn GP on the cloud's own k-NN graph (Poisson learning's
-        self-tuning graph, 10 neighbours) or on its ``graph``, a least-squares GP
-        classifier (the labels' centred one-hot vectors regressed on the class latents,
-        through the labelled block - a sparse solve a label - or the sparse posterior
-        precision - ``C - 1`` solves a candidate ratio, whatever the number of labels -
-        whichever costs fewer solves; near Poisson learning's solution while some class has
-        one label, from two labels a class its prior-to-noise ratio the one whose
-        probabilities vary least across the graph's edges - the boundaries through the
-        cloud's sparsest parts), probabilities at a spread set from the cloud and
-        re-weighted to ``class_prior`` (:mod:`flgp.precision.classification`,
-        docs/few_labels.md, "One classifier"); with its evidence, latent posterior
-        (``predict_latent``) and labelling loop (``suggest_labels``).
-        :class:`~flgp.models.priors.HeatKernelPrior` - the heat kernel of FLGP's, GLGP's (dense ``n x n`` graph) or Nyström-GLGP's
-        eigenpairs with EP (its settings: the graph, the eigenpairs and the spectral
-        prior on ``t``). :class:`~flgp.models.priors.RBFPrior` - the extrinsic baseline, an
-        RBF-kernel GP on the labelled points only. A list: the classifier's rule among
-        those listed; ``None`` (the default): all three at their defaults, and the rule
-        takes the graph Matérn prior for a numpy cloud (or with a ``graph``) whose fit it
-        predicts within 25 s and half the machine's memory
-        (:func:`flgp.models.graph_matern.classifier_cost`, from the points, coordinates,
-        classes and labels: MNIST at any label count, a 3-d curve up to about 800,000
-        points), the heat kernel for dask inputs, larger clouds and given
-        ``induced_points`` - measured on six clouds at 1-10 labels per class, the
-        full-resolution classifier is at least as accurate as the heat kernel on MNIST,
-        the Swiss roll, the helix and six circles, and behind it on two moons at five
-        labels a class (by 0.8 points) and on the torus (notes/few_labels.md, where the
-        evidence's and leave-one-out's choices between the two are measured too: both
-        pick the heat kernel where it errs twice as often); ``method_`` says which ran.
+        The prior of the class latents, an object holding its own settings
+        (:mod:`flgp.models.priors`): :class:`~flgp.models.priors.GraphMaternPrior` (full
+        resolution, probabilities re-weighted to ``class_prior``;
+        :mod:`flgp.precision.classification`), :class:`~flgp.models.priors.HeatKernelPrior`
+        (FLGP's, GLGP's or Nyström-GLGP's eigenpairs, with EP) or
+        :class:`~flgp.models.priors.RBFPrior` (an RBF-kernel GP on the labelled points
+        only). A list: the classifier's rule among those listed. ``None`` (the default):
+        all three; the rule takes the graph Matérn prior for a numpy cloud (or with a
+        ``graph``) whose fit it predicts within 25 s and half the machine's memory
+        (:func:`flgp.models.graph_matern.classifier_cost`), else the heat kernel.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
-        More than two classes: one multi-class GP whose class latents share one ``t``
-        (multinomial probit with EP, softmax with Laplace), or one binary GP per class
-        against the rest, each with its own ``t``
-        (``"ovr"``; probabilities normalised to sum to one, ``diffusion_time_`` one ``t``
-        per class). Ignored for two classes and by the RBF prior. Prefer the joint
-        model with many classes: per-class ``t`` make the binary probabilities
-        incomparable (docs/models.md).
+        More than two classes: one multi-class GP whose latents share one ``t``, or one
+        binary GP per class against the rest, each with its own ``t`` (``"ovr"``;
+        probabilities normalised to sum to one). Ignored for two classes and by the RBF
+        prior. Prefer the joint model with many classes: per-class ``t`` make the binary
+        probabilities incomparable (docs/models.md).
     inference : {"ep", "laplace"}, default="ep"
-        ``"ep"``: probit / multinomial-probit likelihood, expectation propagation, the
-        amplitude ``A`` fitted with ``t``. ``"laplace"``: logistic / softmax likelihood with
-        amplitude 1 and Laplace's approximation. (the heat kernel only)
+        The heat kernel only. ``"ep"``: probit / multinomial-probit likelihood, expectation
+        propagation, the amplitude ``A`` fitted with ``t``. ``"laplace"``: logistic /
+        softmax likelihood, amplitude 1, Laplace's approximation.
     calibration : {"loo", None}, default="loo"
         The heat kernel with EP only. ``"loo"``: divide the spread of every predictive
         distribution by ``κ``, the mode of the leave-one-out predictive likelihood of the
-        labelled points whose class keeps another label (EP's cavities, free) under a
-        log-normal prior with median 1 and sd ``log 2``
-        (:func:`flgp.models.inference.ep.fit_predictive_scale`); it assumes the labelled
-        points are a random sample of the cloud. With one label per class no point
-        qualifies and ``κ = 1`` (with a warning: those probabilities are
-        under-confident). ``None``: the EP posterior predictive as it is.
+        labels under a log-normal prior with median 1 and sd ``log 2``
+        (:func:`flgp.models.inference.ep.fit_predictive_scale`; assumes the labelled points
+        are a random sample). With one label per class ``κ = 1``, with a warning.
+        ``None``: the EP posterior predictive as it is.
     class_prior : {"auto", "balanced", "labels"}, array-like or None, default="auto"
-        The graph Matérn prior only: the classes' prior shares, to which the probabilities'
-        average over the cloud is re-weighted (one factor a class): ``"auto"`` is balanced
-        unless the label counts, read as a random sample, favour unequal shares by their
-        Bayes factor (:func:`flgp.precision.balanced_log_odds`), and then the label counts
-        plus one, normalised; stratified labels always give balanced shares.
-        ``"balanced"``, ``"labels"`` (the smoothed counts), the user's shares in the order
-        of ``classes_`` or as a mapping ``{class: share}`` (positive weights, normalised to
-        sum to one: ``[2, 1]`` is ``[2/3, 1/3]``), or ``None`` for none. A mapping
-        may name classes that have no label yet: they join ``classes_`` (with a warning
-        naming them), their latent is the prior's (mean 0), the labelled classes are
-        re-weighted to their own shares, and a node's probabilities are
-        ``r p + (1 - r) π``: the labelled classes' ``p`` as far as they decide it (``r``,
-        the gap between its two most probable labelled classes), the shares ``π`` beyond.
-        A class without labels thus takes at most its share, and only where the labelled
-        classes tie or say nothing (pieces of the graph without a label: ``π``).
+        The graph Matérn prior only: the classes' prior shares, to which the average
+        probabilities over the cloud are re-weighted. ``"auto"``: balanced unless the label
+        counts, read as a random sample, favour unequal shares by their Bayes factor
+        (:func:`flgp.precision.balanced_log_odds`), then ``"labels"`` (the counts plus
+        one, normalised). Or the shares in the order of ``classes_`` or as a mapping
+        ``{class: share}`` (positive weights, normalised), or ``None`` for none. A mapping
+        may name classes without a label: they join ``classes_`` (with a warning) and
+        take at most their share, where the labelled classes tie or say nothing
+        (docs/few_labels.md).
     max_iter : int, default=100
         Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
         search.
@@ -197,17 +157,12 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     verbose : bool, default=False
         Print each bandwidth candidate's ``t`` and evidence.
     warm_start : bool, default=False
-        Keep the graph and eigenpairs (every candidate of the bandwidth grid) after
-        ``fit``, and reuse them when the next ``fit`` gets the same cloud ``X`` (same shape
-        and checksums of its bytes) with the same graph settings: refitting with more or
-        changed labels (the labelling loop, :meth:`suggest_labels`) then reruns only the
-        GP part and gives the numbers a cold fit gives. Dask and zarr inputs are always
-        recomputed. One difference from ``warm_start=False``: where the full-resolution
-        prior solves by conjugate gradients (clouds in more than three coordinates,
-        MNIST), a warm-started classifier fits the graph Matérn order 1 only instead of
-        weighing orders 1 and 2 - every refit pays each order's solve for each new
-        label, and order 2 doubled MNIST's labelling loop (docs/few_labels.md, "The order
-        on many coordinates").
+        Keep the graph and eigenpairs after ``fit`` and reuse them when the next ``fit``
+        gets the same cloud (same shape and byte checksums) and graph settings: refits
+        with new labels (:meth:`suggest_labels`) rerun only the GP part, with the numbers
+        of a cold fit. Dask and zarr inputs are always recomputed. Where the
+        full-resolution prior solves by conjugate gradients (more than three coordinates),
+        a warm-started classifier fits order 1 only (docs/few_labels.md).
 
     Attributes
     ----------
@@ -216,53 +171,35 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
         ``"nystrom"``) or a representation's name (``"graph_matern"``, ``"rbf"``).
     prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
-        A copy of the prior that predicts, holding what the fit chose: its settings set
-        where they name it (the graph and order, the heat kernel's time, bandwidth and
-        resolution) and the rest as attributes in the user's units
-        (``prior_to_noise_ratio_`` at full resolution, ``lengthscale_`` of the RBF GP,
-        ...; :mod:`flgp.models.priors`); ``prior_.gpytorch_kernel(X)`` is the kernel at
-        those values.
+        A copy of the prior that predicts, with what the fit chose as settings and as
+        ``_``-suffixed attributes in the user's units (:mod:`flgp.models.priors`);
+        ``prior_.gpytorch_kernel(X)`` is the kernel at those values.
     log_evidence_ : dict
-        The fitted representation's log evidence, ``{name: log_marginal_likelihood_}``
-        (empty where it has none: a fit pickled before it was kept). One entry: the
-        classifier's ``"auto"`` takes one representation by its rule, not by comparing
-        evidences (EP's and the least-squares model's are of different likelihoods).
+        ``{name: log_marginal_likelihood_}`` of the fitted representation (empty where it
+        has none); ``"auto"`` chooses by its rule, not by evidence.
     skipped_methods_ : dict
-        Why each other representation offered was not fitted, or not taken (``method=
-        "auto"``; empty when one prior is given).
+        Why each other representation offered was not fitted, or not taken.
     cross_validation_ : dict or None
-        ``{"graph_matern": {"accuracy": ..., "log_likelihood": ...}, "flgp": {...}}``: the held-out
-        accuracy and mean log-likelihood of the labels of the full-resolution fit and the
-        heat kernel's over stratified folds of the labels, by which ``prior=None`` chose
-        between them (:mod:`flgp.models.cross_validation`: from three labels a class, none
-        suggested by :meth:`suggest_labels`); None where it did not cross-validate.
-    eigenpairs_ : Eigenpairs or None
-        The fitted cloud's eigenpairs (the best bandwidth candidate) where the heat kernel
-        was fitted; None after a graph Matérn fit.
-    eigenvalues_ : ndarray (n_eigenpairs,)
-        Their eigenvalues, where the heat kernel was fitted.
-    diffusion_time_ : float or ndarray
-        The MAP ``t`` (one per class for one-vs-rest), where the heat kernel was fitted.
-    spectral_family_ : str
-        The family the fit used (the evidence's choice for ``spectral_family="auto"``),
-        where the heat kernel was fitted.
-    constant_variance_ : float
-        The constant mode's relative prior variance the fit used (the evidence's choice
-        for ``constant_variance=None``), where the heat kernel was fitted.
-    amplitude_ : float or ndarray
-        The prior amplitude ``A`` (one per class for one-vs-rest; 1 for Laplace), where
-        the heat kernel was fitted.
-    predictive_scale_ : float or ndarray
-        ``κ`` of ``calibration="loo"`` (one per class for one-vs-rest; 1 without), where
-        the heat kernel was fitted.
+        ``{"graph_matern": {"accuracy": ..., "log_likelihood": ...}, "flgp": {...}}``:
+        held-out scores of both fits by which ``prior=None`` chose
+        (:mod:`flgp.models.cross_validation`); None where it did not cross-validate.
+    eigenpairs_, eigenvalues_ : Eigenpairs, ndarray (n_eigenpairs,)
+        The eigenpairs of the best bandwidth candidate and their eigenvalues, where the
+        heat kernel was fitted (``eigenpairs_`` None after a graph Matérn fit).
+    diffusion_time_, amplitude_, predictive_scale_ : float or ndarray
+        The MAP ``t``, the prior amplitude ``A`` (1 for Laplace) and ``κ`` of
+        ``calibration="loo"`` (1 without), one per class for one-vs-rest, where the heat
+        kernel was fitted.
+    spectral_family_, constant_variance_ : str, float
+        The spectral family and the constant mode's relative prior variance the fit used
+        (the evidence's choice where not given), where the heat kernel was fitted.
     bandwidth_, bandwidth_scale_ : float or None
         The SE bandwidth and its scale ``a`` (None / 1 for LAE), where the heat kernel was
         fitted.
     log_marginal_likelihood_ : float or None
-        The fitted representation's evidence: the heat kernel's at the MAP ``t`` (the
-        prior on ``t`` not included), the RBF GP's, the graph Matérn least-squares
-        model's (None where its prior solves by conjugate gradients in the posterior
-        precision form: docs/few_labels.md, "At scale").
+        The fitted representation's evidence (the heat kernel's at the MAP ``t``, without
+        the prior on ``t``); None where the graph Matérn prior solves by conjugate
+        gradients (docs/few_labels.md, "At scale").
     diffusion_time_weights_ : ndarray of shape (k, 2) or None
         The diffusion times the predictions average over and their weights (first row:
         the MAP ``t``); None when not averaging. Not set by ``method_ == "graph_matern"``.
@@ -277,36 +214,27 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     n_iter_ : int
         Posterior evaluations of the hyperparameter search (its best candidate).
     graph_, class_prior_, class_weights_, matern_order_ :
-        ``method="graph_matern"``: the graph, the class shares (None without a prior), the factor
-        each class's probability was multiplied by to meet them, and the order ``ν``
-        (the prior's ``nu``, else chosen with ``ρ``).
+        ``method="graph_matern"``: the graph, the class shares (None without a prior), the
+        factor each class's probability was multiplied by to meet them, and the order
+        ``ν``.
     prior_to_noise_ratio_, probability_variation_ :
-        ``method="graph_matern"``: the least-squares model's ratio ``ρ`` (0.01 while some class has
-        one label) and, where ``(ν, ρ)`` was chosen among several (the orders
-        :data:`flgp.precision.classification.ORDER_CANDIDATES` on a graph of uniform mass
-        unless the prior fixes ``nu`` - order 1 alone where a warm-started classifier's
-        prior solves by conjugate gradients (clouds in more than three dimensions: each
-        refit pays every order's solves for every new label) - times
-        :data:`~flgp.precision.classification.RHO_CANDIDATES` from two labels a class),
-        each candidate's graph total variation of the class
-        probabilities ``{(ν, ρ): variation}`` (the expected share of the edges' weight a
-        labelling drawn from them cuts; of the candidates that give the most labelled
-        points their own class, the least chosen), else None.
+        ``method="graph_matern"``: the least-squares model's ratio ``ρ`` (0.01 while some
+        class has one label) and, where ``(ν, ρ)`` was chosen among several
+        (:data:`flgp.precision.classification.ORDER_CANDIDATES` times
+        :data:`~flgp.precision.classification.RHO_CANDIDATES`), each candidate's graph
+        total variation of the class probabilities ``{(ν, ρ): variation}``, else None.
 
     Notes
     -----
     Memory: the fit keeps the cloud's sparse transition rows (``r`` per point) and the
-    ``s x M`` eigenvector map; eigenvector rows are computed in blocks where they are used
-    (the labelled rows for the hyperparameters, blocks of rows for ``label_distributions_``
-    and ``predict_proba``), so no ``n x M`` array is formed (:func:`flgp.config_context`
-    sets the block size's memory budget).
+    ``s x M`` eigenvector map; eigenvector rows are computed in blocks, so no ``n x M``
+    array is formed (:func:`flgp.config_context` sets the blocks' memory budget).
 
-    Dask: ``X`` (and ``y``, ``X_unlabeled``) may be dask or zarr arrays (``method="flgp"``;
+    Dask: ``X`` (and ``y``, ``X_unlabeled``) may be dask or zarr arrays (the heat kernel;
     ``pip install 'flgp[dask]'``; docs/distributed.md). The engine then runs as Dask tasks
-    on the active scheduler, ``transduction_`` and ``label_distributions_`` are lazy dask
-    arrays, and the fitted model holds no ``n``-sized numpy array. ``predict`` and
-    ``predict_proba`` of a dask array return lazy dask arrays (without the far-point
-    warning, which would need the points computed).
+    on the active scheduler, ``transduction_`` and ``label_distributions_`` are lazy, and
+    ``predict`` / ``predict_proba`` of a dask array return lazy dask arrays (without the
+    far-point warning).
 
     Examples
     --------
@@ -431,13 +359,10 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
         """Fit on all points ``X``; ``y`` holds a label per row, ``-1`` (or None / NaN) for
-        unlabelled rows. Where the other labels name one class only and fill at least half
-        of the rows, ``-1`` is read as the second class (binary labels in ``{-1, +1}``;
-        with a warning).
-
-        Alternatively pass only labelled rows as ``X, y`` and the unlabelled points as
-        ``X_unlabeled``. Any of them may be a dask (or zarr) array (see the class notes).
-        """
+        unlabelled rows - read as a second class, with a warning, where the other labels
+        name one class and fill at least half of the rows. Or pass the labelled rows as
+        ``X, y`` and the unlabelled points as ``X_unlabeled``; any may be a dask or zarr
+        array. Raises ``ValueError`` for fewer than two labels or two classes."""
         self._clear_fit()
         self._check_parameters()
         X, labelled, y_lab = self._fit_inputs(X, y, X_unlabeled)
@@ -458,9 +383,8 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         options = self._fit_options(**self._classifier_options())
         skipped = {}
         if self.method == "auto":
-            # the first representation offered whose rule takes these labels - the heat
-            # kernel, the fallback, asked last, takes any - else the first prior offered;
-            # skipped_methods_ says why each other one offered was not fitted
+            # the first representation offered whose rule takes these labels (the
+            # heat kernel, the fallback, asked last, takes any), else the first prior
             counts = np.bincount(codes, minlength=self.classes_.size)
             order = sorted(self.REPRESENTATIONS.items(), key=lambda item: item[1].fallback)
             key = None
@@ -579,13 +503,12 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
 
     # -- the labelling loop ---------------------------------------------------------------
     def latent_posterior(self):
-        """The fitted latent functions as a Gaussian in the eigenbasis
+        """The fitted latents as a Gaussian in the eigenbasis
         (:class:`flgp.models.labelling.LatentPosterior`): ``f_k(x) = v(x)ᵀ β_k`` with
-        ``β_k`` of mean ``mean[:, k]`` and covariance ``cov[k]``, one ``k`` per latent (one
-        for two classes, one per class otherwise), at the MAP diffusion time; with the
-        precision a new label adds to each. What :meth:`suggest_labels` scores with. The
-        heat kernel's only: the full-resolution classifier's latent posterior is
-        :meth:`predict_latent` at any points."""
+        ``β_k ~ N(mean[:, k], cov[k])``, one ``k`` per latent (one for two classes), at the
+        MAP diffusion time, with the precision a new label adds; what :meth:`suggest_labels`
+        scores with. The heat kernel's only (else ``ValueError``; the full-resolution
+        classifier has :meth:`predict_latent`)."""
         check_is_fitted(self, "classes_")
         if not self._in_eigenbasis:
             instead = (" Its latent means and variances at any points are "
@@ -599,29 +522,22 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
         first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
 
-        Strategies: ``"variance_reduction"`` (default) - the expected reduction, if the row
-        were labelled, of the total variance of the class probabilities over the cloud
-        (to first order: each latent's variance weighted by the squared slope of its
-        class probability), computed in the eigenbasis (``M x M`` algebra per class, one
-        pass over the cloud); ``"entropy"`` (or ``"uncertainty"``), ``"margin"``,
-        ``"least_confident"`` - the predictive uncertainty of ``label_distributions_``;
-        ``"random"``. Batches are greedy: after each pick the posterior is conditioned on
-        a label there, so a batch spreads out (:mod:`flgp.models.labelling`;
-        docs/models.md, "The labelling loop"). Deterministic; ``random_state`` (an int, a
-        numpy Generator or None; default: the estimator's) seeds ``"random"``, an int
-        together with the number of labelled rows, so that a loop draws new rows each
-        round. Refit with ``warm_start=True`` to reuse the eigenpairs.
+        ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel and
+        ``"margin"`` at full resolution. The heat kernel: ``"variance_reduction"`` - the
+        expected reduction, if the row were labelled, of the total variance of the class
+        probabilities over the cloud (to first order, in the eigenbasis); ``"entropy"`` (or
+        ``"uncertainty"``), ``"margin"``, ``"least_confident"`` - the predictive
+        uncertainty of ``label_distributions_``; ``"random"``. Full resolution (``method_
+        == "graph_matern"``): ``"margin"`` (the gap between the two largest latent means;
+        Miller & Calder 2023), ``"entropy"``, ``"least_confident"`` and ``"random"``, each
+        weighted by the row's graph distance to the nearest label. Batches are greedy:
+        each pick counts as a label, so a batch spreads out (:mod:`flgp.models.labelling`;
+        docs/models.md and docs/few_labels.md, "The labelling loop").
 
-        The full-resolution classifier (``method_ == "graph_matern"``) suggests by ``"margin"`` by
-        default (uncertainty sampling, the strategy the active-learning literature on
-        graphs found best at few labels: Miller & Calder 2023; there the gap between the
-        two largest class scores - the latent means, not the probabilities - so that rows
-        no label speaks for strongly come first), also ``"entropy"``,
-        ``"least_confident"`` and ``"random"``, each weighted by the row's graph distance
-        to the nearest label, a batch greedy with each pick counting as a label (so that
-        clusters no label has reached are asked first; docs/few_labels.md, "The
-        labelling loop"); ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel and
-        ``"margin"`` at full resolution.
+        Deterministic; ``random_state`` (an int, a numpy Generator or None: the
+        estimator's) seeds ``"random"``, an int together with the number of labelled rows,
+        so that a loop draws new rows each round. Refit with ``warm_start=True`` to reuse
+        the eigenpairs.
         """
         check_is_fitted(self, "classes_")
         if strategy is None:
@@ -633,8 +549,8 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
             labelled=self.labelled_indices_, uncertainty=self.label_distributions_)
         if strategy == "random":
             return rows           # a random sample: the class-size prior reads their labels
-        # the rows chosen here are no random sample of the classes: the class-size prior
-        # of the next fit on this cloud leaves their labels out (class_prior)
+        # chosen rows are no random sample: the next fit's class-size prior on this
+        # cloud leaves their labels out (class_prior)
         key, before = getattr(self, "_suggested", (None, np.zeros(0, dtype=np.int64)))
         if key != self._cloud_key:
             before = np.zeros(0, dtype=np.int64)

@@ -1,30 +1,18 @@
 """The classifier's choice between its full-resolution fit and the heat kernel's, by
 cross-validation over the labels.
 
-``FLGPClassifier()`` fits the least-squares graph Matérn classifier (``"graph_matern"``) by its
-rule. Its probabilities come from the scores at a spread set from the cloud: sharp, and
-right where the classes are clusters of the graph, but as sharp where the classes overlap
-or touch (docs/calibration.md). The heat kernel's probit classifier (``"flgp"``) integrates
-its latent posterior at a fitted diffusion time: less accurate on clustered clouds, better
-calibrated where the class probability varies smoothly. Which of the two describes the
-labels is a question the labels can answer once each class has a few:
-
-* ``K = min(CV_FOLDS, fewest labels a class)`` stratified folds of the labelled rows
-  (shuffled with the fit's ``random_state``), from ``CV_MIN_LABELS`` labels a class on;
-* each fold's held-out labels predicted by both fits of the other folds' labels (the
-  cloud's graph, the prior columns of the full-resolution fit of every label and the
-  eigenpairs computed once and shared by the folds);
-* the heat kernel is taken where it is better on **both**: more held-out labels right, and
-  a mean held-out log-likelihood of the labels (probabilities floored at ``1e-6``) higher
-  by more than two standard errors of the labels' paired differences. A better
-  likelihood alone favours the softer probabilities even where they are less often right;
-  with a few labels a class one confidently wrong held-out label decides a mean, and the
-  standard error says so (measured: without it, two moons at ten labels a class lost a
-  point of accuracy to the switch).
-
-Labels that ``suggest_labels`` chose are not a random sample of the cloud (the labelling
-loop picks boundaries): with any of them among the labels, there is no cross-validation
-and the rule's fit stands.
+The least-squares graph Matérn classifier (``"graph_matern"``, the default rule's) is sharp
+and right where the classes are clusters of the graph but as sharp where they overlap; the
+heat kernel's probit classifier (``"flgp"``) is better calibrated where the class
+probability varies smoothly (docs/calibration.md). Once each class has ``CV_MIN_LABELS``
+labels, ``K = min(CV_FOLDS, fewest labels a class)`` stratified folds of the labelled rows
+(shuffled with ``random_state``) are predicted by both fits of the other folds' labels
+(graph, prior columns and eigenpairs computed once). The heat kernel is taken where it is
+better on both: more held-out labels right, and a mean held-out log-likelihood
+(probabilities floored at ``PROBABILITY_FLOOR``) higher by more than ``SIGNIFICANCE``
+standard errors of the paired differences, so that one confidently wrong label cannot
+decide. Labels chosen by ``suggest_labels`` are no random sample: with any of them, the
+rule's fit stands.
 """
 
 from __future__ import annotations
@@ -68,9 +56,8 @@ def cross_validated_fit(fits, options, X, labelled, codes, classes):
     local = replace(options, keep_graph=True,
                     cache=options.cache if options.warm_start else WarmStartCache())
     with shared_candidates({}):
-        # the rule's fit first, as a fit without cross-validation makes it (the folds'
-        # columns, once held, would change which orders it weighs); the folds reuse its
-        # graph and prior columns
+        # the rule's fit first, as without cross-validation (the folds' columns, once
+        # held, would change which orders it weighs); the folds reuse its graph
         rep, prior = fits["graph_matern"]
         fit = rep.fit(prior, local, X, labelled, codes, classes)
         try:

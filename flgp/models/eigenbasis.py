@@ -1,22 +1,15 @@
-"""The heat kernel's engine: a cloud's candidate eigenbases, the best of them for the labels,
-and the fitted eigenbasis (the heat kernel's representations,
-:mod:`flgp.models.heat_kernel`, fit on it; the estimators only hold the fit they give).
+"""The heat kernel's engine (:mod:`flgp.models.heat_kernel` fits on it; it knows nothing of
+the likelihood):
 
 * :func:`candidate_eigenbases` - one FLGP / GLGP / Nyström eigenbasis per value of the SE
-  bandwidth grid (one for LAE or a fixed bandwidth), built by the graph and spectral cores
-  on the already valid cloud; with ``warm_start`` kept in the estimator's cache across
-  fits of the same cloud and graph settings (:func:`cache_key`), or shared by several fits
-  within :func:`shared_candidates` (the maps of :func:`flgp.predict_image`);
-* :func:`best_candidate` - the GP part fitted on each candidate, the best kept by its
-  score (the posterior of the diffusion time);
-* :class:`FittedEigenbasis` - the kept eigenbasis with what its predictions need besides
-  the posterior: which pieces of the graph hold a label, and the cloud's reach for the
-  far-point warning (:meth:`FittedEigenbasis.warn_far_points`).
+  bandwidth grid (one for LAE or a fixed bandwidth), kept across fits with ``warm_start``
+  (:func:`cache_key`) or shared by several fits within :func:`shared_candidates`;
+* :func:`best_candidate` - the GP part fitted on each candidate, the best kept by score;
+* :class:`FittedEigenbasis` - the kept eigenbasis, which pieces of the graph hold a label,
+  and the cloud's reach for the far-point warning.
 
-The settings are those of the heat kernel's prior object
-(:class:`~flgp.models.priors.HeatKernelPrior` and its eigenbasis) and of the fit's
-:class:`~flgp.models.representation.FitOptions` (``random_state``, ``backend``,
-``verbose``, ``warm_start`` and its cache); nothing here knows the likelihood.
+Settings come from :class:`~flgp.models.priors.HeatKernelPrior` (and its eigenbasis) and the
+fit's :class:`~flgp.models.representation.FitOptions`.
 """
 
 from __future__ import annotations
@@ -65,18 +58,16 @@ class CandidateFit:
     result: object
 
 
-# eigenpair candidates shared by the fits of one cloud outside warm starts: the maps of
-# flgp.predict_image, fitted one after another in a process (shared_candidates)
+# eigenpair candidates shared by the fits of one cloud (shared_candidates)
 _SHARED_CANDIDATES = contextvars.ContextVar("flgp_shared_candidates", default=None)
 
 
 @contextmanager
 def shared_candidates(store: dict):
     """Within the block, the estimators' eigenpair candidates of a cloud are kept in
-    ``store`` (the last cloud's, under ``"candidates"``) and taken from it by the next fit of
-    the same cloud and graph settings - what ``warm_start`` does on one estimator, for
-    several (the maps of :func:`flgp.predict_image`, one regressor each): the same
-    eigenpairs, computed once."""
+    ``store`` (under ``"candidates"``) and reused by the next fit of the same cloud and
+    graph settings: ``warm_start`` across estimators (the maps of
+    :func:`flgp.predict_image`, one regressor each)."""
     token = _SHARED_CANDIDATES.set(store)
     try:
         yield
@@ -118,9 +109,7 @@ def bandwidth_grid(prior) -> tuple:
 def cache_key(prior, options, X) -> tuple | None:
     """The warm-start key of the cloud ``X`` and the graph settings (``GRAPH_PARAMETERS``,
     of the ``options`` or of the ``prior``'s eigenbasis): the cloud's shape, dtype and two
-    checksums of its bytes (CRC-32 and Adler-32 - about 25 ms for 70,000 x 100 floats;
-    both agreeing on a different cloud is a 1-in-2^64 event); None for a dask cloud (not
-    fingerprinted)."""
+    checksums of its bytes (CRC-32 and Adler-32); None for a dask cloud."""
     if not isinstance(X, np.ndarray):
         return None
     return (array_fingerprint(X),) + tuple(
@@ -130,18 +119,14 @@ def cache_key(prior, options, X) -> tuple | None:
 
 def candidate_eigenbases(prior, options, X, sizes: tuple[int, int]):
     """Yield ``(bandwidth_scale, Eigenpairs)`` of the validated cloud ``X`` with ``sizes =
-    (s, M)`` induced points and eigenpairs: one candidate for LAE or a fixed bandwidth, one
-    per value of :func:`bandwidth_grid` for the SE kernels otherwise
-    (:func:`flgp.spectral.eigenpair_candidates`; induced points and neighbour searches are
-    computed once and reused across the grid). With ``warm_start``, the candidates cached
-    by the previous fit (``options.cache.eigenpairs``) when neither the cloud nor the
-    graph settings changed (see ``warm_start`` in the estimators' docs).
+    (s, M)`` induced points and eigenpairs: one candidate per value of
+    :func:`bandwidth_grid` (:func:`flgp.spectral.eigenpair_candidates`; induced points and
+    neighbour searches computed once). With ``warm_start``, the previous fit's candidates
+    when neither the cloud nor the graph settings changed.
 
-    GLGP and Nyström build dense Gaussian kernels; at the wide end of the grid such a
-    kernel can be numerically of low rank, with fewer than ``n_eigenpairs`` positive
-    eigenvalues. That grid value is then skipped (the evidence could not be compared
-    with fewer eigenpairs); only when every value fails is an error raised, the one of
-    the value that came closest."""
+    A dense GLGP / Nyström kernel at the wide end of the grid can have fewer than
+    ``n_eigenpairs`` positive eigenvalues: that value is skipped, and only when every
+    value fails is an error raised (the one of the value that came closest)."""
     # warm start: the estimator's cache; else a store shared by several fits, if any
     cache = options.cache
     store = None if options.warm_start else _SHARED_CANDIDATES.get()

@@ -1,14 +1,12 @@
 """The estimators' full-resolution representation (``method="graph_matern"``,
-:mod:`flgp.models.representation`): the graph Matérn prior on a point graph - the one
-given (``graph=``) or a k-nearest-neighbour graph of the cloud.
+:mod:`flgp.models.representation`): the graph Matérn prior on the given graph (``graph=``)
+or a k-nearest-neighbour graph of the cloud.
 
-* Regression (:class:`GraphMaternRegression`): the prior on the cloud's k-NN graph,
-  fitted by its exact evidence (:func:`flgp.precision.gaussian.fit_matern`), predicting at
-  new points by the nodes' posterior (:class:`flgp.precision.NodePosterior`);
-  docs/full_resolution.md.
-* Classification (:class:`GraphMaternClassification`): class scores from the prior in
-  its small-amplitude limit on the cloud's self-tuning k-NN graph, probabilities at a
-  spread set from the cloud, re-weighted to the class-size prior
+* Regression (:class:`GraphMaternRegression`): fitted by its exact evidence
+  (:func:`flgp.precision.gaussian.fit_matern`), predicting by the nodes' posterior
+  (:class:`flgp.precision.NodePosterior`); docs/full_resolution.md.
+* Classification (:class:`GraphMaternClassification`): class scores from the prior's
+  small-amplitude limit, probabilities re-weighted to the class-size prior
   (:mod:`flgp.precision.classification`); docs/few_labels.md.
 """
 
@@ -51,25 +49,20 @@ __all__ = ["GraphMaternRegression", "GraphMaternRegressionFit", "GraphMaternClas
            "classifier_cost", "solve_plan"]
 
 # method="auto" weighs the graph Matérn prior on the k-NN graph of X (no graph= given) up to
-# this many points - where its hyperparameters are searched on the whole graph; a 20,000-
-# point curve costs 3 s against 1 s for the low-rank fit, 100,000 points 35 s and 2.4 GB -
-# and this many features
+# this many points (its hyperparameters are searched on the whole graph) and features
 GRAPH_MATERN_MAX_NODES = 32_000
 KNN_GRAPH_MATERN_MAX_DIM = 16
-# neighbours of the default k-NN point graphs (graphlearning's and Poisson learning's
-# default)
+# neighbours of the default k-NN point graphs (graphlearning's and Poisson learning's)
 GRAPH_MATERN_NEIGHBOURS = 10
-# the classifier's method="auto" takes the full-resolution classifier where its fit is
-# predicted (classifier_cost) to take at most this many seconds and this share of the
-# machine's memory; the low-rank heat kernel beyond (a million points: ~1 s)
+# the classifier's method="auto" takes the full-resolution classifier where classifier_cost
+# predicts at most this many seconds and this share of the machine's memory
 GRAPH_MATERN_CLASSIFIER_SECONDS = 25.0
 GRAPH_MATERN_CLASSIFIER_MEMORY_SHARE = 0.5
-# classifier_cost's constants, measured on a 2-core machine (noisy 3-d curves of 10^5 and
-# 10^6 points, MNIST's 70,000 x 100): seconds a point of the 10-NN graph's search (k-d
-# tree up to 16 coordinates; buckets beyond, per coordinate), of the multigrid set-up,
-# of one conjugate-gradient iteration, and of a candidate's probabilities, balance and
-# variation per class; the iterations of a solve (low-dimensional clouds have long-range
-# priors: 8-24 a solve, 15 on average; MNIST 4-5); bytes a point and a point and class
+# classifier_cost's constants (measured on a 2-core machine): seconds a point of the 10-NN
+# graph's search (k-d tree up to 16 coordinates; buckets beyond, per coordinate), of the
+# multigrid set-up, of one conjugate-gradient iteration and of a candidate's probabilities
+# per class; iterations a solve (low-dimensional clouds need more); bytes a point and a
+# point and class
 KNN_SECONDS_TREE, KNN_SECONDS_BUCKET_PER_COORDINATE = 6.5e-6, 0.4e-6
 MULTIGRID_SETUP_SECONDS, ITERATION_SECONDS = 5e-6, 0.16e-6
 CANDIDATE_SECONDS_PER_CLASS = 0.6e-6
@@ -77,52 +70,33 @@ SOLVE_ITERATIONS_TREE, SOLVE_ITERATIONS_BUCKET = 15, 6
 BYTES_PER_POINT, BYTES_PER_POINT_AND_CLASS = 2000, 80
 # draws of the Rao-Blackwellised variance estimator (relative standard error ~5-10 %)
 GRAPH_MATERN_VARIANCE_SAMPLES = 64
-# the classifier's prior solves by a CHOLMOD factor (exact) where that is cheap - graphs
-# on points of at most two coordinates (up to FACTOR_MAX_NODES nodes), or three up to
-# this many nodes - else by AMG-preconditioned conjugate gradients. A factor's cost grows
-# with the cloud's own dimension: on curves and surfaces (the six circles, a Swiss roll,
-# a torus, a helix) it was 5-20x faster than AMG, whose iterations rise there (24 a solve
-# on the circles against 4 on MNIST); on a solid 3-d cloud 0.76 against 1.15 s at 20,000
-# points and 5.6 against 4.1 s at 70,000 (50 columns each); beyond three coordinates the
-# factor fills in (five: 6.6 against 1.1 s at 20,000)
+# the classifier's prior solves by a CHOLMOD factor (exact) where that is cheap - points of
+# at most two coordinates (up to FACTOR_MAX_NODES nodes), or three up to this many nodes -
+# else by AMG-preconditioned conjugate gradients (a factor fills in with the cloud's
+# dimension; AMG needs more iterations on curves and surfaces)
 CLASSIFIER_FACTOR_3D_NODES = 50_000
 # The classifier's two forms of one model (flgp.precision.classification): the labelled
-# block, one prior solve a label and order ("columns"; kept, so that a refit with more
-# labels solves for the new ones only; its scale exact), or the posterior precision,
-# C - 1 solves a ratio ("precision"; flgp.precision.centred_posterior; its scale
-# estimated to 5 %), which is taken where it costs at most 1 / PRECISION_ADVANTAGE of the
-# labelled block's solves (a form that changes the numbers slightly is not worth a few
-# solves). A
-# numeric factorisation of the posterior precision counts as this many solves (measured
-# on a Swiss roll, a torus and a solid ball of 10,000-50,000 points: 14-72 for order 1,
-# 37-250 for order 2)
+# block ("columns": a prior solve a label and order, kept so that a refit solves for new
+# labels only; exact scale) or the posterior precision ("precision": C - 1 solves a ratio,
+# flgp.precision.centred_posterior; scale estimated to 5 %), taken where it costs at most
+# 1 / PRECISION_ADVANTAGE of the columns' solves. A numeric factorisation of the posterior
+# precision counts as this many solves (measured on 10,000-50,000-point clouds)
 FACTORISATION_SOLVES = {1: 40, 2: 200}
 PRECISION_ADVANTAGE = 2.0
-# where the prior solves by conjugate gradients, order 2 has no posterior-precision form
-# (its fourth-order system has no preconditioner that converges in few iterations): its
-# block needs order 1's columns, a solve a label; it is weighed while that is at most
-# this many times the (weighed) solves of order 1's cheaper form - MNIST with 200 labels
-# (200 + 27 solves against 2 x (27 + 16 / 3)) keeps it, and the order it chose there, a
-# curve with 100 labels and two classes (100 + 3 against 2 x (3 + 16 / 3)) does not
+# with conjugate gradients order 2 has no posterior-precision form (no preconditioner for
+# its fourth-order system converges fast): its block needs order 1's columns, a solve a
+# label, and it is weighed while that costs at most this many times order 1's cheaper form
 ORDER_TWO_COST_RATIO = 4.0
 # the cross-validated amplitude's factor on the evidence's is used within this range only
-# (measured on brain maps, surfaces and fields: 0.82-1.05); beyond it - residuals that
-# vanish, say - the two disagree too far for either to be trusted over the other, and
-# the evidence's amplitude is kept
+# (typically 0.8-1.05); beyond it the two disagree too far and the evidence's is kept
 CV_SCALE_RANGE = (0.1, 10.0)
 
 
 def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = False):
-    """``(seconds, bytes)``: the full-resolution classifier's fit predicted from the
-    cloud's size, its number of coordinates and the label ``counts`` a class, by the
-    measured constants above - the 10-NN graph's search (none for a given graph), the
-    multigrid set-up, the solves of the cheaper form (:func:`solve_plan`: the labelled
-    block, a solve a label and order, or the posterior precision, ``C - 1`` a ratio and
-    the scale's few, at order 1) at ``SOLVE_ITERATIONS_*`` iterations each, and each
-    candidate's probabilities; memory the graph and its hierarchy, each candidate's
-    ``n x C`` arrays and the columns of the labelled block where that form is cheaper.
-    On a factored graph (few coordinates and nodes: ``classifier_solver``) the same
-    numbers overstate the cost, which is small there."""
+    """``(seconds, bytes)`` the full-resolution classifier's fit is predicted to take from
+    the cloud's shape and the label ``counts`` a class (graph search, multigrid set-up,
+    :func:`solve_plan`'s solves at order 1, candidates' probabilities; overstated on a
+    factored graph). Raises ValueError for an empty cloud or fewer than two classes."""
     n, p = int(n_points), int(n_features)
     counts = np.asarray(counts, dtype=np.int64).ravel()
     if n < 1 or p < 1:
@@ -138,8 +112,7 @@ def classifier_cost(n_points: int, n_features: int, counts, graph_given: bool = 
     seconds = 0.0 if graph_given else n * (
         KNN_SECONDS_TREE if tree else KNN_SECONDS_BUCKET_PER_COORDINATE * p)
     seconds += MULTIGRID_SETUP_SECONDS * n
-    # solve_plan's count (the scale's solves at SCALE_TOL take about a third of a solve's
-    # iterations, below)
+    # solve_plan's count (the scale's solves at SCALE_TOL take about a third of a solve)
     counted = PRECISION_ADVANTAGE * (ratios * (C - 1) + 2 * SCALE_BLOCK / 3.0)
     raised = m + ratios * (C - 1)           # order 1's columns, order 2's means
     both = raised if raised <= ORDER_TWO_COST_RATIO * min(m, counted) else None
@@ -171,16 +144,15 @@ def classifier_solver(graph) -> str:
 
 
 def _prior_probabilities(class_prior, n_classes: int) -> np.ndarray:
-    """The probabilities a point the labels say nothing of gets: the class prior, or equal
-    shares without one."""
+    """The class prior, or equal shares without one."""
     if class_prior is None:
         return np.full(n_classes, 1.0 / n_classes)
     return np.asarray(class_prior, dtype=np.float64)
 
 
 def _pieces_without_labels(graph, labelled):
-    """``(piece of each node, piece sizes, whether each piece holds a labelled node)`` of a
-    graph in pieces of which some hold no labelled node, else None."""
+    """``(piece of each node, piece sizes, whether each piece holds a labelled node)``, or
+    None when every piece holds one."""
     n_pieces, labels = graph.pieces()
     if n_pieces == 1:
         return None
@@ -214,8 +186,7 @@ class GraphMaternRegression(RegressionRepresentation):
 
     def sole_reason(self, prior, options):
         """A given graph beyond a factor's reach (:func:`~flgp.precision.gaussian
-        .factors`): there is no whole-graph evidence to compare, and a map on that many
-        nodes is finer than 100-400 eigenpairs resolve."""
+        .factors`): it has no whole-graph evidence to compare."""
         if prior.graph is None or factors(prior.graph.n_nodes):
             return None
         return (f"the graph has {prior.graph.n_nodes} nodes, beyond a factor's reach "
@@ -224,9 +195,8 @@ class GraphMaternRegression(RegressionRepresentation):
                 f"predicts")
 
     def fit(self, prior, options, X, labelled, y_lab, z, standardisation):
-        """The graph Matérn fit on the prior's ``graph`` when given (checked against
-        ``X``), else on the k-nearest-neighbour graph of ``X``
-        (:func:`flgp.graph.knn_point_graph`), over the orders ``nu`` (None: all of
+        """The fit on the prior's ``graph`` (checked against ``X``), else on
+        :func:`flgp.graph.knn_point_graph` of ``X``, over the orders ``nu`` (None: all of
         ``MATERN_ORDERS``)."""
         with stage("graph_matern"):
             return exhaust(self._steps(prior, options, X, labelled, z, standardisation,
@@ -269,11 +239,9 @@ class GraphMaternRegression(RegressionRepresentation):
 
 
 class GraphMaternRegressionFit(RegressionFit):
-    """A fitted graph Matérn prior: the search's result (``fit``: order, ``κ²``, amplitude,
-    noise, posterior mean) and its regression (``regression``: the factor of the posterior
-    precision, for the variances) until its fitted attributes are taken; then the nodes'
-    posterior (``node_posterior``), which is all it predicts with, and the order ``nu``
-    and the labelled rows ``labelled`` its suggestions condition on."""
+    """A fitted graph Matérn prior: the search's result (``fit``) and ``regression`` until
+    its fitted attributes are taken, then the nodes' posterior (``node_posterior``) it
+    predicts with; ``nu`` and ``labelled`` for suggestions."""
 
     method = "graph_matern"
     # (observed nodes, standardised targets) for the cross-validated amplitude, or None
@@ -289,15 +257,11 @@ class GraphMaternRegressionFit(RegressionFit):
         self.node_posterior = None
 
     def fitted_attributes(self, X, stacklevel):
-        """The graph, order, ``κ``, hyperparameters in the units of ``X``, ``y`` and the
-        graph, the nodes' posterior (variances by Rao-Blackwellised Monte Carlo beyond a
-        few thousand nodes, with their standard errors) and the transduction. The
-        reported amplitude and noise are those the variances use - the evidence's times
-        the cross-validated scale ``c`` - and ``log_marginal_likelihood_`` the evidence
-        at them: ``log N(z | 0, c A S) = log N(z | 0, A S) - m/2 (log c + 1/c - 1)`` for
-        the profiled ``A`` (``zᵀS⁻¹z = m A``); the evidence's own optimum stays in
-        ``matern_log_evidence_`` (and ``log_evidence_``, what ``method="auto"`` compares)
-        with its amplitude ``evidence_outputscale_``."""
+        """The graph, order, ``κ``, hyperparameters, the nodes' posterior and the
+        transduction. Amplitude and noise are the evidence's times the cross-validated
+        scale ``c``, ``log_marginal_likelihood_`` the evidence there,
+        ``log N(z | 0, A S) - m/2 (log c + 1/c - 1)``; the evidence's own optimum stays in
+        ``matern_log_evidence_``, ``log_evidence_`` and ``evidence_outputscale_``."""
         fit, st = self.fit, self.standardisation
         graph = self.graph
         out = dict(method_="graph_matern", graph_=graph, matern_order_=fit.nu,
@@ -316,8 +280,7 @@ class GraphMaternRegressionFit(RegressionFit):
         evidence_outputscale = st.variance_of_y(float(fit.amplitude_in_graph_units))
         out["evidence_outputscale_"] = evidence_outputscale
         out["outputscale_"] = scale * evidence_outputscale
-        # κ², the noise-to-amplitude ratio and a unit amplitude's variance in units of y²,
-        # on the graph in its own units (seed maps, suggestions)
+        # κ², noise-to-amplitude ratio, a unit amplitude's variance in y² (graph's own units)
         self.kappa2, self.ratio = float(fit.kappa2), float(fit.ratio)
         self.variance_unit = st.variance_of_y(scale * fit.amplitude)
         self._noise_pre = st.variance_pre(scale * fit.noise)
@@ -327,8 +290,7 @@ class GraphMaternRegressionFit(RegressionFit):
         mean = st.mean + st.scale * fit.mean
         sd = st.scale * np.sqrt(np.maximum(var, 0.0))
         self.node_posterior = NodePosterior(graph.points, mean, sd, graph.spacing)
-        # what predicts is the nodes' posterior: the factor (not picklable) and the
-        # search's result go
+        # only the nodes' posterior predicts: the factor (not picklable) goes
         self.fit = self.regression = None
         out["transduction_"], out["transduction_std_"] = mean, sd
         unlabelled = _pieces_without_labels(graph, self.labelled)
@@ -346,9 +308,7 @@ class GraphMaternRegressionFit(RegressionFit):
         """The factor from the evidence's amplitude to the cross-validated one
         (:func:`flgp.precision.gaussian.cross_validated_amplitude`; docs/images.md,
         "Intervals"): 1 with a fixed noise, outside ``CV_SCALE_RANGE``, or where the
-        variances' Monte Carlo error leaves it undetermined - the same rule on a factored
-        graph and on one solved by conjugate gradients (its perturbation variances' sum
-        over the observed nodes has its own standard error)."""
+        variances' Monte Carlo error leaves it undetermined."""
         if self.targets is None:
             return 1.0
         sum_se = getattr(self.regression, "observed_sum_se", None)
@@ -363,8 +323,7 @@ class GraphMaternRegressionFit(RegressionFit):
         return cv / A
 
     def predict(self, X, stacklevel):
-        """The nodes' posterior at the nearest nodes of ``X`` (a warning for points beyond
-        three times two graph spacings of every node)."""
+        """The posterior of the nearest nodes of ``X``, warning for points far from all."""
         post = self.node_posterior
         mean, std = post.at(X)
         d2 = post.nearest_sq_distances(X)
@@ -382,14 +341,10 @@ class GraphMaternRegressionFit(RegressionFit):
         return self.standardisation.unit, self._noise_pre
 
     def suggest(self, index, n, strategy, uncertainty):
-        """``n`` rows of ``index`` (unlabelled nodes) to label next by ``"std"``, the
-        largest posterior sd (``uncertainty``: the fitted ``transduction_std_``) first, a
-        batch spread greedily: after each pick the posterior is conditioned on an exact
-        value there (one solve with the factor of the posterior precision for its
-        covariance column) and every candidate's sd
-        multiplied by the share of its variance the batch leaves (as the classifier's
-        batches). On graphs not factored (:func:`~flgp.precision.gaussian.factors`) the
-        ``n`` largest sds, not spread."""
+        """``n`` rows of ``index`` (unlabelled nodes) to label next by ``"std"``: largest
+        posterior sd (``uncertainty``) first, the batch spread greedily by conditioning on
+        each pick; unspread on graphs not factored. Raises ValueError for another
+        ``strategy``."""
         if strategy != "std":
             raise ValueError(f"the graph Matérn regressor suggests by 'std' (its default) "
                              f"or 'random'; 'variance_reduction' needs every candidate's "
@@ -430,8 +385,7 @@ class GraphMaternClassification(ClassificationRepresentation):
     def chosen_by_auto(self, prior, options, X, counts):
         """A numpy cloud (or a given graph) without given induced points whose fit
         :func:`classifier_cost` predicts within ``GRAPH_MATERN_CLASSIFIER_SECONDS`` and
-        ``GRAPH_MATERN_CLASSIFIER_MEMORY_SHARE`` of the machine's memory: the full-resolution
-        classifier (docs/few_labels.md, "One classifier")."""
+        ``GRAPH_MATERN_CLASSIFIER_MEMORY_SHARE`` of the memory (docs/few_labels.md)."""
         if is_lazy(X) or options.induced_points_given:
             return False
         seconds, memory = classifier_cost(X.shape[0], X.shape[1], counts,
@@ -454,15 +408,11 @@ class GraphMaternClassification(ClassificationRepresentation):
                 f"(pass GraphMaternPrior() alone to fit it anyway)")
 
     def _engine(self, prior, options, X):
-        """``(graph, {order ν: store of prior columns})``: the graph (``graph=`` checked
-        against ``X``, else the self-tuning k-NN graph of ``X``) and, for each order to fit
-        (the prior's ``nu``, else ``ORDER_CANDIDATES`` - order 1 alone on a graph whose
-        mass varies, or whose prior solves by conjugate gradients in a warm-started
-        classifier), the store of the
-        centred graph Matérn prior's covariance columns, each order's columns raised from
-        the one below by one solve (:class:`~flgp.precision.classification
-        .LabelledColumns`) - from the warm-start cache (``options.cache.graph_matern``) when ``X``,
-        the seed of its graph and the prior are the previous fit's."""
+        """``(graph, {order ν: LabelledColumns})``: ``graph=`` checked against ``X``, else
+        the self-tuning k-NN graph of ``X``, and the centred prior's column stores of the
+        orders to fit (the prior's ``nu``, else ``ORDER_CANDIDATES``), from
+        ``options.cache.graph_matern`` when the previous fit's. Raises ValueError for
+        ``nu > 1`` on a graph whose mass varies."""
         key = None
         seed = options.random_state if isinstance(options.random_state, int) else 0
         if options.warm_start or options.keep_graph:
@@ -492,11 +442,8 @@ class GraphMaternClassification(ClassificationRepresentation):
             orders = (nu,)
         else:
             # the order is chosen where its second solve a label is cheap: a factored
-            # prior, or a fresh fit by conjugate gradients (MNIST's one-label fit 3.0
-            # against 2.6 s). A warm-started classifier refits after each batch of new
-            # labels (the labelling loop), each refit paying every order's CG solves for
-            # every new label: there it keeps order 1 (MNIST's loop 9.7 s against 18.9 s
-            # weighing both orders, graphlearning's 12.5 s; docs/few_labels.md)
+            # prior, or a fresh fit by conjugate gradients; a warm-started classifier (the
+            # labelling loop) would pay every order's solves at each refit: order 1 only
             orders = (tuple(ORDER_CANDIDATES)
                       if uniform and (solver == "cholesky" or not options.warm_start)
                       else (1,))
@@ -507,32 +454,24 @@ class GraphMaternClassification(ClassificationRepresentation):
         return graph, stores
 
     def fit(self, prior, options, X, labelled, codes, classes):
-        """The least-squares GP classifier under the centred graph Matérn prior on
-        ``graph`` or the cloud's self-tuning k-NN graph
-        (:class:`flgp.precision.classification.LeastSquaresClassification`): the posterior
-        mean of the class latents from the prior's columns at the labels (one sparse solve
-        a label an order), probabilities at a spread set from the cloud, re-weighted to the
-        class-size prior; of the candidate orders and ratios, among those that give the
-        most labelled points their own class, the one whose probabilities vary least
-        across the graph's edges."""
+        """The least-squares GP classifier under the centred prior
+        (:class:`flgp.precision.classification.LeastSquaresClassification`), choosing among
+        the candidate orders and ratios that keep the most labels the one whose
+        probabilities vary least across the graph's edges."""
         C, observed = classes.size, labelled
         graph, stores = self._engine(prior, options, X)
-        # pieces of the graph that hold no label get the prior (latent mean 0, the class
-        # prior's probabilities); the spread and the classes' sizes are the other nodes'
+        # pieces of the graph that hold no label get the prior
         pieces = _pieces_without_labels(graph, labelled)
         informed = None if pieces is None else pieces[2][pieces[0]]
-        # the class shares from the labels that are a random sample: not those of rows
-        # the estimator suggested (the labelling loop picks boundaries, not shares)
+        # class shares from randomly sampled labels only, not from suggested rows
         sampled = ~np.isin(labelled, options.suggested)
         class_prior = (None if options.class_prior is None else
                        class_size_prior(codes[sampled], C, options.class_prior))
         ratios = prior_to_noise_ratios(codes, C)
-        # classes named in class_prior that no label has (FLGPClassifier only admits them
-        # with a mapping of shares)
+        # classes named in class_prior that no label has
         named_only = np.bincount(codes, minlength=C) == 0
         # a point labelled with several classes (copies of one row): every copy observes
-        # every class it was given, so that its probabilities are shared between them and
-        # no candidate gains by setting the copies apart
+        # every class, so that no candidate gains by setting the copies apart
         labelled, codes, clear = _shared_labels(graph.points, labelled, codes)
         plan = solve_plan(stores, labelled, C, ratios)
         edges = graph_edges(graph.stiffness) if len(plan) * len(ratios) > 1 else None
@@ -540,16 +479,14 @@ class GraphMaternClassification(ClassificationRepresentation):
         with stage("scores"):
             for nu, form in plan.items():
                 for rho, model in _models(stores[nu], form, labelled, codes, C, ratios):
-                    # the previous candidate's class weights start the balance (a weight
-                    # that underflowed to 0 starts at the smallest positive one)
+                    # the previous candidate's class weights start the balance
                     scored = (nu, model, *_node_probabilities(
                         model, labelled, informed, class_prior, C,
                         start=None if best is None else np.maximum(best[4], 1e-300),
                         named_only=named_only))
                     if edges is not None:
                         variations[(nu, rho)] = graph_total_variation(edges, scored[5])
-                        # the labels of a point given several classes cannot all be
-                        # kept whatever the candidate: left out of the count
+                        # a point given several classes cannot keep all: not counted
                         kept[(nu, rho)] = labels_kept(scored[5][labelled[clear]],
                                                       codes[clear])
                         if best is not None and \
@@ -571,23 +508,14 @@ class GraphMaternClassification(ClassificationRepresentation):
 
 
 def solve_plan(stores, labelled, n_classes, ratios) -> dict:
-    """``{order: "columns" | "precision"}``: how each order of ``stores`` (their
-    :class:`~flgp.precision.classification.LabelledColumns`) is fitted for these labels,
-    in the forms of fewest solves, the precision form's counted ``PRECISION_ADVANTAGE``
-    times (``FACTORISATION_SOLVES``, ``ORDER_TWO_COST_RATIO``):
-    the labelled block costs a solve for each label whose column is not held, at every
-    order below the one fitted (order ``ν``'s block is ``W₁ᵀ C W_{ν-1}``), and order
-    ``ν >= 2`` a solve a labelled class but one and ratio for its mean
-    (:func:`~flgp.precision.classification.raised_models`); the
-    posterior precision ``C - 1`` solves a ratio, plus a numeric factorisation a ratio
-    where the prior is factored, plus a third of ``ν`` solves (at ``SCALE_TOL``) for each
-    of up to ``2 * SCALE_BLOCK`` labelled nodes whose prior variance is not known yet
-    (its scale). Where the prior
-    solves by conjugate gradients, order 2 has the labelled block only (order 1's columns)
-    and is left out where that costs more than ``ORDER_TWO_COST_RATIO`` times order 1's
-    cheaper form; on
-    a graph whose mass varies, the precision form is not used there (it needs ``P`` and
-    ``Q`` to commute)."""
+    """``{order: "columns" | "precision"}``: the form of fewest solves in which each order
+    of ``stores`` (:class:`~flgp.precision.classification.LabelledColumns`) is fitted for
+    these labels, the precision form's solves counted ``PRECISION_ADVANTAGE`` times
+    (``FACTORISATION_SOLVES``). The labelled block costs a solve per label not held at each
+    order below (order ``ν``'s block is ``W₁ᵀ C W_{ν-1}``), the posterior precision
+    ``C - 1`` a ratio. With conjugate gradients order 2 is dropped beyond
+    ``ORDER_TWO_COST_RATIO`` times order 1's cost; a graph whose mass varies has no
+    precision form (``P`` and ``Q`` must commute)."""
     C, n_ratios = int(n_classes), len(ratios)
     nodes = np.unique(labelled)
     orders = sorted(stores)
@@ -623,8 +551,7 @@ def solve_plan(stores, labelled, n_classes, ratios) -> dict:
     best = min(plans, key=cost)
     if factored or 2 not in stores or 1 not in stores:
         return best
-    # conjugate gradients: order 2 only where it costs at most ORDER_TWO_COST_RATIO times
-    # order 1 alone
+    # conjugate gradients: order 2 within ORDER_TWO_COST_RATIO times order 1 alone
     alone = min(({1: form} for form in allowed[1]), key=cost)
     if cost(best) <= ORDER_TWO_COST_RATIO * max(cost(alone), 1):
         return best
@@ -640,8 +567,7 @@ def _models(store, form, labelled, codes, C, ratios):
         return
     if form == "columns":
         store(labelled)
-        # the labels in the store's order: its columns then without a copy (the model
-        # does not depend on the labels' order)
+        # the labels in the store's order: its columns without a copy
         nodes, node_codes = store.in_held_order(labelled, codes)
         W = store(nodes)
         for rho in ratios:
@@ -653,10 +579,9 @@ def _models(store, form, labelled, codes, C, ratios):
 
 
 def _shared_labels(points, labelled, codes):
-    """``(labelled, codes, clear)`` with every row of a group of labelled rows at the same
-    coordinates given every class of the group (one observation a row and class), and
-    whether each observation's point has one class only; unchanged (all clear) when no
-    such group has two classes."""
+    """``(labelled, codes, clear)`` with every labelled row at the same coordinates given
+    every class of its group (one observation a row and class), and whether each
+    observation's point has one class only; unchanged when no group has two classes."""
     everything = np.ones(labelled.size, dtype=bool)
     if labelled.size < 2 or points is None:
         return labelled, codes, everything
@@ -683,9 +608,8 @@ def classifier_kappa2(graph) -> float:
 
 
 def _column_stores(graph, top: int) -> list:
-    """The stores of the classifier's centred graph Matérn prior columns on ``graph`` for
-    the orders 1 to ``top``, each raised from the one below (``KAPPA_RELATIVE``, solved by
-    :func:`classifier_solver` to ``SOLVE_TOL``)."""
+    """The classifier's prior column stores on ``graph`` for the orders 1 to ``top``, each
+    raised from the one below."""
     prior = SparsePrecisionPrior(graph, nu=1, kappa2=classifier_kappa2(graph), centred=True,
                                  solver=classifier_solver(graph), tol=SOLVE_TOL)
     chain = [LabelledColumns(prior)]
@@ -696,15 +620,10 @@ def _column_stores(graph, top: int) -> list:
 
 def _node_probabilities(model, labelled, informed, class_prior, C, start=None,
                         named_only=None):
-    """``(scores U, score scale, class weights, probabilities P)`` of the nodes under a
-    least-squares model: the softmax of its posterior mean at the scale
-    :func:`~flgp.precision.classification.score_scale` sets from the unlabelled nodes that
-    a label reaches (``informed``: None for all), re-weighted to ``class_prior`` (its
-    weights searched from ``start``); nodes of pieces without a label get latent mean 0
-    and the prior's probabilities. Classes no label has (``named_only``) get weight 0
-    here: the labelled classes are balanced to their own shares of the prior, and
-    :func:`_with_prior_beyond_reach` gives the others their share where labels do not
-    reach."""
+    """``(scores U, score scale, class weights, probabilities P)`` of the nodes: the
+    softmax of the model's posterior mean at the scale of the ``informed`` unlabelled nodes
+    (None: all), re-weighted to ``class_prior`` from ``start``; uninformed nodes get the
+    prior, ``named_only`` classes weight 0 (:func:`_with_prior_beyond_reach`)."""
     U = model.mean
     unl = np.ones(U.shape[0], dtype=bool) if informed is None else informed.copy()
     unl[labelled] = False
@@ -730,28 +649,23 @@ def _node_probabilities(model, labelled, informed, class_prior, C, start=None,
 
 
 def _label_reach(P) -> np.ndarray:
-    """How firmly the labels decide each node: the gap between its two most probable
-    labelled classes (``P``: the labelled classes' probabilities, 0 for the others) - 1
-    at a node they give to one class, 0 where two of them tie or where none says
-    anything."""
+    """How firmly the labels decide each node: the gap in ``[0, 1]`` between its two most
+    probable labelled classes (``P``: 0 for the classes no label has)."""
     top = np.sort(P, axis=1)[:, -2:]
     return np.clip(top[:, 1] - top[:, 0], 0.0, 1.0)
 
 
 def _with_prior_beyond_reach(P, reach, class_prior) -> np.ndarray:
-    """``r P + (1 - r) π`` row by row: the labels' probabilities where they reach
-    (``reach`` r, :func:`_label_reach`), the class prior ``π`` where they do not - the
-    only place where a class no label has gets probability."""
+    """``r P + (1 - r) π`` row by row, ``r`` the ``reach`` (:func:`_label_reach`) and ``π``
+    the class prior: where a class no label has gets probability."""
     r = np.asarray(reach)[:, None]
     return r * P + (1.0 - r) * _prior_probabilities(class_prior, P.shape[1])[None, :]
 
 
 class GraphMaternClassificationFit(ClassificationFit):
-    """A fitted full-resolution classifier: the graph, the nodes' latent means ``U`` (the
-    class scores), their scale and the classes' weights (and the probabilities of the
-    nodes); until pickled also the least-squares model and the store of prior columns,
-    for the latent variances and the labelling loop; the ``classes`` and the ``labelled``
-    rows."""
+    """A fitted full-resolution classifier: the graph, the nodes' latent means (class
+    scores), their scale, the class weights and probabilities, the ``classes`` and the
+    ``labelled`` rows; until pickled also the least-squares model and its prior columns."""
 
     method = "graph_matern"
 
@@ -761,17 +675,12 @@ class GraphMaternClassificationFit(ClassificationFit):
         self.graph, self.nu, self.scores, self.score_scale = graph, nu, scores, score_scale
         self.class_prior, self.class_weights = class_prior, class_weights
         self.probabilities = probabilities
-        # the least-squares model, its store of prior columns and the latent variances:
         # None after a pickle until first use (_restored)
         self.model, self.columns, self._variances = model, columns, None
-        # the graph's pieces when some hold no label (_pieces_without_labels), else None;
-        # each candidate (order, ratio)'s graph total variation of the probabilities, when
-        # the fit chose among several
+        # _pieces_without_labels or None; {(order, ratio): graph total variation} or None
         self.pieces, self.variations = pieces, variations
-        # {order: "columns" | "precision"}: the form each order was fitted in (solve_plan)
-        self.plan = plan
-        # how far the labels decide each node (_label_reach) where class_prior names
-        # classes no label has, else None
+        self.plan = plan                    # {order: "columns" | "precision"} (solve_plan)
+        # _label_reach where class_prior names classes no label has, else None
         self.reach = reach
         self.classes, self.labelled = classes, labelled
         self._node_index = self._lengths = None
@@ -807,10 +716,9 @@ class GraphMaternClassificationFit(ClassificationFit):
         return out
 
     def _neighbours(self, X, stacklevel):
-        """``(indices, weights)`` of each point's ``min(GRAPH_MATERN_NEIGHBOURS, n)`` nearest nodes
-        (the graph's own weights ``exp(-4 d² / d_k²)``: the value a new node joined by those
-        edges takes at the harmonic solution; at a node, that node alone), with a warning
-        for points far from every node."""
+        """``(indices, weights)`` of each point's ``min(GRAPH_MATERN_NEIGHBOURS, n)`` nearest
+        nodes (the graph's weights ``exp(-4 d² / d_k²)``, a harmonic extension; a node
+        itself alone), warning for points far from every node."""
         g = self.graph
         k = int(min(GRAPH_MATERN_NEIGHBOURS, g.n_nodes))
         if self._node_index is None:
@@ -831,8 +739,7 @@ class GraphMaternClassificationFit(ClassificationFit):
         return idx, w
 
     def predict_proba(self, X, stacklevel):
-        """New points: each latent mean the weighted mean of its nearest nodes'
-        (:meth:`_neighbours`), then the fitted scale and class weights."""
+        """Probabilities of the nearest nodes' weighted latent means (:meth:`_neighbours`)."""
         idx, w = self._neighbours(X, stacklevel + 1)
         U = np.einsum("ij,ijc->ic", w, self.scores[idx])
         P = scores_to_probabilities(U, self.score_scale, self.class_weights)
@@ -840,20 +747,16 @@ class GraphMaternClassificationFit(ClassificationFit):
             P = _with_prior_beyond_reach(P, np.einsum("ij,ij->i", w, self.reach[idx]),
                                          self.class_prior)
         if self.pieces is not None:
-            # the nodes of pieces without a label hold the prior: a new point takes it in
-            # the share of its neighbours' weight that lies there
+            # the prior in the share of the neighbours' weight on pieces without a label
             labels, _, has = self.pieces
             share = np.einsum("ij,ij->i", w, has[labels[idx]])[:, None]
             P = share * P + (1.0 - share) * _prior_probabilities(self.class_prior, P.shape[1])
         return P
 
     def _restored(self) -> bool:
-        """Whether the least-squares model and its store of prior columns are at hand: a
-        pickled fit keeps neither (the prior's solver does not pickle) but what rebuilds
-        them - the labels, the ratio and the form (with its scale) - and they are rebuilt
-        at first use (the prior's columns or posterior solved again: the same model - bit
-        for bit by AMG, whose columns are solved one by one; to rounding with a
-        factor)."""
+        """Whether the least-squares model and its prior columns are at hand, rebuilding
+        them after a pickle (which keeps only the labels, ratio, form and scale) at first
+        use: the same model, to rounding."""
         if self.model is not None and self.columns is not None \
                 and self.columns.prior is not None:
             return True
@@ -872,9 +775,9 @@ class GraphMaternClassificationFit(ClassificationFit):
 
     def node_variances(self) -> np.ndarray:
         """The class latents' posterior variances at every node ``(n, C)``: the model's
-        unit variances (the labelled block's with the prior's marginal variances, or the
-        posterior precision's, both by Rao-Blackwellised Monte Carlo: relative standard
-        error up to ~35 %) times each class's noise; computed once."""
+        unit variances (Rao-Blackwellised Monte Carlo, relative standard error up to
+        ~35 %) times each class's noise; computed once. Raises ValueError without a
+        model to rebuild."""
         if self._variances is None:
             if not self._restored():
                 raise ValueError("the latent variances of a full-resolution classifier need "
@@ -886,21 +789,17 @@ class GraphMaternClassificationFit(ClassificationFit):
         return self._variances
 
     def predict_latent(self, X, stacklevel):
-        """Latent means and variances ``(n, C)`` at new points (nearest nodes' weighted
-        means of both)."""
+        """Latent means and variances ``(n, C)``: the nearest nodes' weighted means."""
         idx, w = self._neighbours(X, stacklevel + 1)
         mean = np.einsum("ij,ijc->ic", w, self.scores[idx])
         var = np.einsum("ij,ijc->ic", w, self.node_variances()[idx])
         return mean, var
 
     def suggest(self, index, n, strategy, uncertainty):
-        """``n`` rows of ``index`` (unlabelled nodes) to label next: the most uncertain by
-        ``strategy`` - ``"margin"``, the smallest gap between the two largest class
-        scores (the latent means; :func:`~flgp.models.labelling.score_margin_uncertainty`),
-        or ``"entropy"`` and ``"least_confident"`` of ``uncertainty`` (the fitted
-        ``label_distributions_``) - weighted
-        by the graph distance to the nearest label, each pick counting as a label for the
-        next (:func:`~flgp.models.labelling.spread_by_graph_distance`)."""
+        """``n`` rows of ``index`` to label next: the most uncertain by ``strategy``
+        (``"margin"`` of the latent means, else of ``uncertainty``), weighted by graph
+        distance to the nearest label or pick
+        (:func:`~flgp.models.labelling.spread_by_graph_distance`)."""
         if strategy == "margin":
             base = score_margin_uncertainty(np.asarray(self.scores)[index])
         else:

@@ -1,12 +1,7 @@
 """A group map from many subjects' maps on one mask, and the contrast of two groups: the
-population mean map under the two-level graph Matérn model of
-:mod:`flgp.precision.group` (the group map a graph Matérn field, each subject's deviation
-another, noise per subject), its posterior and its excursion sets.
-
-Images in, images out: a 4-d NIfTI image (one volume a subject) or a list of 3-d images on
-one grid, with a mask (or none: the voxels finite and non-zero in every map), give NIfTI
-images of the posterior mean and standard deviation; arrays ``(n_nodes, n_subjects)`` on a
-given graph give arrays.
+population mean map under the two-level graph Matérn model of :mod:`flgp.precision.group`,
+its posterior and its excursion sets. Images (4-d, or a list of 3-d on one grid) give NIfTI
+images; arrays ``(n_nodes, n_subjects)`` on a given graph give arrays.
 """
 
 from __future__ import annotations
@@ -39,12 +34,11 @@ def _as_output(values, voxels, reference, fill, description):
 
 @dataclass
 class _Posterior:
-    """What a group map and a contrast share: the posterior's mean and sd at every node,
-    its joint draws and excursion sets, and the way back to images."""
+    """What a group map and a contrast share: excursion sets and the way back to images."""
 
     def to_image(self, values, fill: float = 0.0):
-        """``values`` (one a node: a mask, an excursion function) as a NIfTI image on the
-        maps' grid (``fill`` outside the mask); arrays in: returned as they are."""
+        """``values`` (one a node) as a NIfTI image on the maps' grid (``fill`` outside the
+        mask); returned as they are for arrays. ValueError unless one entry a node."""
         values = np.asarray(values)
         if values.shape[:1] != (self.graph.n_nodes,):
             raise ValueError(f"values must hold one entry a node ({self.graph.n_nodes}); "
@@ -56,12 +50,10 @@ class _Posterior:
 
     def excursion_set(self, u, alpha=0.05, *, side: str = ">", n_samples: int = 1000,
                       n_sd: float = 2.0, random_state=0) -> ExcursionSet:
-        """The excursion set of the map: the largest set of nodes (in the family of the
-        marginal ordering) on which it exceeds ``u`` (``side=">"``; below it for ``"<"``)
-        jointly with posterior probability at least ``1 - alpha``, conservative at the
-        Monte Carlo error (:mod:`flgp.precision.excursion`), from ``n_samples`` joint
-        draws of the whole posterior. Its ``mask`` is one entry a node (a voxel of the
-        mask, in ``voxels``' order): :meth:`to_image` makes it an image."""
+        """The largest set of nodes on which the map exceeds ``u`` (``side=">"``; below it
+        for ``"<"``) jointly with posterior probability at least ``1 - alpha``, from
+        ``n_samples`` joint draws (:mod:`flgp.precision.excursion`). Its ``mask`` is one
+        entry a node: :meth:`to_image` makes it an image."""
         draws = self.draws(n_samples, random_state=random_state)
         sd = self._sd_nodes
         return excursion_function(draws.mean, draws, u, side, sd=sd,
@@ -75,27 +67,24 @@ class GroupMap(_Posterior):
     Attributes
     ----------
     mean : ndarray (n_nodes,) or nibabel.Nifti1Image
-        The posterior mean of the group map ``g`` (an image on the maps' grid for images
-        in, ``fill`` outside the mask).
+        The posterior mean of the group map ``g`` (``fill`` outside the mask).
     std : ndarray (n_nodes,) or nibabel.Nifti1Image
         Its posterior standard deviation.
     parameters : flgp.precision.group.GroupParameters
-        The fitted hyperparameters, in the units of the graph (mm for images) and of the
-        maps.
+        The fitted hyperparameters, in the units of the graph (mm for images) and maps.
     log_likelihood : float
-        ``log p(y_1, ..., y_S)`` of every map at the fit.
+        ``log p(y_1, ..., y_S)`` at the fit.
     n_subjects : int
     posterior : flgp.precision.group.GroupPosterior
-        The joint posterior (the factor of ``J``): ``posterior.mean``, ``precision``.
+        The joint posterior.
     graph : flgp.graph.PointGraph
         The graph (for images, the mask's voxel lattice).
     voxels : flgp.datasets.Voxels or None
-        For images: the mask's voxels (the order of the nodes); None for arrays.
+        For images: the mask's voxels, in the nodes' order; None for arrays.
     seconds : float
         Wall time of the fit.
     record : dict
-        The fit's record (:func:`flgp.precision.group.fit_group`): evaluations, the nodes
-        searched, the spread of the subjects' deviations.
+        The fit's record (:func:`flgp.precision.group.fit_group`).
     """
 
     mean: object
@@ -113,8 +102,7 @@ class GroupMap(_Posterior):
 
     @property
     def hyperparameters(self) -> dict:
-        """The fitted hyperparameters by name: ``kappa`` (``1 / length`` of the graph's
-        points, mm for images) rather than ``κ²``."""
+        """The fitted hyperparameters by name, with ``kappa`` (1 / length) for ``κ²``."""
         p = self.parameters
         return dict(nu_group=p.nu_group, kappa_group=float(np.sqrt(p.kappa2_group)),
                     amplitude_group=p.amplitude_group, level=p.level,
@@ -122,8 +110,7 @@ class GroupMap(_Posterior):
                     amplitude_subject=p.amplitude_subject, noise=p.noise)
 
     def draws(self, n_samples: int = 1000, *, random_state=0) -> PosteriorDraws:
-        """Joint posterior draws of ``g`` at every node (blocks ``(n_nodes, b)``,
-        :class:`~flgp.precision.excursion.PosteriorDraws`)."""
+        """Joint posterior draws of ``g`` at every node."""
         return self.posterior.draws(n_samples, random_state=random_state)
 
 
@@ -136,8 +123,7 @@ class GroupContrast(_Posterior):
     mean : ndarray (n_nodes,) or nibabel.Nifti1Image
         ``E[g_a - g_b]``.
     std : ndarray (n_nodes,) or nibabel.Nifti1Image
-        Its posterior standard deviation (the groups independent: the root of the summed
-        variances).
+        Its posterior standard deviation (the groups independent).
     group_a, group_b : GroupMap
         Each group's fit.
     graph : flgp.graph.PointGraph
@@ -154,15 +140,14 @@ class GroupContrast(_Posterior):
     _sd_nodes: np.ndarray = field(default=None, repr=False)
 
     def draws(self, n_samples: int = 1000, *, random_state=0) -> PosteriorDraws:
-        """Joint posterior draws of ``g_a - g_b``: differences of independent draws of the
-        two groups."""
+        """Joint posterior draws of ``g_a - g_b`` (differences of independent draws)."""
         return contrast_draws(self.group_a.posterior, self.group_b.posterior, n_samples,
                               random_state=random_state)
 
 
 def _nodes_of(maps, mask, graph, name):
-    """``(values (n, S), graph, voxels or None, reference image or None)`` of one group's
-    maps: an array ``(n_nodes, n_subjects)`` on ``graph``, or images on one grid."""
+    """``(values (n, S), graph, voxels or None, reference image or None)`` of an array
+    ``(n_nodes, n_subjects)`` on ``graph`` or of images on one grid."""
     if isinstance(maps, np.ndarray):
         if maps.ndim != 2:
             raise ValueError(f"{name} must be an array (n_nodes, n_subjects) on a graph, or "
@@ -238,23 +223,20 @@ def group_map(maps, mask=None, *, graph=None, nus=MATERN_ORDERS, subject_nus=Non
               random_state=0) -> GroupMap:
     """The population mean map of several subjects' maps on one mask, with its posterior,
     under the two-level graph Matérn model (:mod:`flgp.precision.group`):
-    ``y_s = g + d_s + ε_s``, the group map ``g ~ N(μ, A_g Q_{ν_g}(κ_g)⁻¹)``, each subject's
-    deviation ``d_s ~ N(0, A_d Q_{ν_d}(κ_d)⁻¹)``, noise ``ε_s ~ N(0, σ² I)``; the
-    hyperparameters by maximum likelihood, the subjects' part from the deviation maps
-    ``y_s - ȳ`` and then the group's from the mean map ``ȳ``.
+    ``y_s = g + d_s + ε_s``, ``g ~ N(μ, A_g Q_{ν_g}(κ_g)⁻¹)``,
+    ``d_s ~ N(0, A_d Q_{ν_d}(κ_d)⁻¹)``, ``ε_s ~ N(0, σ² I)``; maximum likelihood for the
+    subjects' part from ``y_s - ȳ``, then for the group's from ``ȳ``.
 
     Parameters
     ----------
     maps : nibabel image or path, list of them, or array-like (n_nodes, n_subjects)
         A 4-d image (one volume a subject) or a list of 3-d images on one grid; or an
-        array, one row a node of ``graph`` and one column a subject. At least 2
-        subjects, each observed at every voxel of the mask (no NaN there).
+        array, one row a node of ``graph``. At least 2 subjects, finite in the mask.
     mask : nibabel image, path or boolean array, optional
-        For images: the voxels of the common mask, on the maps' grid (nothing is
-        resampled); default the voxels finite and non-zero in every map. Not for arrays.
+        For images: the common mask on the maps' grid; default the voxels finite and
+        non-zero in every map. Not for arrays.
     graph : flgp.graph.PointGraph, optional
-        The nodes' graph: required for arrays; for images default the mask's voxel
-        lattice (face neighbours, mm).
+        Required for arrays; for images default the mask's voxel lattice (mm).
     nus : sequence of int, default=MATERN_ORDERS
         The orders searched for the group map's prior.
     subject_nus : sequence of int, optional
@@ -262,30 +244,26 @@ def group_map(maps, mask=None, *, graph=None, nus=MATERN_ORDERS, subject_nus=Non
     fill : float, default=0.0
         The images' value outside the mask.
     search_max_nodes : int, default=SEARCH_MAX_NODES
-        Masks of more than twice this many voxels search the hyperparameters on a ball of
-        this many.
+        Masks of more than twice this many voxels search on a ball of this many.
     random_state : int, default=0
-        Seeds the Monte Carlo estimate of the posterior sd (masks of more than
-        ``EXACT_SD_MAX_NODES`` voxels; exact below).
+        Seeds the Monte Carlo posterior sd (beyond ``EXACT_SD_MAX_NODES`` nodes).
 
     Returns
     -------
     GroupMap
-        ``mean``, ``std`` (images for images in), ``parameters``, ``draws(n_samples)``,
-        ``excursion_set(u, alpha=0.05, side=">")``, ``to_image(values)``.
 
     Raises
     ------
     ValueError
-        Fewer than 2 subjects, maps on different grids or of different shapes, NaN or
-        infinite values inside the mask, a mask not on the maps' grid or empty, an array
-        without its graph (or a graph of another size), a mask given with an array.
+        Fewer than 2 subjects, maps on different grids, NaN or infinite values inside the
+        mask, a mask off the maps' grid or empty, an array without its graph (or a graph
+        of another size), a mask given with an array.
 
     Warns
     -----
     UserWarning
-        Where the subjects' deviations from the mean differ in mean square by more than a
-        factor ``NOISE_SPREAD_WARNING`` (the model has one noise level).
+        Where the subjects' deviations differ in mean square by more than a factor
+        ``NOISE_SPREAD_WARNING`` (the model has one noise level).
 
     Examples
     --------
@@ -311,26 +289,20 @@ def group_contrast(maps_a, maps_b, mask=None, *, graph=None, nus=MATERN_ORDERS,
                    subject_nus=None, fill: float = 0.0,
                    search_max_nodes: int = SEARCH_MAX_NODES,
                    random_state=0) -> GroupContrast:
-    """The contrast ``g_a - g_b`` of two independent groups' maps on one mask: each group
-    fitted by :func:`group_map` (its own hyperparameters), the contrast's posterior the
-    difference of the two independent posteriors - mean ``m_a - m_b``, variance
-    ``v_a + v_b``, joint draws the differences of independent draws - with its excursion
-    sets.
+    """The contrast ``g_a - g_b`` of two independent groups' maps on one mask, each fitted
+    by :func:`group_map`: mean ``m_a - m_b``, variance ``v_a + v_b``.
 
     Parameters
     ----------
     maps_a, maps_b : as ``maps`` of :func:`group_map`
-        The two groups' subject maps on one grid (images) or one graph (arrays); the
-        groups may have different numbers of subjects.
+        The two groups' maps on one grid or graph (the numbers of subjects may differ).
     mask, graph, nus, subject_nus, fill, search_max_nodes, random_state
-        As in :func:`group_map`; without a mask, images use the voxels finite and
-        non-zero in every map of both groups.
+        As in :func:`group_map`; the default mask is the voxels finite and non-zero in
+        every map of both groups.
 
     Returns
     -------
     GroupContrast
-        ``mean``, ``std``, ``group_a``, ``group_b``, ``draws(n_samples)``,
-        ``excursion_set(u, alpha=0.05, side=">")``, ``to_image(values)``.
 
     Raises
     ------

@@ -1,28 +1,19 @@
 """The low-rank heat kernel as one of the estimators' representations
 (:mod:`flgp.models.representation`): FLGP's heat kernel on the cloud's FLGP, GLGP or
-Nyström eigenpairs - the regressor's fitted by its exact evidence, the classifier's by EP
-or Laplace (:class:`HeatKernelClassification`, the last entry of its registry, the
-fallback of its rule).
+Nyström eigenpairs (candidates from :mod:`flgp.models.eigenbasis`).
 
-:class:`HeatKernelRegression` is the ``"flgp"`` entry of ``FLGPRegressor.REPRESENTATIONS``,
-beside the graph Matérn prior and the RBF GP. It is *bounded*: before searching a
-candidate eigenbasis it takes the evidence ceiling of every covariance that eigenbasis can
-give (:meth:`flgp.spectral.gaussian.LowRankGaussianEvidence.ceiling`) and declines
-(:class:`~flgp.models.representation.Outranked`) when that lies below the best evidence
-already fitted - so ``method="auto"`` fits it after the others. Its search: the diffusion
-time ``t``, the outputscale ``s²`` and the noise ``σ²`` by L-BFGS-B on their logarithms,
-from the two best ``t`` of a 12-point log grid, for each number of leading eigenpairs the
-evidence compares (:func:`resolution_ranks`), ``O(M³)`` an evaluation through the Woodbury
-identity (:class:`~flgp.spectral.gaussian.LowRankGaussianEvidence`).
+* Regression (:class:`HeatKernelRegression`, ``"flgp"``): the diffusion time ``t``,
+  outputscale ``s²`` and noise ``σ²`` by the exact evidence (Woodbury identity,
+  :class:`~flgp.spectral.gaussian.LowRankGaussianEvidence`), for each number of leading
+  eigenpairs compared (:func:`resolution_ranks`). It is *bounded*: a candidate eigenbasis
+  whose evidence ceiling lies below the best evidence already fitted is declined
+  (:class:`~flgp.models.representation.Outranked`), so ``method="auto"`` fits it last.
+  Counts (``likelihood="poisson"``): :func:`fit_counts`.
+* Classification (:class:`HeatKernelClassification`): EP or Laplace, the fallback of
+  ``FLGPClassifier``'s rule.
 
-Its candidates come from the engine of :mod:`flgp.models.eigenbasis` (one eigenbasis per
-bandwidth of the SE grid, cached with ``warm_start``). Its fits hold what predicts once
-their fitted attributes are taken - the fitted eigenbasis and the weights' posterior -
-and predict numpy and dask
-points, give the latent posterior the labelling loop scores with and, for counts
-(``likelihood="poisson"``, the heat kernel only: :func:`fit_counts`,
-:class:`HeatKernelCountFit`), the predictive count's intervals. The estimator sets only
-its fitted attributes from them.
+The fits predict at numpy and dask points and give the latent posterior the labelling loop
+scores with.
 """
 
 from __future__ import annotations
@@ -56,11 +47,10 @@ __all__ = ["HeatKernelRegression", "HeatKernelRegressionFit", "HeatKernelCountFi
            "EP_FINISH_MARGIN", "default_resolution_ceiling", "resolution_ranks",
            "regression_sizes", "fit_counts", "fit_classes"]
 
-# the noise variance, in units of the standardised targets (the search's range, and the
-# range its evidence ceiling is taken over)
+# the noise variance's search range (and its evidence ceiling's), standardised units
 NOISE_RANGE = (1e-6, 10.0)
 # counts: a posterior mean count above this many times the largest labelled count (+ 1)
-# is warned of (_warn_counts; the rate itself is bounded at RATE_CEILING times it)
+# is warned of (_warn_counts)
 COUNT_RANGE_WARNING = 100.0
 
 
@@ -71,10 +61,9 @@ def default_resolution_ceiling(n_induced: int) -> int:
 
 
 def regression_sizes(prior, options, n: int) -> tuple[int, int]:
-    """``(s, M)`` of the regressor's heat kernel ``prior`` on ``n`` points: the engine's
-    (:func:`flgp.models.eigenbasis.engine_sizes`), but ``M`` up to the resolution
-    ceiling by default with Gaussian targets (the ladder of :func:`resolution_ranks`
-    picks how many of them predict)."""
+    """``(s, M)`` of the regressor's heat kernel on ``n`` points: the engine's
+    (:func:`flgp.models.eigenbasis.engine_sizes`), with ``M`` the resolution ceiling by
+    default for Gaussian targets."""
     s, M = engine_sizes(prior, n)
     if prior.basis.n_eigenpairs is None and options.likelihood == "gaussian" \
             and prior.method != "glgp":
@@ -109,8 +98,7 @@ class HeatKernelRegression(RegressionRepresentation):
     takes_dask = True
 
     def infeasible(self, prior, options, shape, n_labelled):
-        """A cloud with fewer induced points than each point keeps nearest ones (``s <
-        n_neighbors``: two points at the defaults)."""
+        """A cloud with fewer induced points than each point keeps nearest ones."""
         s = min(regression_sizes(prior, options, shape[0])[0], shape[0])
         basis = prior.basis
         if basis.induced_points is None and s < basis.n_neighbors:
@@ -125,9 +113,8 @@ class HeatKernelRegression(RegressionRepresentation):
         ceilings, coarse = [], []
 
         def beaten(eigenpairs, V_lab, targets):
-            """Left unsearched: its ceiling below ``bar``, or (screening) the coarse stage
-            of its search - one L-BFGS-B start at the largest rank - more than the
-            screening margin below it."""
+            """Left unsearched: its ceiling below ``bar``, or its coarse search (one start
+            at the largest rank) more than the screening margin below."""
             if not np.isfinite(bar):
                 return False
             ceiling = LowRankGaussianEvidence(V_lab, targets).ceiling(noise_range)
@@ -160,11 +147,10 @@ class HeatKernelRegression(RegressionRepresentation):
 
 class HeatKernelRegressionFit(RegressionFit):
     """The heat kernel's fit of the best candidate eigenbasis (Gaussian targets). Once its
-    fitted attributes are taken it holds what predicts: ``eigenbasis`` (a
-    :class:`~flgp.models.eigenbasis.FittedEigenbasis`), ``predictor`` (the weights'
-    posterior, a :class:`~flgp.models.regression_predictor.RegressionPredictor`) and the
-    noise variance (``noise_z`` in standardised units, ``noise_pre`` in units of
-    ``(y / unit)²``); it predicts numpy and dask points alike (``lazy_points``)."""
+    fitted attributes are taken it holds what predicts: ``eigenbasis``
+    (:class:`~flgp.models.eigenbasis.FittedEigenbasis`), ``predictor``
+    (:class:`~flgp.models.regression_predictor.RegressionPredictor`) and the noise variance
+    (``noise_z`` standardised, ``noise_pre`` in ``(y / unit)²``)."""
 
     counts = False
     lazy_points = True
@@ -187,8 +173,7 @@ class HeatKernelRegressionFit(RegressionFit):
         out = self.eigenbasis.fitted_attributes(self._labelled)
         fit = fit.result
         k = fit["rank"]
-        # the evidence p(y | t, s^2, σ^2) in the units of y; the prior on t is not in it
-        # (as in FLGPClassifier): the MAP is ``log_marginal_likelihood_ - (a0 - 1) log t``
+        # the evidence p(y | t, s^2, σ^2) in the units of y, without the prior on t
         out.update(method_=self.method, diffusion_time_=fit["t"],
                    outputscale_=st.variance_of_y(fit["s2"]),
                    noise_=st.variance_of_y(fit["noise"]),
@@ -210,9 +195,8 @@ class HeatKernelRegressionFit(RegressionFit):
         return out
 
     def transduce(self, stacklevel) -> dict:
-        """``transduction_`` and ``transduction_std_`` of the cloud (the two columns of one
-        array: views - copying them out of a 10^7-row map cost 0.5 s, mostly first-touch
-        page faults of the new arrays)."""
+        """``transduction_`` and ``transduction_std_`` of the cloud: views of the two
+        columns of one array (no copy)."""
         eigenpairs, predictor = self.eigenbasis.eigenpairs, self.predictor
         with stage("transduction"):
             out = eigenpairs.map_chunks(predictor, n_columns=2, parallel=True,
@@ -256,9 +240,7 @@ class HeatKernelRegressionFit(RegressionFit):
     def _warn_counts(self, mean, latent_moments, stacklevel):
         """Warn about rates beyond float64 in ``mean``, or beyond ``COUNT_RANGE_WARNING``
         times the largest labelled count, with the largest latent sd there
-        (``latent_moments(latent)``: the log-rate's mean and sd at the same points, only
-        computed when some rate is that large; ``stacklevel`` counted from this frame's
-        caller)."""
+        (``latent_moments(latent)``: the log-rate's mean and sd, computed only then)."""
         large = ~(np.asarray(mean) <= self.count_bound)
         if not large.any():
             return
@@ -277,10 +259,9 @@ class HeatKernelRegressionFit(RegressionFit):
                       UserWarning, stacklevel=stacklevel + 1)
 
 class HeatKernelCountFit(HeatKernelRegressionFit):
-    """The heat kernel's fit of counts (``likelihood="poisson"``): as the Gaussian one,
-    with Laplace's approximation in weight space and no noise variance; it predicts the
-    rate and its intervals are the posterior predictive count's
-    (:meth:`count_interval`)."""
+    """The heat kernel's fit of counts (``likelihood="poisson"``): Laplace's approximation
+    in weight space, no noise variance; it predicts the rate, and the predictive count's
+    intervals (:meth:`count_interval`)."""
 
     counts = True
 
@@ -312,7 +293,7 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
         self.unit = 1.0
         out["overdispersion_"] = fit["nugget"]
         # a piece without a label predicts the labelled counts' population; the log-rate is
-        # bounded by what the labels support (issue 42, CountPredictor)
+        # bounded by what the labels support (CountPredictor)
         population = count_population(V_lab[:, kept] * sd[kept], state)
         self.predictor = CountPredictor(sd, w_mean, w_cov, offset,
                                         self.eigenbasis.piece_has_label, fit["nugget"],
@@ -337,9 +318,8 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
 
 
 def fit_counts(prior, options, X, labelled, y_lab) -> HeatKernelCountFit:
-    """The heat kernel ``prior``'s fit of the counts ``y_lab`` at rows ``labelled`` of ``X``
-    (``likelihood="poisson"``): the hyperparameters on every candidate eigenbasis by
-    Laplace's evidence times the prior on ``t``, the best kept."""
+    """The heat kernel's fit of the counts ``y_lab`` at rows ``labelled`` of ``X``: the
+    candidate eigenbasis of best Laplace evidence times the prior on ``t``."""
     y_lab = check_counts(y_lab, labelled)
     offset = count_offset(y_lab)
 
@@ -359,9 +339,8 @@ def fit_counts(prior, options, X, labelled, y_lab) -> HeatKernelCountFit:
 
 
 def fit_gaussian(prior, options, eigenpairs, V_lab, z, noise_range) -> CandidateFit:
-    """The hyperparameters of one candidate eigenbasis, its resolution by evidence: the
-    nested leading blocks of :func:`resolution_ranks`, the best by the posterior of
-    ``t`` (evidence times ``π(t)``)."""
+    """The hyperparameters of one candidate eigenbasis at each of
+    :func:`resolution_ranks`, the best by evidence times ``π(t)``."""
     fit = None
     for rank in resolution_ranks(prior, options, eigenpairs.n_eigenpairs):
         trial = fit_hyperparameters(prior, options, _Leading(eigenpairs, rank),
@@ -377,9 +356,9 @@ def fit_hyperparameters(prior, options, eigenpairs, V_lab, z, noise_range,
                         n_starts: int = 2) -> dict:
     """``t``, ``s²`` and ``σ²`` of one eigenbasis by the exact evidence times
     ``π(t) ∝ t^{-a0}`` (``a0 = prior.diffusion_time_prior_power``): L-BFGS-B on their
-    logarithms from the two best ``t`` of a 12-point log grid over the data-driven range,
-    each with the outputscale that gives the labelled points unit mean prior variance;
-    fixed ``diffusion_time`` / noise held by tight bounds."""
+    logarithms from the ``n_starts`` best ``t`` of a 12-point log grid, each with the
+    outputscale that gives the labelled points unit mean prior variance; a fixed
+    ``diffusion_time`` or noise is held by tight bounds."""
     ev = LowRankGaussianEvidence(V_lab, z)
     lam = eigenpairs.eigenvalues
     log_scale = np.log(eigenpairs.kernel_scale)
@@ -429,8 +408,7 @@ def fit_hyperparameters(prior, options, eigenpairs, V_lab, z, noise_range,
 
 
 class _Leading:
-    """The leading ``k`` eigenpairs' eigenvalues and kernel scale: what the
-    hyperparameter fit reads of an :class:`~flgp.spectral.Eigenpairs`."""
+    """The leading ``k`` eigenvalues and the kernel scale of an eigenbasis."""
 
     def __init__(self, eigenpairs, k: int):
         self.eigenvalues = eigenpairs.eigenvalues[:k]
@@ -446,10 +424,8 @@ def log_weights(eigenpairs, t, s2):
 
 class HeatKernelClassification(ClassificationRepresentation):
     """The classifier's heat kernel: EP (or Laplace) on the eigenbasis, the diffusion time
-    under the spectral prior, the probabilities calibrated by leave-one-out (docs/models.md;
-    the search itself is :class:`flgp.models.class_search.TimeSearch`, driven by
-    :func:`fit_classes`). The ``fallback`` of ``FLGPClassifier.REPRESENTATIONS``: asked
-    after the other entries, it takes any labels they leave."""
+    under the spectral prior (:func:`fit_classes`), probabilities calibrated by
+    leave-one-out (docs/models.md). The ``fallback`` of ``FLGPClassifier.REPRESENTATIONS``."""
 
     name = "flgp"
     fallback = True
@@ -468,12 +444,9 @@ class HeatKernelClassification(ClassificationRepresentation):
 
 class HeatKernelClassificationFit(ClassificationFit):
     """The classifier's heat-kernel fit of the best candidate eigenbasis. Once its fitted
-    attributes are taken it holds what predicts: ``eigenbasis`` (a
-    :class:`~flgp.models.eigenbasis.FittedEigenbasis`), the fitted ``spectral_prior``, the
-    labelled rows' eigenvectors ``V_lab``, the ``mixture`` over diffusion times
-    (``(t, weight, posterior state, amplitude)`` each) and the ``predictor``
-    (:class:`~flgp.models.class_predictor.ClassPredictor`); it predicts numpy and dask
-    points alike (``lazy_points``)."""
+    attributes are taken it holds what predicts: ``eigenbasis``, ``spectral_prior``,
+    ``V_lab``, the ``mixture`` over diffusion times (``(t, weight, state, amplitude)``
+    each) and the ``predictor`` (:class:`~flgp.models.class_predictor.ClassPredictor`)."""
 
     lazy_points = True
 
@@ -558,10 +531,9 @@ class HeatKernelClassificationFit(ClassificationFit):
                               count_rate=post.count_rate)
         return post
 
-# the priors of the classifier's candidate families whose search-precision evidence trails
-# the best by more than this many nats skip the final tight EP run: they cannot win (the
-# search evidence is within about 0.01 nat of the converged one - 0.007 on MNIST with 100
-# labels)
+# compared priors whose search-precision evidence trails the best by more than this many
+# nats skip the final tight EP run: they cannot win (the search evidence is within about
+# 0.01 nat of the converged one)
 EP_FINISH_MARGIN = 1.0
 
 
@@ -576,12 +548,10 @@ def spectral_families(prior) -> list:
 
 
 def fit_classes(prior, options, eigenpairs, V_lab, codes, n_classes) -> CandidateFit:
-    """``t`` and the amplitude on one candidate's eigenpairs (for each spectral family and
-    constant-mode variance compared; the one of highest evidence is kept); for one-vs-rest
-    ``t`` and the amplitude hold one value per class, the evidence is the sum over the
-    binary problems and the state a list. With EP, a compared prior whose search evidence
-    trails the best by more than ``EP_FINISH_MARGIN`` nats is not refined to full
-    precision: it cannot win."""
+    """``t`` and the amplitude on one candidate's eigenpairs, for the spectral family and
+    constant-mode variance of highest evidence (one-vs-rest: one value per class, the
+    evidence summed, the state a list). With EP, priors trailing by more than
+    ``EP_FINISH_MARGIN`` nats are not refined."""
     constants = ((0.0, 1.0) if prior.constant_variance is None
                  else (float(prior.constant_variance),))
     searches = []
@@ -589,8 +559,8 @@ def fit_classes(prior, options, eigenpairs, V_lab, codes, n_classes) -> Candidat
         spectral = SpectralPrior.of(eigenpairs, family, nu, constant)
         searches.append((spectral, TimeSearch(prior, options, spectral, V_lab, n_classes)))
     binary = n_classes == 2
-    # the compared priors' searches are independent: one thread each (the same result on
-    # any number of threads; each search runs its small products on one BLAS thread)
+    # the compared priors' searches are independent: one thread each (same result on any
+    # number of threads)
     threads = cpu_threads()
     if options.expectation_propagation and not options.one_vs_rest:
         found = map_threads(lambda job: job[1].search_ep(codes, binary), searches, threads)
@@ -622,12 +592,9 @@ def fit_classes(prior, options, eigenpairs, V_lab, codes, n_classes) -> Candidat
 
 def predictive_scale(mixture, codes, n_classes, calibrated, one_vs_rest):
     """``κ`` by leave-one-out (:func:`flgp.models.inference.ep.fit_predictive_scale`) over
-    the ``mixture`` of diffusion times (one ``κ`` per class for ``one_vs_rest``); 1 unless
-    ``calibrated`` (EP with ``calibration="loo"``). Only labelled points whose class keeps
-    another label are left out: leaving out a class's only label asks how probable a class
-    is that the model has never seen, which says nothing of how confident it should be
-    where each class has labels. With one label per class no point qualifies and
-    ``κ = 1``."""
+    the ``mixture`` of diffusion times (one per class for ``one_vs_rest``); 1 unless
+    ``calibrated``. Only points whose class keeps another label are left out (a class's
+    only label says nothing of confidence), so one label per class gives ``κ = 1``."""
     if not calibrated:
         return 1.0
     counts = np.bincount(codes, minlength=n_classes)
@@ -647,10 +614,8 @@ def predictive_scale(mixture, codes, n_classes, calibrated, one_vs_rest):
 
 
 def warn_weak_fit(codes, n_classes, t, fixed_time, eigenvalues, stacklevel: int = 4) -> None:
-    """Warn when the labels cannot decide the prior: every class has a single label (the
-    probabilities are then the EP posterior's, uncalibrated), or the MAP diffusion time
-    ``t`` sits at an end of its range on the ``eigenvalues`` (unless the time is fixed,
-    ``fixed_time``; ``stacklevel`` as ``warnings.warn`` counts it from here)."""
+    """Warn when the labels cannot decide the prior: every class has a single label, or
+    the MAP diffusion time ``t`` sits at an end of its range (unless ``fixed_time``)."""
     counts = np.bincount(codes, minlength=n_classes)
     if counts.max() == 1:
         warnings.warn("every class has a single label: the diffusion time rests on the "
@@ -675,11 +640,8 @@ def warn_weak_fit(codes, n_classes, t, fixed_time, eigenvalues, stacklevel: int 
 
 
 def warn_degenerate_prior(prior, t, stacklevel: int = 4) -> None:
-    """Warn when the fitted prior cannot tell the points of a piece of the graph apart: at
-    the fitted ``t`` every mode of non-zero eigenvalue has weight 0 (one eigenpair, an
-    endless diffusion time, a graph of two induced points). The fit then gives the prior's
-    answer - the same prediction at every point of a piece, or ``1/C`` everywhere when no
-    mode is left at all."""
+    """Warn when at the fitted ``t`` every mode of non-zero eigenvalue has weight 0: the
+    prior cannot tell the points of a piece of the graph apart."""
     lam = prior.eigenvalues
     kept = np.zeros(lam.size, dtype=bool)
     for tk in np.atleast_1d(t):

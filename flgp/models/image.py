@@ -1,9 +1,9 @@
 """Regression on a 3-d image: predict the unobserved voxels of a region, with uncertainty.
 
-:func:`predict_image` is the end-to-end path of the fMRI job: the voxel centres of a region
-(world coordinates, mm) are the point cloud, the image's values at some of them are the
-targets, and :class:`~flgp.FLGPRegressor` predicts the rest. Images go in and out as
-NIfTI (nibabel); nothing is resampled. Needs nibabel, the ``fmri`` extra.
+:func:`predict_image`: the voxel centres of a region (world coordinates, mm) are the point
+cloud, the image's values at some of them the targets, and :class:`~flgp.FLGPRegressor`
+predicts the rest. Images go in and out as NIfTI; nothing is resampled. Needs nibabel (the
+``fmri`` extra); docs/images.md.
 """
 
 from __future__ import annotations
@@ -39,13 +39,10 @@ LARGE_FIT_GB = 2.0
 
 
 def fit_memory_estimate(n_voxels: int) -> float:
-    """The memory (GB) that the default regressor's graph Matérn fit of a region of
-    ``n_voxels`` is expected to need at its peak, on the path it takes there
-    (:func:`flgp.precision.gaussian.factors`: factored while that fits in half the
-    machine's memory, up to ``FACTOR_MAX_NODES``; else by conjugate gradients), from the
-    measured peaks (:func:`flgp.precision.gaussian.fit_memory_gb`): a rule of thumb for
-    refusing a fit that cannot fit, not a bound. It drops where the fit changes path - a
-    factor's fill against conjugate gradients' few vectors."""
+    """The peak memory (GB) the default graph Matérn fit of ``n_voxels`` is expected to
+    need, factored or by conjugate gradients (:func:`flgp.precision.gaussian.factors`,
+    :func:`~flgp.precision.gaussian.fit_memory_gb`): a rule of thumb, not a bound. Raises
+    ValueError unless ``n_voxels`` is a whole number >= 0."""
     if isinstance(n_voxels, bool) or not isinstance(n_voxels, (int, np.integer)) \
             or n_voxels < 0:
         raise ValueError(f"n_voxels must be a whole number of voxels >= 0; got "
@@ -67,8 +64,8 @@ def _available_memory_gb():
 
 
 def _check_memory(n_voxels: int, reg, progress) -> None:
-    """Before the graph Matérn fit of a large region: say what it will need (with
-    ``progress``), and refuse one that cannot fit in the memory available."""
+    """Announce a large graph Matérn fit's memory (with ``progress``); raise ValueError
+    where it exceeds the memory available."""
     if reg.method not in ("auto", "graph_matern"):
         return
     need = fit_memory_estimate(n_voxels)
@@ -97,30 +94,25 @@ class ImagePrediction:
     Attributes
     ----------
     mean : nibabel.Nifti1Image
-        Predictive mean on the input image's grid (float32): inside the region the
-        posterior mean of the map (at observed voxels too: the fit smooths them, it does not
-        copy them); ``fill`` outside.
+        Posterior mean of the map on the input's grid (float32), at observed voxels too
+        (smoothed, not copied); ``fill`` outside the region.
     sd : nibabel.Nifti1Image
-        Predictive standard deviation on the same grid: of the map's latent value, or of a
-        new observation with ``include_noise=True``; ``fill`` outside.
+        Predictive standard deviation on the same grid: of the latent map, or of a new
+        observation with ``include_noise=True``; ``fill`` outside.
     regressor : FLGPRegressor
-        The fitted regressor (a clone of the one passed): ``diffusion_time_``,
-        ``noise_``, ``log_marginal_likelihood_``, ``predict`` at any other points (mm).
+        The fitted regressor (a clone of the one passed); it predicts at other points (mm).
     voxels : flgp.datasets.Voxels
-        The region: ``coords`` (n, 3) in mm, the image's ``values`` there, ``ijk``,
-        ``affine``, ``shape``; ``voxels.to_nifti(v)`` puts any per-voxel values back on the
-        grid.
+        The region: ``coords`` (n, 3) in mm, ``values``, ``ijk``, ``affine``, ``shape``;
+        ``voxels.to_nifti(v)`` puts per-voxel values back on the grid.
     observed : ndarray of shape (n,), dtype bool
-        Which region voxels were observed (the targets of the fit), in the order of
-        ``voxels``.
+        Which region voxels were observed, in the order of ``voxels``.
     seconds : float
         Wall time of the fit (of all of them, for several maps).
     maps : list of dict
-        Several maps (a 4-d image or a list): one row a map - ``method``, ``order``,
-        ``kappa`` (1/mm), ``noise``, ``outputscale`` (for ``"graph_matern"``: the amplitude of
-        ``A Q_ν(κ)⁻¹`` on the lattice in mm), ``log_evidence`` and ``seconds`` of its fit (``hyperparameters="shared"``: the shared ``order``, ``kappa`` and noise
-        ratio, each map's own amplitude and noise); ``regressor`` is then the list of the
-        fitted regressors (None when shared). Empty for one map.
+        Several maps: one row a map - ``method``, ``order``, ``kappa`` (1/mm), ``noise``,
+        ``outputscale`` (for ``"graph_matern"`` the amplitude of ``A Q_ν(κ)⁻¹`` on the
+        lattice in mm), ``log_evidence`` and ``seconds``; ``regressor`` is then the list of
+        fitted regressors (None with ``hyperparameters="shared"``). Empty for one map.
     """
 
     mean: object
@@ -138,9 +130,8 @@ class ImagePrediction:
 
 
 def fresh_regressor(regressor) -> FLGPRegressor:
-    """An unfitted clone of the configured ``regressor`` (default ``FLGPRegressor()``) for
-    :func:`predict_image` and :func:`~flgp.models.surface.predict_surface`; the instance
-    passed stays untouched."""
+    """An unfitted clone of ``regressor`` (None: ``FLGPRegressor()``); TypeError for
+    anything but an ``FLGPRegressor``."""
     if regressor is None:
         return FLGPRegressor()
     if not isinstance(regressor, FLGPRegressor):
@@ -155,16 +146,10 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def reissue_warnings(caught, stacklevel: int) -> None:
-    """Issue again the warnings ``caught`` by ``warnings.catch_warnings(record=True)``
-    around the work of :func:`predict_image` or :func:`~flgp.models.surface
-    .predict_surface`, so that they point at the user's call rather than into flgp.
-
-    A warning raised in flgp's own code (the estimator's, whose location is its caller,
-    this module; a graph builder's) is issued ``stacklevel`` frames up from the caller of
-    this function, as ``warnings.warn`` counts (2: the caller of ``predict_image``); any
-    other (numpy's, say) where it was raised. The user's filters apply once more, and
-    nothing is lost to them: ``catch_warnings`` clears the registries of "default" and
-    "once" on the way in and out."""
+    """Issue again the warnings ``caught`` by ``warnings.catch_warnings(record=True)`` so
+    that they point at the user's call: those raised in flgp's own code ``stacklevel``
+    frames up from this function's caller (as ``warnings.warn`` counts), any other where
+    it was raised. The user's filters apply again."""
     for w in caught:
         if os.path.abspath(w.filename).startswith(_PACKAGE_DIR + os.sep):
             warnings.warn(w.message, w.category, stacklevel=stacklevel + 1)
@@ -178,106 +163,77 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
                   hyperparameters="own", n_jobs=None) -> ImagePrediction:
     """Predict the unobserved voxels of a region of a 3-d image, with uncertainty.
 
-    The region's voxel centres in world coordinates (mm, ``affine @ [i, j, k, 1]``) are the
-    point cloud; the image's values at the observed voxels are the targets (the others are
-    unlabelled, NaN); an :class:`~flgp.FLGPRegressor` is fitted on them and its predictive
-    mean and standard deviation at every voxel of the region come back as NIfTI images on
-    the input's grid.
+    The region's voxel centres (mm, ``affine @ [i, j, k, 1]``) are the point cloud, the
+    image's values at the observed voxels the targets; an :class:`~flgp.FLGPRegressor`'s
+    predictive mean and sd at every region voxel come back as NIfTI images on the input's
+    grid.
 
     Parameters
     ----------
     image : nibabel image or path, or a list of them
-        A 3-d image: a statistical map, or any 3-d image (a 4-d image with one volume is
-        accepted). NaN or infinite voxels are allowed outside the region, not inside.
-        Several maps on one grid - a 4-d image (one volume a subject or contrast) or a list
-        of 3-d images - are fitted one by one on one region and one set of observed voxels,
-        and come back as 4-d images: what depends on the mask alone (the region's voxels,
-        its lattice) is built once, each map gets its own hyperparameters by its own
-        evidence (``hyperparameters="own"``) or all share those of the pooled evidence
-        (``"shared"``), and ``maps`` holds a row of fitted values a map.
+        A 3-d image (or a 4-d image of one volume); NaN or infinite voxels are allowed
+        outside the region only. Several maps on one grid - a 4-d image or a list of 3-d
+        images - are fitted on one region and one set of observed voxels and come back as
+        4-d images, with a row a map in ``maps``.
     mask : nibabel image, path, boolean array or None
-        The region: voxels where the mask is non-zero (and finite). An image must be on the
-        image's grid (same shape and affine; see Notes), an array must have the image's
-        3-d shape. ``None``: every voxel where the image is finite and non-zero.
+        The region: voxels where the mask is non-zero (and finite), on the image's grid (an
+        array of its 3-d shape). ``None``: every voxel where the image is finite and
+        non-zero.
     observed : nibabel image, path, boolean array, or float
-        The observed voxels: a mask on the image's grid (non-zero = observed; every
-        observed voxel must lie in the region), or a fraction in (0, 1): that share of the
-        region's voxels, ``round(fraction * n)``, drawn without replacement with
-        ``random_state``. At least 2 voxels.
+        A mask of observed voxels on the image's grid, inside the region, or a fraction in
+        (0, 1) of the region's voxels drawn with ``random_state``. At least 2 voxels.
     regressor : FLGPRegressor, optional
-        A configured regressor (e.g.
-        ``FLGPRegressor(HeatKernelPrior(Eigenbasis(n_induced=1000, n_eigenpairs=500)))`` or
-        ``FLGPRegressor(RBFPrior())``); it is cloned, the instance passed stays
-        unfitted. Default: ``FLGPRegressor()`` with its own defaults.
+        A configured regressor, cloned (the instance passed stays unfitted). Default:
+        ``FLGPRegressor()``.
     random_state : int, numpy Generator or None, default=0
-        Seeds the draw of a fraction of observed voxels (``numpy.random.default_rng``).
-        The regressor's own ``random_state`` seeds its induced points.
+        Seeds the draw of a fraction of observed voxels (the regressor's own
+        ``random_state`` seeds its fit).
     fill : float, default=0.0
         Value of both output images outside the region (NaN is allowed).
     include_noise : bool, default=False
-        ``True``: the standard deviation of a new observation, ``sqrt(sd² + noise_)``,
-        instead of that of the latent map (Gaussian likelihood only).
+        ``True``: the sd of a new observation, ``sqrt(sd² + noise_)``, instead of that of
+        the latent map (Gaussian likelihood only).
     progress : bool, default=False
-        Show a tqdm bar over the stages (reading, fitting, writing) - over the maps for
-        several - on stderr; it stays silent when stderr is not a terminal.
+        Show a tqdm bar over the stages (over the maps for several) on stderr, when it is
+        a terminal.
     hyperparameters : {"own", "shared"}, default="own"
-        Several maps: each map's own fit (the regressor's default choice among its
-        priors, one map at a time; on a region of 16,001-100,000 voxels the maps' graph
-        Matérn searches run in step on a lattice of step 0.2 in ``log κ²`` and in the log
-        noise-to-signal ratio, sharing the points they have in common and the whole
-        graph's factorisations and variances: :mod:`flgp.precision.maps`), or
-        ``"shared"``: one graph Matérn prior on the region's
-        lattice for every map, its order, ``κ`` and noise-to-signal ratio by the sum of the
-        maps' evidences (each map its own amplitude), so that one factorisation of the
-        posterior precision serves every map (:class:`flgp.precision.MaternRegression` of
-        several maps) - the fast path for a study of similar maps.
+        Several maps: ``"own"``, each map its own fit (large regions share the graph Matérn
+        searches' work: :mod:`flgp.precision.maps`), or ``"shared"``: one graph Matérn
+        prior on the region's lattice whose order, ``κ`` and noise-to-signal ratio maximise
+        the maps' summed evidence (each map its own amplitude), one factorisation serving
+        every map - the fast path for a study of similar maps.
     n_jobs : int or None, default=None
-        Several maps with their own hyperparameters: how many processes fit them at once
-        (joblib's ``loky`` processes: each fit is a sequence of sparse factorisations that
-        hold the GIL between calls, so threads would not overlap them; each process gets
-        its share of the BLAS threads). ``None``: as many as there are cores and maps, and
-        fits of the region that fit in the available memory
-        (:func:`fit_memory_estimate` each); ``1``: one map after another in this process;
+        Several maps with their own hyperparameters: how many ``loky`` processes fit them
+        (sparse factorisations hold the GIL). ``None``: as many as the cores, maps and
+        available memory allow (:func:`fit_memory_estimate`); ``1``: in this process;
         ``-1``: every core.
 
     Returns
     -------
     ImagePrediction
-        ``mean`` and ``sd`` (``nibabel.Nifti1Image``, float32, the input's shape, affine
-        and sform/qform codes), the fitted ``regressor``, the region's ``voxels`` and the
-        boolean ``observed`` per region voxel.
+        ``mean`` and ``sd`` (float32, the input's shape, affine and sform/qform codes), the
+        fitted ``regressor``, the region's ``voxels`` and ``observed``.
 
     Raises
     ------
     ValueError
-        A mask on another grid, an empty region, NaN or infinite values inside the
-        region, no or a single observed voxel, observed voxels outside the region, a
-        fraction outside (0, 1), maps on different grids, a graph Matérn fit expected to
-        need more memory than is available (``flgp.models.image.fit_memory_estimate``;
-        said before the fit starts).
+        A mask on another grid, an empty region, NaN or infinite values inside it, fewer
+        than 2 observed voxels, observed voxels outside the region, a fraction outside
+        (0, 1), maps on different grids, a graph Matérn fit expected to need more memory
+        than is available (:func:`fit_memory_estimate`; before the fit starts).
     TypeError
         An input of the wrong kind, or a ``regressor`` that is not an ``FLGPRegressor``.
 
     Warns
     -----
     UserWarning
-        The regressor's warnings (a region in pieces without an observed voxel, ...):
-        they point at the call of ``predict_image``, not into flgp.
+        The regressor's warnings, pointing at the call of ``predict_image``.
 
     Notes
     -----
-    Nothing is resampled: a mask (region or observed) on a grid other than the image's --
-    a different shape, or an affine that differs by more than ``numpy.allclose``'s
-    tolerance -- is an error. Resample it yourself, by nearest neighbour so that it stays
-    a mask: ``nilearn.image.resample_to_img(mask, image, interpolation="nearest")``.
-    (:func:`flgp.datasets.load_voxels` does resample a mask on another grid by nearest
-    neighbour; this function does not, so that the observed and predicted voxels are
-    exactly the image's.)
-
-    The fit costs what ``regressor.fit`` costs on ``n`` points with ``m`` targets; the
-    defaults of ``FLGPRegressor`` (``n_induced = min(1000, n // 4)``, 100 eigenpairs)
-    take about a second on the 7,407 voxels of nilearn's motor map. See
-    ``docs/images.md`` for what was measured.
+    Nothing is resampled: a mask on a grid other than the image's (shape, or affine beyond
+    ``numpy.allclose``) is an error. Resample it by nearest neighbour:
+    ``nilearn.image.resample_to_img(mask, image, interpolation="nearest")``.
 
     Examples
     --------
@@ -324,8 +280,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
                          f"{hyperparameters!r}.")
     caught = []
     try:
-        # the user's filters decide inside (ignore, error, a module's pattern); what they
-        # let through is issued again from the user's call
+        # the user's filters apply inside; what they let through is reissued from their call
         with warnings.catch_warnings(record=True) as caught:
             img, maps = maps_of(image)
             if maps.shape[3] == 1:
@@ -341,8 +296,8 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
 
 
 def maps_of(image):
-    """``(reference image, data (X, Y, Z, maps))`` of one image or path - 3-d or 4-d -
-    or a list of 3-d images on one grid."""
+    """``(reference image, data (X, Y, Z, maps))`` of a 3-d or 4-d image or path, or of a
+    list of 3-d images on one grid (else ValueError)."""
     if isinstance(image, (list, tuple)):
         if not image:
             raise ValueError("image is an empty list; give at least one map.")
@@ -362,9 +317,8 @@ def maps_of(image):
 
 
 def region_voxels(maps, mask, img) -> np.ndarray:
-    """``(n, 3)`` indices of the voxels of a mask on the maps' grid (``maps``:
-    ``(X, Y, Z, k)`` on ``img``'s), or, without a mask, of those finite and non-zero in
-    every map; an empty region is an error."""
+    """``(n, 3)`` indices of the mask's voxels on the grid of ``maps`` ``(X, Y, Z, k)``
+    (None: those finite and non-zero in every map); ValueError for an empty region."""
     region = (np.all(region_of(maps), axis=3) if mask is None else
               grid_mask(mask, img, maps.shape[:3], "mask"))
     if not region.any():
@@ -442,10 +396,7 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
 
 
 def map_workers(n_jobs, n_maps: int, n_voxels: int, reg) -> int:
-    """How many processes fit the maps of :func:`predict_image`: ``n_jobs`` (joblib's
-    meaning: ``-1`` every core), or for None as many as there are cores (those this
-    process may run on), maps, and fits of the region that fit in the memory available
-    (:func:`fit_memory_estimate` each) - at least 1."""
+    """How many processes fit the maps of :func:`predict_image` (its ``n_jobs``), >= 1."""
     if check_n_jobs(n_jobs) is not None:
         cores = n_jobs if n_jobs > 0 else _cores()
         return max(1, min(int(cores), n_maps))
@@ -476,10 +427,9 @@ def _cores() -> int:
 
 def shares_searches(reg, graph, n_maps: int) -> bool:
     """Whether the maps' graph Matérn fits share the whole graph's work
-    (:func:`flgp.precision.maps.fit_matern_maps`): several maps, a regressor that offers the
-    graph Matérn prior with the Gaussian likelihood and the noise searched, on a graph
-    whose hyperparameters are searched on a ball and whose whole-graph evidence is exact
-    (``n > 2 * SEARCH_MAX_NODES`` and factored: the motor map's 45,448 voxels)."""
+    (:func:`flgp.precision.maps.fit_matern_maps`): several maps, a Gaussian regressor
+    offering the graph Matérn prior with the noise searched, and a factored graph of more
+    than ``2 * SEARCH_MAX_NODES`` nodes."""
     return (n_maps > 1 and reg.likelihood == "gaussian" and reg.noise is None
             and reg.method in ("auto", "graph_matern") and reg._offers("graph_matern")
             and 2 * gaussian.SEARCH_MAX_NODES < graph.n_nodes
@@ -487,9 +437,8 @@ def shares_searches(reg, graph, n_maps: int) -> bool:
 
 
 def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
-    """The maps' graph Matérn fits with the whole graph's work shared
-    (:func:`flgp.precision.maps.fit_matern_maps`): one ``{precomputed_key: fit}`` a map,
-    which its regressor's fit takes instead of searching (None where it searches alone)."""
+    """One ``{precomputed_key: fit}`` a map (None where it searches alone) from
+    :func:`flgp.precision.maps.fit_matern_maps`, which the map's fit takes."""
     from tqdm.auto import tqdm
 
     observed = np.flatnonzero(obs)
@@ -523,13 +472,11 @@ _CANDIDATES = {}
 
 
 def _fit_map(j, reg, graph, coords, y, record=False, precomputed=None, candidates=None):
-    """One map's fit: ``(j, fitted clone of reg, seconds, warnings)`` - the warnings as
-    ``(message, category, filename, lineno)`` when ``record`` (a worker process, whose
-    warnings the caller issues again), else issued as they come. ``precomputed``: its
-    graph Matérn fit made with the other maps' (:func:`_shared_searches`);
-    ``candidates``: where the region's heat-kernel eigenpairs are kept for the next map
-    (:func:`flgp.models.eigenbasis.shared_candidates`; default: this process's store, for a
-    worker's maps)."""
+    """One map's fit: ``(j, fitted clone of reg, seconds, warnings)``, the warnings
+    recorded as ``(message, category, filename, lineno)`` when ``record`` (a worker
+    process), else issued. ``precomputed``: from :func:`_shared_searches`; ``candidates``:
+    the heat-kernel eigenpair store (:func:`flgp.models.eigenbasis.shared_candidates`;
+    default: this process's)."""
     with warnings.catch_warnings(record=record) as caught, \
             precomputed_fits(precomputed or {}), \
             shared_candidates(_CANDIDATES if candidates is None else candidates):
@@ -554,9 +501,8 @@ def _map_row(j, reg, seconds) -> dict:
 
 
 def _shared_fit(graph, voxels, values, obs, include_noise):
-    """``hyperparameters="shared"``: one graph Matérn prior for every map by the pooled
-    evidence (each map standardised by its observed values' mean and sd, its own
-    amplitude); returns the maps' means and sds ``(n, k)`` and the table's rows."""
+    """``hyperparameters="shared"``: the maps' means and sds ``(n, k)`` and the table's
+    rows, each map standardised by its observed values' mean and sd."""
     observed = np.flatnonzero(obs)
     y = values[observed]
     centre, scale = y.mean(axis=0), y.std(axis=0)
@@ -579,8 +525,7 @@ def _shared_fit(graph, voxels, values, obs, include_noise):
 
 def _predict_image(image, mask, observed, reg, random_state, fill, include_noise,
                    progress) -> ImagePrediction:
-    """:func:`predict_image` past its checks of the arguments, with ``reg`` the fresh
-    regressor."""
+    """:func:`predict_image` of one map, past the checks, ``reg`` the fresh regressor."""
     from tqdm.auto import tqdm
 
     stages = ["reading images", f"fitting FLGPRegressor (prior {reg.method!r})",
@@ -636,8 +581,8 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
 
 
 def grid_mask(mask, img, shape, name):
-    """Boolean array of a mask given as an array, an image or a path on ``img``'s grid;
-    an image on another grid is an error (nothing is resampled)."""
+    """Boolean array of a mask (array, image or path) on ``img``'s grid; ValueError for
+    another grid, TypeError for another kind."""
     if isinstance(mask, np.ndarray):
         if mask.shape != shape:
             raise ValueError(f"{name} array has shape {mask.shape}; the image's grid is "

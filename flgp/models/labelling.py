@@ -8,16 +8,13 @@ Everything a suggestion needs is then ``M``-dimensional:
 
 * the latent variance at a point, ``q_k(x) = v(x)ᵀ Σ_k v(x)``;
 * a weighted total variance over the cloud, ``Σ_i ω_ik q_k(x_i) = tr(Σ_k G_k)`` with
-  ``G_k = Σ_i ω_ik v(x_i) v(x_i)ᵀ`` (one pass over the cloud). Regression: ``ω = 1``, and
-  ``G`` is the identity for FLGP's orthonormal eigenvectors. Classes: ``ω_ik =
-  φ(Φ⁻¹(p_ik))² / (1 + q_ik)``, the squared slope of the class probability in its latent
-  (:func:`probability_weights`), so that the total is the variance of the predicted
-  probabilities to first order;
-* a new label at ``x`` with (approximate) noise precision ``d_k`` - ``1/σ²`` for Gaussian
-  noise, the fitted sites' mean precision for classes (EP site precisions, Laplace's
-  ``W``), the expected rate ``E[e^f]`` for a Poisson count - turns ``Σ_k`` into
-  ``Σ_k - β a aᵀ`` with ``a = Σ_k v(x)`` and ``β = d_k / (1 + d_k q_k(x))``: a rank-one
-  update, which lowers the total by ``d_k aᵀ G_k a / (1 + d_k q_k(x))``.
+  ``G_k = Σ_i ω_ik v(x_i) v(x_i)ᵀ``. Regression: ``ω = 1`` (``G`` the identity for FLGP's
+  orthonormal eigenvectors); classes: :func:`probability_weights`, so that the total is
+  the variance of the predicted probabilities to first order;
+* a new label at ``x`` with (approximate) noise precision ``d_k`` (``1/σ²``; the fitted
+  sites' mean precision for classes; ``E[e^f]`` for a Poisson count) turns ``Σ_k`` into
+  ``Σ_k - β a aᵀ`` with ``a = Σ_k v(x)`` and ``β = d_k / (1 + d_k q_k(x))``, lowering the
+  total by ``d_k aᵀ G_k a / (1 + d_k q_k(x))``.
 
 Strategies (:func:`suggest_labels`):
 
@@ -32,32 +29,16 @@ Strategies (:func:`suggest_labels`):
 ``"random"``
     Uniformly among the unlabelled rows (seeded by ``random_state``).
 
-A batch is chosen greedily: after each pick the posterior is conditioned on a label at
-that point (the rank-one update above, with the label at its predicted mean, so that only
-the covariance changes), and the other candidates are rescored. For variance reduction
-this is the expected reduction given the labels already chosen for the batch. For the
-uncertainty strategies each candidate's uncertainty is multiplied by the fraction of its
-latent standard deviation, ``√(Σ_k q_k / Σ_k q_k⁰)``, that the batch's labels leave; for
-the regressor's ``"std"`` that product is exactly the posterior standard deviation after
-those labels. A point strongly correlated with one already chosen thus drops down the
-list, and a batch spreads over the cloud instead of piling up in one region.
+A batch is chosen greedily: after each pick the posterior is conditioned on a label there
+(the rank-one update above; only the covariance changes) and the other candidates are
+rescored - for the uncertainty strategies, multiplied by the share of latent standard
+deviation the batch leaves, ``√(Σ_k q_k / Σ_k q_k⁰)`` (for ``"std"`` exactly the
+posterior sd after those labels), so that a batch spreads over the cloud. Both greedy
+searches are exact without any ``n × n`` or ``n × M`` array
+(:func:`greedy_variance_reduction`, :func:`greedy_uncertainty`).
 
-Cost (no ``n × n`` or ``n × M`` array): variance reduction makes one pass over the
-eigenvector rows for the weighted ``G_k`` (classes), one pass reading the rows of
-``V [μ | L | C]`` (``L_k L_kᵀ = Σ_k``, ``C_k = Σ_k G_k^{1/2}``; for FLGP these come from
-the sparse transition rows, :meth:`Eigenpairs.map_chunks` with ``project``) for every
-candidate's means, ``q_k`` and reduction, and one ``2K``-column pass per pick to keep
-every score exact (:func:`greedy_variance_reduction`). The uncertainty strategies read the
-fitted probabilities or standard deviations and hold the eigenvector rows of a pool of
-the most uncertain candidates (``max(1024, 32 n)`` rows), which grows whenever the best
-rescored candidate falls below the best score outside it; scores only fall, so the greedy
-choice is exact (:func:`greedy_uncertainty`).
-
-At full resolution (the graph Matérn classifier) the latent correlations reach across the
-whole graph, so a posterior variance barely tells a cluster no label has reached from one
-that has; there each candidate's uncertainty is weighted by its graph distance to the
-nearest label, and a batch spreads by counting each pick as a label
-(:func:`spread_by_graph_distance`).
+At full resolution (the graph Matérn classifier) candidates are weighted by their graph
+distance to the nearest label instead (:func:`spread_by_graph_distance`).
 """
 
 from __future__ import annotations
@@ -96,9 +77,9 @@ class LatentPosterior:
     """Gaussian posterior of ``K`` latent functions in the eigenbasis:
     ``f_k(x) = offset_k + v(x)ᵀ β_k``, ``β_k ~ N(mean[:, k], cov[k])``.
 
-    ``precision`` (``(K,)``): the noise precision a new label adds to each latent function
-    (a Gaussian site). ``count_rate``: a Poisson count instead, whose precision at ``x`` is
-    its expected rate ``E[exp f(x)] = exp(offset + m(x) + q(x) / 2)``."""
+    ``precision`` (``(K,)``): the noise precision a new label adds to each latent function;
+    required unless ``count_rate``: a Poisson count, whose precision at ``x`` is its
+    expected rate ``exp(offset + m(x) + q(x) / 2)``."""
 
     mean: np.ndarray
     cov: np.ndarray
@@ -123,8 +104,7 @@ class LatentPosterior:
                                  "latent function (or count_rate=True for counts).")
             self.precision = np.broadcast_to(
                 np.asarray(self.precision, dtype=np.float64), (K,)).copy()
-        # trailing eigenvectors whose weight is exactly 0 (long diffusion times) add
-        # nothing: the scans use the leading columns only
+        # trailing eigenvectors of weight exactly 0 add nothing: scan the leading ones only
         used = np.flatnonzero(np.any(self.cov != 0, axis=(0, 1)) | np.any(self.mean != 0, 1))
         self.n_active = int(used[-1]) + 1 if used.size else 1
 
@@ -158,8 +138,8 @@ def _kept_scale(w: np.ndarray, amplitude: float = 1.0):
 
 def probit_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
     """Eigenbasis mean ``(M,)``, covariance ``(M, M)`` and mean site precision of a binary
-    probit EP state (:func:`flgp.models.inference.eigenpairs.ep_probit`) whose features were
-    ``√A · V · diag(√w)`` over the columns where the spectral weights ``w`` are not 0."""
+    probit EP state (:func:`flgp.models.inference.ep.ep_probit`) whose features were
+    ``√A · V · diag(√w)`` over the columns where ``w != 0``."""
     kept, scale = _kept_scale(np.asarray(w, dtype=np.float64), amplitude)
     d = state.chol.shape[0]
     if d != kept.size:
@@ -172,12 +152,10 @@ def probit_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
 
 def multinomial_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
     """Per-class eigenbasis means ``(M, C)``, marginal covariances ``(C, M, M)`` and mean
-    site precisions ``(C,)`` of a nested-EP state (:func:`flgp.models.inference.eigenpairs.ep_multinomial_probit`).
-
-    The class-``c`` weights have covariance ``P_c⁻¹ + P_c⁻¹ Φᵀ diag(r_c) M⁻¹ diag(r_c) Φ
-    P_c⁻¹`` (the posterior's between-class covariances are left out); the precision a label
-    adds to class ``c`` at a labelled point is the diagonal ``d_ic - d_ic² / s_i`` of its
-    outer site."""
+    site precisions ``(C,)`` of a nested-EP state
+    (:func:`flgp.models.inference.ep.ep_multinomial_probit`): covariance
+    ``P_c⁻¹ + P_c⁻¹ Φᵀ diag(r_c) M⁻¹ diag(r_c) Φ P_c⁻¹`` (between-class terms left out),
+    site precision the outer site's diagonal ``d_ic - d_ic² / s_i``."""
     kept, scale = _kept_scale(np.asarray(w, dtype=np.float64), amplitude)
     Phi = state.phi
     m, d = Phi.shape
@@ -204,8 +182,9 @@ def multinomial_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
 
 def laplace_binary_posterior(state, V_lab: np.ndarray, w: np.ndarray):
     """Eigenbasis mean, covariance and mean ``W`` of a binary Laplace state
-    (:func:`flgp.models.inference.laplace.laplace_binary`) for the kernel ``V_lab diag(w) V_labᵀ``:
-    ``Σ = diag(w) - Rᵀ R``, ``R = L⁻¹ W^{1/2} V_lab diag(w)``; mean ``diag(w) V_labᵀ ∇``."""
+    (:func:`flgp.models.inference.laplace.laplace_binary`) for the kernel
+    ``V_lab diag(w) V_labᵀ``: ``Σ = diag(w) - Rᵀ R``, ``R = L⁻¹ W^{1/2} V_lab diag(w)``;
+    mean ``diag(w) V_labᵀ ∇``."""
     w = np.asarray(w, dtype=np.float64)
     Vw = V_lab * w
     R = scipy.linalg.solve_triangular(state.chol, state.sqrt_w[:, None] * Vw, lower=True)
@@ -215,7 +194,8 @@ def laplace_binary_posterior(state, V_lab: np.ndarray, w: np.ndarray):
 
 def laplace_softmax_posterior(state, V_lab: np.ndarray, w: np.ndarray):
     """Per-class eigenbasis means ``(M, C)``, covariances ``(C, M, M)`` and mean
-    ``π_c (1 - π_c)`` of a softmax Laplace state (:func:`flgp.models.inference.laplace.laplace_softmax`):
+    ``π_c (1 - π_c)`` of a softmax Laplace state
+    (:func:`flgp.models.inference.laplace.laplace_softmax`):
     ``Σ_c = diag(w) - diag(w) V_labᵀ Q_c V_lab diag(w)`` with R&W Algorithm 3.4's
     ``Q_c = E_c - E_c (Σ_c E_c)⁻¹ E_c``."""
     w = np.asarray(w, dtype=np.float64)
@@ -236,11 +216,10 @@ def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitu
                                 n_classes: int, expectation_propagation: bool = True,
                                 one_vs_rest: bool = False) -> LatentPosterior:
     """The :class:`LatentPosterior` of a classifier's inference state at diffusion time
-    ``t`` (one binary latent per class for one-vs-rest: ``t``, ``amplitude`` and ``state``
-    then hold one entry per class). ``eigenpairs``: the eigenpairs, or the
-    :class:`~flgp.spectral.families.SpectralPrior` the fit used (its weights, rotated
-    basis); ``V_lab``: the eigenvector rows of the labelled points in that basis;
-    ``expectation_propagation``: EP states (else Laplace)."""
+    ``t`` (one-vs-rest: ``t``, ``amplitude`` and ``state`` one entry per class).
+    ``eigenpairs``: the eigenpairs or the fit's
+    :class:`~flgp.spectral.families.SpectralPrior`; ``V_lab``: the labelled points'
+    eigenvector rows in that basis; ``expectation_propagation``: EP states (else Laplace)."""
 
     C = int(n_classes)
     if one_vs_rest and C > 2:
@@ -294,10 +273,8 @@ def uncertainty_scores(proba: np.ndarray, kind: str) -> np.ndarray:
 
 def score_margin_uncertainty(scores: np.ndarray) -> np.ndarray:
     """``1 - g / max g`` with ``g`` the gap between each row's two largest class scores
-    ``(n, C)`` (posterior means, not probabilities): larger = less certain, 1 where the
-    scores tie (no label reaches the row). The margin of the scores themselves keeps how
-    strongly the labels speak at a row, which the softmax and the class-size weights
-    flatten (uncertainty sampling on unnormalised graph scores: Miller & Calder 2023)."""
+    ``(n, C)`` (posterior means, not probabilities; Miller & Calder 2023): larger = less
+    certain, 1 where the scores tie."""
     U = np.asarray(scores, dtype=np.float64)
     top = -np.partition(-U, 1, axis=1)[:, :2]
     gap = top[:, 0] - top[:, 1]
@@ -308,10 +285,9 @@ def score_margin_uncertainty(scores: np.ndarray) -> np.ndarray:
 
 
 def graph_edge_lengths(stiffness) -> sp.csr_matrix:
-    """Each edge's length ``-log(w_ij / max w)`` from a graph's stiffness ``D - W``: the
-    exponent of a Gaussian affinity (a strong edge short, a weak bridge between clusters
-    long); an edge as strong as the strongest, length ``10⁻³`` of the mean (an unweighted
-    graph: every edge one hop)."""
+    """Each edge's length ``-log(w_ij / max w)`` from a graph's stiffness ``D - W`` (at
+    least ``10⁻³`` of the mean; an unweighted graph: one a hop). ValueError unless a square
+    sparse matrix."""
     if not sp.issparse(stiffness) or stiffness.ndim != 2 \
             or stiffness.shape[0] != stiffness.shape[1]:
         raise ValueError(f"stiffness must be a square scipy.sparse matrix (a PointGraph's "
@@ -328,14 +304,11 @@ def graph_edge_lengths(stiffness) -> sp.csr_matrix:
 
 
 def spread_by_graph_distance(lengths, labelled, index, base, n) -> np.ndarray:
-    """``n`` rows of ``index`` chosen greedily by ``base`` (an uncertainty, larger = less
-    certain) times ``d / max d``, ``d`` the shortest-path distance (``lengths``:
-    :func:`graph_edge_lengths`) from each candidate to the nearest of the ``labelled``
-    nodes and of the picks so far; a node no path reaches (a piece of the graph without a
-    label) counts as twice the farthest reached one. Uncertainty weighted by coverage of
-    the graph (greedy k-centre, Sener & Savarese 2018), so that a cluster no label has
-    reached is asked before a reached one is asked again. One Dijkstra pass over the
-    graph for the labels, and one bounded by the farthest candidate for each pick."""
+    """``n`` rows of ``index`` chosen greedily by ``base`` (larger = less certain) times
+    ``d / max d``, ``d`` the shortest-path distance (``lengths``:
+    :func:`graph_edge_lengths`) to the nearest ``labelled`` node or earlier pick; an
+    unreached node counts twice the farthest reached (greedy k-centre, Sener & Savarese
+    2018). ValueError for a ``base`` not finite one a row, or ``n`` out of range."""
     index = np.asarray(index, dtype=np.int64)
     sources = np.asarray(labelled, dtype=np.int64)
     score_base = np.asarray(base, dtype=np.float64)
@@ -366,8 +339,8 @@ _GRAMS = weakref.WeakKeyDictionary()
 
 
 def eigenvector_gram(eigenpairs) -> np.ndarray | None:
-    """``G = Σ_i v(x_i) v(x_i)ᵀ`` over the cloud (one pass), or None when it is the
-    identity to 1e-8 (FLGP's orthonormal eigenvectors). Kept per eigenpairs object."""
+    """``G = Σ_i v(x_i) v(x_i)ᵀ`` over the cloud, or None when it is the identity to 1e-8;
+    cached per eigenpairs object."""
     try:
         return _GRAMS[eigenpairs]
     except (KeyError, TypeError):
@@ -384,17 +357,15 @@ def eigenvector_gram(eigenpairs) -> np.ndarray | None:
 
 
 def probability_weights(proba: np.ndarray, var_latent: np.ndarray) -> np.ndarray:
-    """``ω = φ(Φ⁻¹(p))² / (1 + v)``: the squared slope of a class probability ``p = Φ(μ /
-    √(1 + v))`` in its latent mean, so that ``ω · Var f`` is the variance of the
-    probability to first order (probit link; ``(b, K)`` from ``(b, K)`` probabilities and
-    latent variances)."""
+    """``ω = φ(Φ⁻¹(p))² / (1 + v)``, ``(b, K)``: the squared slope of a probit class
+    probability ``p = Φ(μ / √(1 + v))`` in its latent mean, so that ``ω · Var f`` is the
+    probability's variance to first order."""
     z = ndtri(np.clip(proba, 1e-12, 1.0 - 1e-12))
     return np.exp(-z * z) / (2.0 * np.pi) / (1.0 + var_latent)
 
 
 def _latent_probabilities(proba: np.ndarray, K: int) -> np.ndarray:
-    """The probability each latent function drives: class 1 for a single binary latent,
-    class ``k`` for latent ``k`` otherwise."""
+    """The probability each latent drives: class 1 for one binary latent, else class ``k``."""
     proba = np.asarray(proba, dtype=np.float64)
     return proba[:, 1:2] if K == 1 and proba.shape[1] == 2 else proba
 
@@ -412,17 +383,14 @@ def _work_dtype(eigenpairs, post):
 
 
 def _sum_over_cloud(eigenpairs, block, shape):
-    """``Σ block(V, start)`` over blocks of the cloud's eigenvector rows, the blocks on as
-    many threads as torch uses (BLAS on one thread each), or Dask's tree reduction."""
+    """``Σ block(V, start)`` over blocks of the cloud's eigenvector rows, in parallel."""
     return eigenpairs.reduce_chunks(lambda V, comp, start: block(V, start), shape, parallel=True)
 
 
 def weighted_grams(eigenpairs, post: "LatentPosterior", proba) -> np.ndarray:
     """``G_k = Σ_i ω_ik v(x_i) v(x_i)ᵀ`` (``(K, M', M')`` over the active columns) with the
-    :func:`probability_weights` of the cloud's class probabilities ``proba`` (``(n, C)``):
-    the latent variances from one projected pass, the sums from one pass over the
-    eigenvector rows in blocks (a row whose weight for a class is below 1e-12 is left out
-    of that class's sum)."""
+    :func:`probability_weights` of the cloud's class probabilities ``proba`` (``(n, C)``),
+    in two passes over the cloud."""
     k, K = post.n_active, post.n_latent
     M = eigenpairs.n_eigenpairs
     factors = [_factor(S) for S in post.cov[:, :k, :k]]
@@ -446,8 +414,7 @@ def weighted_grams(eigenpairs, post: "LatentPosterior", proba) -> np.ndarray:
 
 
 def _factor(S: np.ndarray) -> np.ndarray:
-    """``L`` with ``L Lᵀ = S`` for a positive semi-definite ``S`` (eigendecomposition; a
-    negative rounding eigenvalue counts as 0)."""
+    """``L`` with ``L Lᵀ = S`` for a positive semi-definite ``S`` (negative eigenvalues 0)."""
     e, U = np.linalg.eigh(0.5 * (S + S.T))
     return U * np.sqrt(np.clip(e, 0.0, None))
 
@@ -484,13 +451,11 @@ def greedy_variance_reduction(eigenpairs, post: LatentPosterior, index: np.ndarr
     """``n`` rows of ``index`` (candidate rows of the cloud) by greedy expected variance
     reduction, best first.
 
-    Every candidate's latent means and ``q_k = |L_kᵀ v|²``, ``r_k = |C_kᵀ v|²``
-    (``L_k L_kᵀ = Σ_k``, ``C_k = Σ_k G_k^{1/2}``) come from one pass over the cloud that
-    reads only the rows of ``V [m | L | C]`` (for FLGP ``r`` operations a row and column,
-    :meth:`Eigenpairs.map_chunks` with ``project``); after each pick the rank-one update of
-    ``Σ_k`` moves them by ``v a_k`` and ``v Σ_k G_k a_k`` - one more such pass, ``2K``
-    columns wide - so the greedy choice is exact. ``grams``: the per-latent ``G_k`` (None:
-    the identity)."""
+    Every candidate's latent means, ``q_k = |L_kᵀ v|²`` and ``r_k = |C_kᵀ v|²``
+    (``L_k L_kᵀ = Σ_k``, ``C_k = Σ_k G_k^{1/2}``) come from one projected pass over the
+    cloud (:meth:`~flgp.spectral.eigenpairs.Eigenpairs.map_chunks`); each pick's rank-one
+    update moves them by one more ``2K``-column pass, so the greedy choice is exact.
+    ``grams``: the per-latent ``G_k`` (None: the identity)."""
     K, k = post.n_latent, post.n_active
     M = eigenpairs.n_eigenpairs
     covs = post.cov[:, :k, :k].copy()
@@ -585,10 +550,9 @@ class _Pool:
 def greedy_uncertainty(eigenpairs, post: LatentPosterior, index: np.ndarray, base: np.ndarray,
                        n: int) -> np.ndarray:
     """``n`` rows of ``index`` by greedy penalised uncertainty, best first: ``base`` times
-    the fraction of the latent standard deviation the picks so far leave. The rows held are
-    a pool of the best ``base`` scores that grows whenever the best penalised score in it
-    falls below the best ``base`` outside it (scores can only fall, so this is the exact
-    greedy choice)."""
+    the share of latent standard deviation the picks leave. Only a pool of the best
+    ``base`` scores (``max(_MIN_POOL, _POOL_PER_PICK n)``) holds eigenvector rows; it grows
+    when its best score falls below the best ``base`` outside (scores only fall: exact)."""
     order = np.argsort(-base, kind="stable")           # ties: the lower row first
     pool = _Pool(eigenpairs, post, base)
     size = min(order.size, max(_MIN_POOL, _POOL_PER_PICK * n))
@@ -614,14 +578,13 @@ def greedy_uncertainty(eigenpairs, post: LatentPosterior, index: np.ndarray, bas
 # -- the entry point the estimators call ----------------------------------------------------
 def suggest_labels(fit, n, strategy, seed, *, name, classifier, method, labelled,
                    uncertainty):
-    """Rows of a fitted estimator's cloud to label next (see the module docstring), from
-    what its fit gave: ``fit``, the representation's fit that predicts (the heat kernel's
-    holds the eigenbasis and the latent posterior; another suggests by its own
-    ``suggest``, if it has one), ``labelled`` (``labelled_indices_``) and
-    ``uncertainty``, the predictive uncertainty of the fitted cloud
-    (``label_distributions_`` of a classifier, ``transduction_std_`` of a regressor).
-    ``seed`` seeds ``"random"``; ``name``, ``classifier`` and ``method`` (``method_``)
-    say whose they are."""
+    """Rows of a fitted estimator's cloud to label next (see the module docstring).
+    ``fit``: the representation's fit (the heat kernel's holds the eigenbasis; another
+    suggests by its own ``suggest``, if any); ``labelled``: ``labelled_indices_``;
+    ``uncertainty``: ``label_distributions_`` or ``transduction_std_``; ``seed`` seeds
+    ``"random"``; ``name``, ``classifier``, ``method`` name the estimator. Raises
+    ValueError for an unknown or unsupported strategy, or ``n`` beyond the unlabelled
+    rows."""
     kind = "classifier" if classifier else "regressor"
     strategies = CLASSIFIER_STRATEGIES if kind == "classifier" else REGRESSOR_STRATEGIES
     if not isinstance(strategy, str) or (strategy not in strategies
@@ -666,8 +629,7 @@ def suggest_labels(fit, n, strategy, seed, *, name, classifier, method, labelled
                          f"method_={method!r} suggests by {offered}.")
     if other is not None:
         return np.asarray(other.suggest(index, n, strategy, uncertainty), dtype=np.int64)
-    # the M x M algebra on one BLAS thread (the passes over the cloud run their blocks on
-    # threads of their own): small factorisations on two threads contend for the cores
+    # the M x M algebra on one BLAS thread (the passes over the cloud have their own)
     with single_threaded_blas():
         return _suggest(eigenpairs, index, n, strategy, kind, fit.latent_posterior(),
                         uncertainty)
@@ -691,9 +653,8 @@ def _suggest(eigenpairs, index, n, strategy, kind, latent, uncertainty):
 
 
 def _generator(seed, n_labelled: int) -> np.random.Generator:
-    """The generator of ``"random"``: a Generator as it is; an integer seed together with
-    the number of labelled rows, so that the draws are reproducible and yet new in each
-    round of a loop that passes the same seed; None: fresh entropy."""
+    """The generator of ``"random"``: a Generator as it is; an integer seed with the number
+    of labelled rows (new draws each round of a loop with one seed); None: fresh entropy."""
     if isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, np.random.RandomState):

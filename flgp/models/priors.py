@@ -1,38 +1,17 @@
-"""The estimators' priors as objects: one class per representation, holding its own
-settings, as scikit-learn's ``GaussianProcessRegressor(kernel=RBF())`` holds its kernel.
+"""The estimators' priors as objects, each holding its own settings (as scikit-learn's
+``GaussianProcessRegressor(kernel=RBF())`` holds its kernel): :class:`HeatKernelPrior` (the
+FLGP paper's low-rank heat kernel, on an :class:`Eigenbasis`), :class:`GraphMaternPrior`
+(full resolution, a sparse precision on the cloud's own graph) and :class:`RBFPrior` (the
+Euclidean GP of the labelled points). The estimators take one, a list, or ``None`` (all
+three at their defaults).
 
-* :class:`HeatKernelPrior` - the low-rank heat kernel on the FLGP / GLGP / Nyström
-  eigenpairs of an induced-point graph (the FLGP paper's model): its time and spectral
-  prior, on an :class:`Eigenbasis` (how the eigenpairs are computed);
-* :class:`GraphMaternPrior` - the graph Matérn prior at full resolution, a sparse
-  precision on the cloud's own graph (a self-tuning k-NN graph, or a lattice / mesh
-  :class:`~flgp.graph.PointGraph` given as ``graph``);
-* :class:`RBFPrior` - the Euclidean squared-exponential GP (the exact GP of the labelled
-  points; no settings).
-
-``FLGPClassifier(prior=...)`` and ``FLGPRegressor(prior=...)`` take one of them (that
-representation alone), a list of them (the estimator chooses among those: the regressor
-by their evidence, the classifier by its documented rule), or ``None`` (the default: every
-representation, as the list of all three at their defaults). What concerns every
-representation - the likelihood and its inference, the random state, progress, warm
-starts - stays on the estimator.
-
-Each prior gives the GPyTorch kernel of its first part (:meth:`gpytorch_kernel`), for a
-user's own GPyTorch model on the same cloud.
-
-A fitted estimator's ``prior_`` is a copy of the prior it chose, as scikit-learn's
-``GaussianProcessRegressor.kernel_``: its settings set to what the fit chose where a
-setting names it (the graph, the order; the heat kernel's bandwidth, resolution and
-time), and what the fit chose beyond its settings as attributes ending in ``_``, in the
-user's units (``kappa_``, ``lengthscale_``, ``outputscale_``, ``noise_``, ``constant_``,
-``prior_to_noise_ratio_``, ``log_marginal_likelihood_``; those of the representation
-fitted). Its :meth:`gpytorch_kernel` is then the kernel at those values, in float64 and in
-a ``ScaleKernel`` at ``outputscale_`` where the fit has one: with a ``ConstantMean`` at
-``constant_`` and a ``GaussianLikelihood`` at ``noise_``, GPyTorch's exact marginal
-likelihood of the labelled targets is the regressor's ``log_marginal_likelihood_``.
-
-A given graph's prior is :class:`GraphMaternPrior`'s; :func:`with_graph` puts one into
-whatever the user gave (what :func:`flgp.predict_image` does with the voxel lattice).
+A fitted estimator's ``prior_`` is a copy of the prior it chose, with what the fit chose
+as settings and the other fitted values as ``_``-suffixed attributes in the user's units
+(``kappa_``, ``lengthscale_``, ``outputscale_``, ``noise_``, ``constant_``, ...). Its
+:meth:`gpytorch_kernel` is then the kernel at those values (float64, in a ``ScaleKernel``
+at ``outputscale_``): with a ``ConstantMean`` at ``constant_`` and a
+``GaussianLikelihood`` at ``noise_``, GPyTorch's exact marginal likelihood of the labelled
+targets is the regressor's ``log_marginal_likelihood_``.
 """
 
 from __future__ import annotations
@@ -238,47 +217,36 @@ class HeatKernelPrior(Prior):
         (MAP in ``log t``). ``"spectral"``: ``log t ~ N(log t_C, 2²)`` with ``t_C = 2 / λ*``,
         ``λ* = max(λ_{C+1}, λ_2)`` for ``C`` classes - the smoothest prior in which each
         class keeps a non-constant mode of its own
-        (:func:`flgp.spectral.families.spectral_time_prior`). A tie-breaker: with one label
-        per class the evidence is flat in ``t`` and the prior decides; from two or three
-        labels per class the evidence overrules it. ``"flat"``: flat in ``log t``
-        (empirical Bayes, the paper's algorithm).
+        (:func:`flgp.spectral.families.spectral_time_prior`); it decides with one label per
+        class, where the evidence is flat in ``t``. ``"flat"``: flat in ``log t`` (the
+        paper's empirical Bayes).
     average_diffusion_time : bool or None, default=None
-        True: average the class probabilities over the diffusion times of the search grid
-        (12 values log-spaced over the data-driven range), each weighted by its posterior
-        probability (evidence times prior), the best grid value replaced by the refined MAP
-        ``t``, keeping the smallest set of grid values that holds 99% of the posterior
-        mass: ``t`` integrated out instead of plugged in. False: the MAP ``t`` alone. None:
-        False with EP, True with Laplace (what each gains is measured in docs/models.md).
-        Not used for one-vs-rest (each class keeps its MAP ``t``) or a fixed
-        ``diffusion_time``.
+        True: average the class probabilities over the 12 diffusion times of the search
+        grid, weighted by their posterior probability (the best replaced by the refined
+        MAP ``t``; the smallest set holding 99% of the mass). False: the MAP ``t`` alone.
+        None: False with EP, True with Laplace (docs/models.md). Not used for one-vs-rest
+        or a fixed ``diffusion_time``.
     spectral_family : {"heat", "matern", "green", "auto"}, default="heat"
         The prior's weights ``w(λ)`` in the eigenbasis
         (:func:`flgp.spectral.families.family_log_weights`): the heat kernel ``e^{-tλ}``,
         the graph Matérn kernel ``(1 + tλ/ν)^{-ν}`` or the Laplacian's pseudo-inverse
-        ``λ_2/λ`` (the Green's function of Poisson learning; no time scale). ``"auto"``:
-        the one of highest evidence among the heat kernel, Matérn with ``ν = 1, 2`` and the
-        pseudo-inverse (four searches; docs/models.md measures what it gains - on the sets
-        measured, nothing: the evidence picks the heat kernel).
+        ``λ_2/λ`` (Poisson learning's Green's function; no time scale). ``"auto"``: the
+        one of highest evidence among the heat kernel, Matérn with ``ν = 1, 2`` and the
+        pseudo-inverse (four searches; docs/models.md).
     matern_nu : float, default=2.0
         ``ν`` of ``spectral_family="matern"``.
     constant_variance : float or None, default=None
-        The prior variance of the constant eigenvector (``λ = 0``) relative to the
-        family's weight there: each class latent's common offset. ``0`` - the GP form of
-        Poisson learning's centring - is what keeps the classifier from collapsing with
-        one label per class (a per-class offset makes ten labels of ten classes look
-        independent, and the evidence then prefers ``t → 0``; docs/models.md, "The fewest
-        labels"). ``1`` is the heat kernel as the paper writes it. None: whichever of 0
-        and 1 has the higher evidence (two searches over ``t``; only a prior within a nat
-        of the better one's search evidence gets the final full-precision EP run; with
-        few labels per class it is 0).
-        With several connected pieces only the constant combination of their
-        indicators gets it; the contrasts between pieces keep the family's weight.
-        At most ``1e6``: already a flat prior on the offset for any labels, while larger
-        values leave float64 too few digits for the other modes.
+        The prior variance of the constant eigenvector (``λ = 0``, each class latent's
+        common offset) relative to the family's weight there. ``0`` - Poisson learning's
+        centring - keeps the classifier from collapsing with one label per class
+        (docs/models.md, "The fewest labels"); ``1`` is the paper's heat kernel. None: the
+        one of 0 and 1 of higher evidence. With several connected pieces only the constant
+        combination of their indicators gets it. At most ``1e6`` (beyond, float64 keeps
+        too few digits for the other modes).
     amplitude : float or None, default=1.0
         ``A`` of the prior ``f ~ GP(0, A C_t)`` (EP only; the probit noise has variance
-        1). The default 1 is the paper's heat kernel as it is. None: the value of
-        ``(1, 10, 100, 1000)`` with the highest EP marginal likelihood.
+        1). 1: the paper's heat kernel. None: the value of ``(1, 10, 100, 1000)`` with the
+        highest EP marginal likelihood.
     """
 
     _classification_only = ("diffusion_time_prior", "average_diffusion_time",
@@ -371,10 +339,8 @@ class GraphMaternPrior(Prior):
         The order ``ν`` (1-4; the classifier takes 1 or 2). Default: by the evidence among
         2, 3, 4 and 1 (regression); for classification 1 or 2, chosen with the ratio ``ρ``
         by the graph total variation of the class probabilities where the prior's solves
-        go by a factor (clouds of up to three coordinates,
-        :func:`flgp.models.graph_matern.classifier_solver`) and the graph's mass is
-        uniform, else 1 (Poisson learning's order; order 2 would cost a second, slower
-        conjugate-gradient solve a label).
+        go by a factor (up to three coordinates) on a graph of uniform mass, else 1
+        (Poisson learning's order).
     """
 
     method = "graph_matern"
@@ -465,8 +431,7 @@ def resolve_priors(prior) -> list:
     return members
 
 
-# the heat kernel's settings, its eigenbasis's among them: the estimators read them back
-# from its prior object (``est.n_induced``)
+# the heat kernel's settings, its eigenbasis's among them, as the estimators read them back
 EIGENBASIS_PARAMETERS = tuple(Eigenbasis().get_params())
 HEAT_PARAMETERS = EIGENBASIS_PARAMETERS + tuple(
     name for name in HeatKernelPrior().get_params() if name != "eigenbasis")

@@ -19,15 +19,13 @@ __all__ = ["RegressionPredictor", "CountPredictor", "warn_unrepresentable_counts
 
 class RegressionPredictor:
     """Posterior mean and sd of ``y`` from eigenvector rows: ``f(x) = v(x) D^{1/2} u`` with
-    ``u ~ N(w_mean, w_cov)``; rows in a piece without labels get the prior. Small and
-    picklable (it runs inside Dask tasks); ``__call__(Z, pieces) -> (b, 2)``.
+    ``u ~ N(w_mean, w_cov)``; rows in a piece without labels get the prior.
+    ``__call__(Z, pieces) -> (b, 2)``.
 
-    Both moments are linear in the row before a sum of squares - the mean is
-    ``v D^{1/2} w_mean`` and the variance ``|v D^{1/2} L|²`` with ``L Lᵀ = w_cov`` - so the
-    predictor reads the rows of ``Z = V · project`` (``M x (1 + k)``, plus ``k`` prior
-    columns when a piece holds no label), which FLGP computes from the ``r``-sparse
-    transition rows (:meth:`flgp.spectral.Eigenpairs.map_chunks`): ``O(r k)`` a point
-    instead of ``O(k²)``."""
+    The mean is ``v D^{1/2} w_mean`` and the variance ``|v D^{1/2} L|²`` with ``L Lᵀ =
+    w_cov``, so the predictor reads the rows of ``Z = V · project``, which FLGP computes
+    from the ``r``-sparse transition rows (:meth:`flgp.spectral.Eigenpairs.map_chunks`) in
+    ``O(r k)`` a point."""
 
     def __init__(self, sd, w_mean, w_cov, y_mean, y_scale, piece_has_label):
         M = sd.size
@@ -88,18 +86,14 @@ class CountPredictor(RegressionPredictor):
     eigenvector rows (``latent``: the log-rate's mean and sd instead; ``ε ~ N(0, σ²)`` its
     own term, the overdispersion); picklable, ``__call__(V, pieces) -> (b, 2)``.
 
-    Two things differ from the Gaussian predictor (issue 42; docs/models.md, "Count
-    data"):
-
-    * a piece of the graph without a label predicts the log-rate of a count drawn like the
-      labelled ones, ``N(population[0], population[1] + σ²)``
-      (:func:`~flgp.models.inference.poisson.count_population`), not the heat kernel's
-      prior there: its variance grows as the piece shrinks (598 on a 6-point piece against
-      6 at the labels, a mean count of ``e^{300}``);
-    * the log-rate is truncated at ``ceiling``
-      (:func:`~flgp.models.inference.poisson.rate_ceiling`), so that the mean count stays
-      bounded by what the labels support where its posterior variance is huge
-      (:func:`~flgp.models.inference.poisson.bounded_rate_moments`)."""
+    Unlike the Gaussian predictor (docs/models.md, "Count data"): a piece of the graph
+    without a label predicts the log-rate of a count drawn like the labelled ones,
+    ``N(population[0], population[1] + σ²)``
+    (:func:`~flgp.models.inference.poisson.count_population`), not the heat kernel's prior,
+    whose variance grows as the piece shrinks; and the log-rate is truncated at ``ceiling``
+    (:func:`~flgp.models.inference.poisson.rate_ceiling`,
+    :func:`~flgp.models.inference.poisson.bounded_rate_moments`) so that the mean count
+    stays bounded by what the labels support."""
 
     def __init__(self, sd, w_mean, w_cov, offset, piece_has_label, nugget=0.0,
                  latent=False, population=None, ceiling=np.inf):

@@ -33,65 +33,40 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     r"""Semi-supervised Gaussian-process regression on a point cloud or graph: a target at
     some points, predictions with uncertainty at all of them.
 
-    At its defaults it weighs three priors by their exact marginal likelihood and keeps
-    the best (``method_``): the low-rank FLGP heat kernel, the full-resolution graph
-    Matérn prior (on the cloud's k-NN graph or a given voxel lattice / mesh, by its sparse
-    precision: docs/full_resolution.md) and the RBF GP on the labelled points.
+    By default it fits three priors by their exact marginal likelihood and keeps the best
+    (``method_``): the low-rank FLGP heat kernel, the full-resolution graph Matérn prior
+    (docs/full_resolution.md) and the RBF GP on the labelled points.
 
-    The heat kernel's model: ``y = μ + f(x) + noise``, ``f ~ GP(0, s^2 C_t)`` with ``C_t``
-    the heat kernel of the cloud, ``noise ~ N(0, σ^2)``. ``y`` is standardised internally; ``t``, ``s^2`` and
-    ``σ^2`` maximise the exact marginal likelihood times the prior ``π(t) ∝ t^{-a0}``
-    (L-BFGS-B on their logarithms, started from the two best ``t`` of a 12-point log grid
-    over the data-driven range, each with the outputscale that gives the labelled points
-    unit mean prior variance), evaluated in ``O(M^3)`` through the Woodbury identity of the
-    FLGP appendix. For SE kernels the bandwidth is chosen over a grid by the same likelihood.
-
-    Counts (``likelihood="poisson"``): ``y ~ Poisson(exp(b + f(x)))``, ``f ~ GP(0, s^2 C_t)``,
-    with ``b`` the log of the labels' mean count
-    (:func:`flgp.models.inference.poisson.count_offset`); the posterior is Laplace's
-    approximation (Newton's method in the ``M``-dimensional weight space, ``O(m M^2 + M^3)``
-    a step) and ``t``, ``s^2`` maximise its marginal likelihood times ``π(t)`` (the same
-    grid, starts and L-BFGS-B, with the evidence's analytic gradient). Each count also
-    has a log-rate term of its own, ``ε ~ N(0, σ²)`` (``overdispersion``, fitted with
-    ``t`` and ``s^2`` by default). ``predict`` returns the posterior mean count of a new
-    observation, ``E[exp(b + f + ε)] = exp(b + m + (v + σ²)/2)``, with the log-rate
-    truncated at ``log(RATE_CEILING (max y + 1))`` (``RATE_CEILING = 1000``: a posterior
-    variance of the log-rate far above the labels' - sparse tails, a piece of the graph
-    without a label, which gets the labelled points' population instead of its prior -
-    cannot push a mean beyond what the labels support; docs/models.md, "Count data");
-    :meth:`predict_interval` an interval for a new count.
+    The heat kernel's model is ``y = μ + f(x) + ε``, ``f ~ GP(0, s^2 C_t)``, ``ε ~ N(0,
+    σ^2)`` (``y`` standardised internally); ``t``, ``s^2`` and ``σ^2`` maximise the exact
+    marginal likelihood times ``π(t) ∝ t^{-a0}`` (L-BFGS-B from the two best points of a
+    12-point log grid of ``t``; ``O(M^3)`` an evaluation by the Woodbury identity of the
+    FLGP appendix), the SE bandwidth over a grid. Counts (``likelihood="poisson"``): ``y ~
+    Poisson(exp(b + f(x) + ε))``, ``b`` the log of the labels' mean count, by Laplace's
+    approximation; ``predict`` gives the posterior mean count ``exp(b + m + (v + σ²)/2)``
+    with the log-rate truncated at ``log(1000 (max y + 1))`` (docs/models.md, "Count
+    data").
 
     Parameters
     ----------
     prior : HeatKernelPrior, GraphMaternPrior, RBFPrior, a list of them, or None
-        The prior, as an object holding its own settings (:mod:`flgp.models.priors`).
-        ``None`` (the default) or a list: every feasible prior among them is fitted by its
-        exact marginal likelihood and the one of highest evidence predicts (``method_``
-        says which, ``log_evidence_`` holds each, ``skipped_methods_`` why one was left
-        out) - FLGP's low-rank heat kernel (:class:`~flgp.models.priors.HeatKernelPrior`);
-        the graph Matérn prior at full resolution
-        (:class:`~flgp.models.priors.GraphMaternPrior`) on its ``graph`` or, up to 32,000
-        points in at most 16 features, on the 10-NN graph of ``X``; the Euclidean RBF GP
-        (:class:`~flgp.models.priors.RBFPrior`) up to 6,000 labels (``O(m^3)`` per
-        evidence evaluation). A map that follows the manifold gets a graph prior, a map
-        smooth in the ambient space - a thresholded brain map, say - the RBF GP
-        (docs/models.md, "Choosing the prior"; docs/full_resolution.md). Dask inputs and
-        counts fit the heat kernel alone. One object: that prior alone (the graph Matérn
-        prior at any size; :mod:`flgp.precision`). A regressor refuses the heat kernel's
-        classification settings (``spectral_family``, ``amplitude``, ...) and takes the
-        graph Matérn orders 1-4 (default: by evidence among 2, 3, 4 and 1).
+        The prior, an object holding its own settings (:mod:`flgp.models.priors`).
+        ``None`` (the default) or a list: every feasible prior among them is fitted and
+        the one of highest evidence predicts - the heat kernel, the graph Matérn prior on
+        its ``graph`` or (up to 32,000 points in at most 16 features) on the 10-NN graph
+        of ``X``, the RBF GP up to 6,000 labels (docs/models.md, "Choosing the prior").
+        Dask inputs and counts fit the heat kernel alone. One object: that prior alone. A
+        regressor refuses the heat kernel's classification settings and takes the graph
+        Matérn orders 1-4 (default: by evidence).
     likelihood : {"gaussian", "poisson"}, default="gaussian"
         ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
         rows), modelled with a log link (see above). The heat kernel only.
     noise : float, optional
         Fix the noise variance (in units of ``y²``) instead of fitting it; every
-        representation honours it (``"auto"`` compares fits of the same noise).
+        representation honours it.
     overdispersion : float or None, default=None
-        Counts only: the variance ``σ²`` of each count's own log-rate term (the
-        Poisson–log-normal model, ``y ~ Poisson(exp(b + f(x) + ε))``, ``ε ~ N(0, σ²)``).
-        None fits it with ``t`` and ``s²`` (in ``[1e-6, 10]``); 0 is the plain Poisson
-        model, which makes a rank-``M`` prior interpolate the logarithms of large counts
-        exactly (infinite predicted means away from the labels).
+        Counts only: the variance ``σ²`` of each count's own log-rate term ``ε``; None
+        fits it (in ``[1e-6, 10]``), 0 is the plain Poisson model.
     max_iter : int, default=100
         L-BFGS-B iterations per start (of the ``"rbf"`` GP's search too).
     random_state, backend, verbose, warm_start :
@@ -103,65 +78,50 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
         ``"nystrom"``) or a representation's name (``"graph_matern"``, ``"rbf"``).
     prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
-        A copy of the prior that predicts, holding what the fit chose: its settings set
-        where they name it (the graph and order, the heat kernel's time, bandwidth and
-        resolution) and the rest as attributes in the user's units (``kappa_``, ``outputscale_``, ``noise_``, ``constant_``, ...;
-        :mod:`flgp.models.priors`); ``prior_.gpytorch_kernel(X)`` is the kernel at those
-        values.
+        A copy of the prior that predicts, with what the fit chose (``kappa_``,
+        ``outputscale_``, ``noise_``, ``constant_``, ...; as in :class:`FLGPClassifier`).
     log_evidence_ : dict
-        ``method="auto"``: the log evidence of each representation (of ``y``, in its
-        units), ``{"flgp": ..., "graph_matern": ..., "rbf": ...}``.
+        ``method="auto"``: the log evidence of ``y`` of each representation fitted,
+        ``{"flgp": ..., "graph_matern": ..., "rbf": ...}``.
     skipped_methods_ : dict
         ``method="auto"``: why a representation was left out.
     n_eigenpairs_ : int
-        The leading eigenpairs the low-rank heat kernel predicts with (by evidence among
-        ``M/8, M/4, M/2, M`` when ``n_eigenpairs`` is None, ``M = min(400, s - 1)``),
-        where the heat kernel was fitted to Gaussian targets.
+        The leading eigenpairs the heat kernel predicts with (by evidence among ``M/8,
+        M/4, M/2, M`` when ``n_eigenpairs`` is None), where the heat kernel was fitted to
+        Gaussian targets.
     graph_, matern_order_, matern_kappa_, matern_log_evidence_ :
-        ``method_ == "graph_matern"``: the graph, the order ``ν``, ``κ`` (in the units of ``X``:
-        an inverse length) and the log evidence of each order compared. The fit does not
-        depend on the units of ``X``: it is searched on the graph in its own units
-        (:meth:`flgp.graph.PointGraph.in_own_units`; docs/full_resolution.md, "Units").
+        ``method_ == "graph_matern"``: the graph, the order ``ν``, ``κ`` (an inverse length
+        in the units of ``X``) and the log evidence of each order compared; the fit does
+        not depend on the units of ``X`` (docs/full_resolution.md, "Units").
     transduction_std_error_ : ndarray (n_samples,)
-        ``method_ == "graph_matern"``: the standard error of ``transduction_std_`` (the RBMC
-        variance estimator's, docs/full_resolution.md).
+        ``method_ == "graph_matern"``: the standard error of ``transduction_std_`` (the
+        RBMC variance estimator's).
     amplitude_cv_scale_ : float
-        ``method_ == "graph_matern"``: the factor ``c`` from the evidence's amplitude to the one
-        generalised cross-validation gives (:func:`flgp.precision.gaussian
-        .cross_validated_amplitude`; docs/images.md, "Intervals"): ``outputscale_``,
-        ``noise_`` and the posterior variances carry it, the mean does not. 1 with a
-        fixed ``noise``, on graphs beyond a factor, or where the variances' Monte Carlo
-        error leaves it undetermined.
+        ``method_ == "graph_matern"``: the factor ``c`` from the evidence's amplitude to
+        that of generalised cross-validation (docs/images.md, "Intervals"), carried by
+        ``outputscale_``, ``noise_`` and the posterior variances, not the mean; 1 with a
+        fixed ``noise``, on graphs beyond a factor, or where it is undetermined.
     evidence_outputscale_ : float
-        ``method_ == "graph_matern"``: the amplitude the evidence maximises, ``outputscale_ / c``
-        (in the units of ``outputscale_``); with ``noise_ / c`` it gives the evidence's
-        maximum, ``matern_log_evidence_[matern_order_]``.
+        ``method_ == "graph_matern"``: the amplitude the evidence maximises,
+        ``outputscale_ / c``.
     eigenpairs_, eigenvalues_, bandwidth_, bandwidth_scale_ :
-        As in :class:`FLGPClassifier`, where the heat kernel was fitted (``method_`` one
-        of ``"flgp"``, ``"glgp"``, ``"nystrom"``); absent after a fit that took the graph
-        Matérn prior or the RBF GP.
+        As in :class:`FLGPClassifier`, where the heat kernel was fitted.
     labelled_indices_, n_features_in_ :
         As in :class:`FLGPClassifier`.
     diffusion_time_ : float
         The heat kernel's ``t``, where the heat kernel was fitted.
     outputscale_ : float
-        ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For
-        ``method_ == "graph_matern"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹``, ``Q_ν``
-        built on the graph as given - ``flgp.precision.matern_precision(graph_,
-        matern_kappa_ ** 2, matern_order_)`` - in units of ``y^2`` times the cross-validated
-        ``amplitude_cv_scale_``: with ``noise_`` and ``matern_kappa_`` it is the Gaussian
-        process whose posterior the regressor reports (a dense or GPyTorch model built
-        from them gives ``log_marginal_likelihood_`` and the posterior sd); ``inf`` where
-        float64 cannot hold it (coordinates in units of 1e-60, say).
+        ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For ``method_ ==
+        "graph_matern"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹`` on the graph as
+        given (:func:`flgp.precision.matern_precision`) times ``amplitude_cv_scale_``.
+        ``inf`` where float64 cannot hold it.
     noise_ : float or None
         ``σ^2`` in units of ``y^2`` (None for counts).
     log_marginal_likelihood_ : float
         ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the reported values, in the units of ``y``
-        (the prior on ``t`` is not included, as in :class:`FLGPClassifier`). With counts,
-        Laplace's approximation of ``log p(y | t, s^2)``. For ``method_ == "graph_matern"``, with
-        the cross-validated amplitude, the evidence's maximum less ``m/2 (log c + 1/c -
-        1)``; the maximum itself is ``matern_log_evidence_[matern_order_]`` (and, with
-        ``method="auto"``, ``log_evidence_["graph_matern"]``: what the choice compares).
+        (without the prior on ``t``); Laplace's approximation for counts. For ``method_ ==
+        "graph_matern"``: the evidence's maximum ``matern_log_evidence_[matern_order_]``
+        less ``m/2 (log c + 1/c - 1)`` for the cross-validated amplitude.
     offset_ : float or None
         ``b``, the log-rate the counts' prior is centred on (None for Gaussian noise).
     overdispersion_ : float
@@ -174,23 +134,13 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
 
     Notes
     -----
-    Targets at any scale: ``y`` is standardised after an exact rescaling by a power of two
-    when its magnitude leaves ``[1e-100, 1e150]`` (:func:`flgp._validation.power_of_two_unit`),
-    so tiny or huge targets neither underflow nor overflow (``outputscale_`` and ``noise_``
-    are then reported in units of ``y^2`` as far as float64 can hold them).
+    Targets at any scale: ``y`` is first rescaled by an exact power of two when its
+    magnitude leaves ``[1e-100, 1e150]`` (:func:`flgp._validation.power_of_two_unit`), so
+    tiny or huge targets neither underflow nor overflow.
 
-    Memory: the fit keeps the cloud's sparse transition rows (``r`` per point) and the
-    ``s x M`` eigenvector map; eigenvector rows are computed in blocks where they are used
-    (the labelled rows for the evidence, blocks of rows for ``transduction_`` and
-    ``predict``), so no ``n x M`` array is formed.
-
-    Dask: ``X`` (and ``y``, ``X_unlabeled``) may be dask or zarr arrays (``method="flgp"``;
-    ``pip install 'flgp[dask]'``). The engine then runs as Dask tasks on the active
-    scheduler, ``transduction_`` and ``transduction_std_`` are lazy dask arrays, and the
-    fitted model holds no ``n``-sized numpy array (it references the lazy ``X``, so it
-    pickles small when ``X`` comes from a file, e.g. ``dask.array.from_zarr``).
-    ``predict`` of a dask array returns a lazy dask array (and does not warn about far
-    points, which would need the points computed).
+    Memory and dask inputs: as in :class:`FLGPClassifier` (``transduction_`` and
+    ``transduction_std_`` lazy; the fitted model references the lazy ``X``, so it pickles
+    small when ``X`` comes from a file, e.g. ``dask.array.from_zarr``).
 
     Examples
     --------
@@ -293,8 +243,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         options = self._fit_options(likelihood=self.likelihood, noise=self.noise,
                                     overdispersion=self.overdispersion)
         if self.likelihood == "poisson":
-            # counts: the heat kernel alone, by Laplace's evidence; its warnings point at
-            # the caller of fit
+            # counts: the heat kernel alone; its warnings point at the caller of fit
             self._y_mean, self._y_scale, self._y_unit = 0.0, 1.0, 1.0
             fit = fit_counts(self._prior_for("flgp"), options, X, labelled, y_lab)
             self._adopt(fit, fit.fitted_attributes(X, stacklevel=3))
@@ -372,8 +321,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
             self.log_evidence_[name] = fits[name].log_evidence
         if screened:
             self._finish_screened(screened, fits, labelled.size)
-        # both in the order "auto" weighs them (the registry's, the bounded last), whatever
-        # order the screened searches were finished in
+        # both in the registry's order, whatever order the screened searches finished in
         names = [name for name, _ in order]
         self.log_evidence_ = {k: self.log_evidence_[k] for k in names
                               if k in self.log_evidence_}
@@ -393,10 +341,8 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         fitted - or, untightened and not ``loose``, more than twice that (docs/models.md,
         "Screening")."""
         margin = screening_margin(m)
-        # a loose coarse value below another's is tightened before the order is set (the
-        # RBF GP's screen is its grid at one noise ratio: its best point, polished, is what
-        # the whole grid's was - finishing the higher coarse value first, unpolished, could
-        # finish a search that the polished one screens out)
+        # a loose coarse value below another's is tightened first: finishing the higher,
+        # unpolished value first could finish a search that the polished one screens out
         top = max(paused.log_evidence for paused in screened.values())
         for paused in screened.values():
             if paused.loose and not paused.final and paused.log_evidence < top:
@@ -466,11 +412,10 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     # -- the labelling loop ---------------------------------------------------------------
     def latent_posterior(self):
         """The fitted latent ``f`` as a Gaussian in the eigenbasis
-        (:class:`flgp.models.labelling.LatentPosterior`; standardised units for Gaussian
-        noise, the log-rate for counts), with the precision a new label adds: what
-        :meth:`suggest_labels` scores with. The heat kernel's only: the graph Matérn
-        prior's posterior is ``transduction_`` and ``transduction_std_`` on the cloud
-        (``predict(X, return_std=True)`` elsewhere), the RBF GP's ``predict``."""
+        (:class:`flgp.models.labelling.LatentPosterior`; standardised units, the log-rate
+        for counts), with the precision a new label adds. The heat kernel's only (else
+        ``ValueError``: the other priors' posterior is ``transduction_std_`` and
+        ``predict(X, return_std=True)``)."""
         check_is_fitted(self, "n_features_in_")
         if not self._in_eigenbasis:
             raise ValueError(f"latent_posterior is the heat kernel's Gaussian in its "
@@ -483,20 +428,13 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
         first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
 
-        Strategies: ``"variance_reduction"`` (default) - the expected reduction of the
-        total predictive variance of ``f`` over the cloud if the row were labelled,
-        computed in the eigenbasis (``M x M`` algebra, one pass over the cloud); ``"std"``
-        (or ``"uncertainty"``) - the predictive standard deviation; ``"random"``. Batches
-        are greedy: after each pick the posterior is conditioned on a label there, so a
-        batch spreads out (see :mod:`flgp.models.labelling` and docs/models.md, "The
-        labelling loop"). Deterministic; ``random_state`` (an int, a numpy Generator or
-        None; default: the estimator's) seeds ``"random"``, an int together with the
-        number of labelled rows, so that a loop draws new rows each round. Refit with
-        ``warm_start=True`` to reuse the eigenpairs. The graph Matérn prior
-        (``method_ == "graph_matern"``) suggests by ``"std"``, its batches spread with one sparse
-        solve a pick for its posterior covariance column, or ``"random"``; the RBF GP by
-        ``"random"`` only. ``strategy=None`` (the default) is ``"variance_reduction"`` for
-        the heat kernel and ``"std"`` otherwise.
+        ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel -
+        the expected reduction of the total predictive variance of ``f`` over the cloud if
+        the row were labelled, in the eigenbasis - and ``"std"`` (or ``"uncertainty"``: the
+        predictive standard deviation) otherwise; also ``"random"`` (the RBF GP's only
+        other). Batches are greedy and spread out; ``random_state`` as in
+        :meth:`FLGPClassifier.suggest_labels` (:mod:`flgp.models.labelling`; docs/models.md,
+        "The labelling loop").
         """
         check_is_fitted(self, "n_features_in_")
         if strategy is None:

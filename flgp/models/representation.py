@@ -1,41 +1,16 @@
-"""What the estimators ask of a representation of their prior - each of them, the heat
-kernel's included (:mod:`flgp.models.heat_kernel`).
+"""What the estimators ask of a representation of their prior (the heat kernel's included).
 
-A *representation* is a module of its own with one class per task. It never sees the
-estimator: its methods receive its prior object (holding its settings), the fit's
-:class:`FitOptions` (the estimator's parameters, built once a fit) and the validated data:
+A *representation* is a module with one class per task that never sees the estimator: its
+methods receive its prior object, the fit's :class:`FitOptions` and the validated data. A
+:class:`RegressionRepresentation` says why it cannot serve a cloud and fits by the exact
+evidence, giving a :class:`RegressionFit`; a :class:`ClassificationRepresentation` says
+whether the classifier's rule takes it and fits, giving a :class:`ClassificationFit`.
 
-* regression (:class:`RegressionRepresentation`): why it cannot serve a cloud
-  (:meth:`~RegressionRepresentation.infeasible`, what ``method="auto"`` reports in
-  ``skipped_methods_``) and a fit of the standardised targets by their exact evidence
-  (:meth:`~RegressionRepresentation.fit`), giving a :class:`RegressionFit` - the log
-  evidence of ``y`` in its units (what ``"auto"`` compares), the fitted attributes it
-  gives the estimator (:meth:`~RegressionFit.fitted_attributes`, which the estimator sets
-  in one place), the posterior at new points and the noise of a new observation;
-* classification (:class:`ClassificationRepresentation`): whether ``method="auto"``
-  takes it for these labels (:meth:`~ClassificationRepresentation.chosen_by_auto`: the
-  classifier's ``"auto"`` is a rule on the inputs, docs/few_labels.md; why not, in
-  ``skipped_methods_``: :meth:`~ClassificationRepresentation.declined_by_auto`) and a fit
-  (:meth:`~ClassificationRepresentation.fit`), giving a :class:`ClassificationFit` - the
-  fitted attributes and the class probabilities at new points.
-
-Each estimator keeps its representations in one registry (``FLGPRegressor.REPRESENTATIONS``
-and ``FLGPClassifier.REPRESENTATIONS``, in the order ``"auto"`` weighs them):
-
-* ``"graph_matern"`` - the graph Matérn prior at full resolution on a point graph
-  (:mod:`flgp.models.graph_matern`);
-* ``"rbf"`` - the RBF-kernel GP on the labelled points (:mod:`flgp.models.baselines`);
-* ``"flgp"`` - the low-rank heat kernel on FLGP / GLGP / Nyström eigenpairs
-  (:mod:`flgp.models.heat_kernel`): the regressor's *bounded* (fitted after the others,
-  declining by its evidence ceiling), the classifier's its rule's *fallback* (asked after
-  the others, taking any labels).
-
-A further one is a new module with these classes, its prior object (a
-:class:`~flgp.models.priors.Prior` whose ``method`` is its name) and one entry in a
-registry: the estimator's ``method`` options, ``"auto"``, ``predict`` / ``predict_proba``,
-``predict_interval``, the refusals of what needs the eigenbasis (``latent_posterior``,
-``predict_latent``, ``suggest_labels``'s variance reduction, a dask ``X``) follow from the
-registry.
+Each estimator registers them in ``REPRESENTATIONS``, in the order ``"auto"`` weighs them:
+``"graph_matern"`` (:mod:`flgp.models.graph_matern`), ``"rbf"``
+(:mod:`flgp.models.baselines`), ``"flgp"`` (:mod:`flgp.models.heat_kernel`). A further
+representation is a module with these classes, a :class:`~flgp.models.priors.Prior` whose
+``method`` is its name and one registry entry.
 """
 
 from __future__ import annotations
@@ -52,13 +27,9 @@ __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresent
            "Screened", "screening_margin", "SCREENING_MARGIN", "FitOptions",
            "WarmStartCache"]
 
-# FLGPRegressor() leaves a representation's search unfinished when the best
-# evidence of its tightened coarse stage lies more than max(100, 0.1 m) nats (m labels)
-# below the evidence of a representation already fitted, or that of its coarse stage
-# (unless loose) more than twice that (docs/models.md, "Screening"): above what the
-# stages have climbed afterwards on the brain maps, surfaces and clouds measured (at most
-# 64 % and 49 % of those margins), below the gaps between the priors on the surfaces
-# (0.145 nats a label and more) - a measured rule, not a bound
+# FLGPRegressor() stops a representation's search when its tightened coarse stage lies more
+# than max(100, 0.1 m) nats (m labels) below the evidence of one already fitted, or its
+# untightened one (unless loose) twice that: an empirical rule (docs/models.md, "Screening")
 SCREENING_MARGIN = (100.0, 0.1)
 
 
@@ -84,17 +55,12 @@ class WarmStartCache:
 @dataclass(frozen=True)
 class FitOptions:
     """What a representation's fit reads of the estimator besides its prior object, built
-    once a fit: ``estimator`` (its name, for messages), its ``method`` (``"auto"`` or the
-    one prior's), ``random_state``, ``max_iter``, ``verbose``, ``backend``,
-    ``warm_start``, its :class:`WarmStartCache` and whether its heat kernel's induced
-    points are given; the regressor's ``likelihood``, ``noise`` (units of ``y²``) and
-    ``overdispersion``; the classifier's inference (EP, else Laplace), one-vs-rest,
-    whether the probabilities average over ``t``, ``calibration``, ``class_prior`` (a
-    mapping's shares in the order of the classes), the cloud's fingerprint (None for
-    dask), the rows ``suggest_labels`` gave on it, and ``keep_graph``: the full-resolution
-    fit keeps its graph and prior columns in ``cache`` for refits on other labels of the
-    same cloud within one fit (the cross-validated choice), as ``warm_start`` does across
-    fits."""
+    once a fit: its parameters and :class:`WarmStartCache`; the regressor's ``likelihood``,
+    ``noise`` (units of ``y²``) and ``overdispersion``; the classifier's inference options,
+    ``class_prior`` (a mapping's shares in the order of the classes), the cloud's
+    fingerprint (None for dask) and the rows ``suggest_labels`` gave on it. ``keep_graph``:
+    the full-resolution fit keeps its graph and prior columns in ``cache`` for refits on
+    other labels of the same cloud within one fit (the cross-validated choice)."""
 
     estimator: str
     method: str
@@ -119,10 +85,9 @@ class FitOptions:
 
 
 class Outranked(Exception):
-    """Raised by a *bounded* representation's fit (:attr:`RegressionRepresentation.bounded`)
-    that can show its evidence cannot reach the best already fitted: ``ceiling`` (its
-    highest possible log evidence of ``y``) and ``reason`` (a format string of
-    ``ceiling``), which ``method="auto"`` reports in ``skipped_methods_``."""
+    """Raised by a *bounded* representation's fit that can show its evidence cannot reach
+    the best already fitted: ``ceiling`` (its highest possible log evidence of ``y``) and
+    ``reason`` (a format string of ``ceiling``, reported in ``skipped_methods_``)."""
 
     def __init__(self, ceiling: float, reason: str):
         super().__init__(reason.format(ceiling=ceiling))
@@ -130,20 +95,16 @@ class Outranked(Exception):
 
 
 class Infeasible(ValueError):
-    """Raised by a representation's fit when the cloud rules it out in a way its
-    :meth:`~RegressionRepresentation.infeasible` cannot see before fitting (the graph
-    Matérn prior: a k-NN graph whose weights vanish at outliers). ``method="auto"`` then
-    weighs the others and names the reason in ``skipped_methods_``; offered alone, it is
-    the error."""
+    """Raised by a representation's fit when the cloud rules it out in a way
+    :meth:`~RegressionRepresentation.infeasible` cannot see before fitting; ``"auto"`` then
+    weighs the others, and a representation offered alone raises it."""
 
 
 class Screened:
-    """A representation's fit paused after the coarse first stage of its search
-    (:meth:`RegressionRepresentation.screen`): ``log_evidence``, the best log evidence of
-    ``y`` it has evaluated so far (its search ends at or above it), ``final`` whether that
-    is already the whole fit's, :meth:`tighten` (a better ``log_evidence`` for a few more
-    evaluations, where the search offers one), ``loose`` (the coarse stage too coarse to be
-    judged before it is tightened) and :meth:`finish`, the whole fit."""
+    """A representation's fit paused after the coarse first stage of its search:
+    ``log_evidence`` (the best so far; the search ends at or above it), ``final`` (already
+    the whole fit's), ``loose`` (too coarse to judge before :meth:`tighten`), and
+    :meth:`finish`, the whole fit."""
 
     def __init__(self, log_evidence: float, finish, final: bool = False, tighten=None,
                  loose: bool = False):
@@ -154,10 +115,8 @@ class Screened:
         self.loose = bool(loose)
 
     def tighten(self) -> float:
-        """Raise ``log_evidence`` by the further evaluations the search offers for it (none
-        by default): the screen's own (the RBF GP: its grid's best point polished) or the
-        search's steps to its next screen (the graph Matérn prior: the first order's
-        coarse search); returns it. Once."""
+        """Raise ``log_evidence`` by the further evaluations the search offers (the
+        screen's own ``tighten`` or the steps to its next screen), once; returns it."""
         if self._tighten is not None:
             self.log_evidence = max(self.log_evidence, float(self._tighten()))
             self._tighten = None
@@ -171,11 +130,9 @@ class Screened:
 
     @classmethod
     def of_steps(cls, steps, to_y, build) -> "Screened":
-        """From a generator ``steps`` that yields screens (objects with a ``log_evidence``
-        in its own units, turned into those of ``y`` by ``to_y``, and perhaps a
-        ``tighten`` function) and returns the search's result, which ``build`` makes a
-        :class:`RegressionFit`. :meth:`tighten` takes the screen's own ``tighten`` or
-        runs the search on to its next screen (or its end)."""
+        """From a generator ``steps`` that yields screens (a ``log_evidence`` that ``to_y``
+        turns into units of ``y``, perhaps a ``tighten``) and returns the search's result,
+        which ``build`` makes a :class:`RegressionFit`."""
         done = []
 
         def advance():
@@ -283,11 +240,10 @@ class RegressionFit(ABC):
 
     @abstractmethod
     def fitted_attributes(self, X, stacklevel: int) -> dict:
-        """This fit's fitted attributes for the estimator, ``{name: value}``: at least
+        """The fitted attributes for the estimator, ``{name: value}``: at least
         ``method_``, ``outputscale_``, ``noise_``, ``log_marginal_likelihood_``,
         ``n_iter_``, ``transduction_`` and ``transduction_std_`` of the cloud ``X``.
-        ``stacklevel``: the caller's, as :func:`warnings.warn` takes it (a warning here
-        passes ``stacklevel + 1``, so that it points at the user's call)."""
+        ``stacklevel``: the caller's, as :func:`warnings.warn` takes it."""
 
     @abstractmethod
     def predict(self, X, stacklevel: int):
@@ -302,10 +258,9 @@ class RegressionFit(ABC):
 
 
 class _Representation(ABC):
-    """What both kinds share: the registry ``name`` (a ``method`` value), whether the
-    estimator gives the cloud the graph's own input checks (its spread and duplicate rows,
-    :func:`flgp._validation.check_cloud_values`) - False for a model of the labelled rows
-    alone - and whether it fits a dask cloud (``takes_dask``: the heat kernel alone)."""
+    """What both kinds share: the registry ``name`` (a ``method`` value), whether the cloud
+    gets the graph's own input checks (:func:`flgp._validation.check_cloud_values`; False
+    for a model of the labelled rows alone) and whether it fits a dask cloud."""
 
     name: str
     graph_checks: bool = True
@@ -329,18 +284,16 @@ class RegressionRepresentation(_Representation):
         with ``n_labelled`` targets, or None."""
 
     def sole_reason(self, prior, options: FitOptions) -> str | None:
-        """Why ``method="auto"`` must take this representation without weighing the
-        others - their evidence would not be comparable with its own - or None (the
-        default)."""
+        """Why ``method="auto"`` must take this representation alone (the others' evidence
+        would not be comparable), or None."""
         return None
 
     @abstractmethod
     def fit(self, prior, options: FitOptions, X, labelled: np.ndarray, y_lab: np.ndarray,
             z: np.ndarray, standardisation: Standardisation) -> RegressionFit:
         """Fit the targets ``y_lab`` at rows ``labelled`` of the validated cloud ``X``
-        (``z``: the same standardised) by their evidence, under ``prior`` (its settings:
-        ``graph``, ``nu``, the eigenbasis, ...) with ``options`` (``max_iter``,
-        ``backend``, ...)."""
+        (``z``: the same standardised) by their evidence, under ``prior`` with
+        ``options``."""
 
     def screen(self, prior, options: FitOptions, X, labelled: np.ndarray, y_lab: np.ndarray,
                z: np.ndarray, standardisation: Standardisation) -> Screened:
@@ -367,10 +320,9 @@ class ClassificationFit(ABC):
 
     @abstractmethod
     def fitted_attributes(self, X, stacklevel: int) -> dict:
-        """This fit's fitted attributes for the estimator, ``{name: value}``: at least
-        ``n_iter_``, ``log_marginal_likelihood_`` (None where there is none),
-        ``transduction_`` and ``label_distributions_`` of the cloud ``X`` (``stacklevel``
-        as in :meth:`RegressionFit.fitted_attributes`)."""
+        """The fitted attributes for the estimator, at least ``n_iter_``,
+        ``log_marginal_likelihood_`` (or None), ``transduction_`` and
+        ``label_distributions_`` of the cloud ``X`` (``stacklevel`` as for regression)."""
 
     @abstractmethod
     def predict_proba(self, X, stacklevel: int) -> np.ndarray:

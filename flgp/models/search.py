@@ -16,12 +16,9 @@ __all__ = ["search_log_scalar", "multistart_minimize", "unit_prior_log_scale", "
 
 
 def single_threaded_blas():
-    """Context in which BLAS/LAPACK run on one thread.
-
-    The hyperparameter searches make thousands of calls on ``m x m`` matrices (m = number
-    of labels, ~100): there, thread start-up and contention with torch's spinning OpenMP
-    workers cost more than the arithmetic (measured: a 10-class fit on 1,797 digits took
-    3.2 s with two BLAS threads and 1.3 s with one)."""
+    """Context in which BLAS/LAPACK run on one thread: the hyperparameter searches make
+    thousands of calls on ``m x m`` matrices (``m`` labels, ~100), where thread start-up
+    and contention with torch's OpenMP workers cost more than the arithmetic."""
     return limit_blas_threads(1)
 
 

@@ -1,21 +1,16 @@
 """Seed-correlation maps of a fitted brain map (the FLGP paper's Figures 5-6): the
 correlation, under the fitted graph Matérn prior (or its posterior), between seed voxels
-and every voxel of the region, and the seeds' correlation matrix - the manifold of
-activation summarised region by region.
+and every voxel of the region, and the seeds' correlation matrix.
 
-For a fit on the region's lattice (``FLGPRegressor`` whose ``method_`` is ``"graph_matern"``, as
-:func:`flgp.predict_image` fits by default), in the graph's own units
-(:meth:`flgp.graph.PointGraph.in_own_units`):
+For a fit on the region's lattice (``method_ == "graph_matern"``, as :func:`flgp.predict_image`
+fits by default), in the graph's own units (:meth:`flgp.graph.PointGraph.in_own_units`):
 
-* prior: ``Cov = A Q_ν(κ)⁻¹`` - a seed's column is ``ν`` sparse solves with the factor of
-  ``K = κ²C + G`` (:class:`flgp.precision.SparsePrecisionPrior`; on a region of more than
-  ``FACTOR_MAX_NODES`` voxels by AMG-preconditioned CG to a relative residual
-  ``LARGE_SOLVE_TOL``), the marginal variances exact for up to ``EXACT_VARIANCE_ROWS``
-  voxels, by a Rao-Blackwellised estimator beyond (``VARIANCE_SAMPLES`` draws: from
-  ``Q_ν``'s factor, :func:`flgp.precision.gaussian.rbmc_variances`, or by perturbation on
-  the large regions); correlations that the estimate's error takes past ±1 are clipped;
-* posterior: ``Cov = A Q̃⁻¹`` with ``Q̃ = Q + PᵀP / r`` (the observed voxels'
-  noise): a column is one solve with the factor of ``Q̃``, the variances as above
+* prior: ``Cov = A Q_ν(κ)⁻¹`` - a seed's column is ``ν`` sparse solves with
+  ``K = κ²C + G`` (:class:`flgp.precision.SparsePrecisionPrior`; AMG-preconditioned CG to
+  ``LARGE_SOLVE_TOL`` beyond ``FACTOR_MAX_NODES`` voxels), the marginal variances exact up
+  to ``EXACT_VARIANCE_ROWS`` voxels and Rao-Blackwellised estimates (``VARIANCE_SAMPLES``
+  draws) beyond, correlations past ±1 clipped;
+* posterior: ``Cov = A Q̃⁻¹`` with ``Q̃ = Q + PᵀP / r`` (the observed voxels' noise)
   (:meth:`flgp.precision.MaternRegression.unit_posterior_variances`).
 
 Correlations need no amplitude: ``corr(x, s) = Cov(x, s) / √(Var x Var s)``. With several
@@ -164,8 +159,7 @@ def _one_fit(fit, seeds, observed, posterior) -> np.ndarray:
     n = own.n_nodes
     if not posterior:
         if n > FACTOR_MAX_NODES:
-            # S's factor alone took 22 s on the 2 mm brain mask; AMG-preconditioned CG
-            # solves as fast without it (flgp.precision.multigrid)
+            # AMG-preconditioned CG, without the costly factor of S (flgp.precision.multigrid)
             prior = SparsePrecisionPrior(own, nu=nu, kappa2=kappa2, solver="amg",
                                          tol=LARGE_SOLVE_TOL)
         else:

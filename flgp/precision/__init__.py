@@ -1,36 +1,25 @@
 """Sparse-precision Gaussian priors at the data's own resolution.
 
-The low-rank engine (:mod:`flgp.spectral`) keeps the top ``M`` eigenpairs of an
-induced-point graph; this package works on the graph of the data points themselves (a
-voxel lattice, a surface mesh, a k-nearest-neighbour graph: :class:`flgp.graph.PointGraph`)
-with a prior given by its sparse precision matrix, so that nothing is truncated:
+Where :mod:`flgp.spectral` keeps the top ``M`` eigenpairs of an induced-point graph, this
+package works on the graph of the data points themselves (a voxel lattice, a surface mesh,
+a k-NN graph: :class:`flgp.graph.PointGraph`) with a prior given by its sparse precision,
+so that nothing is truncated:
 
-* :mod:`flgp.precision.matern` - the graph Matérn family ``Q = (κ²C + L) (C⁻¹(κ²C + L))^{ν-1}``
-  and its limits;
-* :mod:`flgp.precision.cholesky` - sparse Cholesky factors of one pattern (CHOLMOD);
-* :mod:`flgp.precision.gaussian` - Gaussian regression under such a prior: the exact
-  posterior mean, the exact log marginal likelihood (amplitude profiled), its
-  hyperparameters by that evidence, and predictive variances;
-* :mod:`flgp.precision.maps` - many maps observed at the same nodes, each its own prior
-  by its own evidence, the whole graph's factorisations and variances shared among maps
-  whose optima round alike;
-* :mod:`flgp.precision.prior` - the graph Matérn prior behind the estimators' prior
-  interface (:class:`flgp.prior.GraphPrior`): covariance blocks by sparse solves;
-* :mod:`flgp.precision.classification` - classification on such a graph: the graph
-  Matérn GP classifier in its small-amplitude limit (Poisson learning's solution for
-  ``ν = 1``), probabilities at a spread set from the cloud, and a prior on the classes'
-  sizes;
-* :mod:`flgp.precision.excursion` - excursion sets of a Gaussian posterior: joint draws
-  from the factor of its precision, the excursion function in the marginal ordering
-  (Bolin and Lindgren 2015);
-* :mod:`flgp.precision.group` - many subjects' maps on one graph: the two-level model's
-  group map (a graph Matérn field, each subject's deviation another, noise), its joint
-  posterior from one sparse factor of ``(g, d̄)``'s precision, and its hyperparameters.
+* :mod:`~flgp.precision.matern` - the graph Matérn family
+  ``Q = (κ²C + L) (C⁻¹(κ²C + L))^{ν-1}``; :mod:`~flgp.precision.cholesky` - sparse
+  Cholesky factors of one pattern (CHOLMOD);
+* :mod:`~flgp.precision.gaussian` - Gaussian regression under such a prior (exact posterior
+  mean, evidence, hyperparameters, predictive variances); :mod:`~flgp.precision.maps` -
+  many maps on the same nodes;
+* :mod:`~flgp.precision.prior` - the prior behind :class:`flgp.prior.GraphPrior`;
+* :mod:`~flgp.precision.classification` - classification on such a graph (Poisson
+  learning's limit, least squares, a prior on the classes' sizes);
+* :mod:`~flgp.precision.excursion` - excursion sets from joint posterior draws (Bolin and
+  Lindgren 2015); :mod:`~flgp.precision.group` - a two-level model of many subjects' maps.
 
-It knows nothing of estimators: :class:`flgp.FLGPRegressor` and
-:class:`flgp.FLGPClassifier` (``method="graph_matern"``),
-:func:`flgp.predict_image` and :func:`flgp.predict_surface` call it. ``MATERN_ORDERS``:
-the orders the estimators compare (docs/full_resolution.md).
+The estimators (:class:`flgp.FLGPRegressor`, :class:`flgp.FLGPClassifier` with
+``method="graph_matern"``, :func:`flgp.predict_image`, :func:`flgp.predict_surface`) call
+it. ``MATERN_ORDERS``: the orders the estimators compare (docs/full_resolution.md).
 """
 
 from .classification import (balance_to_prior, balanced_log_odds, class_size_prior,

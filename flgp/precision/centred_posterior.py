@@ -2,36 +2,27 @@ r"""The centred graph Matérn prior's Gaussian posterior through its sparse post
 precision: solves a class, not a label.
 
 The least-squares classifier (:mod:`flgp.precision.classification`) regresses targets at
-labelled nodes on latents ``f = P g``, ``g ~ N(0, Q_ν⁻¹)`` (unit amplitude; ``P = I -
-11ᵀ/n``), with noise precision ``c`` a target. With ``H`` the observations' rows of the
-identity (a node observed twice appears twice) and ``W = HᵀH = diag(w)``, ``w`` the
-observations at each node, the posterior of ``g`` has the precision
+labelled nodes on latents ``f = P g``, ``g ~ N(0, Q_ν⁻¹)`` (unit amplitude;
+``P = I - 11ᵀ/n``), with noise precision ``c``. With ``H`` the observations' rows of the
+identity and ``W = HᵀH = diag(w)``, ``w`` the observations at each node, the posterior of
+``g`` has the precision
 
 .. math:: \hat Q = Q_\nu + c\,P W P, \qquad P W P = W - (w 1ᵀ + 1 wᵀ)/n + (Σw / n²)\,11ᵀ,
 
-as sparse as the prior's but for a part of rank two, and for targets ``B = HᵀT`` whose
-columns sum to zero the posterior mean of ``f`` is ``c P Q̂⁻¹ B`` - one solve a column of
-``B``, i.e. a class, whatever the number of labels; the labelled block ``K[:, labels]``
-the dense algebra needs costs one solve a label. Two ways to solve:
+sparse but for a rank-two part; for targets ``B`` whose columns sum to zero the posterior
+mean of ``f`` is ``c P Q̂⁻¹ B``, one solve a class. Two ways to solve:
 
-* **factored** (the prior's ``solver="cholesky"``): CHOLMOD's factor of ``Q̃ = Q_ν + cW``
-  on ``Q_ν``'s pattern (analysed once per graph and order, refactored per ``c``), the
-  rank-two part by Woodbury's identity with ``U = [1, w]``; the log-determinant exact,
-  ``log|Q̂| = log|Q̃| + log|I₂ + c M UᵀQ̃⁻¹U|`` (``M`` the rank-two part's ``2 x 2`` core),
-  and ``log|I + c K_ll| = log|Q̂| - log|Q_ν|`` (the determinant lemma).
-* **iterative** (``solver="amg"``; ``ν = 1`` on a graph of uniform mass - the k-NN graphs):
-  there ``P`` commutes with ``Q``, so ``Q̂`` maps the centred vectors to themselves and
-  equals ``P Q̃ P`` on them: conjugate gradients on that subspace
-  (:meth:`~flgp.precision.multigrid.ClassicalMultigrid.solve`, ``centred=True``),
-  preconditioned by the prior's multigrid hierarchy with the labels' diagonal added at
-  every level (:meth:`~flgp.precision.multigrid.ClassicalMultigrid.with_diagonal`). No
-  log-determinant on this path.
+* **factored** (``solver="cholesky"``): CHOLMOD's factor of ``Q̃ = Q_ν + cW`` on ``Q_ν``'s
+  pattern, the rank-two part by Woodbury with ``U = [1, w]``; ``log|Q̂|`` exact, and
+  ``log|I + c K_ll| = log|Q̂| - log|Q_ν|``;
+* **iterative** (``solver="amg"``, ``ν = 1``, uniform mass): ``P`` commutes with ``Q``, so
+  ``Q̂ = P Q̃ P`` on the centred vectors: CG on that subspace
+  (:meth:`~flgp.precision.multigrid.ClassicalMultigrid.solve`, ``centred=True``) with the
+  prior's hierarchy plus the labels' diagonal; no log-determinant.
 
-The posterior variances ``diag(P Q̂⁻¹ P)`` come from Rao-Blackwellised Monte Carlo (Sidén
-et al. 2018, as :func:`flgp.precision.gaussian.rbmc_variances`) with perturbation draws
-``x = Q̂⁻¹ (R z₁ + √c P Hᵀ z₂)`` (``R Rᵀ = Q_ν``, :func:`~flgp.precision.iterative
-.matern_root_draw`), one solve a draw: for ``y = P x``, ``Var y_i = a²/Q̂_ii +
-Var E[y_i | x_-i]``, ``a = 1 - 1/n`` - the conditional variance exact, the rest sampled.
+The variances ``diag(P Q̂⁻¹ P)`` are Rao-Blackwellised Monte Carlo estimates (Sidén et al.
+2018) with perturbation draws ``x = Q̂⁻¹ (R z₁ + √c P Hᵀ z₂)``, ``R Rᵀ = Q_ν``: for
+``y = P x``, ``Var y_i = a²/Q̂_ii + Var E[y_i | x_-i]``, ``a = 1 - 1/n``.
 """
 
 from __future__ import annotations

@@ -7,23 +7,16 @@ analyses a pattern once (CHOLMOD's symbolic factorisation) and then factors any 
 that pattern numerically, giving solves, the log-determinant (twice the sum of the logs of
 the factor's diagonal) and samples ``x ~ N(0, A⁻¹)``.
 
-The library is CHOLMOD (SuiteSparse) through ``cvxopt.cholmod``: its wheels carry
-OpenBLAS, so the supernodal factorisation runs at BLAS speed. Measured on the 45,448-voxel
-lattice of nilearn's motor map (``(κ² + L)²`` plus the observed voxels' noise precision,
-990,000 non-zeros; 2 cores): 0.07 s to analyse the pattern, 0.65-0.75 s per numeric
-factorisation, 0.02 s per solve. The alternatives measured on the same matrix: CHOLMOD
-through ``sksparse-minimal`` 2.2 s per factorisation (reference BLAS, no separate analysis,
-no access to the factor's diagonal without a conversion), QDLDL (simplicial) 20 s,
-scipy's SuperLU 11-27 s. CHOLMOD's supernodal module is GPL-licensed (as in every
-distribution of it, scikit-sparse's included); flgp's own code stays MIT.
+The library is CHOLMOD (SuiteSparse) through ``cvxopt.cholmod``, whose wheels carry
+OpenBLAS, so the supernodal factorisation runs at BLAS speed (several times faster on these
+matrices than scikit-sparse's build, QDLDL or SuperLU). CHOLMOD's supernodal module is
+GPL-licensed (as in every distribution of it); flgp's own code stays MIT.
 
 The fill-reducing order is METIS's nested dissection of the pattern's graph (``pymetis``,
-seeded; cvxopt's CHOLMOD is built without METIS and would order by AMD alone), computed
-once a pattern and kept for the next factor of the same pattern (:func:`fill_reducing_order`).
-On the motor map's lattice at 30 % observed it halves every numeric factorisation of the
-graph Matérn posterior precision: 0.94 / 2.3 / 4.7 s by AMD against 0.42 / 1.2 / 2.1 s for
-``ν = 2 / 3 / 4`` (the order itself 0.4 / 0.8 / 1.3 s, once). Patterns of fewer than
-``NESTED_DISSECTION_MIN_NODES`` rows keep CHOLMOD's own order.
+seeded; cvxopt's CHOLMOD is built without METIS), computed once a pattern and kept
+(:func:`fill_reducing_order`); on 3-D lattices it about halves each numeric factorisation
+against AMD. Patterns of fewer than ``NESTED_DISSECTION_MIN_NODES`` rows keep CHOLMOD's own
+(AMD) order.
 """
 
 from __future__ import annotations

@@ -1,44 +1,32 @@
 r"""Classification at full resolution: the graph Matérn GP classifier in its
-small-amplitude limit, and a prior on the classes' sizes.
+small-amplitude limit, least-squares classification under the same prior, and a prior on
+the classes' sizes (user guide: docs/few_labels.md).
 
 **The latent.** Each class latent ``f_c ~ GP(0, A G_ν)`` on the nodes of a graph, with the
 graph Matérn covariance ``G_ν = P (L + κ²I)^{-ν} P`` (``L = D - W``; ``P = I - 11ᵀ/n``
 removes the constant mode, the GP form of Poisson learning's centring) and a multinomial
-probit or softmax likelihood. As the amplitude ``A → 0`` the posterior mean of ``f_c`` is,
-to first order in ``A``, ``A γ G_ν b_c`` with ``b_c`` the likelihood's gradient at ``f = 0``:
-``b_c = Σ_l (1[y_l = c] - 1/C) e_l`` up to a constant ``γ`` - the labels as sources, centred.
-For ``ν = 1`` and ``κ → 0`` that is exactly Poisson learning's solution (Calder et al.
-2020); it needs ``C`` sparse solves whatever the number of labels (:func:`green_scores`:
-algebraic-multigrid-preconditioned conjugate gradients).
+probit or softmax likelihood. As ``A → 0`` the posterior mean of ``f_c`` is, to first order
+in ``A``, ``A γ G_ν b_c`` with ``b_c = Σ_l (1[y_l = c] - 1/C) e_l`` the likelihood's
+gradient at ``f = 0`` (up to a constant ``γ``): the labels as centred sources. For
+``ν = 1`` and ``κ → 0`` that is Poisson learning's solution (Calder et al. 2020); it needs
+``C`` sparse solves whatever the number of labels (:func:`green_scores`).
 
-**The amplitude from the cloud.** With one label per class the evidence cannot set ``A``
-(it is nearly flat; docs/few_labels.md) and leave-one-out cannot calibrate a class with a
-single label. The scale is instead set from the cloud (:func:`score_scale`): the class
-probabilities are the softmax of the scores scaled so that the median over the
-unlabelled points of the gap between their two largest scores is ``MARGIN_LOGITS = 7``
-logits - the typical point's odds between its two likeliest classes ``e⁷ ≈ 1100``, before
-the class sizes re-weight them. A rule on the margins, where the decision lies, holds for
-either order ``ν``; the earlier one on the scores' standard deviation (5 logits) was
-calibrated for ``ν = 1`` only: ``ν = 2``'s scores grow far from the labels, and at the
-same standard deviation their probabilities were under-confident (ECE 0.06-0.24 on the
-helix and the Swiss roll). Measured on six clouds (MNIST, a Swiss roll, a torus, a helix,
-two moons, six circles; 1-10 labels a class; docs/few_labels.md, "The order and the
-spread"): 6 / 7 / 8 logits give mean ECE within 0.05 from two labels a class everywhere
-but on the moons, 7 the best compromise.
+**The amplitude from the cloud.** With one label a class the evidence cannot set ``A`` and
+leave-one-out cannot calibrate a class. :func:`score_scale` instead scales the scores so
+that the median over the unlabelled points of the gap between their two largest scores is
+``MARGIN_LOGITS`` logits (odds ``e⁷ ≈ 1100`` between a typical point's two likeliest
+classes, before the class sizes re-weight them); a rule on the margins holds for either
+order ``ν``.
 
 **Class sizes** (:func:`class_size_prior`, :func:`balance_to_prior`). A class whose one
 label sits near a boundary is swallowed by its neighbours' when nothing says how large
 each class is. The probabilities are re-weighted by one factor a class so that their
-average over the cloud equals the classes' prior shares ``π`` - the posterior under a
-prior that fixes the shares (the fixed point of Saerens, Latinne and Decaestecker's 2002
-prior adjustment with ``π`` given; found by Newton's method on its convex dual). ``π`` is
-balanced unless the labels say otherwise - unless the Bayes factor of "equal classes"
-against "unknown shares" (uniform Dirichlet) for the label counts is below one - and then
-the labels' frequencies smoothed by one count a class (their posterior mean); or the
-user's. Stratified labels (equal counts) always give balanced shares. Measured on MNIST
-with 100 and 200 random labels (unequal counts from balanced classes), re-weighting to the
-smoothed label frequencies raised the error from 4.7-6.5 % (balanced) to 8.4-17.1 %: a
-hundred labels estimate ten shares too poorly to be used unless the evidence asks for it.
+average over the cloud equals the prior shares ``π`` (the fixed point of Saerens, Latinne
+and Decaestecker's 2002 prior adjustment with ``π`` given, found by Newton's method on its
+convex dual). ``π`` is balanced unless the Bayes factor of "equal classes" against
+"unknown shares" (uniform Dirichlet) for the label counts is below one, then the label
+frequencies smoothed by one count a class; or the user's. Stratified labels always give
+balanced shares.
 """
 
 from __future__ import annotations
@@ -56,14 +44,14 @@ __all__ = ["green_scores", "scores_to_probabilities", "score_scale", "class_size
            "RHO_ONE_LABEL", "RHO_CANDIDATES", "ORDER_CANDIDATES", "PrecisionLeastSquares",
            "labelled_prior_scale", "SCALE_BLOCK", "SCALE_RELATIVE_ERROR", "raised_models"]
 
-# the median over the unlabelled points of the scaled scores' top-two gap, in logits (see
-# the module notes)
+# the median over the unlabelled points of the scaled scores' top-two gap, in logits
+# (module notes; 7: the best compromise of 6-8 over six clouds, docs/few_labels.md)
 MARGIN_LOGITS = 7.0
 # κ² relative to the graph's own 1 / length² (the median of diag(C⁻¹G): the median degree
 # on a graph of unit mass): a nearly intrinsic prior (Poisson learning's κ = 0)
 KAPPA_RELATIVE = 1e-5
-# relative residual of the conjugate-gradient solves (Poisson learning's graphlearning
-# default is 1e-3 as well; the argmax moves at about one point in 10^4 against 1e-8)
+# relative residual of the conjugate-gradient solves (graphlearning's default; the argmax
+# moves at about one point in 10⁴ against 1e-8)
 SOLVE_TOL = 1e-3
 
 
@@ -216,9 +204,8 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
         step = -np.linalg.lstsq(H, grad, rcond=None)[0]
         if not float(grad @ step) < 0.0:
             step = -grad                    # not a descent direction (rounding): gradient
-        # a class all of whose points are nearly certain barely moves its share: H is
-        # nearly singular there and the Newton step huge. At most MAX_LOGIT_STEP logits a
-        # step (the line search below then sees a step it can measure)
+        # a class whose points are all nearly certain barely moves its share: H is nearly
+        # singular and the Newton step huge; cap it so the line search can measure it
         longest = float(np.max(np.abs(step)))
         if longest > MAX_LOGIT_STEP:
             step *= MAX_LOGIT_STEP / longest
@@ -237,16 +224,14 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
 
 # the prior-to-noise ratio ρ (prior variance at the labelled nodes over the noise variance)
 # of the least-squares classifier: near Poisson learning's limit while some class has a
-# single label; from two labels a class on, the candidate of least graph total variation of
-# the class probabilities among those that keep the most labels (the cluster assumption:
-# the boundaries through the cloud's sparsest parts; docs/few_labels.md, "Choosing ρ by
-# the cloud" and "The order and the spread")
+# single label; from two labels a class, the candidate of least graph total variation among
+# those that keep the most labels (chosen_candidate; docs/few_labels.md, "Choosing ρ by
+# the cloud")
 RHO_ONE_LABEL = 0.01
 RHO_CANDIDATES = (0.3, 3.0, 30.0)
-# the graph Matérn orders ν chosen among by the same rule (with ρ), where the
-# graph's mass is uniform (a centred prior of order 2 needs it) - except in a
-# warm-started classifier whose prior solves by conjugate gradients (docs/few_labels.md,
-# "The order and the spread", "The order on many coordinates")
+# the orders ν chosen among by the same rule, where the graph's mass is uniform (a centred
+# prior of order 2 needs it), except in a warm-started classifier whose prior solves by
+# conjugate gradients (docs/few_labels.md, "The order and the spread")
 ORDER_CANDIDATES = (1, 2)
 
 
@@ -259,14 +244,11 @@ def prior_to_noise_ratios(codes, n_classes) -> tuple:
 
 def chosen_candidate(values: dict, kept=None):
     """The candidate of least value among ``values = {candidate: value}`` (the
-    classifier's: each ``(order ν, ratio ρ)`` candidate's
-    :func:`graph_total_variation`; the first of equal ones). ``kept``: ``{candidate:
-    labelled points it gives their own class}`` (:func:`labels_kept`) - then among the
-    candidates that keep the most only: a prior whose posterior gives its own labelled
-    points to other classes is contradicted by the labels it was fitted to, however
-    smoothly its probabilities vary (an order-2 prior on concentric circles blurs rings
-    of opposite classes together and misreads up to a fifth of its labels; on three
-    well-separated blobs it put one class's scores highest on another blob)."""
+    classifier's: each ``(order ν, ratio ρ)`` candidate's :func:`graph_total_variation`;
+    the first of equal ones). ``kept``: ``{candidate: labelled points it gives their own
+    class}`` (:func:`labels_kept`) - then only among the candidates that keep the most: a
+    prior whose posterior gives its own labelled points to other classes is contradicted
+    by its labels, however smoothly its probabilities vary."""
     if not values:
         raise ValueError("chosen_candidate needs at least one candidate and its value, "
                          "{candidate: value}; got none.")
@@ -366,8 +348,7 @@ class LabelledColumns:
                              f"= {prior.nu - 1}); got nu = {lower.prior.nu}.")
         self.prior, self.lower = prior, lower
         self.nodes = np.zeros(0, dtype=np.int64)
-        # room for up to 128 more columns than are held: a loop adds one column a pick,
-        # and copying all of them each time cost MNIST's loop 0.5 s
+        # spare room for up to 128 columns: a labelling loop adds one column a pick
         self._store = np.zeros((prior.n_points, 0))
         # the prior variances K_ll known at nodes (labelled_prior_scale)
         self.diagonal = {}
@@ -511,15 +492,12 @@ def all_classes(solved_means, solved, last, n_classes) -> np.ndarray:
 
 
 def raised_models(columns, labelled, codes, n_classes, ratios) -> list:
-    """:class:`LeastSquaresClassification` of order ``ν >= 2`` for each ratio without the
-    order's own columns: ``K_ν = K_1 C K_{ν-1}`` (centred priors on a graph of uniform
-    mass), so its labelled block is ``W₁ᵀ C W_{ν-1}`` from the columns of orders 1 and
-    ``ν - 1`` at the labels (held by ``columns.lower``'s chain), and the mean ``K_ν[:, l] α
-    = K_1 (C W_{ν-1} α)`` one solve of order 1 a labelled class but one, for every ratio
-    at once - instead of a solve a label raising each column (the columns of order ``ν``
-    are raised later only where the latent variances or a labelling batch need them).
-    ``columns``: the store of order ``ν``; the models in the lower store's order of the
-    labels."""
+    """:class:`LeastSquaresClassification` of order ``ν >= 2`` for each ratio, without the
+    order's own columns: ``K_ν = K_1 C K_{ν-1}`` (centred priors, uniform mass), so the
+    labelled block is ``W₁ᵀ C W_{ν-1}`` from the columns of orders 1 and ``ν - 1``
+    (``columns.lower``'s chain) and the mean ``K_1 (C W_{ν-1} α)`` costs one order-1 solve
+    a labelled class but one, for every ratio at once. ``columns``: the store of order
+    ``ν``; the models hold the labels in the lower store's order."""
     lower = columns.lower
     base = lower
     while base.lower is not None:
@@ -543,12 +521,9 @@ def raised_models(columns, labelled, codes, n_classes, ratios) -> list:
     return models
 
 
-# the precision form's prior scale: prior variances at labelled nodes drawn at random,
-# SCALE_BLOCK at a time, until the estimate's relative standard error is below
-# SCALE_RELATIVE_ERROR (all of them where there are few); by conjugate gradients to a
-# relative residual of SCALE_TOL, which leaves a column's diagonal entry within 1 % of
-# the exact one (measured on MNIST's 10-NN graph and a 100,000-point curve's: 0.8 % and
-# 1.1 % at most over eight nodes; 2-3 times faster than at SOLVE_TOL)
+# the precision form's prior scale: prior variances at random labelled nodes, SCALE_BLOCK
+# at a time, until the relative standard error is below SCALE_RELATIVE_ERROR; solved to a
+# relative residual of SCALE_TOL, which leaves a diagonal entry within ~1 % of the exact one
 SCALE_BLOCK = 8
 SCALE_RELATIVE_ERROR = 0.05
 SCALE_TOL = 0.1
@@ -556,14 +531,12 @@ SCALE_TOL = 0.1
 
 def labelled_prior_scale(columns, labelled, random_state=0) -> tuple:
     """``(s, standard error, nodes used)``: the mean prior variance at the labelled nodes
-    (one term an observation, as :class:`LeastSquaresClassification`'s ``scale``) from
-    the exact variances ``K_ll`` (one prior solve each) at distinct labelled nodes taken
-    in a random order (fixed by ``random_state`` and the labels alone: a refit with the
-    same labels takes the same nodes), ``SCALE_BLOCK`` at a time, until the estimate's
-    relative standard error - the nodes' spread over the root of their number, with the
-    finite-population factor - is below ``SCALE_RELATIVE_ERROR``; exact when every node
-    is taken. ``columns``: a :class:`LabelledColumns` store (its ``diagonal`` keeps the
-    variances for later fits)."""
+    (one term an observation, as :class:`LeastSquaresClassification`'s ``scale``), from
+    exact variances ``K_ll`` (one prior solve each) at distinct labelled nodes in a random
+    order fixed by ``random_state`` and the labels, ``SCALE_BLOCK`` at a time, until the
+    relative standard error (with the finite-population factor) is below
+    ``SCALE_RELATIVE_ERROR``; exact when every node is taken. ``columns``: a
+    :class:`LabelledColumns` store (its ``diagonal`` keeps the variances for later fits)."""
     labelled = np.asarray(labelled, dtype=np.int64).ravel()
     n = columns.prior.n_points
     if labelled.size == 0 or labelled.min() < 0 or labelled.max() >= n:

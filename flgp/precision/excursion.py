@@ -1,87 +1,32 @@
 r"""Excursion sets of a Gaussian posterior from its joint distribution (Bolin and
-Lindgren 2015).
+Lindgren 2015); the user guide, with the method in words, is docs/excursions.md.
 
-Definitions
------------
-For a level ``u`` and a posterior ``f | data`` on the nodes of a graph, a *positive
-excursion set at level* ``α`` is a set ``D`` of nodes on which ``f > u`` holds *jointly*
-with posterior probability at least ``1 - α``:
+For a level ``u``, the *excursion set* ``E_α`` is the largest set ``D`` of candidate nodes
+with ``P(f > u on all of D | data) ≥ 1 - α``; the *excursion function*
+``F(s) = sup{1 - α : s ∈ E_α}`` gives every ``α`` at once, and ``F(s) ≤ p(s)``, the
+marginal probability ``P(f(s) > u | data)``. The side ``f < u`` is ``-f`` at ``-u``.
 
-.. math:: P(f(s) > u \ \text{for every } s \in D \mid \text{data}) \geq 1 - \alpha,
-
-and ``E_α`` is the largest such set within a family of candidate sets. The *excursion
-function* ``F(s) = sup{1 - α : s ∈ E_α}`` summarises every level ``α`` at once:
-``E_α = {s : F(s) ≥ 1 - α}``. It is not the marginal exceedance probability
-``p(s) = P(f(s) > u | data)``: ``F(s) ≤ p(s)`` always, and a map thresholded at
-``p(s) ≥ 1 - α`` holds node by node, not as a whole - its joint probability can be far
-below ``1 - α`` when it has many nodes. The negative side (``f < u``) is the positive
-side of ``-f`` at ``-u``.
-
-The family and the ordering
----------------------------
-Bolin and Lindgren's parametric family with the marginal ordering: the nodes sorted by
-decreasing ``p(s) = Φ((μ(s) - u) / σ(s))`` (here by ``(μ - u) / σ`` itself, the same order
-without the ties that ``Φ`` rounds to 0 or 1), ``s_1, s_2, ...``, and the candidate sets
-the prefixes ``D_k = {s_1, ..., s_k}``. The family is nested, so the joint probabilities
+The candidates are Bolin and Lindgren's marginal ordering: the nodes sorted by decreasing
+``(μ(s) - u) / σ(s)``, ``s_1, s_2, ...``, and their prefixes ``D_k``, whose joint
+probabilities
 
 .. math:: P_k = P(f(s_1) > u, \dots, f(s_k) > u \mid \text{data})
 
-decrease with ``k``, ``E_α = D_K`` with ``K`` the largest ``k`` where ``P_k ≥ 1 - α``, and
-``F(s_k) = P_k``.
+decrease with ``k``; ``F(s_k) = P_k``. With ``S`` joint draws and ``T_j`` the first
+position at which draw ``j`` does not exceed ``u``, ``\hat P_k = \#\{j : T_j > k\} / S``
+estimates every ``P_k`` from one histogram: unbiased, non-increasing, binomial standard
+error ``\sqrt{P_k (1 - P_k) / S}``. The reported set uses the one-sided Clopper-Pearson
+lower bound ``L_k`` at confidence ``Φ(n_sd)``; the counts are nested, so it overshoots only
+if the one bound at the first ``k`` with ``P_k < 1 - α`` fails: with probability at least
+``Φ(n_sd)`` over the draws its joint posterior probability is at least ``1 - α``. The
+order comes from given standard deviations, not from the draws.
 
-The Monte Carlo estimator and its error
----------------------------------------
-``P_k`` is the probability of a ``k``-dimensional orthant of the posterior, for ``k`` up
-to every node of the graph: out of reach of quadrature (Genz's algorithm) beyond a few
-hundred nodes. With ``S`` independent posterior draws ``f^{(1)}, ..., f^{(S)}`` (from the
-sparse Cholesky factor of the posterior precision, :func:`graph_matern_posterior_draws`),
-let ``T_j`` be the first position in the order at which draw ``j`` does not exceed ``u``
-(``n + 1`` when it exceeds everywhere); then ``f^{(j)}`` exceeds on all of ``D_k`` exactly
-when ``T_j > k``, and
-
-.. math:: \hat P_k = \frac{1}{S} \#\{j : T_j > k\}
-
-estimates every ``P_k`` at once from one pass over the draws (a histogram of the ``T_j``),
-unbiased, non-increasing in ``k`` by construction, with binomial standard error
-``\sqrt{P_k (1 - P_k) / S}``.
-
-Why the set is conservative
----------------------------
-The reported set uses, instead of ``\hat P_k``, its one-sided Clopper-Pearson lower
-confidence bound ``L_k`` at confidence ``Φ(n_sd)`` (``n_sd = 2``: 97.7 %, the "two
-standard errors" bound, but exact for a binomial count and not zero-width at
-``\hat P_k = 1``): ``E_α = D_K`` with ``K`` the largest ``k`` where ``L_k ≥ 1 - α``. The
-counts are nested (the same draws for every ``k``), so ``L_k`` is non-increasing in
-``k`` and the set is a prefix. Let ``k_0`` be the last ``k`` whose true ``P_k ≥ 1 - α``;
-the set overshoots only if ``L_{k_0 + 1} ≥ 1 - α > P_{k_0 + 1}``, a single binomial
-bound failing, so with probability at least ``Φ(n_sd)`` over the Monte Carlo draws the
-reported set's joint posterior probability is at least ``1 - α`` - no correction for the
-``n`` candidate sets is needed. (The guarantee is on the posterior: that the truth
-exceeds ``u`` on the whole set with frequency ``1 - α`` holds as far as the model - its
-prior and hyperparameters - describes the data.)
-
-The order only chooses the family; any order fixed before the draws keeps every
-``\hat P_k`` unbiased. It is taken from given marginal standard deviations (a fitted
-regressor's ``transduction_std_``, or the factor's own variances,
-:meth:`PosteriorDraws.marginal_sd`), not from the draws that estimate ``P_k``; only an
-array of draws given without ``sd`` is ordered by its own sample standard deviations.
-
-Drawing only the candidates
----------------------------
-``F(s) ≤ p(s)``, so the nodes whose marginal probability is below a limit ``F_lim`` (a
-suffix of the order) can only have ``F < F_lim``; Bolin and Lindgren's ``F.limit`` leaves
-``F`` undetermined there, and so do draws of :func:`candidate_nodes` alone. Then only
-the joint law of the candidate nodes ``T`` (a prefix of the order) is needed, and that
-costs far less than a draw of the whole graph: with an elimination order that puts ``T``
-last, the Cholesky factor of the posterior precision is ``[[L₁₁, 0], [L₂₁, L₂₂]]`` and
-``L₂₂ L₂₂ᵀ`` is the Schur complement of the others - the marginal precision of ``f_T`` -
-so ``x_T = L₂₂⁻ᵀ z`` (``z ~ N(0, I_T)``) is an exact draw of ``T``'s joint posterior: a
-dense triangular solve of ``|T|`` rows (level-3 BLAS over a block of draws) instead of a
-sparse solve through the whole factor, one right-hand side at a time. The order is the
-pattern's fill-reducing one (:func:`~flgp.precision.cholesky.fill_reducing_order`: METIS's
-nested dissection, AMD's on small graphs) on the other nodes followed by the same on ``T``
-(CHOLMOD's postordering may move a few other nodes into the trailing block: they are drawn
-too). On the motor map's 45,448-voxel lattice at order 4 a whole-graph draw costs 32 ms.
+Nodes with ``p(s) < F_lim`` have ``F < F_lim`` (Bolin and Lindgren's ``F.limit``), so only
+the candidates ``T`` (:func:`candidate_nodes`) need drawing. With ``T`` eliminated last
+(:func:`~flgp.precision.cholesky.fill_reducing_order` on the others, then on ``T``), the
+factor's trailing block ``L₂₂`` has ``L₂₂ L₂₂ᵀ`` the marginal precision of ``f_T``, so
+``L₂₂⁻ᵀ z`` is an exact joint draw of ``T`` by a dense triangular solve (CHOLMOD's
+postordering may move a few other nodes into the block; they are drawn too).
 
 References
 ----------
@@ -109,23 +54,19 @@ __all__ = ["ExcursionFunction", "ExcursionSet", "PosteriorDraws", "excursion_fun
            "graph_matern_posterior_draws", "candidate_nodes", "dense_block_max_nodes", "SIDES", "UNREACHABLE_PROBABILITY"]
 
 SIDES = (">", "<")
-# a level u no node exceeds with marginal probability above this is out of the
-# posterior's reach: excursion_function warns and returns empty sets
+# a level no node reaches with marginal probability above this is beyond the posterior:
+# excursion_function warns and returns empty sets
 UNREACHABLE_PROBABILITY = 1e-12
-# draws a block hold at most this many numbers (8 bytes each: 32 MiB), at least
-# MIN_BLOCK draws
+# a block of draws holds at most this many numbers (32 MiB), and at least MIN_BLOCK draws
 BLOCK_NUMBERS = 1 << 22
 MIN_BLOCK = 8
-# draws of candidate nodes alone (a dense trailing block of the factor) up to this many
-# nodes: its factorisation costs ~k³/3 and each draw k² (6,000: 7e10 flops, 290 MB) ...
+# candidate nodes are drawn alone, from a dense trailing block of the factor, up to this
+# many (factorisation ~k³/3 flops, a draw k²) ...
 DENSE_BLOCK_MAX_NODES = 6000
-# ... and while k n is at most this: eliminating k nodes last fills the factor's rows of
-# them towards every other node (k x (n - k) entries at worst; measured on the motor
-# map's lattice, over 2,300 candidates of 45,448 voxels: 19.6 GB peak, 221 s - against 2 GB
-# and 32 ms a draw through the whole factor)
+# ... and while k n is at most this: eliminating k nodes last fills up to k (n - k) entries
 DENSE_BLOCK_MAX_FILL = 5e7
-# marginal_sd: exact (one solve a node) up to this many nodes, else by Rao-Blackwellised
-# Monte Carlo with RBMC_SAMPLES draws (relative standard error of a variance ~2-4 %)
+# marginal_sd: exact (one solve a node) up to this many nodes, else Rao-Blackwellised
+# Monte Carlo with RBMC_SAMPLES draws (a variance's relative standard error ~2-4 %)
 EXACT_SD_MAX_NODES = 2048
 RBMC_SAMPLES = 256
 
@@ -167,7 +108,7 @@ class ExcursionSet:
 
 @dataclass
 class ExcursionFunction:
-    """The excursion function of a posterior at a level (see the module notes).
+    """The excursion function of a posterior at a level (module notes).
 
     Attributes
     ----------
@@ -176,33 +117,31 @@ class ExcursionFunction:
     side : {">", "<"}
         ``">"``: the sets where ``f > u``; ``"<"``: where ``f < u``.
     marginal : ndarray (n,)
-        The marginal exceedance probabilities ``P(f(s) > u | data)`` (``< u`` for
-        ``side="<"``), ``Φ((μ - u) / σ)`` from the given means and standard deviations -
-        node by node, not joint.
+        The marginal probabilities ``P(f(s) > u | data)`` (``< u`` for ``side="<"``),
+        ``Φ((μ - u) / σ)`` - node by node, not joint.
     order : ndarray of int (n,)
         The nodes by decreasing marginal probability: ``order[k - 1]`` is ``s_k``.
     joint : ndarray (n,)
-        ``\\hat P_k`` for ``k = 1, ..., n`` (``joint[k - 1]``): the fraction of draws
-        exceeding at all of ``s_1, ..., s_k``; non-increasing. NaN beyond the nodes drawn
-        (:attr:`n_computed`).
+        ``\\hat P_k`` at ``joint[k - 1]``: the fraction of draws exceeding at all of
+        ``s_1, ..., s_k``; non-increasing; NaN beyond :attr:`n_computed`.
     joint_se : ndarray (n,)
-        Binomial standard errors ``sqrt(P_k (1 - P_k) / S)`` (at the estimate).
+        Binomial standard errors ``sqrt(P_k (1 - P_k) / S)`` at the estimate.
     joint_lower : ndarray (n,)
         One-sided Clopper-Pearson lower bounds at confidence ``Φ(n_sd)``; non-increasing.
     F : ndarray (n,)
         The excursion function at each node, ``F(s_k) = \\hat P_k``.
     F_lower : ndarray (n,)
-        Its conservative counterpart, ``L_k`` at ``s_k``: ``E_α = {F_lower ≥ 1 - α}``.
+        Its conservative counterpart ``L_k`` at ``s_k``: ``E_α = {F_lower ≥ 1 - α}``.
     n_samples : int
         ``S``, the posterior draws.
     n_sd : float
-        The standard errors of the lower bounds (their confidence ``Φ(n_sd)``).
+        The lower bounds' confidence is ``Φ(n_sd)``.
     n_computed : int
         The positions ``k`` with ``P_k`` computed (a prefix of :attr:`order`; ``n`` unless
         only candidate nodes were drawn).
     F_limit : float
         Where ``n_computed < n``: the marginal probability of ``s_{n_computed + 1}``, an
-        upper bound on ``F`` at every node not computed (there ``F`` is NaN); else 0.
+        upper bound on ``F`` (NaN there) at every node not computed; else 0.
     """
 
     level: float
@@ -334,10 +273,9 @@ def _standardised(mean, sd, u, sign):
 
 def candidate_nodes(mean, sd, u, side: str = ">", F_limit: float = 0.5) -> np.ndarray:
     """The nodes whose marginal probability of ``f`` on ``side`` of ``u`` is at least
-    ``F_limit`` (at least the most probable one), by decreasing probability: a prefix of
-    :func:`excursion_function`'s order, and every node where ``F`` can reach
-    ``F_limit`` (``F ≤`` the marginal) - the nodes to draw
-    (:func:`graph_matern_posterior_draws`'s ``nodes``) for ``F`` down to ``F_limit``."""
+    ``F_limit`` (at least one node), by decreasing probability: a prefix of
+    :func:`excursion_function`'s order holding every node where ``F`` can reach
+    ``F_limit`` - the ``nodes`` to draw for ``F`` down to ``F_limit``."""
     u, side = _checked_level(u), _checked_side(side)
     mean = _checked_vector(mean, "mean")
     sd = _checked_vector(sd, "sd", mean.size)
@@ -361,35 +299,31 @@ def _blocks(draws):
 
 def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
                        n_sd: float = 2.0, nodes=None) -> ExcursionFunction:
-    """The excursion function of a Gaussian posterior at level ``u`` by Monte Carlo over
-    its joint draws (Bolin and Lindgren 2015; see the module notes).
+    """The excursion function of a Gaussian posterior at level ``u``, by Monte Carlo over
+    its joint draws (Bolin and Lindgren 2015; module notes).
 
     Parameters
     ----------
     mean : array-like (n,)
         The posterior mean at each node.
     draws : ndarray (n, S) or iterable of ndarray (n, b)
-        Joint posterior draws of ``f`` (means included), as the columns of one array or
-        in blocks (:func:`graph_matern_posterior_draws`, which gives them block by block
-        so that ``n x S`` never sits in memory).
+        Joint posterior draws of ``f`` (means included): one array, or blocks
+        (:func:`graph_matern_posterior_draws`).
     u : float
         The level, in the units of ``mean``.
     side : {">", "<"}, default=">"
-        ``">"``: the sets where ``f > u``; ``"<"``: where ``f < u`` (the same for
-        ``-f`` at ``-u``).
+        ``">"``: the sets where ``f > u``; ``"<"``: where ``f < u``.
     sd : array-like (n,), optional
-        The posterior standard deviations (``≥ 0``) that order the nodes and give the
-        marginal probabilities. Default: ``draws.marginal_sd()`` where ``draws`` has it
-        (:class:`PosteriorDraws`), else the draws' own standard deviations about
-        ``mean`` (an array of draws only).
+        Posterior standard deviations (``≥ 0``) that order the nodes and give the marginal
+        probabilities. Default: ``draws.marginal_sd()`` for a :class:`PosteriorDraws`,
+        else the draws' own standard deviations about ``mean`` (an array of draws only).
     n_sd : float, default=2.0
-        The lower confidence bounds of the joint probabilities are at confidence
-        ``Φ(n_sd)`` (2: 97.7 %); the sets of :meth:`ExcursionFunction.set_at` use them.
+        Confidence ``Φ(n_sd)`` of the lower bounds that :meth:`ExcursionFunction.set_at`
+        uses (2: 97.7 %).
     nodes : array-like of int, optional
         The nodes the rows of ``draws`` hold (default: every node, in order; a
-        :class:`PosteriorDraws` of candidates brings its own). ``P_k`` is computed for the
-        longest prefix of the order they cover, NaN beyond (module notes, "Drawing only
-        the candidates").
+        :class:`PosteriorDraws` brings its own). ``P_k`` is computed on the longest prefix
+        of the order they cover, NaN beyond.
 
     Returns
     -------
@@ -399,9 +333,9 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
     ------
     ValueError
         On a non-finite ``u``, a side other than ``">"`` or ``"<"``, non-finite means,
-        standard deviations or draws, negative standard deviations, shapes that do not
-        match. A ``u`` that no node exceeds (on ``side``) with marginal probability
-        above ``UNREACHABLE_PROBABILITY`` (1e-12) only warns: its sets are empty.
+        standard deviations or draws, negative standard deviations, mismatched shapes. A
+        ``u`` that no node reaches with marginal probability above
+        ``UNREACHABLE_PROBABILITY`` only warns: its sets are empty.
 
     Examples
     --------
@@ -500,17 +434,15 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
 
 
 class PosteriorDraws:
-    """Joint draws of a graph Matérn posterior, block by block, from the sparse factor of
-    its precision (:func:`graph_matern_posterior_draws` builds it).
+    """Joint draws of a graph Matérn posterior, block by block (built by
+    :func:`graph_matern_posterior_draws`).
 
-    The posterior of ``f ~ N(0, A Q_ν(κ)⁻¹)`` observed at the nodes ``o`` with noise
-    variance ``A r`` is ``N(μ, A Q̃⁻¹)`` with ``Q̃ = Q_ν(κ) + Pᵀ P / r``; a draw is
-    ``μ + √A x`` with ``x = Pᵀ L⁻ᵀ z``, ``z ~ N(0, I)``, ``L`` the Cholesky factor of
-    ``Q̃`` (:meth:`~flgp.precision.PatternCholesky.sample`) - or, for draws of some nodes
-    only, ``x_T = L₂₂⁻ᵀ z`` from the trailing block of a factor that eliminates them
-    last (module notes). Iterating yields ``(len(nodes), b)`` blocks of draws, the same
-    ones on every pass (the generator is re-seeded from ``random_state``); the draws
-    depend on ``random_state`` and ``block_size``.
+    The posterior of ``f ~ N(0, A Q_ν(κ)⁻¹)`` observed at nodes ``o`` with noise variance
+    ``A r`` is ``N(μ, A Q̃⁻¹)``, ``Q̃ = Q_ν(κ) + Pᵀ P / r``. A draw is ``μ + √A Pᵀ L⁻ᵀ z``,
+    ``z ~ N(0, I)``, ``L`` the Cholesky factor of ``Q̃``
+    (:meth:`~flgp.precision.PatternCholesky.sample`), or ``L₂₂⁻ᵀ z`` from a trailing block
+    for some nodes only (module notes). Iterating yields ``(len(nodes), b)`` blocks, the
+    same on every pass; the draws depend on ``random_state`` and ``block_size``.
 
     Attributes
     ----------
@@ -554,11 +486,9 @@ class PosteriorDraws:
         return self._precision
 
     def marginal_sd(self) -> np.ndarray:
-        """The posterior standard deviations ``sqrt(A diag(Q̃⁻¹))`` of the rows: for draws
-        of some nodes exact from the dense block; for every node exact (one solve a node)
-        up to ``EXACT_SD_MAX_NODES`` nodes, else by Rao-Blackwellised Monte Carlo
-        (:func:`~flgp.precision.rbmc_variances`, ``RBMC_SAMPLES`` draws of their own,
-        independent of the iterated ones); computed once."""
+        """The rows' posterior standard deviations ``sqrt(A diag(Q̃⁻¹))``, computed once:
+        exact from a dense block or up to ``EXACT_SD_MAX_NODES`` nodes, else by
+        :func:`~flgp.precision.rbmc_variances` (``RBMC_SAMPLES`` draws of their own)."""
         if self._sd is None:
             self._sd = np.sqrt(self.amplitude * np.maximum(
                 self._sampler.variances(self._precision, self.random_state), 0.0))
@@ -600,19 +530,17 @@ class _TrailingBlock:
 
 
 def dense_block_max_nodes(n_nodes: int) -> int:
-    """The most candidate nodes drawn from a dense trailing block of the factor on a graph
-    of ``n_nodes`` nodes (``DENSE_BLOCK_MAX_NODES``, ``DENSE_BLOCK_MAX_FILL``); more are
-    drawn through the whole factor."""
+    """The most candidate nodes drawn from a dense trailing block on a graph of
+    ``n_nodes`` nodes (``DENSE_BLOCK_MAX_NODES``, ``DENSE_BLOCK_MAX_FILL``); more are drawn
+    through the whole factor."""
     return int(min(DENSE_BLOCK_MAX_NODES, DENSE_BLOCK_MAX_FILL // max(int(n_nodes), 1)))
 
 
 def _trailing_factor(family, values, candidates):
-    """``(nodes, L₂₂)``: the Cholesky factor of the matrix of lower-triangle ``values`` on
-    ``family``'s pattern with ``candidates`` eliminated last (the fill-reducing order on the
-    others, then on them; CHOLMOD's postorder may pull a few others into the trailing
-    block), its trailing block dense and the nodes it holds - the shortest suffix of the
-    final elimination order that holds every candidate; None where that suffix is longer
-    than ``2 DENSE_BLOCK_MAX_NODES``."""
+    """``(nodes, L₂₂)``: the dense trailing block of the Cholesky factor of the matrix with
+    lower-triangle ``values`` on ``family``'s pattern, ``candidates`` eliminated last, and
+    the nodes it holds (the shortest suffix of the final order holding every candidate);
+    None where that suffix exceeds ``2 DENSE_BLOCK_MAX_NODES`` rows."""
     import scipy.sparse as sp
     from cvxopt import amd
 
@@ -660,46 +588,37 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
                                  mean=None, n_samples: int = 1000, nodes=None,
                                  block_size=None, random_state=0) -> PosteriorDraws:
     """Joint draws of the graph Matérn posterior ``N(μ, A (Q_ν(κ) + Pᵀ P / r)⁻¹)`` on the
-    nodes of ``graph`` (or some of them), from the sparse Cholesky factor of its
-    precision, in blocks.
+    nodes of ``graph`` (or some of them), in blocks, from the sparse Cholesky factor of its
+    precision.
 
     Parameters
     ----------
     graph : flgp.graph.PointGraph
-        The graph; ``kappa2``, ``ratio`` and ``amplitude`` are in its units (the factor is
-        formed on the graph in its own units, :meth:`~flgp.graph.PointGraph.in_own_units`,
-        with the three converted: the same posterior, better conditioned numbers).
+        The graph; the factor is formed in its own units
+        (:meth:`~flgp.graph.PointGraph.in_own_units`).
     nu : int
         The order ``ν`` (:mod:`flgp.precision.matern`).
-    kappa2 : float
-        ``κ² > 0`` (a fitted ``GraphMaternPrior``'s ``kappa_ ** 2``).
-    ratio : float
-        The noise-to-amplitude ratio ``r > 0``: the noise variance over ``A`` (a fitted
-        prior's ``noise_ / outputscale_``).
+    kappa2, ratio : float
+        ``κ² > 0`` and ``r > 0``, the noise variance over ``A``, in the graph's units (a
+        fitted ``GraphMaternPrior``'s ``kappa_ ** 2`` and ``noise_ / outputscale_``).
     observed : array-like of int (m,)
         The observed nodes (distinct).
     amplitude : float, default=1.0
-        ``A``: the prior is ``f ~ N(0, A Q_ν(κ)⁻¹)`` (a fitted prior's ``outputscale_``).
+        ``A`` in the prior ``f ~ N(0, A Q_ν(κ)⁻¹)`` (a fitted prior's ``outputscale_``).
     mean : array-like (n,), optional
-        The posterior mean added to every draw (default 0: draws of the posterior's
-        deviations).
+        The posterior mean added to every draw (default 0).
     n_samples : int, default=1000
-        ``S``. At ``S = 1000`` the binomial standard error of a joint probability near
-        0.95 is 0.0069.
+        ``S`` (standard error 0.0069 for a joint probability near 0.95).
     nodes : array-like of int, optional
-        Draw the joint posterior of these nodes only (and of the few others the factor's
-        ordering puts among them: the result's ``nodes`` lists every row), from the
-        dense trailing block of a factor that eliminates them last - ``|nodes|²`` a draw
-        instead of the whole factor's non-zeros (module notes); every node, through the
-        whole factor, where they are more than :func:`dense_block_max_nodes` (the fill
-        of eliminating them last) or the block would exceed ``2 DENSE_BLOCK_MAX_NODES``
+        Draw only these nodes (and any others the factor's ordering puts among them: the
+        result's ``nodes``) from a dense trailing block (module notes); every node where
+        they exceed :func:`dense_block_max_nodes` or the block ``2 DENSE_BLOCK_MAX_NODES``
         rows. Default: every node.
     block_size : int, optional
-        Draws a block (default: ``BLOCK_NUMBERS / rows``, 8 to 1024): memory
-        ``8 rows block_size`` bytes a block.
+        Draws a block (default ``BLOCK_NUMBERS / rows``, clipped to 8..1024).
     random_state : int or None, default=0
-        Seeds the draws; each pass over the draws re-seeds, so they are the same every
-        time (None: fresh entropy, fixed at construction).
+        Seeds the draws; every pass re-seeds, so passes repeat (None: fresh entropy, fixed
+        at construction).
 
     Returns
     -------
@@ -708,10 +627,8 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
     Raises
     ------
     ValueError
-        On a graph beyond a sparse factor's reach (``FACTOR_MAX_NODES`` nodes, or half
-        the machine's memory: :func:`~flgp.precision.gaussian.factors`) - the fits there
-        run by conjugate gradients and keep no factor - and on hyperparameters out of
-        range.
+        On a graph beyond a sparse factor's reach (:func:`~flgp.precision.gaussian.factors`)
+        and on hyperparameters out of range.
     """
     n = int(graph.n_nodes)
     if not factors(n):

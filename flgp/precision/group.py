@@ -1,10 +1,10 @@
 r"""A population map from many subjects' maps on one graph: a two-level graph Matérn model,
-its joint posterior from one sparse factor, and its hyperparameters from the data.
+its joint posterior from one sparse factor, and its hyperparameters from the data (user
+guide: docs/excursions.md, "A group map from many subjects").
 
 The model
 ---------
-``S`` subject maps ``y_1, ..., y_S`` are observed at every node of one graph (``n`` nodes:
-the voxels of a common mask),
+``S`` subject maps observed at every node of one graph (``n`` nodes, a common mask):
 
 .. math::
 
@@ -13,107 +13,43 @@ the voxels of a common mask),
     d_s \sim N(0, A_d Q_{\nu_d}(\kappa_d)^{-1}) \ \text{i.i.d.}, \quad
     \varepsilon_s \sim N(0, \sigma^2 I),
 
-with ``Q_ν(κ)`` the graph Matérn precision (:mod:`flgp.precision.matern`): ``g`` the
-group (population) map, ``d_s`` subject ``s``'s smooth deviation from it, ``ε_s`` its
-noise, all independent.
+``Q_ν(κ)`` the graph Matérn precision (:mod:`flgp.precision.matern`), ``g`` the group
+map, ``d_s`` subject ``s``'s deviation, one noise variance ``σ²`` for every subject
+(:func:`fit_group` warns where the subjects' roughness about the mean map spreads over more
+than a factor ``NOISE_SPREAD_WARNING``).
 
-Sufficiency and the joint precision
------------------------------------
-Write ``ȳ = (1/S) Σ_s y_s``, ``d̄`` the mean deviation and ``ε̄`` the mean noise. The
-within-subject deviations ``y_s - ȳ = (d_s - d̄) + (ε_s - ε̄)`` are independent of ``g``
-and of ``(d̄, ε̄)`` (the deviations of i.i.d. Gaussians from their mean are independent of
-the mean), so given the hyperparameters ``ȳ = g + d̄ + ε̄`` is sufficient for ``g`` and
-
-.. math::
-
-    \bar d \sim N(0, (A_d/S) Q_d^{-1}), \qquad \bar\varepsilon \sim N(0, (\sigma^2/S) I).
-
-With ``c = S / σ²`` the posterior of ``x = (g, d̄)`` given ``ȳ`` (equivalently, given
-every ``y_s``) has the sparse ``2n × 2n`` precision
+The mean map ``ȳ = g + d̄ + ε̄`` is sufficient for ``g``; with ``c = S / σ²`` the posterior
+of ``x = (g, d̄)`` has the sparse ``2n × 2n`` precision
 
 .. math::
 
     J = \begin{pmatrix} Q_g / A_g + c I & c I \\ c I & S Q_d / A_d + c I \end{pmatrix}
 
-and mean ``(μ1, 0) + J⁻¹ c [ȳ - μ1; ȳ - μ1]``. ``J`` is factored once with CHOLMOD
-(:class:`~flgp.precision.cholesky.PatternCholesky`, its fill-reducing order); ``g``'s
-posterior is the first block: its mean, its marginal variances (the first ``n`` entries of
-``diag(J⁻¹)``: exact by solves on small graphs, else the Rao-Blackwellised Monte Carlo
-estimator :func:`~flgp.precision.gaussian.rbmc_variances` of the whole ``J``) and its joint
-draws (the first block of draws ``x = Pᵀ L⁻ᵀ z`` of the whole factor), which
-:func:`~flgp.precision.excursion.excursion_function` takes as they are.
+and mean ``(μ1, 0) + J⁻¹ c [ȳ - μ1; ȳ - μ1]``, factored once; ``g``'s mean, variances and
+joint draws are the first block.
 
 The likelihood
 --------------
-With ``Σ_g = A_g Q_g⁻¹`` and ``Σ_w = A_d Q_d⁻¹ + σ² I``, the stacked maps have covariance
-``11ᵀ ⊗ Σ_g + I_S ⊗ Σ_w``; rotating the subjects by an orthogonal matrix whose first column
-is ``1/√S`` splits it into ``√S ȳ`` and ``S - 1`` independent ``N(0, Σ_w)`` maps:
-
-.. math::
-
-    \log p(y_1, \dots, y_S) = \log N(\bar y;\ \mu 1,\ \Sigma_g + \Sigma_w / S)
-        - \tfrac{n}{2} \log S
-        - \tfrac12 \sum_s (y_s - \bar y)^T \Sigma_w^{-1} (y_s - \bar y)
-        - \tfrac{S-1}{2} \left(\log |\Sigma_w| + n \log 2\pi\right).
-
-The within term is the evidence of :class:`~flgp.precision.gaussian.MaternRegression` with
-every node observed (``Σ_w = A_d (Q_d⁻¹ + r I)``, ``r = σ²/A_d``), summed over the
-deviation maps, with one amplitude ``A_d`` for all of them. The mean term comes from the
-factor of ``J`` (determinant lemma and Woodbury, as in :mod:`flgp.precision.gaussian`):
-``ȳ - μ1 = H x + ε̄`` with ``H = [I, I]``, so ``log |Σ_g + Σ_w/S| = -n log c + log |J| -
-log |Q_g/A_g| - log |S Q_d/A_d|`` and ``rᵀ(Σ_g + Σ_w/S)⁻¹ r = c rᵀr - c² (Hᵀr)ᵀ J⁻¹
-(Hᵀr)``.
+With ``Σ_g = A_g Q_g⁻¹`` and ``Σ_w = A_d Q_d⁻¹ + σ² I``, a rotation of the subjects splits
+``log p(y_1, ..., y_S)`` into the mean term ``log N(ȳ; μ1, Σ_g + Σ_w/S) - (n/2) log S`` and
+the within term, ``S - 1`` independent ``N(0, Σ_w)`` maps (the deviations ``y_s - ȳ``,
+:class:`~flgp.precision.gaussian.MaternRegression`'s evidence with every node observed).
+The mean term comes from the factor of ``J``: with ``H = [I, I]``,
+``log |Σ_g + Σ_w/S| = -n log c + log |J| - log |Q_g/A_g| - log |S Q_d/A_d|`` and
+``rᵀ(Σ_g + Σ_w/S)⁻¹ r = c rᵀr - c² (Hᵀr)ᵀ J⁻¹ (Hᵀr)``.
 
 Hyperparameters from the data
 -----------------------------
-In two stages, each by maximum likelihood over the orders ``MATERN_ORDERS`` and the
-search of :func:`~flgp.precision.gaussian.search_steps` (the single-map fit's ranges,
-starting grid and line searches; noise-to-signal ratios ``r̃`` as there):
-
-Each order's optimum is then polished by Nelder-Mead in ``(log κ², log r̃)`` - every order
-the search kept, not only the best: the within likelihood sums ``S - 1`` maps, so its
-ridges are narrower than one map's, and the coordinate line searches tuned for one map
-stop short of them (measured on a 6 × 6 × 3 lattice with 10 subjects: 7.8 nats below the
-optimum; on the motor map's whole-brain mask with 10 subjects whose deviations are of
-order 2 and weaker than the noise, the line searches left order 2 at ``κ`` 0.003 / mm,
-427 nats below order 1; polished, order 2 wins at ``κ`` 0.19 / mm - the truth 0.15 - with
-the noise within 1 % instead of 13 % low).
-
-1. ``(ν_d, κ_d, A_d, σ²)`` maximise the within term - the likelihood of the deviation maps
-   ``y_s - ȳ``, which do not depend on ``g`` or ``μ`` (``A_d`` profiled in closed form:
-   ``Σ_s (y_s - ȳ)ᵀ (Q_d⁻¹ + r I)⁻¹ (y_s - ȳ) / (n (S - 1))``);
-2. ``(ν_g, κ_g, A_g, μ)`` maximise ``log N(ȳ; μ1, Σ_g + Σ_w/S)`` at those values, ``μ``
-   profiled (its generalised least-squares value ``1ᵀM ȳ / 1ᵀM1``, ``M`` the inverse
-   covariance), ``A_g`` searched as a noise-to-signal ratio
-   ``r̃_g = v̄_w / (A_g v̄_g(κ_g))`` (``v̄``: the mean prior variance at a few nodes of
-   ``Σ_w/S`` and of ``Q_g⁻¹``).
-
-The first stage ignores the little ``ȳ`` says about ``Σ_w`` (one map against ``S - 1``).
-``μ`` and the hyperparameters are plugged in: their uncertainty is not in ``g``'s
-posterior. On graphs of more than ``2 SEARCH_MAX_NODES`` nodes both searches run on the
-ball of :func:`~flgp.precision.gaussian.search_subgraph` (as the single-map fit's do);
-then the group map's ``(κ_g, A_g)`` are polished on the whole graph by the same
-Nelder-Mead (its order kept; the factor of the whole ``J`` each step): the subjects'
-deviations look the same everywhere, but the group map's effects may lie outside the
-ball, and a prior fitted where they are absent shrinks them (measured on the motor map's
-whole-brain mask, 45,448 voxels, three blobs of height 1.5 away from the ball: the
-posterior mean's peak 0.81 from the ball's hyperparameters). The posterior is formed on
-the whole graph, ``μ`` profiled there.
-
-One noise level
----------------
-The model has one ``σ²`` for every subject. Subjects whose deviation maps ``y_s - ȳ``
-differ in roughness ``(y_s - ȳ)ᵀ G (y_s - ȳ)`` (``G`` the graph's stiffness: noise is
-rough, a smooth deviation is not) by more than a factor ``NOISE_SPREAD_WARNING`` make
-:func:`fit_group` warn: a noisier subject then weighs as much as the others in ``ȳ``, and
-the shared ``σ²`` is an average.
-
-Two groups
-----------
-Two independent groups ``a`` and ``b`` on one graph (each its own hyperparameters) have
-independent posteriors; their contrast ``g_a - g_b`` has mean ``m_a - m_b``, variances
-``v_a + v_b`` and joint draws the differences of independent draws
-(:func:`contrast_draws`).
+By maximum likelihood in two stages, each with the single-map fit's search
+(:func:`~flgp.precision.gaussian.search_steps`) and every kept order then polished by
+Nelder-Mead in ``(log κ², log r̃)`` (the within likelihood's ridges are narrower than the
+line searches resolve): (1) ``(ν_d, κ_d, A_d, σ²)`` from the within term, ``A_d`` profiled;
+(2) ``(ν_g, κ_g, A_g, μ)`` from the mean term at those values, ``μ`` profiled (generalised
+least squares), ``A_g`` searched as a noise-to-signal ratio ``r̃_g = v̄_w / (A_g v̄_g(κ_g))``
+(``v̄``: mean prior variances at a few nodes of ``Σ_w/S`` and ``Q_g⁻¹``). The estimates are
+plugged in. Graphs of more than ``2 SEARCH_MAX_NODES`` nodes are searched on a ball
+(:func:`~flgp.precision.gaussian.search_subgraph`), then ``(κ_g, A_g)`` polished on the
+whole graph, since the group map's effects may lie outside the ball.
 """
 
 from __future__ import annotations
@@ -559,10 +495,8 @@ def _fit_own_units(graph, Y, nus_group, nus_subject):
 
 
 def _refined_on_whole_graph(graph, ybar, n_subjects, params: GroupParameters):
-    """``(parameters, evaluations)``: the group map's ``(κ_g², A_g)`` of a ball's search
-    polished on the whole graph (its order kept): a ball sees the subjects' deviations as
-    they are everywhere, but the group map only where the ball lies - a mask whose effects
-    lie outside it would get a group prior fitted to their absence."""
+    """``(parameters, evaluations)``: a ball's ``(κ_g², A_g)`` polished on the whole graph,
+    its order kept (module notes: the group map's effects may lie outside the ball)."""
     evaluate, joint, noise_scale = _group_evaluator(
         graph, ybar, n_subjects, params.nu_subject, params.kappa2_subject,
         params.amplitude_subject, params.noise)

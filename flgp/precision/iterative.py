@@ -1,29 +1,25 @@
 r"""The graph Matérn posterior on graphs too large to factor: conjugate gradients
 preconditioned by algebraic multigrid.
 
-A sparse Cholesky factor of a 3-d lattice's precision fills in like ``n^{4/3}``: at
+A sparse Cholesky factor of a 3-d lattice's precision fills in like ``n^{4/3}``; at
 ``10^6`` voxels and ``ν = 2`` it would not fit in memory. There the posterior mean
-``Q̃⁻¹ Pᵀz / r`` comes from conjugate gradients preconditioned by pyamg's smoothed
-aggregation (measured on a ``100³`` lattice, 10 % observed: set-up 3-4 s, 14-20
-iterations and 3-4 s a solve to a relative residual of 1e-8 for ``ν = 2``; 0.9-1.3 s for
-``ν = 1``). Orders 3 and 4 have no such preconditioner - AMG built on their wide
-stencils took 25-40 s a solve - and are solved with one of their own: with ``K = κ²C + G``
-the prior is ``Q_ν = K (C⁻¹K)^{ν-1}``, and ``M = (K + sC)(C⁻¹(K + sC))^{ν-1}`` with
-``s = δ^{1/ν}``, ``δ`` the observations' precision ``m / r`` per unit of mass (``Σ C``),
-matches ``Q̃ = Q_ν + PᵀP/r`` within a factor ``2^{ν-1}`` on the smooth modes, where the
-observations act as that uniform precision, and is ``Q_ν`` itself on the rough ones;
-``M⁻¹`` is applied as ``ν`` V-cycles of a smoothed-aggregation hierarchy of the
-second-order ``K + sC`` (float32), interleaved with ``C``, and ``Q̃`` by ``2ν - 1`` sparse
-products - never formed (2 mm MNI152 brain mask, 235,375 voxels, 20 % observed, a
-smooth field, ``ν = 4``: 26 iterations to 1e-4, 47 to 1e-8). Variances by the same Rao-Blackwellised estimator as the factored path
-(:func:`flgp.precision.gaussian.rbmc_variances`), its draws ``x ~ N(0, Q̃⁻¹)`` by
-perturbation: ``x = Q̃⁻¹ (R z₁ + Pᵀ z₂ / √r)`` with ``R Rᵀ = Q`` and independent standard
-normal ``z``, so that ``Cov(x) = Q̃⁻¹ (Q + PᵀP/r) Q̃⁻¹ = Q̃⁻¹`` - one solve a draw; the roots
-are ``R = (K C⁻¹)^{(ν-1)/2} [κ C^{1/2}, Eᵀ W^{1/2}]`` for odd ``ν`` (``E`` the edge
-incidence, ``W`` the edge weights: ``Eᵀ W E = G``) and ``R = (K C⁻¹)^{ν/2} C^{1/2}`` for even
-``ν``. Hyperparameters come from the
-exact evidence of a ball of the graph (:func:`flgp.precision.gaussian.search_subgraph`); no
-whole-graph evidence is computed at this size.
+``Q̃⁻¹ Pᵀz / r`` comes from conjugate gradients:
+
+* orders 1 and 2 (``ITERATIVE_ORDERS``): preconditioned by pyamg's smoothed aggregation
+  hierarchy of ``Q̃`` itself;
+* orders 3 and 4, whose wide stencils defeat AMG: with ``K = κ²C + G`` and
+  ``Q_ν = K (C⁻¹K)^{ν-1}``, the preconditioner ``M = (K + sC)(C⁻¹(K + sC))^{ν-1}``,
+  ``s = δ^{1/ν}`` with ``δ`` the observations' precision ``m / r`` per unit of mass
+  (``Σ C``), matches ``Q̃ = Q_ν + PᵀP/r`` within a factor ``2^{ν-1}`` on the smooth modes
+  (where the observations act as that uniform precision) and is ``Q_ν`` on the rough ones.
+  ``M⁻¹`` is ``ν`` float32 V-cycles of a smoothed-aggregation hierarchy of ``K + sC``
+  interleaved with ``C``; ``Q̃`` is applied by ``2ν - 1`` sparse products, never formed.
+
+Variances use the Rao-Blackwellised estimator of the factored path
+(:func:`flgp.precision.gaussian.rbmc_variances`) with perturbation draws
+``x = Q̃⁻¹ (R z₁ + Pᵀ z₂ / √r)``, ``R Rᵀ = Q`` (:func:`matern_root_draw`), so that
+``Cov(x) = Q̃⁻¹ (Q + PᵀP/r) Q̃⁻¹ = Q̃⁻¹``: one solve a draw. Hyperparameters come from the
+exact evidence of a ball of the graph (:func:`flgp.precision.gaussian.search_subgraph`).
 """
 
 from __future__ import annotations
@@ -82,11 +78,11 @@ def matern_root_draw(graph, kappa2: float, nu: int, rng) -> np.ndarray:
 
 def _float32_cycle(A):
     """A symmetric V-cycle of pyamg's smoothed aggregation hierarchy of ``A`` (symmetric
-    positive definite), in float32 (memory-bound; the outer CG stays float64), its levels
-    in CSR (pyamg's 1 x 1 block smoothers took twice as long), symmetric Gauss-Seidel
-    down and up. Smoothed aggregation, not Ruge-Stüben: the ``ν`` cycles of
-    :meth:`IterativeMaternRegression._precondition` compound each cycle's error, and the 2 mm brain
-    mask's order-4 solves took 26 iterations to 1e-4 with it against 183 with
+    positive definite) in float32 (memory-bound; the outer CG stays float64), its levels
+    in CSR (faster than pyamg's 1 x 1 block smoothers), symmetric Gauss-Seidel down and up.
+    Smoothed aggregation, not Ruge-Stüben: the ``ν`` cycles of
+    :meth:`IterativeMaternRegression._precondition` compound each cycle's error, and CG
+    needs far fewer iterations with it than with
     :class:`flgp.precision.multigrid.ClassicalMultigrid`'s cycle."""
     from pyamg.relaxation.smoothing import change_smoothers
 

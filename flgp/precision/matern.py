@@ -34,10 +34,8 @@ __all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFami
            "MaternFactors", "apply_matern_inverse", "check_order"]
 
 # the orders the estimators compare, in the order they are searched (each later one from
-# the best optimum so far). Fill grows with ν: on the motor map's 45,448-voxel lattice a
-# factorisation of the posterior precision takes 0.4 / 1.2 / 2.1 s for ν = 2 / 3 / 4,
-# and the evidence chose 4 there (4,783 nats against 4,704 for ν = 3, 2,423 for ν = 2; the
-# 95 % intervals then cover 95.2 % of the held-out voxels, against 97.4 % for ν = 3)
+# the best optimum so far); fill, and a factorisation's cost, grow with ν
+# (docs/full_resolution.md)
 MATERN_ORDERS = (2, 3, 4, 1)
 
 
@@ -143,9 +141,8 @@ class MaternFamily:
     def of(cls, graph, nu: int) -> "MaternFamily":
         """The family of ``graph`` and ``nu``, shared: the last few built are kept (at most
         ``FAMILY_CACHE_SIZE`` of them and ``FAMILY_CACHE_BYTES`` in all), keyed by the
-        graph's contents, so that fits of many maps on one mask - and the searches of one
-        fit that rebuild the same graph - form the products once (on the motor map's
-        lattice, 1.3 s for ``ν = 4``). A family is never changed after it is built."""
+        graph's contents, so that fits of many maps on one mask, and the searches of one
+        fit, form the products once. A family is never changed after it is built."""
         G = sp.csr_matrix(graph.stiffness)
         key = (check_order(nu), array_fingerprint(G.indptr), array_fingerprint(G.indices),
                array_fingerprint(G.data), array_fingerprint(graph.mass))

@@ -2,30 +2,21 @@ r"""Classical (Ruge-Stüben) algebraic multigrid for the graph priors' shifted s
 ``S = κ²C + G`` on graphs whose factor fills in (a k-NN graph in high dimension): CG
 preconditioned by one V-cycle, column by column.
 
-pyamg builds the pieces - the strength of connection, the Ruge-Stüben C/F splitting,
-classical interpolation, the Gauss-Seidel smoothers, the cycle - and this module puts
-them together with two changes of its own:
+pyamg builds the pieces (strength of connection, C/F splitting, classical interpolation,
+Gauss-Seidel smoothers, the cycle); this module changes two things:
 
 * **Sparsified coarse operators** (non-Galerkin coarse grids, Falgout & Schroder 2014).
-  On a k-NN graph the Galerkin products ``Pᵀ A P`` fill in: MNIST's 10-NN graph (70,000
-  nodes, 16 entries a row) gets a first coarse level of 16,000 nodes with 78 entries a
-  row, and the V-cycle's smoothing there costs more than on the graph itself (operator
-  complexity 2.9). Each coarse operator is formed from the sparsified one above it and
-  then loses the off-diagonal entries below ``COARSE_DROP`` of both its rows' largest;
-  each dropped entry is added to its row's diagonal, so that every row sum - what the
-  coarse grid must get right for the smooth, near-constant errors - is kept. MNIST:
-  operator complexity 1.7, 4 iterations instead of 5 to a relative residual of 1e-3,
-  0.065 s a solve instead of 0.11; the solutions' error against an exact solve is the
-  same (docs/few_labels.md). Dropping can in principle make a coarse operator
-  indefinite: CG detects it (a negative curvature), and the solver then rebuilds the
-  hierarchy with Galerkin coarse operators and solves again.
+  On a k-NN graph the Galerkin products ``Pᵀ A P`` fill in, and smoothing on the coarse
+  levels would cost more than on the graph itself. Each coarse operator is formed from
+  the sparsified one above it, then loses the off-diagonal entries below ``COARSE_DROP``
+  of both its rows' largest, each added to its row's diagonal so that every row sum (what
+  the coarse grid must get right for smooth errors) is kept. Dropping can make a coarse
+  operator indefinite: CG detects it, and the solver then rebuilds the hierarchy with
+  Galerkin coarse operators and solves again.
 * **Mixed precision.** At tolerances of at least ``FLOAT32_TOL`` the hierarchy and its
-  V-cycles are float32 (they are memory-bound), the outer conjugate gradients float64:
-  float64's cancellations are kept where they matter (a graph in pieces puts a large
-  constant on each piece, the same for every column).
+  V-cycles are float32 (they are memory-bound), the outer CG float64.
 
-The solves run on one BLAS thread: the iterations' vector products are too small for two
-(on a loaded 2-core machine the norms alone cost 7 ms each on two threads). Several
+The solves run on one BLAS thread (the vector products are too small for more); several
 columns are solved at once on threads instead (:meth:`ClassicalMultigrid.solve`).
 """
 
@@ -179,10 +170,8 @@ class ClassicalMultigrid:
     def with_diagonal(self, extra) -> "ClassicalMultigrid":
         """The solver of ``A + diag(extra)`` (``extra >= 0``, e.g. the labels' noise
         precision added to a prior's) on this hierarchy's splitting and interpolation,
-        each coarse operator gaining the Galerkin product of the added diagonal: a set-up
-        in a few hundredths of a second where a new hierarchy takes a few tenths, and as
-        few iterations as a new one (MNIST's 10-NN graph with 100 labels at four noise
-        levels: 4-5 against 3-5; the prior's own hierarchy needs 5-16 there)."""
+        each coarse operator gaining the Galerkin product of the added diagonal: a
+        fraction of a new hierarchy's set-up, and about as few iterations."""
         extra = np.asarray(extra, dtype=np.float64)
         if extra.shape != (self.A.shape[0],) or not (np.all(np.isfinite(extra))
                                                      and np.all(extra >= 0)):
@@ -228,11 +217,10 @@ class ClassicalMultigrid:
 
     def _solve_columns(self, cols, out, tol, which, centred=False) -> list:
         """CG for the columns ``which`` of ``cols`` into those of ``out`` (on the centred
-        subspace: :meth:`solve`), several at once
-        on up to :func:`~flgp.backends.cpu_threads` threads (pyamg's smoothing and scipy's
-        sparse products release the interpreter lock: eight MNIST columns 0.47 s on one
-        thread, 0.30 s on two); each column's iterations are those it has alone. Returns
-        the columns whose CG met an indefinite preconditioner."""
+        subspace: :meth:`solve`), several at once on up to
+        :func:`~flgp.backends.cpu_threads` threads (pyamg's smoothing and scipy's sparse
+        products release the interpreter lock); each column's iterations are those it has
+        alone. Returns the columns whose CG met an indefinite preconditioner."""
         cg = _pyamg().krylov.cg
         M = self._preconditioner()
         A = self.A

@@ -10,15 +10,12 @@ On a :class:`~flgp.graph.PointGraph` the prior is ``f ~ N(0, K)`` with
 
 ``Q_ν⁻¹ b`` is ``ν`` solves with ``S`` (``x ← S⁻¹ C x``): by a CHOLMOD factor of ``S``
 (``solver="cholesky"``, exact) or algebraic-multigrid-preconditioned conjugate gradients
-to a relative residual ``tol`` (``solver="amg"``: graphs whose factor fills in, a k-NN
-graph in high dimension). A covariance column costs one such application, so the
-labelled block costs ``m`` of them and a product ``K[:, labelled] W`` one per column of
-``W``. Marginal variances: exact (one application per point asked for) for up to
-``EXACT_VARIANCE_ROWS`` points, beyond by Rao-Blackwellised Monte Carlo: draws from the
-factor of ``Q_ν`` (:func:`flgp.precision.gaussian.rbmc_variances`) or, with
-``solver="amg"``, ``AMG_VARIANCE_SAMPLES`` perturbation draws (``ν = 1, 2``); on graphs of
-more than ``FACTOR_MAX_NODES`` nodes, where ``Q_ν``'s own factor fills in, by
-``LARGE_VARIANCE_SAMPLES`` perturbation draws with ``S``'s factor (``ν = 1, 2``).
+to a relative residual ``tol`` (``solver="amg"``: graphs whose factor fills in). A
+covariance column costs one such application. Marginal variances are exact (one
+application a point) up to ``EXACT_VARIANCE_ROWS`` points, beyond by Rao-Blackwellised
+Monte Carlo: draws from the factor of ``Q_ν`` (:func:`flgp.precision.gaussian.rbmc_variances`)
+or, with ``solver="amg"`` or beyond ``FACTOR_MAX_NODES`` nodes (``ν = 1, 2``), perturbation
+draws that need solves with ``S`` only.
 """
 
 from __future__ import annotations
@@ -45,10 +42,8 @@ AMG_VARIANCE_SAMPLES = 16
 LARGE_VARIANCE_SAMPLES = 64
 SOLVERS = ("cholesky", "amg")
 # raise_order's solves (solver="amg") to this many times the prior's tol: their right-hand
-# sides are the order below's columns - smooth, and no more accurate than that order's
-# solves. MNIST's 10-NN graph: at 30 x 1e-3 the raised columns' relative error is 4e-3
-# (4-5 iterations), against 5e-3 for the first order's columns at 1e-3 (4); at 1e-3 they
-# took 6-12 iterations for an error of 3e-4
+# sides are the order below's columns, smooth and no more accurate than that order's solves
+# (at 30 the raised columns' error stays near the first order's)
 RAISE_TOL_FACTOR = 30.0
 
 
@@ -124,9 +119,7 @@ class SparsePrecisionPrior(GraphPrior):
         else:
             # classical (Ruge-Stüben) AMG with sparsified coarse operators
             # (flgp.precision.multigrid): S is an M-matrix (a graph Laplacian plus a
-            # diagonal). MNIST's 10-NN graph: 4 iterations and 0.065 s a solve to 1e-3,
-            # against 5 and 0.11 s with pyamg's own Ruge-Stüben hierarchy and 6-8 and 0.3 s
-            # with smoothed aggregation
+            # diagonal); fewer iterations on k-NN graphs than pyamg's hierarchies
             self._amg = ClassicalMultigrid(stiffness, tol=self.tol)
             self._solve = self._amg.solve
 
@@ -215,8 +208,7 @@ class SparsePrecisionPrior(GraphPrior):
         return self._centre(U) if self.centred else U
 
     def _centre(self, B: np.ndarray) -> np.ndarray:
-        # column by column, as the classifier's scores always were: each column's bits
-        # whatever the columns beside it (a column solved alone or with others)
+        # column by column: a column's result does not depend on the columns beside it
         return np.column_stack([B[:, c] - B[:, c].mean() for c in range(B.shape[1])])
 
     def apply_inverse(self, B: np.ndarray, tol=None) -> np.ndarray:
@@ -309,8 +301,8 @@ class SparsePrecisionPrior(GraphPrior):
             return self.amplitude * self._perturbation_variances(draws)[rows]
         draws = LARGE_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
         if n > FACTOR_MAX_NODES and self.nu in ITERATIVE_ORDERS:
-            # Q_ν's own factor fills in (the 2 mm brain mask, ν = 2: 11 GB); draws by
-            # perturbation need only solves with S, whose factor is held
+            # Q_ν's own factor fills in; perturbation draws need only solves with S,
+            # whose factor is held
             try:
                 return self.amplitude * self._perturbation_variances(draws)[rows]
             except ValueError:          # a mesh's negative weights: no edge root
@@ -327,17 +319,13 @@ class SparsePrecisionPrior(GraphPrior):
     def _perturbation_variances(self, n_samples: int) -> np.ndarray:
         """The marginal variances by the Rao-Blackwellised estimator of Sidén et al. (2018)
         with draws ``x = Q⁻¹ R z`` (``R Rᵀ = Q``, :func:`flgp.precision.iterative
-        .matern_root_draw`; one solve a draw - for ``ν = 2``, ``x = S⁻¹ C^{1/2} z``): for
-        ``y_i = a_iᵀ x`` (``x_i`` itself, or ``x_i - x̄`` when centred) ``Var y_i = a_ii²/Q_ii + Var E[y_i | x_-i]``,
-        the first term exact and only the second sampled. Its relative standard error is
-        ``√(2/S)`` times the share of the second term: small where the conditional
-        variance dominates, up to ``√(2/S)`` (35 % at 16 draws) for a smooth long-range
-        prior, whose variance is nearly all in the conditional mean.
-
-        ``Q`` itself is never formed: ``Q x`` is ``S x`` (``ν = 1``) or ``S C⁻¹ S x``
-        (``ν = 2``; its product fills in - on MNIST's 10-NN graph 16 entries a row
-        become ~150, and forming it took longer than the draws), and ``Q_ii`` is ``S_ii``
-        or ``Σ_k S_ik² / c_k``."""
+        .matern_root_draw`; for ``ν = 2``, ``x = S⁻¹ C^{1/2} z``, one solve a draw): for
+        ``y_i = a_iᵀ x`` (``x_i``, or ``x_i - x̄`` when centred),
+        ``Var y_i = a_ii²/Q_ii + Var E[y_i | x_-i]``, only the second term sampled. Its
+        relative standard error is ``√(2/S)`` times that term's share (35 % at 16 draws for
+        a smooth long-range prior, where it is nearly all). ``Q`` is never formed (its
+        product fills in): ``Q x`` is ``S x`` or ``S C⁻¹ S x``, ``Q_ii`` is ``S_ii`` or
+        ``Σ_k S_ik² / c_k``."""
         if self.nu not in ITERATIVE_ORDERS:
             raise ValueError(f"perturbation variances exist for orders {ITERATIVE_ORDERS}; "
                              f"this prior has nu = {self.nu}.")

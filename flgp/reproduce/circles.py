@@ -1,10 +1,9 @@
 """The concentric-circles study of He et al. (FLGP paper, Tables 1-2, Figure 4).
 
-Six circles of radii 0.5, 0.6, ..., 1.0, ``n / 6`` uniform points each, classes alternating
-by circle; ``m`` labels drawn at random; the error is measured on the unlabelled points.
-As in the authors' scripts the coordinates are standardised and divided by ``sqrt(p)``
-before fitting. FLGP settings as in the paper: ``s = 600``, ``r = 3``, ``M = 100``; every
-other hyperparameter is chosen by (approximate) marginal likelihood.
+Six circles (radii 0.5, ..., 1.0, ``n / 6`` uniform points each, classes alternating);
+``m`` random labels; error on the unlabelled points. As in the authors' scripts,
+coordinates are standardised and divided by ``sqrt(p)``. FLGP uses the paper's ``s = 600``,
+``r = 3``, ``M = 100``; other hyperparameters by (approximate) marginal likelihood.
 """
 
 from __future__ import annotations
@@ -87,9 +86,8 @@ def make_method(name: str, *, n_induced=N_INDUCED, n_neighbors=3, n_eigenpairs=1
     """The estimator behind each row of Table 1.
 
     GLGP keeps its default bandwidth rule (``glgp_bandwidth_grid=(1.0,)``) unless told
-    otherwise: each value of a grid costs one dense ``n x n`` eigendecomposition (about 15 s
-    at n = 4800 on two cores). Every other method selects its bandwidth by marginal
-    likelihood over the estimators' default grid.
+    otherwise: each grid value costs a dense ``n x n`` eigendecomposition. Other methods
+    select the bandwidth by marginal likelihood over the estimators' default grid.
     """
     heat = dict(n_neighbors=n_neighbors, n_eigenpairs=n_eigenpairs)
     if name == "RBF GP":
@@ -111,8 +109,7 @@ def run_circles(scenarios=SCENARIOS, methods=TABLE1_METHODS, repetitions=20, *, 
                 seed=0, progress=True, keep_models=False, **method_kw):
     """Run every method on every scenario; one row per (scenario, method, repetition).
 
-    GLGP is skipped where ``n > glgp_max_n`` (dense ``n x n`` graph; minutes per fit and
-    several GB at n = 12,000 on two cores).
+    GLGP is skipped where ``n > glgp_max_n`` (its dense ``n x n`` graph is slow and large).
 
     Returns the runs as a DataFrame; with ``keep_models=True`` also a dict
     ``{(n, m): (X, {method: fitted estimator})}`` from the first repetition, for figures.

@@ -1,14 +1,8 @@
-"""Eigenpair candidates: the one place that turns a cloud into eigenpairs for FLGP, GLGP
-and Nyström-GLGP, once per value of a bandwidth grid.
-
-``compute_eigenpairs`` asks for one candidate; the estimators ask for one per value of
-their SE bandwidth grid and keep the one whose GP evidence is best. Induced points,
-neighbour searches and the default bandwidth are computed once and reused across the grid:
-the graph at an anchor multiplier is built from the data's bandwidth rule, the grid's
-others by rescaling its bandwidth by ``sqrt(a / anchor)``.
-
-The cloud and the settings come validated (by the public caller); the checks here are
-the ones that need the cloud's size.
+"""Eigenpair candidates: the one place that turns a cloud into FLGP, GLGP or Nyström-GLGP
+eigenpairs, once per value of a bandwidth grid (one value for ``compute_eigenpairs``; the
+estimators keep the candidate of best evidence). The graph at the anchor multiplier is
+built once; the others rescale its bandwidth by ``sqrt(a / anchor)``. Inputs come
+validated; only the checks that need the cloud's size are made here.
 """
 
 from __future__ import annotations
@@ -40,13 +34,11 @@ def eigenpair_candidates(X, method: str, grid=(1.0,), *, n_induced, n_eigenpairs
     computes that candidate's :class:`~flgp.spectral.Eigenpairs` (``4 eps^2 = a mean d^2``
     for the SE kernels; a grid of one value for LAE or a given ``bandwidth``).
 
-    ``X``: the validated cloud (a dask or zarr array for FLGP only). ``n_induced``: ``s``
-    (None for FLGP with ``induced_points``); ``n_eigenpairs``: ``M``; ``n_neighbors``:
-    FLGP's ``r``, or the neighbours of the GLGP / Nyström bandwidth rule
+    ``n_induced``: ``s`` (None for FLGP with ``induced_points``); ``n_eigenpairs``: ``M``;
+    ``n_neighbors``: FLGP's ``r``, or the GLGP / Nyström rule's
     (:func:`flgp.graph.dense.bandwidth_neighbour_count`). ``anchor``: the multiplier whose
-    graph the rule builds (default the grid's first value; the estimators anchor FLGP and
-    Nyström at 1, so that their candidate ``a = 1`` is ``compute_eigenpairs``' graph to the
-    last bit).
+    graph the rule builds (default the grid's first), so that ``a = anchor`` reproduces
+    ``compute_eigenpairs`` exactly.
     """
     grid = tuple(float(a) for a in grid)
     anchor = grid[0] if anchor is None else float(anchor)

@@ -40,19 +40,16 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
     Parameters
     ----------
     X : array-like, dask array or zarr array (n_samples, n_features)
-        A dask or zarr array runs the Dask engine (FLGP only; ``pip install
-        'flgp[dask]'``): the passes over the points are Dask tasks on the active scheduler
-        and the eigenvectors stay lazy (:attr:`Eigenpairs.eigenvectors` is a dask array).
+        A dask or zarr array runs the Dask engine (FLGP only, else ValueError; ``pip
+        install 'flgp[dask]'``); the eigenvectors then stay lazy.
     method : {"flgp", "glgp", "nystrom"}, default="flgp"
     n_induced : int, optional
         ``s``; default :func:`default_n_induced` (ignored by GLGP).
     n_eigenpairs : int, optional
         ``M``; default :func:`default_n_eigenpairs`.
     n_neighbors : int, default=3
-        ``r`` (FLGP). GLGP and Nyström keep every pair; their default-bandwidth rule
-        averages over ``max(n_neighbors, 10)`` nearest neighbours (the 10 capped at the
-        points available), because a dense SE graph needs a wider kernel than a sparse
-        r-nearest one to stay connected.
+        ``r`` (FLGP). GLGP's and Nyström's bandwidth rule averages over
+        ``max(n_neighbors, 10)`` neighbours (:func:`flgp.graph.dense.bandwidth_neighbour_count`).
     subsample : {"kmeans", "random"}, default="kmeans"
     kernel : {"lae", "se"}, default="lae"
         FLGP cross kernel; GLGP and Nyström always use SE.
@@ -62,14 +59,9 @@ def compute_eigenpairs(X, *, method: str = "flgp", n_induced: int | None = None,
         FLGP eigenvalue rule (see :mod:`flgp.spectral.flgp`).
     random_state : int, Generator or None
     backend : {"auto", "torch", "keops"}, default="auto"
-        :mod:`flgp.backends`. FLGP: who does the distance work. GLGP: "keops" never stores
-        the ``n x n`` matrix (KeOps products inside Lanczos; for GPUs). Nyström: dense
-        ``s x s`` either way.
-    induced_points : array-like (n_induced, n_features), optional
-        FLGP: use these induced points (see :func:`flgp.graph.build_cross_graph`).
-    chunk_size : int, optional
-        FLGP: rows per block of the passes over the points; default from the working-memory
-        budget (:func:`flgp.get_config`).
+        :mod:`flgp.backends`; with "keops" GLGP never stores the ``n x n`` matrix (for GPUs).
+    induced_points, chunk_size : optional
+        FLGP: see :func:`flgp.graph.build_cross_graph`.
 
     Returns
     -------

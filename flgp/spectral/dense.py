@@ -24,8 +24,7 @@ __all__ = ["glgp_eigenpairs", "glgp_eigenpairs_lazy", "glgp_lazy", "nystrom_eige
 
 
 class TooFewEigenvaluesError(ValueError):
-    """The dense Gaussian kernel is so wide that fewer than ``n_eigenpairs`` of its
-    transition eigenvalues are positive (a wide kernel is numerically of low rank);
+    """Fewer than ``n_eigenpairs`` transition eigenvalues are positive (a too wide kernel);
     ``n_positive`` is how many are."""
 
     def __init__(self, message: str, n_positive: int = 0):
@@ -36,14 +35,9 @@ _MU_FLOOR = 1e-10
 
 
 def top_eigenpairs(S: np.ndarray, M: int, random_state: int = 0):
-    """Top ``M`` eigenpairs of a transition-like symmetric matrix (spectrum in [0, 1]),
-    largest first.
-
-    Dense subset ``eigh`` (LAPACK ``evx``) up to n = 6000; above, shift-invert Lanczos
-    about ``1 + 1e-3``: the wanted eigenvalues cluster just below 1 (tightly so when the
-    graph is nearly disconnected), where plain Lanczos crawls; after the shift-invert they
-    are the largest and well separated, at the price of one dense LU factorisation.
-    """
+    """Top ``M`` eigenpairs of a symmetric matrix with spectrum in [0, 1], largest first:
+    dense subset ``eigh`` up to n = 6000, above shift-invert Lanczos about ``1 + 1e-3``
+    (the wanted eigenvalues cluster just below 1, where plain Lanczos crawls)."""
     n = S.shape[0]
     if n <= 6000 or M >= n // 2:
         w, U = scipy.linalg.eigh(S, subset_by_index=[n - M, n - 1], driver="evx",
@@ -89,14 +83,9 @@ def _count_unit(mu: np.ndarray) -> int:
 
 
 def _random_walk_vectors(psi: np.ndarray, d: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """The random walk's eigenvectors ``D^{-1/2} ψ``, each of unit norm - and the zero
-    modes (``μ = 1``, one per connected piece, :func:`_count_unit`) an orthonormal basis
-    of their span. Those ``D^{-1/2} ψ`` are not orthogonal to one another, and the solver
-    returns any rotation of the ``ψ`` of a repeated eigenvalue, so normalising them one
-    by one made the prior's ``V_z V_zᵀ`` depend on that rotation: on the BLAS threads
-    (a three-piece GLGP classifier's evidence moved 0.2 nats between one and
-    two threads). Orthonormalised, ``V_z V_zᵀ`` is the projection onto the pieces'
-    indicators whatever the rotation."""
+    """The random walk's eigenvectors ``D^{-1/2} ψ``, each of unit norm, the modes of
+    ``μ = 1`` (one per piece) orthonormalised so that ``V_z V_zᵀ`` does not depend on the
+    rotation the solver returns for a repeated eigenvalue."""
     vec = psi / np.sqrt(d)[:, None]
     z = _count_unit(mu)
     if z > 1:
@@ -128,9 +117,8 @@ class _LazyMarkovExtension:
 
 
 def top_eigenpairs_lanczos(matmat, n: int, M: int, random_state=0):
-    """Top ``M`` eigenpairs (largest first) of a symmetric ``n x n`` operator known only
-    through products ``matmat(B)`` (``eigsh``, largest algebraic, tolerance 1e-10, start
-    vector drawn from ``random_state``)."""
+    """Top ``M`` eigenpairs (largest first) of a symmetric ``n x n`` operator known through
+    ``matmat(B)`` (``eigsh``, start vector from ``random_state``)."""
     import scipy.sparse.linalg as spla
 
     op = spla.LinearOperator((n, n), matvec=matmat, matmat=matmat, dtype=np.float64)
@@ -142,11 +130,9 @@ def top_eigenpairs_lanczos(matmat, n: int, M: int, random_state=0):
 
 def glgp_eigenpairs_lazy(X, n_eigenpairs: int, *, bandwidth: float,
                          backend: str = "keops", random_state: int = 0) -> Eigenpairs:
-    """GLGP's eigenpairs without the ``n x n`` matrix: its ``S`` is Algorithm 1's
-    symmetric affinity (``alpha = 1``, ``epsilon = 4 eps^2``), applied by KeOps (or torch
-    row chunks) inside a Lanczos iteration (``eigsh``, largest algebraic). Memory
-    ``O(n M)``; each product costs ``O(n^2 p)``, so this is for GPUs (or patience): the
-    wanted eigenvalues cluster near 1, where Lanczos needs many products."""
+    """GLGP's eigenpairs without the ``n x n`` matrix: ``S`` is
+    :class:`flgp.graph.affinity.LazyAffinity` (``alpha = 1``, ``epsilon = 4 eps^2``) inside
+    Lanczos. Memory ``O(n M)``, ``O(n^2 p)`` per product: meant for GPUs."""
     X = check_cloud(X, min_samples=3)
     n = X.shape[0]
     M = check_int(n_eigenpairs, "n_eigenpairs", low=1, high=n - 2, high_name="n_samples - 2")

@@ -22,18 +22,10 @@ class Eigenpairs:
 
     with ``c = kernel_scale`` (``n`` for FLGP and GLGP, ``s`` for Nyström-GLGP).
 
-    FLGP eigenpairs keep the eigenvectors as a *map*, not a matrix: the cloud's sparse
-    transition rows (``r`` entries each; in-memory fits) or the cloud itself (Dask fits)
-    and the ``s x M`` projection ``Λ^{-1/2} W Σ^{-1}``. Eigenvector rows are computed where
-    they are used:
-
-    * :meth:`eigenvector_rows` - the rows of an index set (e.g. the labelled points);
-    * :meth:`iter_chunks` / :meth:`map_chunks` - blocks of rows of the whole cloud, never
-      more than ``chunk_size x M`` numbers at once (``map_chunks`` returns a lazy dask
-      array for a Dask fit);
-    * :meth:`map_points` - the same for new points, through the out-of-sample map;
-    * :attr:`eigenvectors` - all ``n x M`` of them, explicitly (computed on first access
-      and kept; a lazy dask array for a Dask fit).
+    FLGP keeps the eigenvectors as a *map* (sparse transition rows times an ``s x M``
+    projection), computed where used: :meth:`eigenvector_rows` (an index set),
+    :meth:`iter_chunks` / :meth:`map_chunks` (blocks of the cloud), :meth:`map_points`
+    (new points), :attr:`eigenvectors` (all ``n x M``, cached).
 
     Attributes
     ----------
@@ -97,9 +89,8 @@ class Eigenpairs:
 
     @property
     def eigenvectors(self):
-        """All ``n x M`` eigenvector values at the cloud's points: the explicit "give me
-        all of them" path (computed on first access and kept; a lazy dask array for a Dask
-        fit). Estimators use :meth:`eigenvector_rows` and :meth:`map_chunks`."""
+        """All ``n x M`` eigenvector values at the cloud's points (cached; a lazy dask array
+        for a Dask fit)."""
         if self.vector_rows.is_dask:
             return self.vector_rows.all_vectors()
         if self._vectors_cache is None:
@@ -113,8 +104,8 @@ class Eigenpairs:
         return self.vector_rows.all_pieces() if self.vector_rows.tracks_pieces else None
 
     def eigenvector_rows(self, index) -> np.ndarray:
-        """Eigenvector values at the cloud points ``index`` (integer indices, a boolean
-        mask or a slice): ``(len(index), M)``, the rows of :attr:`eigenvectors`."""
+        """Rows ``index`` (integers, a boolean mask or a slice) of :attr:`eigenvectors`;
+        ValueError / IndexError for a malformed or out-of-range index."""
         return self.vector_rows.vectors(_as_index(index, self.n_samples))
 
     def piece_rows(self, index):
@@ -124,10 +115,9 @@ class Eigenpairs:
         return self.vector_rows.pieces(_as_index(index, self.n_samples))
 
     def iter_chunks(self, chunk_size: int | None = None):
-        """Yield ``(start, stop, vectors, pieces)`` over blocks of the cloud's rows:
-        ``vectors`` the ``(stop - start, M)`` eigenvector rows, ``pieces`` their
-        connected pieces (None: not tracked). In-memory eigenpairs only (a Dask fit
-        maps blocks with :meth:`map_chunks`)."""
+        """Yield ``(start, stop, vectors, pieces)`` over blocks of the cloud's rows
+        (``pieces`` None when not tracked). TypeError for a Dask fit (use
+        :meth:`map_chunks`)."""
         if self.vector_rows.is_dask:
             raise TypeError("these eigenpairs come from a dask array: use map_chunks(func), "
                             "which returns a lazy dask array, instead of iterating.")
@@ -140,23 +130,14 @@ class Eigenpairs:
         """``func(vectors, pieces)`` over blocks of the cloud's rows, joined.
 
         ``func`` gets a block's ``(b, M)`` eigenvector rows and their pieces (``(b,)``
-        ints, or None) and returns ``(b,)`` or ``(b, n_columns)`` values. In-memory
-        eigenpairs return a numpy array (``parallel``: blocks on as many threads as torch
-        uses; ``func`` must then be thread-safe); a Dask fit returns a lazy dask array with
-        the cloud's row chunks (``n_columns`` and ``dtype`` describe the output; ``func``
-        runs inside the tasks, so it must pickle).
+        ints, or None) and returns ``(b,)`` or ``(b, n_columns)`` values. Returns numpy
+        (``parallel``: blocks on threads, ``func`` thread-safe) or, for a Dask fit, a lazy
+        dask array (``n_columns`` and ``dtype`` describe it; ``func`` must pickle).
 
-        ``project``: an ``(M, k)`` matrix ``L``; ``func`` then gets the rows of ``V L``
-        instead of ``V``. FLGP computes them from the sparse transition rows and the
-        ``s x k`` matrix ``P L`` - ``r k`` operations a row instead of ``M k`` - so any
-        prediction that is linear in the eigenvector rows (a posterior mean, the factor of
-        a posterior variance) costs ``O(r)`` per point and output column. A tuple of
-        matrices gives ``func`` a tuple of row blocks, each in its matrix's dtype: a
-        float32 matrix (formed in float64 on the induced points, then rounded) halves the
-        memory traffic where single precision is enough - the factors of a variance whose
-        squares are summed, not the means. A :class:`RowSquaredNorm` item gives one
-        column per point, ``|v F|²`` (a posterior variance), which FLGP reads off the
-        transition rows without forming the ``k``-wide rows ``v F``.
+        ``project``: an ``(M, k)`` matrix ``L``; ``func`` then gets the rows of ``V L``,
+        which FLGP computes in ``O(r k)`` a row from the transition rows. A tuple gives a
+        tuple of blocks, each in its matrix's dtype (float32 where single precision is
+        enough); a :class:`RowSquaredNorm` item gives the column ``|v F|²``.
         """
         rows = self.vector_rows if project is None else self.vector_rows.projected(
             _check_project(project, self.n_eigenpairs))
@@ -166,15 +147,11 @@ class Eigenpairs:
     def reduce_chunks(self, func, shape, *, chunk_size: int | None = None,
                       parallel: bool = False) -> np.ndarray:
         """``Σ func(vectors, pieces, start)`` over blocks of the cloud's rows (``start``:
-        the block's first row), each term an array of ``shape`` - e.g. ``Vᵀ G`` for a
-        sketch ``G`` whose rows are drawn from the row numbers. Returns numpy in both
-        engines (a Dask fit sums the blocks' terms with a dask tree reduction)."""
+        the block's first row), each term an array of ``shape``; numpy in both engines."""
         return self.vector_rows.reduce(func, shape, chunk_size=chunk_size, parallel=parallel)
 
     def column_sums(self) -> np.ndarray:
-        """``Vᵀ 1``: each eigenvector's sum over the cloud (``(M,)``). FLGP reads it off the
-        graph - ``1ᵀ V = 1ᵀ A P = Λ P`` (the degrees times the projection) - with no pass
-        over the points; stored eigenvectors are summed."""
+        """``Vᵀ 1`` (``(M,)``); FLGP reads it off the graph as ``Λ P``, with no pass."""
         graph = getattr(self.extension, "graph", None)
         projection = getattr(self.extension, "projection", None)
         if graph is not None and projection is not None and hasattr(graph, "degrees"):
@@ -189,12 +166,10 @@ class Eigenpairs:
 
     def extend_with_pieces(self, X_new, return_nearest: bool = False,
                                restrict: bool = False):
-        """Eigenvector values at new points and their connected piece (None when the
-        graph's pieces are not tracked), computed in one pass. ``return_nearest``: also
-        each point's squared distance to its nearest induced point where the neighbour
-        search finds it on the way (FLGP), else None. ``restrict`` (FLGP): each point's
-        transition row cut to its own piece
-        (:meth:`flgp.spectral.flgp.FLGPExtension.with_pieces`)."""
+        """Eigenvector values at new points and their connected piece (None when not
+        tracked). ``return_nearest``: also the squared distance to the nearest induced
+        point (FLGP; else None). ``restrict``: see
+        :meth:`flgp.spectral.flgp.FLGPExtension.with_pieces`."""
         fn = getattr(self.extension, "with_pieces", None)
         if fn is None or not self.vector_rows.tracks_pieces:
             V = self.extension(X_new)
@@ -217,13 +192,9 @@ class Eigenpairs:
     def map_points(self, X_new, func, *, n_columns: int | None = None, dtype=np.float64,
                    chunk_size: int | None = None, return_nearest: bool = False,
                    restrict: bool = False, project=None):
-        """``func(vectors, pieces)`` over blocks of new points (validated ``(n_new,
-        p)`` float64, or a dask array), as :meth:`map_chunks` does for the cloud.
-
-        A numpy ``X_new`` gives a numpy result, with ``return_nearest`` also each point's
-        squared distance to its nearest induced point (``(n_new,)``; None where the map does
-        not find it). A dask ``X_new`` gives a lazy dask array (and None). ``restrict``: see
-        :meth:`extend_with_pieces`; ``project``: see :meth:`map_chunks`."""
+        """:meth:`map_chunks` for new points: validated ``(n_new, p)`` float64, or a dask
+        array (FLGP only; a lazy result, ValueError otherwise). ``return_nearest`` and
+        ``restrict``: as in :meth:`extend_with_pieces` (the distances None for dask)."""
         if is_dask_array(X_new):
             map_lazy = getattr(self.extension, "map_points", None)
             if map_lazy is None:
@@ -266,14 +237,10 @@ class Eigenpairs:
 
 
 class RowSquaredNorm:
-    """A ``project`` item (:meth:`Eigenpairs.map_chunks`) for one column per point: the
-    squared norm ``|v F|²`` of its eigenvector row's image under the ``(M, k)`` factor
-    ``F`` - the quadratic form ``v A vᵀ`` of ``A = F Fᵀ``, e.g. a posterior variance.
-
-    FLGP reads it off the ``r``-sparse transition row ``a`` as ``a S aᵀ`` with the
-    ``s x s`` table ``S = (P F)(P F)ᵀ`` formed once: ``r²`` lookups a point instead of
-    ``r k`` multiply-adds and a ``k``-wide row (the table is used when it fits in the
-    working-memory budget and the graph is in memory; the rows otherwise)."""
+    """A ``project`` item (:meth:`Eigenpairs.map_chunks`) giving one column per point,
+    ``|v F|²`` for an ``(M, k)`` factor ``F`` (e.g. a posterior variance); FLGP reads it
+    off the transition row ``a`` as ``a S aᵀ``, ``S = (P F)(P F)ᵀ``. ValueError for a
+    factor that is not 2-d or not finite."""
 
     def __init__(self, factor: np.ndarray):
         self.factor = np.ascontiguousarray(factor, dtype=np.float64)
@@ -438,19 +405,10 @@ _SINGLE_THREAD_EIGH_MAX = 1024
 
 def symmetric_eigh(A: np.ndarray, n_top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Eigenpairs of a dense symmetric matrix, eigenvalues ascending (float64): all of
-    them, or the ``n_top`` largest.
-
-    All: ``torch.linalg.eigh`` (LAPACK ``syevd`` from the MKL that torch ships with; on an
-    idle 2-core machine 30-40 ms for a 600 x 600 matrix against 64 ms for scipy's
-    OpenBLAS ``eigh``). The ``n_top`` largest, when they are fewer than half: LAPACK
-    ``syevr`` (scipy), the same tridiagonal reduction and only ``n_top`` vectors - 2.2-2.7x
-    faster for the top 100 of an FLGP Gram matrix of 1,000 or 3,000 induced points
-    (benchmarks/profile.py's MNIST fit: 0.32 -> 0.14 s), with residuals and orthogonality
-    at 1e-15. Matrices up to 1024 x 1024 are decomposed on **one thread**: the
-    tridiagonal reduction synchronises its threads at every column, and on a machine
-    where another process holds a core two threads took 1.4-2 s for a 600 x 600 matrix
-    instead of 60 ms (scipy: 1-4 s). Larger matrices use torch's thread setting, where
-    the arithmetic outweighs the synchronisation."""
+    them (``torch.linalg.eigh``), or the ``n_top`` largest when fewer than half (LAPACK
+    ``syevr`` through scipy). Matrices up to 1024 x 1024 run on one thread: the
+    tridiagonal reduction synchronises its threads at every column, which costs more than
+    it gains at that size, especially on a loaded machine."""
     A = np.ascontiguousarray(A, dtype=np.float64)
     s = A.shape[0]
     threads = torch.get_num_threads()

@@ -1,27 +1,13 @@
-r"""The spectral families of the graph-Laplacian priors: the one home of their weights.
-
-Every prior flgp builds on a cloud is a function of the Laplacian's eigenpairs
-``(λ_l, v_l)``:
+r"""The spectral families of the graph-Laplacian priors, in numpy and torch:
 
 .. math:: C(x, x') = c \sum_{l \le M} w(\lambda_l)\, v_l(x)\, v_l(x'),
 
-with ``c`` the eigenpairs' ``kernel_scale`` and ``w`` the weights of a *spectral family*.
-The heat kernel is ``w(λ) = e^{-tλ}`` with the diffusion time ``t``. This module holds,
-side by side in numpy and torch, what the kernels (:mod:`flgp.kernels`), the estimators
-(:mod:`flgp.models`), the embeddings and the reproductions need of the weights:
-
-* the weights, their logarithms and their derivatives in the log-hyperparameters
-  (:func:`heat_weights`, :func:`heat_log_weights`, :func:`heat_log_weight_gradient`);
-* the data-driven range and default of the diffusion time (:func:`diffusion_time_range`,
-  :func:`default_diffusion_time`);
-* the rule that drops the weights below float64 resolution (:func:`spectral_weights`,
-  :func:`nonzero_prefix`, :func:`active_columns`) and the small picklable
-  :class:`Eigenvalues` a predictor carries instead of the eigenpairs;
-* the feature map ``φ(x) = √c v(x) diag(√w)`` and kernel blocks in torch, differentiable in
-  the hyperparameters (:func:`heat_features`, :func:`heat_kernel`,
-  :func:`heat_kernel_diag`).
-
-Nothing here knows GPyTorch or scikit-learn.
+``c`` the eigenpairs' ``kernel_scale``, ``w`` a family's weights (the heat kernel
+``e^{-tλ}``, diffusion time ``t``). Here: the weights and their log-derivatives
+(:func:`family_log_weights`), the diffusion-time range (:func:`diffusion_time_range`), the
+flush of weights below float64 resolution (:func:`spectral_weights`,
+:func:`active_columns`), and the torch feature map and kernel blocks
+(:func:`heat_features`, :func:`heat_kernel`). Nothing here knows GPyTorch or scikit-learn.
 """
 
 from __future__ import annotations
@@ -44,10 +30,8 @@ FLUSH_RELATIVE = 1e-16
 
 
 class Eigenvalues:
-    """What a prior's weights need of the eigenpairs - ``eigenvalues`` and
-    ``kernel_scale`` - without the eigenvectors: small and picklable, for predictors that
-    run inside Dask tasks. Anything with these two attributes (an
-    :class:`~flgp.spectral.Eigenpairs`, say) serves where Eigenvalues are asked for."""
+    """The ``eigenvalues`` and ``kernel_scale`` of eigenpairs without the eigenvectors
+    (picklable, for predictors in Dask tasks); anything with these two attributes serves."""
 
     def __init__(self, eigenpairs):
         self.eigenvalues = np.asarray(eigenpairs.eigenvalues, dtype=np.float64)
@@ -55,17 +39,14 @@ class Eigenvalues:
 
 
 class SpectralPrior(Eigenvalues):
-    """A prior ``c Σ w(λ_l) v_l v_lᵀ`` of a family on given eigenpairs, ready for the
-    estimators: the family (``"heat"``, ``"matern"`` with ``nu``, ``"green"``), the prior
-    variance ``constant`` of the constant mode relative to the family's (1: the family as
-    it is; 0: no constant mode) and, when the graph has several pieces, the rotation
-    ``R`` that puts the constant mode first (:func:`constant_mode_rotation`). Small and
-    picklable (Dask ships predictors holding it).
+    """A prior ``c Σ w(λ_l) v_l v_lᵀ`` of a family (``"heat"``, ``"matern"`` with ``nu``,
+    ``"green"``) on given eigenpairs, with the constant mode's relative variance
+    ``constant`` (1: the family as it is; 0: none) and the rotation ``R`` that puts the
+    constant mode first (:func:`constant_mode_rotation`). Picklable.
 
-    ``weights(t)`` are the (flushed) prior weights of the rotated basis ``V R``;
-    ``features(V, t, A)`` and ``feature_matrix(t, A)`` the EP features ``√A (V R)
-    diag(√w)`` of eigenvector rows ``V`` (not rotated) over the modes whose weight is not
-    0, the second as the ``M x d`` matrix ``D`` with ``V D`` those features."""
+    ``weights(t)``: the flushed weights of the basis ``V R``; ``features(V, t, A)``: the
+    features ``√A (V R) diag(√w)`` of unrotated rows ``V`` over the non-zero modes;
+    ``feature_matrix(t, A)``: the ``M x d`` matrix ``D`` with ``V D`` those features."""
 
     def __init__(self, eigenpairs, family: str = "heat", nu: float = 2.0,
                  constant: float = 1.0, rotation=None):
@@ -77,9 +58,7 @@ class SpectralPrior(Eigenvalues):
 
     @classmethod
     def of(cls, eigenpairs, family: str = "heat", nu: float = 2.0, constant: float = 1.0):
-        """The prior on ``eigenpairs``, with the rotation its constant mode needs (only
-        when ``constant != 1``: otherwise every zero mode has the same weight and the basis
-        need not turn)."""
+        """The prior on ``eigenpairs``, with a rotation when ``constant != 1``."""
         rotation = None
         if constant != 1.0:
             rotation = constant_mode_rotation(eigenpairs.eigenvalues,
@@ -162,16 +141,14 @@ def _log(x):
 
 def family_log_weights(eigenvalues, t, family: str = "heat", nu: float = 2.0):
     r"""``log w(λ)`` of a spectral family at time scale ``t`` (numpy or torch, shapes as
-    :func:`heat_log_weights`):
+    :func:`heat_log_weights`); ValueError for an unknown family.
 
     * ``"heat"`` - ``w = e^{-tλ}``;
-    * ``"matern"`` - ``w = (1 + tλ/ν)^{-ν}``: the graph Matérn kernel
-      ``(2ν/κ² + λ)^{-ν}`` with ``t = νκ²/2``, normalised to 1 at ``λ = 0`` (``ν → ∞`` is the
-      heat kernel at the same ``t``);
-    * ``"green"`` - ``w = λ_2 / λ`` for ``λ > 0``, the Laplacian's pseudo-inverse (the
-      Green's function Poisson learning solves with), scaled to 1 at the smallest positive
-      eigenvalue ``λ_2``; ``t`` plays no part, and the zero modes (the pieces'
-      indicators) keep weight 1.
+    * ``"matern"`` - ``w = (1 + tλ/ν)^{-ν}``, the graph Matérn kernel
+      ``(2ν/κ² + λ)^{-ν}`` with ``t = νκ²/2`` normalised to 1 at ``λ = 0``;
+    * ``"green"`` - ``w = λ_2 / λ`` for ``λ > 0`` (the Laplacian's pseudo-inverse, as in
+      Poisson learning, scaled to 1 at the smallest positive ``λ_2``); ``t`` plays no
+      part and the zero modes keep weight 1.
     """
     if family == "heat":
         return heat_log_weights(eigenvalues, t)
@@ -216,12 +193,9 @@ def family_log_weight_gradient(eigenvalues, t, family: str = "heat", nu: float =
 # -- the diffusion time ---------------------------------------------------------------------
 
 def diffusion_time_range(eigenvalues: np.ndarray) -> tuple[float, float]:
-    r"""A data-driven range ``[t_lo, t_hi]`` for the diffusion time.
-
-    ``t_lo = 0.1 / λ_M`` (every kept mode weighted at least ``e^{-0.1}``: the roughest prior
-    the eigenpairs can express) and ``t_hi = 10 / λ_2`` (every non-constant mode damped by
-    at least ``e^{-10}``: nearly constant on each connected piece), with ``λ_2`` the
-    smallest eigenvalue above ``1e-10``.
+    r"""A data-driven range for the diffusion time: ``t_lo = 0.1 / λ_M`` (every mode
+    weighted at least ``e^{-0.1}``) and ``t_hi = 10 / λ_2`` (every non-constant mode damped
+    by at least ``e^{-10}``), ``λ_2`` the smallest eigenvalue above ``1e-10``.
     """
     lam = np.asarray(eigenvalues, dtype=np.float64)
     pos = lam[lam > 1e-10]
@@ -247,14 +221,10 @@ def spectral_time_prior(eigenvalues: np.ndarray, n_classes: int):
 
     .. math:: t_C = 2 / \lambda^*,\qquad \lambda^* = \max(\lambda_{C+1}, \lambda_2),
 
-    ``λ`` ascending (``λ_1 = 0``), ``λ_2`` the smallest positive eigenvalue, ``C`` the
-    number of classes; ``t_C`` clipped to :func:`diffusion_time_range`. ``t_C`` is the
-    smoothest prior in which each class still has a non-constant mode of its own with
-    weight at least ``e^{-2}`` (``C`` well-separated clusters are spanned by the first
-    ``C`` eigenvectors); with ``C`` or more connected pieces ``λ_{C+1} = 0`` and the
-    first positive eigenvalue sets the scale. The spread (two e-folds) makes it a
-    tie-breaker: it moves ``t`` only where the evidence varies by a few nats, as with one
-    label per class (docs/models.md, "The fewest labels").
+    ``λ`` ascending, ``λ_2`` the smallest positive eigenvalue, ``C`` the number of
+    classes; ``t_C`` clipped to :func:`diffusion_time_range`. ``t_C`` is the smoothest
+    prior in which each class keeps a non-constant mode of weight at least ``e^{-2}``; the
+    wide spread makes it a tie-breaker (docs/models.md, "The fewest labels").
 
     Returns ``(log t_C, sd)``: the log prior density of ``log t`` is
     ``-(log t - log t_C)^2 / (2 sd^2)`` up to a constant."""
@@ -274,24 +244,19 @@ def spectral_time_prior(eigenvalues: np.ndarray, n_classes: int):
 
 def spectral_weights(spectrum, t, family: str = "heat", nu: float = 2.0,
                      constant: float = 1.0) -> np.ndarray:
-    """Prior weights ``c w(λ)`` of :class:`Eigenvalues` (or eigenpairs) for a family
-    (:func:`family_log_weights`; the heat kernel ``c exp(-t λ)`` by default), shape
-    ``t.shape + (M,)``; ``constant`` multiplies the first weight (the constant mode's, once
-    :func:`constant_mode_rotation` has put it first). Every weight below ``1e-16`` times the
-    largest is set to 0: below
-    float64 resolution of the constant mode's term, which every prior variance contains, so
-    no kernel value moves by more than rounding. As subnormal numbers (``exp(-t λ)`` at a
-    long diffusion time) such weights slow every BLAS product down about tenfold
-    (docs/benchmarks.md), and the predictions skip the zeroed columns
-    (:func:`active_columns`)."""
+    """Prior weights ``c w(λ)`` of :class:`Eigenvalues` for a family
+    (:func:`family_log_weights`; the heat kernel by default), shape ``t.shape + (M,)``;
+    ``constant`` multiplies the first (constant-mode) weight. Weights below ``1e-16``
+    times the largest are set to 0: they are below float64 resolution of every prior
+    variance, would slow BLAS down as subnormals (docs/benchmarks.md), and their columns
+    are then skipped (:func:`active_columns`)."""
     if family == "heat":
         w = spectrum.kernel_scale * heat_weights(spectrum.eigenvalues, t)
     else:
         w = spectrum.kernel_scale * np.exp(family_log_weights(spectrum.eigenvalues, t,
                                                               family, nu))
-    # a constant-mode variance above 1 (an almost flat prior on the mean, which the labels
-    # pin down) multiplies after the flush: it must not flush the modes that carry the
-    # function's shape (constant_variance=1e30 left the constant mode alone)
+    # a constant-mode variance above 1 multiplies after the flush, so that a huge one does
+    # not flush the modes that carry the function's shape
     if constant < 1.0:
         w[..., 0] *= constant
     w[w < FLUSH_RELATIVE * w.max(axis=-1, keepdims=True)] = 0.0
@@ -301,14 +266,10 @@ def spectral_weights(spectrum, t, family: str = "heat", nu: float = 2.0,
 
 
 def constant_mode_rotation(eigenvalues, column_sums) -> np.ndarray | None:
-    """An orthogonal ``M x M`` matrix ``R`` such that the first column of ``V R`` is the
-    constant vector ``1/√n`` (up to sign) and ``V R`` spans what ``V`` spans, mixing only
-    the zero modes (``λ = 0``: one per connected piece); None when the first
-    eigenvector already is the constant one (a connected graph). ``column_sums``: ``Vᵀ 1``,
-    the eigenvectors' sums over the cloud. With several pieces the solver returns an
-    arbitrary orthonormal basis of their indicators; the reflection makes it a constant
-    plus contrasts, so that the constant mode alone can get a prior variance of its own
-    (``spectral_weights(..., constant=γ)``)."""
+    """An orthogonal ``M x M`` matrix ``R`` (a Householder reflection of the zero modes)
+    whose ``V R`` has the constant vector first, so that it alone can get its own prior
+    variance (``spectral_weights(..., constant=γ)``); None when the first eigenvector is
+    already constant. ``column_sums``: ``Vᵀ 1``."""
     lam = np.asarray(eigenvalues, dtype=np.float64)
     z = int(np.sum(lam <= ZERO_EIGENVALUE))
     sums = np.asarray(column_sums, dtype=np.float64)
@@ -340,11 +301,9 @@ def nonzero_prefix(w: np.ndarray) -> int | None:
 
 
 def active_columns(V_lab: np.ndarray, w: np.ndarray, V: np.ndarray):
-    """Drop the eigenvector columns whose weight is exactly 0 (:func:`spectral_weights`):
-    they add nothing to any kernel value, and at long diffusion times most columns are such
-    (SKFLGP / LKFLGP on the circles keep 10-50 of 100), so every product over them
-    shrinks. Returns ``(V_lab, w, V)`` restricted to the kept columns (views when they
-    lead)."""
+    """``(V_lab, w, V)`` without the columns whose weight is exactly 0
+    (:func:`spectral_weights`; most of them at long diffusion times), views when the kept
+    columns lead; ValueError for mismatched shapes."""
     w = np.asarray(w)
     if w.ndim != 1 or V_lab.shape[1] != w.size or V.shape[1] != w.size:
         raise ValueError(f"w must hold one weight per column of V_lab and V; got {w.shape} "
@@ -354,8 +313,7 @@ def active_columns(V_lab: np.ndarray, w: np.ndarray, V: np.ndarray):
         return V_lab, w, V
     k = nonzero_prefix(w)
     if k is not None:
-        # a slice is a view: copying the kept columns of a large V costs more than the
-        # product over them
+        # a view: copying the kept columns of a large V costs more than the product
         return V_lab[:, :k], w[:k], V[:, :k]
     return V_lab[:, keep], w[keep], V[:, keep]
 

@@ -9,14 +9,12 @@ Two spectra (``spectrum=``):
 
 * ``"two_step"`` - ``λ = 1 - σ^2``, the eigenvalues of ``L`` as written in the paper;
 * ``"one_step"`` (default) - ``λ = 1 - σ``, the eigenvalues of
-  ``I - (A Λ^{-1} A^T)^{1/2}``, i.e. of the one-step walk whose square is the two-step
-  walk. This is the graph Laplacian that GLGP and Nyström-GLGP use (``L = I - A``), and it is
-  what the authors' package uses by default and made the paper's tables with.
+  ``I - (A Λ^{-1} A^T)^{1/2}``, the one-step walk whose square is the two-step walk (as
+  GLGP's ``L = I - A``, and the authors' package default).
 
-Out of sample, ``v(x) = a(x) Λ^{-1/2} W Σ^{-1}``: :class:`FLGPExtension`. The cloud's own
-eigenvectors are the same map applied to the cloud's transition rows - stored by an
-in-memory graph, recomputed from the blocks of a Dask one (:class:`GraphVectorRows`); no
-``n x M`` array is formed unless asked for.
+Out of sample, ``v(x) = a(x) Λ^{-1/2} W Σ^{-1}`` (:class:`FLGPExtension`); the cloud's
+eigenvectors are the same map applied to its transition rows (:class:`GraphVectorRows`),
+so no ``n x M`` array is formed unless asked for.
 """
 
 from __future__ import annotations
@@ -42,11 +40,9 @@ _SIGMA_FLOOR = 1e-8
 
 
 class FLGPRowMap:
-    """Eigenvector rows from transition rows: ``v = a P`` with ``P = Λ^{-1/2} W Σ^{-1}``
-    (``s x M``), and the piece of a row (that of the induced point it moves to with
-    the largest probability). Small (``O(s M)``) and picklable: the Dask engine ships it to
-    its tasks. A projected map (:meth:`projected`) may hold a tuple of matrices, each
-    applied in its own dtype."""
+    """Eigenvector rows from transition rows, ``v = a P`` with ``P = Λ^{-1/2} W Σ^{-1}``
+    (``s x M``), and the piece of a row (that of its most probable induced point).
+    ``O(s M)`` and picklable; a :meth:`projected` map may hold a tuple of matrices."""
 
     def __init__(self, projection, induced_pieces: np.ndarray):
         self.projection = projection
@@ -59,16 +55,13 @@ class FLGPRowMap:
         return int(sum(P.shape[1] for P in parts))
 
     def vectors(self, idx: np.ndarray, values: np.ndarray):
-        """``(b, M)`` eigenvector rows of ``b`` transition rows (``r`` entries each): the
-        sparse product ``A_b P`` (scipy; 6x faster than gathering rows of ``P`` in numpy,
-        and no ``b x r x M`` temporary). For a tuple, a tuple: a float32 matrix's product
-        in float32, a squared-norm table's column ``a S aᵀ`` (``(b,)``)."""
+        """``(b, M)`` eigenvector rows of ``b`` transition rows, ``A_b P``. For a tuple, a
+        tuple (a float32 matrix's product in float32, a squared norm's ``(b,)`` column)."""
         b, r = idx.shape
         count("eigenvector row flops", 2 * b * r * self.width)
         parts = self.projection if isinstance(self.projection, tuple) else (self.projection,)
         if compiled.enabled() and all(P.dtype == np.float64 for P in parts):
-            # the compiled rows: r gathered rows of P a point, no sparse matrix to build
-            # (float64 only: a float32 projection keeps scipy's float32 product)
+            # the compiled rows (float64 only: float32 keeps scipy's float32 product)
             if not isinstance(self.projection, tuple):
                 return compiled.rows_times(idx, values, self.projection)
             return tuple(P.of_rows(idx, values) if isinstance(P, _SquaredNorm)
@@ -89,14 +82,11 @@ class FLGPRowMap:
         return self.induced_pieces[top]
 
     def projected(self, project, tables: bool = True) -> "FLGPRowMap":
-        """The map to ``v L`` for an ``M x k`` matrix ``L``: ``a (P L)``, ``r k`` operations
-        a row instead of ``r M + M k`` (every linear function of the eigenvector rows moves
-        onto the ``s`` induced points). ``project`` may be a tuple of matrices: ``P L`` is
-        formed in float64 and kept in each ``L``'s dtype; a
-        :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` ``F`` becomes the ``s x s``
-        table ``(P F)(P F)ᵀ`` when ``tables`` and it fits in the working-memory budget
-        (a Dask graph passes ``tables=False``: its tasks would each carry the table),
-        else the rows ``P F``."""
+        """The map to ``v L`` for an ``M x k`` matrix ``L``: ``a (P L)``, ``r k`` operations a
+        row. In a tuple, each ``P L`` is formed in float64 and kept in ``L``'s dtype, and a
+        :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` ``F`` becomes the ``s x s`` table
+        ``(P F)(P F)ᵀ`` when ``tables`` and it fits the working-memory budget, else the rows
+        ``P F``."""
         if isinstance(project, tuple):
             return FLGPRowMap(tuple(self._project_one(L, tables) for L in project),
                               self.induced_pieces)
@@ -114,9 +104,8 @@ class FLGPRowMap:
 
 
 class _SquaredNorm:
-    """A :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` moved onto the induced points:
-    ``of_transition(A, idx, values)`` gives ``|a P F|²`` for each transition row ``a``
-    (one column)."""
+    """A :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` on the induced points:
+    ``of_transition(A, idx, values)`` is ``|a P F|²`` per transition row ``a``."""
 
     def __init__(self, array: np.ndarray):
         self.array = array
@@ -151,10 +140,9 @@ class _SquaredNormRows(_SquaredNorm):
 
 
 class GraphVectorRows:
-    """Eigenvector rows of an FLGP fit: the cloud's transition rows - stored by an
-    in-memory graph, recomputed from the points of a Dask graph
-    (:meth:`flgp.graph.CrossGraph.row_source`) - through an :class:`FLGPRowMap`. Every
-    pass runs on the graph's driver (:mod:`flgp._chunks`)."""
+    """Eigenvector rows of an FLGP fit: the cloud's transition rows
+    (:meth:`flgp.graph.CrossGraph.row_source`) through an :class:`FLGPRowMap`, on the
+    graph's driver (:mod:`flgp._chunks`)."""
 
     tracks_pieces = True
 
@@ -203,9 +191,8 @@ class GraphVectorRows:
                                      parallel=parallel)
 
     def reduce(self, func, shape, *, chunk_size=None, parallel=False) -> np.ndarray:
-        """``Σ func(vectors, pieces, start)`` over blocks of the cloud's rows, each term
-        an array of ``shape`` (numpy in both engines; in-memory blocks on threads with
-        ``parallel``, ``func`` then thread-safe)."""
+        """``Σ func(vectors, pieces, start)`` over blocks of the cloud's rows, each term of
+        ``shape`` (see :meth:`Eigenpairs.reduce_chunks`)."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
         width = self.row_map.width
         if chunk_size is None and self.is_dask:
@@ -225,8 +212,7 @@ class GraphVectorRows:
 
 
 class _RowsThrough:
-    """``func(vectors, pieces)`` of a block's transition rows: small and picklable
-    (Dask ships it to its tasks)."""
+    """``func(vectors, pieces)`` of a block's transition rows (picklable)."""
 
     def __init__(self, source, row_map: FLGPRowMap, func):
         self.source, self.row_map, self.func = source, row_map, func
@@ -262,11 +248,8 @@ def _pieces_only(V, comp):
 
 
 class FLGPExtension:
-    """``v(x) = a(x) P`` with ``P = Λ^{-1/2} W Σ^{-1}`` (``s x M``).
-
-    ``induced_pieces`` labels the connected piece of each induced point; a point
-    belongs to the piece of the induced point it moves to with the largest probability.
-    """
+    """``v(x) = a(x) P`` with ``P = Λ^{-1/2} W Σ^{-1}`` (``s x M``); a point's piece is
+    that of its most probable induced point (``induced_pieces``)."""
 
     def __init__(self, graph, projection: np.ndarray, induced_pieces: np.ndarray):
         self.graph = graph
@@ -282,15 +265,10 @@ class FLGPExtension:
 
     def with_pieces(self, X_new, return_nearest: bool = False, restrict: bool = False,
                         row_map: FLGPRowMap | None = None):
-        """Eigenvector values and connected piece of new points, from one pass of the
-        neighbour search (``return_nearest``: also each point's squared distance to its
-        nearest induced point). ``row_map``: another map of the same graph's rows (e.g.
-        :meth:`FLGPRowMap.projected`) instead of the eigenvectors.
-
-        ``restrict``: the transition row of each new point is cut to the induced points of
-        its own piece and renormalised (the row of the block-diagonal operator that
-        each piece defines on its own). A point of the cloud is unchanged: its induced
-        points all lie in one piece.
+        """Eigenvector values and connected piece of new points (``return_nearest``: also
+        the squared distance to the nearest induced point). ``row_map``: another map of
+        the graph's rows (e.g. :meth:`FLGPRowMap.projected`). ``restrict``: each row cut to
+        the induced points of its own piece and renormalised (cloud points are unchanged).
         """
         idx, values, sq = self.graph.transition_rows(X_new, return_sq=True)
         return rows_to_vectors(self.row_map if row_map is None else row_map, idx, values, sq,
@@ -298,8 +276,8 @@ class FLGPExtension:
 
     def map_points(self, X_new, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
                    restrict: bool = False, project=None):
-        """``func(vectors, pieces)`` over the blocks of a dask array of new points: a
-        lazy dask array (the map is small enough to ship to the tasks)."""
+        """``func(vectors, pieces)`` over the blocks of a dask array of new points, as a
+        lazy dask array."""
         from .._chunks.dask_blocks import DaskBlocks, as_dask_points
 
         X_new = as_dask_points(X_new)
@@ -317,8 +295,7 @@ class FLGPExtension:
 
 
 class _NewPointRows:
-    """``func(vectors, pieces)`` of a block of new points (their transition rows
-    recomputed through the graph's step): small and picklable."""
+    """``func(vectors, pieces)`` of a block of new points (picklable)."""
 
     def __init__(self, step, row_map: FLGPRowMap, func, restrict: bool):
         self.step, self.row_map, self.func, self.restrict = step, row_map, func, restrict
@@ -341,9 +318,8 @@ def rows_to_vectors(row_map: FLGPRowMap, idx, values, sq, return_nearest=False,
 
 
 def _pieces(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
-    """Connected pieces of the induced points (the Gram matrix's nonzero pattern):
-    their count and each induced point's label (-1 for an induced point no point uses, an
-    isolated vertex that is not counted)."""
+    """``(count, labels)`` of the connected pieces of the Gram matrix's pattern (label -1
+    for an unused induced point)."""
     pieces = connected_pieces(gram, active=used)
     return pieces.n_pieces, pieces.labels
 
@@ -363,11 +339,9 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     Returns
     -------
     Eigenpairs
-        Eigenvectors (as a map: :meth:`Eigenpairs.eigenvector_rows`,
-        :meth:`Eigenpairs.map_chunks`) are ``n x M`` with orthonormal columns, the first one
-        constant (``λ_1 = 0``); signs make the largest entry of each column of ``W``
-        positive. The only pass over the points is the one that built the graph's ``s x s``
-        products; no ``n x M`` array is formed.
+        ``n x M`` eigenvectors (kept as a map) with orthonormal columns, the first
+        constant (``λ_1 = 0``); each column of ``W`` has its largest entry positive. No
+        pass over the points beyond the graph's products.
 
     Warns
     -----
@@ -408,15 +382,12 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
                       f"unused); returning {int(keep.sum())}. Lower n_eigenpairs.",
                       UserWarning, stacklevel=2)
         sigma, sigma2, W = sigma[keep], sigma2[keep], W[:, keep]
-    # sign convention on the small s x M factor (V = B W Σ^{-1} inherits it): each column
-    # of W gets its largest-magnitude entry positive; the constant first vector comes out
-    # positive. Cheap at any n, and the same for the cloud and for new points.
+    # signs fixed on the s x M factor W, which V = B W Σ^{-1} inherits (cloud and new points)
     W = W * (deterministic_sign_flip(W) / sigma)[None, :]
     projection = inv_sqrt[:, None] * W
     lam = 1.0 - sigma if spectrum == "one_step" else 1.0 - sigma2
     lam = np.clip(lam, 0.0, 1.0)
-    # points per piece: each point joins the piece of its most probable induced
-    # point, counted in the products pass
+    # points per piece, counted in the products pass
     sizes = np.bincount(induced_comp[used], weights=products["argmax"][used],
                         minlength=n_comp).round().astype(np.int64)
     row_map = FLGPRowMap(projection, induced_comp)

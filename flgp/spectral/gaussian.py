@@ -1,7 +1,6 @@
 r"""Exact Gaussian-likelihood GP regression with a low-rank covariance (numpy, float64):
-the evidence and posterior of :class:`flgp.spectral.LowRankPrior`, and the objective of the
-heat-kernel regressor's hyperparameter search (with its gradient). The sparse-precision
-prior's counterpart is :mod:`flgp.precision.gaussian`.
+the evidence (with its gradient) and posterior of :class:`flgp.spectral.LowRankPrior`.
+The sparse-precision counterpart is :mod:`flgp.precision.gaussian`.
 
 For a covariance ``K = V D V^T + σ^2 I`` (``V`` is ``m x M``, ``D = diag(d)``), the FLGP
 appendix "Scalable Gaussian process regression" (eqs. 13-14) gives, with
@@ -12,8 +11,8 @@ appendix "Scalable Gaussian process regression" (eqs. 13-14) gives, with
     \log|K| = (m - M)\log σ^2 + \log|Q|,\qquad
     y^\top K^{-1} y = (y^\top y - b^\top Q^{-1} b) / σ^2 .
 
-``V^T V`` and ``V^T y`` are formed once, so the negative log marginal likelihood *and its
-gradient* cost ``O(M^3)`` per evaluation whatever ``m`` is:
+``V^T V`` and ``V^T y`` are formed once, so the negative log marginal likelihood and its
+gradient cost ``O(M^3)`` per evaluation:
 
 .. math::
 
@@ -101,22 +100,17 @@ class LowRankGaussianEvidence:
         return sd, mean, 0.5 * (cov + cov.T)
 
     def ceiling(self, noise_range: tuple[float, float], rtol: float = 1e-10) -> float:
-        r"""An upper bound on ``log p(y)`` over **every** covariance ``V S V^T + σ^2 I``
-        with ``S`` any positive semi-definite ``M x M`` matrix and ``σ^2`` in
-        ``noise_range`` (``(lo, hi)``, ``lo = hi`` for a fixed noise): over every diffusion
-        time, spectral family, amplitude and number of leading eigenpairs of one eigenbasis.
+        r"""The (attained) maximum of ``log p(y)`` over every covariance ``V S V^T + σ^2 I``,
+        ``S`` any PSD ``M x M`` matrix and ``σ^2`` in ``noise_range = (lo, hi)``: a bound
+        over every diffusion time, family and amplitude of one eigenbasis; ``+inf`` when
+        ``V`` spans ``y``. ValueError unless ``0 < lo <= hi < inf``.
 
-        In an orthonormal basis of ``V``'s range (rank ``r``) and its complement the
-        covariance is block diagonal: ``S̃ + σ^2 I_r`` and ``σ^2 I_{m-r}``. With ``W``
-        the squared norm of ``y``'s projection on the range and ``E`` of the rest, the
-        complement contributes ``-(E / σ^2 + (m - r) log 2πσ^2) / 2``; the range's best
-        ``S̃`` puts variance ``max(W, σ^2)`` along the projection and ``σ^2`` across it,
-        ``-(h + r log 2π + (r - 1) log σ^2) / 2`` with ``h = 1 + log W`` (``W ≥ σ^2``) or
-        ``W / σ^2 + log σ^2``. The sum is concave in ``log σ^2`` on each side of
-        ``σ^2 = W``, so its maximum over ``noise_range`` is at ``E / (m - 1)``,
-        ``(E + W) / m`` or an end, clipped to its side. The bound is attained (by a rank-one
-        ``S``), so nothing tighter holds for the family; it is ``+inf`` when ``V`` spans
-        ``y`` (``r ≥ m``). ``O(M^3)`` from the stored ``V^T V`` and ``V^T y``."""
+        With ``W`` and ``E`` the squared norms of ``y``'s projections on ``V``'s range
+        (rank ``r``) and its complement, the best ``S`` puts variance ``max(W, σ^2)``
+        along the projection, giving ``-(h + m log 2π + (m - 1) log σ^2 + E / σ^2) / 2``
+        with ``h = 1 + log W`` (``W ≥ σ^2``) or ``W / σ^2 + log σ^2``; concave in
+        ``log σ^2`` on each side of ``W``, it peaks at ``E / (m - 1)``, ``(E + W) / m`` or
+        an end."""
         lo, hi = (float(v) for v in noise_range)
         if not (0.0 < lo <= hi < np.inf):
             raise ValueError(f"noise_range must be 0 < lo <= hi < inf; got {noise_range!r}.")

@@ -1,12 +1,7 @@
 """The low-rank prior ``K = V diag(w) Vᵀ`` behind the :class:`flgp.prior.GraphPrior`
-interface.
-
-``V`` are eigenvector rows - of the fitted cloud (:class:`~flgp.spectral.Eigenpairs`) or of
-any points, new ones included, given as an array - and ``w`` the prior weights of the
-eigenpairs (a spectral family at a diffusion time, times an amplitude:
-:func:`flgp.spectral.families.spectral_weights`). Every covariance is a product over the
-columns whose weight is not 0 (:func:`~flgp.spectral.families.active_columns`): at long
-diffusion times most are 0.
+interface: ``V`` eigenvector rows (of :class:`~flgp.spectral.Eigenpairs`, or an array),
+``w`` the prior weights (:func:`flgp.spectral.families.spectral_weights`); products skip
+the columns of weight 0.
 """
 
 from __future__ import annotations
@@ -26,12 +21,10 @@ class LowRankPrior(GraphPrior):
     Parameters
     ----------
     weights : ndarray (M,)
-        Non-negative prior weights of the eigenpairs' columns.
+        Non-negative prior weights of the eigenpairs' columns (ValueError unless 1-d).
     eigenpairs : Eigenpairs or ndarray (n, M), optional
-        Where the rows of ``V`` come from for the interface's row indices: an
-        :class:`~flgp.spectral.Eigenpairs` (its :meth:`~flgp.spectral.Eigenpairs.eigenvector_rows`;
-        all rows by :meth:`~flgp.spectral.Eigenpairs.map_chunks`) or an array of rows.
-        None: only :meth:`gram` and :meth:`variances_of`, which take rows.
+        Where the rows of ``V`` come from for the interface's row indices. None: only
+        :meth:`gram` and :meth:`variances_of`, which take rows.
 
     Examples
     --------
@@ -52,8 +45,8 @@ class LowRankPrior(GraphPrior):
 
     @classmethod
     def of_family(cls, eigenpairs, t, amplitude: float = 1.0, **family):
-        """The prior ``amplitude · Σ w(λ_l) v_l v_lᵀ`` of a spectral family at diffusion
-        time ``t`` (the heat kernel by default; ``family=`` and ``nu=`` as in
+        """``amplitude · Σ w(λ_l) v_l v_lᵀ`` of a spectral family at diffusion time ``t``
+        (the heat kernel by default; ``family=``, ``nu=``: see
         :func:`~flgp.spectral.families.spectral_weights`)."""
         return cls(float(amplitude) * spectral_weights(eigenpairs, t, **family), eigenpairs)
 
@@ -73,13 +66,12 @@ class LowRankPrior(GraphPrior):
 
     # -- on eigenvector rows (any points) --------------------------------------------------
     def gram(self, V1: np.ndarray, V2: np.ndarray) -> np.ndarray:
-        """``V1 diag(w) V2ᵀ``: the prior covariance between the points whose eigenvector
-        rows are ``V1`` and ``V2``."""
+        """``V1 diag(w) V2ᵀ``: the prior covariance between points with rows ``V1``, ``V2``."""
         V1, w, V2 = active_columns(V1, self.weights, V2)
         return (V1 * w) @ V2.T
 
     def variances_of(self, V: np.ndarray) -> np.ndarray:
-        """``diag(V diag(w) Vᵀ)``: the prior variance of the points with rows ``V``."""
+        """``diag(V diag(w) Vᵀ)``: the prior variances of the points with rows ``V``."""
         if V.ndim != 2 or V.shape[1] != self.weights.size:
             raise ValueError(f"V must hold eigenvector rows of {self.weights.size} columns "
                              f"(one a weight); got shape {V.shape}.")
@@ -106,8 +98,8 @@ class LowRankPrior(GraphPrior):
 
     # -- the Gaussian evidence and posterior in weight space ---------------------------------
     def _weight_space(self, labelled, y, noise):
-        """``(evidence engine, log weights, noise, kept columns)`` over the columns whose
-        weight is not 0, or None when no column has weight (then ``K = 0``)."""
+        """``(evidence engine, log weights, noise, kept columns)`` over the columns of
+        positive weight, or None when there are none (``K = 0``)."""
         labelled, y, noise = self._checked_targets(labelled, y, noise)
         keep = np.flatnonzero(self.weights > 0)
         if keep.size == 0:
@@ -116,9 +108,8 @@ class LowRankPrior(GraphPrior):
         return ev, np.log(self.weights[keep]), noise, keep
 
     def log_evidence(self, labelled, y, noise) -> float:
-        """``log N(y | 0, K_ll + noise I)`` by the Woodbury identities
-        (:class:`flgp.spectral.gaussian.LowRankGaussianEvidence`, the heat-kernel
-        regressor's search objective): ``O(m M² + M³)``, no ``m x m`` block."""
+        """``log N(y | 0, K_ll + noise I)`` in ``O(m M² + M³)``
+        (:class:`flgp.spectral.gaussian.LowRankGaussianEvidence`)."""
         space = self._weight_space(labelled, y, noise)
         if space is None:
             return super().log_evidence(labelled, y, noise)
@@ -126,10 +117,9 @@ class LowRankPrior(GraphPrior):
         return -ev.value(log_w, np.log(noise))
 
     def posterior(self, labelled, y, noise, rows=None):
-        """The Gaussian posterior ``(mean, variance)`` at ``rows`` from the posterior of
-        the weights ``u`` in ``f = V diag(√w) u`` (``M``-dimensional, as the regressor's
-        predictions): mean ``F E[u]``, variance ``diag(F Cov[u] Fᵀ)`` with
-        ``F = V diag(√w)`` the rows' features."""
+        """The Gaussian posterior ``(mean, variance)`` at ``rows`` through the weights
+        ``u`` of ``f = F u``, ``F = V diag(√w)``: mean ``F E[u]``, variance
+        ``diag(F Cov[u] Fᵀ)``."""
         space = self._weight_space(labelled, y, noise)
         if space is None:
             return super().posterior(labelled, y, noise, rows)

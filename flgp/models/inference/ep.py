@@ -5,29 +5,23 @@ heat kernel ``Φ = √A · V_lab · diag(√(c e^{-tλ}))`` (``A`` the amplitude
 of modes kept), so every posterior is a ``d``-dimensional Gaussian and costs
 ``O(m d² + d³)`` per class and sweep, whatever the number of points in the cloud.
 
-* Binary: the probit likelihood ``p(y | f) = Φ(y f)`` (GPyTorch's ``BernoulliLikelihood``),
-  EP with parallel damped site updates (Rasmussen & Williams 2006, Alg. 3.5-3.6, in weight
-  space).
-* Multi-class: the multinomial probit ``p(y | f) = P(argmax_c (f_c + ε_c) = y)`` with
-  ``ε ~ N(0, I)`` and independent class latents, by *nested* EP (Riihimäki, Jylänki &
-  Vehtari 2013, JMLR 14): the likelihood is written as
-  ``∫ N(u; 0, 1) Π_{j≠y} Φ(u + f_y - f_j) du`` and each tilted distribution is
+* Binary: the probit likelihood ``p(y | f) = Φ(y f)``, EP with parallel damped site
+  updates (Rasmussen & Williams 2006, Alg. 3.5-3.6, in weight space).
+* Multi-class: the multinomial probit ``p(y | f) = P(argmax_c (f_c + ε_c) = y)``,
+  ``ε ~ N(0, I)``, by *nested* EP (Riihimäki, Jylänki & Vehtari 2013, JMLR 14): the
+  likelihood ``∫ N(u; 0, 1) Π_{j≠y} Φ(u + f_y - f_j) du``, each tilted distribution
   approximated by an inner EP over the ``C - 1`` probit factors. The outer site of point
-  ``i`` then has precision ``D_i - d_i d_iᵀ / s_i`` (``D_i = diag(d_i)``,
-  ``d_iy = 1``, ``d_ij`` the inner site precisions, ``s_i = Σ_c d_ic``), which keeps every
-  between-class dependence of the posterior while the algebra stays that of ``C``
-  independent GPs plus one ``m × m`` correction (the structure of GPML's Algorithm 3.3).
-  With two classes it reduces exactly to binary probit EP.
+  ``i`` has precision ``D_i - d_i d_iᵀ / s_i`` (``d_iy = 1``, ``d_ij`` the inner site
+  precisions, ``s_i = Σ_c d_ic``): ``C`` independent GPs plus one ``m × m`` correction
+  (GPML's Algorithm 3.3). With two classes it is exactly binary probit EP.
 
-Both return the EP approximation of the log marginal likelihood and of the leave-one-out
-predictive log probability ``Σ_i log Ẑ_i`` (the tilted normalisers under the cavities).
+Both return EP's log marginal likelihood and leave-one-out predictive log probability
+``Σ_i log Ẑ_i``.
 
-Predictions for ``C ≥ 3`` need ``P(argmax(f + ε) = c)`` under a correlated Gaussian
-``f``: a ``(C - 1)``-dimensional orthant probability, approximated by EP as well
-(:func:`orthant_log_probability`; Cunningham, Hennig & Lacoste-Julien 2011 find EP highly
-accurate for such Gaussian probabilities), over the ``top_k`` classes with the largest
-latent means; each remaining class gets the probability of beating the leading class
-alone.
+Predictions for ``C ≥ 3`` need ``P(argmax(f + ε) = c)``, a ``(C - 1)``-dimensional
+Gaussian orthant probability, approximated by EP as well (:func:`orthant_log_probability`;
+Cunningham, Hennig & Lacoste-Julien 2011) against the ``top_k`` classes of largest latent
+mean (:func:`multinomial_predict`).
 """
 
 from __future__ import annotations
@@ -56,11 +50,8 @@ _TINY = 1e-300
 
 
 def _staged(name):
-    """Run a function on one BLAS thread, timed as the stage ``name`` of
-    :func:`flgp._chunks.record_stages`: calibration and the predictor's set-up make
-    hundreds of small ``m x m`` and ``d x d`` products, where two BLAS threads on a
-    machine shared with other jobs cost 10-40x more than one (0.6 s against 0.03 s for
-    the 10-class MNIST calibration; benchmarks/profile.py)."""
+    """Run a function on one BLAS thread (its many small products are slower on several),
+    timed as the stage ``name`` of :func:`flgp._chunks.record_stages`."""
     def wrap(fn):
         def timed(*args, **kwargs):
             with stage(name), limit_blas_threads(1):
@@ -100,9 +91,8 @@ def _chol(A: np.ndarray) -> np.ndarray:
 
 
 def _tri_solve(L, B, trans=0):
-    """``L⁻¹ B`` (``trans=1``: ``L⁻ᵀ B``) for lower-triangular ``L``, through LAPACK
-    ``trtrs`` directly: EP makes thousands of such calls on small matrices, where scipy's
-    argument checking costs as much as the solve."""
+    """``L⁻¹ B`` (``trans=1``: ``L⁻ᵀ B``) for lower-triangular ``L``, by LAPACK ``trtrs``
+    directly (scipy's checks cost as much as a small solve)."""
     if L.shape[0] == 0:                  # no modes: a 0 x k answer (LAPACK refuses ldb = 0)
         return np.zeros((0,) + np.shape(B)[1:])
     X, info = scipy.linalg.lapack.dtrtrs(L, B, lower=1, trans=trans)
@@ -126,12 +116,9 @@ def _change(old: tuple, new: tuple) -> float:
 
 class _Damping:
     """Damping of parallel EP's site updates that halves (down to 1/16 of its start) when
-    the updates stop shrinking. Parallel EP can settle into a cycle between two sets of
-    sites instead of its fixed point (measured: a binary problem with 1,000 labels on a
-    noisy curve kept a relative change of 0.03-0.05 for 100 sweeps at two of twelve
-    diffusion times); a smaller step breaks the cycle, and the fixed point does not depend
-    on the step. Convergence is judged on the proposed (undamped) update, scaled by the
-    starting damping, so the tolerance means what it meant before."""
+    the updates stop shrinking: a smaller step breaks the cycles parallel EP can settle
+    into, without moving the fixed point. Convergence is judged on the undamped update
+    scaled by the starting damping."""
 
     def __init__(self, start: float):
         self.start = self.value = float(start)
@@ -177,8 +164,8 @@ def _probit_posterior(Phi, tau, nu):
 def ep_probit(Phi: np.ndarray, y: np.ndarray, *, init: ProbitEPState | None = None,
               damping: float = 0.7, tol: float = 1e-5, max_sweeps: int = 200) -> ProbitEPState:
     """Binary probit EP. ``Phi`` (m, d): features of the labelled points (``f = Φ z``,
-    ``z ~ N(0, I)``); ``y`` in ``{-1, +1}``. ``init`` warm-starts from another state's sites
-    (e.g. a neighbouring diffusion time); the fixed point does not depend on it."""
+    ``z ~ N(0, I)``); ``y`` in ``{-1, +1}``. ``init`` warm-starts from another state's
+    sites (the fixed point does not depend on it)."""
     m = Phi.shape[0]
     y = np.asarray(y, dtype=np.float64)
     if Phi.shape[1] == 0:
@@ -215,9 +202,7 @@ def ep_probit(Phi: np.ndarray, y: np.ndarray, *, init: ProbitEPState | None = No
 
 
 def _degenerate_probit(Phi, y) -> ProbitEPState:
-    """The posterior of a prior without modes (``d = 0``: every weight of the spectrum is 0,
-    e.g. one eigenpair without its constant mode, or an endless diffusion time): the latent
-    is 0 everywhere, so each label has probability ``Φ(0) = 1/2`` - the evidence and the
+    """The posterior of a prior without modes (``d = 0``): the latent is 0, so evidence and
     leave-one-out terms are ``-m log 2`` exactly, and the sites stay empty."""
     m = Phi.shape[0]
     log_ev = -m * np.log(2.0)
@@ -356,9 +341,9 @@ def _gaussian_ep_sweeps(K, mean0, tau, nu, noise, sweeps, damping=1.0):
 
 
 def _stacked_cholesky(A: np.ndarray) -> np.ndarray:
-    """Cholesky factors of a stack of small symmetric matrices that are positive definite
-    up to rounding: a matrix that fails gets a jitter of 1e-12, then 1e-9, 1e-6 times its
-    mean diagonal (cavities of nearly degenerate sites lose their last digits)."""
+    """Cholesky factors of a stack of small symmetric matrices positive definite up to
+    rounding: one that fails gets a jitter of 1e-12, 1e-9, then 1e-6 times its mean
+    diagonal (LinAlgError beyond)."""
     A = 0.5 * (A + np.swapaxes(A, -1, -2))
     try:
         return np.linalg.cholesky(A)
@@ -403,17 +388,14 @@ def _gaussian_ep_log_z(K, mean0, tau, nu, noise):
 
 
 def _multinomial_posterior(Phi, d, s, h):
-    """Posterior of the weights ``Z`` (d × C) under the outer sites: per-class factors, the
-    ``m × m`` correction and the labelled marginals (means (m, C), covariances (m, C, C)),
-    as :class:`_Posterior`; the weight means only when asked for
-    (:meth:`_Posterior.weight_means`).
+    """Posterior of the weights ``Z`` (d × C) under the outer sites, as :class:`_Posterior`
+    (labelled marginals: means (m, C), covariances (m, C, C)).
 
     The joint precision is ``blockdiag_c(P_c) - U Uᵀ`` with ``P_c = I + Φᵀ diag(d_c) Φ``
     and ``U`` the stacked ``Φᵀ diag(r_c)``, ``r_c = d_c / √s``; by Woodbury its inverse is
-    ``P⁻¹ + P⁻¹ U M⁻¹ Uᵀ P⁻¹`` with the ``m × m`` matrix ``M = I - Σ_c diag(r_c) Φ P_c⁻¹ Φᵀ
-    diag(r_c)``. The weight means are ``μ_c = P_c⁻¹ Φᵀ v_c`` with ``v_c = h_c + r_c ⊙ w``
-    and ``w = M⁻¹ Σ_c r_c ⊙ G_c h_c`` (``G_c = Φ P_c⁻¹ Φᵀ``), so the labelled means
-    ``Φ μ_c = G_c v_c`` need no ``d``-sized solve."""
+    ``P⁻¹ + P⁻¹ U M⁻¹ Uᵀ P⁻¹`` with ``M = I - Σ_c diag(r_c) Φ P_c⁻¹ Φᵀ diag(r_c)``. The
+    weight means are ``μ_c = P_c⁻¹ Φᵀ v_c``, ``v_c = h_c + r_c ⊙ w``,
+    ``w = M⁻¹ Σ_c r_c ⊙ G_c h_c`` (``G_c = Φ P_c⁻¹ Φᵀ``)."""
     m, dim = Phi.shape
     C = d.shape[1]
     count("ep posterior flops", C * (3 * m * dim * dim + dim ** 3 / 3 + 2 * m * m * dim
@@ -518,9 +500,8 @@ def ep_multinomial_probit(Phi: np.ndarray, y: np.ndarray, n_classes: int, *,
 
 
 def _degenerate_multinomial(Phi, others, C) -> MultinomialEPState:
-    """The multinomial posterior of a prior without modes (``d = 0``): every latent is 0,
-    so each label has probability ``1/C``; evidence and leave-one-out terms ``-m log C``,
-    no site, no correction (``r = 0``)."""
+    """The multinomial posterior of a prior without modes (``d = 0``): every latent is 0;
+    evidence and leave-one-out terms ``-m log C``."""
     m = Phi.shape[0]
     log_ev = -m * np.log(C)
     return MultinomialEPState(tau=np.zeros((m, C - 1)), nu=np.zeros((m, C - 1)),
@@ -553,12 +534,10 @@ def fit_predictive_scale(loo_terms, weights=None, prior_sd: float = np.log(2.0),
     """The predictive scale ``κ`` by leave-one-out: the mode of
     ``Σ_i log Σ_k w_k P_ik(y_i | y_-i; κ) - (log κ)² / (2 prior_sd²)``.
 
-    ``κ`` divides the spread of every predictive distribution (the latent's posterior
-    spread and the probit noise together), so ``κ > 1`` makes the probabilities more
-    confident and ``κ = 1`` leaves the model as it is; the log-normal prior (median 1)
-    keeps ``κ`` near 1 unless the held-out labels say otherwise. ``loo_terms``: per
-    mixture component the output of :func:`probit_loo` or :func:`multinomial_loo`;
-    ``weights`` the components' weights."""
+    ``κ`` divides the spread of every predictive distribution (``κ > 1``: more confident);
+    the log-normal prior (median 1) keeps it near 1 unless the held-out labels say
+    otherwise. ``loo_terms``: per mixture component the output of :func:`probit_loo` or
+    :func:`multinomial_loo`; ``weights`` the components' weights (None: equal)."""
     weights = np.ones(len(loo_terms)) / len(loo_terms) if weights is None else weights
     log_w = np.log(np.asarray(weights, dtype=np.float64))
 
@@ -598,10 +577,8 @@ def multinomial_latent(state: MultinomialEPState, Phi_new: np.ndarray):
 
 def orthant_log_probability(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
     """``log P(x ≥ 0)`` for ``x ~ N(mean, cov)``, batched over the first axis ((N, k),
-    (N, k, k)), by assumed-density filtering: the factors ``[x_j ≥ 0]`` are included one at
-    a time, each time moment-matching the truncated Gaussian (one forward pass of EP; exact
-    for ``k = 1``). On random correlated problems with ``k = 3`` its error is at the level of
-    a 20,000-sample Monte-Carlo estimate (mean absolute error 0.003)."""
+    (N, k, k)), by assumed-density filtering: the factors ``[x_j ≥ 0]`` moment-matched one
+    at a time (one forward pass of EP; exact for ``k = 1``)."""
     mean = np.array(mean, dtype=np.float64)
     cov = np.array(cov, dtype=np.float64)
     k = mean.shape[1]
@@ -615,8 +592,7 @@ def orthant_log_probability(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
         if j == k - 1:
             break
         lam = _inv_mills(z, lz)
-        # only the factors still to come read the conditioned moments: update the
-        # trailing block (the same arithmetic entry by entry as updating all of it)
+        # only the factors still to come read the conditioned moments: the trailing block
         col = cov[:, j + 1:, j].copy()
         mean[:, j + 1:] += col * (lam / sd)[:, None]
         cov[:, j + 1:, j + 1:] -= ((lam * (z + lam) / v)[:, None, None] * col[:, :, None]
@@ -644,9 +620,9 @@ def multinomial_predictor(state: MultinomialEPState):
 
 
 def _predict_chunk(n_classes: int, width: int) -> int:
-    """Rows of new points handled at once by :func:`multinomial_predict`: its work array
-    holds ``rows * C * (d + m)`` float64 numbers, kept within flgp's working-memory
-    budget (:func:`flgp.get_config`; 64 MiB: 4,096 rows at ``C = 10``, ``d = m = 100``)."""
+    """Rows of new points handled at once by :func:`multinomial_predict`, keeping its
+    ``rows * C * (d + m)`` float64 work array within :func:`flgp.get_config`'s
+    working memory (at least 64 rows)."""
     budget = working_memory_bytes()
     return int(max(64, budget // (8 * n_classes * width)))
 
@@ -657,12 +633,10 @@ def multinomial_predict(state: MultinomialEPState, Phi_new: np.ndarray, predicto
     ``Phi_new``; with ``moments=True`` also the latent means and variances ``(n, C)``.
 
     With ``g = f + ε`` a class wins with probability ``P(g_c - g_j ≥ 0 ∀ j)``, a Gaussian
-    orthant probability (:func:`orthant_log_probability`) under the posterior's full
-    between-class covariance. The competitors are the ``top_k`` classes with the largest
-    latent means: each of them is weighed against the other ``top_k - 1``, every other
-    class against all ``top_k`` (classes that trail the leaders hardly change either),
-    and the result is normalised to sum to one. ``predictor``:
-    :func:`multinomial_predictor` of the state (computed when None)."""
+    orthant probability (:func:`orthant_log_probability`) under the full between-class
+    covariance, against the ``top_k`` classes of largest latent mean only (each leader
+    against the other leaders, every other class against all of them), normalised to sum
+    to one. ``predictor``: :func:`multinomial_predictor` of the state (None: computed)."""
     maps = multinomial_predictor(state) if predictor is None else predictor
     C = state.n_classes
     n, dim = Phi_new.shape
@@ -681,11 +655,10 @@ def multinomial_predict(state: MultinomialEPState, Phi_new: np.ndarray, predicto
 
 @_staged("predictor")
 def multinomial_projection(state: MultinomialEPState, predictor=None) -> np.ndarray:
-    """``[μ_z, [L_c⁻¹; R_c]ᵀ ...]`` of shape ``(d, C + C (d + m))``: at a point with
-    features ``φ`` the latent means are ``φ μ_z`` and the vectors whose inner products give
-    the latent covariances are ``[L_c⁻¹; R_c] φ`` - all linear in ``φ``, so they can be
-    computed for many points by one product (or moved onto FLGP's induced points:
-    :meth:`flgp.spectral.Eigenpairs.map_chunks`'s ``project``)."""
+    """``[μ_z, [L_c⁻¹; R_c]ᵀ ...]`` of shape ``(d, C + C (d + m))``: at features ``φ`` the
+    latent means are ``φ μ_z`` and the covariances inner products of ``[L_c⁻¹; R_c] φ`` -
+    linear in ``φ``, so one product serves many points (``project`` of
+    :meth:`flgp.spectral.Eigenpairs.map_chunks`)."""
     maps = multinomial_predictor(state) if predictor is None else predictor
     C, width, dim = maps.shape
     return np.ascontiguousarray(np.c_[state.mean_z, maps.reshape(C * width, dim).T])
@@ -695,9 +668,8 @@ def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k
                                   moments: bool = False, scale: float = 1.0, factors=None):
     """:func:`multinomial_predict` from ``Z = φ · multinomial_projection(state)`` (rows of
     points): probabilities, and with ``moments`` the latent means and variances.
-    ``factors``: the variance factors (the projection's columns after the first ``C``)
-    apart, e.g. in float32, ``Z`` then holding the means alone; their squares are summed
-    in float64."""
+    ``factors``: the variance factors (columns after the first ``C``) passed apart, e.g. in
+    float32, ``Z`` then the means alone; their squares are summed in float64."""
     C = int(n_classes)
     n = Z.shape[0]
     if factors is None:
@@ -714,9 +686,8 @@ def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k
 
 @_staged("predictor")
 def probit_projection(state: ProbitEPState) -> np.ndarray:
-    """``[μ_z, L⁻ᵀ]`` of shape ``(d, 1 + d)``: at a point with features ``φ`` the latent
-    mean is ``φ μ_z`` and the variance ``|φ L⁻ᵀ|²`` (:func:`probit_latent` by one product,
-    for :func:`probit_latent_projected`)."""
+    """``[μ_z, L⁻ᵀ]`` of shape ``(d, 1 + d)``: at features ``φ`` the latent mean is
+    ``φ μ_z`` and the variance ``|φ L⁻ᵀ|²`` (for :func:`probit_latent_projected`)."""
     d = state.chol.shape[0]
     return np.ascontiguousarray(np.c_[state.mean_z, _tri_solve(state.chol, np.eye(d)).T])
 
@@ -749,8 +720,7 @@ def _argmax_probabilities(mean, var, H, k, scale=1.0):
     if k == 1:
         np.put_along_axis(out, top, 1.0, 1)
     else:
-        # every leader against the other leaders: one batch of n k orthants of dimension
-        # k - 1 (the same arithmetic per row as one call per leader, bitwise)
+        # every leader against the other leaders: one batch of n k orthants of dimension k - 1
         oth = np.array([[j for j in range(k) if j != c] for c in range(k)])   # (k, k-1)
         cc = np.arange(k)
         m_d = mean_top[:, :, None] - mean_top[:, oth]                          # (n, k, k-1)

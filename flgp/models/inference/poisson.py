@@ -9,34 +9,20 @@ constant eigenvector lets the posterior move the overall level away from it.
 * Posterior: Laplace's approximation in weight space
   (:func:`flgp.models.inference.laplace.laplace_weights`), ``O(m M² + M³)`` per Newton step.
 * Overdispersion: each count has a log-rate term of its own, ``ε_i ~ N(0, σ²)`` (the
-  Poisson–log-normal model), so ``log E y_i = b + f(x_i) + ε_i``. Without it, large counts
-  (10^6: a relative Poisson noise of 10^-3) forced the rank-``M`` prior to interpolate
-  their logarithms exactly - a short diffusion time, a large amplitude and log-rate
-  sds of 60 (infinite means) away from the labels. ``σ²`` is fitted with ``t`` and ``s²``
-  over ``[1e-6, 10]``; Laplace integrates the ``ε_i`` with the weights, through a
-  ``d x d`` Schur complement (:func:`flgp.models.inference.laplace.laplace_weights`).
-* ``t``, ``s²`` and ``σ²``: the Laplace marginal likelihood times the prior
-  ``π(t) ∝ t^{-a0}``, maximised as the Gaussian regressor does it (a 12-point log grid
-  over ``t`` with the outputscale that gives the labelled points unit mean prior variance
-  and 10^2, 10^4 times it, then L-BFGS-B from the best two), with the evidence's
-  analytic gradient
-  (:func:`flgp.models.inference.laplace.laplace_weights_grad`).
-* Predictions: the log-rate of a new count at a point is ``N(m, v + σ²)`` (the latent's
-  posterior plus the count's own term), so its rate ``exp(b + f + ε)`` has mean
-  ``exp(b + m + (v + σ²)/2)`` and standard deviation ``mean · √(e^{v + σ²} - 1)``, and
-  the new count follows the Poisson–log-normal mixture whose quantiles
-  :func:`poisson_interval` finds.
-* Where the posterior variance of the log-rate is large (issue 42): the heat kernel's
-  prior variance is not uniform over the cloud - it grows where the cloud is sparse (a
-  Gaussian blob's tails, 100 against 6 at the labels) and, in a piece of the graph, as
-  one over the piece's size (598 on a 6-point piece) - and ``e^{v/2}`` turned it into
-  mean counts of 10^136 for counts below 10^7. A piece without a label predicts the
-  log-rate of a count drawn like the labelled ones (:func:`count_population`), and the
-  log-rate is truncated at :func:`rate_ceiling`, ``RATE_CEILING = 10^3`` times the
-  largest labelled count (a bounded-rate prior; :func:`bounded_rate_moments`, and
-  :func:`poisson_interval`'s ``ceiling``), which moves no prediction that the labels
-  inform (below 1e-11 on the ordinary examples) and bounds the mean where the
-  log-normal's mean ``e^{m + v/2}`` lies beyond every rate the data show.
+  Poisson–log-normal model), so that large counts do not force the prior to interpolate
+  their logarithms exactly; ``σ²`` is fitted in ``NUGGET_BOUNDS``.
+* ``t``, ``s²`` and ``σ²``: the Laplace marginal likelihood times ``π(t) ∝ t^{-a0}``,
+  maximised by L-BFGS-B with its analytic gradient
+  (:func:`flgp.models.inference.laplace.laplace_weights_grad`) from the best two starts of
+  a 12-point log grid over ``t``, each at three amplitudes.
+* Predictions: a new count's log-rate is ``N(m, v + σ²)``, so its rate has mean
+  ``exp(b + m + (v + σ²)/2)`` and sd ``mean · √(e^{v + σ²} - 1)``; the count follows the
+  Poisson–log-normal mixture whose quantiles :func:`poisson_interval` finds.
+* Large posterior variances of the log-rate (sparse regions, small pieces of the graph)
+  would give absurd mean counts: a piece without a label predicts a count drawn like the
+  labelled ones (:func:`count_population`), and the log-rate is truncated at
+  :func:`rate_ceiling` (a bounded-rate prior; :func:`bounded_rate_moments`), which moves
+  no prediction that the labels inform.
 """
 
 from __future__ import annotations
@@ -56,8 +42,8 @@ _T_GRID = 12
 
 
 def check_counts(values: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-    """The labelled targets as counts (float64), or a ``ValueError`` that says which value is
-    not a count. ``rows``: their row numbers, for the message."""
+    """The labelled targets as counts (float64), or a ValueError naming a value that is not
+    a count. ``rows``: their row numbers, for the message."""
     y = np.asarray(values, dtype=np.float64)
     where = (lambda k: f" at row {int(rows[k])}") if rows is not None else (lambda k: "")
     bad = np.flatnonzero(y < 0)
@@ -90,22 +76,18 @@ RATE_CEILING = 1e3
 
 
 def rate_ceiling(y: np.ndarray) -> float:
-    """The log of the largest rate the labelled counts support, ``log(RATE_CEILING (max y +
-    1))``: the log-rate of every prediction is truncated there (a bounded-rate prior,
-    :func:`bounded_rate_moments`). Far above any posterior that the labels inform - with
-    ordinary counts the truncated mass is below 1e-12 - it bounds the posterior mean count
-    where the heat kernel's posterior variance of the log-rate is so large that
-    ``E[e^L] = e^{m + v/2}`` is carried by rates no label comes near (issue 42)."""
+    """``log(RATE_CEILING (max y + 1))``, where every prediction's log-rate is truncated
+    (:func:`bounded_rate_moments`): far above any posterior the labels inform, it bounds
+    the mean count where the log-rate's posterior variance is huge."""
     y = np.asarray(y, dtype=np.float64)
     return float(np.log(RATE_CEILING) + np.log1p(y.max()))
 
 
 def count_population(Phi: np.ndarray, state) -> tuple[float, float]:
     """The log-rate of a count drawn like the labelled ones, relative to the offset ``b``:
-    the mean ``m̄`` and variance ``var(m_i) + mean(v_i)`` of the latent's posterior
-    ``N(m_i, v_i)`` at the labelled rows ``Φ`` (``Φ u`` and ``diag(Φ H⁻¹ Φᵀ)``; the count's
-    own ``σ²`` is added where it is used). What a piece of the graph without a label
-    predicts (see :class:`~flgp.models.regression_predictor.CountPredictor`)."""
+    mean ``m̄`` and variance ``var(m_i) + mean(v_i)`` of the latent's posterior
+    ``N(m_i, v_i)`` at the labelled rows ``Φ`` (without ``σ²``); what a piece without a
+    label predicts (:class:`~flgp.models.regression_predictor.CountPredictor`)."""
     m = Phi @ state.u
     PL = scipy.linalg.solve_triangular(state.chol, Phi.T, lower=True)   # H = L Lᵀ
     v = np.einsum("ij,ij->j", PL, PL)
@@ -115,10 +97,8 @@ def count_population(Phi: np.ndarray, state) -> tuple[float, float]:
 def bounded_rate_moments(log_mean: np.ndarray, var: np.ndarray, ceiling: float = np.inf):
     """Mean and sd of the rate ``e^L``, ``L ~ N(log_mean, var)`` truncated at ``L <=
     ceiling`` (:func:`rate_ceiling`): ``E[e^L] = e^{μ + v/2} Φ(z₁) / Φ(z₀)`` and
-    ``E[e^{2L}] = e^{2μ + 2v} Φ(z₂) / Φ(z₀)`` with ``z_k = (c - μ - k v) / √v``, in logs.
-    Rows where the truncation changes nothing in float64 (``z₂ > 8.5``) get the log-normal's
-    moments ``e^{μ + v/2}`` and ``e^{μ + v/2} √(e^v - 1)`` exactly; inf where those leave
-    float64."""
+    ``E[e^{2L}] = e^{2μ + 2v} Φ(z₂) / Φ(z₀)`` with ``z_k = (c - μ - k v) / √v``, in logs;
+    the plain log-normal's moments where ``z₂ > 8.5`` (inf beyond float64)."""
     log_mean = np.asarray(log_mean, dtype=np.float64)
     var = np.asarray(var, dtype=np.float64)
     mean = np.empty(log_mean.shape)
@@ -128,8 +108,7 @@ def bounded_rate_moments(log_mean: np.ndarray, var: np.ndarray, ceiling: float =
         root = np.sqrt(var)
         cut = (var > 0) & (ceiling - log_mean - 2.0 * var < 8.5 * root)
         free = ~cut
-        # the log-normal's moments (no overflow warning here: the estimator reports such
-        # points once, with the reason)
+        # the log-normal's moments (overflow is reported once by the estimator)
         mean[free] = np.exp(mu[free])
         sd[free] = mean[free] * np.sqrt(np.expm1(var[free]))
         bad = free & ~np.isfinite(sd)
@@ -216,8 +195,7 @@ def fit_count_hyperparameters(eigenpairs, V_lab: np.ndarray, y: np.ndarray, offs
         return np.array(x + [np.log(_NUGGET_START)] if fit_nugget else x)
 
     # starts: a log grid over t, each with the amplitude that gives the labels unit mean
-    # prior variance and 10^2, 10^4 times it (the log-rate of counts may vary by far more
-    # than 1: 10^2..10^13 counts in one map), the best two by the evidence
+    # prior variance and 10^2, 10^4 times it (log-rates of counts may vary by far more)
     grid_t = ([bounds[0][0]] if diffusion_time is not None
               else np.linspace(np.log(lo), np.log(hi), _T_GRID))
     grid = [start(g, a) for g in grid_t for a in _AMPLITUDE_STARTS]
@@ -245,14 +223,11 @@ def poisson_interval(mean: np.ndarray, sd: np.ndarray, coverage: float = 0.9,
     Gauss–Hermite quadrature over the log-rate (24 nodes), each quantile the smallest
     count whose CDF reaches the level (bisection over integers).
 
-    ``ceiling``: the log-rate truncated at ``L <= ceiling`` (:func:`rate_ceiling`), which
-    keeps the mass ``Φ(z) = Φ((ceiling - mean) / sd)``. Where it cuts off more than 1e-6
-    (posteriors with a log-rate sd of about 1.5 or more), the mixture is integrated over
-    the truncated log-rate's own quantiles, ``L_j = mean + sd Φ⁻¹(u_j Φ(z))`` at the
-    midpoints ``u_j`` of 1024 equal slices of probability: the CDF within 1/1024 at any sd
-    (24 Gauss–Hermite nodes lie 9 apart at an sd of 13), once per distinct ``(mean,
-    sd)`` (a piece without a label has one). Elsewhere the levels are scaled by ``Φ(z)``
-    (exact for the rate; 1 in float64 for the posteriors that labels inform)."""
+    ``ceiling``: the log-rate truncated at ``L <= ceiling`` (:func:`rate_ceiling`), keeping
+    the mass ``Φ(z) = Φ((ceiling - mean) / sd)``. Where it cuts off more than 1e-6 the
+    mixture is integrated over the truncated log-rate's own quantiles at 1024 equal slices
+    of probability, once per distinct ``(mean, sd)``; elsewhere the levels are scaled by
+    ``Φ(z)``."""
     mean = np.asarray(mean, dtype=np.float64)
     sd = np.asarray(sd, dtype=np.float64)
     x, w = np.polynomial.hermite.hermgauss(_GH_NODES)
@@ -300,9 +275,8 @@ def _mixture_quantile(rate: np.ndarray, w: np.ndarray, level) -> np.ndarray:
     lo = np.zeros(rate.shape[0])
     hi = np.max(_poisson_upper(rate, level if np.ndim(level) == 0 else level[:, None]),
                 axis=1)
-    # invariant: cdf(hi) >= level; find the smallest such integer - or, beyond 2^53
-    # where floats no longer hold every integer, the smallest float within rounding
-    # (a count of 10^16 is not exact anyway); inf where the quantile exceeds float64
+    # invariant: cdf(hi) >= level; find the smallest such integer (beyond 2^53 the
+    # smallest float within rounding; inf where the quantile exceeds float64)
     while True:
         open_ = np.isfinite(hi) & (hi - lo > np.maximum(1.0, hi * 2.0 ** -52))
         if not open_.any():
