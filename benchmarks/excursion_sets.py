@@ -36,7 +36,7 @@ voxels, 30 % observed; targets 60 s and 4 GB) and an fsaverage5 hemisphere (10,2
 vertices, sulcal depth, 10 % observed; target 30 s), from data nilearn ships or caches
 (no download). Prints a table; ``--json PATH`` writes the numbers::
 
-    python benchmarks/excursion_sets.py --n-sims 200 --json benchmarks/results/excursion_sets.json
+    python benchmarks/excursion_sets.py --real --json benchmarks/results/excursion_sets.json
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def _run_real(name, seed):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n-sims", type=int, default=50,
+    parser.add_argument("--n-sims", type=int, default=100,
                         help="simulations per workload and noise level (4 cells)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)

@@ -90,12 +90,8 @@ def test_reported_numbers_reproduce_the_evidence_and_the_sd(case):
     assert reg.method_ == "graph_matern"
     ev, sd = _dense(reg, y)
     assert reg.log_marginal_likelihood_ == pytest.approx(ev, abs=1e-6)
-    # the Monte Carlo sds within their errors; those computed exactly (the observed
-    # nodes' where the cross-validated amplitude needs them: standard error 0) exact
-    se = reg.transduction_std_error_
-    exact = se == 0.0
-    np.testing.assert_allclose(reg.transduction_std_[exact], sd[exact], rtol=1e-8)
-    z = np.abs(reg.transduction_std_ - sd)[~exact] / se[~exact]
+    z = np.abs(reg.transduction_std_ - sd) / np.maximum(reg.transduction_std_error_,
+                                                        1e-12 * sd.max())
     assert np.median(z) < 2.0 and z.max() < 5.0
     # the evidence's own maximum is the dense evidence at the numbers divided by the
     # cross-validated scale

@@ -197,7 +197,8 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
     """``‖S⁻¹z‖² / tr S⁻¹`` with ``S = P Q⁻¹ Pᵀ + r I`` from the dense matrices; from the
     exact posterior variances to 1e-9, from the Monte Carlo ones within a few of their
     sum's standard error (whose own value matches the spread of the sum over seeds); None
-    when that error swamps the denominator."""
+    when that error swamps the denominator; from the exact sum of the log-determinant's
+    derivative to 1e-6."""
     from flgp.precision.gaussian import cross_validated_amplitude
 
     g = _graph()
@@ -211,39 +212,37 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
     Si = np.linalg.inv(S)
     ref = float(np.sum((Si @ z) ** 2) / np.trace(Si))
     exact = np.diag(np.linalg.inv(reg.posterior_precision(0.05, ratio).toarray()))
-    assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs]) == \
+    assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs].sum()) == \
         pytest.approx(ref, rel=1e-9)
     unit_var, _, sum_se = reg.unit_variances_rbmc(0.05, ratio, n_samples=64, random_state=0)
     denominator = 60 * ratio - exact[obs].sum()
     sums = [rbmc_variances(reg.posterior_precision(0.05, ratio), reg._chol_Q, 64, seed)[0][obs]
             .sum() for seed in range(1, 31)]
     assert 0.5 < np.std(sums, ddof=1) / sum_se < 2.0
-    cv = cross_validated_amplitude(z, fit.mean[obs], ratio, unit_var[obs], sum_se)
+    cv = cross_validated_amplitude(z, fit.mean[obs], ratio, unit_var[obs].sum(), sum_se)
     if denominator > 10 * sum_se:
         assert cv == pytest.approx(ref, rel=5 * sum_se / denominator)
     else:
         assert cv is None
-    # the regression's variances: the Monte Carlo ones, but at the observed nodes the
-    # exact ones where the Monte Carlo estimate leaves the denominator known to worse
-    # than 1 % (a difference of nearly equal sums at small ratios)
-    var, se = reg.variances(fit, n_samples=64, random_state=0)
+    # the exact sum, from the derivative of log|S| in log r: the denominator to 1e-6
+    total = reg.observed_variance_sum(0.05, ratio)
+    assert abs(total - exact[obs].sum()) < 1e-6 * denominator
+    assert cross_validated_amplitude(z, fit.mean[obs], ratio, total) == \
+        pytest.approx(ref, rel=1e-6)
+    # the regression keeps the Monte Carlo sum, or the exact one where the Monte Carlo
+    # error leaves the denominator known to worse than 1 %
+    reg.variances(fit, n_samples=64, random_state=0)
     if (60 * ratio - unit_var[obs].sum()) * 0.01 > sum_se:
-        np.testing.assert_allclose(var, fit.amplitude * unit_var, rtol=1e-12)
+        assert reg.observed_sum == pytest.approx(unit_var[obs].sum(), rel=1e-12)
         assert reg.observed_sum_se == sum_se
     else:
-        np.testing.assert_allclose(var[obs], fit.amplitude * exact[obs], rtol=1e-9)
-        assert np.all(se[obs] == 0.0) and reg.observed_sum_se == 0.0
-        unobserved = np.setdiff1d(np.arange(g.n_nodes), obs)
-        np.testing.assert_allclose(var[unobserved], fit.amplitude * unit_var[unobserved],
-                                   rtol=1e-12)
-        assert cross_validated_amplitude(z, fit.mean[obs], ratio, var[obs] / fit.amplitude,
-                                         reg.observed_sum_se) == pytest.approx(ref, rel=1e-8)
-    assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs],
+        assert reg.observed_sum == total and reg.observed_sum_se == 0.0
+    assert cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs].sum(),
                                      sum_se=denominator) is None
     with pytest.raises(ValueError, match="one entry per observed node"):
-        cross_validated_amplitude(z, fit.mean, ratio, exact[obs])
+        cross_validated_amplitude(z, fit.mean, ratio, exact[obs].sum())
     with pytest.raises(ValueError, match="ratio"):
-        cross_validated_amplitude(z, fit.mean[obs], -1.0, exact[obs])
+        cross_validated_amplitude(z, fit.mean[obs], -1.0, exact[obs].sum())
 
 
 def test_fit_matern_finds_an_evidence_maximum_and_recovers_a_smooth_map():

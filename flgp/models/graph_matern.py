@@ -316,8 +316,12 @@ class GraphMaternRegressionFit(RegressionFit):
             return 1.0
         observed, z = self.targets
         A = float(fit.amplitude)
-        cv = cross_validated_amplitude(z, fit.mean[observed], fit.ratio, var[observed] / A,
-                                       sum_se)
+        # the observed nodes' variance sum at unit amplitude: the regression's (exact where
+        # its Monte Carlo error would leave the denominator imprecise), else the variances'
+        total = getattr(self.regression, "observed_sum", None)
+        if total is None:
+            total = float(var[observed].sum()) / A
+        cv = cross_validated_amplitude(z, fit.mean[observed], fit.ratio, total, sum_se)
         if cv is None or not CV_SCALE_RANGE[0] <= cv / A <= CV_SCALE_RANGE[1]:
             return 1.0
         return cv / A

@@ -268,33 +268,44 @@ class MaternRegression:
 
     def variances(self, fit: MaternFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node under ``fit``: the RBMC
-        estimate of ``A diag(Q̃⁻¹)`` (:meth:`unit_variances_rbmc`); its third value, the
-        standard error of the variances' sum over the observed nodes, is kept as
-        ``observed_sum_se`` (at unit amplitude). Where that error leaves the
-        cross-validated amplitude's denominator ``m r - Σ v_i``
-        (:func:`cross_validated_amplitude`) known to worse than ``GCV_PRECISION`` and at
-        most ``EXACT_OBSERVED_MAX_NODES`` nodes are observed, their variances are computed
-        exactly instead (one solve a node; ``observed_sum_se`` 0)."""
+        estimate of ``A diag(Q̃⁻¹)`` (:meth:`unit_variances_rbmc`). Kept for
+        :func:`cross_validated_amplitude` (at unit amplitude): ``observed_sum``, the
+        variances' sum over the observed nodes, and ``observed_sum_se``, its standard error
+        - the Monte Carlo estimate's, or, where that leaves the amplitude's denominator
+        ``m r - Σ v_i`` known to worse than ``GCV_PRECISION``, the exact sum of
+        :meth:`observed_variance_sum` with error 0."""
         var, se, self.observed_sum_se = self.unit_variances_rbmc(
             fit.kappa2, fit.ratio, n_samples, random_state)
-        denominator = self.m * fit.ratio - float(var[self.observed].sum())
-        if self.m <= EXACT_OBSERVED_MAX_NODES \
-                and not denominator * GCV_PRECISION > self.observed_sum_se:
-            chol = self._posterior_factor(fit.kappa2, fit.ratio)
-            var[self.observed] = diagonal_of_inverse(chol.solve, self.n, self.observed)
-            se[self.observed] = 0.0
+        self.observed_sum = float(var[self.observed].sum())
+        if not (self.m * fit.ratio - self.observed_sum) * GCV_PRECISION > self.observed_sum_se:
+            self.observed_sum = self.observed_variance_sum(fit.kappa2, fit.ratio)
             self.observed_sum_se = 0.0
         if np.ndim(fit.amplitude):                      # several maps: (n, maps)
             return np.multiply.outer(var, fit.amplitude), np.multiply.outer(se, fit.amplitude)
         return fit.amplitude * var, fit.amplitude * se
 
+    def observed_variance_sum(self, kappa2: float, ratio: float) -> float:
+        """``Σ_i (Q̃⁻¹)_ii`` over the observed nodes at ``(κ², r)`` (unit amplitude), from
+        ``m r - Σ_i (Q̃⁻¹)_ii = r d log|S| / d log r`` with ``log|S| = m log r + log|Q̃| -
+        log|Q|``: a central difference of ``log|Q̃|`` in ``log r`` (two factorisations,
+        step ``GCV_LOG_STEP``; relative error about 1e-6 of the difference)."""
+        kappa2, ratio = self._checked(kappa2, ratio)
+        h = GCV_LOG_STEP
+        logdets = [self._factors.posterior_factor(kappa2, self.observed, 1.0 / (ratio * f),
+                                                  (kappa2, ratio * f)).logdet()
+                   for f in (np.exp(h), np.exp(-h))]
+        slope = self.m + (logdets[0] - logdets[1]) / (2.0 * h)       # d log|S| / d log r
+        return self.m * ratio - ratio * slope
 
-# the observed nodes' variances are computed exactly (one solve each; at most
-# EXACT_OBSERVED_MAX_NODES of them) where their Monte Carlo estimate leaves the
-# cross-validated amplitude's denominator known to worse than GCV_PRECISION (relative): at
-# small noise-to-signal ratios it is a small difference of the variances from the noise
+
+# the observed nodes' variance sum is computed exactly (MaternRegression.
+# observed_variance_sum) where its Monte Carlo estimate leaves the cross-validated
+# amplitude's denominator m r - Σ v_i known to worse than GCV_PRECISION (relative): at small
+# noise-to-signal ratios it is a small difference of the variances from the noise.
+# GCV_LOG_STEP: the step in log r of its central difference (truncation ~ step², rounding
+# of log|Q̃| ~ 1e-10 / step)
 GCV_PRECISION = 0.01
-EXACT_OBSERVED_MAX_NODES = 4096
+GCV_LOG_STEP = 1e-3
 
 
 def checked_ratio(ratio) -> float:
@@ -306,33 +317,30 @@ def checked_ratio(ratio) -> float:
     return ratio
 
 
-def cross_validated_amplitude(z, mean_observed, ratio, unit_variances, sum_se=0.0):
+def cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se=0.0):
     """The amplitude ``A`` by generalised cross-validation, or None where the variances'
     Monte Carlo error leaves it undetermined.
 
     With ``S = P Q⁻¹ Pᵀ + r I`` the targets' covariance at unit amplitude, leaving target
     ``i`` out predicts it with residual ``(S⁻¹z)_i / (S⁻¹)_ii`` and variance ``A / (S⁻¹)_ii``;
     the amplitude at which these standardised residuals have unit mean square, with each
-    ``(S⁻¹)_ii`` replaced by their mean (generalised cross-validation's step, Craven and
-    Wahba 1979; the cross-validation estimate of a GP's scale, which stays calibrated
-    where the prior's smoothness is wrong and maximum likelihood's does not, Bachoc 2013),
-    is ``‖S⁻¹z‖² / tr S⁻¹``. Through the posterior precision (``S⁻¹z = (z - μ)/r``,
-    ``S⁻¹ = (I - P Q̃⁻¹ Pᵀ / r) / r``) that is ``Σ (z_i - μ_i)² / (m r - Σ v_i)`` with ``μ``
-    and ``v`` the posterior means and unit-amplitude variances at the observed nodes - no
-    more than the fit already holds. ``sum_se``: the standard error of ``Σ v_i`` (Monte
-    Carlo variances: :func:`rbmc_variances` with ``sum_rows``); None is returned when the
-    denominator is not at least ten times it - where the noise is so small that the
-    posterior variances at the observed nodes are the noise to within their estimate's
-    error."""
+    ``(S⁻¹)_ii`` replaced by their mean (Craven and Wahba 1979), is ``‖S⁻¹z‖² / tr S⁻¹``.
+    Through the posterior precision (``S⁻¹z = (z - μ)/r``, ``S⁻¹ = (I - P Q̃⁻¹ Pᵀ / r) / r``)
+    that is ``Σ (z_i - μ_i)² / (m r - Σ v_i)`` with ``μ`` the posterior means at the
+    observed nodes and ``variance_sum = Σ v_i`` the sum of their unit-amplitude variances.
+    At an optimum of the evidence in ``r`` (inside its range) it is the evidence's
+    amplitude: the evidence's derivative in ``r`` vanishes there. ``sum_se``: the standard
+    error of ``variance_sum`` (Monte Carlo variances: :func:`rbmc_variances` with
+    ``sum_rows``; 0 if exact); None is returned when the denominator is not at least ten
+    times it."""
     z = np.asarray(z, dtype=np.float64)
     mean_observed = np.asarray(mean_observed, dtype=np.float64)
-    v = np.asarray(unit_variances, dtype=np.float64)
-    if z.ndim != 1 or mean_observed.shape != z.shape or v.shape != z.shape:
-        raise ValueError(f"z, mean_observed and unit_variances must be 1-d, one entry per "
-                         f"observed node; got shapes {z.shape}, {mean_observed.shape}, "
-                         f"{v.shape}.")
+    if z.ndim != 1 or mean_observed.shape != z.shape:
+        raise ValueError(f"z and mean_observed must be 1-d, one entry per observed node; got "
+                         f"shapes {z.shape} and {mean_observed.shape}.")
+    variance_sum = float(variance_sum)
     resid = z - mean_observed
-    denominator = z.size * checked_ratio(ratio) - float(v.sum())
+    denominator = z.size * checked_ratio(ratio) - variance_sum
     if not (np.isfinite(denominator) and denominator > 10.0 * float(sum_se)
             and denominator > 0):
         return None
