@@ -38,6 +38,21 @@ def test_bucket_knn_against_brute_force():
         bucket_knn(X[:5], 5)
 
 
+def test_bucket_knn_with_fewer_candidates_than_neighbours_searches_every_row():
+    """Buckets of a few points probed one at a time: those with fewer candidates than
+    the neighbours asked for are searched against the whole cloud - distinct neighbours
+    (each once, none the point itself), the exact ones for those points."""
+    X, _ = _blobs(n=200, p=20)
+    ind, sq = bucket_knn(X, 5, n_buckets=100, n_probe=1)
+    D = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(D, np.inf)
+    np.testing.assert_allclose(sq, np.take_along_axis(D, ind, 1), rtol=1e-12)
+    assert all(np.unique(row).size == 5 for row in ind)
+    assert np.all(ind != np.arange(len(X))[:, None])
+    exact = np.all(np.isclose(sq, np.sort(D, axis=1)[:, :5], rtol=1e-9), axis=1)
+    assert 0 < exact.sum() < len(X)        # the small buckets' points, not the others
+
+
 def test_bucket_selection_under_a_bound_is_argpartitions():
     """The search's selection (the k smallest of a row ranked only among the entries under
     the k-th smallest of a subset of its columns) picks the same columns as a full

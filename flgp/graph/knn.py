@@ -239,8 +239,10 @@ def _bucket_search(group, order, starts, near, half, Xf, k, indices):
         else:
             pick = smallest_columns(S, kk) if kk > 0 else np.empty((members.size, 0), int)
         got = cand[pick]
-        if kk < k:       # a tiny candidate set: pad with the point's nearest centre's bucket
-            got = np.c_[got, np.repeat(got[:, :1], k - kk, axis=1)]
+        if kk < k:       # fewer candidates than neighbours: these members against every row
+            S = half[None, :] - Xf[members] @ Xf.T
+            S[np.arange(members.size), members] = np.inf
+            got = smallest_columns(S, k)
         indices[members] = got
 
 
