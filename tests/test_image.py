@@ -485,6 +485,11 @@ def test_shared_hyperparameters_are_the_pooled_evidence():
     res = predict_image(img4, region, 0.3, hyperparameters="shared")
     rows = res.maps
     assert {r["order"] for r in rows} == {rows[0]["order"]} and rows[-1]["map"] == "all"
+    # a fixed order is honoured
+    fixed = 1 if rows[0]["order"] != 1 else 2
+    held = predict_image(img4, region, 0.3, hyperparameters="shared",
+                         regressor=FLGPRegressor(GraphMaternPrior(nu=fixed)))
+    assert {r["order"] for r in held.maps} == {fixed}
     vox = res.voxels
     obs = np.flatnonzero(res.observed)
     g = lattice_graph(vox.ijk, AFFINE).in_own_units()
@@ -530,6 +535,12 @@ def test_several_maps_bad_input():
                       hyperparameters="shared")
     with pytest.raises(ValueError, match="'own'"):
         predict_image(img4, region, 0.3, hyperparameters="pooled")
+    # the shared fit is the graph Matérn prior's, its noise searched: other regressors are
+    # refused, not silently replaced
+    for other in (FLGPRegressor(HeatKernelPrior()), FLGPRegressor(noise=0.01),
+                  FLGPRegressor(likelihood="poisson")):
+        with pytest.raises(ValueError, match="hyperparameters='shared' fits one graph"):
+            predict_image(img4, region, 0.3, regressor=other, hyperparameters="shared")
 
 
 def test_cli_writes_4d_outputs(tmp_path, capsys):

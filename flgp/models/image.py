@@ -201,7 +201,9 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         searches' work: :mod:`flgp.precision.maps`), or ``"shared"``: one graph Matérn
         prior on the region's lattice whose order, ``κ`` and noise-to-signal ratio maximise
         the maps' summed evidence (each map its own amplitude), one factorisation serving
-        every map - the fast path for a study of similar maps.
+        every map - the fast path for a study of similar maps (the regressor's
+        ``matern_order`` and ``random_state`` apply; a regressor that does not offer the
+        graph Matérn prior, fixes the noise or has another likelihood is refused).
     n_jobs : int or None, default=None
         Several maps with their own hyperparameters: how many ``loky`` processes fit them
         (sparse factorisations hold the GIL). ``None``: as many as the cores, maps and
@@ -278,6 +280,14 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         raise ValueError(f"hyperparameters must be 'own' (each map its own fit) or "
                          f"'shared' (one prior, the pooled evidence); got "
                          f"{hyperparameters!r}.")
+    if hyperparameters == "shared" and (reg.likelihood != "gaussian" or reg.noise is not None
+                                        or reg.method not in ("auto", "graph_matern")
+                                        or not reg._offers("graph_matern")):
+        raise ValueError("hyperparameters='shared' fits one graph Matérn prior with the "
+                         "Gaussian likelihood and the noise searched; this regressor "
+                         f"(likelihood={reg.likelihood!r}, noise={reg.noise!r}, prior "
+                         f"{reg.prior!r}) does not offer it. Use hyperparameters='own', or a "
+                         "regressor with the graph Matérn prior and no fixed noise.")
     caught = []
     try:
         # the user's filters apply inside; what they let through is reissued from their call
@@ -356,7 +366,7 @@ def _predict_maps(img, maps, mask, observed, reg, random_state, fill, include_no
     _check_memory(len(ijk), reg, progress)
     start = time.perf_counter()
     if hyperparameters == "shared":
-        mean, sd, rows = _shared_fit(graph, voxels, values, obs, include_noise)
+        mean, sd, rows = _shared_fit(graph, values, obs, include_noise, reg)
         regressors = None
     else:
         mean, sd = np.empty_like(values), np.empty_like(values)
@@ -500,15 +510,19 @@ def _map_row(j, reg, seconds) -> dict:
                 log_evidence=float(reg.log_marginal_likelihood_), seconds=float(seconds))
 
 
-def _shared_fit(graph, voxels, values, obs, include_noise):
+def _shared_fit(graph, values, obs, include_noise, reg):
     """``hyperparameters="shared"``: the maps' means and sds ``(n, k)`` and the table's
-    rows, each map standardised by its observed values' mean and sd."""
+    rows, each map standardised by its observed values' mean and sd; ``reg``'s Matérn
+    order (if fixed) and ``random_state`` (the variances' draws) apply."""
     observed = np.flatnonzero(obs)
     y = values[observed]
     centre, scale = y.mean(axis=0), y.std(axis=0)
     z = (y - centre) / scale
-    best, regression, _ = fit_matern(graph, observed, z)
-    var, _ = regression.variances(best, n_samples=64, random_state=0)
+    nus = MATERN_ORDERS if reg.matern_order is None else (int(reg.matern_order),)
+    best, regression, _ = fit_matern(graph, observed, z, nus)
+    seed = reg.random_state if isinstance(reg.random_state, int) else 0
+    var, _ = regression.variances(best, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
+                                  random_state=seed)
     mean = centre + scale * best.mean
     noise = best.amplitude * best.ratio                           # (k,) standardised
     sd = scale * np.sqrt(np.maximum(var + (noise if include_noise else 0.0), 0.0))
