@@ -1,23 +1,17 @@
-r"""Gaussian regression under a sparse-precision prior, exactly.
+r"""Exact Gaussian regression under a sparse-precision (graph Matérn) prior.
 
-Model, for standardised targets ``z`` observed at the nodes ``o`` of a graph (one target a
-node): ``z = f_o + ε``, ``f ~ N(0, A Q⁻¹)``, ``ε ~ N(0, A r I)`` - the prior's amplitude
-``A`` scales the noise too, so that ``r`` is the noise-to-signal ratio and ``A`` has a
-closed-form maximiser (profiled out). With the posterior precision ``Q̃ = Q + Pᵀ P / r``
-(``P`` selects the observed nodes):
+Model, for standardised targets ``z`` at ``m`` observed nodes (``P`` selects them):
+``z = P f + ε``, ``f ~ N(0, A Q⁻¹)``, ``ε ~ N(0, A r I)``, ``r`` the noise-to-signal ratio,
+the amplitude ``A`` profiled out. With ``Q̃ = Q + Pᵀ P / r``, ``b = Pᵀ z / r`` and
+``S = P Q⁻¹ Pᵀ + r I``:
 
-* the posterior mean of ``f`` at every node: ``μ = Q̃⁻¹ Pᵀ z / r`` - one sparse solve;
-* its covariance: ``A Q̃⁻¹``;
-* the log marginal likelihood, ``S = P Q⁻¹ Pᵀ + r I`` (determinant lemma, Woodbury):
-  ``log |S| = m log r + log |Q̃| - log |Q|``, ``zᵀ S⁻¹ z = zᵀz / r - bᵀ Q̃⁻¹ b`` with
-  ``b = Pᵀ z / r``, ``Â = zᵀ S⁻¹ z / m`` and
-  ``log p(z) = -m/2 log(2π Â) - m/2 - ½ log |S|`` -
-  exact, from two sparse Cholesky factors (``K`` for ``log |Q|``, ``Q̃``).
+* posterior mean ``μ = Q̃⁻¹ b``, covariance ``A Q̃⁻¹``, variances ``diag(Q̃⁻¹)`` by
+  Rao-Blackwellised Monte Carlo (Sidén, Lindgren, Bolin and Villani 2018);
+* ``log |S| = m log r + log |Q̃| - log |Q|``, ``zᵀ S⁻¹ z = zᵀz / r - bᵀ μ`` (determinant
+  lemma, Woodbury), ``Â = zᵀ S⁻¹ z / m``, ``log p(z) = -m/2 log(2π Â) - m/2 - ½ log |S|``:
+  exact, from sparse Cholesky factors of ``K`` (for ``log |Q|``) and ``Q̃``.
 
-Predictive variances ``diag(Q̃⁻¹)`` come from the Rao-Blackwellised Monte Carlo estimator
-of Sidén, Lindgren, Bolin and Villani (2018): with draws ``x ~ N(0, Q̃⁻¹)`` from the factor,
-``Var f_i = 1/Q̃_ii + E[(Σ_{j≠i} Q̃_ij x_j)²] / Q̃_ii²`` - unbiased, its first term exact;
-its standard error is estimated from the same draws (:func:`rbmc_variances`).
+The hyperparameter search (:func:`fit_matern`) is described in docs/full_resolution.md.
 """
 
 from __future__ import annotations
@@ -51,14 +45,11 @@ SOLVE_BLOCK = 256
 @dataclass
 class MaternFit:
     """One evaluation of :class:`MaternRegression`: the hyperparameters, the log evidence of
-    ``z`` (standardised units), the amplitude ``A`` (profiled, or ``noise / r`` at a fixed
-    noise) and the posterior mean of ``f`` at every node.
-
-    ``κ²``, ``r`` and ``A`` are those of the graph the regression was built on. A fit from
-    :func:`fit_matern` was built on the given graph in its own units
-    (:meth:`flgp.graph.PointGraph.in_own_units`), whose length and mass units
-    ``length_unit`` and ``mass_unit`` are in the given graph's units: ``κ`` there is
-    :attr:`kappa`, ``A`` :attr:`amplitude_in_graph_units`."""
+    ``z`` (standardised units), the amplitude ``A`` (profiled, or ``noise / r``) and the
+    posterior mean of ``f`` at every node. ``κ²``, ``r`` and ``A`` are in the units of the
+    graph the regression was built on: for :func:`fit_matern`, the graph in its own units,
+    whose ``length_unit`` and ``mass_unit`` are given in the input graph's units (hence
+    :attr:`kappa` and :attr:`amplitude_in_graph_units`)."""
 
     nu: int
     kappa2: float
@@ -76,11 +67,9 @@ class MaternFit:
 
     @property
     def amplitude_in_graph_units(self):
-        """``A`` of ``A Q_ν(κ)⁻¹`` with ``Q_ν`` built on the given graph in its own units
-        (``matern_precision(graph, kappa ** 2, nu)``): the graph in its own units has
-        ``Q̃_ν = ℓ^{2ν} / μ · Q_ν`` (``ℓ``, ``μ``: ``length_unit``, ``mass_unit``), so
-        ``A μ / ℓ^{2ν}`` - computed in logarithms, ``inf`` (or 0) where float64 cannot
-        hold it (points in units of 1e-60, say)."""
+        """``A`` for ``Q_ν`` built on the given graph
+        (``matern_precision(graph, kappa ** 2, nu)``): ``A μ / ℓ^{2ν}`` (``ℓ``, ``μ``:
+        ``length_unit``, ``mass_unit``), in logarithms; ``inf`` or 0 beyond float64's range."""
         with np.errstate(over="ignore", under="ignore"):
             return np.asarray(self.amplitude) * np.exp(
                 np.log(self.mass_unit) - 2.0 * self.nu * np.log(self.length_unit))
@@ -93,15 +82,11 @@ class MaternFit:
 
 class MaternRegression:
     """The exact Gaussian posterior and evidence of a graph Matérn prior of order ``nu``
-    on ``graph`` for targets ``z`` at the nodes ``observed`` (see the module notes).
-    ``z`` of shape ``(m, maps)`` holds several maps observed at the same nodes under one
-    prior: each its own amplitude (profiled), the evidence their sum, the posterior
-    precision and its factor shared (one factorisation for every map).
-    Sparsity patterns are analysed once; each :meth:`evaluate` factors ``K`` (cached by
-    ``κ²``) and ``Q̃``."""
+    on ``graph`` for targets ``z`` at the nodes ``observed`` (module notes). ``z`` of shape
+    ``(m, maps)``: several maps, each with its own amplitude, the evidence their sum, one
+    factor of ``Q̃`` shared. ValueError for mismatched shapes or repeated nodes."""
 
-    # its variances come from a factor of the posterior precision (Rao-Blackwellised
-    # Monte Carlo), precise enough at the observed nodes for cross_validated_amplitude
+    # RBMC variances from a factor of Q̃: precise enough for cross_validated_amplitude
     factored = True
 
     def __init__(self, graph, observed: np.ndarray, z: np.ndarray, nu: int):
@@ -126,10 +111,8 @@ class MaternRegression:
         return self._factors.logdet_prior(kappa2)
 
     def prior_variance(self, kappa2: float) -> float:
-        """``v̄(κ)``: the mean of ``diag(Q_ν(κ)⁻¹)`` over up to ``SCALE_NODES`` observed nodes
-        (evenly spaced in node order), exact - the prior's variance where the targets are,
-        at unit amplitude: the scale against which the search measures the noise
-        (``r = r̃ v̄(κ)``, ``r̃`` the noise-to-signal ratio)."""
+        """``v̄(κ)``: the exact mean of ``diag(Q_ν(κ)⁻¹)`` at up to ``SCALE_NODES``
+        observed nodes (evenly spaced), the search's noise scale (``r = r̃ v̄(κ)``)."""
         if kappa2 not in self._prior_variance:
             nodes = self.observed[np.unique(np.linspace(0, self.m - 1,
                                                         min(self.m, SCALE_NODES)).astype(int))]
@@ -138,8 +121,7 @@ class MaternRegression:
         return self._prior_variance[kappa2]
 
     def _posterior_factor(self, kappa2: float, ratio: float):
-        """The factor of ``Q̃`` at ``(κ², r)`` (refactored unless it holds it), also held as
-        ``_chol_Q``."""
+        """The factor of ``Q̃`` at ``(κ², r)`` (reused if held), kept as ``_chol_Q``."""
         self._chol_Q = self._factors.posterior_factor(kappa2, self.observed, 1.0 / ratio,
                                                       (kappa2, ratio))
         return self._chol_Q
@@ -157,16 +139,14 @@ class MaternRegression:
         return kappa2, checked_ratio(ratio)
 
     def _factor_posterior(self, kappa2: float, ratio: float, z=None):
-        """Factor ``Q̃`` at ``(κ², r)``: ``(μ, b)`` with ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``
-        (``z``: these targets instead of the regression's)."""
+        """Factor ``Q̃``: ``(μ, b)``, ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b`` (``z``: other targets)."""
         z = self.z if z is None else z
         b = np.zeros((self.n,) + z.shape[1:])
         b[self.observed] = z / ratio
         return self._posterior_factor(kappa2, ratio).solve(b), b
 
     def _terms(self, kappa2: float, ratio: float, z=None):
-        """``(μ, zᵀ S⁻¹ z, log |S|)`` at ``(κ², r)`` (``S = P Q⁻¹ Pᵀ + r I``); leaves ``Q̃``
-        factored."""
+        """``(μ, zᵀ S⁻¹ z, log |S|)`` at ``(κ², r)``; leaves ``Q̃`` factored."""
         z = self.z if z is None else z
         ld_prior = self.logdet_prior(kappa2)
         mean, b = self._factor_posterior(kappa2, ratio, z)
@@ -176,9 +156,8 @@ class MaternRegression:
         return mean, quad, logdet_S
 
     def evaluate(self, kappa2: float, ratio: float, noise: float | None = None) -> MaternFit:
-        """The evidence, amplitude and posterior mean at ``(κ², r)``: the amplitude
-        profiled out, or ``A = noise / r`` where the noise variance ``A r`` is fixed (a
-        ``noise`` in the units of ``z``); leaves ``Q̃`` factored (for :meth:`variances`)."""
+        """The :class:`MaternFit` at ``(κ², r)``: ``A`` profiled, or ``noise / r`` for a
+        fixed noise variance (units of ``z``); leaves ``Q̃`` factored (for :meth:`variances`)."""
         kappa2, ratio = self._checked(kappa2, ratio)
         self.n_evaluations += 1
         mean, quad, logdet_S = self._terms(kappa2, ratio)
@@ -197,9 +176,8 @@ class MaternRegression:
                        log_evidence=float(log_ev), mean=mean)
 
     def evaluate_each(self, kappa2: float, ratio: float, columns=None) -> list:
-        """One :class:`MaternFit` a map (a column of ``z``; of ``z[:, columns]`` if given) at
-        ``(κ², r)``, each with its own profiled amplitude and log evidence (:meth:`evaluate`
-        sums them), from one factor of ``Q̃``; leaves ``Q̃`` factored."""
+        """One :class:`MaternFit` a map (column of ``z``, or of ``z[:, columns]``) at
+        ``(κ², r)``, each with its own amplitude and evidence, from one factor of ``Q̃``."""
         kappa2, ratio = self._checked(kappa2, ratio)
         self.n_evaluations += 1
         z = self.z.reshape(self.m, -1)
@@ -214,8 +192,8 @@ class MaternRegression:
                 for j, (a, e) in enumerate(zip(amplitude, log_ev))]
 
     def log_evidence_at(self, kappa2: float, ratio: float, amplitude: float) -> float:
-        """``log N(z | 0, A S)`` at a given amplitude ``A`` (:meth:`evaluate` profiles it
-        out); leaves ``Q̃`` factored."""
+        """``log N(z | 0, A S)`` at a given amplitude ``A`` (one map); leaves ``Q̃``
+        factored. ValueError for a bad ``amplitude`` or several maps."""
         A, m = float(amplitude), self.m
         if not (np.isfinite(A) and A > 0):
             raise ValueError(f"amplitude must be a finite number > 0; got {amplitude!r}.")
@@ -225,13 +203,11 @@ class MaternRegression:
         return float(-0.5 * quad / A - 0.5 * (m * np.log(A) + logdet_S) - 0.5 * m * _LOG_2PI)
 
     def posterior_mean(self, kappa2: float, ratio: float) -> np.ndarray:
-        """``μ = Q̃⁻¹ Pᵀ z / r`` at every node; leaves ``Q̃`` factored (no factor of ``K``:
-        the prior's determinant is the evidence's only)."""
+        """``μ`` at every node (no factor of ``K``); leaves ``Q̃`` factored."""
         return self._factor_posterior(*self._checked(kappa2, ratio))[0]
 
     def unit_posterior_columns(self, kappa2: float, ratio: float, nodes) -> np.ndarray:
-        """``Q̃⁻¹[:, nodes]`` - the posterior covariances with ``nodes`` in units of ``A``
-        (one solve a node with the factor of ``Q̃``)."""
+        """``Q̃⁻¹[:, nodes]``: the posterior covariances with ``nodes`` at unit amplitude."""
         kappa2, ratio = self._checked(kappa2, ratio)
         nodes = np.asarray(nodes, dtype=np.int64).ravel()
         B = np.zeros((self.n, nodes.size))
@@ -241,9 +217,8 @@ class MaternRegression:
     def unit_posterior_variances(self, kappa2: float, ratio: float, rows: np.ndarray,
                                  exact_rows: int, n_samples: int = 64,
                                  random_state=0) -> np.ndarray:
-        """``diag(Q̃⁻¹)`` at ``rows`` - the posterior variances in units of ``A``: exact
-        (one solve a row, 256 at a time) for at most ``exact_rows`` rows, else by
-        :func:`rbmc_variances` over every node."""
+        """``diag(Q̃⁻¹)`` at ``rows`` (unit amplitude): exact for at most ``exact_rows``
+        rows, else :func:`rbmc_variances`. IndexError for rows outside the graph."""
         kappa2, ratio = self._checked(kappa2, ratio)
         rows = np.asarray(rows, dtype=np.int64).ravel()
         if rows.size and (rows.min() < 0 or rows.max() >= self.n):
@@ -258,22 +233,18 @@ class MaternRegression:
     def unit_variances_rbmc(self, kappa2: float, ratio: float, n_samples: int = 64,
                             random_state=0):
         """``(diag(Q̃⁻¹), standard errors, standard error of their sum over the observed
-        nodes)`` at ``(κ², r)`` - the posterior variances at unit amplitude, by
-        :func:`rbmc_variances` from the factor of ``Q̃`` (factored here unless the last
-        evaluation left it)."""
+        nodes)`` at ``(κ², r)`` by :func:`rbmc_variances` (unit amplitude)."""
         kappa2, ratio = self._checked(kappa2, ratio)
         return rbmc_variances(self.posterior_precision(kappa2, ratio),
                               self._posterior_factor(kappa2, ratio), n_samples, random_state,
                               sum_rows=self.observed)
 
     def variances(self, fit: MaternFit, n_samples: int = 64, random_state=0):
-        """``(variance, standard error)`` of ``f`` at every node under ``fit``: the RBMC
-        estimate of ``A diag(Q̃⁻¹)`` (:meth:`unit_variances_rbmc`). Kept for
-        :func:`cross_validated_amplitude` (at unit amplitude): ``observed_sum``, the
-        variances' sum over the observed nodes, and ``observed_sum_se``, its standard error
-        - the Monte Carlo estimate's, or, where that leaves the amplitude's denominator
-        ``m r - Σ v_i`` known to worse than ``GCV_PRECISION``, the exact sum of
-        :meth:`observed_variance_sum` with error 0."""
+        """``(variance, standard error)`` of ``f`` at every node (``(n, maps)`` for several
+        maps): the RBMC estimate of ``A diag(Q̃⁻¹)``. Sets ``observed_sum`` and ``observed_sum_se``
+        (unit amplitude) for :func:`cross_validated_amplitude`, exact
+        (:meth:`observed_variance_sum`) where the Monte Carlo error exceeds ``GCV_PRECISION`` of
+        ``m r - Σ v_i``."""
         var, se, self.observed_sum_se = self.unit_variances_rbmc(
             fit.kappa2, fit.ratio, n_samples, random_state)
         self.observed_sum = float(var[self.observed].sum())
@@ -285,10 +256,9 @@ class MaternRegression:
         return fit.amplitude * var, fit.amplitude * se
 
     def observed_variance_sum(self, kappa2: float, ratio: float) -> float:
-        """``Σ_i (Q̃⁻¹)_ii`` over the observed nodes at ``(κ², r)`` (unit amplitude), from
-        ``m r - Σ_i (Q̃⁻¹)_ii = r d log|S| / d log r`` with ``log|S| = m log r + log|Q̃| -
-        log|Q|``: a central difference of ``log|Q̃|`` in ``log r`` (two factorisations,
-        step ``GCV_LOG_STEP``; relative error about 1e-6 of the difference)."""
+        """``Σ_i (Q̃⁻¹)_ii`` over the observed nodes (unit amplitude) from
+        ``m r - Σ_i (Q̃⁻¹)_ii = r d log|S| / d log r``: a central difference of ``log|Q̃|`` in
+        ``log r`` (two factorisations, step ``GCV_LOG_STEP``)."""
         kappa2, ratio = self._checked(kappa2, ratio)
         h = GCV_LOG_STEP
         logdets = [self._factors.posterior_factor(kappa2, self.observed, 1.0 / (ratio * f),
@@ -298,18 +268,15 @@ class MaternRegression:
         return self.m * ratio - ratio * slope
 
 
-# the observed nodes' variance sum is computed exactly (MaternRegression.
-# observed_variance_sum) where its Monte Carlo estimate leaves the cross-validated
-# amplitude's denominator m r - Σ v_i known to worse than GCV_PRECISION (relative): at small
-# noise-to-signal ratios it is a small difference of the variances from the noise.
-# GCV_LOG_STEP: the step in log r of its central difference (truncation ~ step², rounding
-# of log|Q̃| ~ 1e-10 / step)
+# the relative precision of m r - Σ v_i below which the observed variance sum is computed
+# exactly (MaternRegression.variances): a small difference at small noise-to-signal ratios
 GCV_PRECISION = 0.01
+# observed_variance_sum's step in log r (truncation ~ step², rounding ~ 1e-10 / step)
 GCV_LOG_STEP = 1e-3
 
 
 def checked_ratio(ratio) -> float:
-    """``ratio`` as a float, or a clear error when it is not a noise-to-signal ratio."""
+    """``ratio`` as a float; ValueError unless finite and > 0."""
     ratio = float(ratio)
     if not (np.isfinite(ratio) and ratio > 0):
         raise ValueError(f"ratio (the noise-to-signal ratio r) must be a finite number > 0; "
@@ -318,21 +285,12 @@ def checked_ratio(ratio) -> float:
 
 
 def cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se=0.0):
-    """The amplitude ``A`` by generalised cross-validation, or None where the variances'
-    Monte Carlo error leaves it undetermined.
-
-    With ``S = P Q⁻¹ Pᵀ + r I`` the targets' covariance at unit amplitude, leaving target
-    ``i`` out predicts it with residual ``(S⁻¹z)_i / (S⁻¹)_ii`` and variance ``A / (S⁻¹)_ii``;
-    the amplitude at which these standardised residuals have unit mean square, with each
-    ``(S⁻¹)_ii`` replaced by their mean (Craven and Wahba 1979), is ``‖S⁻¹z‖² / tr S⁻¹``.
-    Through the posterior precision (``S⁻¹z = (z - μ)/r``, ``S⁻¹ = (I - P Q̃⁻¹ Pᵀ / r) / r``)
-    that is ``Σ (z_i - μ_i)² / (m r - Σ v_i)`` with ``μ`` the posterior means at the
-    observed nodes and ``variance_sum = Σ v_i`` the sum of their unit-amplitude variances.
-    At an optimum of the evidence in ``r`` (inside its range) it is the evidence's
-    amplitude: the evidence's derivative in ``r`` vanishes there. ``sum_se``: the standard
-    error of ``variance_sum`` (Monte Carlo variances: :func:`rbmc_variances` with
-    ``sum_rows``; 0 if exact); None is returned when the denominator is not at least ten
-    times it."""
+    """The amplitude by generalised cross-validation (Craven and Wahba 1979),
+    ``Σ (z_i - μ_i)² / (m r - Σ v_i)`` with ``μ = mean_observed`` and ``Σ v_i = variance_sum``
+    (unit amplitude; standard error ``sum_se``, 0 if exact); None unless the denominator is
+    positive and over ten times ``sum_se``. At an interior optimum of the evidence in ``r`` it
+    is the evidence's amplitude (docs/images.md, "Intervals"). ValueError unless ``z`` and
+    ``mean_observed`` are 1-d of one shape."""
     z = np.asarray(z, dtype=np.float64)
     mean_observed = np.asarray(mean_observed, dtype=np.float64)
     if z.ndim != 1 or mean_observed.shape != z.shape:
@@ -348,9 +306,9 @@ def cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se=0.0)
 
 
 def entries_of_inverse(apply_inverse, n: int, rows, cols, keep_columns: bool = False):
-    """``X[rows_i, cols_i]`` for ``X`` given by ``apply_inverse(B) = X B``: one column of
-    ``X`` a distinct entry of ``cols`` (in the order they first appear), ``SOLVE_BLOCK`` at
-    a time. With ``keep_columns``, also ``(distinct cols, X[:, distinct cols])``."""
+    """``X[rows_i, cols_i]`` for ``X`` given by ``apply_inverse(B) = X B``, solving for
+    ``SOLVE_BLOCK`` distinct ``cols`` at a time. With ``keep_columns``, also
+    ``(distinct cols, X[:, distinct cols])`` (in the order they first appear)."""
     rows = np.asarray(rows, dtype=np.int64).ravel()
     cols = np.asarray(cols, dtype=np.int64).ravel()
     distinct, first, col_of = np.unique(cols, return_index=True, return_inverse=True)
@@ -380,21 +338,16 @@ def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
 
 def rbmc_variances(Q: sp.spmatrix, chol: PatternCholesky, n_samples: int = 64,
                    random_state=0, sum_rows=None):
-    """:func:`rao_blackwell_variances` from ``n_samples`` draws ``x ~ N(0, Q⁻¹)`` from
-    ``chol``, the factor of ``Q``."""
+    """:func:`rao_blackwell_variances` from ``n_samples`` draws by ``chol``, ``Q``'s factor."""
     rng = np.random.default_rng(random_state)
     return rao_blackwell_variances(Q, chol.sample(int(n_samples), rng), sum_rows)
 
 
 def rao_blackwell_variances(Q: sp.spmatrix, X: np.ndarray, sum_rows=None):
-    """``(diag(Q⁻¹), standard errors)`` by Rao-Blackwellised Monte Carlo: with draws
-    ``x_s ~ N(0, Q⁻¹)`` (the columns of ``X``),
-    ``v_i = 1/Q_ii + mean_s (Σ_{j≠i} Q_ij x_sj)² / Q_ii²`` (Sidén et al. 2018, Sec. 3.1):
-    unbiased, the conditional variance ``1/Q_ii`` exact and only the variance of the
-    conditional mean sampled. The standard error is that of the sample mean. With
-    ``sum_rows`` a third value: the standard error of ``Σ v_i`` over those rows, from the
-    draws' own sums (the nodes' errors are correlated through the shared draws, so it is
-    neither the root of the squares nor the sum of the nodes' standard errors)."""
+    """``(diag(Q⁻¹), standard errors)`` by Rao-Blackwellised Monte Carlo (Sidén et al.
+    2018, Sec. 3.1), from the draws ``x_s ~ N(0, Q⁻¹)`` in the columns of ``X``:
+    ``v_i = 1/Q_ii + mean_s (Σ_{j≠i} Q_ij x_sj)² / Q_ii²``, unbiased. With ``sum_rows``, also
+    the standard error of ``Σ v_i`` over those rows, from the draws' own (correlated) sums."""
     Q = sp.csr_matrix(Q)
     d = Q.diagonal()
     off = Q - sp.diags(d)
@@ -414,8 +367,7 @@ __all__ += ["NotPositiveDefiniteError"]
 
 # -- hyperparameters by the evidence ----------------------------------------------------------
 
-# the noise-to-signal ratio r̃'s range (search_matern); κ's follows the graph (see
-# matern_search_ranges)
+# the range of the noise-to-signal ratio r̃ (κ²'s: matern_search_ranges)
 RATIO_RANGE = (1e-6, 1e2)
 # the noise-to-signal ratios of the first order's starting grid
 START_RATIOS = (1e-5, 1e-3, 1e-1)
@@ -423,9 +375,8 @@ START_RATIOS = (1e-5, 1e-3, 1e-1)
 
 def matern_search_ranges(graph) -> dict:
     """The log ranges searched: ``κ²`` from ``(1/(100 d))²`` to ``(1/h)²`` (``d`` the
-    cloud's widest extent, ``h`` the graph's spacing; a correlation range from a hundred
-    extents - nearly intrinsic - down to a node spacing), the start ``(1/(10 h))²`` (a
-    range of ten spacings); the noise-to-signal ratio ``r̃`` over ``[1e-6, 100]`` from 1e-2."""
+    cloud's widest extent, ``h`` the graph's spacing), starting at ``(1/(10 h))²``; ``r̃``
+    over ``RATIO_RANGE`` from 1e-2."""
     extent = float(np.max(np.ptp(graph.points, axis=0))) or graph.spacing
     h = graph.spacing
     lo, hi = (1.0 / (100.0 * extent)) ** 2, (1.0 / h) ** 2
@@ -435,20 +386,17 @@ def matern_search_ranges(graph) -> dict:
                 log_ratio=tuple(np.log(RATIO_RANGE)), log_ratio_start=np.log(1e-2))
 
 
-# the one-dimensional searches stop when the bracket is this narrow (in log κ² or log r̃;
-# an error of 0.05 costs a fraction of a nat at the curvatures measured on brain maps,
-# ~100 nats per unit²) or after this many evaluations
+# line searches stop at a bracket LINE_TOLERANCE wide (log units; 0.05 costs a fraction of
+# a nat on brain maps), LINE_VALUE_TOLERANCE nats or LINE_MAX_EVALUATIONS evaluations
 LINE_TOLERANCE = 0.2
-# ... or when the bracket's ends lie less than this above its best point (nats): what is
-# left to gain inside it
 LINE_VALUE_TOLERANCE = 0.1
-# the coarse first pass over every order (search_matern), and the orders it leaves within
-# REFINE_MARGIN nats of the best, which get the fine one
+# the coarse pass over every order; those within REFINE_MARGIN nats of the best get the fine
 COARSE_TOLERANCE = 0.7
 COARSE_VALUE_TOLERANCE = 1.0
 COARSE_MAX_EVALUATIONS = 6
 REFINE_MARGIN = 2.0
-# an order this many nats below the best after one coarse sweep gets no second one
+# an order this many nats below the best gets no second coarse sweep (nor, after a ball
+# search, a whole-graph evaluation: the others trail by hundreds of nats)
 FAR_MARGIN = 100.0
 LINE_MAX_EVALUATIONS = 8
 _GOLDEN = 0.3819660112501051
@@ -466,18 +414,12 @@ def on_lattice(x: float, lo: float, hi: float, step: float) -> float:
 def _line_search(fun, x0: float, step: float, lo: float, hi: float,
                  tol: float = LINE_TOLERANCE, max_evals: int = LINE_MAX_EVALUATIONS,
                  value_tol: float = LINE_VALUE_TOLERANCE, lattice=None):
-    """Minimise ``fun`` on ``[lo, hi]`` from ``x0``: steps of ``step`` downhill until the
-    minimum is bracketed (or a bound is reached), then safeguarded parabolic steps
-    (Brent's rule: a golden section where the parabola's vertex is out of the bracket,
-    too close to its best point, or the bracket stopped shrinking) until the bracket is
-    narrower than ``tol`` or its ends lie within ``LINE_VALUE_TOLERANCE`` of its best
-    value. Values may be ``inf`` (unfactorable points). With a ``lattice`` step every
-    point is one of :func:`on_lattice`, and the refinement ends where both lattice
-    neighbours of its best point are no lower (a minimum on the lattice).
-
-    A generator, as :func:`search_steps`: ``fun(x)`` is a generator that yields the
-    evaluations it needs and returns the value (``yield from``). Returns the best ``x``
-    seen."""
+    """Minimise ``fun`` on ``[lo, hi]`` from ``x0``: steps of ``step`` downhill until
+    bracketed (or at a bound), then :func:`_refine` (Brent's safeguarded parabolas) until the
+    bracket is narrower than ``tol``, its ends within ``value_tol`` of its best, or after
+    ``max_evals`` evaluations. ``inf`` values are unfactorable points; with ``lattice``, points
+    are :func:`on_lattice`. A generator, as :func:`search_steps` (``fun(x)`` too, returning
+    the value). Returns the best ``x`` seen."""
     seen = {}
 
     def clip(x):
@@ -522,9 +464,8 @@ def _line_search(fun, x0: float, step: float, lo: float, hi: float,
 
 def _refine(f, a: float, b: float, c: float, tol: float, value_tol: float, budget: int,
             seen: dict, snap=None, lattice=None):
-    """Shrink the bracket ``a <= b <= c`` (``f(b)`` lowest) to ``tol`` within ``budget``
-    evaluations (see :func:`_line_search`; a generator as it is). ``snap``: the lattice's
-    rounding, ``lattice`` its step."""
+    """Shrink the bracket ``a <= b <= c`` (``f(b)`` lowest) within ``budget`` evaluations
+    (:func:`_line_search`); ``snap``: the lattice's rounding, ``lattice`` its step."""
     width = c - a
     for k in range(max(int(budget), 0)):
         fa = yield from f(a)
@@ -545,8 +486,7 @@ def _refine(f, a: float, b: float, c: float, tol: float, value_tol: float, budge
         if snap is not None:
             x = snap(x)
             if x in seen or not a < x < c:
-                # the step lands on a point seen: the nearest lattice neighbour of b not
-                # yet seen, on the wider side first; none left - b is a lattice minimum
+                # b's nearest unseen lattice neighbour, wider side first; none: a minimum
                 sides = (b + lattice, b - lattice) if c - b > b - a \
                     else (b - lattice, b + lattice)
                 fresh = [t for t in map(snap, sides) if a < t < c and t not in seen]
@@ -564,33 +504,24 @@ def _refine(f, a: float, b: float, c: float, tol: float, value_tol: float, budge
     return min(seen, key=seen.get)
 
 
-# graphs above twice this many nodes search their hyperparameters on a ball of this many
-# (the motor map's 45,448 voxels: the same order and whole-graph evidence within 0.3 nats
-# from a ball of 8,000 as from one of 16,000, in half the time)
+# graphs above twice this many nodes are searched on a ball of this many (8,000: the order
+# and evidence of 16,000 within 0.3 nats, in half the time; docs/full_resolution.md)
 SEARCH_MAX_NODES = 8_000
-# graphs above this many nodes are not factored: their posterior comes from conjugate
-# gradients (flgp.precision.iterative), their hyperparameters from the ball's evidence.
-# A smooth field on the 2 mm MNI152 brain mask (235,375 voxels, 20 % observed): factored
-# (orders up to 4 on the whole graph), no answer in 300 s and 17 GB resident; by conjugate
-# gradients (order 4) 36.5 s and 0.85 GB, test MSE 0.13 noise variances (the 3 mm mask's factored
-# fit: 0.25, 116 s, 4.7 GB), 95 % intervals of a new observation covering 95.1 %
+# graphs above this many nodes are not factored (the 2 mm brain mask's factor did not
+# finish): conjugate gradients (docs/full_resolution.md, "Beyond a factor's reach")
 FACTOR_MAX_NODES = 100_000
-# the measured peak memory of fit_matern's default search on a 3-d voxel region (`flgp
-# nifti`, docs/images.md): factored (orders up to 4) 1.8 GB at 45,448 voxels and 4.7 GB
-# at 69,765 - growing like n^2.2; by conjugate gradients 1.0 GB at 235,375 voxels, 2.6 GB
-# at 10^6, 4.0 GB at 1,524,955 and 4.7 GB at 1,882,989: 0.47 GB + 2.3 kB a voxel
+# fit_memory_gb's rule of thumb, read off measured peaks on 3-d voxel regions
+# (docs/images.md, "Memory, before the fit")
 FACTORED_GB, FACTORED_NODES, FACTORED_POWER = 1.8, 45_448, 2.2
 ITERATIVE_BASE_GB, ITERATIVE_GB_PER_NODE = 0.47, 2.3e-6
-# a graph is factored only while its expected peak is within this share of the machine's
-# memory: past it (a smaller machine, a region near FACTOR_MAX_NODES) the fit goes by
-# conjugate gradients rather than being refused for want of memory
+# factor only while the expected peak is within this share of the machine's memory; past
+# it the fit goes by conjugate gradients rather than being refused
 FACTOR_MEMORY_SHARE = 0.5
 
 
 def fit_memory_gb(n_nodes: int, factored: bool) -> float:
     """The expected peak memory (GB) of :func:`fit_matern` on a 3-d lattice of ``n_nodes``
-    nodes by either path, from the measured peaks above: a rule of thumb (other graphs
-    fill in less), not a bound."""
+    nodes, factored or not: a rule of thumb, not a bound."""
     n = float(n_nodes)
     if factored:
         return FACTORED_GB * (n / FACTORED_NODES) ** FACTORED_POWER
@@ -598,18 +529,15 @@ def fit_memory_gb(n_nodes: int, factored: bool) -> float:
 
 
 def factors(n_nodes: int) -> bool:
-    """Whether :func:`fit_matern` factors a graph of ``n_nodes`` nodes: up to
-    ``FACTOR_MAX_NODES`` while the factored fit's expected peak (:func:`fit_memory_gb`)
-    is within ``FACTOR_MEMORY_SHARE`` of the machine's memory; else conjugate
-    gradients."""
+    """Whether :func:`fit_matern` factors ``n_nodes`` nodes: up to ``FACTOR_MAX_NODES`` while
+    :func:`fit_memory_gb` is within ``FACTOR_MEMORY_SHARE`` of the machine's memory."""
     return (n_nodes <= FACTOR_MAX_NODES and fit_memory_gb(n_nodes, True)
             <= FACTOR_MEMORY_SHARE * physical_memory() / 2 ** 30)
 
 
 def search_subgraph(graph, observed, z, size: int = SEARCH_MAX_NODES):
-    """``(subgraph, observed, z)`` of the ``size`` nodes nearest to the observed node
-    closest to the observed nodes' centroid (the connected piece that holds it): where the
-    hyperparameters are searched on a graph too large to factor a dozen times."""
+    """``(subgraph, observed, z)`` on the ``size`` nodes nearest the observed nodes' most
+    central node (its connected piece): where a large graph's hyperparameters are searched."""
     from scipy.spatial import cKDTree
 
     P = graph.points
@@ -630,26 +558,19 @@ def search_subgraph(graph, observed, z, size: int = SEARCH_MAX_NODES):
 def fit_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
              noise=None, start=None, verbose=False,
              search_max_nodes: int = SEARCH_MAX_NODES):
-    """The graph Matérn prior of highest evidence for ``z`` at ``observed``.
+    """The graph Matérn prior of highest evidence for ``z`` at ``observed``: by default the
+    order among ``nus`` and ``(κ², r̃)`` searched, ``A`` profiled (docs/full_resolution.md).
+    Returns ``(best MaternFit, its MaternRegression, {nu: MaternFit})``.
 
-    **Units.** The search runs on the graph in its own units
-    (:meth:`flgp.graph.PointGraph.in_own_units`: lengths in a unit read off ``C⁻¹G``, masses
-    in the mean mass), so that its ranges, its starting point and every evaluation are the
-    same whatever the units of the points: a change of units moves ``κ`` (``MaternFit.kappa``)
-    and nothing else - not the evidence, the order, ``r``, ``A`` or the posterior. The fits'
-    ``κ²``, ``r`` and ``A`` and the returned regression are those of the graph in its own
-    units; a fixed ``kappa2`` is given in the units of ``graph`` (``1 / length²``), a fixed
-    ``ratio`` and ``start = (κ², r)`` in its own units. ``noise``: fix the noise variance
-    ``A r`` (in the units of ``z``) and search ``(κ², r)`` with ``A = noise / r``.
-
-    On a graph of more than twice ``search_max_nodes`` nodes the hyperparameters of each order
-    are searched (:func:`search_matern`) on a ball of that many nodes around the observed
-    data's centre (:func:`search_subgraph`: a factorisation of 8,000 voxels costs a
-    twentieth of one of 45,000), and each order within ``FAR_MARGIN`` nats of the ball's
-    best is then evaluated once on the whole graph at its ball's optimum: the order is
-    chosen, and the evidence reported, by the exact evidence of the whole graph at those
-    hyperparameters. Returns ``(best MaternFit, its
-    MaternRegression, {nu: MaternFit})``."""
+    The search runs on the graph in its own units (:meth:`flgp.graph.PointGraph.in_own_units`):
+    a change of units moves ``κ`` (``MaternFit.kappa``) and nothing else; the fits and the
+    regression are in those units. A fixed ``kappa2`` is in ``graph``'s units, ``start =
+    (κ², r̃)`` in its own, a fixed ``ratio`` is ``r̃``; ``noise`` (> 0, units of ``z``, else
+    ValueError) fixes ``A r``. Graphs of up to ``2 * search_max_nodes`` nodes are searched
+    whole and polished (:func:`search_matern_steps`); larger ones on a ball
+    (:func:`search_subgraph`), each order within ``FAR_MARGIN`` nats of the ball's best then
+    evaluated at its ball optimum on the whole graph, whose exact evidence picks the order;
+    past :func:`factors`, the posterior comes by conjugate gradients (:func:`_fit_iterative`)."""
     return exhaust(fit_matern_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
                                   noise=noise, start=start, verbose=verbose,
                                   search_max_nodes=search_max_nodes))
@@ -658,13 +579,9 @@ def fit_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None
 def fit_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                    noise=None, start=None, verbose=False,
                    search_max_nodes: int = SEARCH_MAX_NODES, screen: bool = False):
-    """:func:`fit_matern` as a generator that returns its result. ``screen=True``: where the
-    search runs on the whole graph (up to twice ``search_max_nodes`` nodes, no fit
-    precomputed), it yields a :class:`Screen` - the best log evidence of ``z`` the search
-    has evaluated - after the first order's starting grid (:func:`start_grid`) and again
-    after that order's coarse search, and goes on when sent None (what
-    ``FLGPRegressor()`` compares before it pays for a search that cannot win:
-    docs/models.md, "Screening")."""
+    """:func:`fit_matern` as a generator that returns its result. ``screen=True``: a
+    whole-graph search also yields :func:`search_steps`' :class:`Screen` objects, answered with
+    None (docs/models.md, "Screening")."""
     observed = np.asarray(observed, dtype=np.int64)
     z = np.asarray(z, dtype=np.float64)
     length, mass = graph.own_units()
@@ -690,24 +607,21 @@ def fit_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, rati
     return best, reg, by_order
 
 
-# fits made elsewhere (flgp.precision.maps: many maps on one graph) that fit_matern returns
-# instead of searching, keyed by precomputed_key
+# fits made elsewhere (flgp.precision.maps) that fit_matern returns, by precomputed_key
 _PRECOMPUTED = contextvars.ContextVar("flgp_precomputed_matern_fits", default=None)
 
 
 def precomputed_key(observed, z, nus) -> tuple:
-    """What a precomputed fit is looked up by: the observed nodes, the standardised targets
-    (their bytes) and the orders searched."""
+    """The key of a precomputed fit: the observed nodes, the targets' bytes, the orders."""
     return (array_fingerprint(np.asarray(observed, dtype=np.int64)),
             array_fingerprint(np.asarray(z, dtype=np.float64)), tuple(int(n) for n in nus))
 
 
 @contextmanager
 def precomputed_fits(fits: dict):
-    """Within the block, :func:`fit_matern` of targets found in ``fits`` (``{precomputed_key:
-    (best MaternFit, regression, {nu: MaternFit})}``, in the graph's own units, with the
-    default search: no fixed ``kappa2``, ``ratio``, ``noise`` or ``start``) returns that
-    fit instead of searching (:func:`flgp.precision.maps.fit_matern_maps` made it)."""
+    """Within the block, :func:`fit_matern` with the default search returns the fit found in
+    ``fits`` (``{precomputed_key: (best MaternFit, regression, {nu: MaternFit})}``, in the
+    graph's own units) instead of searching."""
     token = _PRECOMPUTED.set(dict(fits))
     try:
         yield
@@ -728,13 +642,9 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
     if sub_obs.size < 2:
         return search_matern(graph, observed, z, nus, **search)
     _, _, local = search_matern(sub, sub_obs, sub_z, nus, **search)
-    # the orders in ascending order of their ball's evidence, so that the likely winner
-    # comes last; at most two factors in memory at a time (the best so far and the one
-    # being evaluated), so that a winner evaluated before a later order is not factored
-    # again
+    # in ascending ball evidence (the likely winner last), holding at most two factors:
+    # the best so far (not factored again) and the one being evaluated
     results, best_reg = {}, None
-    # the orders within FAR_MARGIN of the ball's best (the others trail by hundreds of
-    # nats on the ball, thousands on the whole graph)
     top = max(f.log_evidence for f in local.values())
     contenders = [nu for nu in local if local[nu].log_evidence >= top - FAR_MARGIN]
     for nu in sorted(contenders, key=lambda j: local[j].log_evidence):
@@ -757,10 +667,9 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
 
 
 def start_grid(graph, nu: int, log_top: float | None = None) -> list:
-    """The points ``(log κ², log r̃)`` at which :func:`search_matern`'s default search (no
-    fixed ``kappa2``, ``ratio`` or ``start``) evaluates its first order ``nu`` before its
-    line searches: ranges of 100 to 0.1 times ten spacings by the ratios
-    ``START_RATIOS``. ``log_top``: ``log λ_max`` of :func:`largest_eigenvalue`, if known."""
+    """The points ``(log κ², log r̃)`` that :func:`search_matern`'s default search evaluates
+    for its first order ``nu`` before its line searches: ranges of 100 to 0.1 times ten
+    spacings by the ratios ``START_RATIOS``. ``log_top``: ``log λ_max``, if known."""
     ranges = matern_search_ranges(graph)
     if log_top is None:
         log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
@@ -779,29 +688,13 @@ def _lowest_log_kappa2(nu, ranges, log_top) -> float:
 
 def search_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                 noise=None, start=None, verbose=False, lattice=None):
-    """The graph Matérn prior of highest evidence for ``z`` at ``observed``, on ``graph``
-    as given (:func:`fit_matern` searches on the graph in its own units).
-
-    The coordinates are ``log κ²`` and ``log r̃``, the noise-to-signal ratio: ``r = r̃
-    v̄(κ)`` with ``v̄(κ)`` the prior's variance at the observed nodes
-    (:meth:`MaternRegression.prior_variance`), so that a step in ``κ`` keeps the noise's
-    share and a step in ``r̃`` keeps the correlation range - and ``r̃`` means the same on
-    every graph and for every order (the raw ``r`` of a long-range prior is thousands of
-    times its ``r̃``). Each order in ``nus`` gets one sweep of one-dimensional searches,
-    ``log r̃`` then ``log κ²`` (steps of a factor 100 downhill for the first order, 10 for the others,
-    which start from the best optimum so far; then a parabolic step), and the order that
-    wins a second search in ``log r̃`` when its ``κ²`` moved by more than a factor 10. A
-    later order stops after its first line search when that leaves it more than
-    ``max(10, m / 100)`` nats below the best so far (measured gaps on the motor map:
-    thousands of nats). A search costs about 5 factorisations an order (0.9 s each for
-    ``ν = 2`` on the 45,448-voxel motor map, 2 s for ``ν = 3``). Fixed ``kappa2`` /
-    ``ratio`` (``r̃``) are not searched; ``start = (κ², r̃)``; a fixed ``noise`` (the
-    variance ``A r``) makes ``A = noise / r``. ``lattice``: evaluate only at multiples of
-    this step in ``log κ²`` and ``log r̃`` (each point asked for rounded to the nearest;
-    :func:`flgp.precision.maps.fit_matern_maps` searches many maps so, sharing the
-    evaluations they have in common). The steps are :func:`search_steps`'. Returns
-    ``(best MaternFit, its MaternRegression, {nu: MaternFit})``, the fits' ``ratio`` the raw
-    ``r``."""
+    """The graph Matérn prior of highest evidence for ``z`` at ``observed``, on ``graph`` as
+    given, in ``log κ²`` and ``log r̃``, ``r = r̃ v̄(κ)`` (:meth:`MaternRegression.prior_variance`;
+    docs/full_resolution.md); the steps are :func:`search_steps`'. A fixed ``kappa2`` or
+    ``ratio`` (``r̃``) is not searched; ``start = (κ², r̃)`` replaces the start grid; ``noise``
+    fixes ``A r``; ``lattice``: evaluate only at multiples of this step. Returns ``(best
+    MaternFit, its MaternRegression, {nu: MaternFit})``, the fits' ``ratio`` the raw ``r``;
+    NotPositiveDefiniteError where nothing could be factored."""
     return exhaust(search_matern_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
                                      noise=noise, start=start, verbose=verbose,
                                      lattice=lattice))
@@ -810,13 +703,11 @@ def search_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=N
 def search_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                       noise=None, start=None, verbose=False, lattice=None,
                       screen: bool = False, polish: bool = False):
-    """:func:`search_matern` as a generator that returns its result; ``screen=True``: it
-    yields the :class:`Screen` objects of :func:`search_steps` (after the first order's
-    starting grid, then after its coarse search) and goes on when sent None.
-    ``polish=True`` (with ``κ²`` and ``r̃`` both searched): each order within
-    ``POLISH_MARGIN`` nats of the best is finished by :func:`polish_order` from its line
-    searches' optimum - where the evidence's ridge runs diagonally in ``(log κ², log r̃)``
-    (noisy maps) the coordinate searches stop short of its top (measured: 1-18 nats)."""
+    """:func:`search_matern` as a generator that returns its result, passing on the
+    :class:`Screen` objects with ``screen=True``. ``polish=True`` (``κ²`` and ``r̃`` both
+    searched): the orders within ``POLISH_MARGIN`` nats of the best are finished by
+    :func:`polish_order`, as the line searches stop short of a diagonal ridge's top (noisy
+    maps)."""
     regs = {}
 
     def evaluate(nu, u, v):
@@ -848,12 +739,10 @@ def search_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, r
 
 
 class Screen:
-    """What a search yields once, when asked to (``screen=True``), after its coarse first
-    stage: ``log_evidence``, the best log evidence it has evaluated so far (of ``z``), -inf
-    where nothing was factorable; ``tighten``, if given, a function that evaluates a few
-    more points without moving the search and returns a better such value (else a later
-    screen of the same search is the tighter one); ``loose``: too coarse to be judged
-    before it is tightened."""
+    """What a search yields, when asked (``screen=True``), after its coarse first stage:
+    ``log_evidence``, the best log evidence of ``z`` so far (-inf: nothing factorable);
+    ``tighten``, if given, evaluates a few more points without moving the search and returns
+    a better such value; ``loose``: too coarse to judge before it is tightened."""
 
     def __init__(self, log_evidence: float, tighten=None, loose: bool = False):
         self.log_evidence = float(log_evidence)
@@ -873,9 +762,8 @@ def exhaust(steps):
 
 
 def drive(steps, evaluate):
-    """Run the generator ``steps`` (:func:`search_steps`), answering each evaluation it asks
-    for, ``(ν, log κ², log r̃)``, with ``evaluate(ν, log κ², log r̃)`` (a
-    :class:`MaternFit`, or None where ``Q̃`` cannot be factored); returns what it returns."""
+    """Run the generator ``steps`` (:func:`search_steps`), answering each point it asks
+    for with ``evaluate(ν, log κ², log r̃)`` (a fit, or None); returns what it returns."""
     return exhaust(driven(steps, evaluate))
 
 
@@ -897,14 +785,11 @@ def driven(steps, evaluate):
 def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=None,
                  lattice=None, screen: bool = False):
     """:func:`search_matern`'s search as a generator: it yields each evaluation it needs,
-    ``(ν, log κ², log r̃)``, receives its :class:`MaternFit` (None: not factorable) and
-    returns ``({ν: best MaternFit}, {ν: _OrderSearch})`` - so that one search runs alone
-    (:func:`drive`) or many in step, their common evaluations made once
-    (:func:`flgp.precision.maps.lockstep`). ``graph`` sets the ranges only (a fixed
-    ``kappa2`` and ``start`` as in :func:`search_matern`; ``lattice`` its step).
-    ``screen=True``: after the first order's starting grid, and again after its coarse
-    search, it also yields a :class:`Screen` of the best evidence so far (to be answered
-    with None)."""
+    ``(ν, log κ², log r̃)``, receives its :class:`MaternFit` (None: not factorable) and returns
+    ``({ν: best MaternFit}, {ν: _OrderSearch})``, to run alone (:func:`drive`) or in step
+    (:func:`flgp.precision.maps.lockstep`); ``graph`` sets the ranges only. ``screen=True``:
+    also yields a :class:`Screen` after the first order's start grid and its coarse search.
+    ValueError for a bad ``lattice``."""
     if lattice is not None and not (np.isfinite(lattice) and lattice > 0):
         raise ValueError(f"lattice must be a finite step > 0 (in log κ² and log r̃) or "
                          f"None; got {lattice!r}.")
@@ -935,15 +820,13 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
     for k, nu in enumerate(nus):
         if _beyond_the_peak(nu, results):
             continue
-        # κ no smaller than keeps cond(Q_ν) below MAX_CONDITION: beyond, the factor of the
-        # explicitly formed Q̃ loses the digits of log|Q̃| (an "evidence" of +10^4 nats)
+        # κ² no smaller than keeps cond(Q_ν) below MAX_CONDITION
         lows[nu] = lo_nu = _lowest_log_kappa2(nu, ranges, log_top)
         search = _OrderSearch(nu, lattice, ((lo_nu, lk_hi), (lr_lo, lr_hi)))
         u, v = float(np.clip(u0, lo_nu, lk_hi)), v0
         if k == 0 and start is None:
-            # the first order from the best of a coarse grid (ranges of 100 to 0.1 times
-            # ten spacings by noise-to-signal ratios 1e-5 to 0.1): coordinate searches
-            # from one start end on the wrong one of two ridges (measured: 6-8 nats)
+            # from a coarse grid's best: from one start the line searches can end on
+            # the wrong one of two ridges
             if kappa2 is None and ratio is None:
                 grid = start_grid(graph, nu, log_top)
             else:
@@ -958,8 +841,7 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
                              else search.best().log_evidence)
             if search.best() is not None:
                 u, v = search.best_point()
-        # the first order r̃ first; the others κ first (the optimal κ moves by a factor ~4
-        # from one order to the next, r̃ little)
+        # r̃ first for the first order, κ first for the others (its optimum moves ~4x)
         directions = ("ratio", "kappa") if k == 0 else ("kappa", "ratio")
         top = max((f.log_evidence for f in results.values()), default=-np.inf)
         for _ in range(2):
@@ -999,23 +881,20 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
     return results, searches
 
 
-# the polish of an order's optimum (polish_order: Nelder-Mead in log κ² and log r̃): a
-# first simplex of sides POLISH_STEP, stopping when the simplex is POLISH_TOLERANCE wide and
-# its values within POLISH_VALUE_TOLERANCE nats, or after POLISH_MAX_EVALUATIONS
-# evaluations (a diagonal ridge took 82)
+# polish_order: first simplex of sides POLISH_STEP; stop at POLISH_TOLERANCE wide and
+# POLISH_VALUE_TOLERANCE nats, or POLISH_MAX_EVALUATIONS (a diagonal ridge took 82)
 POLISH_STEP = 0.5
 POLISH_TOLERANCE = 0.05
 POLISH_VALUE_TOLERANCE = 0.05
 POLISH_MAX_EVALUATIONS = 200
-# the single-map search on a whole graph polishes the orders within POLISH_MARGIN nats of
-# its best (search_matern_steps)
+# search_matern_steps(polish=True) polishes the orders within this many nats of the best
 POLISH_MARGIN = 10.0
 
 
 def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATIONS):
     """``(best fit or None, evaluations)``: Nelder-Mead in ``(log κ², log r̃)`` from
-    ``start`` within the single-map search's ranges, ``evaluate(ν, log κ², log r̃)``
-    answering (None where the point cannot be factored), at most ``max_evaluations``."""
+    ``start`` within the search's ranges, ``evaluate(ν, log κ², log r̃)`` answering (None:
+    unfactorable), at most ``max_evaluations``. ValueError for a bad ``start`` or budget."""
     from scipy.optimize import minimize
 
     start = np.asarray(start, dtype=np.float64)
@@ -1040,8 +919,7 @@ def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATI
 
     lower, upper = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
     start = np.clip(start, lower, upper)
-    # a step along each coordinate, inwards where the start lies on an upper bound (a
-    # simplex clipped flat there would not move off it)
+    # step inwards from an upper bound (a simplex clipped flat there would not move off it)
     steps = np.where(start + POLISH_STEP <= upper, POLISH_STEP, -POLISH_STEP)
     simplex = np.clip(np.array([start, start + [steps[0], 0.0], start + [0.0, steps[1]]]),
                       lower, upper)
@@ -1052,11 +930,9 @@ def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATI
 
 
 def _beyond_the_peak(nu, results) -> bool:
-    """Whether the evidence falls towards ``nu`` among the orders searched so far: some
-    searched ``a`` lies between ``nu`` and a searched ``b`` with ``a`` more than a nat
-    below ``b``. The best evidence has been unimodal in the order on every map measured
-    (k-NN graphs, lattices, meshes; docs/full_resolution.md), so such an order is not
-    searched."""
+    """Whether the evidence falls towards ``nu``: some searched ``a`` between ``nu`` and a
+    searched ``b`` lies more than a nat below ``b``. Such an order is skipped: the evidence
+    has been unimodal in the order on every map measured (docs/full_resolution.md)."""
     for a in results:
         for b in results:
             if (nu < a < b or b < a < nu) and \
@@ -1065,16 +941,14 @@ def _beyond_the_peak(nu, results) -> bool:
     return False
 
 
-# the largest condition number ((λ_max + κ²) / κ²)^ν of Q_ν the search lets κ reach: up to
-# ~1e17 the evidence from the factor of Q̃ agrees with the labelled block's (solves with K
-# alone) to 0.01 nats on k-NN graphs, lattices and meshes, at noise-to-signal ratios from
-# 1e-7 to 1e-2; at 1e20 it is off by 0.2-0.8 nats, beyond by thousands (measured)
+# the largest condition number ((λ_max + κ²) / κ²)^ν of Q_ν the search lets κ reach: past
+# ~1e17 the factor of Q̃ loses log|Q̃|'s digits (docs/full_resolution.md)
 MAX_CONDITION = 1e15
 
 
 def largest_eigenvalue(graph) -> float:
-    """``λ_max`` of ``C⁻¹G`` (Lanczos on ``C^{-1/2} G C^{-1/2}`` to 0.1 %; dense below 64
-    nodes; Gershgorin's bound ``max_i (G_ii + Σ_j |G_ij|) / C_ii`` if Lanczos fails)."""
+    """``λ_max`` of ``C⁻¹G``: Lanczos to 0.1 % (dense below 64 nodes), Gershgorin's bound
+    if Lanczos fails."""
     d = 1.0 / np.sqrt(graph.mass)
     S = (sp.diags(d) @ sp.csr_matrix(graph.stiffness) @ sp.diags(d)).tocsr()
     if graph.n_nodes < 64:
@@ -1090,12 +964,9 @@ def largest_eigenvalue(graph) -> float:
 
 
 class _OrderSearch:
-    """``-log evidence`` of one order at ``(log κ², log r̃)`` (``r = r̃ v̄(κ)``, see
-    :func:`search_matern`), cached: :meth:`ask` is a generator that yields ``(ν, log κ², log
-    r̃)`` for a point not evaluated yet and takes its fit (None - unfactorable - counts as
-    infinitely bad). With a ``lattice`` step every point asked for is moved to the nearest
-    multiple of the step within ``bounds`` (``((u_lo, u_hi), (v_lo, v_hi))``) or to the
-    nearest bound, whichever is nearer: an optimum on a bound stays on it."""
+    """One order's cached ``-log evidence`` at ``(log κ², log r̃)``: :meth:`ask` yields
+    ``(ν, log κ², log r̃)`` for a new point and takes its fit (None: infinitely bad); with a
+    ``lattice`` step, points are :func:`on_lattice` within ``bounds``."""
 
     def __init__(self, nu: int, lattice=None, bounds=None):
         self.nu, self.lattice, self.bounds = nu, lattice, bounds
@@ -1131,9 +1002,8 @@ class _OrderSearch:
 
 
 class _IterativeRegression:
-    """What the estimators read of a fit on a graph too large to factor: its variances
-    (with ``observed_sum_se``, for the cross-validated amplitude as on the factored path)
-    and the number of evidence evaluations of the ball's search."""
+    """What the estimators read of a fit on a graph too large to factor: its variances (and
+    ``observed_sum_se``) and the evaluations of the ball's search."""
 
     factored = False              # perturbation variances, no factor
 
@@ -1154,11 +1024,9 @@ ITERATIVE_VARIANCE_SAMPLES = 8
 
 
 def _fit_iterative(graph, observed, z, nus, search, search_max_nodes):
-    """:func:`fit_matern` on a graph it does not factor (:func:`factors`): ``(κ², r, A)``
-    and the order (any of ``nus``, as on a factored graph) by the exact evidence of a ball
-    of ``search_max_nodes`` nodes, the posterior by
-    :class:`flgp.precision.iterative.IterativeMaternRegression`. The fit's ``log_evidence`` is the
-    ball's (``evidence_nodes`` says how many nodes it covers)."""
+    """:func:`fit_matern` past :func:`factors`: the order and ``(κ², r, A)`` by the exact
+    evidence of a ``search_max_nodes``-node ball (``evidence_nodes``), the posterior by
+    :class:`flgp.precision.iterative.IterativeMaternRegression`."""
     orders = tuple(nu for nu in nus if nu in LARGE_GRAPH_ORDERS) or LARGE_GRAPH_ORDERS
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:

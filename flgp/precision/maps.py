@@ -1,33 +1,13 @@
-r"""Many maps observed at the same nodes of one graph, each with its own graph Matérn prior
-by its own evidence, the work they have in common done once.
+r"""Many maps observed at the same nodes of one graph, each fitted as by
+:func:`~flgp.precision.gaussian.fit_matern` on a graph searched on a ball and factored
+whole, their common work done once (docs/images.md, "The whole graph's work shared"):
 
-A study fits many maps on one mask: subjects or contrasts on a template, the same voxels
-observed in each. :func:`~flgp.precision.gaussian.fit_matern` on a graph of more than twice
-``SEARCH_MAX_NODES`` nodes searches each order's ``(κ², r̃)`` on a ball and then evaluates
-the contending orders on the whole graph at the ball's optima, and the estimator then
-estimates the posterior variances from the winner's factor. Here:
+* the maps' ball searches evaluate on a lattice of step ``SNAP_STEP`` in ``log κ²`` and
+  ``log r̃`` and run in step (:func:`lockstep`), each point asked for factored once;
+* each lattice point that is some map's optimum is factored once on the whole graph for
+  those maps' evidences and means, and the unit-amplitude variances once a winning point.
 
-* every map's ball search is ``fit_matern``'s search with its evaluations on a lattice of
-  step ``SNAP_STEP`` in ``log κ²`` and ``log r̃`` (each point it asks for rounded to the
-  nearest: ``κ²`` and ``r̃`` within 10 %), and the maps' searches run in step
-  (:func:`lockstep`, generators of :func:`~flgp.precision.gaussian.search_steps`): each
-  round, a point several maps ask for is factored once and gives every map its
-  evidence (one solve of several right-hand sides), kept for the maps that reach it in a
-  later round. Maps start from the same grid and
-  step alike, so on the motor map's mask 100 maps asked for ~2.5 times as many
-  evaluations as were factored;
-* each lattice point some map's optimum lies at (one a contending order) is factored once
-  on the whole graph: the evidence and posterior mean of every map there, and the
-  posterior variances in units of the amplitude - which depend on ``(ν, κ², r)`` alone -
-  estimated once a winning point.
-
-What the lattice costs, measured on the motor map and smooth random fields on its mask: a
-step of 0.25 in ``log κ²`` or ``log r`` away from a map's optimum moves its test error by
-0.0-2.2 %; the lattice's optimum lies within about a step of the continuous search's (on
-100 maps: test errors within 2 % of the single-map fits', docs/images.md). It is the only
-difference from ``fit_matern`` map by map (the same ball, the same search steps, the same
-contenders, the same whole-graph choice of the order, the same variance estimator and
-seed).
+The lattice is the only difference from ``fit_matern`` map by map.
 """
 
 from __future__ import annotations
@@ -41,17 +21,16 @@ from .matern import MATERN_ORDERS
 
 __all__ = ["SNAP_STEP", "SharedVariances", "fit_matern_maps", "lockstep", "ball_searches"]
 
-# the lattice step of the maps' searches, in log κ² and log r̃
+# the lattice step of the maps' searches, in log κ² and log r̃ (0.2: test errors within
+# 2 % of the continuous search's, docs/images.md)
 SNAP_STEP = 0.2
 
 
 def lockstep(steps, evaluate_many) -> list:
-    """Run several searches (generators of :func:`~flgp.precision.gaussian.search_steps`)
-    in step: each round takes every unfinished search's next evaluation ``(ν, log κ², log
-    r̃)``, and the searches that ask for the same point get it from one call
-    ``evaluate_many(point, which)`` (``which``: their indices; one fit or None each). Each
-    search goes exactly as it would alone (:func:`~flgp.precision.gaussian.drive`) with
-    the same evaluations. Returns what each returns, or the exception it raised."""
+    """Run several :func:`~flgp.precision.gaussian.search_steps` generators in step: each
+    round, the searches asking for the same point ``(ν, log κ², log r̃)`` get it from one call
+    ``evaluate_many(point, which)`` (``which``: their indices; one fit or None each). Returns
+    what each search returns, or the exception it raised."""
     out = [None] * len(steps)
     asks = {}
 
@@ -78,16 +57,12 @@ def lockstep(steps, evaluate_many) -> list:
 
 def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
                   search_max_nodes: int = SEARCH_MAX_NODES) -> list:
-    """Each map's (column of ``Z``) search on the ball of
-    :func:`~flgp.precision.gaussian.search_subgraph` - ``fit_matern``'s search, on the lattice
-    of step ``SNAP_STEP`` - all maps in step (:func:`lockstep`): a point that several maps
-    ask for in one round is factored once, their evidences from one solve. One entry a map:
-    ``({ν: (log κ², log r̃, κ², r)}, evaluations, {ν: (κ², r, log evidence)})`` - the
-    orders within ``FAR_MARGIN`` nats of the ball's best with their optima (lattice
-    points), the evaluations of its best order, as ``fit_matern`` counts them; None for
-    every map when fewer than 2 observed nodes lie in the ball, or for a map whose search
-    found nothing factorable (``fit_matern`` then fits it alone). ``graph`` is in its own
-    units."""
+    """Each map's (column of ``Z``) ``fit_matern`` search on the ball of
+    :func:`~flgp.precision.gaussian.search_subgraph`, on the lattice, all in :func:`lockstep`;
+    ``graph`` in its own units. One entry a map: ``({ν: (log κ², log r̃, κ², r)}, evaluations,
+    {ν: (κ², r, log evidence)})`` for the orders within ``FAR_MARGIN`` nats of its best and
+    the evaluations of its best order; None for every map when fewer than 2 observed nodes
+    lie in the ball, or for a map whose search found nothing factorable."""
     Z = np.asarray(Z, dtype=np.float64).reshape(np.size(observed), -1)
     k = Z.shape[1]
     sub, sub_obs, sub_Z = search_subgraph(graph, observed, Z, search_max_nodes)
@@ -96,8 +71,7 @@ def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
     regs, done = {}, {}
 
     def evaluate_many(point, which):
-        # every map's fit at a point factored once: a map that asks for it in a later
-        # round (another map's path crossing its own) takes it from here
+        # each point factored once for every map, kept for maps that reach it later
         if point not in done:
             nu, u, v = point
             if nu not in regs:
@@ -135,11 +109,10 @@ def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
 
 def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
                      random_state=0):
-    """``(fits, variances)`` at one lattice point on the whole graph, from one
-    factorisation: the fits (:meth:`MaternRegression.evaluate_each`) of the maps ``Z``
-    (``(m, k)``), and with ``n_samples`` the posterior variances at unit amplitude
-    (:func:`unit_variances`' estimate, from the factor in hand); ``(None, None)`` where
-    ``Q̃`` cannot be factored there."""
+    """``(fits, variances)`` at one lattice point on the whole graph, from one factor:
+    :meth:`MaternRegression.evaluate_each` of the maps ``Z`` (``(m, k)``) and, with
+    ``n_samples``, :func:`unit_variances`' estimate; ``(None, None)`` if ``Q̃`` is not
+    positive definite."""
     reg = MaternRegression(graph, observed, Z, nu)
     try:
         fits = reg.evaluate_each(kappa2, ratio)
@@ -151,17 +124,16 @@ def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
 
 
 def unit_variances(graph, observed, nu, kappa2, ratio, n_samples, random_state):
-    """``(diag(Q̃⁻¹), standard errors)`` at one point: the posterior variances at unit
-    amplitude by :func:`~flgp.precision.gaussian.rbmc_variances` (the estimator
-    :meth:`MaternRegression.variances` uses, with the same draws for the same seed)."""
+    """``(diag(Q̃⁻¹), standard errors, standard error of their observed sum)`` at one
+    point: :meth:`MaternRegression.variances`' estimator at unit amplitude, the same draws."""
     return MaternRegression(graph, observed, np.zeros(np.size(observed)), nu) \
         .unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
 
 
 class SharedVariances:
-    """The regression of a map fitted by :func:`fit_matern_maps`, as the estimators read it:
-    the posterior variances at its lattice point (shared with the maps there) scaled by
-    its amplitude, and the number of evaluations of its ball search."""
+    """A map's regression from :func:`fit_matern_maps`, as the estimators read it: the
+    variances at its lattice point (shared) scaled by its amplitude, and its search's
+    evaluations."""
 
     factored = True                 # draws from the factor at its lattice point
 
@@ -173,8 +145,8 @@ class SharedVariances:
         self.n_evaluations = int(n_evaluations)
 
     def variances(self, fit, n_samples=64, random_state=0):
-        """``(variance, standard error)`` of ``f`` at every node: ``A diag(Q̃⁻¹)``; the
-        draws were made when the maps were fitted, with the settings given then."""
+        """``(variance, standard error)`` of ``f`` at every node from the draws made at
+        fitting; ValueError for another ``n_samples`` or ``random_state``."""
         if int(n_samples) != self.n_samples or random_state != self.random_state:
             raise ValueError(f"these variances were estimated with n_samples="
                              f"{self.n_samples}, random_state={self.random_state!r}; "
@@ -189,22 +161,15 @@ def _sequential(fn, tasks):
 def fit_matern_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 64,
                   random_state=0, search_max_nodes: int = SEARCH_MAX_NODES, run=None,
                   n_groups: int = 1):
-    """:func:`~flgp.precision.gaussian.fit_matern` of each map (a column of ``Z``, standardised
-    targets at the nodes ``observed``), its search on the lattice ``SNAP_STEP``, the
-    searches in step and the whole graph's factorisations and variances shared among the
-    maps that ask for one point (see the module notes).
-
-    ``graph`` in any units (the search runs in its own, as ``fit_matern``'s). ``run(fn,
-    tasks)`` returns ``[fn(*args) for args in tasks]`` - in processes, say (default: in
-    this one): it is called three times, for the maps' ball searches (``n_groups`` tasks:
-    the maps in that many groups of consecutive maps, each group in step), the lattice
-    points' whole-graph fits (with the variances where a winner is expected) and the
-    variances of the other winning points (often no task). The results do not depend on
-    ``n_groups``. Returns one entry a map: ``(best
-    MaternFit, SharedVariances, {ν: MaternFit})`` as ``fit_matern`` returns them (the fits in the
-    graph's own units, ``length_unit`` and ``mass_unit`` set; the variances ``n_samples``
-    draws seeded by ``random_state``), or None for a map the ball cannot search (``fit_matern`` fits it
-    alone)."""
+    """:func:`~flgp.precision.gaussian.fit_matern` of each map (a column of ``Z``:
+    standardised targets at the nodes ``observed``; ``graph`` in any units), sharing work
+    (module notes). ``run(fn, tasks)`` returns ``[fn(*args) for args in tasks]``, in
+    processes say (default: in this one); the ball searches go in ``n_groups`` groups of
+    consecutive maps (the result does not depend on it). Returns one entry a map,
+    ``(best MaternFit, SharedVariances, {ν: MaternFit})`` as ``fit_matern`` returns them (the
+    variances from ``n_samples`` draws seeded by ``random_state``), or None for a map the
+    ball cannot search (fit it with ``fit_matern``). Raises ValueError for bad ``Z`` or
+    ``observed``, or a graph outside ``(2 * search_max_nodes, FACTOR_MAX_NODES]`` nodes."""
     run = _sequential if run is None else run
     observed = np.asarray(observed, dtype=np.int64)
     Z = np.asarray(Z, dtype=np.float64)
@@ -241,8 +206,7 @@ def fit_matern_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 6
                 where.setdefault((nu, u, v), (kappa2, ratio))
     likely = {(max(found[0]),) + found[0][max(found[0])][:2] for found in searched
               if found is not None}
-    # the costliest first (the highest orders, with the variances), for an even share
-    # among processes
+    # the costliest first (highest orders, with variances), to share processes evenly
     points = sorted(asks, key=lambda p: (p not in likely, -p[0]))
     evaluated = run(whole_graph_fits, [(own, observed, Z[:, asks[p]], p[0]) + where[p]
                                        + ((n_samples, random_state) if p in likely else ())
