@@ -112,12 +112,19 @@ def test_maps_that_round_alike_share_one_factorisation():
     # the variances from an evaluation's factor equal those from a factor of their own
     own = graph.in_own_units()
     p = (a.nu, a.kappa2, a.ratio)
-    fits_p, (var, se, sum_se) = whole_graph_fits(own, observed, Z[:, :1], *p, 16, 3)
+    fits_p, (var, se, total, sum_se) = whole_graph_fits(own, observed, Z[:, :1], *p, 16, 3)
     alone = unit_variances(own, observed, *p, 16, 3)
     np.testing.assert_array_equal(var, alone[0])
     np.testing.assert_array_equal(se, alone[1])
-    assert sum_se == alone[2] and sum_se > 0
+    assert total == alone[2] and sum_se == alone[3]
     assert fits_p[0].log_evidence == pytest.approx(a.log_evidence, rel=1e-9)
+    # the observed sum is the single-map regression's (Monte Carlo, or exact where its
+    # error would leave the cross-validated amplitude's denominator loose)
+    single = MaternRegression(own, observed, Z[:, 0], a.nu)
+    single.variances(fits_p[0], 16, 3)
+    assert (single.observed_sum, single.observed_sum_se) == (total, sum_se)
+    shared = unit_variances(own, observed, *p, 64, 0)          # fit_matern_maps' defaults
+    assert (fits[0][1].observed_sum, fits[0][1].observed_sum_se) == shared[2:]
 
 
 def test_fit_matern_returns_a_precomputed_fit_only_for_its_targets_and_the_default_search():

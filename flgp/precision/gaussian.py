@@ -241,19 +241,26 @@ class MaternRegression:
 
     def variances(self, fit: MaternFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node (``(n, maps)`` for several
-        maps): the RBMC estimate of ``A diag(Q̃⁻¹)``. Sets ``observed_sum`` and ``observed_sum_se``
-        (unit amplitude) for :func:`cross_validated_amplitude`, exact
-        (:meth:`observed_variance_sum`) where the Monte Carlo error exceeds ``GCV_PRECISION`` of
-        ``m r - Σ v_i``."""
-        var, se, self.observed_sum_se = self.unit_variances_rbmc(
+        maps): the RBMC estimate of ``A diag(Q̃⁻¹)``. Sets ``observed_sum`` and
+        ``observed_sum_se`` (unit amplitude) for :func:`cross_validated_amplitude`
+        (:meth:`unit_variances`)."""
+        var, se, self.observed_sum, self.observed_sum_se = self.unit_variances(
             fit.kappa2, fit.ratio, n_samples, random_state)
-        self.observed_sum = float(var[self.observed].sum())
-        if not (self.m * fit.ratio - self.observed_sum) * GCV_PRECISION > self.observed_sum_se:
-            self.observed_sum = self.observed_variance_sum(fit.kappa2, fit.ratio)
-            self.observed_sum_se = 0.0
         if np.ndim(fit.amplitude):                      # several maps: (n, maps)
             return np.multiply.outer(var, fit.amplitude), np.multiply.outer(se, fit.amplitude)
         return fit.amplitude * var, fit.amplitude * se
+
+    def unit_variances(self, kappa2: float, ratio: float, n_samples: int = 64,
+                       random_state=0):
+        """``(diag(Q̃⁻¹), standard errors, Σ over the observed nodes, its standard
+        error)`` at ``(κ², r)``: :meth:`unit_variances_rbmc`, the sum exact
+        (:meth:`observed_variance_sum`, error 0) where the Monte Carlo error exceeds
+        ``GCV_PRECISION`` of ``m r - Σ v_i``."""
+        var, se, sum_se = self.unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
+        total = float(var[self.observed].sum())
+        if not (self.m * ratio - total) * GCV_PRECISION > sum_se:
+            total, sum_se = self.observed_variance_sum(kappa2, ratio), 0.0
+        return var, se, total, sum_se
 
     def observed_variance_sum(self, kappa2: float, ratio: float) -> float:
         """``Σ_i (Q̃⁻¹)_ii`` over the observed nodes (unit amplitude) from

@@ -120,14 +120,15 @@ def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
         return None, None
     if n_samples is None:
         return fits, None
-    return fits, reg.unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
+    return fits, reg.unit_variances(kappa2, ratio, n_samples, random_state)
 
 
 def unit_variances(graph, observed, nu, kappa2, ratio, n_samples, random_state):
-    """``(diag(Q̃⁻¹), standard errors, standard error of their observed sum)`` at one
-    point: :meth:`MaternRegression.variances`' estimator at unit amplitude, the same draws."""
+    """``(diag(Q̃⁻¹), standard errors, their observed sum, its standard error)`` at one
+    point: :meth:`MaternRegression.unit_variances`, the single-map fit's estimator and
+    draws."""
     return MaternRegression(graph, observed, np.zeros(np.size(observed)), nu) \
-        .unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
+        .unit_variances(kappa2, ratio, n_samples, random_state)
 
 
 class SharedVariances:
@@ -138,9 +139,10 @@ class SharedVariances:
     factored = True                 # draws from the factor at its lattice point
 
     def __init__(self, unit_variance, unit_se, n_samples, random_state, n_evaluations,
-                 observed_sum_se=None):
+                 observed_sum=None, observed_sum_se=None):
         self.unit_variance, self.unit_se = unit_variance, unit_se
-        self.observed_sum_se = observed_sum_se     # of Σ diag(Q̃⁻¹) at the observed nodes
+        # Σ diag(Q̃⁻¹) at the observed nodes and its standard error (0: exact)
+        self.observed_sum, self.observed_sum_se = observed_sum, observed_sum_se
         self.n_samples, self.random_state = int(n_samples), random_state
         self.n_evaluations = int(n_evaluations)
 
@@ -228,11 +230,11 @@ def fit_matern_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 6
         (own, observed, p[0]) + where[p] + (n_samples, random_state) for p in missing])))
     out = [None] * k
     for p in winners:
-        var, se, sum_se = estimated[p]
+        var, se, total, sum_se = estimated[p]
         for j in winners[p]:
             fits = {nu: fit for nu, (_, fit) in by_map[j].items()}
             for fit in fits.values():
                 fit.length_unit, fit.mass_unit = length, mass
             out[j] = (fits[p[0]], SharedVariances(var, se, n_samples, random_state,
-                                                  searched[j][1], sum_se), fits)
+                                                  searched[j][1], total, sum_se), fits)
     return out
