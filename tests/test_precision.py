@@ -268,6 +268,12 @@ def test_fit_matern_finds_an_evidence_maximum_and_recovers_a_smooth_map():
     unobs = np.setdiff1d(np.arange(g.n_nodes), obs)
     assert np.sqrt(np.mean((pred[unobs] - truth[unobs]) ** 2)) < 0.1 * truth.std()
     assert best.nu >= 2                            # a smooth map prefers a smooth prior
+    # a fixed κ² is kept as given, beyond the search's range too (its (1/h)² is 1 here);
+    # one below the orders' accuracy floor is refused, not moved to it
+    fixed, _, _ = fit_matern(g, obs, z, nus=(2,), kappa2=100.0)
+    assert fixed.kappa == pytest.approx(10.0, rel=1e-12)
+    with pytest.raises(ValueError, match="kappa2 is below the smallest"):
+        fit_matern(g, obs, z, nus=(4,), kappa2=1e-30)
 
 
 def test_node_posterior_interpolates_exactly_at_nodes():

@@ -822,15 +822,20 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
                 u = yield from _line_search(lambda x: search.ask(x, v), u, step, lo_nu,
                                             lk_hi, tol, max_evals, value_tol, lattice)
 
-    results, searches, lows = {}, {}, {}
+    results, searches, lows, too_small = {}, {}, {}, []
     # phase 1: each order coarsely, from the best point so far
     for k, nu in enumerate(nus):
         if _beyond_the_peak(nu, results):
             continue
         # κ² no smaller than keeps cond(Q_ν) below MAX_CONDITION
         lows[nu] = lo_nu = _lowest_log_kappa2(nu, ranges, log_top)
+        if kappa2 is not None and np.log(kappa2) < lo_nu:
+            too_small.append(nu)            # a fixed κ² this order cannot evaluate
+            continue
         search = _OrderSearch(nu, lattice, ((lo_nu, lk_hi), (lr_lo, lr_hi)))
-        u, v = float(np.clip(u0, lo_nu, lk_hi)), v0
+        # a fixed κ² as given (a searched one starts within the range)
+        u = float(np.log(kappa2)) if kappa2 is not None else float(np.clip(u0, lo_nu, lk_hi))
+        v = v0
         if k == 0 and start is None:
             # from a coarse grid's best: from one start the line searches can end on
             # the wrong one of two ridges
@@ -870,6 +875,12 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
         results[nu], searches[nu] = best, search
         top_nu = max(results, key=lambda j: results[j].log_evidence)
         u0, v0 = searches[top_nu].best_point()
+    if not results and too_small:
+        factor = np.exp(min(lows[nu] for nu in too_small)) / kappa2
+        raise ValueError(f"kappa2 is below the smallest at which the evidence of order(s) "
+                         f"{too_small} is accurate on this graph (cond(Q_ν) <= "
+                         f"{MAX_CONDITION:.0e}): give a kappa2 at least {factor:.3g} times "
+                         f"larger (a shorter correlation range) or a lower order.")
     if not results:
         raise NotPositiveDefiniteError("no graph Matérn prior could be factored on this "
                                        "graph for any searched hyperparameter.")
