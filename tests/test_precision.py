@@ -243,6 +243,8 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
         cross_validated_amplitude(z, fit.mean, ratio, exact[obs].sum())
     with pytest.raises(ValueError, match="ratio"):
         cross_validated_amplitude(z, fit.mean[obs], -1.0, exact[obs].sum())
+    with pytest.raises(ValueError, match="variance_sum must be one number"):
+        cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs])
 
 
 def test_fit_matern_finds_an_evidence_maximum_and_recovers_a_smooth_map():

@@ -303,6 +303,9 @@ def cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se=0.0)
     if z.ndim != 1 or mean_observed.shape != z.shape:
         raise ValueError(f"z and mean_observed must be 1-d, one entry per observed node; got "
                          f"shapes {z.shape} and {mean_observed.shape}.")
+    if np.ndim(variance_sum) != 0:
+        raise ValueError(f"variance_sum must be one number, the sum of the observed nodes' "
+                         f"unit-amplitude variances; got shape {np.shape(variance_sum)}.")
     variance_sum = float(variance_sum)
     resid = z - mean_observed
     denominator = z.size * checked_ratio(ratio) - variance_sum
