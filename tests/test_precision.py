@@ -243,6 +243,8 @@ def test_cross_validated_amplitude_is_generalised_cross_validation(ratio):
         cross_validated_amplitude(z, fit.mean, ratio, exact[obs].sum())
     with pytest.raises(ValueError, match="ratio"):
         cross_validated_amplitude(z, fit.mean[obs], -1.0, exact[obs].sum())
+    with pytest.raises(ValueError, match="n_samples must be a whole number >= 2"):
+        rbmc_variances(reg.posterior_precision(0.05, ratio), reg._chol_Q, 1, 0)
     with pytest.raises(ValueError, match="variance_sum must be one number"):
         cross_validated_amplitude(z, fit.mean[obs], ratio, exact[obs])
 

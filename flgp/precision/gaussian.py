@@ -349,6 +349,9 @@ def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
 def rbmc_variances(Q: sp.spmatrix, chol: PatternCholesky, n_samples: int = 64,
                    random_state=0, sum_rows=None):
     """:func:`rao_blackwell_variances` from ``n_samples`` draws by ``chol``, ``Q``'s factor."""
+    if isinstance(n_samples, bool) or int(n_samples) != n_samples or n_samples < 2:
+        raise ValueError(f"n_samples must be a whole number >= 2 (the estimate's standard "
+                         f"error needs two draws); got {n_samples!r}.")
     rng = np.random.default_rng(random_state)
     return rao_blackwell_variances(Q, chol.sample(int(n_samples), rng), sum_rows)
 
@@ -736,7 +739,14 @@ def search_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, r
     if polish and kappa2 is None and ratio is None:
         top = max(f.log_evidence for f in results.values())
         for nu in [j for j in results if results[j].log_evidence >= top - POLISH_MARGIN]:
-            fit, _ = polish_order(graph, nu, searches[nu].best_point(), evaluate)
+            search = searches[nu]
+
+            def known(nu, u, v, search=search):
+                # a point the line searches evaluated (the polish starts at their best)
+                key = search._key(u, v)[0]
+                return search.cache[key] if key in search.cache else evaluate(nu, u, v)
+
+            fit, _ = polish_order(graph, nu, search.best_point(), known)
             if fit is not None and fit.log_evidence > results[nu].log_evidence:
                 results[nu] = fit
     if verbose:
