@@ -140,6 +140,29 @@ def test_heat_features_and_gradient(rng):
         (torch.tensor(3.0, dtype=torch.float64, requires_grad=True),))
 
 
+@pytest.mark.parametrize("family", heat.FAMILIES)
+def test_families_at_an_endless_time_have_no_nan(family):
+    # t = inf is each family's limit: the zero modes keep weight 1, the others e^{-inf}
+    # (heat, Matérn) or their own (green, which ignores t); d log w / d log t is -tλ's limit
+    lam = np.array([0.0, 0.5, 2.0])
+    for t in (np.inf, np.array([1.0, np.inf])):
+        w = heat.family_log_weights(lam, t, family)
+        g = heat.family_log_weight_gradient(lam, t, family)
+        assert not np.isnan(w).any() and not np.isnan(g).any()
+        assert np.all(w[..., 0] == 0.0)
+        big = heat.family_log_weights(lam, np.where(np.isinf(t), 1e300, t), family)
+        np.testing.assert_array_equal(np.exp(w), np.exp(big))
+        wt = heat.family_log_weights(torch.from_numpy(lam), torch.as_tensor(t)[..., None],
+                                     family)
+        gt = heat.family_log_weight_gradient(torch.from_numpy(lam),
+                                             torch.as_tensor(t)[..., None], family)
+        assert not torch.isnan(wt).any() and not torch.isnan(gt).any()
+    g = heat.family_log_weight_gradient(lam, np.inf, family)
+    g_far = heat.family_log_weight_gradient(lam, 1e12, family)
+    if family != "heat":                 # the heat family's -tλ has no finite limit
+        np.testing.assert_allclose(g, g_far, rtol=1e-9)
+
+
 def test_large_dense_path_matches_dense_eigh(rng):
     """Above 6000 points GLGP switches to shift-invert Lanczos; check it on a matrix with
     the same spectral shape (top eigenvalue 1, a cluster just below it)."""

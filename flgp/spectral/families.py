@@ -159,7 +159,7 @@ def family_log_weights(eigenvalues, t, family: str = "heat", nu: float = 2.0):
         lam = eigenvalues
         pos = lam[lam > ZERO_EIGENVALUE]
         lam2 = pos.min() if len(pos) else 1.0
-        zero_t = 0.0 * heat_log_weights(eigenvalues, t)     # t's shape, zeros
+        zero_t = _zeros_like(heat_log_weights(eigenvalues, t))   # t's shape, zeros
         if _is_torch(lam):
             import torch
 
@@ -186,8 +186,21 @@ def family_log_weight_gradient(eigenvalues, t, family: str = "heat", nu: float =
         return heat_log_weight_gradient(eigenvalues, t)
     if family == "matern":
         scaled = heat_log_weights(eigenvalues, t)
-        return scaled / (1.0 - scaled / float(nu))
-    return 0.0 * heat_log_weights(eigenvalues, t)
+        if _is_torch(scaled):
+            import torch
+
+            return torch.where(torch.isfinite(scaled), scaled / (1.0 - scaled / float(nu)),
+                               torch.full_like(scaled, -float(nu)))
+        with np.errstate(invalid="ignore"):      # an endless time: the limit -ν
+            return np.where(np.isfinite(scaled), scaled / (1.0 - scaled / float(nu)),
+                            -float(nu))
+    return _zeros_like(heat_log_weights(eigenvalues, t))
+
+
+def _zeros_like(x):
+    if _is_torch(x):
+        return x.new_zeros(x.shape)
+    return np.zeros_like(x)
 
 
 # -- the diffusion time ---------------------------------------------------------------------
