@@ -204,6 +204,25 @@ def test_predict_surface_on_a_flat_mesh():
                         regressor=FLGPRegressor(likelihood="poisson"))
 
 
+def test_predict_surface_on_a_surface_image_fits_each_part_alone():
+    from nilearn.surface import InMemoryMesh, PolyMesh, SurfaceImage
+
+    V, F = _flat_mesh()
+    values = np.sin(V[:, 0] / 10.0) + 0.01 * np.random.default_rng(0).standard_normal(400)
+    mesh = PolyMesh(left=InMemoryMesh(V, F), right=InMemoryMesh(V + 100.0, F))
+    image = SurfaceImage(mesh=mesh, data={"left": values, "right": -values})
+    res = predict_surface(None, image, 0.3, regressor=FLGPRegressor(GraphMaternPrior()))
+    assert isinstance(res.mean, SurfaceImage) and set(res.parts) == {"left", "right"}
+    assert res.n_observed == sum(int(r.observed.sum()) for r in res.parts.values()) == 240
+    for part, sign in (("left", 1.0), ("right", -1.0)):
+        alone = res.parts[part]
+        np.testing.assert_array_equal(np.asarray(res.mean.data.parts[part]), alone.mean)
+        np.testing.assert_array_equal(res.observed[part], alone.observed)
+        held = ~alone.observed
+        assert np.sqrt(np.mean((alone.mean[held] - sign * values[held]) ** 2)) < 0.1
+    assert res.regressor is res.parts["left"].regressor
+
+
 def test_surface_command_writes_gifti(tmp_path):
     nib = pytest.importorskip("nibabel")
     V, F = _flat_mesh()

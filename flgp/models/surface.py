@@ -29,23 +29,27 @@ __all__ = ["SurfacePrediction", "predict_surface", "load_mesh", "load_surface_va
 
 @dataclass
 class SurfacePrediction:
-    """What :func:`predict_surface` returns.
+    """What :func:`predict_surface` returns. For a ``SurfaceImage`` (each part, a
+    hemisphere, fitted alone) ``mean`` and ``sd`` are ``SurfaceImage`` on its mesh,
+    ``observed`` and ``mask`` dicts by part, and ``parts`` each part's own prediction.
 
     Attributes
     ----------
-    mean : ndarray (n_vertices,)
+    mean : ndarray (n_vertices,) or SurfaceImage
         Posterior mean of the map at every vertex (``fill`` outside the mask).
-    sd : ndarray (n_vertices,)
+    sd : ndarray (n_vertices,) or SurfaceImage
         Posterior sd of the latent map, or of a new observation (``include_noise=True``).
     regressor : FLGPRegressor
-        The fitted regressor.
-    observed : ndarray (n_vertices,) of bool
-    mask : ndarray (n_vertices,) of bool
+        The fitted regressor (a ``SurfaceImage``'s first part's).
+    observed : ndarray (n_vertices,) of bool, or dict of them by part
+    mask : ndarray (n_vertices,) of bool, or dict of them by part
         The vertices of the fitted region.
     sd_kind : str
         ``"latent"`` or ``"new observation"``.
     seconds : float
-        Wall time of the fit.
+        Wall time of the fit (all parts).
+    parts : dict or None
+        A ``SurfaceImage``'s predictions by part; None for one mesh.
     """
 
     mean: np.ndarray
@@ -55,9 +59,13 @@ class SurfacePrediction:
     mask: np.ndarray
     sd_kind: str
     seconds: float = field(default=0.0)
+    parts: dict | None = field(default=None)
 
     @property
     def n_observed(self) -> int:
+        """The observed vertices (of all parts)."""
+        if isinstance(self.observed, dict):
+            return int(sum(np.sum(o) for o in self.observed.values()))
         return int(self.observed.sum())
 
 
@@ -320,13 +328,12 @@ def _predict_surface_image(image, observed, mask, regressor, random_state, fill,
     mean = SurfaceImage(mesh=image.mesh, data={p: r.mean for p, r in results.items()})
     sd = SurfaceImage(mesh=image.mesh, data={p: r.sd for p, r in results.items()})
     first = results[parts[0]]
-    out = SurfacePrediction(mean=mean, sd=sd, regressor=first.regressor,
-                            observed={p: r.observed for p, r in results.items()},
-                            mask={p: r.mask for p, r in results.items()},
-                            sd_kind=first.sd_kind,
-                            seconds=sum(r.seconds for r in results.values()))
-    out.parts = results
-    return out
+    return SurfacePrediction(mean=mean, sd=sd, regressor=first.regressor,
+                             observed={p: r.observed for p, r in results.items()},
+                             mask={p: r.mask for p, r in results.items()},
+                             sd_kind=first.sd_kind,
+                             seconds=sum(r.seconds for r in results.values()),
+                             parts=results)
 
 
 def write_gifti(values, path, *, description: str = "") -> None:

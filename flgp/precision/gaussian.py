@@ -1032,6 +1032,11 @@ class _OrderSearch:
         return self.points[max(keys, key=lambda k: self.cache[k].log_evidence)]
 
 
+# perturbation draws of the large-graph variances (one conjugate-gradient solve each): the
+# most a fit past a factor's reach makes, whatever n_samples asks
+ITERATIVE_VARIANCE_SAMPLES = 8
+
+
 class _IterativeRegression:
     """What the estimators read of a fit on a graph too large to factor: its variances (and
     ``observed_sum_se``) and the evaluations of the ball's search."""
@@ -1043,15 +1048,15 @@ class _IterativeRegression:
         self.n_evaluations = n_evaluations
         self.observed_sum_se = None
 
-    def variances(self, fit, n_samples=16, random_state=0):
+    def variances(self, fit, n_samples=ITERATIVE_VARIANCE_SAMPLES, random_state=0):
+        """``(variance, standard error)`` at every node from at most
+        ``ITERATIVE_VARIANCE_SAMPLES`` perturbation draws (the standard errors are those
+        draws')."""
         out = self.solver.variances(min(int(n_samples), ITERATIVE_VARIANCE_SAMPLES),
                                     random_state)
         self.observed_sum_se = self.solver.observed_sum_se          # unit amplitude
         return out
 
-
-# perturbation draws of the large-graph variances (one conjugate-gradient solve each)
-ITERATIVE_VARIANCE_SAMPLES = 8
 
 
 def _fit_iterative(graph, observed, z, nus, search, search_max_nodes):
