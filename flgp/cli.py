@@ -1,16 +1,5 @@
-"""The ``flgp`` command line. Nothing imports this module.
-
-    flgp circles [--n 4800] [--m 100] [--repetitions 2] [--out experiments/results]
-    flgp nifti MAP.nii.gz --mask REGION.nii.gz --out PREFIX
-               (--observed OBS.nii.gz | --observed-fraction F)
-               [--seed 0] [--method auto] [--n-induced S] [--n-eigenpairs M]
-               [--excursion U [--alpha 0.05] [--below]]
-    flgp surface MESH DATA --out PREFIX (--observed OBS | --observed-fraction F)
-               [--mask MASK] [--seed 0] [--method auto]
-               [--excursion U [--alpha 0.05] [--below]]
-    flgp group MAPS [MAPS ...] --out PREFIX [--mask MASK] [--minus MAPS [MAPS ...]]
-               [--seed 0] [--excursion U [--alpha 0.05] [--below]]
-"""
+"""The ``flgp`` command line: ``circles``, ``nifti``, ``surface`` and ``group``
+(``flgp COMMAND --help`` lists each one's options). Nothing imports this module."""
 
 from __future__ import annotations
 
@@ -496,7 +485,7 @@ def _fit_line(fitted, seconds) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="flgp", description="Heat-kernel GPs on point clouds.")
+    ap = argparse.ArgumentParser(prog="flgp", description="Gaussian processes on point clouds, images and surfaces.")
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("circles", help="semi-supervised classification of six concentric "
                                        "circles: every method of the FLGP paper's Table 1")

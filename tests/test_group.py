@@ -313,6 +313,9 @@ def test_bad_inputs_raise_clear_errors(lattice):
             kappa2_subject=1.0, amplitude_subject=1.0, noise=1.0))
     with pytest.raises(ValueError, match="n_samples"):
         GroupPosterior(graph, Y.mean(axis=1), 4, PARAMS).draws(0)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="block_size"):
+            GroupPosterior(graph, Y.mean(axis=1), 4, PARAMS).draws(10, block_size=bad)
 
 
 def test_subjects_of_very_different_noise_warn(lattice):

@@ -106,8 +106,6 @@ class RBFLaplaceClassifier:
         return np.argmax(self.predict_proba(X), axis=1)
 
 
-# kept for the callers that name it: the dense algebra is exact at every m
-EXACT_MAX_LABELS = 20_000
 # the most labels for which FLGPRegressor() weighs the RBF GP: its fit costs 10 Cholesky
 # factorisations of the m x m labelled covariance plus 12-20 gradient evaluations (~3
 # Cholesky times each) and holds two m x m float64 arrays (576 MB at 6000)

@@ -462,7 +462,9 @@ class PosteriorDraws:
         self.nodes = nodes
         self.mean, self.amplitude = mean, float(amplitude)
         self.n_nodes = int(mean.size)
-        self.n_samples, self.block_size = int(n_samples), int(block_size)
+        self.n_samples = int(n_samples)
+        self.block_size = int(np.clip(BLOCK_NUMBERS // max(self.n_nodes, 1), MIN_BLOCK, 1024)
+                              if block_size is None else block_size)
         self.random_state = random_state
         self._sd = None
 
@@ -646,18 +648,7 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
         nodes = _node_indices(nodes, n, "nodes")
         if nodes.size == 0:
             raise ValueError("nodes must name at least one node to draw.")
-    if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) \
-            or n_samples < 1:
-        raise ValueError(f"n_samples must be a whole number >= 1; got {n_samples!r}.")
-    if block_size is not None and (isinstance(block_size, (bool, np.bool_)) or not isinstance(
-            block_size, numbers.Integral) or block_size < 1):
-        raise ValueError(f"block_size must be a whole number >= 1 or None; got "
-                         f"{block_size!r}.")
-    if random_state is None:
-        random_state = int(np.random.SeedSequence().generate_state(1)[0])
-    elif isinstance(random_state, (bool, np.bool_)) or not isinstance(
-            random_state, numbers.Integral):
-        raise ValueError(f"random_state must be an int (or None); got {random_state!r}.")
+    n_samples, block_size, random_state = draw_settings(n_samples, block_size, random_state)
     # Q̃ on the graph in its own units (length ℓ, mass μ): Q_own = ℓ^{2ν} / μ · Q, so
     # κ² ℓ², r μ / ℓ^{2ν} and A ℓ^{2ν} / μ give the same posterior
     length, mass = graph.own_units()
@@ -682,10 +673,27 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
     else:
         rows, block = trailing
         sampler, mean = _TrailingBlock(block), mean[rows]
-    if block_size is None:
-        block_size = int(np.clip(BLOCK_NUMBERS // max(mean.size, 1), MIN_BLOCK, 1024))
-    return PosteriorDraws(sampler, mean, amplitude_own, int(n_samples), int(block_size),
-                          int(random_state), nodes=rows, precision=precision)
+    return PosteriorDraws(sampler, mean, amplitude_own, n_samples, block_size, random_state,
+                          nodes=rows, precision=precision)
+
+
+def draw_settings(n_samples, block_size, random_state) -> tuple:
+    """``(n_samples, block_size, random_state)`` of :class:`PosteriorDraws`, checked;
+    ``random_state`` None gives a fresh seed, ``block_size`` None ``BLOCK_NUMBERS`` numbers a
+    block (from ``MIN_BLOCK`` to 1024 draws)."""
+    if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) \
+            or n_samples < 1:
+        raise ValueError(f"n_samples must be a whole number >= 1; got {n_samples!r}.")
+    if block_size is not None and (isinstance(block_size, (bool, np.bool_)) or not isinstance(
+            block_size, numbers.Integral) or block_size < 1):
+        raise ValueError(f"block_size must be a whole number >= 1 or None; got "
+                         f"{block_size!r}.")
+    if random_state is None:
+        random_state = int(np.random.SeedSequence().generate_state(1)[0])
+    elif isinstance(random_state, (bool, np.bool_)) or not isinstance(
+            random_state, numbers.Integral):
+        raise ValueError(f"random_state must be an int (or None); got {random_state!r}.")
+    return int(n_samples), None if block_size is None else int(block_size), int(random_state)
 
 
 def _node_indices(values, n: int, name: str) -> np.ndarray:

@@ -62,7 +62,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .cholesky import NotPositiveDefiniteError, PatternCholesky
-from .excursion import EXACT_SD_MAX_NODES, RBMC_SAMPLES, PosteriorDraws
+from .excursion import EXACT_SD_MAX_NODES, RBMC_SAMPLES, PosteriorDraws, draw_settings
 from .gaussian import (FACTOR_MAX_NODES, SEARCH_MAX_NODES, MaternFit, MaternRegression,
                        diagonal_of_inverse, drive, factors, polish_order, rbmc_variances,
                        search_steps, search_subgraph)
@@ -392,16 +392,9 @@ class GroupPosterior:
 
 
 def _draws(sampler, mean, n_samples, block_size, random_state, precision):
-    if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) \
-            or n_samples < 1:
-        raise ValueError(f"n_samples must be a whole number >= 1; got {n_samples!r}.")
-    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state,
-                                                                    numbers.Integral):
-        raise ValueError(f"random_state must be an int; got {random_state!r}.")
-    if block_size is None:
-        block_size = int(np.clip((1 << 22) // max(mean.size, 1), 8, 1024))
-    return PosteriorDraws(sampler, mean, 1.0, int(n_samples), int(block_size),
-                          int(random_state), precision=precision)
+    return PosteriorDraws(sampler, mean, 1.0,
+                          *draw_settings(n_samples, block_size, random_state),
+                          precision=precision)
 
 
 def contrast_draws(first: GroupPosterior, second: GroupPosterior, n_samples: int = 1000, *,
