@@ -238,6 +238,18 @@ class GraphMaternRegression(RegressionRepresentation):
         return out
 
 
+def cross_validated_scale(z, mean_observed, ratio, amplitude, variance_sum,
+                          sum_se) -> float:
+    """The factor from the evidence's amplitude to the cross-validated one
+    (:func:`flgp.precision.gaussian.cross_validated_amplitude`, of the standardised targets
+    ``z`` at the observed nodes; docs/images.md, "Intervals"): 1 outside
+    ``CV_SCALE_RANGE`` or where the variances' Monte Carlo error leaves it undetermined."""
+    cv = cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se)
+    if cv is None or not CV_SCALE_RANGE[0] <= cv / amplitude <= CV_SCALE_RANGE[1]:
+        return 1.0
+    return cv / amplitude
+
+
 class GraphMaternRegressionFit(RegressionFit):
     """A fitted graph Matérn prior: the search's result (``fit``) and ``regression`` until
     its fitted attributes are taken, then the nodes' posterior (``node_posterior``) it
@@ -305,26 +317,20 @@ class GraphMaternRegressionFit(RegressionFit):
         return out
 
     def _cross_validated_scale(self, fit, var, se) -> float:
-        """The factor from the evidence's amplitude to the cross-validated one
-        (:func:`flgp.precision.gaussian.cross_validated_amplitude`; docs/images.md,
-        "Intervals"): 1 with a fixed noise, outside ``CV_SCALE_RANGE``, or where the
-        variances' Monte Carlo error leaves it undetermined."""
+        """:func:`cross_validated_scale` of this fit: 1 with a fixed noise."""
         if self.targets is None:
             return 1.0
         sum_se = getattr(self.regression, "observed_sum_se", None)
         if sum_se is None:
             return 1.0
         observed, z = self.targets
-        A = float(fit.amplitude)
         # the observed nodes' variance sum at unit amplitude: the regression's (exact where
         # its Monte Carlo error would leave the denominator imprecise), else the variances'
         total = getattr(self.regression, "observed_sum", None)
         if total is None:
-            total = float(var[observed].sum()) / A
-        cv = cross_validated_amplitude(z, fit.mean[observed], fit.ratio, total, sum_se)
-        if cv is None or not CV_SCALE_RANGE[0] <= cv / A <= CV_SCALE_RANGE[1]:
-            return 1.0
-        return cv / A
+            total = float(var[observed].sum()) / float(fit.amplitude)
+        return cross_validated_scale(z, fit.mean[observed], fit.ratio, float(fit.amplitude),
+                                     total, sum_se)
 
     def predict(self, X, stacklevel):
         """The posterior of the nearest nodes of ``X``, warning for points far from all."""

@@ -27,7 +27,7 @@ from ..precision.gaussian import (fit_matern, precomputed_fits,
 from ..precision.maps import fit_matern_maps
 from ..precision.matern import MATERN_ORDERS
 from .eigenbasis import shared_candidates
-from .graph_matern import GRAPH_MATERN_VARIANCE_SAMPLES
+from .graph_matern import GRAPH_MATERN_VARIANCE_SAMPLES, cross_validated_scale
 from .priors import with_graph
 from .regressor import FLGPRegressor
 from .representation import Standardisation
@@ -200,8 +200,8 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
         Several maps: ``"own"``, each map its own fit (large regions share the graph Matérn
         searches' work: :mod:`flgp.precision.maps`), or ``"shared"``: one graph Matérn
         prior on the region's lattice whose order, ``κ`` and noise-to-signal ratio maximise
-        the maps' summed evidence (each map its own amplitude), one factorisation serving
-        every map - the fast path for a study of similar maps (the regressor's
+        the maps' summed evidence (each map its own amplitude, cross-validated as a map's
+        fitted alone), one factorisation serving every map - the fast path for a study of similar maps (the regressor's
         ``matern_order`` and ``random_state`` apply; a regressor that does not offer the
         graph Matérn prior, fixes the noise or has another likelihood is refused).
     n_jobs : int or None, default=None
@@ -523,11 +523,20 @@ def _shared_fit(graph, values, obs, include_noise, reg):
     seed = reg.random_state if isinstance(reg.random_state, int) else 0
     var, _ = regression.variances(best, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
                                   random_state=seed)
+    # each map's amplitude cross-validated, as a map fitted alone
+    sum_se = getattr(regression, "observed_sum_se", None)
+    total = getattr(regression, "observed_sum", None)
+    amplitude = np.broadcast_to(best.amplitude, z.shape[1])
+    cv = np.ones(z.shape[1]) if sum_se is None else np.array([cross_validated_scale(
+        z[:, j], best.mean[observed, j], best.ratio, float(amplitude[j]),
+        var[observed, j].sum() / amplitude[j] if total is None else total, sum_se)
+        for j in range(z.shape[1])])
+    var = var * cv
     mean = centre + scale * best.mean
-    noise = best.amplitude * best.ratio                           # (k,) standardised
+    noise = cv * best.amplitude * best.ratio                      # (k,) standardised
     sd = scale * np.sqrt(np.maximum(var + (noise if include_noise else 0.0), 0.0))
     m = observed.size
-    outputscale = best.amplitude_in_graph_units * scale ** 2      # the graph's units
+    outputscale = cv * best.amplitude_in_graph_units * scale ** 2  # the graph's units
     rows = [dict(map=j, method="graph_matern", order=best.nu, kappa=best.kappa,
                  noise=float(noise[j] * scale[j] ** 2),
                  outputscale=float(outputscale[j]),
