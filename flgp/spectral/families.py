@@ -133,12 +133,6 @@ def heat_log_weight_gradient(eigenvalues, t):
     return heat_log_weights(eigenvalues, t)
 
 
-def _log(x):
-    if _is_torch(x):
-        return x.log()
-    return np.log(x)
-
-
 def family_log_weights(eigenvalues, t, family: str = "heat", nu: float = 2.0):
     r"""``log w(λ)`` of a spectral family at time scale ``t`` (numpy or torch, shapes as
     :func:`heat_log_weights`); ValueError for an unknown family.
