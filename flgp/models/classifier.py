@@ -23,8 +23,7 @@ from .class_predictor import classes_of
 from .cross_validation import cross_validated_fit, cross_validates
 from .labelling import suggest_labels as _suggest_labels
 
-# the representations of the prior, in the order method="auto" asks them - the heat kernel
-# last, the rule's fallback (flgp.models.representation)
+# in the order method="auto" asks them: the heat kernel, the rule's fallback, last
 REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternClassification(), RBFClassification(),
                                              HeatKernelClassification())}
 
@@ -34,8 +33,7 @@ __all__ = ["FLGPClassifier", "split_labels", "REPRESENTATIONS", "warn_conflictin
 def split_labels(y, unlabeled_label=-1):
     """Boolean mask of labelled entries: ``y != -1`` (numbers) or not -1/"-1"/None/NaN.
 
-    Unsigned integer labels cannot hold -1; an unsigned ``y`` whose largest value is the
-    dtype's maximum (``-1`` wrapped around) is refused."""
+    Raises ValueError for an unsigned ``y`` that holds its dtype's maximum (-1 wrapped)."""
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be 1-d; got shape {y.shape}.")
@@ -58,9 +56,8 @@ def split_labels(y, unlabeled_label=-1):
 
 
 def encode_classes(y_lab):
-    """``(classes, codes)`` of labelled values: the sorted distinct labels and each
-    value's index among them, with flgp's message for labels of types that cannot be
-    ordered (``"a"`` and ``1``, say)."""
+    """``(classes, codes)``: the sorted distinct labels and each value's index among them;
+    ValueError for labels of types that cannot be ordered (``"a"`` and ``1``)."""
     try:
         return np.unique(y_lab, return_inverse=True)
     except TypeError as exc:
@@ -69,9 +66,8 @@ def encode_classes(y_lab):
 
 
 def warn_conflicting_labels(X, labelled, codes, classes, stacklevel: int = 2) -> None:
-    """Warn when a point is labelled more than once with different classes (coinciding
-    rows of ``X`` at ``labelled``). Both labels stay: the point's probabilities are shared
-    between its classes."""
+    """Warn when coinciding rows of ``X`` at ``labelled`` carry different classes (both labels
+    stay: the point's probabilities are shared between them)."""
     if labelled.size < 2:
         return
     rows = np.ascontiguousarray(X[labelled])
@@ -97,115 +93,94 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     """Semi-supervised Gaussian-process classifier on a point cloud: few labels, many
     unlabelled points, classes that follow the cloud's shape.
 
-    By default a numpy cloud gets the full-resolution least-squares GP classifier under
-    the centred graph Matérn prior on its self-tuning 10-NN graph (docs/few_labels.md),
-    checked against the heat kernel by cross-validation over the labels from three
-    labels a class (``cross_validation_``; docs/calibration.md). Dask or zarr clouds,
-    given induced points and clouds too large for that fit get the low-rank FLGP heat
-    kernel: one latent a class sharing the kernel ``A · C_t``, the probit likelihood
-    ``P(y = 1 | f) = Φ(f)`` (multinomial probit for more classes) and expectation
-    propagation, whose marginal likelihood selects ``t``, ``A`` and, for SE kernels, the
-    bandwidth (docs/models.md). ``method_`` says which ran.
+    By default a numpy cloud gets the full-resolution least-squares GP classifier under the
+    centred graph Matérn prior on its self-tuning 10-NN graph (docs/few_labels.md), checked
+    against the heat kernel by cross-validation over the labels from three labels a class
+    (docs/calibration.md). Dask or zarr clouds, given induced points and clouds too large
+    for that fit get the low-rank FLGP heat kernel: one latent a class with the kernel
+    ``A · C_t``, a (multinomial) probit likelihood and expectation propagation, whose
+    marginal likelihood selects ``t``, ``A`` and the SE bandwidth (docs/models.md).
+    ``method_`` says which ran.
 
     Parameters
     ----------
     prior : HeatKernelPrior, GraphMaternPrior, RBFPrior, a list of them, or None
-        The prior of the class latents, an object holding its own settings
-        (:mod:`flgp.models.priors`): :class:`~flgp.models.priors.GraphMaternPrior` (full
-        resolution, probabilities re-weighted to ``class_prior``;
-        :mod:`flgp.precision.classification`), :class:`~flgp.models.priors.HeatKernelPrior`
-        (FLGP's, GLGP's or Nyström-GLGP's eigenpairs, with EP) or
-        :class:`~flgp.models.priors.RBFPrior` (an RBF-kernel GP on the labelled points
-        only). A list: the classifier's rule among those listed. ``None`` (the default):
-        all three; the rule takes the graph Matérn prior for a numpy cloud (or with a
-        ``graph``) whose fit it predicts within 25 s and half the machine's memory
+        The class latents' prior (:mod:`flgp.models.priors`): the full-resolution graph
+        Matérn prior, the heat kernel (FLGP's, GLGP's or Nyström-GLGP's eigenpairs) or an
+        RBF GP on the labelled points only. A list: the rule chooses among those. ``None``
+        (the default): all three; the graph Matérn prior for a numpy cloud (or a ``graph``)
+        whose fit is predicted to take under 25 s and half the memory
         (:func:`flgp.models.graph_matern.classifier_cost`), else the heat kernel.
     multi_class : {"multinomial", "ovr"}, default="multinomial"
-        More than two classes: one multi-class GP whose latents share one ``t``, or one
-        binary GP per class against the rest, each with its own ``t`` (``"ovr"``;
-        probabilities normalised to sum to one). Ignored for two classes and by the RBF
-        prior. Prefer the joint model with many classes: per-class ``t`` make the binary
-        probabilities incomparable (docs/models.md).
+        More than two classes: one GP whose latents share one ``t``, or one binary GP per
+        class against the rest, each with its own ``t`` (probabilities normalised, but less
+        comparable). Ignored for two classes and by the RBF prior.
     inference : {"ep", "laplace"}, default="ep"
-        The heat kernel only. ``"ep"``: probit / multinomial-probit likelihood, expectation
-        propagation, the amplitude ``A`` fitted with ``t``. ``"laplace"``: logistic /
-        softmax likelihood, amplitude 1, Laplace's approximation.
+        The heat kernel only: ``"ep"``, a (multinomial) probit likelihood by expectation
+        propagation, ``A`` fitted; ``"laplace"``, logistic / softmax by Laplace's
+        approximation, ``A = 1``.
     calibration : {"loo", None}, default="loo"
-        The heat kernel with EP only. ``"loo"``: divide the spread of every predictive
-        distribution by ``κ``, the mode of the leave-one-out predictive likelihood of the
-        labels under a log-normal prior with median 1 and sd ``log 2``
-        (:func:`flgp.models.inference.ep.fit_predictive_scale`; assumes the labelled points
-        are a random sample). With one label per class ``κ = 1``, with a warning.
-        ``None``: the EP posterior predictive as it is.
+        The heat kernel with EP only. ``"loo"``: divide every predictive spread by ``κ``,
+        the mode of the labels' leave-one-out likelihood under a log-normal prior (median 1,
+        sd ``log 2``; :func:`flgp.models.inference.ep.fit_predictive_scale`); ``κ = 1``,
+        with a warning, for one label per class. ``None``: no rescaling.
     class_prior : {"auto", "balanced", "labels"}, array-like or None, default="auto"
-        The graph Matérn prior only: the classes' prior shares, to which the average
-        probabilities over the cloud are re-weighted. ``"auto"``: balanced unless the label
-        counts, read as a random sample, favour unequal shares by their Bayes factor
-        (:func:`flgp.precision.balanced_log_odds`), then ``"labels"`` (the counts plus
-        one, normalised). Or the shares in the order of ``classes_`` or as a mapping
-        ``{class: share}`` (positive weights, normalised), or ``None`` for none. A mapping
-        may name classes without a label: they join ``classes_`` (with a warning) and
-        take at most their share, where the labelled classes tie or say nothing
-        (docs/few_labels.md).
+        The graph Matérn prior only: the class shares the cloud's average probabilities are
+        re-weighted to. ``"auto"``: balanced unless the label counts favour unequal shares
+        by their Bayes factor (:func:`flgp.precision.balanced_log_odds`), then ``"labels"``
+        (counts plus one, normalised). Or shares in the order of ``classes_``, or a mapping
+        ``{class: share}`` that may name unlabelled classes (they join ``classes_``, with a
+        warning; docs/few_labels.md). ``None``: none.
     max_iter : int, default=100
-        Newton iterations of the Laplace approximation or EP sweeps; also bounds the ``t``
-        search.
+        Newton iterations (Laplace) or EP sweeps; also bounds the ``t`` search.
     random_state : int, Generator or None, default=0
         Seeds the induced points.
     backend : {"auto", "torch", "keops"}, default="auto"
-        Who does the distance work (:mod:`flgp.backends`; "auto" is KeOps only with a GPU).
+        Who does the distance work (:mod:`flgp.backends`; "auto": KeOps only with a GPU).
     verbose : bool, default=False
         Print each bandwidth candidate's ``t`` and evidence.
     warm_start : bool, default=False
-        Keep the graph and eigenpairs after ``fit`` and reuse them when the next ``fit``
-        gets the same cloud (same shape and byte checksums) and graph settings: refits
-        with new labels (:meth:`suggest_labels`) rerun only the GP part, with the numbers
-        of a cold fit. Dask and zarr inputs are always recomputed. Where the
-        full-resolution prior solves by conjugate gradients (more than three coordinates),
-        a warm-started classifier fits order 1 only (docs/few_labels.md).
+        Reuse the graph and eigenpairs when the next ``fit`` gets the same cloud (shape and
+        checksums) and graph settings, so refits with new labels rerun only the GP part (not
+        for dask or zarr inputs; a full-resolution fit by conjugate gradients then takes
+        order 1 only, docs/few_labels.md).
 
     Attributes
     ----------
     classes_ : ndarray (n_classes,)
     method_ : str
-        The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
-        ``"nystrom"``) or a representation's name (``"graph_matern"``, ``"rbf"``).
+        The prior that predicts: ``"flgp"``, ``"glgp"``, ``"nystrom"`` (the heat kernel),
+        ``"graph_matern"`` or ``"rbf"``.
     prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
-        A copy of the prior that predicts, with what the fit chose as settings and as
-        ``_``-suffixed attributes in the user's units (:mod:`flgp.models.priors`);
-        ``prior_.gpytorch_kernel(X)`` is the kernel at those values.
+        A copy of that prior with the fitted values (:mod:`flgp.models.priors`).
     log_evidence_ : dict
         ``{name: log_marginal_likelihood_}`` of the fitted representation (empty where it
-        has none); ``"auto"`` chooses by its rule, not by evidence.
+        has none); the classifier chooses by its rule, not by evidence.
     skipped_methods_ : dict
         Why each other representation offered was not fitted, or not taken.
     cross_validation_ : dict or None
-        ``{"graph_matern": {"accuracy": ..., "log_likelihood": ...}, "flgp": {...}}``:
-        held-out scores of both fits by which ``prior=None`` chose
-        (:mod:`flgp.models.cross_validation`); None where it did not cross-validate.
+        Held-out ``{"accuracy", "log_likelihood"}`` of ``"graph_matern"`` and ``"flgp"``
+        by which ``prior=None`` chose (:mod:`flgp.models.cross_validation`), else None.
     eigenpairs_, eigenvalues_ : Eigenpairs, ndarray (n_eigenpairs,)
-        The eigenpairs of the best bandwidth candidate and their eigenvalues, where the
-        heat kernel was fitted (``eigenpairs_`` None after a graph Matérn fit).
+        The best bandwidth's eigenpairs and eigenvalues, where the heat kernel was fitted
+        (``eigenpairs_`` None after a graph Matérn fit).
     diffusion_time_, amplitude_, predictive_scale_ : float or ndarray
-        The MAP ``t``, the prior amplitude ``A`` (1 for Laplace) and ``κ`` of
-        ``calibration="loo"`` (1 without), one per class for one-vs-rest, where the heat
+        The MAP ``t``, ``A`` and ``κ`` (one per class for one-vs-rest), where the heat
         kernel was fitted.
     spectral_family_, constant_variance_ : str, float
-        The spectral family and the constant mode's relative prior variance the fit used
-        (the evidence's choice where not given), where the heat kernel was fitted.
+        The spectral family and constant-mode variance used, where the heat kernel was
+        fitted.
     bandwidth_, bandwidth_scale_ : float or None
         The SE bandwidth and its scale ``a`` (None / 1 for LAE), where the heat kernel was
         fitted.
     log_marginal_likelihood_ : float or None
         The fitted representation's evidence (the heat kernel's at the MAP ``t``, without
-        the prior on ``t``); None where the graph Matérn prior solves by conjugate
-        gradients (docs/few_labels.md, "At scale").
+        its prior); None where the graph Matérn prior solves by conjugate gradients.
     diffusion_time_weights_ : ndarray of shape (k, 2) or None
         The diffusion times the predictions average over and their weights (first row:
-        the MAP ``t``); None when not averaging. Not set by ``method_ == "graph_matern"``.
+        the MAP ``t``), or None. Not set by ``method_ == "graph_matern"``.
     labelled_indices_ : ndarray of int
-        The rows of the fitted cloud (``X``, or ``X`` stacked above ``X_unlabeled``) that
-        carry a label.
+        The labelled rows of the fitted cloud (``X``, or ``X`` above ``X_unlabeled``).
     transduction_ : ndarray (n_samples,)
         The most probable class of every row of the cloud.
     label_distributions_ : ndarray (n_samples, n_classes)
@@ -214,27 +189,21 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     n_iter_ : int
         Posterior evaluations of the hyperparameter search (its best candidate).
     graph_, class_prior_, class_weights_, matern_order_ :
-        ``method="graph_matern"``: the graph, the class shares (None without a prior), the
-        factor each class's probability was multiplied by to meet them, and the order
-        ``ν``.
+        ``method="graph_matern"``: the graph, the class shares (or None), the factor on
+        each class's probability that meets them, and the order ``ν``.
     prior_to_noise_ratio_, probability_variation_ :
-        ``method="graph_matern"``: the least-squares model's ratio ``ρ`` (0.01 while some
-        class has one label) and, where ``(ν, ρ)`` was chosen among several
-        (:data:`flgp.precision.classification.ORDER_CANDIDATES` times
-        :data:`~flgp.precision.classification.RHO_CANDIDATES`), each candidate's graph
-        total variation of the class probabilities ``{(ν, ρ): variation}``, else None.
+        ``method="graph_matern"``: the least-squares ratio ``ρ`` (0.01 while a class has
+        one label) and, where ``(ν, ρ)`` was chosen among several
+        (:mod:`flgp.precision.classification`), each candidate's graph total variation of
+        the class probabilities ``{(ν, ρ): variation}``, else None.
 
     Notes
     -----
-    Memory: the fit keeps the cloud's sparse transition rows (``r`` per point) and the
-    ``s x M`` eigenvector map; eigenvector rows are computed in blocks, so no ``n x M``
-    array is formed (:func:`flgp.config_context` sets the blocks' memory budget).
-
-    Dask: ``X`` (and ``y``, ``X_unlabeled``) may be dask or zarr arrays (the heat kernel;
-    ``pip install 'flgp[dask]'``; docs/distributed.md). The engine then runs as Dask tasks
-    on the active scheduler, ``transduction_`` and ``label_distributions_`` are lazy, and
-    ``predict`` / ``predict_proba`` of a dask array return lazy dask arrays (without the
-    far-point warning).
+    The fit keeps the sparse transition rows and the ``s x M`` eigenvector map; eigenvector
+    rows are computed in blocks (:func:`flgp.config_context` sets their budget).
+    ``X``, ``y`` and ``X_unlabeled`` may be dask or zarr arrays (the heat kernel;
+    docs/distributed.md): the fit runs as Dask tasks, and ``transduction_``,
+    ``label_distributions_`` and the predictions of a dask array are lazy.
 
     Examples
     --------
@@ -267,10 +236,9 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
 
     @staticmethod
     def _is_labelled(y):
-        """:func:`split_labels`, except where the rows not marked -1 hold one class only
-        and are at least half of the rows: then ``-1`` is that class's other value
-        (binary labels in ``{-1, +1}``), every row is labelled, and a warning says so.
-        (Semi-supervised data, mostly unlabelled, keeps -1 as the mark.)"""
+        """:func:`split_labels`, except where the rows not marked -1 (at least half of them)
+        hold one class: then -1 is read as the other class (labels in ``{-1, +1}``), every
+        row labelled, with a warning."""
         y = np.asarray(y)
         labelled = split_labels(y)
         if labelled.all() or not labelled.any() or 2 * labelled.sum() < labelled.size:
@@ -326,9 +294,8 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         return values
 
     def _with_named_classes(self, classes, y_lab, codes):
-        """``(classes, codes)`` with the classes a mapping ``class_prior`` names but no
-        label has (a warning names them); a mapping that leaves out a labelled class is
-        refused."""
+        """``(classes, codes)`` with the classes a ``class_prior`` mapping names without a
+        label (a warning names them); refuses a mapping that leaves out a labelled class."""
         if not isinstance(self.class_prior, dict):
             return classes, codes
         named = list(self.class_prior)
@@ -358,11 +325,10 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
     # -- fitting --------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
-        """Fit on all points ``X``; ``y`` holds a label per row, ``-1`` (or None / NaN) for
-        unlabelled rows - read as a second class, with a warning, where the other labels
-        name one class and fill at least half of the rows. Or pass the labelled rows as
-        ``X, y`` and the unlabelled points as ``X_unlabeled``; any may be a dask or zarr
-        array. Raises ``ValueError`` for fewer than two labels or two classes."""
+        """Fit on all points ``X``, ``y`` -1 (or None / NaN) on unlabelled rows (-1 is read as
+        a class, with a warning, where the other labels, at least half the rows, are one
+        class); or on labelled ``X, y`` and unlabelled ``X_unlabeled``. Any may be a dask or
+        zarr array. Raises ``ValueError`` for fewer than two labels or two classes."""
         self._clear_fit()
         self._check_parameters()
         X, labelled, y_lab = self._fit_inputs(X, y, X_unlabeled)
@@ -444,8 +410,8 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         return self
 
     def _classifier_options(self) -> dict:
-        """The classifier's fields of the fit's :class:`~flgp.models.representation
-        .FitOptions` (``average_diffusion_time=None``: with Laplace, not with EP)."""
+        """The classifier's fields of the fit's
+        :class:`~flgp.models.representation.FitOptions`."""
         ep = self.inference == "ep"
         average = self._prior_for("flgp").average_diffusion_time
         prior = self.class_prior
@@ -460,16 +426,14 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
                     suggested=suggested if key == self._cloud_key else ())
 
     def _record_choice(self, key, skipped):
-        """``log_evidence_`` (the fitted representation ``key``'s evidence, none where it
-        kept none) and ``skipped_methods_``."""
+        """Set ``log_evidence_`` (``key``'s evidence, if any) and ``skipped_methods_``."""
         evidence = getattr(self, "log_marginal_likelihood_", None)
         self.log_evidence_ = {} if evidence is None else {key: float(evidence)}
         self.skipped_methods_ = skipped
 
     # -- prediction -----------------------------------------------------------------------
     def predict_proba(self, X):
-        """Class probabilities ``(n, n_classes)`` at any points (out-of-sample map); a dask
-        ``X`` gives a lazy dask array."""
+        """Class probabilities ``(n, n_classes)`` at any points (lazy for a dask ``X``)."""
         return self._predict_proba(X)
 
     def _predict_proba(self, X):
@@ -482,9 +446,8 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         return classes_of(self._predict_proba(X), self.classes_)
 
     def predict_latent(self, X):
-        """Latent posterior mean and variance: ``(n,)`` each for binary problems,
-        ``(n, n_classes)`` for multi-class. With ``average_diffusion_time`` these are the
-        moments of the mixture over the diffusion times."""
+        """Latent posterior mean and variance, ``(n,)`` each for two classes, else ``(n,
+        n_classes)``; with ``average_diffusion_time``, the mixture's over the times."""
         check_is_fitted(self, "classes_")
         fit = self._chosen_fit
         if not hasattr(fit, "predict_latent"):
@@ -503,12 +466,9 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
 
     # -- the labelling loop ---------------------------------------------------------------
     def latent_posterior(self):
-        """The fitted latents as a Gaussian in the eigenbasis
-        (:class:`flgp.models.labelling.LatentPosterior`): ``f_k(x) = v(x)ᵀ β_k`` with
-        ``β_k ~ N(mean[:, k], cov[k])``, one ``k`` per latent (one for two classes), at the
-        MAP diffusion time, with the precision a new label adds; what :meth:`suggest_labels`
-        scores with. The heat kernel's only (else ``ValueError``; the full-resolution
-        classifier has :meth:`predict_latent`)."""
+        """The fitted latents ``f_k(x) = v(x)ᵀ β_k``, ``β_k ~ N(mean[:, k], cov[k])`` at the
+        MAP ``t``, as a :class:`flgp.models.labelling.LatentPosterior` (what
+        :meth:`suggest_labels` scores with). The heat kernel's only, else ``ValueError``."""
         check_is_fitted(self, "classes_")
         if not self._in_eigenbasis:
             instead = (" Its latent means and variances at any points are "
@@ -522,22 +482,15 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
         first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
 
-        ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel and
-        ``"margin"`` at full resolution. The heat kernel: ``"variance_reduction"`` - the
-        expected reduction, if the row were labelled, of the total variance of the class
-        probabilities over the cloud (to first order, in the eigenbasis); ``"entropy"`` (or
-        ``"uncertainty"``), ``"margin"``, ``"least_confident"`` - the predictive
-        uncertainty of ``label_distributions_``; ``"random"``. Full resolution (``method_
-        == "graph_matern"``): ``"margin"`` (the gap between the two largest latent means;
-        Miller & Calder 2023), ``"entropy"``, ``"least_confident"`` and ``"random"``, each
-        weighted by the row's graph distance to the nearest label. Batches are greedy:
-        each pick counts as a label, so a batch spreads out (:mod:`flgp.models.labelling`;
-        docs/models.md and docs/few_labels.md, "The labelling loop").
-
-        Deterministic; ``random_state`` (an int, a numpy Generator or None: the
-        estimator's) seeds ``"random"``, an int together with the number of labelled rows,
-        so that a loop draws new rows each round. Refit with ``warm_start=True`` to reuse
-        the eigenpairs.
+        ``strategy=None`` (the default): ``"variance_reduction"`` (the expected drop of the
+        class probabilities' total variance, to first order) for the heat kernel, which also
+        takes ``"entropy"`` (or ``"uncertainty"``), ``"margin"``, ``"least_confident"`` and
+        ``"random"``; ``"margin"`` (of the two largest latent means; Miller & Calder 2023)
+        at full resolution, which also takes ``"entropy"``, ``"least_confident"`` and
+        ``"random"``, each weighted by the graph distance to the nearest label. Batches are
+        greedy and spread out (:mod:`flgp.models.labelling`; docs/few_labels.md).
+        ``random_state`` (None: the estimator's) seeds ``"random"``; an int is combined with
+        the number of labels, so a loop draws new rows each round.
         """
         check_is_fitted(self, "classes_")
         if strategy is None:
@@ -549,8 +502,7 @@ class FLGPClassifier(ClassifierMixin, GPEstimator):
             labelled=self.labelled_indices_, uncertainty=self.label_distributions_)
         if strategy == "random":
             return rows           # a random sample: the class-size prior reads their labels
-        # chosen rows are no random sample: the next fit's class-size prior on this
-        # cloud leaves their labels out (class_prior)
+        # chosen rows are no random sample: the next fit's class_prior leaves their labels out
         key, before = getattr(self, "_suggested", (None, np.zeros(0, dtype=np.int64)))
         if key != self._cloud_key:
             before = np.zeros(0, dtype=np.int64)

@@ -1,9 +1,9 @@
 """Regression on a 3-d image: predict the unobserved voxels of a region, with uncertainty.
 
-:func:`predict_image`: the voxel centres of a region (world coordinates, mm) are the point
-cloud, the image's values at some of them the targets, and :class:`~flgp.FLGPRegressor`
-predicts the rest. Images go in and out as NIfTI; nothing is resampled. Needs nibabel (the
-``fmri`` extra); docs/images.md.
+:func:`predict_image`: the region's voxel centres (world coordinates, mm) are the point
+cloud, the observed voxels' values the targets, and :class:`~flgp.FLGPRegressor` predicts
+the rest. NIfTI in and out, nothing resampled; needs nibabel (the ``fmri`` extra);
+docs/images.md.
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ from .representation import Standardisation
 
 __all__ = ["ImagePrediction", "predict_image"]
 
-# fits expected to need more than this are announced before they start (with progress)
+# fits expected to need more (GB) are announced before they start (with progress)
 LARGE_FIT_GB = 2.0
 
 
 def fit_memory_estimate(n_voxels: int) -> float:
-    """The peak memory (GB) the default graph Matérn fit of ``n_voxels`` is expected to
-    need, factored or by conjugate gradients (:func:`flgp.precision.gaussian.factors`,
-    :func:`~flgp.precision.gaussian.fit_memory_gb`): a rule of thumb, not a bound. Raises
+    """Rule-of-thumb peak memory (GB) of the default graph Matérn fit of ``n_voxels``,
+    factored or by conjugate gradients (:func:`~flgp.precision.gaussian.fit_memory_gb`).
     ValueError unless ``n_voxels`` is a whole number >= 0."""
     if isinstance(n_voxels, bool) or not isinstance(n_voxels, (int, np.integer)) \
             or n_voxels < 0:
@@ -64,8 +63,8 @@ def _available_memory_gb():
 
 
 def _check_memory(n_voxels: int, reg, progress) -> None:
-    """Announce a large graph Matérn fit's memory (with ``progress``); raise ValueError
-    where it exceeds the memory available."""
+    """Announce a large graph Matérn fit (with ``progress``); ValueError where its memory
+    estimate exceeds the memory available."""
     if reg.method not in ("auto", "graph_matern"):
         return
     need = fit_memory_estimate(n_voxels)
@@ -94,13 +93,13 @@ class ImagePrediction:
     Attributes
     ----------
     mean : nibabel.Nifti1Image
-        Posterior mean of the map on the input's grid (float32), at observed voxels too
-        (smoothed, not copied); ``fill`` outside the region.
+        Posterior mean on the input's grid (float32), smoothed at observed voxels too;
+        ``fill`` outside the region.
     sd : nibabel.Nifti1Image
-        Predictive standard deviation on the same grid: of the latent map, or of a new
-        observation with ``include_noise=True``; ``fill`` outside.
+        Predictive sd of the latent map (of a new observation with
+        ``include_noise=True``); ``fill`` outside.
     regressor : FLGPRegressor
-        The fitted regressor (a clone of the one passed); it predicts at other points (mm).
+        The fitted clone of the regressor passed; it predicts at other points (mm).
     voxels : flgp.datasets.Voxels
         The region: ``coords`` (n, 3) in mm, ``values``, ``ijk``, ``affine``, ``shape``;
         ``voxels.to_nifti(v)`` puts per-voxel values back on the grid.
@@ -109,10 +108,10 @@ class ImagePrediction:
     seconds : float
         Wall time of the fit (of all of them, for several maps).
     maps : list of dict
-        Several maps: one row a map - ``method``, ``order``, ``kappa`` (1/mm), ``noise``,
-        ``outputscale`` (for ``"graph_matern"`` the amplitude of ``A Q_ν(κ)⁻¹`` on the
-        lattice in mm), ``log_evidence`` and ``seconds``; ``regressor`` is then the list of
-        fitted regressors (None with ``hyperparameters="shared"``). Empty for one map.
+        Several maps: a row a map with ``method``, ``order``, ``kappa`` (1/mm), ``noise``,
+        ``outputscale`` (for ``"graph_matern"``, of ``A Q_ν(κ)⁻¹`` on the lattice in mm),
+        ``log_evidence`` and ``seconds``; ``regressor`` is then the list of fitted
+        regressors (None with ``hyperparameters="shared"``). Empty for one map.
     """
 
     mean: object
@@ -130,8 +129,7 @@ class ImagePrediction:
 
 
 def fresh_regressor(regressor) -> FLGPRegressor:
-    """An unfitted clone of ``regressor`` (None: ``FLGPRegressor()``); TypeError for
-    anything but an ``FLGPRegressor``."""
+    """An unfitted clone of ``regressor`` (None: ``FLGPRegressor()``); TypeError otherwise."""
     if regressor is None:
         return FLGPRegressor()
     if not isinstance(regressor, FLGPRegressor):
@@ -141,15 +139,14 @@ def fresh_regressor(regressor) -> FLGPRegressor:
     return clone(regressor)
 
 
-# flgp's own code (the package's folder): a warning raised there is about the user's call
+# a warning raised in flgp's own folder is about the user's call
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def reissue_warnings(caught, stacklevel: int) -> None:
-    """Issue again the warnings ``caught`` by ``warnings.catch_warnings(record=True)`` so
-    that they point at the user's call: those raised in flgp's own code ``stacklevel``
-    frames up from this function's caller (as ``warnings.warn`` counts), any other where
-    it was raised. The user's filters apply again."""
+    """Reissue ``caught`` warnings (the user's filters apply again): those from flgp's own
+    code ``stacklevel`` frames up from the caller, as ``warnings.warn`` counts, any other
+    where it was raised."""
     for w in caught:
         if os.path.abspath(w.filename).startswith(_PACKAGE_DIR + os.sep):
             warnings.warn(w.message, w.category, stacklevel=stacklevel + 1)
@@ -164,51 +161,46 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
     """Predict the unobserved voxels of a region of a 3-d image, with uncertainty.
 
     The region's voxel centres (mm, ``affine @ [i, j, k, 1]``) are the point cloud, the
-    image's values at the observed voxels the targets; an :class:`~flgp.FLGPRegressor`'s
-    predictive mean and sd at every region voxel come back as NIfTI images on the input's
-    grid.
+    observed voxels' values the targets; an :class:`~flgp.FLGPRegressor`'s predictive mean
+    and sd at every region voxel come back as NIfTI images on the input's grid.
 
     Parameters
     ----------
     image : nibabel image or path, or a list of them
-        A 3-d image (or a 4-d image of one volume); NaN or infinite voxels are allowed
-        outside the region only. Several maps on one grid - a 4-d image or a list of 3-d
-        images - are fitted on one region and one set of observed voxels and come back as
-        4-d images, with a row a map in ``maps``.
+        A 3-d image (or a 4-d image of one volume); NaN or infinite voxels only outside the
+        region. Several maps on one grid (a 4-d image or a list of 3-d images) are fitted
+        on one region and set of observed voxels and come back as 4-d images, a row a map
+        in ``maps``.
     mask : nibabel image, path, boolean array or None
-        The region: voxels where the mask is non-zero (and finite), on the image's grid (an
-        array of its 3-d shape). ``None``: every voxel where the image is finite and
-        non-zero.
+        The region: the mask's non-zero (finite) voxels, on the image's grid. ``None``:
+        every voxel where the image is finite and non-zero.
     observed : nibabel image, path, boolean array, or float
-        A mask of observed voxels on the image's grid, inside the region, or a fraction in
+        A mask of observed voxels inside the region, on the image's grid, or a fraction in
         (0, 1) of the region's voxels drawn with ``random_state``. At least 2 voxels.
     regressor : FLGPRegressor, optional
         A configured regressor, cloned (the instance passed stays unfitted). Default:
         ``FLGPRegressor()``.
     random_state : int, numpy Generator or None, default=0
-        Seeds the draw of a fraction of observed voxels (the regressor's own
-        ``random_state`` seeds its fit).
+        Seeds the draw of a fraction of observed voxels (not the regressor's fit).
     fill : float, default=0.0
         Value of both output images outside the region (NaN is allowed).
     include_noise : bool, default=False
         ``True``: the sd of a new observation, ``sqrt(sd² + noise_)``, instead of that of
         the latent map (Gaussian likelihood only).
     progress : bool, default=False
-        Show a tqdm bar over the stages (over the maps for several) on stderr, when it is
-        a terminal.
+        Show a tqdm bar over the stages (over the maps for several) on a terminal's stderr.
     hyperparameters : {"own", "shared"}, default="own"
         Several maps: ``"own"``, each map its own fit (large regions share the graph Matérn
-        searches' work: :mod:`flgp.precision.maps`), or ``"shared"``: one graph Matérn
-        prior on the region's lattice whose order, ``κ`` and noise-to-signal ratio maximise
-        the maps' summed evidence (each map its own amplitude, cross-validated as a map's
-        fitted alone), one factorisation serving every map - the fast path for a study of similar maps (the regressor's
-        ``matern_order`` and ``random_state`` apply; a regressor that does not offer the
-        graph Matérn prior, fixes the noise or has another likelihood is refused).
+        searches' work: :mod:`flgp.precision.maps`), or ``"shared"``, the fast path for
+        similar maps: one graph Matérn prior on the region's lattice whose order, ``κ`` and
+        noise-to-signal ratio maximise the maps' summed evidence (each map its own
+        cross-validated amplitude), one factorisation serving every map. ``"shared"``
+        needs a Gaussian regressor offering the graph Matérn prior with the noise fitted;
+        its ``matern_order`` and ``random_state`` apply.
     n_jobs : int or None, default=None
-        Several maps with their own hyperparameters: how many ``loky`` processes fit them
-        (sparse factorisations hold the GIL). ``None``: as many as the cores, maps and
-        available memory allow (:func:`fit_memory_estimate`); ``1``: in this process;
-        ``-1``: every core.
+        Several maps with their own hyperparameters: how many ``loky`` processes fit them.
+        ``None``: as many as the cores, maps and available memory allow
+        (:func:`fit_memory_estimate`); ``1``: in this process; ``-1``: every core.
 
     Returns
     -------
@@ -233,8 +225,8 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
 
     Notes
     -----
-    Nothing is resampled: a mask on a grid other than the image's (shape, or affine beyond
-    ``numpy.allclose``) is an error. Resample it by nearest neighbour:
+    Nothing is resampled: a mask on another grid (shape, or affine beyond
+    ``numpy.allclose``) is an error; resample it by nearest neighbour, e.g.
     ``nilearn.image.resample_to_img(mask, image, interpolation="nearest")``.
 
     Examples
@@ -290,7 +282,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
                          "regressor with the graph Matérn prior and no fixed noise.")
     caught = []
     try:
-        # the user's filters apply inside; what they let through is reissued from their call
+        # the user's filters apply inside; what passes is reissued from their call
         with warnings.catch_warnings(record=True) as caught:
             img, maps = maps_of(image)
             if maps.shape[3] == 1:
@@ -307,7 +299,7 @@ def predict_image(image, mask, observed, *, regressor=None, random_state=0, fill
 
 def maps_of(image):
     """``(reference image, data (X, Y, Z, maps))`` of a 3-d or 4-d image or path, or of a
-    list of 3-d images on one grid (else ValueError)."""
+    list of 3-d images on one grid."""
     if isinstance(image, (list, tuple)):
         if not image:
             raise ValueError("image is an empty list; give at least one map.")
@@ -327,8 +319,8 @@ def maps_of(image):
 
 
 def region_voxels(maps, mask, img) -> np.ndarray:
-    """``(n, 3)`` indices of the mask's voxels on the grid of ``maps`` ``(X, Y, Z, k)``
-    (None: those finite and non-zero in every map); ValueError for an empty region."""
+    """``(n, 3)`` indices of the region's voxels (``mask=None``: finite and non-zero in
+    every map); ValueError for an empty region."""
     region = (np.all(region_of(maps), axis=3) if mask is None else
               grid_mask(mask, img, maps.shape[:3], "mask"))
     if not region.any():
@@ -438,8 +430,7 @@ def _cores() -> int:
 def shares_searches(reg, graph, n_maps: int) -> bool:
     """Whether the maps' graph Matérn fits share the whole graph's work
     (:func:`flgp.precision.maps.fit_matern_maps`): several maps, a Gaussian regressor
-    offering the graph Matérn prior with the noise searched, and a factored graph of more
-    than ``2 * SEARCH_MAX_NODES`` nodes."""
+    fitting the noise, and a factored graph of more than ``2 * SEARCH_MAX_NODES`` nodes."""
     return (n_maps > 1 and reg.likelihood == "gaussian" and reg.noise is None
             and reg.method in ("auto", "graph_matern") and reg._offers("graph_matern")
             and 2 * gaussian.SEARCH_MAX_NODES < graph.n_nodes
@@ -447,8 +438,7 @@ def shares_searches(reg, graph, n_maps: int) -> bool:
 
 
 def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
-    """One ``{precomputed_key: fit}`` a map (None where it searches alone) from
-    :func:`flgp.precision.maps.fit_matern_maps`, which the map's fit takes."""
+    """A ``{precomputed_key: fit}`` a map for its fit (None where it searches alone)."""
     from tqdm.auto import tqdm
 
     observed = np.flatnonzero(obs)
@@ -477,16 +467,15 @@ def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
             for j, fit in enumerate(fits)]
 
 
-# the heat kernel's eigenpair candidates of the region, shared by the maps this process fits
+# the region's heat-kernel eigenpair candidates, shared by the maps this process fits
 _CANDIDATES = {}
 
 
 def _fit_map(j, reg, graph, coords, y, record=False, precomputed=None, candidates=None):
-    """One map's fit: ``(j, fitted clone of reg, seconds, warnings)``, the warnings
-    recorded as ``(message, category, filename, lineno)`` when ``record`` (a worker
-    process), else issued. ``precomputed``: from :func:`_shared_searches`; ``candidates``:
-    the heat-kernel eigenpair store (:func:`flgp.models.eigenbasis.shared_candidates`;
-    default: this process's)."""
+    """One map's fit: ``(j, fitted clone of reg, seconds, warnings)``; the warnings are
+    recorded (a worker process) when ``record``, else issued. ``candidates``: the
+    eigenpair store (:func:`flgp.models.eigenbasis.shared_candidates`; default this
+    process's)."""
     with warnings.catch_warnings(record=record) as caught, \
             precomputed_fits(precomputed or {}), \
             shared_candidates(_CANDIDATES if candidates is None else candidates):
@@ -512,8 +501,7 @@ def _map_row(j, reg, seconds) -> dict:
 
 def _shared_fit(graph, values, obs, include_noise, reg):
     """``hyperparameters="shared"``: the maps' means and sds ``(n, k)`` and the table's
-    rows, each map standardised by its observed values' mean and sd; ``reg``'s Matérn
-    order (if fixed) and ``random_state`` (the variances' draws) apply."""
+    rows, each map standardised by its observed values' mean and sd."""
     observed = np.flatnonzero(obs)
     y = values[observed]
     centre, scale = y.mean(axis=0), y.std(axis=0)
@@ -575,7 +563,7 @@ def _predict_image(image, mask, observed, reg, random_state, fill, include_noise
         voxels = load_voxels(img, region)      # coordinates (mm), values, C order
         obs = _observed(observed, img, data.shape, region, random_state)
         if reg.graph is None and reg._offers("graph_matern"):
-            # voxel resolution: the region's lattice (face neighbours, mm weights)
+            # the region's lattice (face neighbours, mm weights)
             reg.set_params(prior=with_graph(reg.prior,
                                             lattice_graph(voxels.ijk, img.affine)))
         _check_memory(n, reg, progress)

@@ -1,17 +1,17 @@
-"""The estimators' priors as objects, each holding its own settings (as scikit-learn's
+"""The estimators' priors as objects holding their own settings (as scikit-learn's
 ``GaussianProcessRegressor(kernel=RBF())`` holds its kernel): :class:`HeatKernelPrior` (the
 FLGP paper's low-rank heat kernel, on an :class:`Eigenbasis`), :class:`GraphMaternPrior`
-(full resolution, a sparse precision on the cloud's own graph) and :class:`RBFPrior` (the
+(full resolution, a sparse precision on the cloud's graph) and :class:`RBFPrior` (the
 Euclidean GP of the labelled points). The estimators take one, a list, or ``None`` (all
 three at their defaults).
 
-A fitted estimator's ``prior_`` is a copy of the prior it chose, with what the fit chose
-as settings and the other fitted values as ``_``-suffixed attributes in the user's units
-(``kappa_``, ``lengthscale_``, ``outputscale_``, ``noise_``, ``constant_``, ...). Its
-:meth:`gpytorch_kernel` is then the kernel at those values (float64, in a ``ScaleKernel``
-at ``outputscale_``): with a ``ConstantMean`` at ``constant_`` and a
-``GaussianLikelihood`` at ``noise_``, GPyTorch's exact marginal likelihood of the labelled
-targets is the regressor's ``log_marginal_likelihood_``.
+A fitted estimator's ``prior_`` is a copy of the prior it chose, with the fit's choices as
+settings and fitted values as ``_``-suffixed attributes in the user's units (``kappa_``,
+``lengthscale_``, ``outputscale_``, ``noise_``, ``constant_``, ...). Its
+:meth:`gpytorch_kernel` is then the kernel at those values (float64, in a ``ScaleKernel`` at
+``outputscale_``): with a ``ConstantMean`` at ``constant_`` and a ``GaussianLikelihood`` at
+``noise_``, GPyTorch's exact marginal likelihood of the labelled targets is the regressor's
+``log_marginal_likelihood_``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ HEAT_METHODS = ("flgp", "glgp", "nystrom")
 
 
 class Prior(BaseEstimator):
-    """The base of the prior objects: scikit-learn's parameter handling (``get_params``,
-    ``set_params``, ``clone``, the repr) and the validation of their settings. A further
-    representation subclasses it, its ``method`` the name of its entry in the estimator's
+    """Base of the prior objects: scikit-learn's parameter handling and validation. A further
+    representation subclasses it, ``method`` naming its entry in the estimators'
     ``REPRESENTATIONS``."""
 
     #: the estimators' name of this representation (their ``method_``)
@@ -50,8 +49,7 @@ class Prior(BaseEstimator):
     _parameter_constraints: dict = {}
 
     def _check(self, estimator_name: str, for_classifier: bool) -> None:
-        """Validate the settings (scikit-learn's constraints, then finiteness); refuse
-        classification-only settings on a regressor."""
+        """Validate the settings; refuse classification-only settings on a regressor."""
         self._validate_params()
         _check_finite(self)
         if not for_classifier:
@@ -79,8 +77,8 @@ class Prior(BaseEstimator):
         return prior
 
     def _at_outputscale(self, kernel):
-        """A fitted prior's ``kernel`` in float64, in a ``ScaleKernel`` at its
-        ``outputscale_`` where it has one; an unfitted one's as it is."""
+        """A fitted prior's ``kernel`` in float64, in a ``ScaleKernel`` at ``outputscale_`` if
+        it has one; an unfitted prior's as it is."""
         if not any(name.endswith("_") and not name.startswith("_") for name in vars(self)):
             return kernel
         kernel = kernel.double()
@@ -110,43 +108,40 @@ def _same(a, b) -> bool:
 
 
 class Eigenbasis(BaseEstimator):
-    """The eigenbasis of the cloud that :class:`HeatKernelPrior` lives in: FLGP's (or
-    GLGP's, Nyström's) eigenpairs of an induced-point graph (He, Ma, Kang, Yang,
-    Algorithm 1; :func:`flgp.spectral.compute_eigenpairs` for the engine).
+    """The eigenbasis :class:`HeatKernelPrior` lives in: FLGP's (or GLGP's, Nyström's)
+    eigenpairs of an induced-point graph of the cloud (He, Ma, Kang, Yang, Algorithm 1;
+    :func:`flgp.spectral.compute_eigenpairs`).
 
     Parameters
     ----------
     method : {"flgp", "glgp", "nystrom"}, default="flgp"
-        The eigenpairs: FLGP's (induced points, ``n_neighbors`` nearest of them a
-        point), GLGP's (the dense graph of every point: small clouds only) or
-        Nyström-GLGP's.
+        FLGP's eigenpairs (induced points, ``n_neighbors`` nearest of them a point), GLGP's
+        (the dense graph of every point: small clouds only) or Nyström-GLGP's.
     kernel : {"lae", "se"}, default="lae"
         FLGP cross kernel (LKFLGP/LRFLGP vs SKFLGP/SRFLGP).
     subsample : {"kmeans", "random"}, default="kmeans"
-        How the induced points are chosen (and the normalisation that goes with it).
+        How the induced points are chosen (and the matching normalisation).
     n_induced : int, optional
         ``s``; default ``min(n, max(10, min(1000, n // 4)))``.
     n_neighbors : int, default=3
         ``r``, induced points kept per point.
     n_eigenpairs : int, optional
-        ``M``, fixed. Default: classification ``min(100, s - 1)``; regression with Gaussian
-        noise, the resolution by evidence - the top ``min(400, s - 1)`` eigenpairs computed
-        and the leading ``M/8, M/4, M/2, M`` compared (the regressor's ``n_eigenpairs_``);
-        counts ``min(100, s - 1)``.
+        ``M``. Default ``min(100, s - 1)``; for regression with Gaussian noise, by evidence
+        among the leading ``M/8, M/4, M/2, M`` of ``M = min(400, s - 1)`` (the regressor's
+        ``n_eigenpairs_``).
     bandwidth : float, optional
-        SE ``eps``; default: chosen by marginal likelihood over ``bandwidth_grid``.
+        SE ``eps``; default: by marginal likelihood over ``bandwidth_grid``.
     bandwidth_grid : sequence of float, optional
         Multipliers ``a`` in ``4 eps^2 = a mean d^2``; default 7 values log-spaced on
         [0.1, 10].
     lae_regularization : float, default=1e-3
-        LLE-style regularisation of the LAE weights (0: the paper's exact LAE); see
-        :func:`flgp.graph.build_cross_graph`.
+        LLE-style regularisation of the LAE weights (0: the paper's exact LAE;
+        :func:`flgp.graph.build_cross_graph`).
     spectrum : {"one_step", "two_step"}, default="one_step"
         FLGP's eigenvalue rule ``λ = 1 - σ`` or ``1 - σ^2`` (:mod:`flgp.spectral.flgp`).
     induced_points : array-like of shape (n_induced, n_features), optional
-        FLGP's induced points, instead of choosing them (``subsample`` then only picks the
-        normalisation). The same points make an in-memory and a Dask fit give the same
-        model.
+        FLGP's induced points, instead of choosing them (``subsample`` then picks only the
+        normalisation); they make an in-memory and a Dask fit agree.
     """
 
     _finite = ("bandwidth", "lae_regularization")
@@ -194,14 +189,13 @@ class HeatKernelPrior(Prior):
     """The low-rank heat kernel on the cloud's eigenbasis (FLGP's, GLGP's or Nyström's).
 
     ``K = V diag(A e^{-tλ}) Vᵀ`` over the top eigenpairs of an induced-point graph of the
-    cloud (He, Ma, Kang, Yang, Algorithm 1); the diffusion time ``t`` (and the amplitude)
-    by the evidence.
+    cloud (He, Ma, Kang, Yang, Algorithm 1); ``t`` (and ``A``) by the evidence.
 
     Parameters
     ----------
     eigenbasis : Eigenbasis, optional
-        How the eigenpairs are computed (the method, the induced points, the resolution,
-        the cross kernel; :class:`Eigenbasis`). Default ``Eigenbasis()``: FLGP's.
+        How the eigenpairs are computed (:class:`Eigenbasis`). Default ``Eigenbasis()``:
+        FLGP's.
     diffusion_time : float, optional
         Fix ``t`` instead of fitting it.
     diffusion_time_prior_power : float, default=1.0
@@ -209,44 +203,37 @@ class HeatKernelPrior(Prior):
         prior, eq. 3); ``1`` leaves the prior as it is, ``a0 > 1`` pulls ``t`` down by
         ``a0 - 1`` nats per e-fold.
 
-    The classifier's spectral prior (a regressor refuses these set to anything but their
+    The classifier's settings (a regressor refuses them set to anything but their
     defaults; docs/few_labels.md):
 
     diffusion_time_prior : {"spectral", "flat"}, default="spectral"
-        The prior on ``t``; ``t`` maximises the approximate marginal likelihood times it
-        (MAP in ``log t``). ``"spectral"``: ``log t ~ N(log t_C, 2²)`` with ``t_C = 2 / λ*``,
-        ``λ* = max(λ_{C+1}, λ_2)`` for ``C`` classes - the smoothest prior in which each
+        The prior on ``t`` (MAP in ``log t``). ``"spectral"``: ``log t ~ N(log t_C, 2²)``,
+        ``t_C = 2 / max(λ_{C+1}, λ_2)`` for ``C`` classes, the smoothest prior in which each
         class keeps a non-constant mode of its own
-        (:func:`flgp.spectral.families.spectral_time_prior`); it decides with one label per
-        class, where the evidence is flat in ``t``. ``"flat"``: flat in ``log t`` (the
-        paper's empirical Bayes).
+        (:func:`flgp.spectral.families.spectral_time_prior`); it decides where one label
+        per class leaves the evidence flat. ``"flat"``: flat in ``log t`` (the paper's
+        empirical Bayes).
     average_diffusion_time : bool or None, default=None
-        True: average the class probabilities over the 12 diffusion times of the search
-        grid, weighted by their posterior probability (the best replaced by the refined
-        MAP ``t``; the smallest set holding 99% of the mass). False: the MAP ``t`` alone.
-        None: False with EP, True with Laplace (docs/models.md). Not used for one-vs-rest
-        or a fixed ``diffusion_time``.
+        True: average the class probabilities over the search grid's diffusion times,
+        weighted by their posterior (the smallest set holding 99% of it). False: the MAP
+        ``t`` alone. None: False with EP, True with Laplace. Not used for one-vs-rest or a
+        fixed ``diffusion_time``.
     spectral_family : {"heat", "matern", "green", "auto"}, default="heat"
-        The prior's weights ``w(λ)`` in the eigenbasis
-        (:func:`flgp.spectral.families.family_log_weights`): the heat kernel ``e^{-tλ}``,
-        the graph Matérn kernel ``(1 + tλ/ν)^{-ν}`` or the Laplacian's pseudo-inverse
-        ``λ_2/λ`` (Poisson learning's Green's function; no time scale). ``"auto"``: the
-        one of highest evidence among the heat kernel, Matérn with ``ν = 1, 2`` and the
-        pseudo-inverse (four searches; docs/models.md).
+        The weights ``w(λ)`` (:func:`flgp.spectral.families.family_log_weights`):
+        ``e^{-tλ}``, the graph Matérn ``(1 + tλ/ν)^{-ν}`` or the Laplacian's pseudo-inverse
+        ``λ_2/λ`` (Poisson learning's Green's function). ``"auto"``: the one of highest
+        evidence among these, Matérn with ``ν = 1, 2``.
     matern_nu : float, default=2.0
         ``ν`` of ``spectral_family="matern"``.
     constant_variance : float or None, default=None
-        The prior variance of the constant eigenvector (``λ = 0``, each class latent's
-        common offset) relative to the family's weight there. ``0`` - Poisson learning's
-        centring - keeps the classifier from collapsing with one label per class
-        (docs/models.md, "The fewest labels"); ``1`` is the paper's heat kernel. None: the
-        one of 0 and 1 of higher evidence. With several connected pieces only the constant
-        combination of their indicators gets it. At most ``1e6`` (beyond, float64 keeps
-        too few digits for the other modes).
+        The constant eigenvector's prior variance relative to the family's weight there
+        (with several connected pieces, of their indicators' constant combination). ``0``,
+        Poisson learning's centring, keeps the classifier from collapsing with one label per
+        class (docs/models.md, "The fewest labels"); ``1`` is the paper's heat kernel; None:
+        the one of higher evidence. At most ``1e6``.
     amplitude : float or None, default=1.0
-        ``A`` of the prior ``f ~ GP(0, A C_t)`` (EP only; the probit noise has variance
-        1). 1: the paper's heat kernel. None: the value of ``(1, 10, 100, 1000)`` with the
-        highest EP marginal likelihood.
+        ``A`` of ``f ~ GP(0, A C_t)`` (EP only; probit noise variance 1). 1: the paper's.
+        None: the value of ``(1, 10, 100, 1000)`` of highest EP marginal likelihood.
     """
 
     _classification_only = ("diffusion_time_prior", "average_diffusion_time",
@@ -302,9 +289,8 @@ class HeatKernelPrior(Prior):
     def gpytorch_kernel(self, X, *, random_state=0, backend="auto", **kwargs):
         """The GPyTorch kernel of this prior on the cloud ``X`` (every point, labelled or
         not): :class:`flgp.kernels.HeatKernelFLGP` (or ``HeatKernelGLGP`` /
-        ``HeatKernelNystrom``) with the eigenbasis's settings; ``kwargs`` go to the kernel
-        (``diffusion_time``, ``batch_shape``, ...). Wrap it in ``ScaleKernel`` for an
-        amplitude (a fitted ``prior_``: wrapped at its ``outputscale_``)."""
+        ``HeatKernelNystrom``); ``kwargs`` (``diffusion_time``, ``batch_shape``, ...) go to
+        the kernel. A fitted ``prior_``'s is in a ``ScaleKernel`` at its ``outputscale_``."""
         self._check("gpytorch_kernel", for_classifier=True)
         if self.diffusion_time is not None:
             kwargs.setdefault("diffusion_time", self.diffusion_time)
@@ -332,15 +318,13 @@ class GraphMaternPrior(Prior):
     graph : flgp.graph.PointGraph, optional
         The graph whose nodes are the fitted rows (a voxel lattice,
         :func:`flgp.graph.lattice_graph`; a mesh, :func:`flgp.graph.mesh_graph`; a k-NN
-        graph). Default: the cloud's 10-NN graph (the classifier's is self-tuning, as
-        Poisson learning's; :func:`flgp.graph.self_tuning_knn_graph`,
-        :func:`flgp.graph.knn_point_graph`).
+        graph). Default: the cloud's 10-NN graph (self-tuning for the classifier;
+        :func:`flgp.graph.self_tuning_knn_graph`, :func:`flgp.graph.knn_point_graph`).
     nu : int, optional
-        The order ``ν`` (1-4; the classifier takes 1 or 2). Default: by the evidence among
-        2, 3, 4 and 1 (regression); for classification 1 or 2, chosen with the ratio ``ρ``
-        by the graph total variation of the class probabilities where the prior's solves
-        go by a factor (up to three coordinates) on a graph of uniform mass, else 1
-        (Poisson learning's order).
+        The order ``ν`` (1-4; the classifier takes 1 or 2). Default: by evidence
+        (regression); for classification 1, or 1 or 2 chosen with the ratio ``ρ`` by the
+        class probabilities' graph total variation where the solves are factored (up to
+        three coordinates) on a graph of uniform mass.
     """
 
     method = "graph_matern"
@@ -360,11 +344,9 @@ class GraphMaternPrior(Prior):
                              f"or 2.")
 
     def gpytorch_kernel(self, X=None, *, random_state=0, **kwargs):
-        """The GPyTorch kernel of this prior, :class:`flgp.kernels.GraphMaternKernel` on
-        ``graph`` (or, without one, the self-tuning k-NN graph of the cloud ``X``); the
-        order ``nu`` (default 2); ``kwargs`` go to the kernel. A fitted ``prior_``: at its
-        ``kappa_`` (``normalize="none"``: the precision on the graph as given) in a
-        ``ScaleKernel`` at its ``outputscale_``."""
+        """:class:`flgp.kernels.GraphMaternKernel` on ``graph`` (or the self-tuning k-NN graph
+        of ``X``), of order ``nu`` (default 2); ``kwargs`` go to the kernel. A fitted
+        ``prior_``'s is at its ``kappa_`` on the graph as given, in a ``ScaleKernel``."""
         self._check("gpytorch_kernel", for_classifier=False)
         graph = self.graph
         if graph is None:
@@ -382,18 +364,15 @@ class GraphMaternPrior(Prior):
 
 
 class RBFPrior(Prior):
-    """The Euclidean squared-exponential GP: exact GP regression (or classification) of
-    the labelled points with an RBF kernel on standardised features, its length-scale and
-    noise by the evidence. No settings."""
+    """The Euclidean squared-exponential GP of the labelled points: an RBF kernel on
+    standardised features, length-scale and noise by the evidence. No settings."""
 
     method = "rbf"
     _parameter_constraints: dict = {}
 
     def gpytorch_kernel(self, X=None, **kwargs):
-        """``ScaleKernel(RBFKernel())`` (GPyTorch's own), ``kwargs`` to ``RBFKernel``; a
-        fitted ``prior_``: one length-scale a feature (``lengthscale_``, in the units of
-        ``X``: the fit's on standardised features times each feature's scale) and the
-        ``outputscale_``, in float64."""
+        """``ScaleKernel(RBFKernel())``, ``kwargs`` to ``RBFKernel``; a fitted ``prior_``'s in
+        float64 at its ``outputscale_`` and ``lengthscale_`` (one a feature, units of ``X``)."""
         import gpytorch
         import torch
 
@@ -438,11 +417,9 @@ HEAT_PARAMETERS = EIGENBASIS_PARAMETERS + tuple(
 
 
 def priors_for(method: str = "auto", **heat_settings):
-    """The ``prior=`` a method name and heat-kernel settings mean (the command line's
-    ``--method``): ``"auto"`` - every representation, the heat kernel's with these
-    settings (``None`` if there are none); ``"flgp"`` / ``"glgp"`` / ``"nystrom"`` - that
-    heat kernel; ``"graph_matern"`` - :class:`GraphMaternPrior`; ``"rbf"`` - :class:`RBFPrior`.
-    Settings left ``None`` take the prior's defaults."""
+    """The ``prior=`` that a method name and heat-kernel settings mean (the command line's
+    ``--method``): ``"auto"``, every representation (``None`` without settings); a heat
+    kernel method; ``"graph_matern"`` or ``"rbf"``. ``None`` settings take the defaults."""
     defaults = Eigenbasis().get_params()
     unknown = sorted(set(heat_settings) - set(defaults))
     if unknown:
@@ -463,10 +440,9 @@ def priors_for(method: str = "auto", **heat_settings):
 
 
 def with_graph(prior, graph):
-    """``prior`` with ``graph`` as the graph Matérn prior's graph where that prior is
-    weighed and has none (``None``: every prior, the graph Matérn one on ``graph``); a
-    prior that weighs no graph Matérn prior, unchanged. What :func:`flgp.predict_image`
-    and :func:`flgp.predict_surface` do with the voxel lattice and the mesh."""
+    """``prior`` with ``graph`` given to the graph Matérn prior where it is weighed without a
+    graph (``None``: every prior); what :func:`flgp.predict_image` and
+    :func:`flgp.predict_surface` do with the voxel lattice and the mesh."""
     if prior is None:
         return [HeatKernelPrior(), GraphMaternPrior(graph), RBFPrior()]
     members = resolve_priors(prior)

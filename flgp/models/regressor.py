@@ -23,8 +23,7 @@ from .representation import Infeasible, Outranked, Standardisation, screening_ma
 
 __all__ = ["FLGPRegressor", "GRAPH_MATERN_MAX_NODES", "KNN_GRAPH_MATERN_MAX_DIM", "REPRESENTATIONS"]
 
-# the representations of the prior, in the order method="auto" weighs them - the bounded
-# heat kernel last (flgp.models.representation)
+# in the order method="auto" weighs them: the bounded heat kernel last
 REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegression(),
                                              HeatKernelRegression())}
 
@@ -38,35 +37,30 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     (docs/full_resolution.md) and the RBF GP on the labelled points.
 
     The heat kernel's model is ``y = μ + f(x) + ε``, ``f ~ GP(0, s^2 C_t)``, ``ε ~ N(0,
-    σ^2)`` (``y`` standardised internally); ``t``, ``s^2`` and ``σ^2`` maximise the exact
-    marginal likelihood times ``π(t) ∝ t^{-a0}`` (L-BFGS-B from the two best points of a
-    12-point log grid of ``t``; ``O(M^3)`` an evaluation by the Woodbury identity of the
-    FLGP appendix), the SE bandwidth over a grid. Counts (``likelihood="poisson"``): ``y ~
-    Poisson(exp(b + f(x) + ε))``, ``b`` the log of the labels' mean count, by Laplace's
-    approximation; ``predict`` gives the posterior mean count ``exp(b + m + (v + σ²)/2)``
-    with the log-rate truncated at ``log(1000 (max y + 1))`` (docs/models.md, "Count
-    data").
+    σ^2)``; ``t``, ``s^2`` and ``σ^2`` maximise the exact marginal likelihood (by the
+    Woodbury identity, ``O(M^3)``) times ``π(t) ∝ t^{-a0}``. Counts
+    (``likelihood="poisson"``): ``y ~ Poisson(exp(b + f(x) + ε))``, ``b`` the log of the
+    labels' mean count, by Laplace's approximation; ``predict`` gives the posterior mean
+    count ``exp(b + m + (v + σ²)/2)`` (docs/models.md, "Count data").
 
     Parameters
     ----------
     prior : HeatKernelPrior, GraphMaternPrior, RBFPrior, a list of them, or None
-        The prior, an object holding its own settings (:mod:`flgp.models.priors`).
-        ``None`` (the default) or a list: every feasible prior among them is fitted and
-        the one of highest evidence predicts - the heat kernel, the graph Matérn prior on
-        its ``graph`` or (up to 32,000 points in at most 16 features) on the 10-NN graph
-        of ``X``, the RBF GP up to 6,000 labels (docs/models.md, "Choosing the prior").
-        Dask inputs and counts fit the heat kernel alone. One object: that prior alone. A
-        regressor refuses the heat kernel's classification settings and takes the graph
-        Matérn orders 1-4 (default: by evidence).
+        The prior (:mod:`flgp.models.priors`). ``None`` (the default) or a list: every
+        feasible prior among them is fitted and the one of highest evidence predicts - the
+        heat kernel, the graph Matérn prior on its ``graph`` or (up to 32,000 points in at
+        most 16 features) on the 10-NN graph of ``X``, the RBF GP up to 6,000 labels
+        (docs/models.md, "Choosing the prior"). Dask inputs and counts fit the heat kernel
+        alone. One object: that prior alone. The heat kernel's classification settings
+        are refused.
     likelihood : {"gaussian", "poisson"}, default="gaussian"
         ``"poisson"``: ``y`` holds counts (non-negative integers; NaN marks unlabelled
-        rows), modelled with a log link (see above). The heat kernel only.
+        rows), with a log link. The heat kernel only.
     noise : float, optional
-        Fix the noise variance (in units of ``y²``) instead of fitting it; every
-        representation honours it.
+        Fix the noise variance (in units of ``y²``) instead of fitting it.
     overdispersion : float or None, default=None
-        Counts only: the variance ``σ²`` of each count's own log-rate term ``ε``; None
-        fits it (in ``[1e-6, 10]``), 0 is the plain Poisson model.
+        Counts only: the variance ``σ²`` of each count's log-rate term ``ε``; None fits it
+        (in ``[1e-6, 10]``), 0 is the plain Poisson model.
     max_iter : int, default=100
         L-BFGS-B iterations per start (of the ``"rbf"`` GP's search too).
     random_state, backend, verbose, warm_start :
@@ -75,32 +69,29 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     Attributes
     ----------
     method_ : str
-        The prior that predicts: the heat kernel's method (``"flgp"``, ``"glgp"``,
-        ``"nystrom"``) or a representation's name (``"graph_matern"``, ``"rbf"``).
+        The prior that predicts: ``"flgp"``, ``"glgp"``, ``"nystrom"`` (the heat kernel),
+        ``"graph_matern"`` or ``"rbf"``.
     prior_ : HeatKernelPrior, GraphMaternPrior or RBFPrior
-        A copy of the prior that predicts, with what the fit chose (``kappa_``,
-        ``outputscale_``, ``noise_``, ``constant_``, ...; as in :class:`FLGPClassifier`).
+        A copy of that prior with the fitted values (``kappa_``, ``outputscale_``,
+        ``noise_``, ``constant_``, ...; :mod:`flgp.models.priors`).
     log_evidence_ : dict
-        ``method="auto"``: the log evidence of ``y`` of each representation fitted,
-        ``{"flgp": ..., "graph_matern": ..., "rbf": ...}``.
+        ``method="auto"``: the log evidence of ``y`` of each representation fitted.
     skipped_methods_ : dict
         ``method="auto"``: why a representation was left out.
     n_eigenpairs_ : int
-        The leading eigenpairs the heat kernel predicts with (by evidence among ``M/8,
-        M/4, M/2, M`` when ``n_eigenpairs`` is None), where the heat kernel was fitted to
-        Gaussian targets.
+        The leading eigenpairs predicting (by evidence among ``M/8, M/4, M/2, M`` when
+        ``n_eigenpairs`` is None), where the heat kernel was fitted to Gaussian targets.
     graph_, matern_order_, matern_kappa_, matern_log_evidence_ :
         ``method_ == "graph_matern"``: the graph, the order ``ν``, ``κ`` (an inverse length
-        in the units of ``X``) and the log evidence of each order compared; the fit does
-        not depend on the units of ``X`` (docs/full_resolution.md, "Units").
+        in the units of ``X``) and each order's log evidence.
     transduction_std_error_ : ndarray (n_samples,)
         ``method_ == "graph_matern"``: the standard error of ``transduction_std_`` (the
         RBMC variance estimator's).
     amplitude_cv_scale_ : float
         ``method_ == "graph_matern"``: the factor ``c`` from the evidence's amplitude to
         that of generalised cross-validation (docs/images.md, "Intervals"), carried by
-        ``outputscale_``, ``noise_`` and the posterior variances, not the mean; 1 with a
-        fixed ``noise``, on graphs beyond a factor, or where it is undetermined.
+        ``outputscale_``, ``noise_`` and the posterior variances (not the mean); 1 with a
+        fixed ``noise``, on graphs too large to factor, or where it is undetermined.
     evidence_outputscale_ : float
         ``method_ == "graph_matern"``: the amplitude the evidence maximises,
         ``outputscale_ / c``.
@@ -111,19 +102,19 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     diffusion_time_ : float
         The heat kernel's ``t``, where the heat kernel was fitted.
     outputscale_ : float
-        ``s^2`` in units of ``y^2`` (on the log-rate scale for counts). For ``method_ ==
-        "graph_matern"`` the amplitude ``A`` of the prior ``A Q_ν(κ)⁻¹`` on the graph as
-        given (:func:`flgp.precision.matern_precision`) times ``amplitude_cv_scale_``.
-        ``inf`` where float64 cannot hold it.
+        ``s^2`` in units of ``y^2`` (of the log-rate for counts); for ``method_ ==
+        "graph_matern"``, ``A`` of the prior ``A Q_ν(κ)⁻¹`` on the graph as given
+        (:func:`flgp.precision.matern_precision`) times ``amplitude_cv_scale_``. ``inf``
+        where float64 cannot hold it.
     noise_ : float or None
         ``σ^2`` in units of ``y^2`` (None for counts).
     log_marginal_likelihood_ : float
         ``log N(y | ȳ, s^2 C_t + σ^2 I)`` at the reported values, in the units of ``y``
-        (without the prior on ``t``); Laplace's approximation for counts. For ``method_ ==
-        "graph_matern"``: the evidence's maximum ``matern_log_evidence_[matern_order_]``
-        less ``m/2 (log c + 1/c - 1)`` for the cross-validated amplitude.
+        (without the prior on ``t``; Laplace's approximation for counts). For ``method_ ==
+        "graph_matern"``: ``matern_log_evidence_[matern_order_]`` less ``m/2 (log c + 1/c -
+        1)`` for the cross-validated amplitude.
     offset_ : float or None
-        ``b``, the log-rate the counts' prior is centred on (None for Gaussian noise).
+        ``b``, the counts' log-rate prior centre (None for Gaussian noise).
     overdispersion_ : float
         Counts only: the fitted (or fixed) ``σ²``.
     transduction_, transduction_std_ : ndarray (n_samples,)
@@ -134,13 +125,10 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
 
     Notes
     -----
-    Targets at any scale: ``y`` is first rescaled by an exact power of two when its
-    magnitude leaves ``[1e-100, 1e150]`` (:func:`flgp._validation.power_of_two_unit`), so
-    tiny or huge targets neither underflow nor overflow.
-
-    Memory and dask inputs: as in :class:`FLGPClassifier` (``transduction_`` and
-    ``transduction_std_`` lazy; the fitted model references the lazy ``X``, so it pickles
-    small when ``X`` comes from a file, e.g. ``dask.array.from_zarr``).
+    ``y`` of any magnitude is first rescaled by an exact power of two
+    (:func:`flgp._validation.power_of_two_unit`). Memory and dask inputs: as in
+    :class:`FLGPClassifier` (``transduction_`` and ``transduction_std_`` lazy; the model
+    references the lazy ``X``, so it pickles small when ``X`` comes from a file).
 
     Examples
     --------
@@ -228,9 +216,8 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
     # -- fitting --------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_unlabeled=None):
-        """Fit on all points ``X``; ``y`` is NaN on unlabelled rows. Or pass the labelled rows
-        as ``X, y`` and the unlabelled points as ``X_unlabeled``. Any of them may be a dask
-        (or zarr) array (see the class notes)."""
+        """Fit on all points ``X``, ``y`` NaN on unlabelled rows, or on labelled ``X, y`` and
+        unlabelled ``X_unlabeled``; any may be a dask or zarr array."""
         self._clear_fit()
         self._check_parameters()
         X, labelled, y_lab = self._fit_inputs(X, y, X_unlabeled)
@@ -256,7 +243,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
                           f"labels cannot say how much the function varies. Label points "
                           f"whose targets differ, or fix the noise variance (noise=).",
                           UserWarning, stacklevel=2)
-        # targets at any scale: an exact power-of-two unit first (1 for ordinary data)
+        # an exact power-of-two unit first (1 for ordinary data)
         standard = Standardisation.of_targets(y_lab)
         self._y_mean, self._y_scale, self._y_unit = standard.mean, standard.scale, standard.unit
         z = standard.standardise(y_lab)
@@ -273,17 +260,15 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
                                                  labelled, y_lab, z, standard)
         else:
             fit = self._weigh(options, X, labelled, y_lab, z, standard)
-        # the fit that predicts; its warnings point at the caller of fit
+        # its warnings point at the caller of fit
         self._adopt(fit, fit.fitted_attributes(X, stacklevel=3))
         return self
 
     def _weigh(self, options, X, labelled, y_lab, z, standard):
-        """``method="auto"``: every feasible representation offered, by its exact evidence
-        of ``y`` (docs/models.md, "Choosing the prior"): the unbounded ones screened
-        (:meth:`_finish_screened`), the bounded ones after them and given the best evidence
-        so far; ``log_evidence_`` holds each one fitted, ``skipped_methods_`` why one was
-        left out. A dask cloud: the heat kernel alone. Returns the fit of highest
-        evidence."""
+        """``method="auto"``: the fit of highest exact evidence among the feasible
+        representations (docs/models.md, "Choosing the prior"): the unbounded ones
+        screened (:meth:`_finish_screened`), the bounded ones after them, given the best
+        evidence so far. Sets ``log_evidence_`` and ``skipped_methods_``."""
         self.log_evidence_, self.skipped_methods_ = {}, {}
         fits, screened = {}, {}
         order = sorted(self.REPRESENTATIONS.items(), key=lambda item: item[1].bounded)
@@ -321,7 +306,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
             self.log_evidence_[name] = fits[name].log_evidence
         if screened:
             self._finish_screened(screened, fits, labelled.size)
-        # both in the registry's order, whatever order the screened searches finished in
+        # the registry's order, whatever order the screened searches finished in
         names = [name for name, _ in order]
         self.log_evidence_ = {k: self.log_evidence_[k] for k in names
                               if k in self.log_evidence_}
@@ -333,16 +318,13 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         return fits[max(self.log_evidence_, key=self.log_evidence_.get)]
 
     def _finish_screened(self, screened, fits, m):
-        """Finish the screened fits (:meth:`RegressionRepresentation.screen`), the best
-        coarse evidence first (a loose one below another's tightened before they are
-        ordered); leave one unfinished when its coarse evidence, tightened
-        (:meth:`~flgp.models.representation.Screened.tighten`), lies more than
-        :func:`~flgp.models.representation.screening_margin` below the best evidence
-        fitted - or, untightened and not ``loose``, more than twice that (docs/models.md,
-        "Screening")."""
+        """Finish the screened fits, best coarse evidence first; leave one unfinished whose
+        tightened coarse evidence lies more than
+        :func:`~flgp.models.representation.screening_margin` below the best so far, or twice
+        that untightened and not ``loose`` (docs/models.md, "Screening")."""
         margin = screening_margin(m)
-        # a loose coarse value below another's is tightened first: finishing the higher,
-        # unpolished value first could finish a search that the polished one screens out
+        # tighten loose values below the top first: finishing an unpolished higher value
+        # first could finish a search that the polished one screens out
         top = max(paused.log_evidence for paused in screened.values())
         for paused in screened.values():
             if paused.loose and not paused.final and paused.log_evidence < top:
@@ -363,8 +345,7 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
             self.log_evidence_[name] = fits[name].log_evidence
 
     def _sole_representation(self, options):
-        """``(name, why)`` of the representation ``"auto"`` must take without weighing the
-        others, or None."""
+        """``(name, why)`` of the representation ``"auto"`` must take alone, or None."""
         for name, representation in self.REPRESENTATIONS.items():
             if not self._offers(name):
                 continue
@@ -374,25 +355,21 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         return None
 
     def predict(self, X, return_std=False):
-        """Posterior mean at any points; with ``return_std`` also the posterior standard
-        deviation of ``f(x)`` (add ``noise_`` for that of a new observation). With
-        ``likelihood="poisson"``: the posterior mean and standard deviation of the rate
-        ``exp(b + f(x))``, i.e. of the expected count (:meth:`predict_interval` gives an
-        interval for a new count). A dask ``X`` gives lazy dask arrays."""
+        """Posterior mean at any points; with ``return_std`` also the posterior sd of ``f(x)``
+        (add ``noise_`` for a new observation's). Counts: of the rate ``exp(b + f(x))``
+        (:meth:`predict_interval` gives intervals for new counts). Lazy for a dask ``X``."""
         mean, std = self._predict(X, stacklevel=3)
         return (mean, std) if return_std else mean
 
     def _predict(self, X, stacklevel):
-        """``(mean, std)`` at ``X`` (:meth:`predict`); a warning raised in this frame with
-        ``stacklevel`` points at the user's call."""
+        """``(mean, std)`` at ``X``; ``stacklevel`` as ``warnings.warn`` counts from here."""
         X = self._predict_points(X)
         return self._chosen_fit.predict(X, stacklevel=stacklevel)
 
     def predict_interval(self, X, coverage=0.9):
         """Equal-tailed ``coverage`` interval ``(lower, upper)`` for a new observation at
-        each point: ``mean ± z · √(sd² + noise_)`` with Gaussian noise; with
-        ``likelihood="poisson"`` the quantiles of the posterior predictive count (a
-        Poisson–log-normal mixture over the latent's posterior; integers)."""
+        each point: ``mean ± z · √(sd² + noise_)``; for counts, the integer quantiles of the
+        Poisson–log-normal posterior predictive."""
         if isinstance(coverage, bool) or not isinstance(coverage, (int, float, np.floating)) \
                 or not 0.0 < coverage < 1.0:
             raise ValueError(f"coverage must be a probability strictly between 0 and 1 "
@@ -411,11 +388,9 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
 
     # -- the labelling loop ---------------------------------------------------------------
     def latent_posterior(self):
-        """The fitted latent ``f`` as a Gaussian in the eigenbasis
-        (:class:`flgp.models.labelling.LatentPosterior`; standardised units, the log-rate
-        for counts), with the precision a new label adds. The heat kernel's only (else
-        ``ValueError``: the other priors' posterior is ``transduction_std_`` and
-        ``predict(X, return_std=True)``)."""
+        """The fitted latent ``f`` as a :class:`flgp.models.labelling.LatentPosterior` in the
+        eigenbasis (standardised units; the log-rate for counts). The heat kernel's only,
+        else ``ValueError``."""
         check_is_fitted(self, "n_features_in_")
         if not self._in_eigenbasis:
             raise ValueError(f"latent_posterior is the heat kernel's Gaussian in its "
@@ -428,13 +403,10 @@ class FLGPRegressor(RegressorMixin, GPEstimator):
         """Row indices of ``n`` unlabelled rows of the fitted cloud to label next, best
         first (indices into ``X``, or into ``X`` stacked above ``X_unlabeled``).
 
-        ``strategy=None`` (the default) is ``"variance_reduction"`` for the heat kernel -
-        the expected reduction of the total predictive variance of ``f`` over the cloud if
-        the row were labelled, in the eigenbasis - and ``"std"`` (or ``"uncertainty"``: the
-        predictive standard deviation) otherwise; also ``"random"`` (the RBF GP's only
-        other). Batches are greedy and spread out; ``random_state`` as in
-        :meth:`FLGPClassifier.suggest_labels` (:mod:`flgp.models.labelling`; docs/models.md,
-        "The labelling loop").
+        ``strategy=None`` (the default): ``"variance_reduction"`` (the expected drop of the
+        total predictive variance of ``f`` over the cloud) for the heat kernel, ``"std"``
+        (or ``"uncertainty"``) otherwise; also ``"random"``. Batches are greedy;
+        ``random_state`` as in :meth:`FLGPClassifier.suggest_labels`.
         """
         check_is_fitted(self, "n_features_in_")
         if strategy is None:
