@@ -264,3 +264,12 @@ def check_distinct_rows(n: int, n_unique: int, *, name: str = "X",
                          f"U, inverse = np.unique(X, axis=0, return_inverse=True); fit on U "
                          f"(one target per distinct row, e.g. the majority label or the mean); "
                          f"then predictions[inverse] are per original row.")
+
+
+def integer_seed(random_state) -> int:
+    """The seed of draws that must repeat in every process (the graph Matérn variances,
+    the cross-validation folds): an integer ``random_state`` (numpy's too) as it is, else 0
+    (a Generator or None)."""
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    return 0

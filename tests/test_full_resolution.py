@@ -151,6 +151,15 @@ def test_graph_matern_on_the_knn_graph_of_a_cloud():
         reg.predict(X[:3] + 100.0)
 
 
+def test_a_numpy_integer_seed_seeds_the_variances():
+    ijk, x, truth, y, obs = _box_map(shape=(8, 8, 4))
+    prior = GraphMaternPrior(graph=lattice_graph(ijk))
+    sds = {seed: FLGPRegressor(prior, random_state=seed).fit(x, y).transduction_std_
+           for seed in (3, np.int64(3), 0)}
+    np.testing.assert_array_equal(sds[3], sds[np.int64(3)])
+    assert not np.array_equal(sds[3], sds[0])      # the seed reaches the Monte Carlo draws
+
+
 def test_a_graph_that_falls_apart_gives_each_piece_its_prior_and_says_so():
     ijk = np.r_[np.argwhere(np.ones((5, 5, 3), bool)),
                 np.argwhere(np.ones((4, 4, 2), bool)) + 20]

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
+from .._validation import integer_seed
 from .eigenbasis import shared_candidates
 from .representation import WarmStartCache
 
@@ -78,7 +79,7 @@ def cross_validated_scores(fits, options, X, labelled, codes, classes) -> dict:
     notes)."""
     counts = np.bincount(codes, minlength=classes.size)
     k = int(min(CV_FOLDS, counts.min()))
-    seed = options.random_state if isinstance(options.random_state, int) else 0
+    seed = integer_seed(options.random_state)
     folds = StratifiedKFold(k, shuffle=True, random_state=seed).split(labelled, codes)
     right = {name: 0 for name in fits}
     loglik = {name: np.zeros(labelled.size) for name in fits}

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._chunks import is_lazy, stage
 from .._config import physical_memory
+from .._validation import integer_seed
 from ..backends import cpu_threads, limit_blas_threads
 from ..graph import Pieces
 from ..graph.knn import NeighborIndex, knn_point_graph, self_tuning_knn_graph
@@ -226,7 +227,7 @@ class GraphMaternRegression(RegressionRepresentation):
         fit, reg, by_order = yield from fit_matern_steps(
             graph, labelled, z, nus=nus, noise=noise, verbose=options.verbose, screen=screen)
         m = labelled.size
-        seed = options.random_state if isinstance(options.random_state, int) else 0
+        seed = integer_seed(options.random_state)
         out = GraphMaternRegressionFit(
             graph, fit, reg, standardisation,
             standardisation.log_evidence_of_y(fit.log_evidence, m),
@@ -424,7 +425,7 @@ class GraphMaternClassification(ClassificationRepresentation):
         ``options.cache.graph_matern`` when the previous fit's. Raises ValueError for
         ``nu > 1`` on a graph whose mass varies."""
         key = None
-        seed = options.random_state if isinstance(options.random_state, int) else 0
+        seed = integer_seed(options.random_state)
         if options.warm_start or options.keep_graph:
             # the cloud's fingerprint from the start of this fit (one read of X a fit)
             key = ((None if options.cloud_key is None else (options.cloud_key, seed)),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import clone
 
+from .._validation import integer_seed
 from ..datasets.fmri import (Voxels, as_nifti, copy_spatial_codes, load_voxels, region_of,
                              volume_of, volumes_of)
 from ..graph.lattice import lattice_graph
@@ -459,7 +460,7 @@ def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
             delayed(fn)(*args) for args in tasks), total=len(tasks), desc=desc,
             disable=None if progress else True, leave=False))
 
-    seed = reg.random_state if isinstance(reg.random_state, int) else 0
+    seed = integer_seed(reg.random_state)
     fits = fit_matern_maps(graph, observed, Z, nus, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
                          random_state=seed, search_max_nodes=gaussian.SEARCH_MAX_NODES,
                          run=run, n_groups=workers)
@@ -508,7 +509,7 @@ def _shared_fit(graph, values, obs, include_noise, reg):
     z = (y - centre) / scale
     nus = MATERN_ORDERS if reg.matern_order is None else (int(reg.matern_order),)
     best, regression, _ = fit_matern(graph, observed, z, nus)
-    seed = reg.random_state if isinstance(reg.random_state, int) else 0
+    seed = integer_seed(reg.random_state)
     var, _ = regression.variances(best, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
                                   random_state=seed)
     # each map's amplitude cross-validated, as a map fitted alone
