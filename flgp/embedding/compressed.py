@@ -1,16 +1,14 @@
 r"""Compressed diffusion maps (Gigante et al., *Compressed Diffusion*, papers/003): diffusion
-geometry between data *regions*, interpolated back to the points.
+geometry between data *regions*, interpolated back to the points (docs/compressed_diffusion.md).
 
-1. Gaussian kNN graph ``g(x, y) = exp(-||x - y||^2 / eps)`` (sparse, ``g(x, x) = 1``),
-   degrees ``q``, ``P = Q^{-1} G``, ``A = Q^{-1/2} G Q^{-1/2}`` [Sec. II-A, Def. 3].
-2. Inverse-density MGC kernel ``K = G Q^{-1} G`` [Def. 1], only formed compressed.
-3. Centroids sampled proportionally to the coherence ``rho_t(x) = [A^{2t}]_{xx}``
-   [Prop. 4].
-4. Partition by least angular diffusion distance [Def. 5, Prop. 5].
-5. Compressed kernel ``K_S = chi^T G Q^{-1} G chi`` (``chi``: ``n x N`` membership),
-   ``P_S = D_S^{-1} K_S`` [Def. 2, Theorem 2].
-6. Region diffusion map ``(lambda_l^t phi_l(S))_l`` from the eigenpairs of ``P_S``
-   [Sec. V], interpolated to points by Theorem 2's transition probabilities.
+1. Gaussian kNN graph ``g(x, y) = exp(-||x - y||^2 / eps)`` (``g(x, x) = 1``), degrees ``q``,
+   ``P = Q^{-1} G``, ``A = Q^{-1/2} G Q^{-1/2}`` [Sec. II-A, Def. 3].
+2. Centroids sampled proportionally to the coherence ``rho_t(x) = [A^{2t}]_{xx}`` [Prop. 4];
+   partition by least angular diffusion distance [Def. 5, Prop. 5].
+3. Compressed inverse-density kernel ``K_S = chi^T G Q^{-1} G chi`` (``chi``: ``n x N``
+   membership), ``P_S = D_S^{-1} K_S`` [Defs. 1-2, Theorem 2].
+4. Region diffusion map ``(lambda_l^t phi_l(S))_l`` from the eigenpairs of ``P_S`` [Sec. V],
+   interpolated to points by Theorem 2's transition probabilities.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ __all__ = ["CompressedDiffusionMap", "compressed_kernel",
 INTERPOLATIONS = ("point_to_region", "region_to_point")
 CENTROIDS = ("coherence", "kmeans")
 
-# columns (centroids) diffused together in the assignment step: memory n x chunk floats
+# centroid columns diffused together in the assignment step (memory: n x chunk floats)
 _ASSIGN_CHUNK = 256
 
 
@@ -61,11 +59,10 @@ def _affinity(G: sp.csr_matrix, q: np.ndarray) -> sp.csr_matrix:
 
 def diffusion_coherence(A: sp.csr_matrix, t: int, *, n_probes: int = 64,
                         random_state=None) -> np.ndarray:
-    r"""Diffusion coherence ``rho_t(x) = ||a^t(x, .)||_2^2 = [A^{2t}]_{xx}`` (Proposition 4).
+    r"""Diffusion coherence ``rho_t(x) = [A^{2t}]_{xx}`` (Proposition 4).
 
-    Exact for ``t = 1`` (squared row norms of ``A``); for ``t > 1`` an unbiased estimate from
-    ``n_probes`` Rademacher probes ``R``, ``||(A^t R)_{x,.}||^2 / n_probes`` (relative error
-    about ``sqrt(2 / n_probes)``), costing ``t`` sparse products.
+    Exact for ``t = 1``; for ``t > 1`` the unbiased estimate ``||(A^t R)_{x,.}||^2 / n_probes``
+    from Rademacher probes ``R`` (relative error about ``sqrt(2 / n_probes)``).
     """
     if t == 1:
         return np.asarray(A.multiply(A).sum(axis=1)).ravel()
@@ -85,10 +82,8 @@ def sample_centroids(coherence: np.ndarray, n_partitions: int, random_state=None
 
 
 def snapped_kmeans_centroids(X: np.ndarray, n_partitions: int, random_state=None) -> np.ndarray:
-    """Centroids at k-means centres, each snapped to the nearest free data point among its 8
-    nearest (else a random free point). Not the paper's rule (:func:`sample_centroids`);
-    see docs/compressed_diffusion.md. Returns sorted indices.
-    """
+    """Sorted indices of the free data points nearest to k-means centres (among each centre's
+    8 nearest, else a random free one); not the paper's rule (docs/compressed_diffusion.md)."""
     rng = check_random_state(random_state)
     n = X.shape[0]
     U = kmeans_centres(X, n_partitions, random_state=rng).points
@@ -112,8 +107,7 @@ def _neighbours(G: sp.csr_matrix, rows: np.ndarray) -> np.ndarray:
 
 
 def _hop_levels(G: sp.csr_matrix, sources: np.ndarray) -> np.ndarray:
-    """Graph hop distance from the nearest source (-1 where unreachable), by breadth-first
-    search."""
+    """Graph hop distance from the nearest source (-1 where unreachable)."""
     level = np.full(G.shape[0], -1, dtype=np.int64)
     frontier = np.unique(np.asarray(sources, dtype=np.int64))
     level[frontier] = 0
@@ -127,17 +121,13 @@ def _hop_levels(G: sp.csr_matrix, sources: np.ndarray) -> np.ndarray:
 
 def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
                       X: np.ndarray | None = None, max_steps: int | None = None) -> np.ndarray:
-    r"""Assign every point to the centroid of least angular diffusion distance (Def. 5).
+    r"""Assign every point to the centroid of least angular diffusion distance (Def. 5):
+    ``argmax_y a^{2t}(x, y) / sqrt(rho_t(y))`` (Proposition 5), from the columns ``A^{2t} e_y``.
 
-    By Proposition 5, ``argmin_y D_c^t(x, y) = argmax_y a^{2t}(x, y) / sqrt(rho_t(y))``, both
-    read off the centroid columns ``A^{2t} e_y`` (so centroid coherences are exact).
-
-    A point more than ``2t`` hops from every centroid sees all at ``pi / 2`` (a tie), broken
-    by the same rule at the smallest ``tau > t`` reaching a centroid, while
-    ``2 tau <= max_steps`` (``None``: no limit). Remaining points join, level by level
-    outward, the region maximising ``sum_{y in S_j} A_xy``. Points in a component with no
-    centroid go to the Euclidean-nearest centroid (with a warning) when ``X`` is given. Cost
-    ``O(steps nnz(A) N)``.
+    A point more than ``2t`` hops from every centroid (a tie at ``pi / 2``) uses the smallest
+    ``tau > t`` reaching a centroid, while ``2 tau <= max_steps`` (``None``: no limit); the
+    rest join, level by level outward, the region maximising ``sum_{y in S_j} A_xy``. Points
+    in a piece without a centroid go to the Euclidean-nearest centroid (given ``X``; warns).
 
     Returns
     -------
@@ -161,7 +151,7 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
         c = cols.size
         # A^s e_y lives on the s-hop ball of y: sparse until a quarter of the block fills
         Y = sp.csr_matrix((np.ones(c), (cols, np.arange(c))), shape=(n, c))
-        rho = {}  # rho_tau(y) = ||A^tau e_y||^2 = [A^{2 tau}]_yy, from the full columns
+        rho = {}  # rho_tau(y) = ||A^tau e_y||^2 = [A^{2 tau}]_yy
         for step in range(1, max_step + 1):
             Y = A_step[step] @ Y
             if sp.issparse(Y) and Y.nnz > 0.25 * n * c:
@@ -209,13 +199,9 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
 
 
 def _restricted_operators(A: sp.csr_matrix, step_of: np.ndarray, max_step: int) -> dict:
-    """``A`` with only the rows step ``s`` of the centroid diffusion still needs.
-
-    Step ``s`` must be exact on rows scored at ``s`` and on neighbours of rows step ``s + 1``
-    needs; the first ``max_step // 2`` steps stay whole (the coherences are read off those
-    columns). Zeroed rows change no score; late steps touch only points far from every
-    centroid.
-    """
+    """``{step: A}`` keeping only the rows each step of the centroid diffusion needs: those
+    scored at it and the neighbours of those the next step needs; the first
+    ``max_step // 2`` steps stay whole (the coherences are read off them)."""
     n = A.shape[0]
     ops = {}
     need = step_of == max_step
@@ -236,8 +222,8 @@ def _restricted_operators(A: sp.csr_matrix, step_of: np.ndarray, max_step: int) 
 
 
 def _row_max(W: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """Column (first on ties) and value of each row's largest entry in a CSR matrix whose rows
-    each hold a positive entry, vectorised (scipy's sparse ``argmax`` loops in Python)."""
+    """Column (first on ties) and value of each row's largest entry; every row holds a
+    positive entry (vectorised: scipy's sparse ``argmax`` loops in Python)."""
     W = sp.csr_matrix(W)
     W.sort_indices()
     counts = np.diff(W.indptr)
@@ -249,14 +235,14 @@ def _row_max(W: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _row_argmax(W: sp.csr_matrix) -> np.ndarray:
-    """Column of the largest entry of each row (first on ties); see :func:`_row_max`."""
+    """Column of each row's largest entry (:func:`_row_max`)."""
     return _row_max(W)[0]
 
 
 def _grow_regions(A: sp.csr_matrix, labels: np.ndarray, todo: np.ndarray,
                   level: np.ndarray) -> None:
-    """Label ``todo`` points outward by hop level: each takes the region maximising its
-    one-step transition ``sum_{y in S_j} A_xy``."""
+    """Label ``todo`` points by hop level, each to the region maximising
+    ``sum_{y in S_j} A_xy``."""
     todo = todo.copy()
     for lev in np.unique(level[todo]):
         done = np.flatnonzero(labels >= 0)
@@ -281,13 +267,11 @@ def membership(labels: np.ndarray, n_partitions: int) -> sp.csr_matrix:
 
 
 def compressed_kernel(G: sp.csr_matrix, labels: np.ndarray, n_partitions: int) -> np.ndarray:
-    r"""Compressed inverse-density MGC kernel (Definition 2 with Definition 1).
+    r"""Compressed inverse-density MGC kernel (Definitions 1-2), a dense symmetric ``(N, N)``
+    array, computed as ``M^T Q^{-1} M`` with sparse ``M = G chi``.
 
     .. math:: [K_S]_{ij} = \sum_{x \in S_i} \sum_{y \in S_j} \sum_r
               \frac{g(x, r) g(r, y)}{q(r)} = [\chi^T G Q^{-1} G \chi]_{ij}
-
-    computed as ``M^T Q^{-1} M`` with sparse ``M = G chi``, in ``O(nnz(G) + n N_loc^2)``
-    (``N_loc``: regions a neighbourhood touches). Returns a dense symmetric ``(N, N)`` array.
     """
     q = np.asarray(G.sum(axis=1)).ravel()
     return _kernel_from_blocks(sp.csr_matrix(G @ membership(labels, n_partitions)), q)
@@ -301,14 +285,10 @@ def _kernel_from_blocks(M: sp.csr_matrix, q: np.ndarray) -> np.ndarray:
 
 def region_diffusion_map(K_S: np.ndarray, n_components: int,
                          region_pieces: np.ndarray | None = None):
-    r"""Eigenpairs of ``P_S = D_S^{-1} K_S`` (Sec. V), largest first, constant first.
-
-    Via the PSD conjugate ``D_S^{-1/2} K_S D_S^{-1/2}``. Right eigenvectors
-    ``phi = D_S^{-1/2} psi`` have unit norm under ``pi = d_S / sum d_S`` (so ``phi_0 = 1``);
-    each non-constant one has its largest-magnitude entry positive.
-
-    ``region_pieces`` (N,): each region's piece when the graph falls apart; pieces are
-    solved separately and eigenvalue 1 gets the basis of :mod:`flgp.embedding._pieces`.
+    r"""Eigenpairs of ``P_S = D_S^{-1} K_S`` (Sec. V), largest first, via its symmetric
+    conjugate. Eigenvectors have unit norm under ``pi = d_S / sum d_S`` (``phi_0 = 1``) and
+    their largest-magnitude entry positive. ``region_pieces`` (N,): each region's piece when
+    the graph falls apart; eigenvalue 1 then gets the basis of :mod:`flgp.embedding._pieces`.
 
     Returns
     -------
@@ -335,8 +315,7 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int,
         return np.clip(vals, 0.0, 1.0), psi * s[:, None] * np.sqrt(d.sum())
     vals, vecs = scipy.linalg.eigh(S, subset_by_index=[N - k, N - 1])
     if vals.size < k:
-        # LAPACK's subset solver may return fewer pairs for a highly repeated top
-        # eigenvalue (many pieces); the full solver does not
+        # LAPACK's subset solver may return fewer pairs for a highly repeated top eigenvalue
         vals, vecs = scipy.linalg.eigh(S)
         vals, vecs = vals[N - k:], vecs[:, N - k:]
     vals, vecs = vals[::-1], vecs[:, ::-1]
@@ -354,8 +333,7 @@ def region_diffusion_map(K_S: np.ndarray, n_components: int,
 
 
 def graph_pieces(G: sp.csr_matrix) -> Pieces:
-    """Pieces of the Gaussian kNN graph over its edges of weight at least ``1e-9 / n`` (the
-    floor of :func:`flgp.graph.kernel_pieces`)."""
+    """Pieces of the kNN graph over its edges of weight ``>= 1e-9 / n`` (``KERNEL_FLOOR``)."""
     coo = sp.coo_matrix(G)
     strong = coo.data >= KERNEL_FLOOR / G.shape[0]
     return connected_pieces(sp.coo_matrix((coo.data[strong], (coo.row[strong],
@@ -373,8 +351,8 @@ def _within_pieces(G: sp.csr_matrix, labels: np.ndarray) -> sp.csr_matrix:
 
 
 def share_regions(sizes: np.ndarray, n_partitions: int) -> np.ndarray:
-    """Regions per piece: at least one each, the rest proportional to size (largest
-    remainders), at most a piece's point count. More pieces than ``n_partitions``: one each."""
+    """Regions per piece: at least one each, the rest by size (largest remainders), at most a
+    piece's point count."""
     sizes = np.asarray(sizes, dtype=np.int64)
     c = sizes.size
     share = np.ones(c, dtype=np.int64)
@@ -383,7 +361,7 @@ def share_regions(sizes: np.ndarray, n_partitions: int) -> np.ndarray:
         room = share < sizes
         want = left * sizes * room / sizes[room].sum()
         add = np.minimum(np.floor(want).astype(np.int64), sizes - share)
-        if add.sum() == 0:          # hand out the remainder one by one, largest first
+        if add.sum() == 0:          # the remainder one by one, largest first
             order = np.lexsort((np.arange(c), -(want - np.floor(want))))
             order = order[room[order]][:left]
             add[order] = 1
@@ -403,8 +381,8 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     n_components : int, default=2
         Number of diffusion coordinates (the constant eigenvector is dropped).
     n_partitions : int or None, default=None
-        ``N``, the number of regions; ``None``: ``min(150, n_samples)`` (the paper's Fig. VI.1
-        setting). At most ``n_samples`` and larger than ``n_components``.
+        Number of regions; ``None``: ``min(150, n_samples)`` (the paper's Fig. VI.1).
+        At most ``n_samples`` and larger than ``n_components``.
     t : int, default=1
         Diffusion steps of the coherence, the partition and the region map.
     n_neighbors : int, default=15
@@ -413,26 +391,23 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         ``eps`` in ``exp(-d^2 / eps)``; ``None``: :func:`flgp.graph.knn.knn_epsilon` (mean
         squared distance to the ``ceil(k / 3)``-th neighbour).
     interpolation : {"point_to_region", "region_to_point"}, default="point_to_region"
-        ``"region_to_point"``: Sec. V's ``Phi(x) = sum_j Phi_S(S_j) Pr[S_j -> x]`` (Theorem 2),
-        whose weights scale with the density at ``x``. ``"point_to_region"``: the convex
-        combination with ``Pr[x -> S_j] = sum_{y in S_j} p(x, y)``; with ``n_partitions = n``
-        exactly the diffusion map at time ``2t + 1`` (Theorem 1 part 3).
-        See docs/compressed_diffusion.md.
+        ``"point_to_region"``: the convex combination with weights
+        ``Pr[x -> S_j] = sum_{y in S_j} p(x, y)`` (with ``n_partitions = n`` exactly the
+        diffusion map at time ``2t + 1``, Theorem 1). ``"region_to_point"``: Sec. V's
+        ``sum_j Phi_S(S_j) Pr[S_j -> x]`` (Theorem 2), weights scaling with the density at ``x``.
     centroids : {"coherence", "kmeans"}, default="coherence"
         ``"coherence"``: Sec. V's sampling proportional to ``rho_t``. ``"kmeans"`` (not in the
-        paper): :func:`snapped_kmeans_centroids`, more regular regions and lower error for a
-        k-means run (docs/compressed_diffusion.md).
+        paper): :func:`snapped_kmeans_centroids`, more regular regions, lower error.
     n_probes : int, default=64
         Random probes for the coherence estimate when ``t > 1``.
     max_assign_steps : int or None, default=8
         Longest diffusion (at least ``2t`` steps) for assigning points far from every
-        centroid (:func:`assign_partitions`); 8 left the Swiss-roll SSE unchanged at a large
-        speed-up. ``None``: diffuse until every point is reached.
+        centroid (:func:`assign_partitions`; 8 keeps the Swiss-roll SSE at a large speed-up).
+        ``None``: diffuse until every point is reached.
     disconnected : {"warn", "raise"}, default="warn"
-        When the kNN graph falls apart (weights between pieces below ``1e-9 / n``, dropped).
-        "warn": a ``UserWarning``; each piece gets its own regions (:func:`share_regions`),
-        and the first ``n_pieces - 1`` coordinates tell pieces apart
-        (docs/compressed_diffusion.md); a new point joins its nearest fitted point's piece.
+        When the kNN graph falls apart (weights below ``1e-9 / n`` dropped). "warn": a
+        ``UserWarning``; each piece gets its own regions, the first ``n_pieces - 1``
+        coordinates tell pieces apart, and a new point joins its nearest fitted point's piece.
         "raise": a ``ValueError``.
     random_state : int, Generator or None, default=None
 
@@ -440,7 +415,6 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     ----------
     embedding_ : ndarray (n_samples, n_components)
     region_embedding_ : ndarray ``(n_partitions_, n_components)``
-        ``Phi_S^t`` of the regions.
     eigenvalues_ : ndarray (n_components + 1,)
         Eigenvalues of ``P_S``, descending, first is 1.
     region_eigenvectors_ : ndarray ``(n_partitions_, n_components + 1)``
@@ -493,7 +467,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     }
 
     def _check_params(self, n):
-        """What depends on the cloud: the regions and coordinates it can hold."""
+        """``(k, N, t, n_neighbors)`` checked against the cloud's size."""
         if self.bandwidth is not None and not np.isfinite(self.bandwidth):
             raise ValueError(f"bandwidth must be finite; got {self.bandwidth!r}.")
         k = int(self.n_components)
@@ -511,9 +485,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         return k, N, int(self.t), min(int(self.n_neighbors), n - 1)
 
     def _check_cost(self, A, t: int, N: int) -> None:
-        """Refuse a ``t`` whose powering of the sparse operator (coherence: ``t`` products with
-        ``n_probes`` columns for ``t > 1``; assignment: ``2 t`` products with up to 256 centroid
-        columns) would take hours (:func:`flgp.embedding._base.check_powering_cost`)."""
+        """Refuse a ``t`` whose sparse powers would take hours (``check_powering_cost``)."""
         steps = (t if t > 1 else 0) + (2 * t if N < A.shape[0] else 0)
         work = A.nnz * max(int(self.n_probes), min(N, _ASSIGN_CHUNK))
         check_powering_cost(steps, work, what="the sparse diffusion operator",
@@ -612,8 +584,7 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
         return self
 
     def _piece_centroids(self, X, rho, pieces: Pieces, N: int, rng) -> np.ndarray:
-        """Centroids of a graph in pieces: each piece's share of the ``N`` regions
-        (:func:`share_regions`), chosen within it by the ``centroids`` rule."""
+        """Centroids of each piece's share of the ``N`` regions (:func:`share_regions`)."""
         out = []
         for j, N_j in enumerate(share_regions(pieces.sizes, N)):
             idx = pieces.members(j)
@@ -627,8 +598,8 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
 
     def _interpolate(self, G_rows: sp.csr_matrix, q_rows: np.ndarray,
                      M: sp.csr_matrix | None = None) -> np.ndarray:
-        """Region coordinates to points through Gaussian rows ``g(x, .)`` over the cloud
-        (``M = G_rows chi`` when already computed)."""
+        """Region coordinates to points through Gaussian rows ``g(x, .)`` (``M = G_rows chi``
+        if at hand)."""
         if M is None:
             M = sp.csr_matrix(G_rows @ membership(self.labels_, self.n_partitions_))
         if self.interpolation == "point_to_region":
@@ -643,14 +614,10 @@ class CompressedDiffusionMap(TransformerMixin, BaseEstimator):
     # -- out of sample ---------------------------------------------------------------
 
     def _gaussian_rows(self, X: np.ndarray, shift: bool = False) -> sp.csr_matrix:
-        """``g(x, y)`` for new ``x`` on the cloud's symmetrised neighbour pattern.
-
-        ``y`` is kept if among the ``k + 1`` nearest cloud points of ``x``, or if
-        ``||x - y||^2 <= kth_sq_dist_[y]`` (searched among the ``4 (k + 1)`` nearest); a cloud
-        point gets exactly its row of ``G``. ``shift=True`` divides each row by
-        ``exp(-min_y d^2 / eps)`` (same ``p(x, .)``, no underflow far away). When the graph fell
-        apart, ``x`` keeps only the piece of its nearest cloud point.
-        """
+        """``g(x, y)`` for new ``x`` on the cloud's symmetrised neighbour pattern: ``y`` among
+        the ``k + 1`` nearest, or with ``||x - y||^2 <= kth_sq_dist_[y]`` (among the
+        ``4 (k + 1)`` nearest), so a cloud point gets its row of ``G``. ``shift=True`` divides
+        each row by ``exp(-min_y d^2 / eps)`` (same ``p(x, .)``, no underflow)."""
         n = self.X_fit_.shape[0]
         k1 = self.n_neighbors_ + 1
         kc = min(n, 4 * k1)

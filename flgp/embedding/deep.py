@@ -1,15 +1,15 @@
-"""Deep Diffusion Maps (García-Heredia, Alaíz and Fernández, papers/004).
+"""Deep Diffusion Maps (García-Heredia, Alaíz and Fernández, papers/004;
+docs/deep_diffusion_maps.md).
 
 A network ``f_θ : R^D -> R^d`` is trained on cost (38), whose minimiser is the diffusion
-map (eq. 19) of the training sample up to an orthogonal transform (Theorem 4.1); no
-eigendecomposition, and ``transform`` is one forward pass. With the Gaussian kernel (5)
-``exp(-|x_i - x_j|^2 / (2 σ^2))``, α-normalisation ``W = D_K^{-α} K D_K^{-α}`` (6-8),
+map (eq. 19) of the training sample up to an orthogonal transform (Theorem 4.1). With the
+Gaussian kernel (5) ``exp(-|x_i - x_j|^2 / (2 σ^2))``, ``W = D_K^{-α} K D_K^{-α}`` (6-8),
 ``π_i ∝ d_i(W)`` (10) and ``A = D_W^{-1/2} W D_W^{-1/2}`` (12), the cost is::
 
     J(θ) = Σ_i Σ_j ( √(π_i π_j) f_iᵀ f_j − [ (A^{2t})_ij − √(π_i π_j) ] )^2 .
 
-The target is formed as ``T = (A − √π √πᵀ)^{2t}`` (equal to ``A^{2t} − √π √πᵀ``, without
-cancellation when ``λ_2^{2t}`` is small).
+The target is formed as ``T = (A − √π √πᵀ)^{2t} = A^{2t} − √π √πᵀ``, which avoids
+cancellation when ``λ_2^{2t}`` is small.
 """
 
 from __future__ import annotations
@@ -40,9 +40,8 @@ _N_SAMPLED_PAIRS = 5_000_000
 # -- diffusion quantities of the training sample (float64) ---------------------------
 
 def _distance_quantile(X: np.ndarray, quantile: float, rng: np.random.Generator) -> float:
-    """σ = the ``quantile`` of the pairwise distances of ``X`` (Sec. 5.1.3); exact up to
-    2·10^7 pairs, else estimated from 5·10^6 random pairs.
-    """
+    """σ: the ``quantile`` of the pairwise distances of ``X`` (Sec. 5.1.3), from a sample of
+    pairs above ``_MAX_EXACT_PAIRS``."""
     n = X.shape[0]
     if n * (n - 1) // 2 <= _MAX_EXACT_PAIRS:
         d = pdist(X)
@@ -55,12 +54,11 @@ def _distance_quantile(X: np.ndarray, quantile: float, rng: np.random.Generator)
 
 
 def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int, pieces=None):
-    """Stationary distribution π (eq. 10) and ``T = A^{2t} − √π√πᵀ`` (cost (38)'s target), float64.
+    """Stationary distribution π (eq. 10) and cost (38)'s target ``T = A^{2t} − √π√πᵀ``.
 
-    ``sigma``: kernel width; ``alpha``: eq. (6)'s exponent; ``t``: diffusion steps;
-    ``pieces``: the kernel graph's pieces if already found. When the graph falls apart
-    (:func:`flgp.graph.kernel_pieces`), ``A`` is block-diagonal, each piece normalised on its
-    own, π weights pieces by degree, and ``T`` keeps every eigenvalue 1 but that of ``√π``.
+    ``pieces``: the kernel graph's pieces, if already found. When the graph falls apart,
+    ``A`` is block-diagonal, each piece normalised on its own, and ``T`` keeps every
+    eigenvalue 1 but that of ``√π``.
 
     Returns
     -------
@@ -93,8 +91,8 @@ def diffusion_quantities(X: np.ndarray, sigma: float, alpha: float, t: int, piec
 
 
 def deep_diffusion_cost(embedding, pi, T):
-    r"""Cost (38) of papers/004 for outputs ``f_i`` (rows of ``embedding``), given ``pi``
-    (eq. 10) and ``T`` from :func:`diffusion_quantities`. Returns a float.
+    r"""Cost (38) for outputs ``f_i`` (rows of ``embedding``), ``pi`` and ``T`` as from
+    :func:`diffusion_quantities`.
 
     .. math:: J = \sum_{i,j} \big(\sqrt{\pi_i\pi_j}\, f_i^\top f_j
               - [(A^{2t})_{ij} - \sqrt{\pi_i\pi_j}]\big)^2
@@ -106,9 +104,8 @@ def deep_diffusion_cost(embedding, pi, T):
 
 
 def _batch_loss(F, s, Tn):
-    """Mini-batch cost (38) (torch): batch mean of ``(s_i s_j f_iᵀ f_j − Tn_ij)^2`` with
-    ``s = √(n π)``, ``Tn = n T`` (terms O(1)); ``J`` on the full sample, else an estimate.
-    """
+    """Mini-batch cost (38) (torch): mean of ``(s_i s_j f_iᵀ f_j − Tn_ij)^2``, ``s = √(n π)``,
+    ``Tn = n T`` (terms O(1))."""
     G = (s[:, None] * F) @ (s[:, None] * F).T
     return ((G - Tn) ** 2).mean()
 
@@ -128,12 +125,10 @@ def _dense_network(n_features: int, n_components: int, hidden_layer_sizes):
 
 
 def conv_network(n_components: int, image_shape=(28, 28), *, dropout: float = 0.0):
-    """Convolutional network of Sec. 5.1.2 (MNIST): three blocks of two 3×3 ReLU convolutions
-    (16 / 32 / 64 filters) + 2×2 max pooling + dropout, a dense ReLU layer of
-    ``16 n_components`` units and a linear output of ``n_components``.
-
-    Input is a flat row of ``prod(image_shape)`` pixels, reshaped to ``(1, H, W)``. Pass it as
-    ``DeepDiffusionMap(network=...)``.
+    """Convolutional network of Sec. 5.1.2 (MNIST), for ``DeepDiffusionMap(network=...)``:
+    three blocks of two 3×3 ReLU convolutions (16 / 32 / 64 filters), 2×2 max pooling and
+    dropout, a dense ReLU layer of ``16 n_components`` units, a linear output. Input: flat rows
+    of ``prod(image_shape)`` pixels.
     """
     import torch.nn as nn
 
@@ -153,9 +148,10 @@ def conv_network(n_components: int, image_shape=(28, 28), *, dropout: float = 0.
 # -- estimator --------------------------------------------------------------------------
 
 class DeepDiffusionMap(TransformerMixin, BaseEstimator):
-    r"""Deep Diffusion Maps: a network trained on cost (38) to output the diffusion map
-    ``Ψ^{(t)}(x_k) = (λ_l^t φ_{l,k} / √π_k)_{l=2..d+1}`` (eq. 19), up to an orthogonal
-    transform, inside and outside the training sample (eq. 39; module notes).
+    r"""A network trained on cost (38) to output the diffusion map
+    ``Ψ^{(t)}(x_k) = (λ_l^t φ_{l,k} / √π_k)_{l=2..d+1}`` (eq. 19) up to an orthogonal
+    transform, inside and outside the training sample (eq. 39; module notes). By default a
+    dense ReLU network trained with Adam and early stopping on 10 % held-out points.
 
     Parameters
     ----------
@@ -171,10 +167,9 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         Diffusion steps.
     network : torch.nn.Module, callable or None, default=None
         ``None``: the dense network of Sec. 5.1.2 with ``hidden_layer_sizes``. A module:
-        trained from its weights (on a deep copy). A callable:
-        ``network(n_features, n_components) -> Module``, built under ``random_state``. Maps
-        ``(batch, n_features)`` to ``(batch, n_components)``; images come as flat rows
-        (:func:`conv_network`). Its parameter dtype is used.
+        trained on a deep copy. A callable: ``network(n_features, n_components) -> Module``,
+        built under ``random_state``. Maps ``(batch, n_features)`` to
+        ``(batch, n_components)`` in its parameters' dtype (images: :func:`conv_network`).
     hidden_layer_sizes : tuple of int, default=(128, 64, 32)
         ReLU layer widths of the default network.
     standardize : bool, default=True
@@ -187,13 +182,12 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
     tol : float, default=1e-4
         Relative improvement that counts as progress.
     validation_fraction : float, default=0.1
-        Points held out for early stopping; their cost uses the held-out block of ``A^{2t}``
-        (built on all points). 0: no early stopping, the last weights are kept.
+        Points held out for early stopping (their block of ``A^{2t}``, built on all points).
+        0: no early stopping, the last weights are kept.
     disconnected : {"warn", "raise"}, default="warn"
         When the kernel graph falls apart (:func:`flgp.graph.kernel_pieces`). "warn": a
-        ``UserWarning`` and training on the pieces' block-diagonal operator
-        (:func:`diffusion_quantities`), whose first ``n_pieces - 1`` coordinates tell pieces
-        apart. "raise": a ``ValueError``.
+        ``UserWarning`` and training on the pieces' block-diagonal operator, whose first
+        ``n_pieces - 1`` coordinates tell pieces apart. "raise": a ``ValueError``.
     device : str or None, default=None
         Torch device (``None``: CPU).
     progress : bool, default=True
@@ -211,8 +205,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
     embedding_ : ndarray of shape (n_samples, n_components)
         ``f_θ(X)`` of the training points.
     history_ : dict
-        Per-epoch ``"loss"`` (training) and ``"val_loss"`` (empty without validation), on the
-        scale of ``J``.
+        Per-epoch ``"loss"`` and ``"val_loss"`` (empty without validation), scaled as ``J``.
     n_epochs_, best_epoch_ : int
         Epochs run; the (1-based) epoch whose weights were kept.
     training_time_ : float
@@ -221,9 +214,8 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
 
     Notes
     -----
-    O(n^2) memory and time per fit for ``A^{2t}`` (``log2(2t)`` dense products); each epoch
-    costs ``O(n b)`` plus the network. Compare with the diffusion map by distances (MRE,
-    eq. 40) or after Procrustes alignment.
+    O(n^2) memory and time per fit for ``A^{2t}``; each epoch costs ``O(n b)`` plus the
+    network. Compare with the diffusion map by distances (MRE, eq. 40) or after Procrustes.
 
     Examples
     --------
@@ -285,8 +277,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
     }
 
     def _check_params(self, n: int):
-        """Checks the constraints cannot express: finiteness, the coordinates the sample can hold,
-        the layer sizes."""
+        """Checks the constraints cannot express; returns ``n_components``."""
         for name in ("sigma", "alpha", "learning_rate"):
             value = getattr(self, name)
             if value is not None and not np.isfinite(value):
@@ -330,7 +321,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Train the network on cost (38) of the training sample ``X``; returns ``self``."""
+        """Train the network on cost (38) of ``X``; returns ``self``."""
         import torch
         from tqdm.auto import tqdm
 
@@ -371,7 +362,6 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         self.n_pieces_ = pieces.n_pieces
         self.piece_labels_ = pieces.labels
 
-        # validation split
         n_val = int(round(float(self.validation_fraction) * n))
         if float(self.validation_fraction) > 0 and n_val < 2:
             n_val = 2 if n >= 4 else 0
@@ -489,7 +479,7 @@ class DeepDiffusionMap(TransformerMixin, BaseEstimator):
         return Y
 
     def transform(self, X):
-        """Embed points with the trained network, ``f_θ(x) ≈ Ψ^{(t)}(x)`` (eq. 39); float64."""
+        """Embed points with the trained network, ``f_θ(x) ≈ Ψ^{(t)}(x)`` (eq. 39)."""
         check_is_fitted(self, "network_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         X = check_points(X, min_samples=1)

@@ -1,7 +1,6 @@
-"""A group map from many subjects' maps on one mask, and the contrast of two groups: the
-population mean map under the two-level graph Matérn model of :mod:`flgp.precision.group`,
-its posterior and its excursion sets. Images (4-d, or a list of 3-d on one grid) give NIfTI
-images; arrays ``(n_nodes, n_subjects)`` on a given graph give arrays.
+"""Group maps of many subjects' maps on one mask, and contrasts of two groups: the population
+mean map under the two-level model of :mod:`flgp.precision.group`, with its posterior and
+excursion sets. Images in give NIfTI images out; arrays ``(n_nodes, n_subjects)`` give arrays.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ __all__ = ["GroupMap", "GroupContrast", "group_map", "group_contrast"]
 
 
 def _as_output(values, voxels, reference, fill, description):
-    """``values`` (one a node) as an image on the maps' grid, or as they are for arrays."""
+    """``values`` as an image on the maps' grid (as they are for arrays)."""
     if voxels is None:
         return values
     out = copy_spatial_codes(voxels.to_nifti(values, fill=float(fill)), reference)
@@ -34,11 +33,11 @@ def _as_output(values, voxels, reference, fill, description):
 
 @dataclass
 class _Posterior:
-    """What a group map and a contrast share: excursion sets and the way back to images."""
+    """Shared by group maps and contrasts: excursion sets and images."""
 
     def to_image(self, values, fill: float = 0.0):
-        """``values`` (one a node) as a NIfTI image on the maps' grid (``fill`` outside the
-        mask); returned as they are for arrays. ValueError unless one entry a node."""
+        """``values`` (one a node) as a NIfTI image on the maps' grid, ``fill`` outside the
+        mask (as they are for arrays). ValueError unless one entry a node."""
         values = np.asarray(values)
         if values.shape[:1] != (self.graph.n_nodes,):
             raise ValueError(f"values must hold one entry a node ({self.graph.n_nodes}); "
@@ -50,10 +49,9 @@ class _Posterior:
 
     def excursion_set(self, u, alpha=0.05, *, side: str = ">", n_samples: int = 1000,
                       n_sd: float = 2.0, random_state=0) -> ExcursionSet:
-        """The largest set of nodes on which the map exceeds ``u`` (``side=">"``; below it
-        for ``"<"``) jointly with posterior probability at least ``1 - alpha``, from
-        ``n_samples`` joint draws (:mod:`flgp.precision.excursion`). Its ``mask`` is one
-        entry a node: :meth:`to_image` makes it an image."""
+        """The largest set of nodes where the map exceeds ``u`` (``side=">"``; is below it for
+        ``"<"``) jointly with posterior probability ``>= 1 - alpha``, from ``n_samples`` joint
+        draws (:mod:`flgp.precision.excursion`); :meth:`to_image` maps its ``mask``."""
         draws = self.draws(n_samples, random_state=random_state)
         sd = self._sd_nodes
         return excursion_function(draws.mean, draws, u, side, sd=sd,
@@ -66,25 +64,22 @@ class GroupMap(_Posterior):
 
     Attributes
     ----------
-    mean : ndarray (n_nodes,) or nibabel.Nifti1Image
-        The posterior mean of the group map ``g`` (``fill`` outside the mask).
-    std : ndarray (n_nodes,) or nibabel.Nifti1Image
-        Its posterior standard deviation.
+    mean, std : ndarray (n_nodes,) or nibabel.Nifti1Image
+        Posterior mean and standard deviation of the group map ``g``.
     parameters : flgp.precision.group.GroupParameters
-        The fitted hyperparameters, in the units of the graph (mm for images) and maps.
+        Fitted hyperparameters, in the units of the graph (mm for images) and maps.
     log_likelihood : float
         ``log p(y_1, ..., y_S)`` at the fit.
     n_subjects : int
     posterior : flgp.precision.group.GroupPosterior
-        The joint posterior.
     graph : flgp.graph.PointGraph
-        The graph (for images, the mask's voxel lattice).
+        For images, the mask's voxel lattice.
     voxels : flgp.datasets.Voxels or None
-        For images: the mask's voxels, in the nodes' order; None for arrays.
+        For images, the mask's voxels in the nodes' order.
     seconds : float
         Wall time of the fit.
     record : dict
-        The fit's record (:func:`flgp.precision.group.fit_group`).
+        The record of :func:`flgp.precision.group.fit_group`.
     """
 
     mean: object
@@ -102,7 +97,7 @@ class GroupMap(_Posterior):
 
     @property
     def hyperparameters(self) -> dict:
-        """The fitted hyperparameters by name, with ``kappa`` (1 / length) for ``κ²``."""
+        """Fitted hyperparameters by name, ``kappa`` (1 / length) for ``κ²``."""
         p = self.parameters
         return dict(nu_group=p.nu_group, kappa_group=float(np.sqrt(p.kappa2_group)),
                     amplitude_group=p.amplitude_group, level=p.level,
@@ -120,12 +115,9 @@ class GroupContrast(_Posterior):
 
     Attributes
     ----------
-    mean : ndarray (n_nodes,) or nibabel.Nifti1Image
-        ``E[g_a - g_b]``.
-    std : ndarray (n_nodes,) or nibabel.Nifti1Image
-        Its posterior standard deviation (the groups independent).
+    mean, std : ndarray (n_nodes,) or nibabel.Nifti1Image
+        Posterior mean and standard deviation of ``g_a - g_b`` (independent groups).
     group_a, group_b : GroupMap
-        Each group's fit.
     graph : flgp.graph.PointGraph
     voxels : flgp.datasets.Voxels or None
     """
@@ -146,8 +138,8 @@ class GroupContrast(_Posterior):
 
 
 def _nodes_of(maps, mask, graph, name):
-    """``(values (n, S), graph, voxels or None, reference image or None)`` of an array
-    ``(n_nodes, n_subjects)`` on ``graph`` or of images on one grid."""
+    """``(values (n, S), graph, voxels, reference image)`` of an array on ``graph`` or of
+    images (``voxels`` and the reference None for arrays)."""
     if isinstance(maps, np.ndarray):
         if maps.ndim != 2:
             raise ValueError(f"{name} must be an array (n_nodes, n_subjects) on a graph, or "
@@ -222,10 +214,9 @@ def group_map(maps, mask=None, *, graph=None, nus=MATERN_ORDERS, subject_nus=Non
               fill: float = 0.0, search_max_nodes: int = SEARCH_MAX_NODES,
               random_state=0) -> GroupMap:
     """The population mean map of several subjects' maps on one mask, with its posterior,
-    under the two-level graph Matérn model (:mod:`flgp.precision.group`):
-    ``y_s = g + d_s + ε_s``, ``g ~ N(μ, A_g Q_{ν_g}(κ_g)⁻¹)``,
-    ``d_s ~ N(0, A_d Q_{ν_d}(κ_d)⁻¹)``, ``ε_s ~ N(0, σ² I)``; maximum likelihood for the
-    subjects' part from ``y_s - ȳ``, then for the group's from ``ȳ``.
+    under the two-level graph Matérn model ``y_s = g + d_s + ε_s`` of
+    :mod:`flgp.precision.group`, fitted by maximum likelihood (subjects' part from
+    ``y_s - ȳ``, then the group's from ``ȳ``).
 
     Parameters
     ----------
@@ -233,16 +224,16 @@ def group_map(maps, mask=None, *, graph=None, nus=MATERN_ORDERS, subject_nus=Non
         A 4-d image (one volume a subject) or a list of 3-d images on one grid; or an
         array, one row a node of ``graph``. At least 2 subjects, finite in the mask.
     mask : nibabel image, path or boolean array, optional
-        For images: the common mask on the maps' grid; default the voxels finite and
-        non-zero in every map. Not for arrays.
+        For images only: the mask on the maps' grid; default the voxels finite and non-zero
+        in every map.
     graph : flgp.graph.PointGraph, optional
         Required for arrays; for images default the mask's voxel lattice (mm).
     nus : sequence of int, default=MATERN_ORDERS
-        The orders searched for the group map's prior.
+        Orders searched for the group map's prior.
     subject_nus : sequence of int, optional
-        The orders searched for the deviations' prior (default ``nus``).
+        Orders searched for the deviations' prior (default ``nus``).
     fill : float, default=0.0
-        The images' value outside the mask.
+        Images' value outside the mask.
     search_max_nodes : int, default=SEARCH_MAX_NODES
         Masks of more than twice this many voxels search on a ball of this many.
     random_state : int, default=0
@@ -255,15 +246,15 @@ def group_map(maps, mask=None, *, graph=None, nus=MATERN_ORDERS, subject_nus=Non
     Raises
     ------
     ValueError
-        Fewer than 2 subjects, maps on different grids, NaN or infinite values inside the
-        mask, a mask off the maps' grid or empty, an array without its graph (or a graph
-        of another size), a mask given with an array.
+        Fewer than 2 subjects, maps on different grids, non-finite values inside the mask,
+        a mask off the grid or empty, an array without its graph (or of another size), or
+        a mask with an array.
 
     Warns
     -----
     UserWarning
         Where the subjects' deviations differ in mean square by more than a factor
-        ``NOISE_SPREAD_WARNING`` (the model has one noise level).
+        ``NOISE_SPREAD_WARNING``.
 
     Examples
     --------
@@ -289,16 +280,15 @@ def group_contrast(maps_a, maps_b, mask=None, *, graph=None, nus=MATERN_ORDERS,
                    subject_nus=None, fill: float = 0.0,
                    search_max_nodes: int = SEARCH_MAX_NODES,
                    random_state=0) -> GroupContrast:
-    """The contrast ``g_a - g_b`` of two independent groups' maps on one mask, each fitted
-    by :func:`group_map`: mean ``m_a - m_b``, variance ``v_a + v_b``.
+    """The contrast ``g_a - g_b`` of two independent groups' maps, each fitted by
+    :func:`group_map`: mean ``m_a - m_b``, variance ``v_a + v_b``.
 
     Parameters
     ----------
     maps_a, maps_b : as ``maps`` of :func:`group_map`
-        The two groups' maps on one grid or graph (the numbers of subjects may differ).
+        The two groups' maps on one grid or graph (numbers of subjects may differ).
     mask, graph, nus, subject_nus, fill, search_max_nodes, random_state
-        As in :func:`group_map`; the default mask is the voxels finite and non-zero in
-        every map of both groups.
+        As in :func:`group_map`; the default mask covers both groups.
 
     Returns
     -------

@@ -11,22 +11,18 @@ gradient at ``f = 0`` (up to a constant ``γ``): the labels as centred sources. 
 ``ν = 1`` and ``κ → 0`` that is Poisson learning's solution (Calder et al. 2020); it needs
 ``C`` sparse solves whatever the number of labels (:func:`green_scores`).
 
-**The amplitude from the cloud.** With one label a class the evidence cannot set ``A`` and
-leave-one-out cannot calibrate a class. :func:`score_scale` instead scales the scores so
-that the median over the unlabelled points of the gap between their two largest scores is
-``MARGIN_LOGITS`` logits (odds ``e⁷ ≈ 1100`` between a typical point's two likeliest
-classes, before the class sizes re-weight them); a rule on the margins holds for either
-order ``ν``.
+**The amplitude from the cloud.** With one label a class neither the evidence nor
+leave-one-out can set ``A``; :func:`score_scale` scales the scores so that the median over
+the unlabelled points of the gap between their two largest scores is ``MARGIN_LOGITS``
+logits (odds ``e⁷ ≈ 1100`` between a typical point's two likeliest classes).
 
-**Class sizes** (:func:`class_size_prior`, :func:`balance_to_prior`). A class whose one
-label sits near a boundary is swallowed by its neighbours' when nothing says how large
-each class is. The probabilities are re-weighted by one factor a class so that their
-average over the cloud equals the prior shares ``π`` (the fixed point of Saerens, Latinne
-and Decaestecker's 2002 prior adjustment with ``π`` given, found by Newton's method on its
-convex dual). ``π`` is balanced unless the Bayes factor of "equal classes" against
-"unknown shares" (uniform Dirichlet) for the label counts is below one, then the label
-frequencies smoothed by one count a class; or the user's. Stratified labels always give
-balanced shares.
+**Class sizes** (:func:`class_size_prior`, :func:`balance_to_prior`). Without them a class
+whose one label sits near a boundary is swallowed by its neighbours'. The probabilities are
+re-weighted by one factor a class so that their average over the cloud equals the prior
+shares ``π`` (the fixed point of Saerens, Latinne and Decaestecker's 2002 prior adjustment,
+by Newton's method on its convex dual). ``π`` is balanced unless the label counts' Bayes
+factor of "equal classes" against "unknown shares" is below one, then the smoothed label
+frequencies; or the user's.
 """
 
 from __future__ import annotations
@@ -44,24 +40,21 @@ __all__ = ["green_scores", "scores_to_probabilities", "score_scale", "class_size
            "RHO_ONE_LABEL", "RHO_CANDIDATES", "ORDER_CANDIDATES", "PrecisionLeastSquares",
            "labelled_prior_scale", "SCALE_BLOCK", "SCALE_RELATIVE_ERROR", "raised_models"]
 
-# the median over the unlabelled points of the scaled scores' top-two gap, in logits
-# (module notes; 7: the best compromise of 6-8 over six clouds, docs/few_labels.md)
+# median top-two gap of the scaled scores, in logits (module notes; 7: best of 6-8 over six
+# clouds, docs/few_labels.md)
 MARGIN_LOGITS = 7.0
-# κ² relative to the graph's own 1 / length² (the median of diag(C⁻¹G): the median degree
-# on a graph of unit mass): a nearly intrinsic prior (Poisson learning's κ = 0)
+# κ² relative to the graph's own 1 / length²: a nearly intrinsic prior (Poisson learning's
+# κ = 0)
 KAPPA_RELATIVE = 1e-5
-# relative residual of the conjugate-gradient solves (graphlearning's default; the argmax
-# moves at about one point in 10⁴ against 1e-8)
+# relative residual of the conjugate-gradient solves (graphlearning's default)
 SOLVE_TOL = 1e-3
 
 
 def green_scores(graph, labelled, codes, n_classes, *, nu: int = 1, kappa2=None,
                  tol: float = SOLVE_TOL):
-    """``U = G_ν B`` (``n x C``): the class scores of every node (see the module notes),
-    centred over the nodes. ``labelled``: distinct node indices, ``codes``: their classes.
-    ``G_ν`` is the centred graph Matérn prior
-    (:class:`~flgp.precision.prior.SparsePrecisionPrior`, AMG-CG solves) and ``G_ν B`` its
-    cross-covariance with the labelled nodes times the centred sources."""
+    """``U = G_ν B`` (``n x C``): the class scores of every node (module notes), with ``G_ν``
+    the centred graph Matérn prior (:class:`~flgp.precision.prior.SparsePrecisionPrior`,
+    AMG-CG solves). ``labelled``: distinct node indices, ``codes``: their classes."""
     C = int(n_classes)
     labelled = np.asarray(labelled, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
@@ -69,22 +62,19 @@ def green_scores(graph, labelled, codes, n_classes, *, nu: int = 1, kappa2=None,
     sources[np.arange(labelled.size), codes] = 1.0
     sources -= sources.mean(axis=0)
     if kappa2 is None:
-        # relative to the graph's own 1 / length² (PointGraph.own_units): the same prior
-        # whatever the units of the points
+        # relative to the graph's own 1 / length²: the same prior in any units
         kappa2 = KAPPA_RELATIVE / graph.own_units()[0] ** 2
     prior = SparsePrecisionPrior(graph, nu=nu, kappa2=kappa2, centred=True, solver="amg",
                                  tol=tol)
-    # every row of the sources sums to 0 (one 1 a label, minus the label shares), so
-    # every row of U does: C - 1 solves and the last column is minus the sum of the others
+    # every row of the sources, hence of U, sums to 0: the last column is minus the others'
     U = prior.cross_covariance(labelled, weights=sources[:, :-1])
     return np.column_stack([U, -U.sum(axis=1)])
 
 
 def score_scale(U) -> float:
-    """The scale that turns scores ``U`` (``n x C``, the unlabelled points' rows) into
-    logits (see the module notes): the median over the rows of the gap between their two
-    largest scores, divided by ``MARGIN_LOGITS``. Where more than half of the rows tie
-    (gap 0), the mean gap instead; 1 where every row ties."""
+    """The scale turning scores ``U`` (``n x C``, unlabelled points) into logits (module
+    notes): the median top-two gap over ``MARGIN_LOGITS``; the mean gap where more than half
+    of the rows tie, 1 where all do. ValueError for a bad shape or non-finite scores."""
     U = np.asarray(U, dtype=np.float64)
     if U.ndim != 2 or U.shape[0] == 0 or U.shape[1] < 2:
         raise ValueError(f"U must be an (n_points, n_classes) array of scores with "
@@ -111,10 +101,8 @@ def scores_to_probabilities(U, scale, weights=None):
 
 
 def balanced_log_odds(counts) -> float:
-    """Log Bayes factor of "the classes are equally large" against "their shares are
-    unknown" (a uniform Dirichlet prior on the shares) for the label counts of a random
-    sample: ``-m log C - [log Γ(C) + Σ_c log n_c! - log Γ(m + C)]``. Positive when the
-    counts are what equal classes would give."""
+    """Log Bayes factor of "equal classes" against "unknown shares" (uniform Dirichlet) for
+    label counts: ``-m log C - [log Γ(C) + Σ_c log n_c! - log Γ(m + C)]``."""
     from scipy.special import gammaln
 
     n = np.asarray(counts, dtype=np.float64)
@@ -123,10 +111,10 @@ def balanced_log_odds(counts) -> float:
 
 
 def class_size_prior(codes, n_classes, prior="auto"):
-    """The classes' prior shares ``π``: ``"auto"`` - balanced unless the label counts say
-    otherwise (:func:`balanced_log_odds` below 0), then the label counts plus one,
-    normalised (the shares' posterior mean under a uniform Dirichlet prior); ``"balanced"``;
-    ``"labels"`` - those smoothed label frequencies; or the user's shares (validated)."""
+    """The classes' prior shares ``π``: ``"auto"`` - balanced unless
+    :func:`balanced_log_odds` is below 0, then the label counts plus one, normalised;
+    ``"balanced"``; ``"labels"`` - those smoothed frequencies; or the user's shares.
+    ValueError for an unknown string or shares not positive and finite."""
     C = int(n_classes)
     counts = np.bincount(np.asarray(codes, dtype=np.int64), minlength=C).astype(float)
     if isinstance(prior, str):
@@ -153,12 +141,9 @@ MAX_LOGIT_STEP = 20.0
 
 def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=None):
     """``(weights, P')``: one factor a class such that the rows of ``P' ∝ P w`` average to
-    ``prior`` over the cloud (see the module notes); ``start``: weights to begin the search
-    from (a similar ``P``'s, say). ``w = e^θ`` minimises the convex
-    ``F(θ) = mean_i log Σ_c P_ic e^{θ_c} - πᵀθ``, whose gradient is the shares' error; Newton's
-    method with its ``C x C`` Hessian ``mean_i (diag q_i - q_i q_iᵀ)`` and step halving
-    converges in a few steps where iterative proportional fitting crawls (well separated
-    classes: probabilities near 0 and 1)."""
+    ``prior`` (module notes); ``start``: initial weights. ``w = e^θ`` minimises the convex
+    ``F(θ) = mean_i log Σ_c P_ic e^{θ_c} - πᵀθ`` by Newton's method (Hessian
+    ``mean_i (diag q_i - q_i q_iᵀ)``) with step halving. ValueError for a bad ``start``."""
     P = np.asarray(P, dtype=np.float64)
     prior = np.asarray(prior, dtype=np.float64)
     n, C = P.shape
@@ -172,9 +157,8 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
                              f"previous balance's); got {start!r}.")
         theta = np.log(start)
 
-    # row sums and column means as products with ones (BLAS), not reductions over the
-    # short axis; each row shifted by its largest log-probability plus max θ, a bound on
-    # its largest entry (exact row maxima where that bound would underflow a row)
+    # sums as BLAS products with ones; each row shifted by a bound on its largest entry
+    # (exact row maxima where that bound would underflow a row)
     ones_c, mean_n = np.ones(C), np.full(n, 1.0 / n)
     row_top = logP.max(axis=1)
 
@@ -192,8 +176,7 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
         return value, E
 
     value, Q = state(theta)
-    # F is flat along θ + c1 (H1 = 0, 1ᵀgrad = 0): 11ᵀ/C fills that direction in without
-    # changing the step orthogonal to it
+    # F is flat along θ + c1: 11ᵀ/C fills that direction in without changing the step
     flat = np.full((C, C), 1.0 / C)
     for _ in range(int(max_iter)):
         shares = mean_n @ Q
@@ -204,8 +187,7 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
         step = -np.linalg.lstsq(H, grad, rcond=None)[0]
         if not float(grad @ step) < 0.0:
             step = -grad                    # not a descent direction (rounding): gradient
-        # a class whose points are all nearly certain barely moves its share: H is nearly
-        # singular and the Newton step huge; cap it so the line search can measure it
+        # a nearly singular H (nearly certain classes) gives huge steps: cap them
         longest = float(np.max(np.abs(step)))
         if longest > MAX_LOGIT_STEP:
             step *= MAX_LOGIT_STEP / longest
@@ -222,33 +204,27 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
 
 # -- the least-squares GP classifier -------------------------------------------------------
 
-# the prior-to-noise ratio ρ (prior variance at the labelled nodes over the noise variance)
-# of the least-squares classifier: near Poisson learning's limit while some class has a
-# single label; from two labels a class, the candidate of least graph total variation among
-# those that keep the most labels (chosen_candidate; docs/few_labels.md, "Choosing ρ by
-# the cloud")
+# prior-to-noise ratio ρ of the least-squares classifier: near Poisson learning's limit while
+# a class has one label, else chosen among the candidates (chosen_candidate;
+# docs/few_labels.md, "Choosing ρ by the cloud")
 RHO_ONE_LABEL = 0.01
 RHO_CANDIDATES = (0.3, 3.0, 30.0)
-# the orders ν chosen among by the same rule, where the graph's mass is uniform (a centred
-# prior of order 2 needs it), except in a warm-started classifier whose prior solves by
-# conjugate gradients (docs/few_labels.md, "The order and the spread")
+# orders ν chosen among likewise where the graph's mass is uniform, except in a warm-started
+# classifier solving by conjugate gradients (docs/few_labels.md, "The order and the spread")
 ORDER_CANDIDATES = (1, 2)
 
 
 def prior_to_noise_ratios(codes, n_classes) -> tuple:
-    """The ratios ``ρ`` to choose among for these labels: ``(RHO_ONE_LABEL,)`` while some
-    class holds a single label (or none), else ``RHO_CANDIDATES``."""
+    """``(RHO_ONE_LABEL,)`` while some class holds at most one label, else ``RHO_CANDIDATES``."""
     counts = np.bincount(np.asarray(codes, dtype=np.int64), minlength=int(n_classes))
     return (RHO_ONE_LABEL,) if counts.min() <= 1 else tuple(RHO_CANDIDATES)
 
 
 def chosen_candidate(values: dict, kept=None):
-    """The candidate of least value among ``values = {candidate: value}`` (the
-    classifier's: each ``(order ν, ratio ρ)`` candidate's :func:`graph_total_variation`;
-    the first of equal ones). ``kept``: ``{candidate: labelled points it gives their own
-    class}`` (:func:`labels_kept`) - then only among the candidates that keep the most: a
-    prior whose posterior gives its own labelled points to other classes is contradicted
-    by its labels, however smoothly its probabilities vary."""
+    """The candidate of least value in ``values = {candidate: value}`` (first on ties), e.g.
+    each ``(ν, ρ)``'s :func:`graph_total_variation`. ``kept``: ``{candidate: labels kept}``
+    (:func:`labels_kept`) - then only among those keeping the most. ValueError for no
+    candidates or a candidate missing from ``kept``."""
     if not values:
         raise ValueError("chosen_candidate needs at least one candidate and its value, "
                          "{candidate: value}; got none.")
@@ -264,9 +240,8 @@ def chosen_candidate(values: dict, kept=None):
 
 
 def labels_kept(P_labelled, codes) -> int:
-    """How many labelled points the probabilities ``P_labelled`` (one row a labelled point,
-    one column a class; ``codes``: their classes) give their own class as the most
-    probable."""
+    """How many labelled points ``P_labelled`` (one row each, one column a class) give their
+    own class (``codes``) as the most probable. ValueError for a bad shape."""
     P = np.asarray(P_labelled, dtype=np.float64)
     codes = np.asarray(codes, dtype=np.int64)
     if P.ndim != 2 or P.shape[0] != codes.size:
@@ -277,8 +252,8 @@ def labels_kept(P_labelled, codes) -> int:
 
 def graph_edges(stiffness):
     """``(rows, columns, weights)`` of a graph's edges, each once (``i < j``), from its
-    stiffness ``G = D - W`` (:attr:`flgp.graph.PointGraph.stiffness`); entries ``G_ij >= 0``
-    off the diagonal are not edges."""
+    stiffness ``G = D - W`` (:attr:`flgp.graph.PointGraph.stiffness`). ValueError unless
+    square."""
     import scipy.sparse as sp
 
     G = sp.csr_matrix(stiffness)
@@ -291,11 +266,9 @@ def graph_edges(stiffness):
 
 
 def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
-    """The graph total variation of the rows of ``P`` (class probabilities) over
-    ``edges = (rows, columns, weights)`` (:func:`graph_edges`), per unit of edge weight:
-    ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` - the expected share of the edges' weight that a
-    labelling drawn from the probabilities cuts (neighbours' draws coupled as closely as
-    they can be), in ``[0, 1]`` (0 for a graph without edges)."""
+    """Graph total variation ``Σ w_ij ½|p_i - p_j|₁ / Σ w_ij`` of the rows of ``P`` over
+    ``edges`` (:func:`graph_edges`): the expected share of edge weight cut by a labelling
+    drawn from ``P``, in ``[0, 1]`` (0 without edges). ValueError for malformed input."""
     try:
         rows, cols, weights = (np.asarray(a) for a in edges)
     except (TypeError, ValueError):
@@ -331,14 +304,10 @@ def graph_total_variation(edges, P, chunk: int = 1 << 14) -> float:
 
 
 class LabelledColumns:
-    """The prior covariance's columns at labelled nodes, ``K[:, nodes]`` (``n x m``), one
-    sparse solve a column (:meth:`GraphPrior.cross_covariance`), kept: a later fit with
-    more labels on the same graph - the labelling loop - solves for the new columns only.
-
-    ``lower``: the store of the same prior one order lower
-    (:meth:`SparsePrecisionPrior.with_order`); new columns are then that store's columns
-    raised by one solve each (:meth:`SparsePrecisionPrior.raise_order`), so that a chain
-    of orders costs one solve a column an order, not ``ν``.
+    """Store of the prior covariance's columns ``K[:, nodes]`` at labelled nodes, one solve a
+    column, so that a later fit with more labels solves for the new columns only.
+    ``lower``: the store of the prior one order lower, whose columns are then raised by one
+    solve each (:meth:`SparsePrecisionPrior.raise_order`).
     """
 
     def __init__(self, prior, lower=None):
@@ -348,7 +317,7 @@ class LabelledColumns:
                              f"= {prior.nu - 1}); got nu = {lower.prior.nu}.")
         self.prior, self.lower = prior, lower
         self.nodes = np.zeros(0, dtype=np.int64)
-        # spare room for up to 128 columns: a labelling loop adds one column a pick
+        # grows with spare room (a labelling loop adds one column a pick)
         self._store = np.zeros((prior.n_points, 0))
         # the prior variances K_ll known at nodes (labelled_prior_scale)
         self.diagonal = {}
@@ -362,7 +331,7 @@ class LabelledColumns:
         return bool(np.isin(int(node), self.nodes))
 
     def _solved(self, new) -> np.ndarray:
-        """``K[:, new]`` by solves (the lower order's columns raised)."""
+        """``K[:, new]`` by solves."""
         if self.lower is None:
             return self.prior.cross_covariance(new)
         amplitude = self.prior.amplitude / self.lower.prior.amplitude
@@ -387,8 +356,8 @@ class LabelledColumns:
         return self._store[:, [where[int(v)] for v in nodes]]
 
     def in_held_order(self, nodes, values):
-        """``(nodes, values)`` reordered to the order in which the store holds them when it
-        holds exactly these nodes (so that ``self(nodes)`` is a view), else unchanged."""
+        """``(nodes, values)`` in the store's order when it holds exactly these nodes (so that
+        ``self(nodes)`` is a view), else unchanged."""
         nodes = np.asarray(nodes, dtype=np.int64)
         if nodes.size != self.nodes.size or not np.array_equal(np.sort(nodes),
                                                                np.sort(self.nodes)):
@@ -419,10 +388,8 @@ class LeastSquaresClassification:
     * its variance ``σ_c² (ρ k̃_xx - ρ² w̃_xᵀ S⁻¹ w̃_x)``, ``σ_c² = T_cᵀ S⁻¹ T_c / m`` (profiled);
     * the log evidence ``Σ_c log N(T_c | 0, σ_c² S)``.
 
-    ``block``: ``K_ll`` itself, where ``W`` is not at hand (``W`` None: a higher order's
-    block ``W₁ᵀ C W_{ν-1}`` from lower orders' columns, :func:`raised_models`); the mean
-    is then ``(ρ / s) W α`` computed by the caller from :attr:`alpha` and given to
-    :meth:`with_mean`.
+    ``block``: ``K_ll`` itself when ``W`` is None (:func:`raised_models`); the caller then
+    gives the mean to :meth:`with_mean`.
     """
 
     def __init__(self, W, labelled, codes, n_classes, rho, block=None):
@@ -441,8 +408,7 @@ class LeastSquaresClassification:
         self.alpha = scipy.linalg.cho_solve(self._chol, self.targets)
         self.mean = None if W is None else (self.rho / self.scale) * (W @ self.alpha)
         quad = np.einsum("ic,ic->c", self.targets, self.alpha)
-        # a class without a label has no targets to profile its noise by: the labelled
-        # classes' mean noise, and no term in the evidence
+        # a class without labels: the labelled classes' mean noise, no term in the evidence
         has = np.bincount(self.codes, minlength=C) > 0
         noise = np.maximum(quad, 1e-300) / m
         noise[~has] = noise[has].mean()
@@ -452,15 +418,13 @@ class LeastSquaresClassification:
                                   - 0.5 * int(has.sum()) * log_det)
 
     def with_mean(self, product) -> "LeastSquaresClassification":
-        """This model with its mean ``(ρ / s) product``, ``product = K[:, labelled] α``
-        computed by the caller (``block`` given)."""
+        """This model with its mean ``(ρ / s) product``, ``product = K[:, labelled] α``."""
         self.mean = (self.rho / self.scale) * np.asarray(product, dtype=np.float64)
         return self
 
     def node_unit_variances(self, columns) -> np.ndarray:
-        """:meth:`unit_variances` at every node, ``columns`` the store of the prior's
-        columns the model was built from (its marginal variances estimated once and kept
-        with it: they do not depend on the labels)."""
+        """:meth:`unit_variances` at every node from the model's :class:`LabelledColumns`
+        (which keeps the prior's marginal variances)."""
         if getattr(columns, "prior_variances", None) is None:
             columns.prior_variances = columns.prior.marginal_variances()
         return self.unit_variances(columns(self.labelled), columns.prior_variances)
@@ -476,9 +440,8 @@ class LeastSquaresClassification:
 
 
 def labelled_classes(codes, n_classes):
-    """``(solved, last)``: the classes with labels but the last, whose latent means are
-    solved for, and that last one, whose mean is minus their sum (every row of the
-    centred targets sums to 0); a class without labels has none and mean 0."""
+    """``(solved, last)``: the labelled classes but the last, whose means are solved for, and
+    the last, whose mean is minus their sum; unlabelled classes have mean 0."""
     has = np.flatnonzero(np.bincount(codes, minlength=int(n_classes)) > 0)
     return has[:-1], has[-1]
 
@@ -492,12 +455,10 @@ def all_classes(solved_means, solved, last, n_classes) -> np.ndarray:
 
 
 def raised_models(columns, labelled, codes, n_classes, ratios) -> list:
-    """:class:`LeastSquaresClassification` of order ``ν >= 2`` for each ratio, without the
-    order's own columns: ``K_ν = K_1 C K_{ν-1}`` (centred priors, uniform mass), so the
-    labelled block is ``W₁ᵀ C W_{ν-1}`` from the columns of orders 1 and ``ν - 1``
-    (``columns.lower``'s chain) and the mean ``K_1 (C W_{ν-1} α)`` costs one order-1 solve
-    a labelled class but one, for every ratio at once. ``columns``: the store of order
-    ``ν``; the models hold the labels in the lower store's order."""
+    """:class:`LeastSquaresClassification` of order ``ν >= 2`` for each ratio from lower
+    orders' columns: ``K_ν = K_1 C K_{ν-1}`` (centred priors, uniform mass), so the block is
+    ``W₁ᵀ C W_{ν-1}`` and the mean ``K_1 (C W_{ν-1} α)`` one order-1 solve a class.
+    ``columns``: the order-``ν`` store; labels come in the lower store's order."""
     lower = columns.lower
     base = lower
     while base.lower is not None:
@@ -521,9 +482,8 @@ def raised_models(columns, labelled, codes, n_classes, ratios) -> list:
     return models
 
 
-# the precision form's prior scale: prior variances at random labelled nodes, SCALE_BLOCK
-# at a time, until the relative standard error is below SCALE_RELATIVE_ERROR; solved to a
-# relative residual of SCALE_TOL, which leaves a diagonal entry within ~1 % of the exact one
+# labelled_prior_scale: SCALE_BLOCK nodes at a time to a relative standard error
+# SCALE_RELATIVE_ERROR; solves to SCALE_TOL (a diagonal entry within ~1 %)
 SCALE_BLOCK = 8
 SCALE_RELATIVE_ERROR = 0.05
 SCALE_TOL = 0.1
@@ -531,12 +491,10 @@ SCALE_TOL = 0.1
 
 def labelled_prior_scale(columns, labelled, random_state=0) -> tuple:
     """``(s, standard error, nodes used)``: the mean prior variance at the labelled nodes
-    (one term an observation, as :class:`LeastSquaresClassification`'s ``scale``), from
-    exact variances ``K_ll`` (one prior solve each) at distinct labelled nodes in a random
-    order fixed by ``random_state`` and the labels, ``SCALE_BLOCK`` at a time, until the
-    relative standard error (with the finite-population factor) is below
-    ``SCALE_RELATIVE_ERROR``; exact when every node is taken. ``columns``: a
-    :class:`LabelledColumns` store (its ``diagonal`` keeps the variances for later fits)."""
+    (one term an observation), from exact variances at random labelled nodes, ``SCALE_BLOCK``
+    at a time, until the relative standard error is below ``SCALE_RELATIVE_ERROR``.
+    ``columns``: a :class:`LabelledColumns` (its ``diagonal`` keeps the variances).
+    ValueError for no or out-of-range nodes."""
     labelled = np.asarray(labelled, dtype=np.int64).ravel()
     n = columns.prior.n_points
     if labelled.size == 0 or labelled.min() < 0 or labelled.max() >= n:
@@ -568,11 +526,9 @@ def labelled_prior_scale(columns, labelled, random_state=0) -> tuple:
 
 class PrecisionLeastSquares:
     r""":class:`LeastSquaresClassification`'s model through the sparse posterior precision
-    (:class:`~flgp.precision.centred_posterior.CentredPosterior`): the same targets, ratio
-    ``ρ``, profiled noise and evidence, with the noise precision ``c = ρ / s`` in the
-    prior's units (``s`` given: :func:`labelled_prior_scale`), so that the posterior mean
-    of all classes is ``C - 1`` solves (the last class minus the others' sum) whatever the
-    number of labels.
+    (:class:`~flgp.precision.centred_posterior.CentredPosterior`), noise precision
+    ``c = ρ / s`` (``s``: :func:`labelled_prior_scale`): ``C - 1`` solves for any number of
+    labels.
 
     * posterior mean ``c P Q̂⁻¹ Hᵀ T``;
     * residuals ``S⁻¹ T = T - μ_l`` (``S = ρ K̃_ll + I``), hence the profiled noise
@@ -611,9 +567,8 @@ class PrecisionLeastSquares:
             - 0.5 * int(has.sum()) * log_det))
 
     def node_unit_variances(self, columns=None, n_samples=None) -> np.ndarray:
-        """``c diag(P Q̂⁻¹ P)`` at every node (multiply by ``noise[c]`` for class ``c``),
-        by ``n_samples`` Rao-Blackwellised draws (default: the prior's for its marginal
-        variances; relative standard error up to ~35 % at 16)."""
+        """``c diag(P Q̂⁻¹ P)`` at every node (times ``noise[c]`` for class ``c``) from
+        ``n_samples`` Rao-Blackwellised draws (default: the prior's)."""
         if n_samples is None:
             n_samples = (LARGE_VARIANCE_SAMPLES if self.posterior.factored
                          else AMG_VARIANCE_SAMPLES)

@@ -44,12 +44,11 @@ SOLVE_BLOCK = 256
 
 @dataclass
 class MaternFit:
-    """One evaluation of :class:`MaternRegression`: the hyperparameters, the log evidence of
-    ``z`` (standardised units), the amplitude ``A`` (profiled, or ``noise / r``) and the
-    posterior mean of ``f`` at every node. ``κ²``, ``r`` and ``A`` are in the units of the
-    graph the regression was built on: for :func:`fit_matern`, the graph in its own units,
-    whose ``length_unit`` and ``mass_unit`` are given in the input graph's units (hence
-    :attr:`kappa` and :attr:`amplitude_in_graph_units`)."""
+    """One evaluation of :class:`MaternRegression`: hyperparameters, log evidence of ``z``,
+    amplitude ``A`` (profiled, or ``noise / r``) and posterior mean at every node. ``κ²``,
+    ``r`` and ``A`` are in the units of the regression's graph; for :func:`fit_matern` that is
+    the graph in its own units, ``length_unit`` and ``mass_unit`` in the input graph's units
+    (see :attr:`kappa`, :attr:`amplitude_in_graph_units`)."""
 
     nu: int
     kappa2: float
@@ -67,9 +66,8 @@ class MaternFit:
 
     @property
     def amplitude_in_graph_units(self):
-        """``A`` for ``Q_ν`` built on the given graph
-        (``matern_precision(graph, kappa ** 2, nu)``): ``A μ / ℓ^{2ν}`` (``ℓ``, ``μ``:
-        ``length_unit``, ``mass_unit``), in logarithms; ``inf`` or 0 beyond float64's range."""
+        """``A μ / ℓ^{2ν}`` (``ℓ``, ``μ``: ``length_unit``, ``mass_unit``): ``A`` for ``Q_ν``
+        built on the given graph; ``inf`` or 0 beyond float64's range."""
         with np.errstate(over="ignore", under="ignore"):
             return np.asarray(self.amplitude) * np.exp(
                 np.log(self.mass_unit) - 2.0 * self.nu * np.log(self.length_unit))
@@ -81,10 +79,10 @@ class MaternFit:
 
 
 class MaternRegression:
-    """The exact Gaussian posterior and evidence of a graph Matérn prior of order ``nu``
-    on ``graph`` for targets ``z`` at the nodes ``observed`` (module notes). ``z`` of shape
-    ``(m, maps)``: several maps, each with its own amplitude, the evidence their sum, one
-    factor of ``Q̃`` shared. ValueError for mismatched shapes or repeated nodes."""
+    """Exact Gaussian posterior and evidence of a graph Matérn prior of order ``nu`` on
+    ``graph`` for targets ``z`` at the nodes ``observed`` (module notes). ``z`` of shape
+    ``(m, maps)``: one amplitude a map, the evidence their sum, one factor of ``Q̃``.
+    ValueError for mismatched shapes or repeated nodes."""
 
     # RBMC variances from a factor of Q̃: precise enough for cross_validated_amplitude
     factored = True
@@ -111,8 +109,8 @@ class MaternRegression:
         return self._factors.logdet_prior(kappa2)
 
     def prior_variance(self, kappa2: float) -> float:
-        """``v̄(κ)``: the exact mean of ``diag(Q_ν(κ)⁻¹)`` at up to ``SCALE_NODES``
-        observed nodes (evenly spaced), the search's noise scale (``r = r̃ v̄(κ)``)."""
+        """``v̄(κ)``: the mean of ``diag(Q_ν(κ)⁻¹)`` at up to ``SCALE_NODES`` observed nodes,
+        the search's noise scale (``r = r̃ v̄(κ)``)."""
         if kappa2 not in self._prior_variance:
             nodes = self.observed[np.unique(np.linspace(0, self.m - 1,
                                                         min(self.m, SCALE_NODES)).astype(int))]
@@ -121,7 +119,7 @@ class MaternRegression:
         return self._prior_variance[kappa2]
 
     def _posterior_factor(self, kappa2: float, ratio: float):
-        """The factor of ``Q̃`` at ``(κ², r)`` (reused if held), kept as ``_chol_Q``."""
+        """The factor of ``Q̃`` at ``(κ², r)``, kept as ``_chol_Q``."""
         self._chol_Q = self._factors.posterior_factor(kappa2, self.observed, 1.0 / ratio,
                                                       (kappa2, ratio))
         return self._chol_Q
@@ -139,7 +137,7 @@ class MaternRegression:
         return kappa2, checked_ratio(ratio)
 
     def _factor_posterior(self, kappa2: float, ratio: float, z=None):
-        """Factor ``Q̃``: ``(μ, b)``, ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b`` (``z``: other targets)."""
+        """``(μ, b)``: ``b = Pᵀ z / r``, ``μ = Q̃⁻¹ b``."""
         z = self.z if z is None else z
         b = np.zeros((self.n,) + z.shape[1:])
         b[self.observed] = z / ratio
@@ -157,7 +155,7 @@ class MaternRegression:
 
     def evaluate(self, kappa2: float, ratio: float, noise: float | None = None) -> MaternFit:
         """The :class:`MaternFit` at ``(κ², r)``: ``A`` profiled, or ``noise / r`` for a
-        fixed noise variance (units of ``z``); leaves ``Q̃`` factored (for :meth:`variances`)."""
+        fixed noise variance (units of ``z``); leaves ``Q̃`` factored."""
         kappa2, ratio = self._checked(kappa2, ratio)
         self.n_evaluations += 1
         mean, quad, logdet_S = self._terms(kappa2, ratio)
@@ -177,7 +175,7 @@ class MaternRegression:
 
     def evaluate_each(self, kappa2: float, ratio: float, columns=None) -> list:
         """One :class:`MaternFit` a map (column of ``z``, or of ``z[:, columns]``) at
-        ``(κ², r)``, each with its own amplitude and evidence, from one factor of ``Q̃``."""
+        ``(κ², r)``, from one factor of ``Q̃``."""
         kappa2, ratio = self._checked(kappa2, ratio)
         self.n_evaluations += 1
         z = self.z.reshape(self.m, -1)
@@ -241,9 +239,8 @@ class MaternRegression:
 
     def variances(self, fit: MaternFit, n_samples: int = 64, random_state=0):
         """``(variance, standard error)`` of ``f`` at every node (``(n, maps)`` for several
-        maps): the RBMC estimate of ``A diag(Q̃⁻¹)``. Sets ``observed_sum`` and
-        ``observed_sum_se`` (unit amplitude) for :func:`cross_validated_amplitude`
-        (:meth:`unit_variances`)."""
+        maps), the RBMC estimate of ``A diag(Q̃⁻¹)``; sets ``observed_sum`` and
+        ``observed_sum_se`` (:meth:`unit_variances`) for :func:`cross_validated_amplitude`."""
         var, se, self.observed_sum, self.observed_sum_se = self.unit_variances(
             fit.kappa2, fit.ratio, n_samples, random_state)
         if np.ndim(fit.amplitude):                      # several maps: (n, maps)
@@ -252,9 +249,8 @@ class MaternRegression:
 
     def unit_variances(self, kappa2: float, ratio: float, n_samples: int = 64,
                        random_state=0):
-        """``(diag(Q̃⁻¹), standard errors, Σ over the observed nodes, its standard
-        error)`` at ``(κ², r)``: :meth:`unit_variances_rbmc`, the sum exact
-        (:meth:`observed_variance_sum`, error 0) where the Monte Carlo error exceeds
+        """``(diag(Q̃⁻¹), standard errors, Σ over the observed nodes, its standard error)``;
+        the sum exact (:meth:`observed_variance_sum`) where the Monte Carlo error exceeds
         ``GCV_PRECISION`` of ``m r - Σ v_i``."""
         var, se, sum_se = self.unit_variances_rbmc(kappa2, ratio, n_samples, random_state)
         total = float(var[self.observed].sum())
@@ -263,9 +259,8 @@ class MaternRegression:
         return var, se, total, sum_se
 
     def observed_variance_sum(self, kappa2: float, ratio: float) -> float:
-        """``Σ_i (Q̃⁻¹)_ii`` over the observed nodes (unit amplitude) from
-        ``m r - Σ_i (Q̃⁻¹)_ii = r d log|S| / d log r``: a central difference of ``log|Q̃|`` in
-        ``log r`` (two factorisations, step ``GCV_LOG_STEP``)."""
+        """``Σ_i (Q̃⁻¹)_ii`` over the observed nodes from ``m r - Σ_i (Q̃⁻¹)_ii =
+        r d log|S| / d log r``, a central difference of ``log|Q̃|`` in ``log r``."""
         kappa2, ratio = self._checked(kappa2, ratio)
         h = GCV_LOG_STEP
         logdets = [self._factors.posterior_factor(kappa2, self.observed, 1.0 / (ratio * f),
@@ -275,8 +270,7 @@ class MaternRegression:
         return self.m * ratio - ratio * slope
 
 
-# the relative precision of m r - Σ v_i below which the observed variance sum is computed
-# exactly (MaternRegression.variances): a small difference at small noise-to-signal ratios
+# relative precision of m r - Σ v_i below which the observed variance sum is computed exactly
 GCV_PRECISION = 0.01
 # observed_variance_sum's step in log r (truncation ~ step², rounding ~ 1e-10 / step)
 GCV_LOG_STEP = 1e-3
@@ -293,10 +287,9 @@ def checked_ratio(ratio) -> float:
 
 def cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se=0.0):
     """The amplitude by generalised cross-validation (Craven and Wahba 1979),
-    ``Σ (z_i - μ_i)² / (m r - Σ v_i)`` with ``μ = mean_observed`` and ``Σ v_i = variance_sum``
-    (unit amplitude; standard error ``sum_se``, 0 if exact); None unless the denominator is
-    positive and over ten times ``sum_se``. At an interior optimum of the evidence in ``r`` it
-    is the evidence's amplitude (docs/images.md, "Intervals"). ValueError unless ``z`` and
+    ``Σ (z_i - μ_i)² / (m r - Σ v_i)``, ``μ = mean_observed``, ``Σ v_i = variance_sum`` (unit
+    amplitude, standard error ``sum_se``); None unless the denominator exceeds 0 and
+    ``10 sum_se`` (docs/images.md, "Intervals"). ValueError unless ``z`` and
     ``mean_observed`` are 1-d of one shape."""
     z = np.asarray(z, dtype=np.float64)
     mean_observed = np.asarray(mean_observed, dtype=np.float64)
@@ -316,9 +309,8 @@ def cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se=0.0)
 
 
 def entries_of_inverse(apply_inverse, n: int, rows, cols, keep_columns: bool = False):
-    """``X[rows_i, cols_i]`` for ``X`` given by ``apply_inverse(B) = X B``, solving for
-    ``SOLVE_BLOCK`` distinct ``cols`` at a time. With ``keep_columns``, also
-    ``(distinct cols, X[:, distinct cols])`` (in the order they first appear)."""
+    """``X[rows_i, cols_i]`` for ``X`` given by ``apply_inverse(B) = X B``; with
+    ``keep_columns``, also ``(distinct cols, X[:, distinct cols])`` (in first-seen order)."""
     rows = np.asarray(rows, dtype=np.int64).ravel()
     cols = np.asarray(cols, dtype=np.int64).ravel()
     distinct, first, col_of = np.unique(cols, return_index=True, return_inverse=True)
@@ -341,8 +333,7 @@ def entries_of_inverse(apply_inverse, n: int, rows, cols, keep_columns: bool = F
 
 
 def diagonal_of_inverse(apply_inverse, n: int, rows: np.ndarray) -> np.ndarray:
-    """``diag(X)`` at ``rows`` for ``X`` given by ``apply_inverse(B) = X B``
-    (:func:`entries_of_inverse`)."""
+    """``diag(X)`` at ``rows`` (:func:`entries_of_inverse`)."""
     return entries_of_inverse(apply_inverse, n, rows, rows)
 
 
@@ -358,9 +349,9 @@ def rbmc_variances(Q: sp.spmatrix, chol: PatternCholesky, n_samples: int = 64,
 
 def rao_blackwell_variances(Q: sp.spmatrix, X: np.ndarray, sum_rows=None):
     """``(diag(Q⁻¹), standard errors)`` by Rao-Blackwellised Monte Carlo (Sidén et al.
-    2018, Sec. 3.1), from the draws ``x_s ~ N(0, Q⁻¹)`` in the columns of ``X``:
-    ``v_i = 1/Q_ii + mean_s (Σ_{j≠i} Q_ij x_sj)² / Q_ii²``, unbiased. With ``sum_rows``, also
-    the standard error of ``Σ v_i`` over those rows, from the draws' own (correlated) sums."""
+    2018, Sec. 3.1) from draws ``x_s ~ N(0, Q⁻¹)`` (columns of ``X``):
+    ``v_i = 1/Q_ii + mean_s (Σ_{j≠i} Q_ij x_sj)² / Q_ii²``. With ``sum_rows``, also the
+    standard error of ``Σ v_i`` over those rows."""
     Q = sp.csr_matrix(Q)
     d = Q.diagonal()
     off = Q - sp.diags(d)
@@ -387,9 +378,8 @@ START_RATIOS = (1e-5, 1e-3, 1e-1)
 
 
 def matern_search_ranges(graph) -> dict:
-    """The log ranges searched: ``κ²`` from ``(1/(100 d))²`` to ``(1/h)²`` (``d`` the
-    cloud's widest extent, ``h`` the graph's spacing), starting at ``(1/(10 h))²``; ``r̃``
-    over ``RATIO_RANGE`` from 1e-2."""
+    """Log ranges searched: ``κ²`` from ``(1/(100 d))²`` to ``(1/h)²`` (``d``: widest extent,
+    ``h``: spacing) from ``(1/(10 h))²``; ``r̃`` over ``RATIO_RANGE`` from 1e-2."""
     extent = float(np.max(np.ptp(graph.points, axis=0))) or graph.spacing
     h = graph.spacing
     lo, hi = (1.0 / (100.0 * extent)) ** 2, (1.0 / h) ** 2
@@ -399,8 +389,8 @@ def matern_search_ranges(graph) -> dict:
                 log_ratio=tuple(np.log(RATIO_RANGE)), log_ratio_start=np.log(1e-2))
 
 
-# line searches stop at a bracket LINE_TOLERANCE wide (log units; 0.05 costs a fraction of
-# a nat on brain maps), LINE_VALUE_TOLERANCE nats or LINE_MAX_EVALUATIONS evaluations
+# line searches stop at a bracket LINE_TOLERANCE wide (log units), LINE_VALUE_TOLERANCE nats
+# or LINE_MAX_EVALUATIONS evaluations
 LINE_TOLERANCE = 0.2
 LINE_VALUE_TOLERANCE = 0.1
 # the coarse pass over every order; those within REFINE_MARGIN nats of the best get the fine
@@ -409,15 +399,14 @@ COARSE_VALUE_TOLERANCE = 1.0
 COARSE_MAX_EVALUATIONS = 6
 REFINE_MARGIN = 2.0
 # an order this many nats below the best gets no second coarse sweep (nor, after a ball
-# search, a whole-graph evaluation: the others trail by hundreds of nats)
+# search, a whole-graph evaluation)
 FAR_MARGIN = 100.0
 LINE_MAX_EVALUATIONS = 8
 _GOLDEN = 0.3819660112501051
 
 
 def on_lattice(x: float, lo: float, hi: float, step: float) -> float:
-    """The multiple of ``step`` in ``[lo, hi]`` nearest to ``x``, or the nearer bound where
-    that is nearer (an optimum on a bound stays on it)."""
+    """The multiple of ``step`` in ``[lo, hi]`` nearest to ``x``, or a nearer bound."""
     x = min(max(float(x), lo), hi)
     i = np.floor(x / step)
     inside = [t for t in (i * step, (i + 1) * step) if lo <= t <= hi]
@@ -427,12 +416,9 @@ def on_lattice(x: float, lo: float, hi: float, step: float) -> float:
 def _line_search(fun, x0: float, step: float, lo: float, hi: float,
                  tol: float = LINE_TOLERANCE, max_evals: int = LINE_MAX_EVALUATIONS,
                  value_tol: float = LINE_VALUE_TOLERANCE, lattice=None):
-    """Minimise ``fun`` on ``[lo, hi]`` from ``x0``: steps of ``step`` downhill until
-    bracketed (or at a bound), then :func:`_refine` (Brent's safeguarded parabolas) until the
-    bracket is narrower than ``tol``, its ends within ``value_tol`` of its best, or after
-    ``max_evals`` evaluations. ``inf`` values are unfactorable points; with ``lattice``, points
-    are :func:`on_lattice`. A generator, as :func:`search_steps` (``fun(x)`` too, returning
-    the value). Returns the best ``x`` seen."""
+    """Generator minimising ``fun`` (itself a generator) on ``[lo, hi]`` from ``x0``: steps of
+    ``step`` downhill until bracketed, then :func:`_refine` (Brent's safeguarded parabolas) to
+    ``tol``, ``value_tol`` or ``max_evals``. ``inf``: unfactorable. Returns the best ``x``."""
     seen = {}
 
     def clip(x):
@@ -477,8 +463,7 @@ def _line_search(fun, x0: float, step: float, lo: float, hi: float,
 
 def _refine(f, a: float, b: float, c: float, tol: float, value_tol: float, budget: int,
             seen: dict, snap=None, lattice=None):
-    """Shrink the bracket ``a <= b <= c`` (``f(b)`` lowest) within ``budget`` evaluations
-    (:func:`_line_search`); ``snap``: the lattice's rounding, ``lattice`` its step."""
+    """Shrink the bracket ``a <= b <= c`` (``f(b)`` lowest) within ``budget`` evaluations."""
     width = c - a
     for k in range(max(int(budget), 0)):
         fa = yield from f(a)
@@ -517,24 +502,20 @@ def _refine(f, a: float, b: float, c: float, tol: float, value_tol: float, budge
     return min(seen, key=seen.get)
 
 
-# graphs above twice this many nodes are searched on a ball of this many (8,000: the order
-# and evidence of 16,000 within 0.3 nats, in half the time; docs/full_resolution.md)
+# graphs above twice this many nodes are searched on a ball of this many (8,000: within
+# 0.3 nats of 16,000 in half the time; docs/full_resolution.md)
 SEARCH_MAX_NODES = 8_000
-# graphs above this many nodes are not factored (the 2 mm brain mask's factor did not
-# finish): conjugate gradients (docs/full_resolution.md, "Beyond a factor's reach")
+# graphs above this many nodes go by conjugate gradients (docs/full_resolution.md)
 FACTOR_MAX_NODES = 100_000
-# fit_memory_gb's rule of thumb, read off measured peaks on 3-d voxel regions
-# (docs/images.md, "Memory, before the fit")
+# fit_memory_gb's rule of thumb (docs/images.md, "Memory, before the fit")
 FACTORED_GB, FACTORED_NODES, FACTORED_POWER = 1.8, 45_448, 2.2
 ITERATIVE_BASE_GB, ITERATIVE_GB_PER_NODE = 0.47, 2.3e-6
-# factor only while the expected peak is within this share of the machine's memory; past
-# it the fit goes by conjugate gradients rather than being refused
+# factor only while the expected peak is within this share of the memory, else CG
 FACTOR_MEMORY_SHARE = 0.5
 
 
 def fit_memory_gb(n_nodes: int, factored: bool) -> float:
-    """The expected peak memory (GB) of :func:`fit_matern` on a 3-d lattice of ``n_nodes``
-    nodes, factored or not: a rule of thumb, not a bound."""
+    """Expected peak memory (GB) of :func:`fit_matern` on a 3-d lattice: a rule of thumb."""
     n = float(n_nodes)
     if factored:
         return FACTORED_GB * (n / FACTORED_NODES) ** FACTORED_POWER
@@ -549,8 +530,8 @@ def factors(n_nodes: int) -> bool:
 
 
 def search_subgraph(graph, observed, z, size: int = SEARCH_MAX_NODES):
-    """``(subgraph, observed, z)`` on the ``size`` nodes nearest the observed nodes' most
-    central node (its connected piece): where a large graph's hyperparameters are searched."""
+    """``(subgraph, observed, z)`` on the ``size`` nodes nearest the most central observed
+    node (within its piece), where a large graph's hyperparameters are searched."""
     from scipy.spatial import cKDTree
 
     P = graph.points
@@ -575,15 +556,12 @@ def fit_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None
     order among ``nus`` and ``(κ², r̃)`` searched, ``A`` profiled (docs/full_resolution.md).
     Returns ``(best MaternFit, its MaternRegression, {nu: MaternFit})``.
 
-    The search runs on the graph in its own units (:meth:`flgp.graph.PointGraph.in_own_units`):
-    a change of units moves ``κ`` (``MaternFit.kappa``) and nothing else; the fits and the
-    regression are in those units. A fixed ``kappa2`` is in ``graph``'s units, ``start =
+    The search runs on the graph in its own units (:meth:`flgp.graph.PointGraph.in_own_units`),
+    as do the fits and the regression. A fixed ``kappa2`` is in ``graph``'s units, ``start =
     (κ², r̃)`` in its own, a fixed ``ratio`` is ``r̃``; ``noise`` (> 0, units of ``z``, else
     ValueError) fixes ``A r``. Graphs of up to ``2 * search_max_nodes`` nodes are searched
-    whole and polished (:func:`search_matern_steps`); larger ones on a ball
-    (:func:`search_subgraph`), each order within ``FAR_MARGIN`` nats of the ball's best then
-    evaluated at its ball optimum on the whole graph, whose exact evidence picks the order;
-    past :func:`factors`, the posterior comes by conjugate gradients (:func:`_fit_iterative`)."""
+    whole; larger ones on a ball (:func:`search_subgraph`), the orders within ``FAR_MARGIN``
+    nats then compared on the whole graph; past :func:`factors`, by conjugate gradients."""
     return exhaust(fit_matern_steps(graph, observed, z, nus, kappa2=kappa2, ratio=ratio,
                                   noise=noise, start=start, verbose=verbose,
                                   search_max_nodes=search_max_nodes))
@@ -592,9 +570,8 @@ def fit_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None
 def fit_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                    noise=None, start=None, verbose=False,
                    search_max_nodes: int = SEARCH_MAX_NODES, screen: bool = False):
-    """:func:`fit_matern` as a generator that returns its result. ``screen=True``: a
-    whole-graph search also yields :func:`search_steps`' :class:`Screen` objects, answered with
-    None (docs/models.md, "Screening")."""
+    """:func:`fit_matern` as a generator; ``screen=True``: a whole-graph search also yields
+    :class:`Screen` objects (docs/models.md, "Screening")."""
     observed = np.asarray(observed, dtype=np.int64)
     z = np.asarray(z, dtype=np.float64)
     length, mass = graph.own_units()
@@ -625,16 +602,15 @@ _PRECOMPUTED = contextvars.ContextVar("flgp_precomputed_matern_fits", default=No
 
 
 def precomputed_key(observed, z, nus) -> tuple:
-    """The key of a precomputed fit: the observed nodes, the targets' bytes, the orders."""
+    """Key of a precomputed fit: the observed nodes, the targets, the orders."""
     return (array_fingerprint(np.asarray(observed, dtype=np.int64)),
             array_fingerprint(np.asarray(z, dtype=np.float64)), tuple(int(n) for n in nus))
 
 
 @contextmanager
 def precomputed_fits(fits: dict):
-    """Within the block, :func:`fit_matern` with the default search returns the fit found in
-    ``fits`` (``{precomputed_key: (best MaternFit, regression, {nu: MaternFit})}``, in the
-    graph's own units) instead of searching."""
+    """Within the block, :func:`fit_matern` with the default search returns the fit in
+    ``fits`` (``{precomputed_key: fit_matern's result}``, own units) instead of searching."""
     token = _PRECOMPUTED.set(dict(fits))
     try:
         yield
@@ -655,8 +631,7 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
     if sub_obs.size < 2:
         return search_matern(graph, observed, z, nus, **search)
     _, _, local = search_matern(sub, sub_obs, sub_z, nus, **search)
-    # in ascending ball evidence (the likely winner last), holding at most two factors:
-    # the best so far (not factored again) and the one being evaluated
+    # ascending ball evidence, holding at most two factors: the best so far and the current
     results, best_reg = {}, None
     top = max(f.log_evidence for f in local.values())
     contenders = [nu for nu in local if local[nu].log_evidence >= top - FAR_MARGIN]
@@ -680,9 +655,8 @@ def _fit_own_units(graph, observed, z, nus, kappa2, ratio, noise, start, verbose
 
 
 def start_grid(graph, nu: int, log_top: float | None = None) -> list:
-    """The points ``(log κ², log r̃)`` that :func:`search_matern`'s default search evaluates
-    for its first order ``nu`` before its line searches: ranges of 100 to 0.1 times ten
-    spacings by the ratios ``START_RATIOS``. ``log_top``: ``log λ_max``, if known."""
+    """The points ``(log κ², log r̃)`` the default search evaluates first for its first order:
+    ranges of 100 to 0.1 times ten spacings by ``START_RATIOS`` (``log_top``: ``log λ_max``)."""
     ranges = matern_search_ranges(graph)
     if log_top is None:
         log_top = np.log(max(largest_eigenvalue(graph), 1e-300))
@@ -694,8 +668,7 @@ def start_grid(graph, nu: int, log_top: float | None = None) -> list:
 
 
 def _lowest_log_kappa2(nu, ranges, log_top) -> float:
-    """The smallest ``log κ²`` searched for order ``nu``: ``cond(Q_ν)`` below
-    ``MAX_CONDITION`` (``log_top``: ``log λ_max``)."""
+    """The smallest ``log κ²`` searched for order ``nu`` (``cond(Q_ν) <= MAX_CONDITION``)."""
     return max(ranges["log_kappa2"][0], log_top - np.log(MAX_CONDITION) / nu)
 
 
@@ -716,11 +689,9 @@ def search_matern(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=N
 def search_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, ratio=None,
                       noise=None, start=None, verbose=False, lattice=None,
                       screen: bool = False, polish: bool = False):
-    """:func:`search_matern` as a generator that returns its result, passing on the
-    :class:`Screen` objects with ``screen=True``. ``polish=True`` (``κ²`` and ``r̃`` both
-    searched): the orders within ``POLISH_MARGIN`` nats of the best are finished by
-    :func:`polish_order`, as the line searches stop short of a diagonal ridge's top (noisy
-    maps)."""
+    """:func:`search_matern` as a generator (``screen=True``: passing on :class:`Screen`
+    objects). ``polish=True``: the orders within ``POLISH_MARGIN`` nats of the best are
+    finished by :func:`polish_order` (line searches stop short on a diagonal ridge)."""
     regs = {}
 
     def evaluate(nu, u, v):
@@ -742,7 +713,7 @@ def search_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, r
             search = searches[nu]
 
             def known(nu, u, v, search=search):
-                # a point the line searches evaluated (the polish starts at their best)
+                # reuse the line searches' evaluations
                 key = search._key(u, v)[0]
                 return search.cache[key] if key in search.cache else evaluate(nu, u, v)
 
@@ -759,10 +730,9 @@ def search_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, r
 
 
 class Screen:
-    """What a search yields, when asked (``screen=True``), after its coarse first stage:
-    ``log_evidence``, the best log evidence of ``z`` so far (-inf: nothing factorable);
-    ``tighten``, if given, evaluates a few more points without moving the search and returns
-    a better such value; ``loose``: too coarse to judge before it is tightened."""
+    """Yielded by a search (``screen=True``) after its coarse first stage: ``log_evidence``,
+    the best so far (-inf: nothing factorable); ``tighten``, if given, evaluates a few more
+    points and returns a better value; ``loose``: too coarse to judge before tightening."""
 
     def __init__(self, log_evidence: float, tighten=None, loose: bool = False):
         self.log_evidence = float(log_evidence)
@@ -771,8 +741,7 @@ class Screen:
 
 
 def exhaust(steps):
-    """Run the generator ``steps`` to its end, sending None for whatever it yields; return
-    what it returns."""
+    """Run the generator ``steps`` to its end, sending None; return its result."""
     try:
         next(steps)
         while True:
@@ -782,14 +751,13 @@ def exhaust(steps):
 
 
 def drive(steps, evaluate):
-    """Run the generator ``steps`` (:func:`search_steps`), answering each point it asks
-    for with ``evaluate(ν, log κ², log r̃)`` (a fit, or None); returns what it returns."""
+    """Run :func:`search_steps`, answering each point with ``evaluate(ν, log κ², log r̃)``
+    (a fit, or None); return its result."""
     return exhaust(driven(steps, evaluate))
 
 
 def driven(steps, evaluate):
-    """:func:`drive` as a generator that passes on the :class:`Screen` objects ``steps``
-    yields (and sends None back for them)."""
+    """:func:`drive` as a generator passing on :class:`Screen` objects."""
     try:
         ask = next(steps)
         while True:
@@ -804,12 +772,11 @@ def driven(steps, evaluate):
 
 def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=None,
                  lattice=None, screen: bool = False):
-    """:func:`search_matern`'s search as a generator: it yields each evaluation it needs,
-    ``(ν, log κ², log r̃)``, receives its :class:`MaternFit` (None: not factorable) and returns
-    ``({ν: best MaternFit}, {ν: _OrderSearch})``, to run alone (:func:`drive`) or in step
-    (:func:`flgp.precision.maps.lockstep`); ``graph`` sets the ranges only. ``screen=True``:
-    also yields a :class:`Screen` after the first order's start grid and its coarse search.
-    ValueError for a bad ``lattice``."""
+    """:func:`search_matern`'s search as a generator: yields each ``(ν, log κ², log r̃)`` it
+    needs, receives its :class:`MaternFit` (None: not factorable), returns
+    ``({ν: best MaternFit}, {ν: _OrderSearch})``; run by :func:`drive` or
+    :func:`flgp.precision.maps.lockstep`. ``graph`` sets the ranges only. ``screen=True``:
+    also yields a :class:`Screen` after the first order's start grid and coarse search."""
     if lattice is not None and not (np.isfinite(lattice) and lattice > 0):
         raise ValueError(f"lattice must be a finite step > 0 (in log κ² and log r̃) or "
                          f"None; got {lattice!r}.")
@@ -840,18 +807,15 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
     for k, nu in enumerate(nus):
         if _beyond_the_peak(nu, results):
             continue
-        # κ² no smaller than keeps cond(Q_ν) below MAX_CONDITION
         lows[nu] = lo_nu = _lowest_log_kappa2(nu, ranges, log_top)
         if kappa2 is not None and np.log(kappa2) < lo_nu:
             too_small.append(nu)            # a fixed κ² this order cannot evaluate
             continue
         search = _OrderSearch(nu, lattice, ((lo_nu, lk_hi), (lr_lo, lr_hi)))
-        # a fixed κ² as given (a searched one starts within the range)
         u = float(np.log(kappa2)) if kappa2 is not None else float(np.clip(u0, lo_nu, lk_hi))
         v = v0
         if k == 0 and start is None:
-            # from a coarse grid's best: from one start the line searches can end on
-            # the wrong one of two ridges
+            # start from a coarse grid's best: one start can end on the wrong of two ridges
             if kappa2 is None and ratio is None:
                 grid = start_grid(graph, nu, log_top)
             else:
@@ -881,7 +845,6 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
             u, v = search.best_point()
         best = search.best()
         if screen and k == 0:
-            # the first order's coarse search done: a tighter screen
             yield Screen(-np.inf if best is None else best.log_evidence)
         if best is None:
             continue
@@ -913,7 +876,7 @@ def search_steps(graph, nus=MATERN_ORDERS, *, kappa2=None, ratio=None, start=Non
 
 
 # polish_order: first simplex of sides POLISH_STEP; stop at POLISH_TOLERANCE wide and
-# POLISH_VALUE_TOLERANCE nats, or POLISH_MAX_EVALUATIONS (a diagonal ridge took 82)
+# POLISH_VALUE_TOLERANCE nats, or POLISH_MAX_EVALUATIONS
 POLISH_STEP = 0.5
 POLISH_TOLERANCE = 0.05
 POLISH_VALUE_TOLERANCE = 0.05
@@ -924,8 +887,8 @@ POLISH_MARGIN = 10.0
 
 def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATIONS):
     """``(best fit or None, evaluations)``: Nelder-Mead in ``(log κ², log r̃)`` from
-    ``start`` within the search's ranges, ``evaluate(ν, log κ², log r̃)`` answering (None:
-    unfactorable), at most ``max_evaluations``. ValueError for a bad ``start`` or budget."""
+    ``start`` within the search's ranges, by ``evaluate(ν, log κ², log r̃)`` (None:
+    unfactorable). ValueError for a bad ``start`` or budget."""
     from scipy.optimize import minimize
 
     start = np.asarray(start, dtype=np.float64)
@@ -961,9 +924,8 @@ def polish_order(graph, nu, start, evaluate, max_evaluations=POLISH_MAX_EVALUATI
 
 
 def _beyond_the_peak(nu, results) -> bool:
-    """Whether the evidence falls towards ``nu``: some searched ``a`` between ``nu`` and a
-    searched ``b`` lies more than a nat below ``b``. Such an order is skipped: the evidence
-    has been unimodal in the order on every map measured (docs/full_resolution.md)."""
+    """Whether the evidence falls towards ``nu`` (a searched order between ``nu`` and another
+    lies a nat below it); such orders are skipped (docs/full_resolution.md)."""
     for a in results:
         for b in results:
             if (nu < a < b or b < a < nu) and \
@@ -972,14 +934,13 @@ def _beyond_the_peak(nu, results) -> bool:
     return False
 
 
-# the largest condition number ((λ_max + κ²) / κ²)^ν of Q_ν the search lets κ reach: past
-# ~1e17 the factor of Q̃ loses log|Q̃|'s digits (docs/full_resolution.md)
+# largest condition number ((λ_max + κ²) / κ²)^ν of Q_ν searched: past ~1e17 log|Q̃| loses
+# its digits (docs/full_resolution.md)
 MAX_CONDITION = 1e15
 
 
 def largest_eigenvalue(graph) -> float:
-    """``λ_max`` of ``C⁻¹G``: Lanczos to 0.1 % (dense below 64 nodes), Gershgorin's bound
-    if Lanczos fails."""
+    """``λ_max`` of ``C⁻¹G`` by Lanczos to 0.1 % (Gershgorin's bound if it fails)."""
     d = 1.0 / np.sqrt(graph.mass)
     S = (sp.diags(d) @ sp.csr_matrix(graph.stiffness) @ sp.diags(d)).tocsr()
     if graph.n_nodes < 64:
@@ -996,8 +957,7 @@ def largest_eigenvalue(graph) -> float:
 
 class _OrderSearch:
     """One order's cached ``-log evidence`` at ``(log κ², log r̃)``: :meth:`ask` yields
-    ``(ν, log κ², log r̃)`` for a new point and takes its fit (None: infinitely bad); with a
-    ``lattice`` step, points are :func:`on_lattice` within ``bounds``."""
+    ``(ν, log κ², log r̃)`` for a new point and takes its fit (None: infinitely bad)."""
 
     def __init__(self, nu: int, lattice=None, bounds=None):
         self.nu, self.lattice, self.bounds = nu, lattice, bounds
@@ -1032,14 +992,12 @@ class _OrderSearch:
         return self.points[max(keys, key=lambda k: self.cache[k].log_evidence)]
 
 
-# perturbation draws of the large-graph variances (one conjugate-gradient solve each): the
-# most a fit past a factor's reach makes, whatever n_samples asks
+# most perturbation draws (one CG solve each) of a fit past a factor's reach
 ITERATIVE_VARIANCE_SAMPLES = 8
 
 
 class _IterativeRegression:
-    """What the estimators read of a fit on a graph too large to factor: its variances (and
-    ``observed_sum_se``) and the evaluations of the ball's search."""
+    """The estimators' view of a fit on a graph too large to factor."""
 
     factored = False              # perturbation variances, no factor
 
@@ -1050,8 +1008,7 @@ class _IterativeRegression:
 
     def variances(self, fit, n_samples=ITERATIVE_VARIANCE_SAMPLES, random_state=0):
         """``(variance, standard error)`` at every node from at most
-        ``ITERATIVE_VARIANCE_SAMPLES`` perturbation draws (the standard errors are those
-        draws')."""
+        ``ITERATIVE_VARIANCE_SAMPLES`` perturbation draws."""
         out = self.solver.variances(min(int(n_samples), ITERATIVE_VARIANCE_SAMPLES),
                                     random_state)
         self.observed_sum_se = self.solver.observed_sum_se          # unit amplitude
@@ -1060,9 +1017,8 @@ class _IterativeRegression:
 
 
 def _fit_iterative(graph, observed, z, nus, search, search_max_nodes):
-    """:func:`fit_matern` past :func:`factors`: the order and ``(κ², r, A)`` by the exact
-    evidence of a ``search_max_nodes``-node ball (``evidence_nodes``), the posterior by
-    :class:`flgp.precision.iterative.IterativeMaternRegression`."""
+    """:func:`fit_matern` past :func:`factors`: hyperparameters from a ball's exact evidence,
+    the posterior by :class:`flgp.precision.iterative.IterativeMaternRegression`."""
     orders = tuple(nu for nu in nus if nu in LARGE_GRAPH_ORDERS) or LARGE_GRAPH_ORDERS
     sub, sub_obs, sub_z = search_subgraph(graph, observed, z, search_max_nodes)
     if sub_obs.size < 2:
