@@ -117,6 +117,20 @@ def test_coherence_is_diagonal_of_A_power(roll):
     assert np.median(np.abs(est / exact2 - 1)) < 0.05
 
 
+def test_points_no_centroid_reaches_go_where_the_warning_says():
+    # two pieces (a path of 4 and one of 3); both centroids in the first
+    rows, cols = [0, 1, 1, 2, 2, 3, 4, 5, 5, 6], [1, 0, 2, 1, 3, 2, 5, 4, 6, 5]
+    A = sp.csr_matrix((np.full(10, 0.5), (rows, cols)), shape=(7, 7))
+    centroids = np.array([3, 0])
+    with pytest.warns(UserWarning, match="first centroid's region"):
+        alone = assign_partitions(A, centroids, 1)
+    assert np.all(alone[4:] == 0)
+    X = np.c_[[0.0, 1.0, 2.0, 3.0, -5.0, 3.5, 9.0], np.zeros(7)]
+    with pytest.warns(UserWarning, match="Euclidean-nearest centroid"):
+        near = assign_partitions(A, centroids, 1, X)
+    np.testing.assert_array_equal(near[4:], [1, 0, 0])     # nearest of x = 3 (0) and 0 (1)
+
+
 def test_assignment_minimises_angular_diffusion_distance(rng):
     # dense enough that every point is within 2t hops of every centroid: Definition 5 applies
     X = rng.standard_normal((80, 2))

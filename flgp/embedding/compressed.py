@@ -127,7 +127,8 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
     A point more than ``2t`` hops from every centroid (a tie at ``pi / 2``) uses the smallest
     ``tau > t`` reaching a centroid, while ``2 tau <= max_steps`` (``None``: no limit); the
     rest join, level by level outward, the region maximising ``sum_{y in S_j} A_xy``. Points
-    in a piece without a centroid go to the Euclidean-nearest centroid (given ``X``; warns).
+    in a piece without a centroid go to the Euclidean-nearest centroid (without ``X``, to
+    region 0; warns).
 
     Returns
     -------
@@ -187,9 +188,11 @@ def assign_partitions(A: sp.csr_matrix, centroids: np.ndarray, t: int,
     if grow.any():
         _grow_regions(A, labels, grow, level)
     if (~reach).any():
+        where = ("the first centroid's region (no coordinates given)" if X is None
+                 else "the Euclidean-nearest centroid")
         warnings.warn(f"{int((~reach).sum())} point(s) lie in graph pieces without any "
-                      f"centroid; they are assigned to the Euclidean-nearest centroid. "
-                      f"Increase n_neighbors to connect the graph.", stacklevel=3)
+                      f"centroid; they are assigned to {where}. Increase n_neighbors to "
+                      f"connect the graph.", stacklevel=3)
         if X is None:
             labels[~reach] = 0
         else:
