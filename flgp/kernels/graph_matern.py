@@ -2,16 +2,14 @@ r"""GPyTorch adapter: the full-resolution graph Matérn prior of a
 :class:`~flgp.graph.PointGraph` as a kernel whose covariances are sparse-solve operators
 (user guide: docs/models.md, "The graph Matérn prior in your own GPyTorch model").
 
-The prior is ``f ~ N(0, A Q⁻¹)`` with ``Q_ν(κ) = K (C⁻¹K)^{ν-1}``, ``K = κ²C + G``
+The prior is ``f ~ N(0, A Q⁻¹)``, ``Q_ν(κ) = K (C⁻¹K)^{ν-1}``, ``K = κ²C + G``
 (:mod:`flgp.precision.matern`). A kernel matrix is a :class:`GraphMaternCovariance`
-``a P_X Q⁻¹ P_Yᵀ`` (``P`` selects nodes), whose products are ``ν`` solves with a CHOLMOD
-factor of ``K``; nothing dense is formed.
+``a P_X Q⁻¹ P_Yᵀ`` (``P`` selects nodes); its products are ``ν`` CHOLMOD solves with ``K``.
 
-**Hooks in GPyTorch** (gpytorch 1.15, linear_operator 0.6). ``GaussianLikelihood`` adds
-its noise as an ``AddedDiagLinearOperator``, which :meth:`GraphMaternCovariance.__add__`
-turns into a :class:`GraphMaternNoisyCovariance` ``S = a P Q⁻¹ Pᵀ + D``; its
-``inv_quad_logdet``, ``solve`` and ``logdet`` go through ``Q̃ = Q + a Pᵀ D⁻¹ P``
-(Woodbury and the determinant lemma, as in :mod:`flgp.precision.gaussian`):
+**GPyTorch hooks** (gpytorch 1.15, linear_operator 0.6). ``GaussianLikelihood``'s added
+noise turns the covariance into a :class:`GraphMaternNoisyCovariance` ``S = a P Q⁻¹ Pᵀ + D``,
+whose ``inv_quad_logdet``, ``solve`` and ``logdet`` use ``Q̃ = Q + a Pᵀ D⁻¹ P`` (Woodbury
+and the determinant lemma):
 
 .. math::
 
@@ -19,27 +17,23 @@ turns into a :class:`GraphMaternNoisyCovariance` ``S = a P Q⁻¹ Pᵀ + D``; it
     r^\top S^{-1} r = r^\top D^{-1} r - a\, b^\top \tilde Q^{-1} b,\quad b = P^\top D^{-1} r.
 
 ``ScaleKernel``'s outputscale is folded into ``a``. :class:`GraphMaternPredictionStrategy`
-gives ``ExactGP`` the posterior mean ``a P_* Q̃⁻¹ Pᵀ D⁻¹ (y - m)`` by one solve and the
-posterior covariance ``a P_* Q̃⁻¹ P_*ᵀ`` as an operator.
+gives ``ExactGP`` the posterior mean ``a P_* Q̃⁻¹ Pᵀ D⁻¹ (y - m)`` and covariance
+``a P_* Q̃⁻¹ P_*ᵀ`` (an operator).
 
 **Gradients** (``torch.autograd.Function``\ s). With ``u = Q̃⁻¹ b``, ``α = S⁻¹ r`` and
 ``Q' = ∂Q/∂κ² = ν C (C⁻¹K)^{ν-1}``: ``∂(rᵀS⁻¹r)/∂(a, κ², d_i) = (-uᵀQu, a uᵀQ'u, -α_i²)``;
 ``∂log|S|/∂d_i = 1/d_i - a (Q̃⁻¹)_{o_i o_i}/d_i²``, ``∂/∂a = Σ_i (Q̃⁻¹)_{o_i o_i}/d_i``,
-``∂/∂κ² = tr(Q̃⁻¹Q') - tr(Q⁻¹Q') = -a Σ_u w_u (Q⁻¹e_u)ᵀ Q' (Q̃⁻¹e_u)``. These are exact
+``∂/∂κ² = tr(Q̃⁻¹Q') - tr(Q⁻¹Q') = -a Σ_u w_u (Q⁻¹e_u)ᵀ Q' (Q̃⁻¹e_u)``: exact
 (unit-vector solves) while (observed nodes) x (nodes) is at most ``EXACT_TRACE_WORK``;
-beyond, ``tr(Q⁻¹Q') = ν d log|K| / dκ²`` is a finite difference (``FD_STEP``), and
-``diag(Q̃⁻¹)`` and ``tr(Q̃⁻¹Q')`` are unbiased Rao-Blackwellised Monte Carlo estimates over
-``n_probes`` draws from the factor of ``Q̃`` (Sidén et al. 2018), their standard errors in
-:attr:`GraphMaternKernel.trace_diagnostics`; the probes are seeded by ``random_state`` and
-the hyperparameters' values (fresh at every step, the same at a repeated point).
+beyond, ``tr(Q⁻¹Q') = ν d log|K| / dκ²`` by finite difference (``FD_STEP``), and
+``diag(Q̃⁻¹)``, ``tr(Q̃⁻¹Q')`` by Rao-Blackwellised Monte Carlo over ``n_probes`` draws
+(Sidén et al. 2018; standard errors in :attr:`GraphMaternKernel.trace_diagnostics`), seeded
+by ``random_state`` and the hyperparameters' values.
 
-**Non-Gaussian likelihoods** (``ApproximateGP`` with inducing points at nodes,
-``learn_inducing_locations=False``): the inducing and cross blocks and a batch's variances
-are exact, one sparse solve per distinct node.
-
-**Devices.** CHOLMOD runs on the CPU in float64, and results return on the hyperparameters'
-and inputs' device and dtype. The solves that need no log-determinant can run by
-Jacobi-preconditioned conjugate gradients on a GPU (``solver``).
+Non-Gaussian likelihoods (``ApproximateGP``, inducing points at nodes,
+``learn_inducing_locations=False``) get exact inducing and cross blocks and batch variances.
+CHOLMOD runs on the CPU in float64; results return on the inputs' device and dtype
+(``solver``: CG on a GPU).
 """
 
 from __future__ import annotations
@@ -68,30 +62,27 @@ __all__ = ["CGNotConvergedError", "GraphMaternKernel", "GraphMaternCovariance",
            "GraphMaternNoisyCovariance", "GraphMaternPosteriorCovariance",
            "GraphMaternPredictionStrategy", "EXACT_TRACE_WORK", "TRACE_ESTIMATORS"]
 
-# the gradient's traces are exact (one unit-vector solve per observed node with Q̃ and
-# with Q) while (distinct observed nodes) x (nodes) is at most this; beyond, estimated
+# the gradient's traces are exact while (distinct observed nodes) x (nodes) <= this
 EXACT_TRACE_WORK = 2_000_000
 TRACE_ESTIMATORS = ("auto", "exact", "stochastic")
 INPUT_KINDS = ("coordinates", "index")
 NORMALIZATIONS = ("fixed", "variance", "none")
-# relative step of the finite difference of log|K| in κ² (see the module notes)
+# relative step of the finite difference of log|K| in κ²
 FD_STEP = 1e-6
 SOLVERS = ("auto", "cholesky", "cg")
-# conjugate gradients (solver="cg"): the relative residual each column is solved to, and
-# the most iterations (times the number of nodes, at least CG_MIN_ITER) before it gives up
+# solver="cg": each column's relative residual target, and the iteration limit (_Engine._cg)
 CG_RTOL = 1e-12
 CG_MAX_ITER_PER_NODE = 10
 CG_MIN_ITER = 1000
-# the most numbers (nodes x columns) of prior columns a diagonal's forward pass keeps for
-# its backward pass (2^25: 256 MB)
+# most entries of prior columns a diagonal's forward pass keeps for its backward (256 MB)
 KEPT_COLUMN_ENTRIES = 1 << 25
 
 
 # -- the numerical core: numpy and CHOLMOD, no torch ---------------------------------------
 
 class _Observations:
-    """The nodes ``rows`` observed with noise variances ``d`` (one per observation; a node
-    may be observed more than once): ``W = PᵀD⁻¹P = Σ_u w_u e_u e_uᵀ`` and ``b = PᵀD⁻¹r``."""
+    """Nodes ``rows`` (repeats allowed) observed with noise variances ``d``:
+    ``W = PᵀD⁻¹P = Σ_u w_u e_u e_uᵀ`` and ``b = PᵀD⁻¹r``."""
 
     def __init__(self, rows: np.ndarray, d: np.ndarray, n: int):
         self.rows = np.asarray(rows, dtype=np.int64)
@@ -105,7 +96,7 @@ class _Observations:
         self.digest = h.hexdigest()
 
     def gather(self, R: np.ndarray) -> np.ndarray:
-        """``Pᵀ D⁻¹ R`` (``R`` of shape ``(m, k)``): an ``(n, k)`` array."""
+        """``Pᵀ D⁻¹ R``: ``(m, k)`` to ``(n, k)``."""
         B = np.zeros((self.n, R.shape[1]))
         np.add.at(B, self.rows, R / self.d[:, None])
         return B
@@ -126,16 +117,13 @@ def _check_hyperparameters(kappa2: float, scale: float, d=None) -> None:
 
 
 class CGNotConvergedError(RuntimeError):
-    """Conjugate gradients (``solver="cg"``) did not reach ``CG_RTOL`` in their iterations."""
+    """Conjugate gradients (``solver="cg"``) did not reach ``CG_RTOL``."""
 
 
 def _pcg(A: torch.Tensor, inv_diag: torch.Tensor, B: torch.Tensor,
          rtol: float, maxiter: int) -> tuple[torch.Tensor, int]:
-    """``A⁻¹B`` by Jacobi-preconditioned conjugate gradients, every column at once (``A`` a
-    sparse symmetric positive definite torch matrix, ``inv_diag`` its inverse diagonal,
-    ``B`` dense ``(n, k)``, all on one device): sparse products and column reductions
-    only. Returns ``(X, iterations)`` once every column's residual is ``rtol`` of its
-    right-hand side's norm; a :class:`CGNotConvergedError` after ``maxiter`` iterations."""
+    """``(A⁻¹B, iterations)`` by Jacobi-preconditioned CG on all columns at once (``A``
+    sparse SPD, ``B`` dense, one device); :class:`CGNotConvergedError` after ``maxiter``."""
     X = torch.zeros_like(B)
     R = B.clone()
     Z = inv_diag[:, None] * R
@@ -165,11 +153,8 @@ def _pcg(A: torch.Tensor, inv_diag: torch.Tensor, B: torch.Tensor,
 
 
 class _Engine:
-    """The graph in its own units and its Matérn factors (:class:`~flgp.precision.matern
-    .MaternFactors`, refactored when the hyperparameters change), with what the kernel
-    adds to them: node look-up, conjugate-gradient solves on a device, the derivative of
-    ``Q`` and the gradient's traces. Shared by a kernel and its copies (``deepcopy``
-    returns the same engine: it is a cache)."""
+    """The graph in its own units, its :class:`~flgp.precision.matern.MaternFactors`, node
+    look-up, CG solves, ``Q'`` and the traces; a cache shared by a kernel's copies."""
 
     def __init__(self, graph, nu: int, n_reference: int, trace_estimator: str,
                  n_probes: int, random_state: int, n_variance_samples: int = 64):
@@ -193,15 +178,13 @@ class _Engine:
         self._tree, self._reference, self._matrices, self._fixed = None, None, {}, None
         self._torch = {}
 
-    # the solves' path (GraphMaternKernel's ``solver``, set by the kernel before it is used)
-    # and the iterations of the last conjugate-gradient solve
+    # set by the kernel (configure) before use
     solver = "cholesky"
     device = torch.device("cpu")
     last_cg_iterations = None
 
     def configure(self, solver: str, device) -> None:
-        """Solve by the factor (``"cholesky"``) or by conjugate gradients on ``device``
-        (``"cg"``)."""
+        """Solve by the factor (``"cholesky"``) or by CG on ``device`` (``"cg"``)."""
         self.solver, self.device = solver, torch.device(device)
 
     def __deepcopy__(self, memo):
@@ -260,16 +243,14 @@ class _Engine:
         return self.factors.family(order)
 
     def dlogdet_K(self, k2: float) -> float:
-        """``tr(K⁻¹C) = d log|K| / dκ²`` by a one-sided finite difference (a second factor
-        of ``K`` of its own, so that the main one stays at ``κ²``)."""
+        """``tr(K⁻¹C) = d log|K| / dκ²`` by a one-sided finite difference (own factor)."""
         h = FD_STEP * k2
         up = self.factors.factor("stiffness_step", 1, k2 + h,
                                  lambda: self.family(1).values(k2 + h)).logdet()
         return (up - self.factors.logdet_stiffness(k2)) / h
 
     def solve_Q(self, k2: float, B: np.ndarray) -> np.ndarray:
-        """``Q⁻¹B = (K⁻¹C)^{ν-1} K⁻¹ B``: ``ν`` solves with the factor of ``K`` (or by
-        conjugate gradients with ``K``, :meth:`configure`)."""
+        """``Q⁻¹B = (K⁻¹C)^{ν-1} K⁻¹ B``: ``ν`` solves with ``K``."""
         if self.solver == "cg":
             K, inv_diag = self._on_device("K", k2, lambda: self.family(1).matrix(k2))
             mass = torch.as_tensor(self.mass, device=self.device)
@@ -279,8 +260,7 @@ class _Engine:
 
     def solve_posterior(self, k2: float, c: float, obs: _Observations,
                         B: np.ndarray) -> np.ndarray:
-        """``Q̃⁻¹B``, ``Q̃ = Q + c W``: with the factor of ``Q̃`` (or by conjugate gradients
-        with ``Q̃``, :meth:`configure`)."""
+        """``Q̃⁻¹B``, ``Q̃ = Q + c W``."""
         if self.solver == "cg":
             A, inv_diag = self._on_device("Qt", (k2, c, obs.digest),
                                           lambda: self.posterior_matrix(k2, c, obs))
@@ -288,14 +268,13 @@ class _Engine:
         return self.posterior_factor(k2, c, obs).solve(B)
 
     def _on_device(self, name: str, key, build):
-        """``(A, 1 / diag A)`` of a sparse matrix as torch CSR float64 on the device (the
-        last one of each ``name`` kept)."""
+        """``(A, 1 / diag A)`` as torch CSR float64 on the device (last one per ``name``)."""
         held = self._torch.get(name)
         if held is None or held[0] != key or held[1].device != self.device:
             A = sp.csr_matrix(build())
             A.sort_indices()
             with warnings.catch_warnings():
-                # torch calls its sparse CSR support beta: a note for torch's developers
+                # torch's "sparse CSR support is in beta" warning
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support")
                 T = torch.sparse_csr_tensor(
                     torch.as_tensor(A.indptr, dtype=torch.int64),
@@ -307,7 +286,7 @@ class _Engine:
         return held[1], held[2]
 
     def _cg(self, A, inv_diag, B, to_numpy: bool = True):
-        """``A⁻¹B`` by :func:`_pcg` on the device (``B`` numpy or a tensor there)."""
+        """``A⁻¹B`` by :func:`_pcg` on the device."""
         B = torch.as_tensor(B, dtype=torch.float64).to(self.device)
         if B.ndim == 1:
             return self._cg(A, inv_diag, B[:, None], to_numpy)[:, 0]
@@ -322,8 +301,7 @@ class _Engine:
         return self._matrices["Q"][1]
 
     def dQ(self, k2: float) -> sp.csr_matrix:
-        """``Q' = ∂Q/∂κ² = ν C (C⁻¹K)^{ν-1} = ν Q_{ν-1}(κ)`` (``C`` for ``ν = 1``; the
-        last one kept)."""
+        """``Q' = ∂Q/∂κ² = ν Q_{ν-1}(κ)`` (``C`` for ``ν = 1``; the last one kept)."""
         if self._matrices.get("dQ", (None,))[0] != k2:
             if self.nu == 1:
                 dQ = sp.diags(self.mass).tocsr()
@@ -341,8 +319,7 @@ class _Engine:
                                                 (k2, c, obs.digest)).tocsr()
 
     def seed(self, *values) -> np.random.Generator:
-        """A generator seeded by ``random_state`` and the given values (hyperparameters,
-        digests): fresh probes at every new point, the same ones at a repeated point."""
+        """A generator seeded by ``random_state`` and ``values`` (hyperparameters, digests)."""
         words = [self.random_state]
         for v in values:
             if isinstance(v, str):
@@ -354,10 +331,8 @@ class _Engine:
     # -- entries, traces, variances ------------------------------------------------------
     def prior_entries(self, k2: float, a: np.ndarray, b: np.ndarray,
                       keep: bool = False):
-        """``(Q⁻¹)[a_i, b_i]``, exactly (unit-vector solves). With ``keep``, also the
-        columns ``Q⁻¹ e_j`` of the distinct ``b`` (``(cols, Z)``) when they fit in
-        ``KEPT_COLUMN_ENTRIES`` numbers, else None - for the derivative of a diagonal
-        (:meth:`prior_entries_grad`)."""
+        """``(Q⁻¹)[a_i, b_i]`` by unit-vector solves; with ``keep``, also ``(cols, Q⁻¹ E_cols)``
+        for :meth:`prior_entries_grad` (None beyond ``KEPT_COLUMN_ENTRIES``)."""
         solve = lambda B: self.solve_Q(k2, B)  # noqa: E731
         if not keep:
             return entries_of_inverse(solve, self.n, a, b)
@@ -367,13 +342,11 @@ class _Engine:
 
     def prior_entries_grad(self, k2: float, a: np.ndarray, b: np.ndarray,
                            g: np.ndarray, columns=None) -> float:
-        """``Σ_i g_i ∂(Q⁻¹)[a_i, b_i]/∂κ² = -Σ_i g_i (Q⁻¹e_{a_i})ᵀ Q' (Q⁻¹e_{b_i})``.
-        ``columns``: the forward pass's ``(cols, Q⁻¹ E_cols)`` (:meth:`prior_entries` with
-        ``keep``), used for a diagonal (``a == b``) without solving again."""
+        """``Σ_i g_i ∂(Q⁻¹)[a_i, b_i]/∂κ² = -Σ_i g_i (Q⁻¹e_{a_i})ᵀ Q' (Q⁻¹e_{b_i})``;
+        ``columns`` (from :meth:`prior_entries`) spare a diagonal's solves."""
         dQ = self.dQ(k2)
         if columns is not None and np.array_equal(a, b):
             cols, Z = columns
-            # the diagonal terms z_jᵀ Q' z_j of each distinct node, weighted by its g's
             order = np.argsort(cols)
             weights = np.bincount(order[np.searchsorted(cols, a, sorter=order)], weights=g,
                                   minlength=cols.size)
@@ -395,8 +368,7 @@ class _Engine:
         return total
 
     def fixed_variance(self) -> float:
-        """``v̄(κ_h)``: the mean prior variance at the reference nodes at ``κ_h = 1/(10 h)``
-        (``h`` the graph's spacing): the constant of ``normalize="fixed"``."""
+        """``v̄(κ_h)``, ``κ_h = 1/(10 h)``: the constant of ``normalize="fixed"``."""
         if self._fixed is None:
             k2 = 1.0 / (10.0 * float(self.graph.spacing)) ** 2
             Z = self.reference_columns(k2)
@@ -404,7 +376,7 @@ class _Engine:
         return self._fixed
 
     def reference_columns(self, k2: float) -> np.ndarray:
-        """``Q⁻¹ E_ref`` (the reference nodes' columns), cached for the last ``κ²``."""
+        """``Q⁻¹ E_ref`` (the reference nodes' columns) for the last ``κ²``."""
         if self._reference is None or self._reference[0] != k2:
             E = np.zeros((self.n, self.reference.size))
             E[self.reference, np.arange(self.reference.size)] = 1.0
@@ -412,8 +384,7 @@ class _Engine:
         return self._reference[1]
 
     def traces(self, k2: float, c: float, obs: _Observations, estimator: str):
-        """``(diag(Q̃⁻¹) at obs.nodes, Δ = tr(Q̃⁻¹Q') - tr(Q⁻¹Q'), diagnostics)``: exact or
-        Rao-Blackwellised (see the module notes)."""
+        """``(diag(Q̃⁻¹)[obs.nodes], tr(Q̃⁻¹Q') - tr(Q⁻¹Q'), diagnostics)`` (module notes)."""
         exact = estimator == "exact" or (estimator == "auto"
                                          and obs.nodes.size * self.n <= EXACT_TRACE_WORK)
         nodes, w = obs.nodes, obs.w
@@ -440,7 +411,7 @@ class _Engine:
         X = self.posterior_factor(k2, c, obs).sample(k, rng)
         Qt = self.posterior_matrix(k2, c, obs)
         p = Qt.diagonal()
-        M = X - (Qt @ X) / p[:, None]                  # the conditional means E[x_i | x_-i]
+        M = X - (Qt @ X) / p[:, None]                  # E[x_i | x_-i]
         q = dQ.diagonal()
         off = (dQ - sp.diags(q)).tocsr()
         per_probe = (np.einsum("ij,ij->j", M, q[:, None] * M)
@@ -462,8 +433,7 @@ class _Engine:
 
     def posterior_variances(self, k2: float, c: float, obs: _Observations,
                             nodes: np.ndarray) -> np.ndarray:
-        """``diag(Q̃⁻¹)`` at ``nodes`` (distinct): exact for up to ``EXACT_VARIANCE_ROWS``,
-        by Rao-Blackwellised Monte Carlo (``n_variance_samples`` draws) beyond."""
+        """``diag(Q̃⁻¹)`` at distinct ``nodes``: exact up to ``EXACT_VARIANCE_ROWS``, else RBMC."""
         chol = self.posterior_factor(k2, c, obs)
         if nodes.size <= EXACT_VARIANCE_ROWS:
             return diagonal_of_inverse(chol.solve, self.n, nodes)
@@ -471,7 +441,7 @@ class _Engine:
                               self.seed(k2, c, obs.digest, 1.0))[0][nodes]
 
     def prior_variances(self, k2: float, nodes: np.ndarray) -> np.ndarray:
-        """``diag(Q⁻¹)`` at many ``nodes``, by Rao-Blackwellised Monte Carlo."""
+        """``diag(Q⁻¹)`` at ``nodes`` by Rao-Blackwellised Monte Carlo."""
         X = self.factors.prior_draws(k2, self.n_variance_samples, self.seed(k2, 2.0))
         return rao_blackwell_variances(self.Q(k2), X)[0][nodes]
 
@@ -495,8 +465,7 @@ class _PriorEntries(torch.autograd.Function):
         k2 = float(kappa2.detach())
         _check_hyperparameters(k2, 1.0)
         ctx.engine, ctx.a, ctx.b, ctx.k2 = engine, a, b, k2
-        # a diagonal's columns are kept for the backward pass (the variances of a
-        # variational model's batch: one solve a node instead of two)
+        # a diagonal's columns are kept for the backward pass: one solve a node, not two
         keep = ctx.needs_input_grad[0] and np.array_equal(a, b)
         values, ctx.columns = (engine.prior_entries(k2, a, b, keep=True) if keep
                                else (engine.prior_entries(k2, a, b), None))
@@ -513,8 +482,8 @@ class _PriorEntries(torch.autograd.Function):
 
 
 class _ReferenceVariance(torch.autograd.Function):
-    """``v̄(κ)``: the mean of ``diag(Q⁻¹)`` over the engine's reference nodes (exact), the
-    normalisation of the kernel; its columns ``Q⁻¹e_r`` are kept for the backward pass."""
+    """``v̄(κ)``: the mean of ``diag(Q⁻¹)`` over the reference nodes (exact), with its
+    derivative in ``κ²``."""
 
     @staticmethod
     def forward(ctx, kappa2, engine):
@@ -533,8 +502,8 @@ class _ReferenceVariance(torch.autograd.Function):
 
 
 class _NoGradient(torch.autograd.Function):
-    """A value that carries no gradient (a Monte Carlo estimate, a predictive covariance):
-    backpropagating into it raises instead of silently returning zeros."""
+    """A value without gradient (Monte Carlo estimate, predictive covariance): backward
+    raises instead of returning zeros."""
 
     @staticmethod
     def forward(ctx, value, what, *params):
@@ -590,7 +559,7 @@ class _CovarianceMatmul(torch.autograd.Function):
 
 
 class _InvQuadLogdet(torch.autograd.Function):
-    """``(rᵀS⁻¹r per column, log|S|)`` for ``S = a P Q⁻¹ Pᵀ + D`` (see the module notes)."""
+    """``(rᵀS⁻¹r per column, log|S|)``, ``S = a P Q⁻¹ Pᵀ + D`` (module notes)."""
 
     @staticmethod
     def forward(ctx, kappa2, scale, noise, rhs, engine, rows, want_logdet):
@@ -649,7 +618,7 @@ class _InvQuadLogdet(torch.autograd.Function):
 
 
 class _NoisySolve(torch.autograd.Function):
-    """``S⁻¹R = D⁻¹(R - a P Q̃⁻¹ Pᵀ D⁻¹ R)`` and its gradients (see the module notes)."""
+    """``S⁻¹R = D⁻¹(R - a P Q̃⁻¹ Pᵀ D⁻¹ R)`` (module notes)."""
 
     @staticmethod
     def forward(ctx, kappa2, scale, noise, rhs, engine, rows):
@@ -679,8 +648,7 @@ class _NoisySolve(torch.autograd.Function):
 
 
 class _PosteriorMean(torch.autograd.Function):
-    """``a P_* Q̃⁻¹ Pᵀ D⁻¹ r`` (``r`` of shape ``(m, k)``): the posterior mean at the test
-    nodes, with its gradients (see the module notes)."""
+    """The posterior mean ``a P_* Q̃⁻¹ Pᵀ D⁻¹ r`` at the test nodes (module notes)."""
 
     @staticmethod
     def forward(ctx, kappa2, scale, noise, resid, engine, rows, test_rows):
@@ -716,7 +684,7 @@ class _PosteriorMean(torch.autograd.Function):
 # -- linear operators -----------------------------------------------------------------------
 
 def _members(batch: torch.Size):
-    """Every index of a batch shape (one ``()`` for no batch)."""
+    """Every index of a batch shape (``[()]`` for no batch)."""
     return list(np.ndindex(*batch)) if len(batch) else [()]
 
 
@@ -730,12 +698,11 @@ def _stack(values: list, batch: torch.Size) -> torch.Tensor:
 
 
 class _GraphOperator(LinearOperator):
-    """What the three operators share: hyperparameter tensors of shape ``*batch`` (and
-    ``*batch x m``), integer node indices, the engine as a non-differentiable keyword;
-    batch operations act on every argument."""
+    """Base of the operators: tensor arguments (hyperparameters, integer node indices) with
+    a common batch, and the engine as a keyword."""
 
     def to(self, *args, **kwargs):
-        # the node indices are integers and stay so (LinearOperator.to casts every tensor)
+        # keep node indices integer (LinearOperator.to casts every tensor)
         new = self.__class__(*[a.to(*args, **kwargs) if a.is_floating_point()
                                else a.to(device=_device(args, kwargs, a))
                                for a in self._args], **self._kwargs)
@@ -762,16 +729,16 @@ def _device(args, kwargs, a):
 
 
 class GraphMaternCovariance(_GraphOperator):
-    """``a P_r Q⁻¹ P_cᵀ``: the graph Matérn covariance between the nodes ``rows`` and
-    ``cols`` (``*batch x N_r x N_c``), never formed; products are sparse solves.
+    """``a P_r Q⁻¹ P_cᵀ``: the graph Matérn covariance (``*batch x N_r x N_c``) between the
+    nodes ``rows`` and ``cols``, never formed; products are sparse solves.
 
     Parameters
     ----------
     kappa2 : Tensor (``*batch``)
         ``κ²`` in the graph's own units.
-    scale : Tensor (*batch)
+    scale : Tensor (``*batch``)
         ``a``: the amplitude in the graph's own units (outputscale over the normalisation).
-    rows, cols : LongTensor (*batch x N_r), (*batch x N_c)
+    rows, cols : LongTensor (``*batch x N_r``), (``*batch x N_c``)
         Node indices.
     engine : _Engine
     """
@@ -810,8 +777,8 @@ class GraphMaternCovariance(_GraphOperator):
         return GraphMaternCovariance(op.kappa2, scale, op.rows, op.cols, engine=self.engine)
 
     def mul(self, other):
-        # ScaleKernel's outputscale (*batch x 1 x 1): folded into the amplitude, also when
-        # its batch is wider than the kernel's (LinearOperator.mul would go dense)
+        # ScaleKernel's outputscale (*batch x 1 x 1) folds into the amplitude, even with a
+        # wider batch (LinearOperator.mul would go dense)
         if torch.is_tensor(other) and other.dim() >= 2 and other.shape[-2:] == (1, 1):
             c = other.reshape(other.shape[:-2])
             batch = torch.broadcast_shapes(self.batch_shape, c.shape)
@@ -835,9 +802,8 @@ class GraphMaternCovariance(_GraphOperator):
 
 def _prior_entries(kappa2: torch.Tensor, engine: _Engine, a: np.ndarray,
                    b: np.ndarray) -> torch.Tensor:
-    """``(Q⁻¹)[a_i, b_i]``: exact (with a gradient) for up to ``EXACT_VARIANCE_ROWS``
-    distinct pairs; the diagonal of more nodes by Rao-Blackwellised Monte Carlo (no
-    gradient)."""
+    """``(Q⁻¹)[a_i, b_i]``, exact with a gradient; a diagonal of more than
+    ``EXACT_VARIANCE_ROWS`` nodes by Rao-Blackwellised Monte Carlo, without one."""
     if np.array_equal(a, b) and np.unique(a).size > EXACT_VARIANCE_ROWS:
         k2 = float(kappa2.detach())
         _check_hyperparameters(k2, 1.0)
@@ -848,9 +814,8 @@ def _prior_entries(kappa2: torch.Tensor, engine: _Engine, a: np.ndarray,
 
 
 class GraphMaternNoisyCovariance(_GraphOperator):
-    """``S = a P Q⁻¹ Pᵀ + D`` (``*batch x m x m``): the graph Matérn covariance of observed
-    nodes plus a diagonal noise, with exact ``inv_quad_logdet``, ``solve`` and ``logdet``
-    through the sparse posterior precision (see the module notes)."""
+    """``S = a P Q⁻¹ Pᵀ + D`` (``*batch x m x m``): the covariance of observed nodes plus
+    diagonal noise; exact ``inv_quad_logdet``, ``solve`` and ``logdet`` (module notes)."""
 
     def __init__(self, kappa2, scale, noise, rows, *, engine):
         super().__init__(kappa2, scale, noise, rows, engine=engine)
@@ -948,10 +913,9 @@ class GraphMaternNoisyCovariance(_GraphOperator):
 
 
 class GraphMaternPosteriorCovariance(_GraphOperator):
-    """``a P_r Q̃⁻¹ P_cᵀ`` with ``Q̃ = Q + a PᵀD⁻¹P`` (the training nodes ``train_rows``
-    observed with noise ``noise``): the posterior covariance of ``f`` between test nodes.
-    Its diagonal is exact for up to ``EXACT_VARIANCE_ROWS`` distinct nodes, a
-    Rao-Blackwellised Monte Carlo estimate beyond; it carries no gradient."""
+    """``a P_r Q̃⁻¹ P_cᵀ``, ``Q̃ = Q + a PᵀD⁻¹P`` (``train_rows`` observed with ``noise``):
+    the posterior covariance of ``f`` between test nodes, without gradient. Its diagonal is
+    exact up to ``EXACT_VARIANCE_ROWS`` distinct nodes, Rao-Blackwellised Monte Carlo beyond."""
 
     def __init__(self, kappa2, scale, noise, train_rows, rows, cols, *, engine):
         super().__init__(kappa2, scale, noise, train_rows, rows, cols, engine=engine)
@@ -1014,10 +978,9 @@ class GraphMaternPosteriorCovariance(_GraphOperator):
 # -- the prediction strategy -----------------------------------------------------------------
 
 class GraphMaternPredictionStrategy(DefaultPredictionStrategy):
-    """``ExactGP``'s predictions through the sparse posterior precision (see the module
-    notes); any other combination (a sum of kernels, masked observations) falls back to
-    GPyTorch's :class:`~gpytorch.models.exact_prediction_strategies.DefaultPredictionStrategy`,
-    whose solves still go through :class:`GraphMaternNoisyCovariance`."""
+    """``ExactGP``'s predictions through the sparse posterior precision (module notes); other
+    models (sums of kernels, masked observations) fall back to GPyTorch's
+    :class:`~gpytorch.models.exact_prediction_strategies.DefaultPredictionStrategy`."""
 
     def _sparse_parts(self, test_test_covar, test_train_covar):
         if settings.observation_nan_policy.value() != "ignore":
@@ -1039,7 +1002,7 @@ class GraphMaternPredictionStrategy(DefaultPredictionStrategy):
         a = noisy._expand_batch(batch) if noisy.batch_shape != batch else noisy
         b = test_train_covar._expand_batch(batch) \
             if test_train_covar.batch_shape != batch else test_train_covar
-        # (test inputs of another dtype than the training ones give other dtypes)
+        # allclose, not equal: test inputs of another dtype give other dtypes
         same = all(torch.allclose(u.detach().double(), v.detach().double(), rtol=1e-6, atol=0)
                    for u, v in ((a.kappa2, b.kappa2), (a.scale, b.scale))) \
             and torch.equal(a.rows, b.cols)
@@ -1055,8 +1018,7 @@ class GraphMaternPredictionStrategy(DefaultPredictionStrategy):
         tr = test_train_covar._expand_batch(batch) if test_train_covar.batch_shape != batch \
             else test_train_covar
         resid = self.train_labels - self.train_prior_dist.mean
-        # label batches wider than the operators' (fantasies, several maps of one prior)
-        # become columns of one solve
+        # label batches wider than the operators' (fantasies) become columns of one solve
         extra = resid.shape[:resid.dim() - 1 - len(batch)] if resid.dim() - 1 > len(batch) \
             else torch.Size()
         resid = resid.expand(*extra, *batch, resid.shape[-1])
@@ -1079,9 +1041,7 @@ class GraphMaternPredictionStrategy(DefaultPredictionStrategy):
 
     def get_fantasy_strategy(self, inputs, targets, full_inputs, full_targets, full_output,
                              **kwargs):
-        """The strategy of the model with the fantasies as more observations: nothing is
-        cached between predictions (each one factors ``Q̃`` of all the observations), so
-        the new strategy is this class on the full data."""
+        """This class on the full data (fantasies included): nothing is cached to update."""
         fant_likelihood = self.likelihood.get_fantasy_likelihood(**kwargs)
         return self.__class__(train_inputs=full_inputs, train_prior_dist=full_output,
                               train_labels=full_targets, likelihood=fant_likelihood)
@@ -1098,16 +1058,12 @@ class GraphMaternKernel(Kernel):
         k(x_i, x_j) = \frac{[Q_\nu(\kappa)^{-1}]_{ij}}{\bar v}, \qquad
         Q_\nu(\kappa) = K (C^{-1}K)^{\nu-1},\; K = \kappa^2 C + G,
 
-    with ``v̄`` a normalisation (``normalize``). By default (``"fixed"``) ``v̄`` is the
-    constant ``v̄(κ_h)``, the mean prior variance ``[Q⁻¹]_rr`` over ``n_reference`` nodes
-    at ``κ_h = 1/(10h)`` (``h`` the graph's spacing), so that an outputscale of the data's
-    variance is a sensible start in any units and the outputscale is the amplitude dense
-    data identify (only ``σ² κ^{2ν-d}`` is, Zhang 2004), learnt nearly independently of
-    ``κ``. With ``"variance"``, ``v̄ = v̄(κ)`` and the outputscale is the prior variance at
-    every ``κ``: interpretable, but strongly correlated with ``κ`` in the evidence (suited to
-    few, scattered observations). ``"none"``: ``Q_ν(κ)⁻¹`` in the graph's given units.
-    Covariances are sparse-solve operators; an ``ExactGP`` goes through the sparse posterior
-    precision (:mod:`flgp.kernels.graph_matern`).
+    with ``v̄`` a normalisation (``normalize``): by default the mean prior variance
+    ``[Q⁻¹]_rr`` over ``n_reference`` nodes at ``κ_h = 1/(10h)`` (``h`` the graph's spacing),
+    so the outputscale is the amplitude dense data identify (``σ² κ^{2ν-d}``, Zhang 2004).
+    Covariances are sparse-solve operators (:mod:`flgp.kernels.graph_matern`). Wrap the
+    kernel in ``gpytorch.kernels.ScaleKernel`` for an outputscale; each ``batch_shape``
+    member (e.g. several maps on one graph) has its own ``κ²`` and factor.
 
     Parameters
     ----------
@@ -1115,62 +1071,50 @@ class GraphMaternKernel(Kernel):
         A lattice, mesh or k-NN graph (:func:`flgp.graph.lattice_graph`,
         :func:`flgp.graph.mesh_graph`, :func:`flgp.graph.knn_point_graph`).
     nu : int, default=2
-        The Matérn order ``ν >= 1`` (fill, and the cost of a factorisation, grow with it).
+        The Matérn order ``ν >= 1`` (fill and factorisation cost grow with it).
     inputs : {"coordinates", "index"}, default="coordinates"
-        How inputs name nodes: their coordinates (``... x N x p``, the rows of
-        ``graph.points``, looked up to a thousandth of the graph's spacing), or node
-        indices as a float tensor ``... x N x 1``. Anything else is a ``ValueError``.
+        Inputs are node coordinates (``... x N x p``, rows of ``graph.points``, matched to a
+        thousandth of the spacing) or node indices as a float tensor ``... x N x 1``;
+        anything else is a ``ValueError``.
     kappa2 : float, optional
-        Initial ``κ²`` in the units of ``graph.points`` (``1 / length²``); default
-        ``(10 h)^{-2}`` with ``h`` the graph's spacing.
+        Initial ``κ²`` in the units of ``graph.points``; default ``(10 h)^{-2}``.
     kappa2_prior : gpytorch.priors.Prior, optional
     kappa2_constraint : gpytorch.constraints.Interval, default=Positive(exp/log)
-        ``κ²`` spans orders of magnitude: the default optimises ``log κ²``.
+        The default optimises ``log κ²``.
     normalize : {"fixed", "variance", "none"}, default="fixed"
-        The normalisation ``v̄`` (see above). With ``"none"`` at high orders or far from
-        unit scales the entries are far from 1 (``Q⁻¹`` scales as ``length^{2ν}``): in
-        float32 an amplitude or prior variance out of range is a ``ValueError``.
+        ``"fixed"``: ``v̄ = v̄(κ_h)`` (see above); ``"variance"``: ``v̄ = v̄(κ)``, the
+        outputscale is the prior variance at every ``κ`` (but correlated with ``κ``);
+        ``"none"``: ``Q_ν(κ)⁻¹`` in the graph's units. In float32 an amplitude or prior
+        variance out of range is a ``ValueError``.
     n_reference : int, default=2
-        Reference nodes of the normalisation, ``floor((i + ½) n / n_reference)``
-        (:attr:`reference_nodes`): ``ν`` solves each, once (``"fixed"``) or every step
-        (``"variance"``). Prior variances differ between nodes (largest on the boundary),
-        so the normalised variance is 1 only to within tens of per cent.
+        Reference nodes of the normalisation (:attr:`reference_nodes`), ``ν`` solves each,
+        once (``"fixed"``) or every step (``"variance"``). Prior variances vary between
+        nodes, so the normalised variance is 1 only to within tens of per cent.
     trace_estimator : {"auto", "exact", "stochastic"}, default="auto"
         The log-determinant's gradient: exact while (observed nodes) x (nodes) is at most
         ``EXACT_TRACE_WORK``, else estimated (module notes).
     n_probes : int, default=4
-        Draws of the stochastic estimator (one half-solve with the factor of ``Q̃`` each).
+        Draws of the stochastic estimator (>= 2).
     n_variance_samples : int, default=64
-        Draws of the Rao-Blackwellised variances (prior and predictive) of more than
-        ``EXACT_VARIANCE_ROWS`` nodes (exact below): relative standard error at most
-        ``sqrt(2 / n_variance_samples)`` (0.18 at 64), as in
-        :func:`flgp.precision.gaussian.rbmc_variances`.
+        Draws for the Rao-Blackwellised variances of more than ``EXACT_VARIANCE_ROWS`` nodes
+        (relative standard error at most ``sqrt(2 / n_variance_samples)``,
+        :func:`flgp.precision.gaussian.rbmc_variances`).
     random_state : int, default=0
         Seeds the probes (with the hyperparameters' values) and the Monte Carlo variances.
     solver : {"auto", "cholesky", "cg"}, default="auto"
-        How the solves that need no log-determinant run - the prior's (``Q⁻¹B``) and the
-        posterior's (``Q̃⁻¹B``): ``"cholesky"`` with CHOLMOD's factors on the CPU; ``"cg"``
-        by Jacobi-preconditioned conjugate gradients on the hyperparameters' device (to
-        ``CG_RTOL``; :class:`CGNotConvergedError` otherwise); ``"auto"``: ``"cg"`` on a
-        CUDA device, else ``"cholesky"``. The log-determinant, its gradient's estimator
-        and the Monte Carlo variances always use the CPU factors.
+        How the solves ``Q⁻¹B`` and ``Q̃⁻¹B`` run: ``"cholesky"``, CHOLMOD on the CPU;
+        ``"cg"``, Jacobi-preconditioned conjugate gradients on the hyperparameters' device
+        (:class:`CGNotConvergedError` if they miss ``CG_RTOL``); ``"auto"``, ``"cg"`` on
+        CUDA, else ``"cholesky"``. Log-determinants, trace estimates and Monte Carlo
+        variances always use the CPU factors.
 
     Attributes
     ----------
     kappa2 : Tensor (``*batch_shape x 1 x 1``)
         ``κ²`` in the units of ``graph.points``; settable.
     trace_diagnostics : dict or None
-        The last backward pass's traces: estimator, probes, the value and standard error
-        of ``Δ = ∂log|K_XX + D|/∂κ²`` (graph's own units; ``κ²Δ`` is per unit of
-        ``log κ²``) and of ``Σ_u w_u (Q̃⁻¹)_uu``.
-
-    Notes
-    -----
-    There is no outputscale: wrap the kernel in ``gpytorch.kernels.ScaleKernel`` (folded
-    into the sparse operator). ``κ`` is exposed in the units of the graph's points; every
-    matrix is built on ``graph.in_own_units()``, where ``κ²`` is of order 1
-    (``κ²_own = κ² · length²``). ``batch_shape`` gives each batch member (e.g. several maps
-    on one graph, ``train_y`` of shape ``b x m``) its own ``κ²`` and factor.
+        The last backward pass's traces: estimator, probes, value and standard error of
+        ``Δ = ∂log|K_XX + D|/∂κ²`` (graph's own units) and of ``Σ_u w_u (Q̃⁻¹)_uu``.
 
     Examples
     --------
@@ -1249,7 +1193,7 @@ class GraphMaternKernel(Kernel):
     # -- the hyperparameter ------------------------------------------------------------
     @property
     def kappa2(self) -> torch.Tensor:
-        """``κ²`` (``*batch_shape x 1 x 1``) in the units of the graph's points."""
+        """``κ²`` (``*batch_shape x 1 x 1``) in the units of ``graph.points``."""
         return self.raw_kappa2_constraint.transform(self.raw_kappa2)
 
     @kappa2.setter
@@ -1275,8 +1219,7 @@ class GraphMaternKernel(Kernel):
 
     @property
     def reference_nodes(self) -> np.ndarray:
-        """The nodes ``r`` of the normalisation ``v̄(κ) = mean_r [Q⁻¹]_rr``:
-        ``floor((i + ½) n / n_reference)``, ``i = 0 .. n_reference - 1``."""
+        """The nodes ``r`` of ``v̄(κ) = mean_r [Q⁻¹]_rr``: ``floor((i + ½) n / n_reference)``."""
         return self._engine.reference.copy()
 
     # -- inputs to nodes ----------------------------------------------------------------
@@ -1294,16 +1237,14 @@ class GraphMaternKernel(Kernel):
         return idx
 
     def own_hyperparameters(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(κ²_own, a)``, each of shape ``*batch_shape``: the kernel is ``a Q_ν(κ²_own)⁻¹``
-        on :attr:`graph` (the graph in its own units) - what :mod:`flgp.precision` works
-        with. A model ``ScaleKernel(kernel)`` with outputscale ``s`` and noise ``σ²`` is
-        :class:`flgp.precision.MaternRegression` on :attr:`graph` at ``κ² = κ²_own`` and
-        ``r = σ² / (s a)``, with amplitude ``s a``."""
+        """``(κ²_own, a)`` (``*batch_shape``): the kernel is ``a Q_ν(κ²_own)⁻¹`` on
+        :attr:`graph`. ``ScaleKernel(kernel)`` with outputscale ``s`` and noise ``σ²`` is
+        :class:`flgp.precision.MaternRegression` on :attr:`graph` at ``κ²_own``,
+        ``r = σ² / (s a)`` and amplitude ``s a``."""
         return self._own(self.raw_kappa2.dtype)
 
     def _own(self, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(κ²_own, a)`` of shape ``*batch_shape``: ``κ²`` in the graph's own units and the
-        amplitude of ``Q_own⁻¹`` (``1 / v̄``, or the unit factor without normalisation)."""
+        """:meth:`own_hyperparameters` in ``dtype`` (``a = 1 / v̄`` or the unit factor)."""
         k2 = self.kappa2.to(dtype).squeeze(-1).squeeze(-1) * self._length2
         self._check_range(k2, dtype)
         if self.normalize == "none":
@@ -1315,9 +1256,7 @@ class GraphMaternKernel(Kernel):
         return k2, _stack(scales, k2.shape)
 
     def _check_range(self, k2, dtype) -> None:
-        """Refuse, with what to change, an amplitude or prior variance that ``dtype``
-        cannot hold (float32 at high orders or far from unit scales: ``Q_own⁻¹`` and its
-        amplitude are each far from 1 even where their product is not)."""
+        """A ``ValueError`` where ``dtype`` cannot hold the amplitude or prior variance."""
         if dtype == torch.float64:
             return
         info = torch.finfo(dtype)
@@ -1341,8 +1280,7 @@ class GraphMaternKernel(Kernel):
                            ", use normalize='fixed', or rescale the points") + ".")
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False, **params):
-        """Covariance ``... x N x M`` of the nodes ``x1`` and ``x2`` (a
-        :class:`GraphMaternCovariance`), or its diagonal ``... x N`` with ``diag=True``."""
+        """A :class:`GraphMaternCovariance` ``... x N x M``, or its diagonal with ``diag``."""
         if params.get("last_dim_is_batch"):
             raise ValueError("GraphMaternKernel does not take last_dim_is_batch: its inputs "
                              "are graph nodes, not independent dimensions.")

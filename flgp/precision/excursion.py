@@ -1,32 +1,27 @@
-r"""Excursion sets of a Gaussian posterior from its joint distribution (Bolin and
-Lindgren 2015); the user guide, with the method in words, is docs/excursions.md.
+r"""Excursion sets of a Gaussian posterior from its joint draws (Bolin and Lindgren 2015;
+user guide, with the method in words: docs/excursions.md).
 
 For a level ``u``, the *excursion set* ``E_α`` is the largest set ``D`` of candidate nodes
 with ``P(f > u on all of D | data) ≥ 1 - α``; the *excursion function*
 ``F(s) = sup{1 - α : s ∈ E_α}`` gives every ``α`` at once, and ``F(s) ≤ p(s)``, the
 marginal probability ``P(f(s) > u | data)``. The side ``f < u`` is ``-f`` at ``-u``.
 
-The candidates are Bolin and Lindgren's marginal ordering: the nodes sorted by decreasing
-``(μ(s) - u) / σ(s)``, ``s_1, s_2, ...``, and their prefixes ``D_k``, whose joint
-probabilities
+The candidates are the prefixes ``D_k`` of Bolin and Lindgren's marginal ordering ``s_1,
+s_2, ...`` (decreasing ``(μ(s) - u) / σ(s)``, from given standard deviations, not the
+draws), with decreasing joint probabilities
 
-.. math:: P_k = P(f(s_1) > u, \dots, f(s_k) > u \mid \text{data})
+.. math:: P_k = P(f(s_1) > u, \dots, f(s_k) > u \mid \text{data}) = F(s_k).
 
-decrease with ``k``; ``F(s_k) = P_k``. With ``S`` joint draws and ``T_j`` the first
-position at which draw ``j`` does not exceed ``u``, ``\hat P_k = \#\{j : T_j > k\} / S``
-estimates every ``P_k`` from one histogram: unbiased, non-increasing, binomial standard
-error ``\sqrt{P_k (1 - P_k) / S}``. The reported set uses the one-sided Clopper-Pearson
-lower bound ``L_k`` at confidence ``Φ(n_sd)``; the counts are nested, so it overshoots only
-if the one bound at the first ``k`` with ``P_k < 1 - α`` fails: with probability at least
-``Φ(n_sd)`` over the draws its joint posterior probability is at least ``1 - α``. The
-order comes from given standard deviations, not from the draws.
+With ``S`` draws and ``T_j`` the first position where draw ``j`` does not exceed ``u``,
+``\hat P_k = \#\{j : T_j > k\} / S`` (unbiased, non-increasing, binomial standard error
+``\sqrt{P_k (1 - P_k) / S}``). The set uses the one-sided Clopper-Pearson lower bound
+``L_k`` at confidence ``Φ(n_sd)``; as the counts are nested, with probability at least
+``Φ(n_sd)`` over the draws its joint posterior probability is at least ``1 - α``.
 
 Nodes with ``p(s) < F_lim`` have ``F < F_lim`` (Bolin and Lindgren's ``F.limit``), so only
-the candidates ``T`` (:func:`candidate_nodes`) need drawing. With ``T`` eliminated last
-(:func:`~flgp.precision.cholesky.fill_reducing_order` on the others, then on ``T``), the
-factor's trailing block ``L₂₂`` has ``L₂₂ L₂₂ᵀ`` the marginal precision of ``f_T``, so
-``L₂₂⁻ᵀ z`` is an exact joint draw of ``T`` by a dense triangular solve (CHOLMOD's
-postordering may move a few other nodes into the block; they are drawn too).
+the candidates ``T`` (:func:`candidate_nodes`) need drawing: with ``T`` eliminated last, the
+factor's trailing block ``L₂₂`` has ``L₂₂ L₂₂ᵀ`` the marginal precision of ``f_T``, and
+``L₂₂⁻ᵀ z`` is an exact joint draw (CHOLMOD's postordering may add a few other nodes).
 
 References
 ----------
@@ -54,19 +49,16 @@ __all__ = ["ExcursionFunction", "ExcursionSet", "PosteriorDraws", "excursion_fun
            "graph_matern_posterior_draws", "candidate_nodes", "dense_block_max_nodes", "SIDES", "UNREACHABLE_PROBABILITY"]
 
 SIDES = (">", "<")
-# a level no node reaches with marginal probability above this is beyond the posterior:
-# excursion_function warns and returns empty sets
+# excursion_function warns (empty sets) where no marginal probability exceeds this
 UNREACHABLE_PROBABILITY = 1e-12
-# a block of draws holds at most this many numbers (32 MiB), and at least MIN_BLOCK draws
+# numbers in a block of draws (32 MiB); at least MIN_BLOCK draws
 BLOCK_NUMBERS = 1 << 22
 MIN_BLOCK = 8
-# candidate nodes are drawn alone, from a dense trailing block of the factor, up to this
-# many (factorisation ~k³/3 flops, a draw k²) ...
+# candidates are drawn from a dense trailing block up to this many (~k³/3 flops) ...
 DENSE_BLOCK_MAX_NODES = 6000
 # ... and while k n is at most this: eliminating k nodes last fills up to k (n - k) entries
 DENSE_BLOCK_MAX_FILL = 5e7
-# marginal_sd: exact (one solve a node) up to this many nodes, else Rao-Blackwellised
-# Monte Carlo with RBMC_SAMPLES draws (a variance's relative standard error ~2-4 %)
+# marginal_sd: exact up to this many nodes, else RBMC with RBMC_SAMPLES draws (~2-4 % error)
 EXACT_SD_MAX_NODES = 2048
 RBMC_SAMPLES = 256
 
@@ -79,18 +71,13 @@ class ExcursionSet:
     ----------
     mask : ndarray of bool (n,)
         The nodes of ``E_α``.
-    alpha : float
-    level : float
-        ``u``.
+    alpha, level : float
+        ``α`` and ``u``.
     side : {">", "<"}
     n_nodes_in_set : int
-    joint_probability : float
-        ``\\hat P_K``, the Monte Carlo estimate of the set's joint probability (1 for an
-        empty set).
-    joint_se : float
-        Its binomial standard error.
-    joint_lower : float
-        Its Clopper-Pearson lower bound (``≥ 1 - α`` by construction for a non-empty set).
+    joint_probability, joint_se, joint_lower : float
+        ``\\hat P_K``, its binomial standard error and its Clopper-Pearson lower bound
+        (``≥ 1 - α``); 1, 0 and 1 for an empty set.
     function : ExcursionFunction
         The excursion function it was read from.
     """
@@ -117,31 +104,23 @@ class ExcursionFunction:
     side : {">", "<"}
         ``">"``: the sets where ``f > u``; ``"<"``: where ``f < u``.
     marginal : ndarray (n,)
-        The marginal probabilities ``P(f(s) > u | data)`` (``< u`` for ``side="<"``),
-        ``Φ((μ - u) / σ)`` - node by node, not joint.
+        Each node's marginal probability ``Φ((μ - u) / σ)`` of lying on ``side`` (not joint).
     order : ndarray of int (n,)
         The nodes by decreasing marginal probability: ``order[k - 1]`` is ``s_k``.
-    joint : ndarray (n,)
-        ``\\hat P_k`` at ``joint[k - 1]``: the fraction of draws exceeding at all of
-        ``s_1, ..., s_k``; non-increasing; NaN beyond :attr:`n_computed`.
-    joint_se : ndarray (n,)
-        Binomial standard errors ``sqrt(P_k (1 - P_k) / S)`` at the estimate.
-    joint_lower : ndarray (n,)
-        One-sided Clopper-Pearson lower bounds at confidence ``Φ(n_sd)``; non-increasing.
-    F : ndarray (n,)
-        The excursion function at each node, ``F(s_k) = \\hat P_k``.
-    F_lower : ndarray (n,)
-        Its conservative counterpart ``L_k`` at ``s_k``: ``E_α = {F_lower ≥ 1 - α}``.
+    joint, joint_se, joint_lower : ndarray (n,)
+        At ``[k - 1]``: ``\\hat P_k``, the fraction of draws exceeding at all of ``s_1, ...,
+        s_k``, its binomial standard error and its one-sided Clopper-Pearson lower bound
+        ``L_k`` at confidence ``Φ(n_sd)``; non-increasing; NaN beyond :attr:`n_computed`.
+    F, F_lower : ndarray (n,)
+        By node: ``F(s_k) = \\hat P_k`` and ``L_k``; ``E_α = {F_lower ≥ 1 - α}``.
     n_samples : int
         ``S``, the posterior draws.
     n_sd : float
-        The lower bounds' confidence is ``Φ(n_sd)``.
     n_computed : int
-        The positions ``k`` with ``P_k`` computed (a prefix of :attr:`order`; ``n`` unless
-        only candidate nodes were drawn).
+        The positions ``k`` with ``P_k`` computed (``n`` unless only candidates were drawn).
     F_limit : float
         Where ``n_computed < n``: the marginal probability of ``s_{n_computed + 1}``, an
-        upper bound on ``F`` (NaN there) at every node not computed; else 0.
+        upper bound on ``F`` (NaN there) at the nodes not computed; else 0.
     """
 
     level: float
@@ -178,8 +157,7 @@ class ExcursionFunction:
         return out
 
     def set_size(self, alpha) -> int:
-        """``K``: the number of nodes of ``E_α``, the largest ``k`` with
-        ``L_k ≥ 1 - α`` (0 if none)."""
+        """``K = |E_α|``, the largest ``k`` with ``L_k ≥ 1 - α`` (0 if none)."""
         alpha = _checked_alpha(alpha)
         K = self.n_computed
         # joint_lower is non-increasing: the nodes with L_k >= 1 - α are a prefix
@@ -191,8 +169,7 @@ class ExcursionFunction:
         return size
 
     def set_at(self, alpha) -> ExcursionSet:
-        """The excursion set ``E_α``, conservative at the Monte Carlo error (module
-        notes): the first ``K`` nodes of :attr:`order`, ``K`` from :meth:`set_size`."""
+        """``E_α``: the first :meth:`set_size` nodes of :attr:`order` (module notes)."""
         K = self.set_size(alpha)
         mask = np.zeros(self.n_nodes, dtype=bool)
         mask[self.order[:K]] = True
@@ -250,9 +227,8 @@ def _checked_vector(values, name: str, n=None, what="") -> np.ndarray:
 
 
 def _clopper_pearson_lower(counts: np.ndarray, n_samples: int, n_sd: float) -> np.ndarray:
-    """One-sided Clopper-Pearson lower bounds of binomial proportions at confidence
-    ``Φ(n_sd)``: the ``1 - Φ(n_sd)`` quantile of ``Beta(x, S - x + 1)`` (0 at ``x = 0``);
-    non-decreasing in ``x``."""
+    """One-sided Clopper-Pearson lower bounds at confidence ``Φ(n_sd)``: the ``1 - Φ(n_sd)``
+    quantile of ``Beta(x, S - x + 1)`` (0 at ``x = 0``)."""
     tail = float(ndtr(-n_sd))
     values, inverse = np.unique(counts, return_inverse=True)
     lower = np.zeros(values.size)
@@ -263,8 +239,7 @@ def _clopper_pearson_lower(counts: np.ndarray, n_samples: int, n_sd: float) -> n
 
 
 def _standardised(mean, sd, u, sign):
-    """``±(μ - u) / σ`` (``±∞`` where ``σ = 0``): large where ``f`` is likely on the side
-    asked (``sign`` +1 for ``>``, -1 for ``<``)."""
+    """``sign (μ - u) / σ`` (``±∞`` where ``σ = 0``)."""
     gap = sign * (mean - u)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(sd > 0, gap / np.where(sd > 0, sd, 1.0),
@@ -272,10 +247,9 @@ def _standardised(mean, sd, u, sign):
 
 
 def candidate_nodes(mean, sd, u, side: str = ">", F_limit: float = 0.5) -> np.ndarray:
-    """The nodes whose marginal probability of ``f`` on ``side`` of ``u`` is at least
-    ``F_limit`` (at least one node), by decreasing probability: a prefix of
-    :func:`excursion_function`'s order holding every node where ``F`` can reach
-    ``F_limit`` - the ``nodes`` to draw for ``F`` down to ``F_limit``."""
+    """The nodes (at least one) whose marginal probability of ``f`` on ``side`` of ``u`` is
+    at least ``F_limit``, in :func:`excursion_function`'s order: the ``nodes`` to draw for
+    ``F`` down to ``F_limit``."""
     u, side = _checked_level(u), _checked_side(side)
     mean = _checked_vector(mean, "mean")
     sd = _checked_vector(sd, "sd", mean.size)
@@ -289,7 +263,7 @@ def candidate_nodes(mean, sd, u, side: str = ">", F_limit: float = 0.5) -> np.nd
 
 
 def _blocks(draws):
-    """The blocks ``(n, b)`` of an array of draws (itself) or an iterable of blocks."""
+    """An array of draws as one block, or the blocks of an iterable."""
     if isinstance(draws, np.ndarray):
         yield draws
         return
@@ -299,8 +273,8 @@ def _blocks(draws):
 
 def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
                        n_sd: float = 2.0, nodes=None) -> ExcursionFunction:
-    """The excursion function of a Gaussian posterior at level ``u``, by Monte Carlo over
-    its joint draws (Bolin and Lindgren 2015; module notes).
+    """The excursion function of a Gaussian posterior at level ``u`` by Monte Carlo over its
+    joint draws (Bolin and Lindgren 2015; module notes).
 
     Parameters
     ----------
@@ -316,14 +290,13 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
     sd : array-like (n,), optional
         Posterior standard deviations (``≥ 0``) that order the nodes and give the marginal
         probabilities. Default: ``draws.marginal_sd()`` for a :class:`PosteriorDraws`,
-        else the draws' own standard deviations about ``mean`` (an array of draws only).
+        else the standard deviations of an array of draws about ``mean``.
     n_sd : float, default=2.0
-        Confidence ``Φ(n_sd)`` of the lower bounds that :meth:`ExcursionFunction.set_at`
-        uses (2: 97.7 %).
+        Confidence ``Φ(n_sd)`` of the lower bounds (2: 97.7 %).
     nodes : array-like of int, optional
-        The nodes the rows of ``draws`` hold (default: every node, in order; a
-        :class:`PosteriorDraws` brings its own). ``P_k`` is computed on the longest prefix
-        of the order they cover, NaN beyond.
+        The nodes the rows of ``draws`` hold (default: every node, in order, or a
+        :class:`PosteriorDraws`'s own). ``P_k`` is computed on the longest prefix of the
+        order they cover, NaN beyond.
 
     Returns
     -------
@@ -332,10 +305,9 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
     Raises
     ------
     ValueError
-        On a non-finite ``u``, a side other than ``">"`` or ``"<"``, non-finite means,
-        standard deviations or draws, negative standard deviations, mismatched shapes. A
-        ``u`` that no node reaches with marginal probability above
-        ``UNREACHABLE_PROBABILITY`` only warns: its sets are empty.
+        On a non-finite ``u``, means, standard deviations or draws, a bad ``side``, negative
+        standard deviations or mismatched shapes. A ``u`` that no node reaches with marginal
+        probability above ``UNREACHABLE_PROBABILITY`` only warns: its sets are empty.
 
     Examples
     --------
@@ -403,7 +375,7 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
         raise ValueError(f"the drawn nodes do not hold node {int(order[0])}, the first in "
                          f"the order (the largest marginal probability); draw it.")
     prefix_rows = row_of[order[:K]]
-    # the histogram of T_j, the first position (0-based) at which draw j fails to exceed
+    # the histogram of T_j, the first position (0-based) where draw j fails to exceed
     first_failure = np.zeros(K + 1, dtype=np.int64)
     n_samples = 0
     for block in _blocks(draws):
@@ -421,7 +393,7 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
     if n_samples == 0:
         raise ValueError("draws hold no posterior draw; give at least one (thousands for "
                          "joint probabilities near 0.95).")
-    # exceeding at all of s_1..s_k: T_j >= k (0-based first failure at position k or later)
+    # exceeding at all of s_1..s_k: T_j >= k (0-based)
     counts = np.cumsum(first_failure[::-1])[::-1][1:]
     joint, joint_se, joint_lower = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     joint[:K] = counts / n_samples
@@ -434,26 +406,23 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
 
 
 class PosteriorDraws:
-    """Joint draws of a graph Matérn posterior, block by block (built by
-    :func:`graph_matern_posterior_draws`).
+    """Joint draws of a graph Matérn posterior, block by block
+    (from :func:`graph_matern_posterior_draws`).
 
     The posterior of ``f ~ N(0, A Q_ν(κ)⁻¹)`` observed at nodes ``o`` with noise variance
     ``A r`` is ``N(μ, A Q̃⁻¹)``, ``Q̃ = Q_ν(κ) + Pᵀ P / r``. A draw is ``μ + √A Pᵀ L⁻ᵀ z``,
-    ``z ~ N(0, I)``, ``L`` the Cholesky factor of ``Q̃``
-    (:meth:`~flgp.precision.PatternCholesky.sample`), or ``L₂₂⁻ᵀ z`` from a trailing block
-    for some nodes only (module notes). Iterating yields ``(len(nodes), b)`` blocks, the
-    same on every pass; the draws depend on ``random_state`` and ``block_size``.
+    ``z ~ N(0, I)``, ``L`` the Cholesky factor of ``Q̃``, or ``L₂₂⁻ᵀ z`` from a trailing
+    block (module notes). Iterating yields ``(len(nodes), b)`` blocks, the same on every
+    pass; the draws depend on ``random_state`` and ``block_size``.
 
     Attributes
     ----------
     nodes : ndarray of int or None
         The nodes the rows hold; None: every node, in order.
     n_nodes, n_samples, block_size : int
-        ``n_nodes``: the rows of a draw.
     mean : ndarray (n_nodes,)
     amplitude : float
-        ``A`` in the graph's own units (:meth:`flgp.graph.PointGraph.in_own_units`), where
-        ``Q̃`` is factored.
+        ``A`` in the graph's own units (:meth:`flgp.graph.PointGraph.in_own_units`).
     """
 
     def __init__(self, sampler, mean, amplitude, n_samples, block_size, random_state,
@@ -483,14 +452,14 @@ class PosteriorDraws:
 
     @property
     def precision(self):
-        """``Q̃`` (sparse, unit amplitude, on the graph in its own units; every node): the
-        posterior covariance is ``amplitude * Q̃⁻¹``."""
+        """``Q̃`` (sparse, every node, own units): the posterior covariance is
+        ``amplitude * Q̃⁻¹``."""
         return self._precision
 
     def marginal_sd(self) -> np.ndarray:
-        """The rows' posterior standard deviations ``sqrt(A diag(Q̃⁻¹))``, computed once:
-        exact from a dense block or up to ``EXACT_SD_MAX_NODES`` nodes, else by
-        :func:`~flgp.precision.rbmc_variances` (``RBMC_SAMPLES`` draws of their own)."""
+        """The rows' posterior standard deviations ``sqrt(A diag(Q̃⁻¹))`` (cached): exact
+        from a dense block or up to ``EXACT_SD_MAX_NODES`` nodes, else
+        :func:`~flgp.precision.rbmc_variances` with ``RBMC_SAMPLES`` draws."""
         if self._sd is None:
             self._sd = np.sqrt(self.amplitude * np.maximum(
                 self._sampler.variances(self._precision, self.random_state), 0.0))
@@ -525,24 +494,22 @@ class _TrailingBlock:
         return solve_triangular(self.block, z, lower=True, trans="T", check_finite=False)
 
     def variances(self, precision, random_state):
-        # Σ_TT = L₂₂⁻ᵀ L₂₂⁻¹: its diagonal, the squared column norms of L₂₂⁻¹
+        # diag(Σ_TT) = diag(L₂₂⁻ᵀ L₂₂⁻¹): the squared column norms of L₂₂⁻¹
         inverse = solve_triangular(self.block, np.eye(self.block.shape[0]), lower=True,
                                    check_finite=False)
         return np.einsum("ij,ij->j", inverse, inverse)
 
 
 def dense_block_max_nodes(n_nodes: int) -> int:
-    """The most candidate nodes drawn from a dense trailing block on a graph of
-    ``n_nodes`` nodes (``DENSE_BLOCK_MAX_NODES``, ``DENSE_BLOCK_MAX_FILL``); more are drawn
-    through the whole factor."""
+    """The most candidate nodes drawn from a dense trailing block on a graph of ``n_nodes``
+    nodes; more are drawn through the whole factor."""
     return int(min(DENSE_BLOCK_MAX_NODES, DENSE_BLOCK_MAX_FILL // max(int(n_nodes), 1)))
 
 
 def _trailing_factor(family, values, candidates):
-    """``(nodes, L₂₂)``: the dense trailing block of the Cholesky factor of the matrix with
-    lower-triangle ``values`` on ``family``'s pattern, ``candidates`` eliminated last, and
-    the nodes it holds (the shortest suffix of the final order holding every candidate);
-    None where that suffix exceeds ``2 DENSE_BLOCK_MAX_NODES`` rows."""
+    """``(nodes, L₂₂)``: the dense trailing block of the factor (lower ``values`` on
+    ``family``'s pattern) with ``candidates`` eliminated last, and the nodes it holds; None
+    where that block exceeds ``2 DENSE_BLOCK_MAX_NODES`` rows."""
     import scipy.sparse as sp
     from cvxopt import amd
 
@@ -575,7 +542,7 @@ def _trailing_factor(family, values, candidates):
     where[final] = np.arange(n)
     start = int(where[candidates].min())
     if n - start > 2 * DENSE_BLOCK_MAX_NODES:
-        return None                     # the postorder spread them out: not worth a block
+        return None                     # the postorder spread them out
     L = cholmod.getfactor(factor)
     colptr, rowind, entries = (np.asarray(a).ravel() for a in L.CCS)
     k = n - start
@@ -590,19 +557,17 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
                                  mean=None, n_samples: int = 1000, nodes=None,
                                  block_size=None, random_state=0) -> PosteriorDraws:
     """Joint draws of the graph Matérn posterior ``N(μ, A (Q_ν(κ) + Pᵀ P / r)⁻¹)`` on the
-    nodes of ``graph`` (or some of them), in blocks, from the sparse Cholesky factor of its
-    precision.
+    nodes of ``graph`` (or some), in blocks, from the sparse Cholesky factor of its precision.
 
     Parameters
     ----------
     graph : flgp.graph.PointGraph
-        The graph; the factor is formed in its own units
-        (:meth:`~flgp.graph.PointGraph.in_own_units`).
+        Factored in its own units (:meth:`~flgp.graph.PointGraph.in_own_units`).
     nu : int
         The order ``ν`` (:mod:`flgp.precision.matern`).
     kappa2, ratio : float
-        ``κ² > 0`` and ``r > 0``, the noise variance over ``A``, in the graph's units (a
-        fitted ``GraphMaternPrior``'s ``kappa_ ** 2`` and ``noise_ / outputscale_``).
+        ``κ² > 0`` and ``r > 0`` (noise variance over ``A``) in the graph's units: a fitted
+        ``GraphMaternPrior``'s ``kappa_ ** 2`` and ``noise_ / outputscale_``.
     observed : array-like of int (m,)
         The observed nodes (distinct).
     amplitude : float, default=1.0
@@ -612,15 +577,13 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
     n_samples : int, default=1000
         ``S`` (standard error 0.0069 for a joint probability near 0.95).
     nodes : array-like of int, optional
-        Draw only these nodes (and any others the factor's ordering puts among them: the
-        result's ``nodes``) from a dense trailing block (module notes); every node where
-        they exceed :func:`dense_block_max_nodes` or the block ``2 DENSE_BLOCK_MAX_NODES``
-        rows. Default: every node.
+        Draw only these (and any the ordering puts among them: the result's ``nodes``) from a
+        dense trailing block (module notes); every node, the default, beyond
+        :func:`dense_block_max_nodes` or a block of ``2 DENSE_BLOCK_MAX_NODES`` rows.
     block_size : int, optional
         Draws a block (default ``BLOCK_NUMBERS / rows``, clipped to 8..1024).
     random_state : int or None, default=0
-        Seeds the draws; every pass re-seeds, so passes repeat (None: fresh entropy, fixed
-        at construction).
+        Seeds every pass, so passes repeat (None: fresh entropy, fixed at construction).
 
     Returns
     -------
@@ -630,7 +593,7 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
     ------
     ValueError
         On a graph beyond a sparse factor's reach (:func:`~flgp.precision.gaussian.factors`)
-        and on hyperparameters out of range.
+        or hyperparameters out of range.
     """
     n = int(graph.n_nodes)
     if not factors(n):
@@ -649,8 +612,8 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
         if nodes.size == 0:
             raise ValueError("nodes must name at least one node to draw.")
     n_samples, block_size, random_state = draw_settings(n_samples, block_size, random_state)
-    # Q̃ on the graph in its own units (length ℓ, mass μ): Q_own = ℓ^{2ν} / μ · Q, so
-    # κ² ℓ², r μ / ℓ^{2ν} and A ℓ^{2ν} / μ give the same posterior
+    # own units (length ℓ, mass μ): Q_own = ℓ^{2ν} / μ · Q, so κ² ℓ², r μ / ℓ^{2ν} and
+    # A ℓ^{2ν} / μ give the same posterior
     length, mass = graph.own_units()
     own = graph.in_units(length, mass)
     log_factor = 2.0 * nu * np.log(length) - np.log(mass)
@@ -678,9 +641,8 @@ def graph_matern_posterior_draws(graph, nu, kappa2, ratio, observed, *, amplitud
 
 
 def draw_settings(n_samples, block_size, random_state) -> tuple:
-    """``(n_samples, block_size, random_state)`` of :class:`PosteriorDraws`, checked;
-    ``random_state`` None gives a fresh seed, ``block_size`` None ``BLOCK_NUMBERS`` numbers a
-    block (from ``MIN_BLOCK`` to 1024 draws)."""
+    """:class:`PosteriorDraws`'s ``(n_samples, block_size, random_state)``, checked
+    (``random_state`` None: a fresh seed)."""
     if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) \
             or n_samples < 1:
         raise ValueError(f"n_samples must be a whole number >= 1; got {n_samples!r}.")

@@ -2,8 +2,6 @@ r"""A population map from many subjects' maps on one graph: a two-level graph Ma
 its joint posterior from one sparse factor, and its hyperparameters from the data (user
 guide: docs/excursions.md, "A group map from many subjects").
 
-The model
----------
 ``S`` subject maps observed at every node of one graph (``n`` nodes, a common mask):
 
 .. math::
@@ -13,13 +11,9 @@ The model
     d_s \sim N(0, A_d Q_{\nu_d}(\kappa_d)^{-1}) \ \text{i.i.d.}, \quad
     \varepsilon_s \sim N(0, \sigma^2 I),
 
-``Q_ν(κ)`` the graph Matérn precision (:mod:`flgp.precision.matern`), ``g`` the group
-map, ``d_s`` subject ``s``'s deviation, one noise variance ``σ²`` for every subject
-(:func:`fit_group` warns where the subjects' roughness about the mean map spreads over more
-than a factor ``NOISE_SPREAD_WARNING``).
-
-The mean map ``ȳ = g + d̄ + ε̄`` is sufficient for ``g``; with ``c = S / σ²`` the posterior
-of ``x = (g, d̄)`` has the sparse ``2n × 2n`` precision
+``Q_ν(κ)`` the graph Matérn precision (:mod:`flgp.precision.matern`), one noise variance for
+every subject. The mean map ``ȳ = g + d̄ + ε̄`` is sufficient for ``g``; with ``c = S / σ²``
+the posterior of ``x = (g, d̄)`` has the sparse ``2n × 2n`` precision
 
 .. math::
 
@@ -28,28 +22,22 @@ of ``x = (g, d̄)`` has the sparse ``2n × 2n`` precision
 and mean ``(μ1, 0) + J⁻¹ c [ȳ - μ1; ȳ - μ1]``, factored once; ``g``'s mean, variances and
 joint draws are the first block.
 
-The likelihood
---------------
-With ``Σ_g = A_g Q_g⁻¹`` and ``Σ_w = A_d Q_d⁻¹ + σ² I``, a rotation of the subjects splits
-``log p(y_1, ..., y_S)`` into the mean term ``log N(ȳ; μ1, Σ_g + Σ_w/S) - (n/2) log S`` and
-the within term, ``S - 1`` independent ``N(0, Σ_w)`` maps (the deviations ``y_s - ȳ``,
-:class:`~flgp.precision.gaussian.MaternRegression`'s evidence with every node observed).
-The mean term comes from the factor of ``J``: with ``H = [I, I]``,
-``log |Σ_g + Σ_w/S| = -n log c + log |J| - log |Q_g/A_g| - log |S Q_d/A_d|`` and
-``rᵀ(Σ_g + Σ_w/S)⁻¹ r = c rᵀr - c² (Hᵀr)ᵀ J⁻¹ (Hᵀr)``.
+**The likelihood.** With ``Σ_g = A_g Q_g⁻¹``, ``Σ_w = A_d Q_d⁻¹ + σ² I`` and ``H = [I, I]``,
+a rotation of the subjects splits ``log p(y_1, ..., y_S)`` into the mean term
+``log N(ȳ; μ1, Σ_g + Σ_w/S) - (n/2) log S``, from the factor of ``J``
+(``log |Σ_g + Σ_w/S| = -n log c + log |J| - log |Q_g/A_g| - log |S Q_d/A_d|``,
+``rᵀ(Σ_g + Σ_w/S)⁻¹ r = c rᵀr - c² (Hᵀr)ᵀ J⁻¹ (Hᵀr)``), and the within term, ``S - 1``
+independent ``N(0, Σ_w)`` maps (from the deviations ``y_s - ȳ``).
 
-Hyperparameters from the data
------------------------------
-By maximum likelihood in two stages, each with the single-map fit's search
-(:func:`~flgp.precision.gaussian.search_steps`) and every kept order then polished by
-Nelder-Mead in ``(log κ², log r̃)`` (the within likelihood's ridges are narrower than the
-line searches resolve): (1) ``(ν_d, κ_d, A_d, σ²)`` from the within term, ``A_d`` profiled;
-(2) ``(ν_g, κ_g, A_g, μ)`` from the mean term at those values, ``μ`` profiled (generalised
-least squares), ``A_g`` searched as a noise-to-signal ratio ``r̃_g = v̄_w / (A_g v̄_g(κ_g))``
-(``v̄``: mean prior variances at a few nodes of ``Σ_w/S`` and ``Q_g⁻¹``). The estimates are
-plugged in. Graphs of more than ``2 SEARCH_MAX_NODES`` nodes are searched on a ball
+**Hyperparameters from the data**: maximum likelihood in two stages, each by the single-map
+search (:func:`~flgp.precision.gaussian.search_steps`) with every kept order polished by
+Nelder-Mead in ``(log κ², log r̃)`` (the ridges are narrower than the line searches
+resolve): (1) ``(ν_d, κ_d, A_d, σ²)`` from the within term, ``A_d`` profiled; (2) ``(ν_g,
+κ_g, A_g, μ)`` from the mean term, ``μ`` profiled, ``A_g`` searched as
+``r̃_g = v̄_w / (A_g v̄_g(κ_g))`` (``v̄``: mean prior variances of ``Σ_w/S`` and ``Q_g⁻¹``).
+Graphs of more than ``2 SEARCH_MAX_NODES`` nodes are searched on a ball
 (:func:`~flgp.precision.gaussian.search_subgraph`), then ``(κ_g, A_g)`` polished on the
-whole graph, since the group map's effects may lie outside the ball.
+whole graph, where ``g``'s effects may lie outside the ball. The estimates are plugged in.
 """
 
 from __future__ import annotations
@@ -72,19 +60,16 @@ __all__ = ["GroupParameters", "GroupPosterior", "fit_group", "group_log_likeliho
            "contrast_draws", "NOISE_SPREAD_WARNING"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
-# fit_group warns when the subjects' deviation maps differ in roughness by more than this
-# factor (one noise level is then a poor description)
+# fit_group warns when the subjects' roughness about ȳ spreads over more than this factor
 NOISE_SPREAD_WARNING = 4.0
-# the polish on the whole graph after a ball's search (polish_order), where each evaluation
-# costs a factor of the whole J: at most this many
+# evaluations (factors of the whole J) of the whole-graph polish after a ball's search
 WHOLE_GRAPH_POLISH_EVALUATIONS = 60
 
 
 @dataclass
 class GroupParameters:
-    """The hyperparameters of the two-level model (module notes), in the units of the
-    graph they go with (``κ²`` in ``1 / length²`` of its points; ``A`` the amplitude of
-    ``A Q_ν(κ)⁻¹`` built on that graph) and of the maps (``level``, ``noise``).
+    """The hyperparameters of the two-level model (module notes), in the units of their
+    graph (``κ²`` in ``1 / length²``; ``A`` of ``A Q_ν(κ)⁻¹`` on it) and of the maps.
 
     Attributes
     ----------
@@ -92,7 +77,7 @@ class GroupParameters:
         ``ν_g``, ``κ_g²``, ``A_g``: the group map's prior.
     level : float or None
         ``μ``, the group map's prior mean; None: its maximum-likelihood value given the
-        others (:class:`GroupPosterior` fills it in).
+        others (filled in by :class:`GroupPosterior`).
     nu_subject, kappa2_subject, amplitude_subject : int, float, float
         ``ν_d``, ``κ_d²``, ``A_d``: each subject's deviation's prior.
     noise : float
@@ -109,9 +94,8 @@ class GroupParameters:
     noise: float
 
     def in_units(self, length: float, mass: float) -> "GroupParameters":
-        """The same model on ``graph.in_units(length, mass)``: there ``Q_ν`` is
-        ``length^{2ν} / mass`` times this graph's, so ``κ²`` is multiplied by ``length²``
-        and ``A`` by ``length^{2ν} / mass`` (``A Q⁻¹``, the covariance, is unchanged)."""
+        """The same model on ``graph.in_units(length, mass)``: ``κ²`` times ``length²``, ``A``
+        times ``length^{2ν} / mass`` (as ``Q_ν`` is), so ``A Q⁻¹`` is unchanged."""
         def amp(a, nu):
             return float(np.exp(np.log(a) + 2.0 * nu * np.log(length) - np.log(mass)))
         return replace(self, kappa2_group=self.kappa2_group * length ** 2,
@@ -163,9 +147,8 @@ def _checked_maps(maps, n_nodes: int) -> np.ndarray:
 
 
 class _Prior:
-    """``log |Q_ν(κ)|`` and ``v̄(κ)`` (the mean of ``diag(Q_ν⁻¹)`` at a few nodes) of one
-    order on a graph: :class:`~flgp.precision.gaussian.MaternRegression`'s, every node
-    observed."""
+    """``log |Q_ν(κ)|`` and ``v̄(κ)`` (mean of ``diag(Q_ν⁻¹)`` at a few nodes) of one order,
+    from :class:`~flgp.precision.gaussian.MaternRegression`."""
 
     def __init__(self, graph, nu):
         self._reg = MaternRegression(graph, np.arange(graph.n_nodes), np.zeros(graph.n_nodes),
@@ -179,9 +162,8 @@ class _Prior:
 
 
 class _Joint:
-    """``J`` (module notes) on a graph for the subjects' part fixed and ``(κ_g², A_g)``
-    varying: its factor (one symbolic analysis an order ``ν_g``), ``log p(ȳ)`` with ``μ``
-    profiled or given, and ``g``'s posterior mean."""
+    """``J`` (module notes) for a fixed subjects' part: its factor (one symbolic analysis an
+    order ``ν_g``), ``log p(ȳ)`` and ``g``'s posterior mean."""
 
     def __init__(self, graph, mean_map, n_subjects, nu_subject, kappa2_subject,
                  amplitude_subject, noise):
@@ -209,8 +191,7 @@ class _Joint:
                        format="csc")
 
     def factor(self, nu, kappa2, amplitude):
-        """``(J, its PatternCholesky)``, factored (a ``NotPositiveDefiniteError`` where it
-        cannot be)."""
+        """``(J, its factored PatternCholesky)``, or a ``NotPositiveDefiniteError``."""
         J = self.matrix(nu, kappa2, amplitude)
         if nu not in self._chol:
             self._chol[nu] = PatternCholesky(J)
@@ -219,13 +200,13 @@ class _Joint:
         return J, chol
 
     def evaluate(self, nu, kappa2, amplitude, level=None):
-        """``(log N(ȳ; μ1, Σ_g + Σ_w/S), μ, g's posterior mean, J, chol)`` with ``μ`` the
-        given ``level`` or, if None, its maximiser."""
+        """``(log N(ȳ; μ1, Σ_g + Σ_w/S), μ, g's mean, J, chol)``, ``μ`` = ``level`` or the
+        maximiser."""
         J, chol = self.factor(nu, kappa2, amplitude)
         n, c, y = self.n, self.c, self.ybar
         ones = np.ones(n)
         X = chol.solve(c * np.column_stack([np.r_[y, y], np.r_[ones, ones]]))
-        HX = X[:n] + X[n:]                      # Hᵀ-side sums: (Hᵀa)ᵀ J⁻¹ c Hᵀ b = aᵀ HX_b
+        HX = X[:n] + X[n:]                      # (Hᵀa)ᵀ J⁻¹ c Hᵀ b = aᵀ HX_b
         yMy = c * (y @ y) - c * (y @ HX[:, 0])
         oMy = c * y.sum() - c * HX[:, 0].sum()
         oMo = c * n - c * HX[:, 1].sum()
@@ -240,13 +221,12 @@ class _Joint:
 
 
 def _within(graph, deviations, nu):
-    """The MaternRegression of the deviation maps (every node observed) for order ``nu``."""
+    """The MaternRegression of the deviation maps, every node observed."""
     return MaternRegression(graph, np.arange(graph.n_nodes), deviations, nu)
 
 
 def _within_log_likelihood(reg, n_subjects, kappa2, ratio, amplitude=None):
-    """``(log-likelihood, A_d)`` of the deviation maps ``y_s - ȳ`` at ``(κ_d², r)``: the
-    within term of the module notes, ``A_d`` given or profiled."""
+    """``(within term, A_d)`` at ``(κ_d², r)`` (module notes), ``A_d`` given or profiled."""
     _, quad, logdet_S = reg._terms(kappa2, ratio)
     total = float(np.sum(quad))
     n, k = reg.n, n_subjects - 1
@@ -258,9 +238,8 @@ def _within_log_likelihood(reg, n_subjects, kappa2, ratio, amplitude=None):
 
 
 def group_log_likelihood(graph, maps, parameters: GroupParameters) -> float:
-    """``log p(y_1, ..., y_S)`` of the stacked maps under the two-level model at given
-    hyperparameters (module notes, "The likelihood"): exact, from a factor of ``Q_d + I/r``
-    (the within term) and one of ``J`` (the mean term).
+    """The exact ``log p(y_1, ..., y_S)`` of the maps at given hyperparameters (module notes,
+    "The likelihood").
 
     Parameters
     ----------
@@ -290,8 +269,7 @@ def group_log_likelihood(graph, maps, parameters: GroupParameters) -> float:
 
 
 class _GroupBlock:
-    """Draws and variances of ``g``, the first ``n`` of ``J``'s ``2n`` variables, through
-    the whole factor of ``J``."""
+    """Draws and variances of ``g``, the first ``n`` of ``J``'s ``2n`` variables."""
 
     def __init__(self, chol, precision, n):
         self.chol, self.precision, self.n = chol, precision, int(n)
@@ -322,8 +300,7 @@ class _Difference:
 
 
 class GroupPosterior:
-    """The posterior of the group map ``g`` given the subjects' mean map ``ȳ`` under
-    :class:`GroupParameters` (module notes): ``J`` factored once.
+    """The posterior of the group map ``g`` given the mean map ``ȳ`` (module notes).
 
     Parameters
     ----------
@@ -340,10 +317,9 @@ class GroupPosterior:
     mean : ndarray (n_nodes,)
         ``E[g | ȳ]``.
     log_likelihood : float
-        ``log N(ȳ; μ1, Σ_g + Σ_w/S)`` (the mean term of the module notes).
+        ``log N(ȳ; μ1, Σ_g + Σ_w/S)`` (module notes).
     precision : scipy.sparse.csc_matrix (2 n_nodes, 2 n_nodes)
-        ``J``, the joint posterior precision of ``(g, d̄)`` (the same in any units of the
-        graph: ``Q/A`` is).
+        ``J``, the joint posterior precision of ``(g, d̄)`` (the same in any units).
     parameters : GroupParameters
     n_subjects : int
     """
@@ -374,9 +350,8 @@ class GroupPosterior:
         return int(self.mean.size)
 
     def marginal_sd(self, random_state=0) -> np.ndarray:
-        """``g``'s posterior standard deviations: ``diag(J⁻¹)``'s first block, exact (one
-        solve a node) up to ``EXACT_SD_MAX_NODES`` nodes, else by Rao-Blackwellised Monte
-        Carlo over ``J`` (``RBMC_SAMPLES`` draws seeded by ``random_state``)."""
+        """``g``'s posterior standard deviations: exact up to ``EXACT_SD_MAX_NODES`` nodes,
+        else Rao-Blackwellised Monte Carlo seeded by ``random_state``."""
         if random_state not in self._sd:
             self._sd[random_state] = np.sqrt(np.maximum(
                 self._sampler.variances(None, random_state), 0.0))
@@ -384,9 +359,8 @@ class GroupPosterior:
 
     def draws(self, n_samples: int = 1000, *, block_size=None,
               random_state=0) -> PosteriorDraws:
-        """Joint draws of ``g`` (blocks of ``(n_nodes, b)``; the same on every pass) from
-        the factor of ``J``: a :class:`~flgp.precision.excursion.PosteriorDraws`, whose
-        ``marginal_sd`` is :meth:`marginal_sd`'s."""
+        """Joint draws of ``g`` from the factor of ``J``, as a
+        :class:`~flgp.precision.excursion.PosteriorDraws`."""
         return _draws(self._sampler, self.mean, n_samples, block_size, random_state,
                       self.precision)
 
@@ -400,8 +374,8 @@ def _draws(sampler, mean, n_samples, block_size, random_state, precision):
 def contrast_draws(first: GroupPosterior, second: GroupPosterior, n_samples: int = 1000, *,
                    block_size=None, random_state=0) -> PosteriorDraws:
     """Joint draws of ``g_a - g_b`` for two independent groups' posteriors on one graph:
-    each draw the difference of independent draws of the two; its ``mean`` the difference
-    of the means and its ``marginal_sd`` the root of the summed variances."""
+    differences of independent draws, with the difference of the means and the summed
+    variances."""
     if first.n_nodes != second.n_nodes:
         raise ValueError(f"the two groups' maps are on graphs of {first.n_nodes} and "
                          f"{second.n_nodes} nodes; a contrast needs one graph.")
@@ -410,10 +384,8 @@ def contrast_draws(first: GroupPosterior, second: GroupPosterior, n_samples: int
 
 
 def _search(graph, nus, evaluate):
-    """``(best fit, number of evaluations)`` over the orders ``nus``: the single-map fit's
-    search (:func:`~flgp.precision.gaussian.search_steps`) answered with ``evaluate(ν,
-    log κ², log r̃)``, then each order it kept polished by Nelder-Mead in
-    ``(log κ², log r̃)`` from its optimum (module notes)."""
+    """``(best fit, evaluations)`` over ``nus``: the search with ``evaluate(ν, log κ²,
+    log r̃)``, then each kept order polished (module notes)."""
     results, searches = drive(search_steps(graph, tuple(nus)), evaluate)
     n_evaluations = sum(s.n_evaluations for s in searches.values())
     for nu in list(results):
@@ -427,13 +399,12 @@ def _search(graph, nus, evaluate):
 
 def _group_evaluator(graph, ybar, n_subjects, nu_subject, kappa2_subject,
                      amplitude_subject, noise):
-    """``(evaluate, joint, noise_scale)``: ``evaluate(ν_g, log κ_g², log r̃_g)`` the fit of
-    the mean map's likelihood (module notes, stage 2) on ``graph`` at the subjects' part
-    given, ``μ`` profiled (``fit.level``), None where ``J`` cannot be factored; the
-    :class:`_Joint` it factors and the mean map's noise scale that converts ``r̃_g``."""
+    """``(evaluate, joint, noise_scale)`` for stage 2 (module notes): ``evaluate(ν_g,
+    log κ_g², log r̃_g)`` a fit (``μ`` in ``fit.level``; None where ``J`` cannot be factored),
+    its :class:`_Joint`, and ``v̄_w``, which converts ``r̃_g``."""
     joint = _Joint(graph, ybar, n_subjects, nu_subject, kappa2_subject, amplitude_subject,
                    noise)
-    # the scale of the mean map's noise: Σ_w / S's mean prior variance at a few nodes
+    # v̄_w: Σ_w / S's mean prior variance at a few nodes
     noise_scale = (amplitude_subject * joint.prior(nu_subject).variance(kappa2_subject)
                    + noise) / n_subjects
 
@@ -453,8 +424,8 @@ def _group_evaluator(graph, ybar, n_subjects, nu_subject, kappa2_subject,
 
 
 def _fit_own_units(graph, Y, nus_group, nus_subject):
-    """``(GroupParameters, log-likelihood of the deviation maps, record)`` on a graph in
-    its own units (module notes, "Hyperparameters from the data")."""
+    """``(GroupParameters, within term, record)`` on a graph in its own units (module
+    notes)."""
     S = Y.shape[1]
     ybar = Y.mean(axis=1)
     deviations = Y - ybar[:, None]
@@ -488,8 +459,7 @@ def _fit_own_units(graph, Y, nus_group, nus_subject):
 
 
 def _refined_on_whole_graph(graph, ybar, n_subjects, params: GroupParameters):
-    """``(parameters, evaluations)``: a ball's ``(κ_g², A_g)`` polished on the whole graph,
-    its order kept (module notes: the group map's effects may lie outside the ball)."""
+    """``(parameters, evaluations)``: a ball's ``(κ_g², A_g)`` polished on the whole graph."""
     evaluate, joint, noise_scale = _group_evaluator(
         graph, ybar, n_subjects, params.nu_subject, params.kappa2_subject,
         params.amplitude_subject, params.noise)
@@ -508,7 +478,7 @@ def _refined_on_whole_graph(graph, ybar, n_subjects, params: GroupParameters):
 def fit_group(graph, maps, *, nus=MATERN_ORDERS, subject_nus=None,
               search_max_nodes: int = SEARCH_MAX_NODES):
     """The two-level model's hyperparameters from the subjects' maps, and the group map's
-    posterior (module notes, "Hyperparameters from the data").
+    posterior (module notes).
 
     Parameters
     ----------
@@ -527,12 +497,15 @@ def fit_group(graph, maps, *, nus=MATERN_ORDERS, subject_nus=None,
     -------
     (GroupPosterior, dict)
         The posterior at the fitted :class:`GroupParameters` (``posterior.parameters``, in
-        the units of ``graph``) and a record: ``log_likelihood`` (of every map, at the
-        fit: :func:`group_log_likelihood`), ``n_evaluations_subject``,
-        ``n_evaluations_group`` (factorisations of each stage; ``n_evaluations_whole_graph``
-        those of the whole-graph polish after a ball's search), ``searched_nodes`` and
-        ``noise_spread`` (the largest over the smallest subject's roughness about ``ȳ``,
-        module notes).
+        the units of ``graph``) and a record: ``log_likelihood`` (of every map, at the fit),
+        the factorisations ``n_evaluations_subject``, ``n_evaluations_group`` and, after a
+        ball's search, ``n_evaluations_whole_graph``; ``searched_nodes``; ``noise_spread``
+        (the largest over the smallest subject's roughness ``(y_s - ȳ)ᵀ G (y_s - ȳ)``).
+
+    Raises
+    ------
+    ValueError
+        On invalid or identical maps, fewer than 2 subjects, no order, or too many nodes.
 
     Warns
     -----
