@@ -260,8 +260,10 @@ def test_bad_inputs(small, monkeypatch):
         excursion_function(mean, X[:5], 0.5, sd=sd)
     with pytest.raises(ValueError, match="non-finite"):
         excursion_function(mean, np.where(X > 2, np.inf, X), 0.5, sd=sd)
-    with pytest.raises(ValueError, match="sd"):
+    with pytest.raises(ValueError, match="in blocks"):
         excursion_function(mean, iter([X]), 0.5)            # blocks without sd
+    with pytest.raises(ValueError, match="draws of 5 of them"):
+        excursion_function(mean, X[:5], 0.5, nodes=np.arange(5))    # some nodes, no sd
     # a level out of the posterior's reach warns and gives empty sets
     with pytest.warns(UserWarning, match="beyond the posterior's reach"):
         far = excursion_function(mean, X, 50.0, sd=sd)

@@ -46,7 +46,8 @@ from .gaussian import FACTOR_MAX_NODES, diagonal_of_inverse, factors, rbmc_varia
 from .matern import MaternFamily, check_order
 
 __all__ = ["ExcursionFunction", "ExcursionSet", "PosteriorDraws", "excursion_function",
-           "graph_matern_posterior_draws", "candidate_nodes", "dense_block_max_nodes", "SIDES", "UNREACHABLE_PROBABILITY"]
+           "graph_matern_posterior_draws", "candidate_nodes", "dense_block_max_nodes",
+           "draw_settings", "SIDES", "UNREACHABLE_PROBABILITY"]
 
 SIDES = (">", "<")
 # excursion_function warns (empty sets) where no marginal probability exceeds this
@@ -348,6 +349,9 @@ def excursion_function(mean, draws, u, side: str = ">", *, sd=None,
             sd = draws.marginal_sd()
         elif isinstance(draws, np.ndarray) and m == n:
             sd = np.sqrt(np.mean((draws - mean[:, None]) ** 2, axis=1))
+        elif m < n:
+            raise ValueError(f"give sd (the posterior standard deviations at all {n} "
+                             f"nodes): draws of {m} of them cannot give the others'.")
         else:
             raise ValueError("give sd (the posterior standard deviations) with draws given "
                              "in blocks: the nodes are ordered by them before the draws "

@@ -87,7 +87,7 @@ class GroupParameters:
     nu_group: int
     kappa2_group: float
     amplitude_group: float
-    level: float
+    level: float | None
     nu_subject: int
     kappa2_subject: float
     amplitude_subject: float
