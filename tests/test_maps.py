@@ -94,16 +94,19 @@ def test_maps_that_round_alike_share_one_factorisation():
     calls = []
 
     def run(fn, tasks):
-        calls.append((fn.__name__, len(tasks)))
+        calls.append((fn.__name__, tasks))
         return [fn(*args) for args in tasks]
 
     fits = fit_matern_maps(graph, observed, Z, (1, 2), search_max_nodes=BALL, run=run)
     assert [name for name, _ in calls] == ["ball_searches", "whole_graph_fits",
                                           "unit_variances"]
-    assert calls[0][1] == 1
+    assert len(calls[0][1]) == 1
+    # one task an order, each lattice point in one of them, once
     points = {(f.nu, f.kappa2, f.ratio) for fit in fits for f in fit[2].values()}
-    assert calls[1][1] == len(points)
-    assert calls[1][1] <= len(fits[0][2]) + len(fits[2][2])
+    asked = [(task[3],) + point[:2] for task in calls[1][1] for point in task[4]]
+    assert len(calls[1][1]) == len({nu for nu, _, _ in asked})
+    assert sorted(asked) == sorted(points)
+    assert len(asked) <= len(fits[0][2]) + len(fits[2][2])
     a, b = fits[0][0], fits[1][0]
     assert (a.nu, a.kappa2, a.ratio) == (b.nu, b.kappa2, b.ratio)
     np.testing.assert_array_equal(a.mean, b.mean)
@@ -111,9 +114,9 @@ def test_maps_that_round_alike_share_one_factorisation():
     assert fits[0][1].unit_variance is fits[1][1].unit_variance
     # the variances from an evaluation's factor equal those from a factor of their own
     own = graph.in_own_units()
-    p = (a.nu, a.kappa2, a.ratio)
-    fits_p, (var, se, total, sum_se) = whole_graph_fits(own, observed, Z[:, :1], *p, 16, 3)
-    alone = unit_variances(own, observed, *p, 16, 3)
+    [(fits_p, (var, se, total, sum_se))] = whole_graph_fits(own, observed, Z, a.nu, [
+        (a.kappa2, a.ratio, [0], 16, 3)])
+    [alone] = unit_variances(own, observed, a.nu, [(a.kappa2, a.ratio, 16, 3)])
     np.testing.assert_array_equal(var, alone[0])
     np.testing.assert_array_equal(se, alone[1])
     assert total == alone[2] and sum_se == alone[3]
@@ -123,7 +126,7 @@ def test_maps_that_round_alike_share_one_factorisation():
     single = MaternRegression(own, observed, Z[:, 0], a.nu)
     single.variances(fits_p[0], 16, 3)
     assert (single.observed_sum, single.observed_sum_se) == (total, sum_se)
-    shared = unit_variances(own, observed, *p, 64, 0)          # fit_matern_maps' defaults
+    [shared] = unit_variances(own, observed, a.nu, [(a.kappa2, a.ratio, 64, 0)])  # defaults
     assert (fits[0][1].observed_sum, fits[0][1].observed_sum_se) == shared[2:]
 
 
@@ -321,31 +324,33 @@ def test_a_search_alone_on_the_lattice_asks_only_lattice_points():
     assert local[2].log_evidence >= plain[2].log_evidence - 1.0
 
 
-def test_a_point_asked_in_several_rounds_is_factored_once(monkeypatch):
+def test_each_point_is_solved_once_for_each_map_that_asks(monkeypatch):
     from flgp.precision import maps
 
     graph, observed, Z = _study(n_maps=6)
     own = graph.in_own_units()
-    asked, factored = [], []
+    asked, solved = [], []
     real_lockstep, real_each = maps.lockstep, MaternRegression.evaluate_each
 
     def lockstep(steps, evaluate_many):
         def spy(point, which):
-            asked.append(point)
+            asked.extend((point, j) for j in which)
             return evaluate_many(point, which)
         return real_lockstep(steps, spy)
 
     def each(self, kappa2, ratio, columns=None):
-        factored.append((self.nu, kappa2, ratio))
+        solved.extend((self.nu, kappa2, ratio, j) for j in columns)
         return real_each(self, kappa2, ratio, columns)
 
     monkeypatch.setattr(maps, "lockstep", lockstep)
     monkeypatch.setattr(MaternRegression, "evaluate_each", each)
     found = maps.ball_searches(own, observed, Z, (2, 1), BALL)
-    # some maps reach a point another map asked for in an earlier round ...
-    assert len(asked) > len(set(asked))
-    # ... and find it factored: one factorisation a distinct point
-    assert len(factored) == len(set(asked)) == len(set(factored))
+    # several maps ask for some points (the shared start grid), in one round or later ...
+    points = [p for p, _ in asked]
+    assert len(points) > len(set(points))
+    # ... and each point is solved once for each map that asks for it, for no other
+    assert len(solved) == len(set(solved)) == len(set(asked))
+    assert len({s[:3] for s in solved}) == len(set(points))
     # every map's evidences are those of its own fit at its optima
     sub, sub_obs, sub_Z = search_subgraph(own, observed, Z, BALL)
     for j, (points, _, optima) in enumerate(found):

@@ -3,7 +3,8 @@ r"""Many maps observed at the same nodes of one graph, each fitted as by
 whole, their common work done once (docs/images.md, "The whole graph's work shared"):
 
 * the maps' ball searches evaluate on a lattice of step ``SNAP_STEP`` in ``log κ²`` and
-  ``log r̃`` and run in step (:func:`lockstep`), each point asked for factored once;
+  ``log r̃`` and run in step (:func:`lockstep`), each point factored once for the maps that
+  ask for it together;
 * each lattice point that is some map's optimum is factored once on the whole graph for
   those maps' evidences and means, and the unit-amplitude variances once a winning point.
 
@@ -71,23 +72,26 @@ def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
     regs, done = {}, {}
 
     def evaluate_many(point, which):
-        # each point factored once for every map, kept for maps that reach it later
-        if point not in done:
+        # solved for the maps that ask, kept for any that reach the point later (one
+        # factorisation while it is the order's latest point)
+        fits = done.setdefault(point, {})
+        new = [i for i in which if i not in fits]
+        if new:
             nu, u, v = point
             if nu not in regs:
                 regs[nu] = MaternRegression(sub, sub_obs, sub_Z, nu)
             reg = regs[nu]
             try:
                 kappa2 = float(np.exp(u))
-                fits = reg.evaluate_each(kappa2,
-                                         float(np.exp(v)) * reg.prior_variance(kappa2))
+                got = reg.evaluate_each(kappa2, float(np.exp(v)) * reg.prior_variance(kappa2),
+                                        new)
             except NotPositiveDefiniteError:
-                fits = [None] * k
-            for fit in fits:
+                got = [None] * len(new)
+            for i, fit in zip(new, got):
                 if fit is not None:
                     fit.mean = None             # the ball's means are not used
-            done[point] = fits
-        return [done[point][i] for i in which]
+                fits[i] = fit
+        return [fits[i] for i in which]
 
     found = lockstep([search_steps(sub, nus, lattice=SNAP_STEP) for _ in range(k)],
                      evaluate_many)
@@ -107,28 +111,43 @@ def ball_searches(graph, observed, Z, nus=MATERN_ORDERS,
     return out
 
 
-def whole_graph_fits(graph, observed, Z, nu, kappa2, ratio, n_samples=None,
-                     random_state=0):
-    """``(fits, variances)`` at one lattice point on the whole graph, from one factor:
-    :meth:`MaternRegression.evaluate_each` of the maps ``Z`` (``(m, k)``) and, with
-    ``n_samples``, :func:`unit_variances`' estimate; ``(None, None)`` if ``Q̃`` is not
-    positive definite."""
+def whole_graph_fits(graph, observed, Z, nu, points):
+    """At each point ``(κ², r, columns, n_samples, random_state)`` of one order ``nu`` on
+    the whole graph, ``(fits, variances)`` from one factor: :meth:`MaternRegression.
+    evaluate_each` of the maps ``Z[:, columns]`` and, with ``n_samples`` (not None),
+    :meth:`MaternRegression.unit_variances`; ``(None, None)`` where ``Q̃`` is not positive
+    definite. One regression serves every point: the pattern is analysed once."""
     reg = MaternRegression(graph, observed, Z, nu)
-    try:
-        fits = reg.evaluate_each(kappa2, ratio)
-    except NotPositiveDefiniteError:
-        return None, None
-    if n_samples is None:
-        return fits, None
-    return fits, reg.unit_variances(kappa2, ratio, n_samples, random_state)
+    out = []
+    for kappa2, ratio, columns, n_samples, random_state in points:
+        try:
+            fits = reg.evaluate_each(kappa2, ratio, columns)
+        except NotPositiveDefiniteError:
+            out.append((None, None))
+            continue
+        out.append((fits, None if n_samples is None else
+                    reg.unit_variances(kappa2, ratio, n_samples, random_state)))
+    return out
 
 
-def unit_variances(graph, observed, nu, kappa2, ratio, n_samples, random_state):
-    """``(diag(Q̃⁻¹), standard errors, their observed sum, its standard error)`` at one
-    point: :meth:`MaternRegression.unit_variances`, the single-map fit's estimator and
-    draws."""
-    return MaternRegression(graph, observed, np.zeros(np.size(observed)), nu) \
-        .unit_variances(kappa2, ratio, n_samples, random_state)
+def unit_variances(graph, observed, nu, points):
+    """``(diag(Q̃⁻¹), standard errors, their observed sum, its standard error)`` at each
+    point ``(κ², r, n_samples, random_state)`` of one order:
+    :meth:`MaternRegression.unit_variances`, the single-map fit's estimator and draws."""
+    reg = MaternRegression(graph, observed, np.zeros(np.size(observed)), nu)
+    return [reg.unit_variances(kappa2, ratio, n_samples, random_state)
+            for kappa2, ratio, n_samples, random_state in points]
+
+
+def _by_order(points, n_tasks: int) -> list:
+    """``points`` (each ``(ν, ...)``) as tasks of one order each, the costliest orders
+    first: each order's points, in their order, in up to ``n_tasks`` runs."""
+    tasks = []
+    for nu in sorted({p[0] for p in points}, reverse=True):
+        mine = [p for p in points if p[0] == nu]
+        tasks += [[mine[i] for i in run]
+                  for run in np.array_split(np.arange(len(mine)), min(n_tasks, len(mine)))]
+    return tasks
 
 
 class SharedVariances:
@@ -208,26 +227,29 @@ def fit_matern_maps(graph, observed, Z, nus=MATERN_ORDERS, *, n_samples: int = 6
                 where.setdefault((nu, u, v), (kappa2, ratio))
     likely = {(max(found[0]),) + found[0][max(found[0])][:2] for found in searched
               if found is not None}
-    # the costliest first (highest orders, with variances), to share processes evenly
-    points = sorted(asks, key=lambda p: (p not in likely, -p[0]))
-    evaluated = run(whole_graph_fits, [(own, observed, Z[:, asks[p]], p[0]) + where[p]
-                                       + ((n_samples, random_state) if p in likely else ())
-                                       for p in points])
+    # each task one order's points (its pattern analysed once), those with variances first
+    tasks = _by_order(sorted(asks, key=lambda p: p not in likely), n_groups)
+    evaluated = run(whole_graph_fits, [(own, observed, Z, task[0][0], [
+        where[p] + (asks[p],) + ((n_samples, random_state) if p in likely else (None, None))
+        for p in task]) for task in tasks])
     by_map = [dict() for _ in range(k)]          # ν -> (point, fit)
     estimated = {}
-    for p, (fits, var) in zip(points, evaluated):
-        for j, fit in zip(asks[p], fits or ()):
-            by_map[j][p[0]] = (p, fit)
-        if var is not None:
-            estimated[p] = var
+    for task, results in zip(tasks, evaluated):
+        for p, (fits, var) in zip(task, results):
+            for j, fit in zip(asks[p], fits or ()):
+                by_map[j][p[0]] = (p, fit)
+            if var is not None:
+                estimated[p] = var
     winners = {}
     for j in range(k):
         if by_map[j]:
             p, _ = max(by_map[j].values(), key=lambda entry: entry[1].log_evidence)
             winners.setdefault(p, []).append(j)
-    missing = [p for p in winners if p not in estimated]
-    estimated.update(zip(missing, run(unit_variances, [
-        (own, observed, p[0]) + where[p] + (n_samples, random_state) for p in missing])))
+    tasks = _by_order([p for p in winners if p not in estimated], n_groups)
+    for task, results in zip(tasks, run(unit_variances, [
+            (own, observed, task[0][0], [where[p] + (n_samples, random_state) for p in task])
+            for task in tasks])):
+        estimated.update(zip(task, results))
     out = [None] * k
     for p in winners:
         var, se, total, sum_se = estimated[p]
