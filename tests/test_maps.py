@@ -133,10 +133,13 @@ def test_maps_that_round_alike_share_one_factorisation():
 def test_fit_matern_returns_a_precomputed_fit_only_for_its_targets_and_the_default_search():
     graph, observed, Z = _study(n_maps=2)
     (entry,) = [fit_matern_maps(graph, observed, Z[:, :1], (1, 2), search_max_nodes=BALL)[0]]
-    key = precomputed_key(observed, Z[:, 0], (1, 2))
+    key = precomputed_key(graph, observed, Z[:, 0], (1, 2))
     with precomputed_fits({key: entry}):
         best, reg, by_order = fit_matern(graph, observed, Z[:, 0], nus=(1, 2))
         assert best is entry[0] and reg is entry[1] and by_order is entry[2]
+        elsewhere, _, _ = fit_matern(graph.in_units(2.0, 1.0), observed, Z[:, 0], nus=(1, 2),
+                                     search_max_nodes=BALL)
+        assert elsewhere is not entry[0]                 # another graph's weights
         other, _, _ = fit_matern(graph, observed, Z[:, 1], nus=(1, 2), search_max_nodes=BALL)
         assert other is not entry[0]
         fixed, _, _ = fit_matern(graph, observed, Z[:, 0], nus=(1, 2), noise=0.1,

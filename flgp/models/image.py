@@ -464,7 +464,7 @@ def _shared_searches(reg, graph, values, obs, workers, progress) -> list:
     fits = fit_matern_maps(graph, observed, Z, nus, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
                          random_state=seed, search_max_nodes=gaussian.SEARCH_MAX_NODES,
                          run=run, n_groups=workers)
-    return [None if fit is None else {precomputed_key(observed, Z[:, j], nus): fit}
+    return [None if fit is None else {precomputed_key(graph, observed, Z[:, j], nus): fit}
             for j, fit in enumerate(fits)]
 
 

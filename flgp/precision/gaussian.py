@@ -574,6 +574,10 @@ def fit_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, rati
     :class:`Screen` objects (docs/models.md, "Screening")."""
     observed = np.asarray(observed, dtype=np.int64)
     z = np.asarray(z, dtype=np.float64)
+    done = _PRECOMPUTED.get()
+    hit = None if done is None or kappa2 is not None or ratio is not None \
+        or noise is not None or start is not None \
+        else done.get(precomputed_key(graph, observed, z, nus))
     length, mass = graph.own_units()
     graph = graph.in_units(length, mass)
     if kappa2 is not None:
@@ -582,10 +586,6 @@ def fit_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, rati
         noise = float(noise)
         if not (np.isfinite(noise) and noise > 0):
             raise ValueError(f"noise must be a finite variance > 0; got {noise!r}.")
-    done = _PRECOMPUTED.get()
-    hit = None if done is None or kappa2 is not None or ratio is not None \
-        or noise is not None or start is not None \
-        else done.get(precomputed_key(observed, z, nus))
     if hit is not None:
         best, reg, by_order = hit
     else:
@@ -601,9 +601,13 @@ def fit_matern_steps(graph, observed, z, nus=MATERN_ORDERS, *, kappa2=None, rati
 _PRECOMPUTED = contextvars.ContextVar("flgp_precomputed_matern_fits", default=None)
 
 
-def precomputed_key(observed, z, nus) -> tuple:
-    """Key of a precomputed fit: the observed nodes, the targets, the orders."""
-    return (array_fingerprint(np.asarray(observed, dtype=np.int64)),
+def precomputed_key(graph, observed, z, nus) -> tuple:
+    """Key of a precomputed fit: the graph (its weights and masses), the observed nodes,
+    the targets, the orders."""
+    G = sp.csr_matrix(graph.stiffness)
+    return (array_fingerprint(G.indptr), array_fingerprint(G.indices),
+            array_fingerprint(G.data), array_fingerprint(np.asarray(graph.mass)),
+            array_fingerprint(np.asarray(observed, dtype=np.int64)),
             array_fingerprint(np.asarray(z, dtype=np.float64)), tuple(int(n) for n in nus))
 
 
