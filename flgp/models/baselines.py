@@ -30,9 +30,8 @@ __all__ = ["RBFLaplaceClassifier", "RBFGPRegressor", "RBFRegression", "RBFRegres
 
 
 def _standardise(X, feature_scale=None):
-    """Each feature's mean and standard deviation over the rows of ``X``; a feature
-    constant there takes its ``feature_scale`` (the whole cloud's spread: a constant
-    scale would make the fit depend on the units of X), or 1 where that is 0 too."""
+    """Each feature's mean and sd over the rows of ``X``; a constant feature takes its
+    ``feature_scale`` (the cloud's spread, keeping the fit unit-free), else 1."""
     mu = X.mean(0)
     sd = X.std(0)
     if feature_scale is not None:
@@ -42,8 +41,7 @@ def _standardise(X, feature_scale=None):
 
 
 def cloud_feature_scale(X):
-    """The features' standard deviations over the whole cloud ``X`` (what the RBF GPs
-    standardise a feature by where it is constant over the labelled rows)."""
+    """The features' standard deviations over the whole cloud (see :func:`_standardise`)."""
     return np.asarray(X, dtype=np.float64).std(0)
 
 
@@ -106,13 +104,10 @@ class RBFLaplaceClassifier:
         return np.argmax(self.predict_proba(X), axis=1)
 
 
-# the most labels for which FLGPRegressor() weighs the RBF GP: its fit costs 10 Cholesky
-# factorisations of the m x m labelled covariance plus 12-20 gradient evaluations (~3
-# Cholesky times each) and holds two m x m float64 arrays (576 MB at 6000)
+# the most labels for which FLGPRegressor() weighs the RBF GP (O(m³) a fit, two m x m arrays)
 RBF_MAX_LABELS = 6000
-# above 1.5 times this many labels the hyperparameters are searched on a uniform sample of
-# this many (seed 0) first, then refined on all labels by at most REFINE_STEPS L-BFGS-B
-# iterations (without them the sample's optimum fits markedly worse)
+# above 1.5 times this many labels the search runs on a uniform sample of this many first,
+# then at most REFINE_STEPS L-BFGS-B iterations on all labels
 SUBSET_LABELS = 1500
 REFINE_STEPS = 2
 # below this many labels the factorisations run on one BLAS thread (faster at that size)
@@ -122,9 +117,7 @@ _LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 def _self_sqdist(Z):
-    """Squared distances between the rows of ``Z`` (``m x m``, zero diagonal), built in one
-    ``m x m`` array (scipy's ``cdist`` needs the same, and is slower for the evidence's
-    repeated use)."""
+    """Squared distances between the rows of ``Z`` (``m x m``, zero diagonal)."""
     D2 = Z @ Z.T
     norms = np.einsum("ij,ij->i", Z, Z)
     D2 *= -2.0
@@ -136,27 +129,22 @@ def _self_sqdist(Z):
 
 
 def _median_scale(Z):
-    """The median heuristic for the length-scale: ``sqrt(median |z_i - z_j|^2 / 2)`` over
-    the pairs of the first 2000 rows (1 where all of them coincide)."""
-    sub = Z[:2000]            # the median heuristic needs no more points
-    # the pairs once, in place (less fresh memory than the square matrix)
+    """The median heuristic ``sqrt(median |z_i - z_j|^2 / 2)`` over the first 2000 rows
+    (1 where they all coincide)."""
+    sub = Z[:2000]
     d2 = pdist(sub, "sqeuclidean")
     return float(np.sqrt(np.median(d2, overwrite_input=True) / 2.0)) or 1.0
 
 
 class _ProfiledEvidence:
-    """The log evidence of standardised targets ``z`` under ``z = c + f + ε``,
-    ``f ~ GP(0, A k_ℓ)``, ``ε ~ N(0, A r I)``, with ``A`` and ``c`` profiled out for each
-    ``(ℓ, r)``: with ``S = K_ℓ + r I``, ``ĉ = 1ᵀS⁻¹z / 1ᵀS⁻¹1``, ``q = (z - ĉ)ᵀ S⁻¹ (z -
-    ĉ)`` and ``Â = q / m``, ``log p = -m/2 (log(2π Â) + 1) - 1/2 log|S|``, exactly
-    ``log N(z | ĉ 1, Â S)`` (no REML correction for ``c``).
+    """The log evidence of standardised targets under ``z = c + f + ε``,
+    ``f ~ GP(0, A k_ℓ)``, ``ε ~ N(0, A r I)``, with ``A`` and ``c`` profiled out: with
+    ``S = K_ℓ + r I``, ``ĉ = 1ᵀS⁻¹z / 1ᵀS⁻¹1``, ``q = (z - ĉ)ᵀ S⁻¹ (z - ĉ)``, ``Â = q / m``,
+    ``log p = log N(z | ĉ 1, Â S)`` (no REML correction).
 
-    One evaluation is one Cholesky of ``S`` (``dpotrf`` in place); the gradient in ``(log
-    ℓ, log r)`` adds ``S⁻¹`` (``dpotri``): by the envelope theorem ``1/2 tr((α αᵀ / Â -
-    S⁻¹) ∂S)`` with ``α = S⁻¹ (z - ĉ)``, ``∂S/∂log r = r I``, ``∂S/∂log ℓ = K_ℓ ∘ D² /
-    ℓ²``. ``Â`` is floored at ``AMPLITUDE_FLOOR`` (equal targets). A fixed ``noise`` (the
-    variance ``A r`` of ``z``) sets ``A = noise / r``, adding ``(m - q / A) / 2`` to the
-    gradient in ``log r``."""
+    The gradient in ``(log ℓ, log r)`` (envelope theorem) is ``1/2 tr((α αᵀ / Â - S⁻¹)
+    ∂S)``, ``α = S⁻¹ (z - ĉ)``. A fixed ``noise`` (the variance ``A r`` of ``z``) sets
+    ``A = noise / r``."""
     AMPLITUDE_FLOOR = 1e-12
 
     def __init__(self, Z, z, noise=None):
@@ -170,9 +158,8 @@ class _ProfiledEvidence:
 
     def __call__(self, log_ell, log_ratio, gradient=False):
         """``(log evidence, gradient or None)`` at ``(log ℓ, log r)``: ``-inf`` where the
-        Cholesky fails, no gradient where the inverse fails or the gradient is not
-        finite. After a value-only evaluation ``factor`` holds the Cholesky factor (the
-        lower triangle of a Fortran-ordered array; the other triangle holds S)."""
+        Cholesky fails. After a value-only evaluation ``factor`` holds the Cholesky factor
+        (lower triangle, Fortran order; the other triangle holds S)."""
         from scipy.linalg import lapack
 
         self.n_evaluations += 1
@@ -181,8 +168,7 @@ class _ProfiledEvidence:
         np.multiply(D2, -0.5 / ell2, out=S)
         np.exp(S, out=S)
         S[np.diag_indices_from(S)] += ratio
-        # S is symmetric: its transpose is the Fortran-ordered array LAPACK factors in place;
-        # the factor L is the lower triangle of ``S.T`` (the upper one of ``S``)
+        # S is symmetric: factor its Fortran-ordered transpose in place
         factor, info = lapack.dpotrf(S.T, lower=1, clean=0, overwrite_a=1)
         self.point = self.factor = None
         if info != 0:
@@ -205,9 +191,8 @@ class _ProfiledEvidence:
         self.point = self.factor = None     # S⁻¹ has overwritten the factor
         if info != 0:
             return value, None
-        # S⁻¹ is in the lower triangle of ``inverse`` (the upper one of its C-ordered
-        # transpose, which is ``S``); the other triangle still holds S. Each pair i < j
-        # once: rows [a, b) against columns [a, m) of the transpose
+        # S⁻¹ is the upper triangle of ``inverse.T`` (the other still holds S): each pair
+        # i < j once
         inverse = inverse.T
         d_ratio = 0.5 * ratio * (float(alpha @ alpha) / amplitude - float(np.trace(inverse)))
         if self.noise is not None:                  # A = noise / r moves with r
@@ -229,16 +214,14 @@ class _ProfiledEvidence:
 
 class RBFGPRegressor:
     """Exact GP regression with an RBF kernel on the labelled points, its hyperparameters
-    at the maximum of the exact marginal likelihood (numpy/scipy; no GPyTorch).
+    at the maximum of the exact marginal likelihood (numpy/scipy).
 
-    The model, on standardised inputs (per feature) and targets ``z`` (``y`` divided by an
-    exact power-of-two unit ``y_unit_``, then centred and scaled to unit variance):
-    ``z = c + f + ε``, ``f ~ GP(0, A k_ℓ)``, ``k_ℓ(x, x') = exp(-|x - x'|² / (2ℓ²))``,
-    ``ε ~ N(0, A r I)``, with ``A`` and ``c`` profiled out (:class:`_ProfiledEvidence`).
-    The search: a grid of ``LENGTH_FACTORS`` times the median heuristic by
-    ``RATIO_GRID``, then L-BFGS-B with the analytic gradient from the best grid point,
-    within ``ℓ ∈ [med/100, 10 med]`` and ``r ∈ [1e-6, 10]``. The fit does not depend on
-    the units of ``y``.
+    On standardised inputs and targets ``z`` (``y`` over a power-of-two unit ``y_unit_``,
+    centred, unit variance): ``z = c + f + ε``, ``f ~ GP(0, A k_ℓ)``,
+    ``ε ~ N(0, A r I)``, ``A`` and ``c`` profiled out (:class:`_ProfiledEvidence`). By
+    default a grid of ``LENGTH_FACTORS`` times the median heuristic by ``RATIO_GRID``,
+    then L-BFGS-B from its best point within ``ℓ ∈ [med/100, 10 med]``,
+    ``r ∈ [1e-6, 10]``. The fit does not depend on the units of ``y``.
 
     Parameters
     ----------
@@ -248,8 +231,7 @@ class RBFGPRegressor:
     backend : str
         Unused (the fit is numpy/LAPACK whatever the backend); kept for the signature.
     noise : float, optional
-        Fix the noise variance (in units of ``y²``): ``A = noise / r`` instead of the
-        profile in ``A`` (the grid's ratios then those that give ``A = 0.1`` and ``1``).
+        Fix the noise variance (in units of ``y²``); None: fitted.
 
     Attributes
     ----------
@@ -264,30 +246,24 @@ class RBFGPRegressor:
     log_marginal_likelihood_ : float
         The maximised log evidence of ``y`` in its units.
     n_iter_ : int
-        The number of evidence evaluations (each one Cholesky factorisation), the final
-        one at the fitted point included.
+        The number of evidence evaluations (one Cholesky each).
     y_unit_, y_mean_, y_scale_ : float
         The power-of-two unit, the mean and the standard deviation of the targets.
     """
 
-    # the grid: length-scales (times the median heuristic), half a decade apart
+    # the grid: length-scales (times the median heuristic) by noise-to-signal ratios r
     LENGTH_FACTORS = (10 ** -1.5, 0.1, 10 ** -0.5, 1.0, 10 ** 0.5)
-    # ... by noise-to-signal ratios r (of standardised targets)
     RATIO_GRID = (1e-3, 1e-1)
     LENGTH_RANGE = (1e-2, 10.0)           # times the median heuristic
     RATIO_RANGE = (1e-6, 10.0)
-    # the screen's coarse stage evaluates the grid at these positions of its noise ratios
-    # only (the larger ratio; with a fixed noise that of amplitude 1): its polished best
-    # point matched the whole grid's on benchmarks/screening.py
+    # the screen's coarse stage evaluates the grid at these ratio positions only (its
+    # polished best matched the whole grid's on benchmarks/screening.py)
     SCREEN_RATIOS = (-1,)
-    # the screening value: the grid's best point polished by value-only steps while the
-    # evidence rises - the noise ratio by decades, the length-scale by quarter decades, at
-    # most POLISH_MOVES a direction and POLISH_PASSES passes (docs/models.md, "Screening")
+    # _polished's steps (ratio by decades, length-scale by quarter decades) and limits
     POLISH_STEPS = ((1, np.log(10.0)), (0, 0.25 * np.log(10.0)))
     POLISH_MOVES = 3
     POLISH_PASSES = 2
-    # L-BFGS-B stops at this projected gradient of the log evidence (per unit of log ℓ or
-    # log r) or at a relative change of 2.2e-9 in it; its first step is ~0.5 in log units
+    # L-BFGS-B's projected-gradient tolerance and first step length (log units)
     GRADIENT_TOLERANCE = 1e-4
     FIRST_STEP = 0.5
 
@@ -296,7 +272,6 @@ class RBFGPRegressor:
         self.max_iter = max_iter
         self.backend = backend
         self.noise = noise
-        # standardises a feature constant over the labelled rows (cloud_feature_scale)
         self.feature_scale = feature_scale
 
     def fit(self, X, y):
@@ -305,11 +280,9 @@ class RBFGPRegressor:
         return exhaust(self.fit_steps(X, y))
 
     def fit_steps(self, X, y, screen: bool = False):
-        """:meth:`fit` as a generator that returns the fitted estimator. ``screen=True``:
-        it first yields, once, a :class:`~flgp.precision.gaussian.Screen` of the best log
-        evidence of ``y`` of its coarse stage - the grid's points at ``SCREEN_RATIOS``
-        (``tighten``: :meth:`_polished`), or beyond ``1.5 SUBSET_LABELS`` labels the
-        sample's optimum - and goes on when sent None, as without screening."""
+        """:meth:`fit` as a generator returning the estimator. ``screen=True``: it first
+        yields a :class:`~flgp.precision.gaussian.Screen` of its coarse stage's best log
+        evidence of ``y`` (``tighten``: :meth:`_polished`), then goes on when sent None."""
         threads = 1 if np.shape(y)[0] < SMALL_LABELS else None
 
         def blas():
@@ -326,11 +299,9 @@ class RBFGPRegressor:
                                                evidence.m)
 
             grid = values is not None                       # not the sample's optimum
-            # the bare grid is loose: the refinement can climb well above its best point
             yield Screen(self._evidence_of_y(best[0], evidence.m),
                          tighten if grid else None, loose=grid)
             if grid:
-                # the search goes on from the whole grid's best point, as unscreened
                 with blas():
                     best, _ = self._grid(evidence, med, known=values)
         with blas():
@@ -342,11 +313,9 @@ class RBFGPRegressor:
         return value - m * (np.log(self.y_scale_ / self.y_unit_) + np.log(self.y_unit_))
 
     def _coarse(self, X, y, screen: bool = False):
-        """Validation, standardisation and the search's coarse stage: ``(standardised
-        inputs, evidence, median scale, [best value, best point], L-BFGS-B iterations
-        left, grid values)``. ``screen``: of the grid only the points at its last noise
-        ratio (``SCREEN_RATIOS``), whose values are returned ``{point: value}`` for
-        the grid's completion (None on the sample's path, whose optimum is the stage)."""
+        """Validation, standardisation and the coarse stage: ``(Z, evidence, median
+        scale, [best value, best point], L-BFGS-B iterations left, grid values or None)``;
+        ``screen``: the grid at ``SCREEN_RATIOS`` only."""
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
@@ -358,7 +327,7 @@ class RBFGPRegressor:
         if not (np.isfinite(X).all() and np.isfinite(y).all()):
             raise ValueError("the RBF GP's labelled X and y must be finite (no NaN or inf).")
         self.mu_, self.sd_ = _standardise(X, getattr(self, "feature_scale", None))
-        # targets at any scale: an exact power-of-two unit first (1 for ordinary data)
+        # an exact power-of-two unit first (1 for ordinary data)
         self.y_unit_ = unit = power_of_two_unit(y)
         y_pre = y / unit
         mean_pre, scale_pre = float(y_pre.mean()), float(y_pre.std()) or 1.0
@@ -374,8 +343,6 @@ class RBFGPRegressor:
         med = _median_scale(Z)
         start = None
         if z.size > 1.5 * SUBSET_LABELS:
-            # the search on a uniform sample of the labels first; its optimum starts
-            # a few gradient steps on all of them
             pick = np.sort(np.random.default_rng(0).choice(z.size, SUBSET_LABELS,
                                                             replace=False))
             sub = _ProfiledEvidence(Z[pick], z[pick], noise_z)
@@ -400,12 +367,10 @@ class RBFGPRegressor:
         unit = self.y_unit_
         scale_pre = self.y_scale_ / unit          # exact: the unit is a power of two
         self.n_iter_ = evidence.n_evaluations
-        # in the units of y the evidence is the standardised one minus m log(y_scale)
         self.log_marginal_likelihood_ = self._evidence_of_y(value, m)
         amplitude, constant = evidence.amplitude, evidence.constant
         ratio = float(np.exp(log_ratio))
-        # variances in units of y^2 as far as float64 holds them (inf beyond); the noise
-        # also in units of (y / y_unit_)^2, where it cannot overflow
+        # in units of y^2 (inf beyond float64); noise_pre_ in (y / y_unit_)^2
         with np.errstate(over="ignore"):
             scale2 = np.float64(scale_pre) ** 2 * np.float64(unit) * np.float64(unit)
         self.noise_pre_ = amplitude * ratio * scale_pre ** 2
@@ -417,16 +382,14 @@ class RBFGPRegressor:
         return self
 
     def _search(self, evidence, med):
-        """``(log ℓ, log r, log evidence)`` at the best point found: the grid, then
-        L-BFGS-B (analytic gradient, at most ``max_iter`` iterations) from its best point."""
+        """``(log ℓ, log r, log evidence)``: the grid, then L-BFGS-B from its best point."""
         best, _ = self._grid(evidence, med)
         return self._refine(evidence, med, best, int(self.max_iter))
 
     def _grid(self, evidence, med, start=None, known=None, ratios=None):
         """``([best value, best point], started)``: the grid's best point, or ``start``
-        alone (``started``; the grid after all where ``start`` cannot be factored).
-        ``known``: ``{point: value}`` of grid points already evaluated, updated here;
-        ``ratios``: the positions of the grid's ratios to evaluate (default all)."""
+        alone (the grid where it cannot be factored). ``known``: cached ``{point: value}``,
+        updated; ``ratios``: positions of the grid's ratios (None: all)."""
         best = [-np.inf, None]
         grid_ratios = self.RATIO_GRID
         if evidence.noise is not None:              # A = noise / r: A = 0.1 and 1
@@ -458,11 +421,8 @@ class RBFGPRegressor:
         return best, start is not None
 
     def _polished(self, evidence, med, best) -> float:
-        """The screening value of the coarse stage: the evidence at ``best = [value,
-        point]`` moved by ``POLISH_STEPS`` while it rises - each axis in turn, one
-        direction until it stops rising, for at most ``POLISH_PASSES`` passes, within the
-        search's bounds, no point evaluated twice. The search itself goes on from
-        ``best``."""
+        """The screening value: the evidence at ``best = [value, point]`` moved by
+        ``POLISH_STEPS`` along each axis while it rises (docs/models.md, "Screening")."""
         lo = np.log([med * self.LENGTH_RANGE[0], self.RATIO_RANGE[0]])
         hi = np.log([med * self.LENGTH_RANGE[1], self.RATIO_RANGE[1]])
         origin, steps = best[1], dict(self.POLISH_STEPS)
@@ -497,8 +457,7 @@ class RBFGPRegressor:
         return value
 
     def _refine(self, evidence, med, best, max_iter):
-        """``(log ℓ, log r, log evidence)`` at the best point found by L-BFGS-B (analytic
-        gradient, at most ``max_iter`` iterations) from ``best = [value, point]``."""
+        """``(log ℓ, log r, log evidence)`` after L-BFGS-B from ``best = [value, point]``."""
         from scipy.optimize import minimize
 
         bounds = np.log([[med * self.LENGTH_RANGE[0], med * self.LENGTH_RANGE[1]],
@@ -515,8 +474,7 @@ class RBFGPRegressor:
         value, grad = evidence(*start, gradient=True)
         if grad is None:
             return (*best[1], best[0])
-        # the objective in units that make L-BFGS-B's first step ~FIRST_STEP long (its
-        # first step on a box is the whole projected gradient)
+        # scaled so that L-BFGS-B's first step (the projected gradient) is ~FIRST_STEP
         scale = self.FIRST_STEP / max(float(np.abs(grad).max()), 1e-12)
         first = {tuple(start): (value, grad)}
 
@@ -535,11 +493,8 @@ class RBFGPRegressor:
         return (*best[1], best[0])
 
     def _set_predictor(self, Z, evidence, ell, amplitude, constant):
-        """The exact posterior's pieces in standardised units from the evidence's last
-        evaluation (at the fitted point): the Cholesky factor ``L`` of ``K + r I`` and
-        ``α = (K + r I)⁻¹ (z - c)``, so that a prediction is a GEMM (mean) and a triangular
-        solve (variance) per block of rows. The covariance is ``A (K + r I)``, so the mean
-        is ``c + k*ᵀ α`` and the latent variance ``A (1 - |L⁻¹ k*|²)``."""
+        """Keep the Cholesky factor ``L`` of ``K + r I`` and ``α = (K + r I)⁻¹ (z - c)``
+        from the evidence's last evaluation (at the fitted point), for :meth:`predict`."""
         factor = evidence.factor              # L in its lower triangle (Fortran order)
         for column in range(1, factor.shape[0]):
             factor[:column, column] = 0.0         # clear the other triangle (it held S)
@@ -550,8 +505,8 @@ class RBFGPRegressor:
         self._hyper = (ell, amplitude, constant)
 
     def predict(self, X, return_std: bool = True):
-        """Exact posterior mean (and standard deviation of the latent function) at ``X``,
-        in the units of ``y``: per block of rows ``c + K* α`` and ``A (1 - |L⁻¹ K*ᵀ|²)``."""
+        """Exact posterior mean (and latent standard deviation) at ``X`` in units of ``y``:
+        ``c + K* α`` and ``A (1 - |L⁻¹ K*ᵀ|²)``."""
         import scipy.linalg
 
         ell, amplitude, constant = self._hyper
@@ -560,7 +515,6 @@ class RBFGPRegressor:
         n = X.shape[0]
         mean = np.empty(n)
         std = np.empty(n) if return_std else None
-        # a block's working set, about 5 m floats a row, within flgp's memory budget
         step = default_chunk_size(8 * (5 * Zt.shape[0] + 4 * X.shape[1] + 8))
         for start in range(0, n, step):
             Z = (X[start:start + step] - self.mu_) / self.sd_
@@ -591,8 +545,7 @@ class RBFRegression(RegressionRepresentation):
                 f"costs O(m^3) per evidence evaluation")
 
     def fit(self, prior, options, X, labelled, y_lab, z, standardisation):
-        """:class:`RBFGPRegressor` on ``X[labelled]`` and ``y_lab`` (it standardises
-        ``y`` itself)."""
+        """:class:`RBFGPRegressor` on ``X[labelled]`` and ``y_lab``."""
         rbf = RBFGPRegressor(options.max_iter, backend=resolve_backend(options.backend),
                              noise=options.noise, feature_scale=cloud_feature_scale(X)).fit(
             X[labelled], y_lab)
@@ -608,8 +561,8 @@ class RBFRegression(RegressionRepresentation):
 
 
 class RBFRegressionFit(RegressionFit):
-    """A fitted :class:`RBFGPRegressor` (``rbf``), the estimator's ``rbf_``; ``alone``:
-    the one prior offered (its ``eigenpairs_`` then None)."""
+    """A fitted :class:`RBFGPRegressor` (``rbf``, the estimator's ``rbf_``); ``alone``: the
+    one prior offered."""
 
     method = "rbf"
 

@@ -49,8 +49,7 @@ __all__ = ["HeatKernelRegression", "HeatKernelRegressionFit", "HeatKernelCountFi
 
 # the noise variance's search range (and its evidence ceiling's), standardised units
 NOISE_RANGE = (1e-6, 10.0)
-# counts: a posterior mean count above this many times the largest labelled count (+ 1)
-# is warned of (_warn_counts)
+# counts: a posterior mean above this many times the largest labelled count (+ 1) warns
 COUNT_RANGE_WARNING = 100.0
 
 
@@ -61,9 +60,8 @@ def default_resolution_ceiling(n_induced: int) -> int:
 
 
 def regression_sizes(prior, options, n: int) -> tuple[int, int]:
-    """``(s, M)`` of the regressor's heat kernel on ``n`` points: the engine's
-    (:func:`flgp.models.eigenbasis.engine_sizes`), with ``M`` the resolution ceiling by
-    default for Gaussian targets."""
+    """``(s, M)`` of the regressor's heat kernel on ``n`` points (:func:`engine_sizes`;
+    ``M`` by default the resolution ceiling for Gaussian targets)."""
     s, M = engine_sizes(prior, n)
     if prior.basis.n_eigenpairs is None and options.likelihood == "gaussian" \
             and prior.method != "glgp":
@@ -72,9 +70,8 @@ def regression_sizes(prior, options, n: int) -> tuple[int, int]:
 
 
 def resolution_ranks(prior, options, M: int) -> list:
-    """The numbers of leading eigenpairs the Gaussian fit compares: ``M`` when
-    ``n_eigenpairs`` is given; by default ``M/8, M/4, M/2, M`` (at least 10), the one of
-    highest evidence predicting (``n_eigenpairs_``)."""
+    """The numbers of leading eigenpairs the Gaussian fit compares: by default ``M/8,
+    M/4, M/2, M`` (at least 10); ``M`` alone when ``n_eigenpairs`` is given."""
     if prior.basis.n_eigenpairs is not None or options.likelihood != "gaussian":
         return [M]
     return sorted({max(1, min(M, r)) for r in (M // 8, M // 4, M // 2, M) if r >= 10}
@@ -82,8 +79,7 @@ def resolution_ranks(prior, options, M: int) -> list:
 
 
 def noise_bounds(options, standardisation) -> tuple[float, float]:
-    """The noise variance's range in units of the standardised targets: ``NOISE_RANGE``,
-    or the estimator's fixed ``noise`` (``options.noise``) at both ends."""
+    """The standardised noise variance's range: ``NOISE_RANGE``, or the fixed ``noise``."""
     if options.noise is None:
         return NOISE_RANGE
     fixed = standardisation.variance_of_z(options.noise)
@@ -113,8 +109,7 @@ class HeatKernelRegression(RegressionRepresentation):
         ceilings, coarse = [], []
 
         def beaten(eigenpairs, V_lab, targets):
-            """Left unsearched: its ceiling below ``bar``, or its coarse search (one start
-            at the largest rank) more than the screening margin below."""
+            """Skip: its ceiling, or its coarse search by more than the margin, below ``bar``."""
             if not np.isfinite(bar):
                 return False
             ceiling = LowRankGaussianEvidence(V_lab, targets).ceiling(noise_range)
@@ -146,11 +141,11 @@ class HeatKernelRegression(RegressionRepresentation):
 
 
 class HeatKernelRegressionFit(RegressionFit):
-    """The heat kernel's fit of the best candidate eigenbasis (Gaussian targets). Once its
-    fitted attributes are taken it holds what predicts: ``eigenbasis``
+    """The heat kernel's fit of the best candidate eigenbasis (Gaussian targets). After
+    :meth:`fitted_attributes` it holds ``eigenbasis``
     (:class:`~flgp.models.eigenbasis.FittedEigenbasis`), ``predictor``
-    (:class:`~flgp.models.regression_predictor.RegressionPredictor`) and the noise variance
-    (``noise_z`` standardised, ``noise_pre`` in ``(y / unit)²``)."""
+    (:class:`~flgp.models.regression_predictor.RegressionPredictor`), ``noise_z``
+    (standardised) and ``noise_pre`` (in ``(y / unit)²``)."""
 
     counts = False
     lazy_points = True
@@ -163,8 +158,7 @@ class HeatKernelRegressionFit(RegressionFit):
             -candidate[3].result["nll_evidence"], labelled.size)
 
     def fitted_attributes(self, X, stacklevel):
-        """The estimator's attributes of the fit (``eigenpairs_``, ``diffusion_time_``,
-        ...) and its transduction."""
+        """The estimator's fitted attributes and its transduction."""
         a, eigenpairs, V_lab, fit = self._candidate
         st = self._standardisation
         # the pieces' warning, three frames below this one (_label_pieces, of_labels)
@@ -173,7 +167,6 @@ class HeatKernelRegressionFit(RegressionFit):
         out = self.eigenbasis.fitted_attributes(self._labelled)
         fit = fit.result
         k = fit["rank"]
-        # the evidence p(y | t, s^2, σ^2) in the units of y, without the prior on t
         out.update(method_=self.method, diffusion_time_=fit["t"],
                    outputscale_=st.variance_of_y(fit["s2"]),
                    noise_=st.variance_of_y(fit["noise"]),
@@ -185,8 +178,8 @@ class HeatKernelRegressionFit(RegressionFit):
         M = eigenpairs.n_eigenpairs
         sd, w_mean, w_cov = np.zeros(M), np.zeros(M), np.zeros((M, M))
         sd[:k], w_mean[:k], w_cov[:k, :k] = sd_k, w_mean_k, w_cov_k   # the rest: weight 0
-        self.noise_z = fit["noise"]             # noise variance in standardised units
-        self.noise_pre = st.variance_pre(fit["noise"])          # in units of (y / unit)^2
+        self.noise_z = fit["noise"]
+        self.noise_pre = st.variance_pre(fit["noise"])
         self.unit = st.unit
         self.predictor = RegressionPredictor(sd, w_mean, w_cov, st.mean, st.scale,
                                              self.eigenbasis.piece_has_label)
@@ -195,8 +188,7 @@ class HeatKernelRegressionFit(RegressionFit):
         return out
 
     def transduce(self, stacklevel) -> dict:
-        """``transduction_`` and ``transduction_std_`` of the cloud: views of the two
-        columns of one array (no copy)."""
+        """``transduction_`` and ``transduction_std_`` of the cloud."""
         eigenpairs, predictor = self.eigenbasis.eigenpairs, self.predictor
         with stage("transduction"):
             out = eigenpairs.map_chunks(predictor, n_columns=2, parallel=True,
@@ -238,9 +230,8 @@ class HeatKernelRegressionFit(RegressionFit):
         return LatentPosterior(mean, cov, precision=1.0 / self.noise_z)
 
     def _warn_counts(self, mean, latent_moments, stacklevel):
-        """Warn about rates beyond float64 in ``mean``, or beyond ``COUNT_RANGE_WARNING``
-        times the largest labelled count, with the largest latent sd there
-        (``latent_moments(latent)``: the log-rate's mean and sd, computed only then)."""
+        """Warn about rates beyond float64 or ``count_bound``; ``latent_moments(latent)``:
+        the log-rate's mean and sd, computed only then."""
         large = ~(np.asarray(mean) <= self.count_bound)
         if not large.any():
             return
@@ -259,9 +250,8 @@ class HeatKernelRegressionFit(RegressionFit):
                       UserWarning, stacklevel=stacklevel + 1)
 
 class HeatKernelCountFit(HeatKernelRegressionFit):
-    """The heat kernel's fit of counts (``likelihood="poisson"``): Laplace's approximation
-    in weight space, no noise variance; it predicts the rate, and the predictive count's
-    intervals (:meth:`count_interval`)."""
+    """The heat kernel's fit of counts (``likelihood="poisson"``, Laplace in weight
+    space): it predicts the rate, and the count's intervals (:meth:`count_interval`)."""
 
     counts = True
 
@@ -292,8 +282,7 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
         self.noise_z = self.noise_pre = None
         self.unit = 1.0
         out["overdispersion_"] = fit["nugget"]
-        # a piece without a label predicts the labelled counts' population; the log-rate is
-        # bounded by what the labels support (CountPredictor)
+        # an unlabelled piece predicts the labelled counts' population (CountPredictor)
         population = count_population(V_lab[:, kept] * sd[kept], state)
         self.predictor = CountPredictor(sd, w_mean, w_cov, offset,
                                         self.eigenbasis.piece_has_label, fit["nugget"],
@@ -318,8 +307,8 @@ class HeatKernelCountFit(HeatKernelRegressionFit):
 
 
 def fit_counts(prior, options, X, labelled, y_lab) -> HeatKernelCountFit:
-    """The heat kernel's fit of the counts ``y_lab`` at rows ``labelled`` of ``X``: the
-    candidate eigenbasis of best Laplace evidence times the prior on ``t``."""
+    """The heat kernel's fit of the counts ``y_lab``: the candidate eigenbasis of best
+    Laplace evidence times the prior on ``t``."""
     y_lab = check_counts(y_lab, labelled)
     offset = count_offset(y_lab)
 
@@ -339,8 +328,7 @@ def fit_counts(prior, options, X, labelled, y_lab) -> HeatKernelCountFit:
 
 
 def fit_gaussian(prior, options, eigenpairs, V_lab, z, noise_range) -> CandidateFit:
-    """The hyperparameters of one candidate eigenbasis at each of
-    :func:`resolution_ranks`, the best by evidence times ``π(t)``."""
+    """One candidate's best hyperparameters over :func:`resolution_ranks`."""
     fit = None
     for rank in resolution_ranks(prior, options, eigenpairs.n_eigenpairs):
         trial = fit_hyperparameters(prior, options, _Leading(eigenpairs, rank),
@@ -354,11 +342,9 @@ def fit_gaussian(prior, options, eigenpairs, V_lab, z, noise_range) -> Candidate
 
 def fit_hyperparameters(prior, options, eigenpairs, V_lab, z, noise_range,
                         n_starts: int = 2) -> dict:
-    """``t``, ``s²`` and ``σ²`` of one eigenbasis by the exact evidence times
-    ``π(t) ∝ t^{-a0}`` (``a0 = prior.diffusion_time_prior_power``): L-BFGS-B on their
-    logarithms from the ``n_starts`` best ``t`` of a 12-point log grid, each with the
-    outputscale that gives the labelled points unit mean prior variance; a fixed
-    ``diffusion_time`` or noise is held by tight bounds."""
+    """``t``, ``s²`` and ``σ²`` by the exact evidence times ``π(t) ∝ t^{-a0}``: L-BFGS-B
+    on their logarithms from the ``n_starts`` best ``t`` of a 12-point log grid, each with
+    the outputscale giving the labelled points unit mean prior variance."""
     ev = LowRankGaussianEvidence(V_lab, z)
     lam = eigenpairs.eigenvalues
     log_scale = np.log(eigenpairs.kernel_scale)
@@ -391,10 +377,8 @@ def fit_hyperparameters(prior, options, eigenpairs, V_lab, z, noise_range,
     noise0 = bounds[2][0] if fixed_noise is not None else np.log(0.1)
 
     def matched_log_s2(log_t):
-        # outputscale at which the mean prior variance of the labelled points is 1
         return unit_prior_log_scale(eigenpairs, ev.V, log_t, bounds[1])
 
-    # the best two diffusion times of a coarse log grid (scale-matched), or the fixed one
     grid = ([bounds[0][0]] if fixed_t is not None
             else np.linspace(np.log(lo), np.log(hi), 12))
     best = multistart_minimize(
@@ -443,10 +427,10 @@ class HeatKernelClassification(ClassificationRepresentation):
 
 
 class HeatKernelClassificationFit(ClassificationFit):
-    """The classifier's heat-kernel fit of the best candidate eigenbasis. Once its fitted
-    attributes are taken it holds what predicts: ``eigenbasis``, ``spectral_prior``,
-    ``V_lab``, the ``mixture`` over diffusion times (``(t, weight, state, amplitude)``
-    each) and the ``predictor`` (:class:`~flgp.models.class_predictor.ClassPredictor`)."""
+    """The classifier's heat-kernel fit of the best candidate eigenbasis. After
+    :meth:`fitted_attributes` it holds ``eigenbasis``, ``spectral_prior``, ``V_lab``, the
+    ``mixture`` over diffusion times (``(t, weight, state, amplitude)`` each) and the
+    ``predictor`` (:class:`~flgp.models.class_predictor.ClassPredictor`)."""
 
     lazy_points = True
 
@@ -460,8 +444,7 @@ class HeatKernelClassificationFit(ClassificationFit):
                             and options.calibration is not None)
 
     def fitted_attributes(self, X, stacklevel):
-        """The estimator's attributes of the fit (the fitted prior, the mixture's weights,
-        the calibration) and its transduction."""
+        """The estimator's fitted attributes and its transduction."""
         a, eigenpairs, V_lab, fit = self._candidate
         labelled, codes = self._labelled, self._codes
         # the pieces' warning, three frames below this one (_label_pieces, of_labels)
@@ -507,8 +490,7 @@ class HeatKernelClassificationFit(ClassificationFit):
                                           project=self.predictor.project)
 
     def predict_latent(self, X, stacklevel):
-        """``(mean, var)`` of the latents at ``X``, ``(n, width)`` each (one column for
-        two classes)."""
+        """``(mean, var)`` of the latents at ``X`` (one column for two classes)."""
         width = 1 if self.n_classes == 2 else self.n_classes
         out = self.eigenbasis.map_points(X, self.predictor.latent, stacklevel=stacklevel + 1,
                                          n_columns=2 * width,
@@ -531,16 +513,14 @@ class HeatKernelClassificationFit(ClassificationFit):
                               count_rate=post.count_rate)
         return post
 
-# compared priors whose search-precision evidence trails the best by more than this many
-# nats skip the final tight EP run: they cannot win (the search evidence is within about
-# 0.01 nat of the converged one)
+# compared priors trailing the best search evidence by more than this many nats skip the
+# final tight EP run (the search evidence is within ~0.01 nat of the converged one)
 EP_FINISH_MARGIN = 1.0
 
 
 def spectral_families(prior) -> list:
-    """``(family, nu)`` of the priors the fit compares: the heat kernel ``prior``'s
-    chosen one, or for ``spectral_family="auto"`` the heat kernel, the graph Matérn kernel
-    with ``ν = 1, 2`` and the pseudo-inverse."""
+    """``(family, nu)`` of the priors the fit compares (``"auto"``: heat, Matérn ``ν = 1,
+    2``, pseudo-inverse)."""
     if prior.spectral_family == "auto":
         return [("heat", prior.matern_nu), ("matern", 1.0), ("matern", 2.0),
                 ("green", prior.matern_nu)]
@@ -559,8 +539,7 @@ def fit_classes(prior, options, eigenpairs, V_lab, codes, n_classes) -> Candidat
         spectral = SpectralPrior.of(eigenpairs, family, nu, constant)
         searches.append((spectral, TimeSearch(prior, options, spectral, V_lab, n_classes)))
     binary = n_classes == 2
-    # the compared priors' searches are independent: one thread each (same result on any
-    # number of threads)
+    # the compared priors' searches are independent: one thread each
     threads = cpu_threads()
     if options.expectation_propagation and not options.one_vs_rest:
         found = map_threads(lambda job: job[1].search_ep(codes, binary), searches, threads)
@@ -592,9 +571,8 @@ def fit_classes(prior, options, eigenpairs, V_lab, codes, n_classes) -> Candidat
 
 def predictive_scale(mixture, codes, n_classes, calibrated, one_vs_rest):
     """``κ`` by leave-one-out (:func:`flgp.models.inference.ep.fit_predictive_scale`) over
-    the ``mixture`` of diffusion times (one per class for ``one_vs_rest``); 1 unless
-    ``calibrated``. Only points whose class keeps another label are left out (a class's
-    only label says nothing of confidence), so one label per class gives ``κ = 1``."""
+    the ``mixture`` (one per class for ``one_vs_rest``); 1 unless ``calibrated``. Only
+    points whose class has another label are left out."""
     if not calibrated:
         return 1.0
     counts = np.bincount(codes, minlength=n_classes)

@@ -23,19 +23,16 @@ Strategies (:func:`suggest_labels`):
     ``Σ_k d_k v(x)ᵀ Σ_k G_k Σ_k v(x) / (1 + d_k q_k(x))`` (exact for Gaussian noise,
     where the posterior covariance does not depend on the value of the label).
 ``"entropy"``, ``"margin"``, ``"least_confident"`` (classes), ``"std"`` (regression)
-    Predictive uncertainty at the point: entropy of the class probabilities, one minus the
-    gap between the two most probable classes, one minus the largest probability, or the
-    predictive standard deviation.
+    Predictive uncertainty at the point (:func:`uncertainty_scores`) or its predictive
+    standard deviation.
 ``"random"``
     Uniformly among the unlabelled rows (seeded by ``random_state``).
 
 A batch is chosen greedily: after each pick the posterior is conditioned on a label there
-(the rank-one update above; only the covariance changes) and the other candidates are
-rescored - for the uncertainty strategies, multiplied by the share of latent standard
-deviation the batch leaves, ``√(Σ_k q_k / Σ_k q_k⁰)`` (for ``"std"`` exactly the
-posterior sd after those labels), so that a batch spreads over the cloud. Both greedy
-searches are exact without any ``n × n`` or ``n × M`` array
-(:func:`greedy_variance_reduction`, :func:`greedy_uncertainty`).
+(the rank-one update above) and the other candidates are rescored - for the uncertainty
+strategies, multiplied by the share of latent standard deviation the batch leaves,
+``√(Σ_k q_k / Σ_k q_k⁰)``, so that a batch spreads over the cloud
+(:func:`greedy_variance_reduction`, :func:`greedy_uncertainty`; no ``n × M`` array).
 
 At full resolution (the graph Matérn classifier) candidates are weighted by their graph
 distance to the nearest label instead (:func:`spread_by_graph_distance`).
@@ -66,7 +63,6 @@ __all__ = ["LatentPosterior", "suggest_labels", "classifier_latent_posterior",
 CLASSIFIER_STRATEGIES = ("entropy", "margin", "least_confident", "variance_reduction",
                          "random")
 REGRESSOR_STRATEGIES = ("std", "variance_reduction", "random")
-# "uncertainty" names the first strategy of each list
 _ALIASES = {"uncertainty": {"classifier": "entropy", "regressor": "std"}}
 _MIN_POOL = 1024
 _POOL_PER_PICK = 32
@@ -75,11 +71,9 @@ _POOL_PER_PICK = 32
 @dataclass
 class LatentPosterior:
     """Gaussian posterior of ``K`` latent functions in the eigenbasis:
-    ``f_k(x) = offset_k + v(x)ᵀ β_k``, ``β_k ~ N(mean[:, k], cov[k])``.
-
-    ``precision`` (``(K,)``): the noise precision a new label adds to each latent function;
-    required unless ``count_rate``: a Poisson count, whose precision at ``x`` is its
-    expected rate ``exp(offset + m(x) + q(x) / 2)``."""
+    ``f_k(x) = offset_k + v(x)ᵀ β_k``, ``β_k ~ N(mean[:, k], cov[k])``. ``precision``
+    (``(K,)``): the noise precision a new label adds, required unless ``count_rate`` (a
+    Poisson count: its expected rate ``exp(offset + m(x) + q(x) / 2)``)."""
 
     mean: np.ndarray
     cov: np.ndarray
@@ -104,7 +98,7 @@ class LatentPosterior:
                                  "latent function (or count_rate=True for counts).")
             self.precision = np.broadcast_to(
                 np.asarray(self.precision, dtype=np.float64), (K,)).copy()
-        # trailing eigenvectors of weight exactly 0 add nothing: scan the leading ones only
+        # trailing eigenvectors of weight exactly 0 add nothing
         used = np.flatnonzero(np.any(self.cov != 0, axis=(0, 1)) | np.any(self.mean != 0, 1))
         self.n_active = int(used[-1]) + 1 if used.size else 1
 
@@ -113,8 +107,7 @@ class LatentPosterior:
         return self.mean.shape[1]
 
     def info(self, mean_latent: np.ndarray, var_latent: np.ndarray) -> np.ndarray:
-        """Noise precision of a new label at points with latent means / variances
-        ``(b, K)``: ``(b, K)``."""
+        """Noise precision ``(b, K)`` of a new label at latent means / variances ``(b, K)``."""
         if self.count_rate:
             return np.exp(np.minimum(self.offset + mean_latent + 0.5 * var_latent, 700.0))
         return np.broadcast_to(self.precision, mean_latent.shape)
@@ -122,8 +115,8 @@ class LatentPosterior:
 
 # -- posteriors of the classifier's inference states, in the eigenbasis -------------------
 def _embed(S: np.ndarray, mean: np.ndarray, scale: np.ndarray, kept: np.ndarray, M: int):
-    """Weights ``z`` over the kept columns with ``β = scale ∘ z`` -> eigenbasis mean and
-    covariance (zeros elsewhere)."""
+    """Eigenbasis mean and covariance of weights ``z`` over the kept columns, ``β = scale ∘
+    z``."""
     cov = np.zeros((M, M))
     cov[np.ix_(kept, kept)] = scale[:, None] * S * scale[None, :]
     mu = np.zeros(M)
@@ -151,11 +144,9 @@ def probit_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
 
 
 def multinomial_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
-    """Per-class eigenbasis means ``(M, C)``, marginal covariances ``(C, M, M)`` and mean
-    site precisions ``(C,)`` of a nested-EP state
-    (:func:`flgp.models.inference.ep.ep_multinomial_probit`): covariance
-    ``P_c⁻¹ + P_c⁻¹ Φᵀ diag(r_c) M⁻¹ diag(r_c) Φ P_c⁻¹`` (between-class terms left out),
-    site precision the outer site's diagonal ``d_ic - d_ic² / s_i``."""
+    """Per-class eigenbasis means ``(M, C)``, marginal covariances ``(C, M, M)`` (no
+    between-class terms) and mean site precisions ``d_ic - d_ic² / s_i`` ``(C,)`` of a
+    nested-EP state (:func:`flgp.models.inference.ep.ep_multinomial_probit`)."""
     kept, scale = _kept_scale(np.asarray(w, dtype=np.float64), amplitude)
     Phi = state.phi
     m, d = Phi.shape
@@ -181,10 +172,8 @@ def multinomial_ep_posterior(state, w: np.ndarray, amplitude: float = 1.0):
 
 
 def laplace_binary_posterior(state, V_lab: np.ndarray, w: np.ndarray):
-    """Eigenbasis mean, covariance and mean ``W`` of a binary Laplace state
-    (:func:`flgp.models.inference.laplace.laplace_binary`) for the kernel
-    ``V_lab diag(w) V_labᵀ``: ``Σ = diag(w) - Rᵀ R``, ``R = L⁻¹ W^{1/2} V_lab diag(w)``;
-    mean ``diag(w) V_labᵀ ∇``."""
+    """Eigenbasis mean, covariance ``diag(w) - Rᵀ R`` (``R = L⁻¹ W^{1/2} V_lab diag(w)``)
+    and mean ``W`` of a binary Laplace state for the kernel ``V_lab diag(w) V_labᵀ``."""
     w = np.asarray(w, dtype=np.float64)
     Vw = V_lab * w
     R = scipy.linalg.solve_triangular(state.chol, state.sqrt_w[:, None] * Vw, lower=True)
@@ -194,10 +183,7 @@ def laplace_binary_posterior(state, V_lab: np.ndarray, w: np.ndarray):
 
 def laplace_softmax_posterior(state, V_lab: np.ndarray, w: np.ndarray):
     """Per-class eigenbasis means ``(M, C)``, covariances ``(C, M, M)`` and mean
-    ``π_c (1 - π_c)`` of a softmax Laplace state
-    (:func:`flgp.models.inference.laplace.laplace_softmax`):
-    ``Σ_c = diag(w) - diag(w) V_labᵀ Q_c V_lab diag(w)`` with R&W Algorithm 3.4's
-    ``Q_c = E_c - E_c (Σ_c E_c)⁻¹ E_c``."""
+    ``π_c (1 - π_c)`` of a softmax Laplace state (R&W Algorithm 3.4's ``Q_c``)."""
     w = np.asarray(w, dtype=np.float64)
     Vw = V_lab * w
     C = state.Y.shape[1]
@@ -215,11 +201,10 @@ def laplace_softmax_posterior(state, V_lab: np.ndarray, w: np.ndarray):
 def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitude, *,
                                 n_classes: int, expectation_propagation: bool = True,
                                 one_vs_rest: bool = False) -> LatentPosterior:
-    """The :class:`LatentPosterior` of a classifier's inference state at diffusion time
-    ``t`` (one-vs-rest: ``t``, ``amplitude`` and ``state`` one entry per class).
-    ``eigenpairs``: the eigenpairs or the fit's
-    :class:`~flgp.spectral.families.SpectralPrior`; ``V_lab``: the labelled points'
-    eigenvector rows in that basis; ``expectation_propagation``: EP states (else Laplace)."""
+    """The :class:`LatentPosterior` of a classifier's EP (or Laplace) state at diffusion
+    time ``t`` (one-vs-rest: one ``t``, ``amplitude``, ``state`` per class). ``eigenpairs``:
+    the eigenpairs or a :class:`~flgp.spectral.families.SpectralPrior`; ``V_lab``: the
+    labelled points' eigenvector rows in that basis."""
 
     C = int(n_classes)
     if one_vs_rest and C > 2:
@@ -240,8 +225,7 @@ def classifier_latent_posterior(eigenpairs, V_lab: np.ndarray, t, state, amplitu
 
 
 def _weights(prior, t):
-    """Prior weights at ``t`` of a :class:`~flgp.spectral.families.SpectralPrior`, or of
-    the heat kernel on anything with eigenvalues and a kernel scale."""
+    """Prior weights at ``t`` of a spectral prior, or of the heat kernel on eigenpairs."""
     if hasattr(prior, "weights"):
         return prior.weights(t)
 
@@ -285,9 +269,8 @@ def score_margin_uncertainty(scores: np.ndarray) -> np.ndarray:
 
 
 def graph_edge_lengths(stiffness) -> sp.csr_matrix:
-    """Each edge's length ``-log(w_ij / max w)`` from a graph's stiffness ``D - W`` (at
-    least ``10⁻³`` of the mean; an unweighted graph: one a hop). ValueError unless a square
-    sparse matrix."""
+    """Each edge's length ``-log(w_ij / max w)`` (at least ``10⁻³`` of the mean) from a
+    graph's stiffness ``D - W``. ValueError unless a square sparse matrix."""
     if not sp.issparse(stiffness) or stiffness.ndim != 2 \
             or stiffness.shape[0] != stiffness.shape[1]:
         raise ValueError(f"stiffness must be a square scipy.sparse matrix (a PointGraph's "
@@ -305,10 +288,9 @@ def graph_edge_lengths(stiffness) -> sp.csr_matrix:
 
 def spread_by_graph_distance(lengths, labelled, index, base, n) -> np.ndarray:
     """``n`` rows of ``index`` chosen greedily by ``base`` (larger = less certain) times
-    ``d / max d``, ``d`` the shortest-path distance (``lengths``:
-    :func:`graph_edge_lengths`) to the nearest ``labelled`` node or earlier pick; an
-    unreached node counts twice the farthest reached (greedy k-centre, Sener & Savarese
-    2018). ValueError for a ``base`` not finite one a row, or ``n`` out of range."""
+    ``d / max d``, ``d`` the graph distance (:func:`graph_edge_lengths`) to the nearest
+    label or earlier pick (greedy k-centre, Sener & Savarese 2018). ValueError for a
+    ``base`` not finite one a row, or ``n`` out of range."""
     index = np.asarray(index, dtype=np.int64)
     sources = np.asarray(labelled, dtype=np.int64)
     score_base = np.asarray(base, dtype=np.float64)
@@ -357,9 +339,8 @@ def eigenvector_gram(eigenpairs) -> np.ndarray | None:
 
 
 def probability_weights(proba: np.ndarray, var_latent: np.ndarray) -> np.ndarray:
-    """``ω = φ(Φ⁻¹(p))² / (1 + v)``, ``(b, K)``: the squared slope of a probit class
-    probability ``p = Φ(μ / √(1 + v))`` in its latent mean, so that ``ω · Var f`` is the
-    probability's variance to first order."""
+    """``ω = φ(Φ⁻¹(p))² / (1 + v)``: the squared slope of ``p = Φ(μ / √(1 + v))`` in
+    ``μ``, so that ``ω · Var f`` is the probability's variance to first order."""
     z = ndtri(np.clip(proba, 1e-12, 1.0 - 1e-12))
     return np.exp(-z * z) / (2.0 * np.pi) / (1.0 + var_latent)
 
@@ -370,8 +351,7 @@ def _latent_probabilities(proba: np.ndarray, K: int) -> np.ndarray:
     return proba[:, 1:2] if K == 1 and proba.shape[1] == 2 else proba
 
 
-# products over the whole cloud run in float32 above this many multiply-adds (relative
-# error ~1e-6 in a score); below it in float64
+# products over the cloud run in float32 above this many multiply-adds (~1e-6 relative)
 _FLOAT32_WORK = 1e9
 # weights below this (of at most 1/(2π)) leave a row out of a class's Gram matrix
 _NEGLIGIBLE_WEIGHT = 1e-12
@@ -388,9 +368,8 @@ def _sum_over_cloud(eigenpairs, block, shape):
 
 
 def weighted_grams(eigenpairs, post: "LatentPosterior", proba) -> np.ndarray:
-    """``G_k = Σ_i ω_ik v(x_i) v(x_i)ᵀ`` (``(K, M', M')`` over the active columns) with the
-    :func:`probability_weights` of the cloud's class probabilities ``proba`` (``(n, C)``),
-    in two passes over the cloud."""
+    """``G_k = Σ_i ω_ik v(x_i) v(x_i)ᵀ`` (``(K, M', M')``, active columns) with the
+    :func:`probability_weights` of the cloud's class probabilities ``proba``."""
     k, K = post.n_active, post.n_latent
     M = eigenpairs.n_eigenpairs
     factors = [_factor(S) for S in post.cov[:, :k, :k]]
@@ -427,8 +406,8 @@ def _padded(A: np.ndarray, M: int) -> np.ndarray:
 
 
 class _SquaredNorms:
-    """Rows of ``V L`` -> their first ``n_plain`` columns, then the squared norm of each
-    following group of columns (``widths``): ``(b, n_plain + len(widths))``. Picklable."""
+    """Rows -> their first ``n_plain`` columns, then the squared norm of each following
+    group of ``widths`` columns."""
 
     def __init__(self, n_plain, widths):
         self.n_plain = int(n_plain)
@@ -448,14 +427,10 @@ def _identity(Z, pieces=None):
 
 def greedy_variance_reduction(eigenpairs, post: LatentPosterior, index: np.ndarray, n: int,
                               grams=None) -> np.ndarray:
-    """``n`` rows of ``index`` (candidate rows of the cloud) by greedy expected variance
-    reduction, best first.
-
-    Every candidate's latent means, ``q_k = |L_kᵀ v|²`` and ``r_k = |C_kᵀ v|²``
-    (``L_k L_kᵀ = Σ_k``, ``C_k = Σ_k G_k^{1/2}``) come from one projected pass over the
-    cloud (:meth:`~flgp.spectral.eigenpairs.Eigenpairs.map_chunks`); each pick's rank-one
-    update moves them by one more ``2K``-column pass, so the greedy choice is exact.
-    ``grams``: the per-latent ``G_k`` (None: the identity)."""
+    """``n`` rows of ``index`` (candidate rows) by greedy expected variance reduction,
+    best first. ``q_k = |L_kᵀ v|²`` and ``r_k = |C_kᵀ v|²`` (``L_k L_kᵀ = Σ_k``,
+    ``C_k = Σ_k G_k^{1/2}``) come from one pass over the cloud, each pick's rank-one update
+    from one more. ``grams``: the per-latent ``G_k`` (None: the identity)."""
     K, k = post.n_latent, post.n_active
     M = eigenpairs.n_eigenpairs
     covs = post.cov[:, :k, :k].copy()
@@ -500,8 +475,8 @@ def _moments(V, covs):
 
 
 class _Pool:
-    """Candidates of an uncertainty strategy whose eigenvector rows are held, with each
-    latent's variance before and after conditioning on the picks."""
+    """Candidates with their eigenvector rows and each latent's variance before and after
+    conditioning on the picks."""
 
     def __init__(self, eigenpairs, post, base):
         self.eigenpairs, self.base = eigenpairs, base
@@ -550,9 +525,8 @@ class _Pool:
 def greedy_uncertainty(eigenpairs, post: LatentPosterior, index: np.ndarray, base: np.ndarray,
                        n: int) -> np.ndarray:
     """``n`` rows of ``index`` by greedy penalised uncertainty, best first: ``base`` times
-    the share of latent standard deviation the picks leave. Only a pool of the best
-    ``base`` scores (``max(_MIN_POOL, _POOL_PER_PICK n)``) holds eigenvector rows; it grows
-    when its best score falls below the best ``base`` outside (scores only fall: exact)."""
+    the share of latent sd the picks leave. A pool of the best ``base`` scores holds the
+    eigenvector rows, grown when its best falls below the best outside (still exact)."""
     order = np.argsort(-base, kind="stable")           # ties: the lower row first
     pool = _Pool(eigenpairs, post, base)
     size = min(order.size, max(_MIN_POOL, _POOL_PER_PICK * n))
@@ -579,12 +553,10 @@ def greedy_uncertainty(eigenpairs, post: LatentPosterior, index: np.ndarray, bas
 def suggest_labels(fit, n, strategy, seed, *, name, classifier, method, labelled,
                    uncertainty):
     """Rows of a fitted estimator's cloud to label next (see the module docstring).
-    ``fit``: the representation's fit (the heat kernel's holds the eigenbasis; another
-    suggests by its own ``suggest``, if any); ``labelled``: ``labelled_indices_``;
-    ``uncertainty``: ``label_distributions_`` or ``transduction_std_``; ``seed`` seeds
-    ``"random"``; ``name``, ``classifier``, ``method`` name the estimator. Raises
-    ValueError for an unknown or unsupported strategy, or ``n`` beyond the unlabelled
-    rows."""
+    ``fit``: the representation's fit (the heat kernel's holds the eigenbasis, another
+    may have ``suggest``); ``labelled``: ``labelled_indices_``; ``uncertainty``:
+    ``label_distributions_`` or ``transduction_std_``; ``seed`` seeds ``"random"``. Raises
+    ValueError for an unknown or unsupported strategy, or ``n`` beyond the unlabelled rows."""
     kind = "classifier" if classifier else "regressor"
     strategies = CLASSIFIER_STRATEGIES if kind == "classifier" else REGRESSOR_STRATEGIES
     if not isinstance(strategy, str) or (strategy not in strategies
@@ -594,7 +566,6 @@ def suggest_labels(fit, n, strategy, seed, *, name, classifier, method, labelled
                          f"the same as {_ALIASES['uncertainty'][kind]!r}).")
     strategy = _ALIASES.get(strategy, {}).get(kind, strategy)
     n = check_int(n, "n", low=1)
-    # a fit outside the heat kernel's eigenbasis suggests by its own means, if any
     eigenbasis = getattr(fit, "eigenbasis", None)
     other = None if eigenbasis is not None else fit
     eigenpairs = None if eigenbasis is None else eigenbasis.eigenpairs
@@ -653,8 +624,8 @@ def _suggest(eigenpairs, index, n, strategy, kind, latent, uncertainty):
 
 
 def _generator(seed, n_labelled: int) -> np.random.Generator:
-    """The generator of ``"random"``: a Generator as it is; an integer seed with the number
-    of labelled rows (new draws each round of a loop with one seed); None: fresh entropy."""
+    """The generator of ``"random"``: an integer seed is combined with the number of
+    labelled rows (new draws each round of a loop with one seed)."""
     if isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, np.random.RandomState):

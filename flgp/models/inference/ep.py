@@ -15,13 +15,10 @@ of modes kept), so every posterior is a ``d``-dimensional Gaussian and costs
   precisions, ``s_i = Σ_c d_ic``): ``C`` independent GPs plus one ``m × m`` correction
   (GPML's Algorithm 3.3). With two classes it is exactly binary probit EP.
 
-Both return EP's log marginal likelihood and leave-one-out predictive log probability
-``Σ_i log Ẑ_i``.
-
-Predictions for ``C ≥ 3`` need ``P(argmax(f + ε) = c)``, a ``(C - 1)``-dimensional
-Gaussian orthant probability, approximated by EP as well (:func:`orthant_log_probability`;
-Cunningham, Hennig & Lacoste-Julien 2011) against the ``top_k`` classes of largest latent
-mean (:func:`multinomial_predict`).
+Both return EP's log marginal likelihood and leave-one-out log probability ``Σ_i log Ẑ_i``.
+Predictions for ``C ≥ 3`` are Gaussian orthant probabilities of ``g = f + ε``
+(:func:`orthant_log_probability`; Cunningham, Hennig & Lacoste-Julien 2011), each class
+against the ``top_k`` classes of largest latent mean (:func:`multinomial_predict`).
 """
 
 from __future__ import annotations
@@ -50,8 +47,7 @@ _TINY = 1e-300
 
 
 def _staged(name):
-    """Run a function on one BLAS thread (its many small products are slower on several),
-    timed as the stage ``name`` of :func:`flgp._chunks.record_stages`."""
+    """Decorator: run on one BLAS thread (many small products), timed as stage ``name``."""
     def wrap(fn):
         def timed(*args, **kwargs):
             with stage(name), limit_blas_threads(1):
@@ -91,8 +87,7 @@ def _chol(A: np.ndarray) -> np.ndarray:
 
 
 def _tri_solve(L, B, trans=0):
-    """``L⁻¹ B`` (``trans=1``: ``L⁻ᵀ B``) for lower-triangular ``L``, by LAPACK ``trtrs``
-    directly (scipy's checks cost as much as a small solve)."""
+    """``L⁻¹ B`` (``trans=1``: ``L⁻ᵀ B``) by LAPACK ``trtrs``, skipping scipy's checks."""
     if L.shape[0] == 0:                  # no modes: a 0 x k answer (LAPACK refuses ldb = 0)
         return np.zeros((0,) + np.shape(B)[1:])
     X, info = scipy.linalg.lapack.dtrtrs(L, B, lower=1, trans=trans)
@@ -115,10 +110,8 @@ def _change(old: tuple, new: tuple) -> float:
 
 
 class _Damping:
-    """Damping of parallel EP's site updates that halves (down to 1/16 of its start) when
-    the updates stop shrinking: a smaller step breaks the cycles parallel EP can settle
-    into, without moving the fixed point. Convergence is judged on the undamped update
-    scaled by the starting damping."""
+    """Damping of parallel EP, halved (down to 1/16 of its start) when the updates stop
+    shrinking, to break cycles without moving the fixed point."""
 
     def __init__(self, start: float):
         self.start = self.value = float(start)
@@ -202,8 +195,7 @@ def ep_probit(Phi: np.ndarray, y: np.ndarray, *, init: ProbitEPState | None = No
 
 
 def _degenerate_probit(Phi, y) -> ProbitEPState:
-    """The posterior of a prior without modes (``d = 0``): the latent is 0, so evidence and
-    leave-one-out terms are ``-m log 2`` exactly, and the sites stay empty."""
+    """Posterior of a prior without modes (``d = 0``): evidence ``-m log 2``."""
     m = Phi.shape[0]
     log_ev = -m * np.log(2.0)
     return ProbitEPState(tau=np.zeros(m), nu=np.zeros(m), chol=np.zeros((0, 0)),
@@ -291,8 +283,7 @@ def _outer_sites(tau, nu, y, others, C):
 
 
 def _cavities(mu, cov, d, s, h, Dm):
-    """Cavity (leave-one-out) distributions of the labelled latents: from the posterior
-    marginals ``N(mu_i, cov_i)`` remove each outer site; also the inner EP's prior of
+    """Cavity distributions of the labelled latents, and the inner EP's prior of
     ``x_j = f_y - f_j + u``, ``u ~ N(0, 1)``."""
     C = mu.shape[1]
     lam = np.linalg.inv(cov)
@@ -311,8 +302,7 @@ def _gaussian_ep_posterior(K, mean0, tau, nu):
     shapes (N, k, k), (N, k), (N, k), (N, k)."""
     k = K.shape[1]
     sw = np.sqrt(tau)
-    # B = I + √τ K √τ has every eigenvalue >= 1: its inverse is as accurate as its
-    # Cholesky factor and takes one batched LAPACK call instead of three
+    # B = I + √τ K √τ has eigenvalues >= 1: inverting it directly is accurate
     B_inv = np.linalg.inv(np.eye(k) + sw[:, :, None] * K * sw[:, None, :])
     SK = sw[:, :, None] * K
     S = K - np.swapaxes(SK, 1, 2) @ (B_inv @ SK)
@@ -323,8 +313,7 @@ def _gaussian_ep_posterior(K, mean0, tau, nu):
 
 
 def _gaussian_ep_sweeps(K, mean0, tau, nu, noise, sweeps, damping=1.0):
-    """Parallel EP sweeps for the factors ``Φ(x_j / √noise)`` (all ``x_j ≥ 0`` when
-    ``noise = 0``) under the prior ``N(mean0, K)``, batched."""
+    """Batched parallel EP sweeps for factors ``Φ(x_j / √noise)`` under ``N(mean0, K)``."""
     for _ in range(sweeps):
         mean, S = _gaussian_ep_posterior(K, mean0, tau, nu)
         var = np.einsum("nii->ni", S)
@@ -341,9 +330,8 @@ def _gaussian_ep_sweeps(K, mean0, tau, nu, noise, sweeps, damping=1.0):
 
 
 def _stacked_cholesky(A: np.ndarray) -> np.ndarray:
-    """Cholesky factors of a stack of small symmetric matrices positive definite up to
-    rounding: one that fails gets a jitter of 1e-12, 1e-9, then 1e-6 times its mean
-    diagonal (LinAlgError beyond)."""
+    """Cholesky factors of a stack of matrices, with a jitter of up to 1e-6 times the mean
+    diagonal where one fails (LinAlgError beyond)."""
     A = 0.5 * (A + np.swapaxes(A, -1, -2))
     try:
         return np.linalg.cholesky(A)
@@ -557,9 +545,8 @@ def fit_predictive_scale(loo_terms, weights=None, prior_sd: float = np.log(2.0),
 
 
 def multinomial_latent(state: MultinomialEPState, Phi_new: np.ndarray):
-    """Latent means ``(n, C)`` and the full between-class covariances ``(n, C, C)`` at points
-    with features ``Phi_new``: ``Cov(f_c, f_k) = δ_ck φᵀ P_c⁻¹ φ + h_c · h_k`` with
-    ``h_c = L_M⁻¹ diag(r_c) Φ P_c⁻¹ φ``."""
+    """Latent means ``(n, C)`` and between-class covariances ``(n, C, C)`` at ``Phi_new``:
+    ``Cov(f_c, f_k) = δ_ck φᵀ P_c⁻¹ φ + h_c · h_k``, ``h_c = L_M⁻¹ diag(r_c) Φ P_c⁻¹ φ``."""
     C = state.n_classes
     mean = Phi_new @ state.mean_z
     n = Phi_new.shape[0]
@@ -576,9 +563,8 @@ def multinomial_latent(state: MultinomialEPState, Phi_new: np.ndarray):
 
 
 def orthant_log_probability(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
-    """``log P(x ≥ 0)`` for ``x ~ N(mean, cov)``, batched over the first axis ((N, k),
-    (N, k, k)), by assumed-density filtering: the factors ``[x_j ≥ 0]`` moment-matched one
-    at a time (one forward pass of EP; exact for ``k = 1``)."""
+    """``log P(x ≥ 0)`` for ``x ~ N(mean, cov)``, batched ((N, k), (N, k, k)), by
+    assumed-density filtering (one forward pass of EP; exact for ``k = 1``)."""
     mean = np.array(mean, dtype=np.float64)
     cov = np.array(cov, dtype=np.float64)
     k = mean.shape[1]
@@ -592,7 +578,7 @@ def orthant_log_probability(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
         if j == k - 1:
             break
         lam = _inv_mills(z, lz)
-        # only the factors still to come read the conditioned moments: the trailing block
+        # condition the trailing block only (the factors still to come)
         col = cov[:, j + 1:, j].copy()
         mean[:, j + 1:] += col * (lam / sd)[:, None]
         cov[:, j + 1:, j + 1:] -= ((lam * (z + lam) / v)[:, None, None] * col[:, :, None]
@@ -601,10 +587,8 @@ def orthant_log_probability(mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
 
 
 def multinomial_predictor(state: MultinomialEPState):
-    """What :func:`multinomial_predict` needs from a state, computed once: per class the
-    ``(d + m) × d`` matrix ``[L_c⁻¹; R_c]`` with ``R_c = L_M⁻¹ diag(r_c) Φ P_c⁻¹``, so
-    that ``Var f_c(x) = |L_c⁻¹ φ|² + |R_c φ|²`` and ``Cov(f_c, f_k)(x) = (R_c φ) · (R_k φ)``
-    for ``c ≠ k``."""
+    """Per class ``[L_c⁻¹; R_c]`` (``(d + m) × d``), ``R_c = L_M⁻¹ diag(r_c) Φ P_c⁻¹``:
+    ``Var f_c = |L_c⁻¹ φ|² + |R_c φ|²``, ``Cov(f_c, f_k) = (R_c φ) · (R_k φ)``."""
     C = state.n_classes
     dim = state.phi.shape[1]
     m = state.phi.shape[0]
@@ -620,9 +604,7 @@ def multinomial_predictor(state: MultinomialEPState):
 
 
 def _predict_chunk(n_classes: int, width: int) -> int:
-    """Rows of new points handled at once by :func:`multinomial_predict`, keeping its
-    ``rows * C * (d + m)`` float64 work array within :func:`flgp.get_config`'s
-    working memory (at least 64 rows)."""
+    """Rows per chunk of :func:`multinomial_predict` within the working memory."""
     budget = working_memory_bytes()
     return int(max(64, budget // (8 * n_classes * width)))
 
@@ -632,11 +614,9 @@ def multinomial_predict(state: MultinomialEPState, Phi_new: np.ndarray, predicto
     """Class probabilities ``P(argmax_c(f_c + ε_c) = c)`` at points with features
     ``Phi_new``; with ``moments=True`` also the latent means and variances ``(n, C)``.
 
-    With ``g = f + ε`` a class wins with probability ``P(g_c - g_j ≥ 0 ∀ j)``, a Gaussian
-    orthant probability (:func:`orthant_log_probability`) under the full between-class
-    covariance, against the ``top_k`` classes of largest latent mean only (each leader
-    against the other leaders, every other class against all of them), normalised to sum
-    to one. ``predictor``: :func:`multinomial_predictor` of the state (None: computed)."""
+    Each class competes against the ``top_k`` classes of largest latent mean only (see the
+    module docstring); the probabilities are normalised to sum to one. ``predictor``:
+    :func:`multinomial_predictor` of the state (None: computed)."""
     maps = multinomial_predictor(state) if predictor is None else predictor
     C = state.n_classes
     n, dim = Phi_new.shape
@@ -655,10 +635,8 @@ def multinomial_predict(state: MultinomialEPState, Phi_new: np.ndarray, predicto
 
 @_staged("predictor")
 def multinomial_projection(state: MultinomialEPState, predictor=None) -> np.ndarray:
-    """``[μ_z, [L_c⁻¹; R_c]ᵀ ...]`` of shape ``(d, C + C (d + m))``: at features ``φ`` the
-    latent means are ``φ μ_z`` and the covariances inner products of ``[L_c⁻¹; R_c] φ`` -
-    linear in ``φ``, so one product serves many points (``project`` of
-    :meth:`flgp.spectral.Eigenpairs.map_chunks`)."""
+    """``[μ_z, [L_c⁻¹; R_c]ᵀ ...]``, ``(d, C + C (d + m))``: the predictions are linear in
+    ``φ`` through it (``project`` of :meth:`flgp.spectral.Eigenpairs.map_chunks`)."""
     maps = multinomial_predictor(state) if predictor is None else predictor
     C, width, dim = maps.shape
     return np.ascontiguousarray(np.c_[state.mean_z, maps.reshape(C * width, dim).T])
@@ -666,10 +644,8 @@ def multinomial_projection(state: MultinomialEPState, predictor=None) -> np.ndar
 
 def multinomial_predict_projected(Z: np.ndarray, n_classes: int, dim: int, top_k: int = 3,
                                   moments: bool = False, scale: float = 1.0, factors=None):
-    """:func:`multinomial_predict` from ``Z = φ · multinomial_projection(state)`` (rows of
-    points): probabilities, and with ``moments`` the latent means and variances.
-    ``factors``: the variance factors (columns after the first ``C``) passed apart, e.g. in
-    float32, ``Z`` then the means alone; their squares are summed in float64."""
+    """:func:`multinomial_predict` from ``Z = φ · multinomial_projection(state)``.
+    ``factors``: the variance columns passed apart (e.g. float32), ``Z`` then the means."""
     C = int(n_classes)
     n = Z.shape[0]
     if factors is None:
@@ -694,16 +670,14 @@ def probit_projection(state: ProbitEPState) -> np.ndarray:
 
 def probit_latent_projected(Z: np.ndarray, factors=None):
     """Latent means and variances from ``Z = φ · probit_projection(state)``; ``factors``:
-    the variance factors apart (``Z`` then the means, one column), their squares summed
-    in float64."""
+    the variance columns passed apart (``Z`` then the means)."""
     W = Z[:, 1:] if factors is None else factors
     count("predictor flops", 2 * W.size)
     return Z[:, 0].copy(), np.einsum("ij,ij->i", W, W, dtype=np.float64)
 
 
 def _argmax_probabilities(mean, var, H, k, scale=1.0):
-    """:func:`multinomial_predict` for one chunk: latent means and variances (n, C), the
-    vectors ``h_c = R_c φ`` (n, C, m), ``k`` competing classes."""
+    """:func:`multinomial_predict` for one chunk; ``H``: ``h_c = R_c φ`` (n, C, m)."""
     n, C = mean.shape
     rows = np.arange(n)[:, None]
     top = np.argsort(-mean, axis=1, kind="stable")[:, :k]

@@ -71,8 +71,8 @@ class PoissonLikelihood:
 
     @staticmethod
     def saturated(y):
-        """``max_f log p(y | f) = y log y - y - log y!`` (0 log 0 = 0): Newton compares
-        objectives relative to it, so that its relative tolerance holds for huge counts."""
+        """``max_f log p(y | f) = y log y - y - log y!``: objectives are taken relative to
+        it so that Newton's relative tolerance holds for huge counts."""
         y = np.asarray(y, dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             ylogy = np.where(y > 0, y * np.log(np.where(y > 0, y, 1.0)), 0.0)
@@ -80,9 +80,8 @@ class PoissonLikelihood:
 
 
 def _damped_step(psi, K, a, a_new, obj, tol):
-    """Newton step in ``a`` (``f = K a``), halved until the objective ``psi`` does not drop.
-
-    Returns the new ``a``, ``f``, objective and whether the change was below ``tol``."""
+    """Newton step in ``a`` (``f = K a``) halved until ``psi`` does not drop: ``(a, f,
+    objective, converged)``."""
     step = 1.0
     while True:
         a_try = a + step * (a_new - a)
@@ -106,8 +105,7 @@ class BinaryLaplaceState:
 
 
 def _chol_lower(B: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factor by LAPACK ``potrf`` directly (scipy's checks cost as much as
-    a small factorisation); LinAlgError where it fails."""
+    """Lower Cholesky factor by LAPACK ``potrf``, skipping scipy's checks."""
     L, info = scipy.linalg.lapack.dpotrf(B, lower=1, clean=1, overwrite_a=1)
     if info != 0:
         raise np.linalg.LinAlgError(f"Cholesky factorisation failed (LAPACK info {info}): "
@@ -116,8 +114,7 @@ def _chol_lower(B: np.ndarray) -> np.ndarray:
 
 
 def _chol_eye_plus_gram(A: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factor of ``I + AᵀA`` from the QR factorisation of ``[A; I]``: stable
-    whatever the scale of ``A`` (forming ``AᵀA`` would lose the identity for huge ``W``)."""
+    """Lower Cholesky factor of ``I + AᵀA`` by QR of ``[A; I]`` (stable for huge ``A``)."""
     if not np.all(np.isfinite(A)):
         raise np.linalg.LinAlgError("the Laplace Hessian is not finite (a rate overflowed).")
     d = A.shape[1]
@@ -178,14 +175,11 @@ def laplace_weights(Phi: np.ndarray, y: np.ndarray, likelihood=PoissonLikelihood
                     offset: float = 0.0, u0: np.ndarray | None = None, tol: float = 1e-10,
                     max_iter: int = 100, nugget: float = 0.0) -> WeightLaplaceState:
     """Laplace approximation in weight space: ``f = offset + Φ u``, ``u ~ N(0, I_d)``,
-    ``y_i ~ p(y_i | f_i)`` (log-concave, factorised). With ``nugget = σ² > 0`` each
-    observation has a latent term of its own, ``f_i = offset + φ_i u + σ e_i``,
-    ``e ~ N(0, I_m)`` (overdispersion: the Poisson–log-normal model;
-    :func:`_laplace_weights_nugget`).
+    ``y_i ~ p(y_i | f_i)``; ``nugget = σ² > 0`` adds ``σ e_i``, ``e ~ N(0, I_m)``
+    (overdispersion: the Poisson–log-normal model).
 
-    Damped Newton on ``Ψ(u) = -|u|²/2 + Σ log p(y | f)`` until a step moves no weight by
-    more than ``tol``. The log evidence ``Ψ(û) - log|I + Φᵀ W Φ| / 2`` equals
-    :func:`laplace_binary`'s with ``K = Φ Φᵀ``. ``u0`` warm-starts Newton.
+    Damped Newton on ``Ψ(u) = -|u|²/2 + Σ log p(y | f)`` until no weight moves by more than
+    ``tol``; log evidence ``Ψ(û) - log|I + Φᵀ W Φ| / 2``. ``u0`` warm-starts Newton.
     """
     Phi = np.asarray(Phi, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -194,7 +188,6 @@ def laplace_weights(Phi: np.ndarray, y: np.ndarray, likelihood=PoissonLikelihood
         return _laplace_weights_nugget(Phi, y, likelihood, offset, u0, tol, max_iter,
                                        float(nugget))
     u = np.zeros(d) if u0 is None else np.array(u0, dtype=np.float64)
-    # objectives relative to the saturated likelihood (see PoissonLikelihood.saturated)
     base = _saturated(likelihood, y)
 
     def psi(u_):
@@ -237,9 +230,8 @@ def _saturated(likelihood, y) -> np.ndarray:
 
 
 def _laplace_weights_nugget(Phi, y, likelihood, offset, u0, tol, max_iter, nugget):
-    """:func:`laplace_weights` with a nugget ``σ²``: Newton on ``(u, e)``, whose Hessian
-    ``[[I + ΦᵀWΦ, σΦᵀW], [σWΦ, D]]`` with ``D = I + σ²W`` (diagonal) is solved through the
-    ``d x d`` Schur complement ``S = I + Φᵀ diag(W/D) Φ``; ``log |H| = log |D| + log |S|``."""
+    """:func:`laplace_weights` with a nugget: Newton on ``(u, e)``, the Hessian solved by
+    its Schur complement ``S = I + Φᵀ diag(W/D) Φ``, ``D = I + σ²W``."""
     m, d = Phi.shape
     sigma = np.sqrt(nugget)
     u = np.zeros(d) if u0 is None else np.array(u0, dtype=np.float64)
@@ -301,9 +293,8 @@ def laplace_weights_grad(state: WeightLaplaceState, Phi: np.ndarray, y: np.ndarr
     if state.nugget == 0.0:
         grad = 0.5 * u * u - 0.5 * (1.0 - np.diag(Hinv)) - 0.5 * u * (PH.T @ (G * w3))
         return (grad, 0.0) if nugget_gradient else grad
-    # the nugget's m columns σ e_i in the same formula, by the Schur complement: the
-    # latent variances are κ = G / D² + σ² / D, H⁻¹ Ψᵀ c = (S⁻¹ Φᵀ (c/D), σ (c - W Φ q_u)/D)
-    # and the e-block of H⁻¹ has diagonal 1/D + σ² (W/D)² G
+    # the nugget's columns σ e_i via the Schur complement: κ = G / D² + σ² / D,
+    # H⁻¹ Ψᵀ c = (S⁻¹ Φᵀ (c/D), σ (c - W Φ q_u)/D), diag of H⁻¹'s e-block 1/D + σ² (W/D)² G
     s2, w, e = state.nugget, state.w, state.e
     D = 1.0 + s2 * w
     c = (G / D ** 2 + s2 / D) * w3
@@ -318,11 +309,8 @@ def laplace_weights_grad(state: WeightLaplaceState, Phi: np.ndarray, y: np.ndarr
 
 def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,
                    k_diag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Latent predictive mean and variance at new points (R&W Algorithm 3.2).
-
-    ``K_cross`` is ``m x n*`` (labelled x new), ``k_diag`` the prior variances at the new
-    points.
-    """
+    """Latent predictive mean and variance at new points (R&W Algorithm 3.2); ``K_cross``
+    ``m x n*`` (labelled x new), ``k_diag`` the prior variances there."""
     mean = K_cross.T @ state.grad
     v = scipy.linalg.solve_triangular(state.chol, state.sqrt_w[:, None] * K_cross, lower=True)
     var = np.maximum(k_diag - (v * v).sum(0), 0.0)
@@ -331,12 +319,10 @@ def binary_predict(state: BinaryLaplaceState, K_cross: np.ndarray,
 
 def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.ndarray,
                             V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`binary_predict` for a low-rank covariance ``K(x, x') = v(x) diag(w) v(x')^T``.
-
-    ``V_lab`` (``m x M``) and ``V`` (``n* x M``): the eigenvectors at the labelled and new
-    points. Mean ``V W V_lab^T ∇``; variance ``v^T W v - ||R v||^2`` with
-    ``R = L^{-1} W_lik^{1/2} V_lab W``, without the ``m x n*`` cross covariance. Raises
-    ValueError for mismatched shapes.
+    """:func:`binary_predict` for ``K(x, x') = v(x) diag(w) v(x')^T``; ``V_lab`` (``m x
+    M``), ``V`` (``n* x M``): eigenvectors at the labelled and new points. Variance
+    ``v^T W v - ||R v||^2``, ``R = L^{-1} W_lik^{1/2} V_lab W``. ValueError for mismatched
+    shapes.
     """
     m, M = V_lab.shape
     if V.shape[1] != M or w.shape != (M,):
@@ -358,9 +344,8 @@ def binary_predict_low_rank(state: BinaryLaplaceState, V_lab: np.ndarray, w: np.
 
 def binary_predict_low_rank_many(states, V_lab: np.ndarray, W: np.ndarray,
                                  V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`binary_predict_low_rank` for ``K`` posteriors at once (``states[k]`` with
-    spectral weights ``W[k]``): means and variances ``(n*, K)``, the ``R_k`` stacked into
-    one GEMM."""
+    """:func:`binary_predict_low_rank` for ``K`` states (weights ``W[k]``) at once: means
+    and variances ``(n*, K)``."""
     W = np.atleast_2d(np.asarray(W, dtype=np.float64))
     K, M = W.shape
     m = V_lab.shape[0]
@@ -369,7 +354,6 @@ def binary_predict_low_rank_many(states, V_lab: np.ndarray, W: np.ndarray,
                          f"{V_lab.shape[1]} / {V.shape[1]} columns; W must hold one row of "
                          f"{V_lab.shape[1]} weights per state.")
     if m >= M or K == 1 or not W.all():
-        # one product per posterior, each over the columns its weights keep
         out = [binary_predict_low_rank(st, V_lab, w, V) for st, w in zip(states, W)]
         return np.stack([o[0] for o in out], 1), np.stack([o[1] for o in out], 1)
     grads = np.empty((M, K))
@@ -397,8 +381,8 @@ class SoftmaxLaplaceState:
 
 
 def _softmax_blocks(K, pi):
-    """Per class ``E_c = D_c^{1/2} (I + D_c^{1/2} K D_c^{1/2})^{-1} D_c^{1/2}`` and
-    ``Σ_c log|L_c|``; the inverse comes from the Cholesky factor (LAPACK ``potri``)."""
+    """Per class ``E_c = D_c^{1/2} (I + D_c^{1/2} K D_c^{1/2})^{-1} D_c^{1/2}``,
+    ``Σ_c log|L_c|`` and the Cholesky factor of ``Σ_c E_c``."""
     m, C = pi.shape
     E, z = [], 0.0
     for c in range(C):
@@ -475,13 +459,9 @@ def softmax_probabilities(mean: np.ndarray, var: np.ndarray, n_samples: int = 64
                           random_state: int = 0) -> np.ndarray:
     """Quasi-Monte-Carlo average of the softmax over independent Gaussian latents per class.
 
-    The latents are ``mean + sd * eps`` with ``eps`` the normal quantiles of a scrambled
-    Sobol sequence in ``C`` dimensions (``n_samples`` rounded up to a power of two,
-    scrambling seeded by ``random_state``; 64 points are about as accurate as 256 plain
-    Monte-Carlo samples). The same points serve every point, so its probabilities depend
-    on its own mean and variance only. Samples are float32, laid out class-major for
-    contiguous reductions; the average is accumulated in float64 and renormalised. Raises
-    ValueError for ``n_samples < 1``."""
+    ``eps``: normal quantiles of a scrambled Sobol sequence (``n_samples`` rounded up to a
+    power of two, seeded by ``random_state``; 64 about as accurate as 256 Monte-Carlo
+    samples), the same for every point. Raises ValueError for ``n_samples < 1``."""
     if int(n_samples) < 1:
         raise ValueError(f"n_samples must be >= 1 (it is rounded up to a power of two); "
                          f"got {n_samples!r}.")
