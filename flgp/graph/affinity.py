@@ -9,10 +9,10 @@ the FLGP engine's SE bandwidth ``eps``):
 * ``"bistochastic"`` (Algorithm 2): ``B = D^-1 K D^-1`` with ``B 1 = 1`` to ``tol``
   (``alpha`` defaults to 0).
 
-Both are symmetric with spectrum in ``[0, 1]`` and top eigenvalue 1. A cloud in several
-pieces (:func:`flgp.graph.kernel_pieces`) gets :class:`PiecewiseAffinity`. Rows for new
-points use the same formulas with sums over the fitted cloud (a cloud point gets back its
-own row), in log space so that a far-away point gets tiny, not NaN, entries.
+Both are symmetric with spectrum in ``[0, 1]`` and top eigenvalue 1; a cloud in pieces
+(:func:`flgp.graph.kernel_pieces`) gets :class:`PiecewiseAffinity`. New points' rows use the
+same formulas with sums over the cloud (a cloud point gets its own row), in log space so a
+far-away point gets tiny, not NaN, entries.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ DENSE_MAX_SAMPLES = 20_000
 
 def default_epsilon(X: np.ndarray, n_neighbors: int = 10) -> float:
     """Data-driven ``epsilon``: the mean squared distance from each point to its
-    ``n_neighbors`` nearest other points (GLGP's rule ``4 eps^2 = mean d^2``)."""
+    ``n_neighbors`` nearest others (GLGP's ``4 eps^2 = mean d^2``); ValueError if it is 0."""
     X = check_points(X)
     return epsilon_rule(X, n_neighbors)
 
@@ -78,10 +78,9 @@ class DenseAffinity:
     log_q : ndarray (n,)
         ``log q``, ``q = K 1``.
     log_scale : ndarray (n,)
-        ``log v`` (symmetric) or ``log d`` (bistochastic): ``A_ij = K^(alpha)_ij /
-        sqrt(v_i v_j)``, ``B_ij = K^(alpha)_ij / (d_i d_j)``.
+        ``log v`` (symmetric) or ``log d`` (bistochastic, ``B_ij = K^(alpha)_ij / (d_i d_j)``).
     degrees : ndarray (n,)
-        Row sums of ``K^(alpha)`` (the stationary weights up to a constant).
+        Row sums of ``K^(alpha)``.
     n_iter : int
         Iterations of Algorithm 2 (0 for "symmetric").
     """
@@ -112,8 +111,8 @@ class DenseAffinity:
         return out, log_deg
 
     def rows(self, X_new, chunk: int = 2048):
-        """Yield ``(start, stop, rows, log_degree)`` for new points: their rows of the
-        normalised affinity against the cloud, and ``log`` of their ``K^(alpha)`` row sum."""
+        """Yield ``(start, stop, rows, log_degree)``: new points' affinity rows against the
+        cloud and the log of their ``K^(alpha)`` row sums."""
         X_new = check_points(X_new, name="X", min_samples=1)
         log_q = torch.from_numpy(self.log_q)
         log_s = torch.from_numpy(self.log_scale)
@@ -136,11 +135,9 @@ class DenseAffinity:
 def _bistochastic_scaling(K: np.ndarray, tol: float, max_iter: int):
     """``(d, iterations)`` with every row sum of ``D^-1 K D^-1`` within ``tol`` of 1 (eq. 30).
 
-    Algorithm 2's ``d <- K (1 / d)`` settles into a 2-cycle around the fixed point; the
-    paper's ``D = lim D_i^1/2 D_(i+1)^1/2`` is applied at every step instead,
-    ``d <- sqrt(d * K (1 / d))``: the same fixed point, with the error contracting by
-    ``(1 - mu) / 2 <= 1/2`` per step for every eigenvalue ``mu`` of ``B`` (the plain
-    iteration contracts the slow modes by only ``mu_1^2`` per two steps).
+    Iterates ``d <- sqrt(d * K (1 / d))``, the paper's ``D = lim D_i^1/2 D_(i+1)^1/2`` at
+    every step: Algorithm 2's fixed point, with error contracting by ``(1 - mu) / 2 <= 1/2``
+    per step for each eigenvalue ``mu`` of ``B``. ValueError after ``max_iter`` steps.
     """
     log_d = 0.5 * np.log(K.sum(1))
     for it in range(1, max_iter + 1):
@@ -162,8 +159,8 @@ def build_dense_affinity(X, *, epsilon: float | None = None,
                          tol: float = 1e-8, max_iter: int = 1000,
                          max_samples: int = DENSE_MAX_SAMPLES) -> DenseAffinity:
     """The dense normalised affinity of Algorithm 1 or 2 (``8 n^2`` bytes; ValueError
-    beyond ``max_samples`` points). ``epsilon`` defaults to :func:`default_epsilon`,
-    ``alpha`` to 1 ("symmetric") or 0 ("bistochastic")."""
+    beyond ``max_samples`` points, or if Algorithm 2 does not converge). ``epsilon``
+    defaults to :func:`default_epsilon`, ``alpha`` to 1 ("symmetric") or 0 ("bistochastic")."""
     X = check_cloud(X)
     check_option(normalization, "normalization", NORMALIZATIONS)
     check_dense_affinity_size(X.shape[0], max_samples)
@@ -175,7 +172,7 @@ def build_dense_affinity(X, *, epsilon: float | None = None,
 
 
 def check_dense_affinity_size(n: int, max_samples: int = DENSE_MAX_SAMPLES) -> None:
-    """The dense affinity is refused beyond ``max_samples`` points."""
+    """ValueError beyond ``max_samples`` points."""
     if n > max_samples:
         raise ValueError(f"the dense affinity is an {n} x {n} matrix "
                          f"({8 * n * n / 2**30:.1f} GiB); it is meant for n <= {max_samples}. "
@@ -232,10 +229,9 @@ def dense_affinity(X: np.ndarray, epsilon: float, normalization: str, alpha: flo
 
 @dataclass
 class LazyAffinity:
-    """:class:`DenseAffinity` never stored: ``A = S K S``, ``S = diag(scale)``, with ``K``
-    applied by :func:`flgp.backends.gaussian_matmul`; ``scale = q^-alpha v^-1/2``
-    (symmetric) or ``q^-alpha / d`` (bistochastic). Memory ``O(n k)``, time
-    ``O(n^2 (p + k))`` per product with an ``n x k`` block."""
+    """:class:`DenseAffinity` never stored: ``A = S K S``, ``S = diag(scale)``, ``K`` applied
+    by :func:`flgp.backends.gaussian_matmul`, ``scale = q^-alpha v^-1/2`` (symmetric) or
+    ``q^-alpha / d`` (bistochastic); ``O(n^2 (p + k))`` time per ``n x k`` product."""
 
     points: np.ndarray
     epsilon: float
@@ -294,7 +290,7 @@ def build_lazy_affinity(X, *, epsilon: float | None = None,
                         normalization: str = "symmetric", alpha: float | None = None,
                         tol: float = 1e-8, max_iter: int = 1000,
                         backend: str = "keops") -> LazyAffinity:
-    """:class:`LazyAffinity`; parameters as :func:`build_dense_affinity`."""
+    """:class:`LazyAffinity`; parameters and errors as :func:`build_dense_affinity`."""
     X = check_cloud(X)
     check_option(normalization, "normalization", NORMALIZATIONS)
     epsilon = None if epsilon is None else check_positive(epsilon, "epsilon")
@@ -344,9 +340,9 @@ _LAZY_MIN_PIECE = 2000
 
 @dataclass
 class PiecewiseAffinity:
-    """Block-diagonal affinity of a cloud in pieces (:func:`flgp.graph.kernel_pieces`):
-    each piece's own affinity with the cloud's ``epsilon`` and ``alpha``. A new point
-    takes the row of its nearest cloud point's piece.
+    """Block-diagonal affinity of a cloud in pieces (:func:`flgp.graph.kernel_pieces`),
+    with the cloud's ``epsilon`` and ``alpha``; a new point takes its nearest cloud point's
+    piece.
 
     Attributes
     ----------
@@ -403,8 +399,8 @@ def build_piecewise_affinity(X: np.ndarray, pieces: Pieces, *, epsilon: float,
                              normalization: str = "symmetric", alpha: float | None = None,
                              tol: float = 1e-8, max_iter: int = 1000, lazy: bool = False,
                              backend: str = "auto") -> PiecewiseAffinity:
-    """:class:`PiecewiseAffinity` of the checked cloud ``X`` whose ``pieces`` were found
-    at ``epsilon``; with ``lazy``, pieces above 2000 points are :class:`LazyAffinity`."""
+    """:class:`PiecewiseAffinity` of the checked ``X`` with ``pieces`` found at ``epsilon``;
+    with ``lazy``, pieces above ``_LAZY_MIN_PIECE`` points are :class:`LazyAffinity`."""
     check_option(normalization, "normalization", NORMALIZATIONS)
     epsilon = check_positive(epsilon, "epsilon")
     if alpha is None:

@@ -1,16 +1,15 @@
-"""What the estimators ask of a representation of their prior (the heat kernel's included).
+"""The interface between the estimators and a representation of their prior.
 
-A *representation* is a module with one class per task that never sees the estimator: its
-methods receive its prior object, the fit's :class:`FitOptions` and the validated data. A
-:class:`RegressionRepresentation` says why it cannot serve a cloud and fits by the exact
-evidence, giving a :class:`RegressionFit`; a :class:`ClassificationRepresentation` says
-whether the classifier's rule takes it and fits, giving a :class:`ClassificationFit`.
+A *representation* is a module with one class per task; its methods receive the prior
+object, the fit's :class:`FitOptions` and the validated data, never the estimator. A
+:class:`RegressionRepresentation` fits by the exact evidence (:class:`RegressionFit`); a
+:class:`ClassificationRepresentation` says whether the classifier's rule takes it and fits
+(:class:`ClassificationFit`).
 
-Each estimator registers them in ``REPRESENTATIONS``, in the order ``"auto"`` weighs them:
-``"graph_matern"`` (:mod:`flgp.models.graph_matern`), ``"rbf"``
-(:mod:`flgp.models.baselines`), ``"flgp"`` (:mod:`flgp.models.heat_kernel`). A further
-representation is a module with these classes, a :class:`~flgp.models.priors.Prior` whose
-``method`` is its name and one registry entry.
+Each estimator lists them in ``REPRESENTATIONS`` in the order ``"auto"`` weighs them:
+``"graph_matern"`` (:mod:`flgp.models.graph_matern`), ``"rbf"`` (:mod:`flgp.models.baselines`),
+``"flgp"`` (:mod:`flgp.models.heat_kernel`). A new representation needs these classes, a
+:class:`~flgp.models.priors.Prior` whose ``method`` is its name, and a registry entry.
 """
 
 from __future__ import annotations
@@ -27,9 +26,9 @@ __all__ = ["RegressionRepresentation", "RegressionFit", "ClassificationRepresent
            "Screened", "screening_margin", "SCREENING_MARGIN", "FitOptions",
            "WarmStartCache"]
 
-# FLGPRegressor() stops a representation's search when its tightened coarse stage lies more
-# than max(100, 0.1 m) nats (m labels) below the evidence of one already fitted, or its
-# untightened one (unless loose) twice that: an empirical rule (docs/models.md, "Screening")
+# "auto" drops a representation whose tightened coarse stage lies more than max(100, 0.1 m)
+# nats (m labels) below one already fitted, or its untightened one twice that; empirical
+# (docs/models.md, "Screening")
 SCREENING_MARGIN = (100.0, 0.1)
 
 
@@ -43,10 +42,10 @@ def screening_margin(m: int) -> float:
 
 @dataclass
 class WarmStartCache:
-    """What an estimator keeps across fits for ``warm_start``: the heat kernel's
-    candidates, ``eigenpairs = (key, [(bandwidth scale, eigenpairs), ...])``
-    (:func:`flgp.models.eigenbasis.candidate_eigenbases`), and the full-resolution
-    classifier's ``graph_matern = (key, graph, {order: store})``; None where nothing is kept."""
+    """What an estimator keeps across fits for ``warm_start`` (None: nothing kept):
+    ``eigenpairs = (key, [(bandwidth scale, eigenpairs), ...])``
+    (:func:`flgp.models.eigenbasis.candidate_eigenbases`) and the full-resolution
+    classifier's ``graph_matern = (key, graph, {order: store})``."""
 
     eigenpairs: object = None
     graph_matern: object = None
@@ -54,13 +53,11 @@ class WarmStartCache:
 
 @dataclass(frozen=True)
 class FitOptions:
-    """What a representation's fit reads of the estimator besides its prior object, built
-    once a fit: its parameters and :class:`WarmStartCache`; the regressor's ``likelihood``,
-    ``noise`` (units of ``y²``) and ``overdispersion``; the classifier's inference options,
-    ``class_prior`` (a mapping's shares in the order of the classes), the cloud's
-    fingerprint (None for dask) and the rows ``suggest_labels`` gave on it. ``keep_graph``:
-    the full-resolution fit keeps its graph and prior columns in ``cache`` for refits on
-    other labels of the same cloud within one fit (the cross-validated choice)."""
+    """The estimator's settings a representation's fit reads, built once a fit. ``noise``
+    is in units of ``y²``; ``class_prior`` holds shares in the order of the classes;
+    ``cloud_key`` is the cloud's fingerprint (None for dask); ``suggested`` the rows
+    ``suggest_labels`` gave; ``keep_graph``: keep the graph and prior columns in ``cache``
+    for refits on other labels of the same cloud (the cross-validated choice)."""
 
     estimator: str
     method: str
@@ -85,9 +82,8 @@ class FitOptions:
 
 
 class Outranked(Exception):
-    """Raised by a *bounded* representation's fit that can show its evidence cannot reach
-    the best already fitted: ``ceiling`` (its highest possible log evidence of ``y``) and
-    ``reason`` (a format string of ``ceiling``, reported in ``skipped_methods_``)."""
+    """A *bounded* fit whose log evidence of ``y`` cannot exceed ``ceiling``, below the best
+    already fitted; ``reason`` (a format string of ``ceiling``) goes to ``skipped_methods_``."""
 
     def __init__(self, ceiling: float, reason: str):
         super().__init__(reason.format(ceiling=ceiling))
@@ -95,16 +91,14 @@ class Outranked(Exception):
 
 
 class Infeasible(ValueError):
-    """Raised by a representation's fit when the cloud rules it out in a way
-    :meth:`~RegressionRepresentation.infeasible` cannot see before fitting; ``"auto"`` then
-    weighs the others, and a representation offered alone raises it."""
+    """The cloud rules the representation out in a way :meth:`~RegressionRepresentation
+    .infeasible` cannot see before fitting; ``"auto"`` weighs the others."""
 
 
 class Screened:
-    """A representation's fit paused after the coarse first stage of its search:
-    ``log_evidence`` (the best so far; the search ends at or above it), ``final`` (already
-    the whole fit's), ``loose`` (too coarse to judge before :meth:`tighten`), and
-    :meth:`finish`, the whole fit."""
+    """A fit paused after the coarse first stage of its search: ``log_evidence`` (a lower
+    bound on the final one), ``final`` (already the whole fit's), ``loose`` (too coarse to
+    judge before :meth:`tighten`); :meth:`finish` completes it."""
 
     def __init__(self, log_evidence: float, finish, final: bool = False, tighten=None,
                  loose: bool = False):
@@ -115,8 +109,7 @@ class Screened:
         self.loose = bool(loose)
 
     def tighten(self) -> float:
-        """Raise ``log_evidence`` by the further evaluations the search offers (the
-        screen's own ``tighten`` or the steps to its next screen), once; returns it."""
+        """Raise ``log_evidence`` once by the search's next evaluations; returns it."""
         if self._tighten is not None:
             self.log_evidence = max(self.log_evidence, float(self._tighten()))
             self._tighten = None
@@ -130,9 +123,9 @@ class Screened:
 
     @classmethod
     def of_steps(cls, steps, to_y, build) -> "Screened":
-        """From a generator ``steps`` that yields screens (a ``log_evidence`` that ``to_y``
-        turns into units of ``y``, perhaps a ``tighten``) and returns the search's result,
-        which ``build`` makes a :class:`RegressionFit`."""
+        """From a generator ``steps`` yielding screens (``log_evidence``, which ``to_y``
+        puts in units of ``y``; optional ``tighten``) and returning the result that
+        ``build`` makes a :class:`RegressionFit`."""
         done = []
 
         def advance():
@@ -181,9 +174,8 @@ class Standardisation:
 
     @classmethod
     def of_targets(cls, y_lab) -> "Standardisation":
-        """The regressor's standardisation of its labelled targets ``y_lab``: an exact
-        power-of-two unit first (1 for ordinary data), then their mean and standard
-        deviation (1 when they are all equal)."""
+        """A power-of-two unit (1 for ordinary data), then the mean and standard deviation
+        (1 when all equal) of ``y_lab``."""
         y_lab = np.asarray(y_lab, dtype=np.float64)
         unit = power_of_two_unit(y_lab)
         y_pre = y_lab / unit
@@ -215,8 +207,7 @@ class Standardisation:
         return self.variance_pre(variance_z) * self.unit * self.unit
 
     def log_evidence_of_y(self, log_evidence_z: float, m: int) -> float:
-        """``log p(y)`` from ``log p(z)`` of ``m`` standardised targets (the Jacobian of
-        ``y -> z``)."""
+        """``log p(y)`` from ``log p(z)`` of ``m`` targets (the Jacobian of ``y -> z``)."""
         return log_evidence_z - m * np.log(self.scale_pre) - m * np.log(self.unit)
 
 
@@ -240,27 +231,24 @@ class RegressionFit(ABC):
 
     @abstractmethod
     def fitted_attributes(self, X, stacklevel: int) -> dict:
-        """The fitted attributes for the estimator, ``{name: value}``: at least
-        ``method_``, ``outputscale_``, ``noise_``, ``log_marginal_likelihood_``,
-        ``n_iter_``, ``transduction_`` and ``transduction_std_`` of the cloud ``X``.
-        ``stacklevel``: the caller's, as :func:`warnings.warn` takes it."""
+        """``{name: value}`` of at least ``method_``, ``outputscale_``, ``noise_``,
+        ``log_marginal_likelihood_``, ``n_iter_``, ``transduction_`` and
+        ``transduction_std_`` on the cloud ``X`` (``stacklevel`` for warnings)."""
 
     @abstractmethod
     def predict(self, X, stacklevel: int):
-        """``(mean, std)`` of the latent at the points ``X`` (a validated numpy array, or a
-        dask array where ``lazy_points``), in the units of ``y`` (``stacklevel`` as in
-        :meth:`fitted_attributes`)."""
+        """``(mean, std)`` of the latent at ``X`` (validated numpy, or dask where
+        ``lazy_points``), in the units of ``y``."""
 
     @abstractmethod
     def interval_noise(self) -> tuple[float, float]:
-        """``(unit, noise)``: the noise variance of a new observation in units of
-        ``(y / unit)²``, for :meth:`FLGPRegressor.predict_interval`."""
+        """``(unit, noise)``: a new observation's noise variance in units of ``(y / unit)²``."""
 
 
 class _Representation(ABC):
-    """What both kinds share: the registry ``name`` (a ``method`` value), whether the cloud
-    gets the graph's own input checks (:func:`flgp._validation.check_cloud_values`; False
-    for a model of the labelled rows alone) and whether it fits a dask cloud."""
+    """The registry ``name``; ``graph_checks``: the cloud gets
+    :func:`flgp._validation.check_cloud_values` (False for models of the labelled rows
+    alone); ``takes_dask``: it fits a dask cloud."""
 
     name: str
     graph_checks: bool = True
@@ -268,38 +256,30 @@ class _Representation(ABC):
 
 
 class RegressionRepresentation(_Representation):
-    """A representation of the regressor's prior.
-
-    ``bounded`` representations can bound their evidence before their search: their
-    :meth:`fit` takes ``bar`` (the best log evidence of ``y`` already fitted) and raises
-    :class:`Outranked` when it cannot reach it; ``method="auto"`` fits them after the
-    others (the heat kernel, :mod:`flgp.models.heat_kernel`)."""
+    """A representation of the regressor's prior. A ``bounded`` one's :meth:`fit` takes
+    ``bar`` (the best log evidence of ``y`` so far) and raises :class:`Outranked` when it
+    cannot reach it; ``"auto"`` fits bounded ones last."""
 
     bounded: bool = False
 
     @abstractmethod
     def infeasible(self, prior, options: FitOptions, shape: tuple[int, int],
                    n_labelled: int) -> str | None:
-        """Why ``method="auto"`` leaves this representation out for a cloud of ``shape``
-        with ``n_labelled`` targets, or None."""
+        """Why ``"auto"`` leaves this out for a cloud of ``shape``, or None."""
 
     def sole_reason(self, prior, options: FitOptions) -> str | None:
-        """Why ``method="auto"`` must take this representation alone (the others' evidence
-        would not be comparable), or None."""
+        """Why ``"auto"`` must take this alone (evidence not comparable), or None."""
         return None
 
     @abstractmethod
     def fit(self, prior, options: FitOptions, X, labelled: np.ndarray, y_lab: np.ndarray,
             z: np.ndarray, standardisation: Standardisation) -> RegressionFit:
-        """Fit the targets ``y_lab`` at rows ``labelled`` of the validated cloud ``X``
-        (``z``: the same standardised) by their evidence, under ``prior`` with
-        ``options``."""
+        """Fit ``y_lab`` (standardised: ``z``) at rows ``labelled`` of ``X`` by evidence."""
 
     def screen(self, prior, options: FitOptions, X, labelled: np.ndarray, y_lab: np.ndarray,
                z: np.ndarray, standardisation: Standardisation) -> Screened:
-        """:meth:`fit` paused after the coarse first stage of its search, for
-        ``method="auto"`` to compare before it pays for the rest (:class:`Screened`). By
-        default the whole fit (no coarse stage)."""
+        """:meth:`fit` paused after its coarse stage for ``"auto"`` to compare
+        (:class:`Screened`); by default the whole fit."""
         return Screened.whole(self.fit(prior, options, X, labelled, y_lab, z,
                                        standardisation))
 
@@ -320,37 +300,30 @@ class ClassificationFit(ABC):
 
     @abstractmethod
     def fitted_attributes(self, X, stacklevel: int) -> dict:
-        """The fitted attributes for the estimator, at least ``n_iter_``,
-        ``log_marginal_likelihood_`` (or None), ``transduction_`` and
-        ``label_distributions_`` of the cloud ``X`` (``stacklevel`` as for regression)."""
+        """At least ``n_iter_``, ``log_marginal_likelihood_`` (or None), ``transduction_``
+        and ``label_distributions_`` on the cloud ``X``."""
 
     @abstractmethod
     def predict_proba(self, X, stacklevel: int) -> np.ndarray:
-        """Class probabilities ``(n, n_classes)``, in the order of the classes, at the
-        points ``X`` (a validated numpy array, or a dask array where ``lazy_points``)."""
+        """``(n, n_classes)`` probabilities at ``X`` (numpy, or dask where ``lazy_points``)."""
 
 
 class ClassificationRepresentation(_Representation):
-    """A representation of the classifier's prior. ``method="auto"`` asks the registry's
-    entries in order, the ``fallback`` one (the heat kernel, which takes any labels) after
-    the others."""
+    """A representation of the classifier's prior; ``"auto"`` asks the ``fallback`` one
+    (the heat kernel, which takes any labels) last."""
 
     fallback: bool = False
 
     @abstractmethod
     def chosen_by_auto(self, prior, options: FitOptions, X, counts: np.ndarray) -> bool:
-        """Whether ``method="auto"`` takes this representation for a cloud ``X`` whose
-        classes have ``counts`` labels each."""
+        """Whether ``"auto"`` takes this for ``X`` with ``counts`` labels per class."""
 
     def declined_by_auto(self, prior, options: FitOptions, X, counts: np.ndarray) -> str:
-        """Why ``method="auto"`` did not take this representation for ``X`` and ``counts``
-        (what the classifier's ``skipped_methods_`` reports; asked only where
+        """Why ``"auto"`` did not take this (for ``skipped_methods_``; asked only where
         :meth:`chosen_by_auto` is False)."""
         return f"the classifier's rule does not take {self.name!r} for these inputs"
 
     @abstractmethod
     def fit(self, prior, options: FitOptions, X, labelled: np.ndarray, codes: np.ndarray,
             classes: np.ndarray) -> ClassificationFit:
-        """Fit the class codes ``codes`` (``0 .. C - 1`` into ``classes``, the ``C``
-        classes) at rows ``labelled`` of the validated cloud ``X``, under ``prior`` with
-        ``options``."""
+        """Fit ``codes`` (``0 .. C - 1`` into ``classes``) at rows ``labelled`` of ``X``."""

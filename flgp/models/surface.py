@@ -1,11 +1,9 @@
-"""Regression on a surface mesh: predict the unobserved vertices of a per-vertex map
-(cortical thickness, curvature, a surface-projected statistic), with uncertainty.
+"""Predict the unobserved vertices of a per-vertex surface map, with uncertainty.
 
-:func:`predict_surface` is the surface twin of :func:`flgp.predict_image`: the mesh's
-vertices are the point cloud and its finite-element graph
-(:func:`flgp.graph.mesh.mesh_graph`) carries the full-resolution prior. Meshes and maps go
-in as arrays, nilearn meshes and ``SurfaceImage``, or files nilearn reads (GIfTI,
-FreeSurfer); files and nilearn objects need the ``fmri`` extra.
+The surface twin of :func:`flgp.predict_image`: the mesh's vertices are the point cloud and
+its finite-element graph (:func:`flgp.graph.mesh.mesh_graph`) carries the full-resolution
+prior. Meshes and maps are arrays, nilearn objects or files nilearn reads (GIfTI,
+FreeSurfer); the last two need the ``fmri`` extra.
 """
 
 from __future__ import annotations
@@ -29,9 +27,8 @@ __all__ = ["SurfacePrediction", "predict_surface", "load_mesh", "load_surface_va
 
 @dataclass
 class SurfacePrediction:
-    """What :func:`predict_surface` returns. For a ``SurfaceImage`` (each part, a
-    hemisphere, fitted alone) ``mean`` and ``sd`` are ``SurfaceImage`` on its mesh,
-    ``observed`` and ``mask`` dicts by part, and ``parts`` each part's own prediction.
+    """What :func:`predict_surface` returns. For a ``SurfaceImage`` input, ``mean`` and
+    ``sd`` are ``SurfaceImage`` and ``observed``, ``mask`` and ``parts`` dicts by part.
 
     Attributes
     ----------
@@ -41,15 +38,14 @@ class SurfacePrediction:
         Posterior sd of the latent map, or of a new observation (``include_noise=True``).
     regressor : FLGPRegressor
         The fitted regressor (a ``SurfaceImage``'s first part's).
-    observed : ndarray (n_vertices,) of bool, or dict of them by part
-    mask : ndarray (n_vertices,) of bool, or dict of them by part
-        The vertices of the fitted region.
+    observed, mask : ndarray (n_vertices,) of bool, or dict of them by part
+        The observed vertices; the vertices of the fitted region.
     sd_kind : str
         ``"latent"`` or ``"new observation"``.
     seconds : float
         Wall time of the fit (all parts).
     parts : dict or None
-        A ``SurfaceImage``'s predictions by part; None for one mesh.
+        Each part's own prediction; None for one mesh.
     """
 
     mean: np.ndarray
@@ -63,7 +59,7 @@ class SurfacePrediction:
 
     @property
     def n_observed(self) -> int:
-        """The observed vertices (of all parts)."""
+        """The number of observed vertices (all parts)."""
         if isinstance(self.observed, dict):
             return int(sum(np.sum(o) for o in self.observed.values()))
         return int(self.observed.sum())
@@ -88,28 +84,25 @@ def _read_surface_file(path, name: str, reader: str, what: str):
 
 
 def _guarded_read(read, path: str, name: str, what: str):
-    """``read()``, any failure to read or parse ``path`` raised as a ValueError chained to
-    nibabel's."""
+    """``read()``, any failure but MemoryError/ImportError raised as a chained ValueError."""
     try:
         return read()
     except Exception as exc:    # noqa: BLE001 - see below; KeyboardInterrupt passes
-        # a damaged file fails wherever nibabel's parser gives up (expat, zlib, struct,
-        # ...): every Exception but a lack of memory or of a package is the one ValueError
+        # a damaged file fails wherever nibabel's parser gives up (expat, zlib, struct, ...)
         if isinstance(exc, (MemoryError, ImportError)):
             raise
         kind = type(exc).__name__
         if kind == "error":                 # zlib.error, struct.error: name the module
             kind = f"{type(exc).__module__}.error"
-        why = " ".join(f"{kind}: {exc}".split())       # on one line
+        why = " ".join(f"{kind}: {exc}".split())
         raise ValueError(f"could not read {path} ({name}, {what}): {why}; check that the "
                          f"file is complete and undamaged (write or download it again) "
                          f"and that it is a GIfTI (.gii) or FreeSurfer file.") from exc
 
 
 def load_mesh(mesh):
-    """``(vertices (n, 3) float64, faces (f, 3))`` of a pair of arrays, an object with
-    ``coordinates`` and ``faces`` (nilearn's meshes), or a file nilearn reads (GIfTI
-    ``.surf.gii``, FreeSurfer ``lh.pial``); TypeError for anything else."""
+    """``(vertices (n, 3) float64, faces (f, 3))`` of an array pair, a nilearn mesh or a
+    mesh file (GIfTI ``.surf.gii``, FreeSurfer ``lh.pial``); TypeError for anything else."""
     if isinstance(mesh, (str, os.PathLike)):
         mesh = _read_surface_file(mesh, "mesh", "load_surf_mesh", "a surface mesh")
     source = getattr(mesh, "file_path", None)
@@ -127,8 +120,9 @@ def load_mesh(mesh):
 
 
 def load_surface_values(values, n_vertices: int, name: str = "values") -> np.ndarray:
-    """A per-vertex map as a float64 vector from an array or a file nilearn reads (GIfTI
-    ``.func.gii``, FreeSurfer ``lh.thickness``); ValueError unless one value per vertex."""
+    """A per-vertex map as a float64 vector from an array or a file (GIfTI ``.func.gii``,
+    FreeSurfer ``lh.thickness``); ValueError unless one value per vertex, TypeError if not
+    numeric."""
     path = None
     if isinstance(values, (str, os.PathLike)):
         path = os.fspath(values)
@@ -180,16 +174,19 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
     ------
     FileNotFoundError
         A path that names no file.
+    TypeError
+        A mesh or values of the wrong kind, ``include_noise`` not a bool, ``fill`` not a
+        number.
     ValueError
-        A file that cannot be read (chained to nibabel's error); values not one per
-        vertex; NaN or infinite values in the region; a fraction outside (0, 1); fewer
-        than 2 observed or 3 region vertices.
+        An unreadable file; values not one per vertex; non-finite values in the region;
+        a fraction outside (0, 1); fewer than 2 observed or 3 region vertices;
+        ``include_noise`` with a non-Gaussian likelihood.
 
     Warns
     -----
     UserWarning
-        Region vertices on no face of the region (left out), and the regressor's
-        warnings, pointing at the call of ``predict_surface``.
+        Region vertices on no face of the region (left out); the regressor's warnings,
+        reissued at the caller.
 
     Examples
     --------
@@ -217,7 +214,7 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
                          f"False).")
     caught = []
     try:
-        # the user's filters apply inside; what they let through is reissued from their call
+        # the user's filters apply inside; what passes is reissued at their call
         with warnings.catch_warnings(record=True) as caught:
             if (hasattr(values, "mesh") and hasattr(values, "data")
                     and hasattr(values.data, "parts")):
@@ -231,8 +228,7 @@ def predict_surface(mesh, values, observed, *, mask=None, regressor=None, random
 
 def _predict_surface(mesh, values, observed, mask, regressor, random_state, fill,
                      include_noise) -> SurfacePrediction:
-    """:func:`predict_surface` of one mesh, past the checks of ``fill`` and
-    ``include_noise``."""
+    """:func:`predict_surface` of one mesh (``fill`` and ``include_noise`` checked)."""
     V, F = load_mesh(mesh)
     y = load_surface_values(values, V.shape[0])
     reg = fresh_regressor(regressor)
@@ -242,8 +238,7 @@ def _predict_surface(mesh, values, observed, mask, regressor, random_state, fill
         raise ValueError(f"{int(bad.sum())} vertices of the region have NaN or infinite "
                          f"values (the first is vertex {int(np.flatnonzero(bad)[0])}); "
                          f"leave them out of the mask.")
-    # the region's mesh: faces with all three corners inside; a region vertex on no such
-    # face has no area and is left out
+    # the region's mesh: faces with all three corners inside; vertices on none are left out
     inside = region[F].all(axis=1)
     on_face = np.zeros(V.shape[0], dtype=bool)
     on_face[F[inside].ravel()] = True

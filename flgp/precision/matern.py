@@ -5,11 +5,10 @@ integer order ``ν`` member is
 
 .. math:: Q_\nu(\kappa) = K\,(C^{-1} K)^{\nu - 1}, \qquad K = \kappa^2 C + G,
 
-and the prior is ``f ~ N(0, A Q⁻¹)`` with an amplitude ``A``: the SPDE form of spatial
-statistics, ``(κ² - Δ)^{ν/2} f = W`` discretised (Lindgren, Rue and Lindström 2011: their
-``α`` is our ``ν``; in ``d`` dimensions the continuum field is Matérn of smoothness
-``ν - d/2``), and on a graph the graph Matérn kernel ``(κ² + L)^{-ν}`` of Borovitskiy et al.
-(2021) when ``C = I``. Its limits:
+and the prior is ``f ~ N(0, A Q⁻¹)``: the discretised SPDE ``(κ² - Δ)^{ν/2} f = W`` of
+Lindgren, Rue and Lindström (2011) (their ``α`` is our ``ν``; Matérn smoothness ``ν - d/2``
+in ``d`` dimensions), and with ``C = I`` the graph Matérn kernel ``(κ² + L)^{-ν}`` of
+Borovitskiy et al. (2021). Its limits:
 
 * ``ν → ∞`` with ``κ² = ν / t``: ``κ^{2ν} Q_ν⁻¹ C = (I + (t/ν) C⁻¹G)^{-ν} → e^{-t C⁻¹G}``,
   the heat kernel at diffusion time ``t``, untruncated;
@@ -33,16 +32,14 @@ from .cholesky import PatternCholesky
 __all__ = ["matern_precision", "shifted_stiffness", "MATERN_ORDERS", "MaternFamily",
            "MaternFactors", "apply_matern_inverse", "check_order"]
 
-# the orders the estimators compare, in the order they are searched (each later one from
-# the best optimum so far); fill, and a factorisation's cost, grow with ν
-# (docs/full_resolution.md)
+# the orders the estimators compare, in search order (each from the best optimum so far);
+# fill and factorisation cost grow with ν (docs/full_resolution.md)
 MATERN_ORDERS = (2, 3, 4, 1)
 
 
 def check_order(nu) -> int:
-    """``nu`` as an int if it is a whole number ``>= 1`` (an integer, or a float such as
-    ``2.0``); else a ``ValueError``: the family's members are integer powers, and a
-    fractional order would need a rational approximation this module does not build."""
+    """``nu`` as an int if it is a whole number ``>= 1`` (``2`` or ``2.0``); else ValueError
+    (fractional orders would need a rational approximation)."""
     if isinstance(nu, (bool, np.bool_)) or not isinstance(nu, (numbers.Real, np.number)):
         raise ValueError(f"nu (the Matérn order) must be a positive integer; got {nu!r}.")
     if not (np.isfinite(nu) and float(nu) == int(nu) and int(nu) >= 1):
@@ -52,8 +49,8 @@ def check_order(nu) -> int:
 
 
 def _power(kappa2: float, k: int) -> float:
-    """``κ^{2k}``, refused where it leaves float64 (coordinates in extreme units: the
-    estimators search in the graph's own units, :meth:`flgp.graph.PointGraph.in_own_units`)."""
+    """``κ^{2k}``; ValueError on float64 overflow (see
+    :meth:`flgp.graph.PointGraph.in_own_units`)."""
     with np.errstate(over="ignore"):
         value = np.float64(kappa2) ** k
     if not np.isfinite(value):
@@ -69,8 +66,8 @@ def shifted_stiffness(graph, kappa2: float) -> sp.csc_matrix:
 
 
 def matern_precision(graph, kappa2: float, nu: int) -> sp.csc_matrix:
-    """``Q_ν(κ) = K (C⁻¹ K)^{ν-1}`` (see the module notes); ``nu`` a positive integer,
-    ``kappa2 = κ² >= 0``.
+    """``Q_ν(κ) = K (C⁻¹ K)^{ν-1}`` (module notes) for ``kappa2 = κ² >= 0`` and a positive
+    integer ``nu``; ValueError otherwise or where entries overflow float64.
 
     Examples
     --------
@@ -99,11 +96,10 @@ def matern_precision(graph, kappa2: float, nu: int) -> sp.csc_matrix:
 
 
 class MaternFamily:
-    """``Q_ν(κ)`` for every ``κ`` from ``ν + 1`` fixed matrices on one pattern:
-    ``C⁻¹K = κ² I + T`` with ``T = C⁻¹G``, so ``Q_ν(κ) = Σ_j binom(ν, j) κ^{2(ν-j)} C T^j``
-    (each ``C T^j`` symmetric). The products are formed once; each ``κ`` then costs a linear
-    combination of value arrays, in the lower triangle's CSC order (:attr:`indptr`,
-    :attr:`indices`) that :class:`~flgp.precision.PatternCholesky` factors directly.
+    """``Q_ν(κ)`` for every ``κ`` from ``ν + 1`` fixed matrices on one pattern: with
+    ``T = C⁻¹G``, ``Q_ν(κ) = Σ_j binom(ν, j) κ^{2(ν-j)} C T^j``. Each ``κ`` costs a linear
+    combination of value arrays in the lower triangle's CSC order (:attr:`indptr`,
+    :attr:`indices`), which :class:`~flgp.precision.PatternCholesky` factors directly.
 
     Examples
     --------
@@ -139,10 +135,9 @@ class MaternFamily:
 
     @classmethod
     def of(cls, graph, nu: int) -> "MaternFamily":
-        """The family of ``graph`` and ``nu``, shared: the last few built are kept (at most
-        ``FAMILY_CACHE_SIZE`` of them and ``FAMILY_CACHE_BYTES`` in all), keyed by the
-        graph's contents, so that fits of many maps on one mask, and the searches of one
-        fit, form the products once. A family is never changed after it is built."""
+        """The family of ``graph`` and ``nu`` from a cache keyed by the graph's contents
+        (at most ``FAMILY_CACHE_SIZE`` families, ``FAMILY_CACHE_BYTES`` in all), so that
+        many maps on one mask form the products once. Families are immutable."""
         G = sp.csr_matrix(graph.stiffness)
         key = (check_order(nu), array_fingerprint(G.indptr), array_fingerprint(G.indices),
                array_fingerprint(G.data), array_fingerprint(graph.mass))
@@ -183,9 +178,8 @@ class MaternFamily:
 
 
 def apply_matern_inverse(solve_stiffness, mass, nu: int, B):
-    """``Q_ν⁻¹ B = (K⁻¹C)^{ν-1} K⁻¹ B`` by ``ν`` solves ``solve_stiffness(X) = K⁻¹X`` (a
-    factor's, or iterative ones; ``B`` and ``mass`` numpy arrays, or tensors of any array
-    library with numpy's broadcasting)."""
+    """``Q_ν⁻¹ B = (K⁻¹C)^{ν-1} K⁻¹ B`` by ``ν`` calls ``solve_stiffness(X) = K⁻¹X``
+    (``B`` and ``mass`` arrays of any library with numpy's broadcasting)."""
     X = solve_stiffness(B)
     for _ in range(nu - 1):
         X = solve_stiffness(mass[:, None] * X)
@@ -193,11 +187,9 @@ def apply_matern_inverse(solve_stiffness, mass, nu: int, B):
 
 
 class MaternFactors:
-    """The CHOLMOD factors of the graph Matérn prior of order ``nu`` on ``graph`` and of its
-    posterior precisions, each pattern analysed once and refactored only when its values
-    change: ``K = κ²C + G`` (solves with ``Q_ν``, ``log|Q_ν|``, prior draws) and
-    ``Q̃ = Q_ν + diag(w)`` with weights ``w`` at some nodes (:meth:`posterior_factor`).
-    Pickling keeps the graph and the order; the factors are rebuilt at first use."""
+    """CHOLMOD factors of ``K = κ²C + G`` (solves with ``Q_ν``, ``log|Q_ν|``, prior draws)
+    and of ``Q̃ = Q_ν + diag(w)`` (:meth:`posterior_factor`), each pattern analysed once and
+    refactored when its values change. Pickles without the factors."""
 
     def __init__(self, graph, nu: int):
         self.graph, self.nu, self.n = graph, check_order(nu), graph.n_nodes
@@ -220,9 +212,8 @@ class MaternFactors:
         return self._families[order]
 
     def factor(self, name: str, order: int, key, values) -> PatternCholesky:
-        """The factor called ``name``, analysed on the pattern of ``Q_order`` at its first
-        use, of the lower-triangle values ``values()``: refactored unless it holds those
-        of ``key`` already."""
+        """The factor ``name`` on ``Q_order``'s pattern with lower-triangle ``values()``,
+        refactored unless it already holds those of ``key``."""
         if name not in self._factors:
             fam = self.family(order)
             self._factors[name] = PatternCholesky.of_lower_pattern(fam.indptr, fam.indices)
@@ -254,9 +245,8 @@ class MaternFactors:
         return apply_matern_inverse(self.prior_factor(kappa2).solve, self.mass, self.nu, B)
 
     def prior_draws(self, kappa2: float, n_samples: int, rng) -> np.ndarray:
-        """``n_samples`` draws ``x ~ N(0, Q_ν⁻¹)`` (columns) from the factor of ``K``:
-        ``(K⁻¹C)^p C^{-1/2} z`` for ``ν = 2p``, ``(K⁻¹C)^p y`` with ``y ~ N(0, K⁻¹)`` for
-        ``ν = 2p + 1``."""
+        """``n_samples`` columns ``x ~ N(0, Q_ν⁻¹)``: ``(K⁻¹C)^p C^{-1/2} z`` (``ν = 2p``) or
+        ``(K⁻¹C)^p y``, ``y ~ N(0, K⁻¹)`` (``ν = 2p + 1``)."""
         chol = self.prior_factor(kappa2)
         if self.nu % 2:
             X = chol.sample(n_samples, rng)
@@ -269,9 +259,8 @@ class MaternFactors:
     # -- the posterior precisions ------------------------------------------------------
     def posterior_precision(self, kappa2: float, nodes, weights, key,
                             values_only: bool = False):
-        """``Q̃ = Q_ν(κ) + diag(w)``, ``w`` the ``weights`` at the distinct ``nodes`` (0
-        elsewhere; ``key`` names ``(κ², nodes, weights)``, the last values kept); with
-        ``values_only`` its lower triangle's values."""
+        """``Q̃ = Q_ν(κ) + diag(w)``, ``w`` the ``weights`` at distinct ``nodes``; ``key``
+        names ``(κ², nodes, weights)`` (last kept); ``values_only``: lower-triangle values."""
         fam = self.family(self.nu)
         if self._posterior_values is None or self._posterior_values[0] != key:
             values = fam.values(kappa2)
@@ -293,8 +282,7 @@ _FAMILIES: OrderedDict = OrderedDict()
 
 
 def _on(P, indptr, indices) -> np.ndarray:
-    """The values of ``P``'s lower triangle at the pattern ``(indptr, indices)`` (0 where
-    ``P`` has no entry)."""
+    """``P``'s lower-triangle values on the pattern ``(indptr, indices)`` (0 where absent)."""
     n = indptr.size - 1
     L = sp.tril(P, format="csc")
     L.sum_duplicates()

@@ -1,21 +1,17 @@
-"""The graph Matérn prior at full resolution behind the :class:`flgp.prior.GraphPrior`
-interface.
+"""The full-resolution graph Matérn prior behind :class:`flgp.prior.GraphPrior`.
 
-On a :class:`~flgp.graph.PointGraph` the prior is ``f ~ N(0, K)`` with
+On a :class:`~flgp.graph.PointGraph`, ``f ~ N(0, K)`` with ``K = A Q_ν⁻¹``,
+``Q_ν = S (C⁻¹S)^{ν-1}``, ``S = κ²C + G`` (:mod:`flgp.precision.matern`), or, ``centred``,
+``K = A P Q_ν⁻¹ P`` with ``P = I - 11ᵀ/n`` (no constant mode: the classifier's prior, whose
+``κ → 0`` limit at ``ν = 1`` is Poisson learning's Green function).
 
-* ``K = A Q_ν⁻¹``, ``Q_ν = S (C⁻¹S)^{ν-1}``, ``S = κ²C + G``
-  (:mod:`flgp.precision.matern`), or, ``centred``,
-* ``K = A P Q_ν⁻¹ P`` with ``P = I - 11ᵀ/n``: no constant mode (the classifier's prior,
-  whose ``κ → 0`` limit at ``ν = 1`` is Poisson learning's Green function).
-
-``Q_ν⁻¹ b`` is ``ν`` solves with ``S`` (``x ← S⁻¹ C x``): by a CHOLMOD factor of ``S``
-(``solver="cholesky"``, exact) or algebraic-multigrid-preconditioned conjugate gradients
-to a relative residual ``tol`` (``solver="amg"``: graphs whose factor fills in). A
-covariance column costs one such application. Marginal variances are exact (one
-application a point) up to ``EXACT_VARIANCE_ROWS`` points, beyond by Rao-Blackwellised
-Monte Carlo: draws from the factor of ``Q_ν`` (:func:`flgp.precision.gaussian.rbmc_variances`)
-or, with ``solver="amg"`` or beyond ``FACTOR_MAX_NODES`` nodes (``ν = 1, 2``), perturbation
-draws that need solves with ``S`` only.
+``Q_ν⁻¹ b`` is ``ν`` solves with ``S`` (``x ← S⁻¹ C x``), by a CHOLMOD factor
+(``solver="cholesky"``) or AMG-preconditioned conjugate gradients to relative residual
+``tol`` (``solver="amg"``, for graphs whose factor fills in). Marginal variances are exact
+up to ``EXACT_VARIANCE_ROWS`` points, beyond by Rao-Blackwellised Monte Carlo (Sidén et al.
+2018): draws from the factor of ``Q_ν`` (:func:`flgp.precision.gaussian.rbmc_variances`),
+or perturbation draws needing solves with ``S`` only (``ν = 1, 2``; with ``solver="amg"``,
+``centred``, or beyond ``FACTOR_MAX_NODES`` nodes).
 """
 
 from __future__ import annotations
@@ -33,41 +29,44 @@ from .matern import apply_matern_inverse, check_order, matern_precision, shifted
 
 __all__ = ["SparsePrecisionPrior", "EXACT_VARIANCE_ROWS", "SOLVERS"]
 
-# marginal variances of up to this many points by one exact application of K each
+# marginal variances of up to this many points exactly (one application of K each)
 EXACT_VARIANCE_ROWS = 2000
-# draws of the Rao-Blackwellised variances beyond them with solver="amg"
+# Monte Carlo draws beyond them: perturbation draws with solver="amg" (or centred) ...
 AMG_VARIANCE_SAMPLES = 16
-# draws with solver="cholesky": from Q_ν's factor, or by perturbation with S's factor on
-# graphs beyond FACTOR_MAX_NODES
+# ... and with solver="cholesky"
 LARGE_VARIANCE_SAMPLES = 64
 SOLVERS = ("cholesky", "amg")
-# raise_order's solves (solver="amg") to this many times the prior's tol: their right-hand
-# sides are the order below's columns, smooth and no more accurate than that order's solves
-# (at 30 the raised columns' error stays near the first order's)
+# raise_order's solves (solver="amg") run to this times tol: their right-hand sides carry
+# the order below's error already (at 30 the raised columns' error stays near it)
 RAISE_TOL_FACTOR = 30.0
 
 
 class SparsePrecisionPrior(GraphPrior):
-    """``K = A Q_ν⁻¹`` (or ``A P Q_ν⁻¹ P``, ``centred``) on the nodes of ``graph`` (see the
-    module notes).
+    """``K = A Q_ν⁻¹`` (or ``A P Q_ν⁻¹ P``, ``centred``) on the nodes of ``graph`` (module
+    notes).
 
     Parameters
     ----------
     graph : PointGraph
-    nu : int
+    nu : int, default=1
         The Matérn order ``ν >= 1``.
-    kappa2 : float
-        ``κ² >= 0`` (``κ² = 0`` needs ``centred``: the constant is then the null space).
-    amplitude : float
+    kappa2 : float, default=1.0
+        ``κ² >= 0``; ``κ² = 0`` needs ``centred`` and ``solver="amg"``.
+    amplitude : float, default=1.0
         ``A > 0``.
-    centred : bool
-        Remove the constant mode (``P``). With ``ν > 1`` the graph's mass must be uniform
-        (as on a k-NN graph with unit mass): ``P`` then commutes with ``Q_ν``.
-    solver : {"cholesky", "amg"}
-    tol : float
+    centred : bool, default=False
+        Remove the constant mode (``P``); with ``ν > 1`` the graph's mass must be uniform,
+        so that ``P`` commutes with ``Q_ν``.
+    solver : {"cholesky", "amg"}, default="cholesky"
+    tol : float, default=1e-8
         The conjugate gradients' relative residual (``solver="amg"``; from
-        ``flgp.precision.multigrid.FLOAT32_TOL = 1e-5`` up the V-cycles are float32, the
-        iterations and results float64).
+        ``flgp.precision.multigrid.FLOAT32_TOL`` up the V-cycles run in float32).
+
+    Raises
+    ------
+    ValueError
+        An order, ``kappa2``, ``amplitude``, ``solver`` or ``tol`` out of range, or a
+        centred ``ν > 1`` prior on a graph of non-uniform mass.
 
     Examples
     --------
@@ -108,8 +107,7 @@ class SparsePrecisionPrior(GraphPrior):
         self._mass = mass
         stiffness = shifted_stiffness(graph, kappa2)
         self._stiffness = stiffness.tocsr()
-        # the posterior precisions' factors, one a order (CentredPosterior), shared by the
-        # priors of other orders made by with_order
+        # posterior precision factors by order (CentredPosterior), shared with with_order
         self._posterior_factors = {}
         if solver == "cholesky":
             chol = PatternCholesky(stiffness)
@@ -117,9 +115,7 @@ class SparsePrecisionPrior(GraphPrior):
             self._chol = chol
             self._solve = chol.solve
         else:
-            # classical (Ruge-Stüben) AMG with sparsified coarse operators
-            # (flgp.precision.multigrid): S is an M-matrix (a graph Laplacian plus a
-            # diagonal); fewer iterations on k-NN graphs than pyamg's hierarchies
+            # classical (Ruge-Stüben) AMG (flgp.precision.multigrid): S is an M-matrix
             self._amg = ClassicalMultigrid(stiffness, tol=self.tol)
             self._solve = self._amg.solve
 
@@ -128,9 +124,8 @@ class SparsePrecisionPrior(GraphPrior):
         return self.graph.n_nodes
 
     def with_order(self, nu: int) -> "SparsePrecisionPrior":
-        """The same prior at order ``nu`` (same graph, ``κ²``, amplitude and centring),
-        sharing this one's factor or multigrid hierarchy: ``Q_ν`` needs solves with the
-        same ``S`` only."""
+        """The same prior at order ``nu``, sharing this one's factor or multigrid hierarchy
+        of ``S``."""
         nu = check_order(nu)
         if self.centred and nu > 1 and not self._uniform_mass:
             raise ValueError("a centred prior of order nu > 1 needs a graph of uniform mass "
@@ -140,10 +135,10 @@ class SparsePrecisionPrior(GraphPrior):
         other.nu = nu
         return other
 
-    # -- the precision itself (the posterior precision's pieces: CentredPosterior) ----------
+    # -- the precision (pieces of CentredPosterior's posterior precision) ---------------------
     def precision_operator(self):
-        """``X ↦ Q_ν X`` for ``X`` of shape ``(n, k)`` (uncentred, unit amplitude), without
-        forming ``Q_ν`` for ``ν > 1``: ``S (C⁻¹ S)^{ν-1} X``."""
+        """``X ↦ Q_ν X = S (C⁻¹ S)^{ν-1} X`` for ``(n, k)`` ``X`` (uncentred, unit
+        amplitude), without forming ``Q_ν``."""
         S, inv_mass = self._stiffness, 1.0 / self._mass
 
         def times(X):
@@ -163,10 +158,10 @@ class SparsePrecisionPrior(GraphPrior):
         return matern_precision(self.graph, self.kappa2, self.nu).diagonal()
 
     def posterior_factor(self) -> dict:
-        """This order's ``{"factor", "precision", "holder"}``: a CHOLMOD factor analysed
-        on ``Q_ν``'s pattern (its diagonal included) for the posterior precisions
-        ``Q_ν + c W``, ``Q_ν`` itself, and the posterior whose values it holds now
-        (:class:`~flgp.precision.centred_posterior.CentredPosterior`); analysed once."""
+        """This order's ``{"factor", "precision", "holder"}``, built once: a CHOLMOD factor
+        analysed on ``Q_ν + I``'s pattern for the posterior precisions ``Q_ν + c W``,
+        ``Q_ν``, and the :class:`~flgp.precision.centred_posterior.CentredPosterior` whose
+        values the factor holds."""
         if self.solver != "cholesky":
             raise ValueError("posterior factors need solver='cholesky'.")
         entry = self._posterior_factors.get(self.nu)
@@ -186,11 +181,9 @@ class SparsePrecisionPrior(GraphPrior):
                      - (self.nu - 1) * np.sum(np.log(self._mass)))
 
     def raise_order(self, U: np.ndarray) -> np.ndarray:
-        """``Q_ν⁻¹ B`` from ``U = Q_{ν-1}⁻¹ B`` (both centred when the prior is; unit
-        amplitude), ``U`` of shape ``(n, c)``: one solve a column (``x ← S⁻¹ C x``) - how
-        a chain of orders shares its solves. With ``solver="amg"`` to a relative residual
-        of ``RAISE_TOL_FACTOR`` times ``tol`` (at most 0.1): ``U`` carries its own solves'
-        error already."""
+        """``Q_ν⁻¹ B`` from ``(n, c)`` ``U = Q_{ν-1}⁻¹ B`` (centred when the prior is; unit
+        amplitude) by one solve a column, so a chain of orders shares its solves; with
+        ``solver="amg"`` to ``min(RAISE_TOL_FACTOR * tol, 0.1)``."""
         if self.nu < 2:
             raise ValueError(f"raise_order makes order nu from order nu - 1; this prior "
                              f"has nu = {self.nu} (use apply_inverse).")
@@ -208,13 +201,12 @@ class SparsePrecisionPrior(GraphPrior):
         return self._centre(U) if self.centred else U
 
     def _centre(self, B: np.ndarray) -> np.ndarray:
-        # column by column: a column's result does not depend on the columns beside it
+        # column by column, so a column's result does not depend on the others
         return np.column_stack([B[:, c] - B[:, c].mean() for c in range(B.shape[1])])
 
     def apply_inverse(self, B: np.ndarray, tol=None) -> np.ndarray:
-        """``Q_ν⁻¹ B`` (``P Q_ν⁻¹ P B`` when centred), ``B`` of shape ``(n, c)``; ``tol``:
-        the conjugate gradients' relative residual (``solver="amg"``; default the
-        prior's)."""
+        """``Q_ν⁻¹ B`` (``P Q_ν⁻¹ P B`` when centred) for ``(n, c)`` ``B``; ``tol`` overrides
+        the prior's (``solver="amg"``)."""
         U = np.asarray(B, dtype=np.float64)
         if U.ndim not in (1, 2) or U.shape[0] != self.n_points:
             raise ValueError(f"B must have one row per node ({self.n_points}); got shape "
@@ -229,8 +221,7 @@ class SparsePrecisionPrior(GraphPrior):
         return self._centre(U)
 
     def cross_covariance(self, labelled, rows=None, weights=None, tol=None) -> np.ndarray:
-        """:meth:`GraphPrior.cross_covariance`; ``tol``: the solves' relative residual
-        (``solver="amg"``; default the prior's)."""
+        """:meth:`GraphPrior.cross_covariance`; ``tol`` as in :meth:`apply_inverse`."""
         n = self.n_points
         labelled = as_row_indices(labelled, n)
         m = labelled.size
@@ -247,21 +238,18 @@ class SparsePrecisionPrior(GraphPrior):
 
     # -- the Gaussian posterior and evidence through the sparse posterior precision -------
     def _sparse_algebra(self) -> bool:
-        """Whether :meth:`log_evidence` and :meth:`posterior` go through the factor of
-        ``Q̃ = Q + (A/σ²) PᵀP`` (uncentred, CHOLMOD) rather than the dense labelled block."""
+        """Whether the evidence and posterior use the sparse ``Q̃ = Q + (A/σ²) PᵀP``."""
         return self.solver == "cholesky" and not self.centred
 
     def _regression(self, labelled, y, noise):
-        """``(MaternRegression of y at labelled, ratio r = σ²/A)``: the full-resolution
-        regressor's algebra of ``Q̃`` (:class:`flgp.precision.gaussian.MaternRegression`),
-        the one implementation of it."""
+        """``(MaternRegression of y at labelled, σ²/A)``."""
         labelled, y, noise = self._checked_targets(labelled, y, noise)
         return MaternRegression(self.graph, labelled, y, self.nu), noise / self.amplitude
 
     def log_evidence(self, labelled, y, noise) -> float:
-        """``log N(y | 0, K_ll + noise I)``; uncentred with a factor, by the determinant
-        lemma on the sparse ``Q̃`` (no ``m x m`` block): ``|I + c P Q⁻¹ Pᵀ| = |Q̃| / |Q|``
-        and ``(I + c P Q⁻¹ Pᵀ)⁻¹ = I - c P Q̃⁻¹ Pᵀ`` (``c = A/σ²``)."""
+        """``log N(y | 0, K_ll + noise I)``; uncentred with a factor, without the ``m x m``
+        block: ``|I + c P Q⁻¹ Pᵀ| = |Q̃| / |Q|``, ``(I + c P Q⁻¹ Pᵀ)⁻¹ = I - c P Q̃⁻¹ Pᵀ``
+        (``c = A/σ²``)."""
         if not self._sparse_algebra():
             return super().log_evidence(labelled, y, noise)
         reg, ratio = self._regression(labelled, y, noise)
@@ -269,9 +257,8 @@ class SparsePrecisionPrior(GraphPrior):
 
     def posterior(self, labelled, y, noise, rows=None):
         """The Gaussian posterior ``(mean, variance)`` at ``rows``; uncentred with a
-        factor, through the posterior precision ``Q̃ / A`` (``Q̃ = Q + (A/σ²) PᵀP``): the
-        mean ``c Q̃⁻¹ Pᵀ y``, the variances ``A diag(Q̃⁻¹)`` - exact for up to
-        ``EXACT_VARIANCE_ROWS`` rows, by Rao-Blackwellised Monte Carlo beyond."""
+        factor, mean ``c Q̃⁻¹ Pᵀ y`` and variances ``A diag(Q̃⁻¹)`` (exact up to
+        ``EXACT_VARIANCE_ROWS`` rows, Monte Carlo beyond)."""
         if not self._sparse_algebra():
             return super().posterior(labelled, y, noise, rows)
         reg, ratio = self._regression(labelled, y, noise)
@@ -281,10 +268,10 @@ class SparsePrecisionPrior(GraphPrior):
         return mean, self.amplitude * var
 
     def marginal_variances(self, rows=None, n_samples=None) -> np.ndarray:
-        """The prior's variances at ``rows`` (every node by default): exact up to
-        ``EXACT_VARIANCE_ROWS`` rows, beyond by the Rao-Blackwellised estimators of the
-        module notes, with ``n_samples`` draws (default ``AMG_VARIANCE_SAMPLES`` with
-        ``solver="amg"``, else 64)."""
+        """The prior's variances at ``rows`` (default all): exact up to
+        ``EXACT_VARIANCE_ROWS`` rows, beyond by the Monte Carlo of the module notes with
+        ``n_samples >= 2`` draws (default ``AMG_VARIANCE_SAMPLES`` for perturbation draws
+        with ``solver="amg"`` or centred, else ``LARGE_VARIANCE_SAMPLES``)."""
         n = self.n_points
         rows = as_row_indices(rows, n)
         if n_samples is not None and (isinstance(n_samples, bool) or not isinstance(
@@ -294,15 +281,13 @@ class SparsePrecisionPrior(GraphPrior):
         if rows.size <= EXACT_VARIANCE_ROWS:
             return self.amplitude * diagonal_of_inverse(self.apply_inverse, n, rows)
         if self.solver != "cholesky" or (self.centred and self.nu in ITERATIVE_ORDERS):
-            # centred: the perturbation draws centre each draw; draws from Q's factor
-            # would subtract the constant mode's huge variance (~1/κ²) after the fact,
-            # leaving their Monte Carlo error larger than what remains
+            # centred: draws from Q's factor would subtract the constant mode's huge
+            # variance (~1/κ²) afterwards, their error larger than what remains
             draws = AMG_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
             return self.amplitude * self._perturbation_variances(draws)[rows]
         draws = LARGE_VARIANCE_SAMPLES if n_samples is None else int(n_samples)
         if n > FACTOR_MAX_NODES and self.nu in ITERATIVE_ORDERS:
-            # Q_ν's own factor fills in; perturbation draws need only solves with S,
-            # whose factor is held
+            # Q_ν's factor fills in; perturbation draws need only S's, which is held
             try:
                 return self.amplitude * self._perturbation_variances(draws)[rows]
             except ValueError:          # a mesh's negative weights: no edge root
@@ -317,15 +302,11 @@ class SparsePrecisionPrior(GraphPrior):
         return self.amplitude * var[rows]
 
     def _perturbation_variances(self, n_samples: int) -> np.ndarray:
-        """The marginal variances by the Rao-Blackwellised estimator of Sidén et al. (2018)
-        with draws ``x = Q⁻¹ R z`` (``R Rᵀ = Q``, :func:`flgp.precision.iterative
-        .matern_root_draw`; for ``ν = 2``, ``x = S⁻¹ C^{1/2} z``, one solve a draw): for
-        ``y_i = a_iᵀ x`` (``x_i``, or ``x_i - x̄`` when centred),
-        ``Var y_i = a_ii²/Q_ii + Var E[y_i | x_-i]``, only the second term sampled. Its
-        relative standard error is ``√(2/S)`` times that term's share (35 % at 16 draws for
-        a smooth long-range prior, where it is nearly all). ``Q`` is never formed (its
-        product fills in): ``Q x`` is ``S x`` or ``S C⁻¹ S x``, ``Q_ii`` is ``S_ii`` or
-        ``Σ_k S_ik² / c_k``."""
+        """Marginal variances by the Rao-Blackwellised estimator of Sidén et al. (2018) with
+        draws ``x = Q⁻¹ R z``, ``R Rᵀ = Q`` (:func:`flgp.precision.iterative
+        .matern_root_draw`; ``ν = 2``: ``x = S⁻¹ C^{1/2} z``). For ``y_i = a_iᵀ x`` (``x_i``,
+        or ``x_i - x̄`` centred), ``Var y_i = a_ii²/Q_ii + Var E[y_i | x_-i]``, only the second
+        term sampled (relative error ``√(2/S)`` times its share). ``Q`` is never formed."""
         if self.nu not in ITERATIVE_ORDERS:
             raise ValueError(f"perturbation variances exist for orders {ITERATIVE_ORDERS}; "
                              f"this prior has nu = {self.nu}.")
@@ -348,8 +329,7 @@ class SparsePrecisionPrior(GraphPrior):
                              f"{self.kappa2:.3g} (a graph in extreme units); use "
                              f"graph.in_own_units().")
         if self.nu == 2:
-            # R = S C^{-1/2}: Q⁻¹ R z = S⁻¹ C S⁻¹ S C^{-1/2} z = S⁻¹ C^{1/2} z, one solve a
-            # draw (the same z as matern_root_draw's)
+            # R = S C^{-1/2}: Q⁻¹ R z = S⁻¹ C^{1/2} z, one solve a draw
             Z = np.column_stack([rng.standard_normal(n) for _ in range(int(n_samples))])
             X = self._solve(np.sqrt(self._mass)[:, None] * Z)
         else:

@@ -23,9 +23,8 @@ class Eigenpairs:
     with ``c = kernel_scale`` (``n`` for FLGP and GLGP, ``s`` for Nyström-GLGP).
 
     FLGP keeps the eigenvectors as a *map* (sparse transition rows times an ``s x M``
-    projection), computed where used: :meth:`eigenvector_rows` (an index set),
-    :meth:`iter_chunks` / :meth:`map_chunks` (blocks of the cloud), :meth:`map_points`
-    (new points), :attr:`eigenvectors` (all ``n x M``, cached).
+    projection) read by :meth:`eigenvector_rows`, :meth:`map_chunks`, :meth:`map_points` or
+    :attr:`eigenvectors` (all ``n x M``, cached).
 
     Attributes
     ----------
@@ -33,8 +32,7 @@ class Eigenpairs:
         ``λ_l`` ascending, in ``[0, 1]``.
     kernel_scale : float
     extension : callable
-        ``extension(X_new) -> ndarray (n_new, M)``: eigenvector values at new points; at a
-        point of the cloud it returns that point's eigenvector row.
+        ``extension(X_new) -> ndarray (n_new, M)``; a cloud point gets its own row.
     method : str
         "flgp", "glgp" or "nystrom".
     n_pieces : int
@@ -89,8 +87,7 @@ class Eigenpairs:
 
     @property
     def eigenvectors(self):
-        """All ``n x M`` eigenvector values at the cloud's points (cached; a lazy dask array
-        for a Dask fit)."""
+        """All ``n x M`` eigenvector values (cached; lazy dask for a Dask fit)."""
         if self.vector_rows.is_dask:
             return self.vector_rows.all_vectors()
         if self._vectors_cache is None:
@@ -99,8 +96,7 @@ class Eigenpairs:
 
     @property
     def piece_labels(self):
-        """Connected piece of each cloud point (``(n,)`` ints; None: not tracked; a
-        lazy dask array for a Dask fit)."""
+        """Connected piece of each cloud point (``(n,)`` ints; None: not tracked)."""
         return self.vector_rows.all_pieces() if self.vector_rows.tracks_pieces else None
 
     def eigenvector_rows(self, index) -> np.ndarray:
@@ -115,9 +111,8 @@ class Eigenpairs:
         return self.vector_rows.pieces(_as_index(index, self.n_samples))
 
     def iter_chunks(self, chunk_size: int | None = None):
-        """Yield ``(start, stop, vectors, pieces)`` over blocks of the cloud's rows
-        (``pieces`` None when not tracked). TypeError for a Dask fit (use
-        :meth:`map_chunks`)."""
+        """Yield ``(start, stop, vectors, pieces)`` over blocks of the cloud's rows;
+        TypeError for a Dask fit (use :meth:`map_chunks`)."""
         if self.vector_rows.is_dask:
             raise TypeError("these eigenpairs come from a dask array: use map_chunks(func), "
                             "which returns a lazy dask array, instead of iterating.")
@@ -129,15 +124,14 @@ class Eigenpairs:
                    chunk_size: int | None = None, parallel: bool = False, project=None):
         """``func(vectors, pieces)`` over blocks of the cloud's rows, joined.
 
-        ``func`` gets a block's ``(b, M)`` eigenvector rows and their pieces (``(b,)``
-        ints, or None) and returns ``(b,)`` or ``(b, n_columns)`` values. Returns numpy
-        (``parallel``: blocks on threads, ``func`` thread-safe) or, for a Dask fit, a lazy
-        dask array (``n_columns`` and ``dtype`` describe it; ``func`` must pickle).
+        ``func`` gets a block's ``(b, M)`` rows and pieces (``(b,)`` ints or None) and
+        returns ``(b,)`` or ``(b, n_columns)``. Returns numpy (``parallel``: threads, so
+        ``func`` must be thread-safe) or, for a Dask fit, a lazy dask array of ``n_columns``
+        and ``dtype`` (``func`` must pickle).
 
-        ``project``: an ``(M, k)`` matrix ``L``; ``func`` then gets the rows of ``V L``,
-        which FLGP computes in ``O(r k)`` a row from the transition rows. A tuple gives a
-        tuple of blocks, each in its matrix's dtype (float32 where single precision is
-        enough); a :class:`RowSquaredNorm` item gives the column ``|v F|²``.
+        ``project``: an ``(M, k)`` matrix ``L``; ``func`` gets the rows of ``V L`` (FLGP:
+        ``O(r k)`` a row). A tuple gives a tuple of blocks, each in its matrix's dtype; a
+        :class:`RowSquaredNorm` item gives the column ``|v F|²``.
         """
         rows = self.vector_rows if project is None else self.vector_rows.projected(
             _check_project(project, self.n_eigenpairs))
@@ -146,8 +140,8 @@ class Eigenpairs:
 
     def reduce_chunks(self, func, shape, *, chunk_size: int | None = None,
                       parallel: bool = False) -> np.ndarray:
-        """``Σ func(vectors, pieces, start)`` over blocks of the cloud's rows (``start``:
-        the block's first row), each term an array of ``shape``; numpy in both engines."""
+        """``Σ func(vectors, pieces, start)`` over blocks of rows (``start``: the block's
+        first row), each term of ``shape``; numpy also for a Dask fit."""
         return self.vector_rows.reduce(func, shape, chunk_size=chunk_size, parallel=parallel)
 
     def column_sums(self) -> np.ndarray:
@@ -160,16 +154,15 @@ class Eigenpairs:
                                   (self.n_eigenpairs,))
 
     def extend(self, X_new) -> np.ndarray:
-        """Eigenvector values at new points, shape ``(n_new, M)`` (all at once; see
-        :meth:`map_points` for blocks)."""
+        """``(n_new, M)`` eigenvector values at new points, at once (blocks:
+        :meth:`map_points`)."""
         return self.extension(X_new)
 
     def extend_with_pieces(self, X_new, return_nearest: bool = False,
                                restrict: bool = False):
-        """Eigenvector values at new points and their connected piece (None when not
-        tracked). ``return_nearest``: also the squared distance to the nearest induced
-        point (FLGP; else None). ``restrict``: see
-        :meth:`flgp.spectral.flgp.FLGPExtension.with_pieces`."""
+        """Eigenvector values and connected pieces (or None) of new points;
+        ``return_nearest``: also squared distances to the nearest induced point (FLGP;
+        else None); ``restrict``: see :meth:`flgp.spectral.flgp.FLGPExtension.with_pieces`."""
         fn = getattr(self.extension, "with_pieces", None)
         if fn is None or not self.vector_rows.tracks_pieces:
             V = self.extension(X_new)
@@ -179,8 +172,7 @@ class Eigenpairs:
         return fn(X_new, return_nearest=return_nearest)
 
     def _extend(self, X_new, restrict, project, row_map):
-        """``(V or V L, pieces, nearest squared distances)`` of a block of new points;
-        ``row_map``: the FLGP map already projected by ``project``."""
+        """``(V or V L, pieces, nearest squared distances)`` of new points."""
         if project is None:
             return self.extend_with_pieces(X_new, return_nearest=True, restrict=restrict)
         fn = getattr(self.extension, "with_pieces", None)
@@ -193,8 +185,8 @@ class Eigenpairs:
                    chunk_size: int | None = None, return_nearest: bool = False,
                    restrict: bool = False, project=None):
         """:meth:`map_chunks` for new points: validated ``(n_new, p)`` float64, or a dask
-        array (FLGP only; a lazy result, ValueError otherwise). ``return_nearest`` and
-        ``restrict``: as in :meth:`extend_with_pieces` (the distances None for dask)."""
+        array (FLGP only, else ValueError; lazy result, no distances). ``return_nearest``,
+        ``restrict``: as in :meth:`extend_with_pieces`."""
         if is_dask_array(X_new):
             map_lazy = getattr(self.extension, "map_points", None)
             if map_lazy is None:
@@ -237,10 +229,9 @@ class Eigenpairs:
 
 
 class RowSquaredNorm:
-    """A ``project`` item (:meth:`Eigenpairs.map_chunks`) giving one column per point,
-    ``|v F|²`` for an ``(M, k)`` factor ``F`` (e.g. a posterior variance); FLGP reads it
-    off the transition row ``a`` as ``a S aᵀ``, ``S = (P F)(P F)ᵀ``. ValueError for a
-    factor that is not 2-d or not finite."""
+    """A ``project`` item (:meth:`Eigenpairs.map_chunks`) giving the column ``|v F|²`` for
+    an ``(M, k)`` factor ``F`` (e.g. a posterior variance); ValueError unless ``F`` is 2-d
+    and finite."""
 
     def __init__(self, factor: np.ndarray):
         self.factor = np.ascontiguousarray(factor, dtype=np.float64)
@@ -262,8 +253,8 @@ class RowSquaredNorm:
 
 
 def _check_project(project, M: int):
-    """An ``(M, k)`` matrix (float64; float32 kept), a :class:`RowSquaredNorm`, or a tuple
-    of them."""
+    """Check an ``(M, k)`` matrix (float32 kept, else float64), a :class:`RowSquaredNorm`
+    or a tuple of them."""
     if isinstance(project, tuple):
         return tuple(_check_project(L, M) for L in project)
     if isinstance(project, RowSquaredNorm):
@@ -286,8 +277,8 @@ def _project_width(project) -> int:
 
 
 def _apply_project(V: np.ndarray, project):
-    """``V L`` (a tuple of products for a tuple), each in ``L``'s dtype (formed in
-    float64); a :class:`RowSquaredNorm`'s column of squared norms."""
+    """``V L`` in ``L``'s dtype (formed in float64), tuple-wise; squared norms for a
+    :class:`RowSquaredNorm`."""
     if isinstance(project, tuple):
         return tuple(_apply_project(V, L) for L in project)
     if isinstance(project, RowSquaredNorm):
@@ -362,8 +353,7 @@ class DenseVectorRows:
             parallel=parallel)
 
     def reduce(self, func, shape, *, chunk_size=None, parallel=False) -> np.ndarray:
-        """``Σ func(vectors, pieces, start)`` over blocks of rows (on threads with
-        ``parallel``; ``func`` must then be thread-safe)."""
+        """``Σ func(vectors, pieces, start)`` over blocks of rows."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
 
         def block(Xb, a, b):
@@ -404,11 +394,10 @@ _SINGLE_THREAD_EIGH_MAX = 1024
 
 
 def symmetric_eigh(A: np.ndarray, n_top: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenpairs of a dense symmetric matrix, eigenvalues ascending (float64): all of
-    them (``torch.linalg.eigh``), or the ``n_top`` largest when fewer than half (LAPACK
-    ``syevr`` through scipy). Matrices up to 1024 x 1024 run on one thread: the
-    tridiagonal reduction synchronises its threads at every column, which costs more than
-    it gains at that size, especially on a loaded machine."""
+    """Eigenpairs of a dense symmetric matrix, eigenvalues ascending (float64): all
+    (``torch.linalg.eigh``), or the ``n_top`` largest when at most half (LAPACK ``syevr``).
+    Up to ``_SINGLE_THREAD_EIGH_MAX`` rows it runs on one thread: the tridiagonal
+    reduction's per-column synchronisation costs more than threads gain there."""
     A = np.ascontiguousarray(A, dtype=np.float64)
     s = A.shape[0]
     threads = torch.get_num_threads()

@@ -1,20 +1,17 @@
 r"""FLGP eigenpairs (He et al., Algorithm 1 step 5) from a :class:`~flgp.graph.CrossGraph`.
 
-With ``B = A Λ^{-1/2}`` (``n x s``, ``r`` entries per row), the Gram matrix ``G = B^T B``
-(``s x s``) costs ``O(n r^2)``; its eigendecomposition ``G = W Σ^2 W^T`` (float64, ``O(s^3)``)
-gives the singular values ``σ`` and the left singular vectors ``V = B W Σ^{-1}``
-(``O(n r M)``). These are the eigenvectors of ``L = I - A Λ^{-1} A^T``.
+With ``B = A Λ^{-1/2}`` (``n x s``, ``r`` entries per row), ``G = B^T B = W Σ^2 W^T``
+(``O(n r^2 + s^3)``) gives the singular values ``σ`` and left singular vectors
+``V = B W Σ^{-1}``, the eigenvectors of ``L = I - A Λ^{-1} A^T``.
 
 Two spectra (``spectrum=``):
 
 * ``"two_step"`` - ``λ = 1 - σ^2``, the eigenvalues of ``L`` as written in the paper;
-* ``"one_step"`` (default) - ``λ = 1 - σ``, the eigenvalues of
-  ``I - (A Λ^{-1} A^T)^{1/2}``, the one-step walk whose square is the two-step walk (as
-  GLGP's ``L = I - A``, and the authors' package default).
+* ``"one_step"`` (default) - ``λ = 1 - σ``, the eigenvalues of ``I - (A Λ^{-1} A^T)^{1/2}``
+  (the one-step walk, as GLGP's ``L = I - A``; the authors' package default).
 
 Out of sample, ``v(x) = a(x) Λ^{-1/2} W Σ^{-1}`` (:class:`FLGPExtension`); the cloud's
-eigenvectors are the same map applied to its transition rows (:class:`GraphVectorRows`),
-so no ``n x M`` array is formed unless asked for.
+eigenvectors are the same map of its transition rows (:class:`GraphVectorRows`).
 """
 
 from __future__ import annotations
@@ -40,9 +37,8 @@ _SIGMA_FLOOR = 1e-8
 
 
 class FLGPRowMap:
-    """Eigenvector rows from transition rows, ``v = a P`` with ``P = Λ^{-1/2} W Σ^{-1}``
-    (``s x M``), and the piece of a row (that of its most probable induced point).
-    ``O(s M)`` and picklable; a :meth:`projected` map may hold a tuple of matrices."""
+    """Eigenvector rows ``v = a P`` of transition rows ``a``, ``P = Λ^{-1/2} W Σ^{-1}``
+    (``s x M``), and a row's piece (its most probable induced point's). Picklable."""
 
     def __init__(self, projection, induced_pieces: np.ndarray):
         self.projection = projection
@@ -55,13 +51,12 @@ class FLGPRowMap:
         return int(sum(P.shape[1] for P in parts))
 
     def vectors(self, idx: np.ndarray, values: np.ndarray):
-        """``(b, M)`` eigenvector rows of ``b`` transition rows, ``A_b P``. For a tuple, a
-        tuple (a float32 matrix's product in float32, a squared norm's ``(b,)`` column)."""
+        """``A_b P`` (``(b, M)``) of ``b`` transition rows; tuple-wise for a tuple."""
         b, r = idx.shape
         count("eigenvector row flops", 2 * b * r * self.width)
         parts = self.projection if isinstance(self.projection, tuple) else (self.projection,)
         if compiled.enabled() and all(P.dtype == np.float64 for P in parts):
-            # the compiled rows (float64 only: float32 keeps scipy's float32 product)
+            # compiled kernel: float64 only (float32 keeps scipy's float32 product)
             if not isinstance(self.projection, tuple):
                 return compiled.rows_times(idx, values, self.projection)
             return tuple(P.of_rows(idx, values) if isinstance(P, _SquaredNorm)
@@ -82,11 +77,10 @@ class FLGPRowMap:
         return self.induced_pieces[top]
 
     def projected(self, project, tables: bool = True) -> "FLGPRowMap":
-        """The map to ``v L`` for an ``M x k`` matrix ``L``: ``a (P L)``, ``r k`` operations a
-        row. In a tuple, each ``P L`` is formed in float64 and kept in ``L``'s dtype, and a
-        :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` ``F`` becomes the ``s x s`` table
-        ``(P F)(P F)ᵀ`` when ``tables`` and it fits the working-memory budget, else the rows
-        ``P F``."""
+        """The map to ``v L = a (P L)`` for an ``M x k`` ``L``. In a tuple each ``P L`` keeps
+        ``L``'s dtype, and a :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` ``F`` becomes
+        the ``s x s`` table ``(P F)(P F)ᵀ`` (with ``tables``, within working memory) or the
+        rows ``P F``."""
         if isinstance(project, tuple):
             return FLGPRowMap(tuple(self._project_one(L, tables) for L in project),
                               self.induced_pieces)
@@ -104,8 +98,8 @@ class FLGPRowMap:
 
 
 class _SquaredNorm:
-    """A :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` on the induced points:
-    ``of_transition(A, idx, values)`` is ``|a P F|²`` per transition row ``a``."""
+    """A :class:`~flgp.spectral.eigenpairs.RowSquaredNorm` on the induced points: ``|a P F|²``
+    per transition row ``a``."""
 
     def __init__(self, array: np.ndarray):
         self.array = array
@@ -114,8 +108,7 @@ class _SquaredNorm:
 
 
 class _SquaredNormTable(_SquaredNorm):
-    """``S = R Rᵀ`` (``s x s``) of the rows ``R = P F``: ``|a R|² = a S aᵀ`` from the
-    row's ``r²`` entries."""
+    """``|a R|² = a S aᵀ`` from the table ``S = R Rᵀ``, ``R = P F``."""
 
     def of_transition(self, A, idx, values):
         S = self.array[idx[:, :, None], idx[:, None, :]]               # (b, r, r)
@@ -127,7 +120,7 @@ class _SquaredNormTable(_SquaredNorm):
 
 
 class _SquaredNormRows(_SquaredNorm):
-    """The rows ``R = P F`` (``s x k``): ``|a R|²`` after the sparse product."""
+    """``|a R|²`` from the rows ``R = P F`` (``s x k``)."""
 
     def of_transition(self, A, idx, values):
         G = np.asarray(A @ self.array)
@@ -140,9 +133,8 @@ class _SquaredNormRows(_SquaredNorm):
 
 
 class GraphVectorRows:
-    """Eigenvector rows of an FLGP fit: the cloud's transition rows
-    (:meth:`flgp.graph.CrossGraph.row_source`) through an :class:`FLGPRowMap`, on the
-    graph's driver (:mod:`flgp._chunks`)."""
+    """An FLGP fit's eigenvector rows: the cloud's transition rows
+    (:meth:`flgp.graph.CrossGraph.row_source`) through an :class:`FLGPRowMap`."""
 
     tracks_pieces = True
 
@@ -180,8 +172,7 @@ class GraphVectorRows:
 
     def map(self, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
             parallel=False):
-        """``func(vectors, pieces)`` over blocks of the cloud's rows (numpy, or a lazy
-        dask array for a Dask graph)."""
+        """``func(vectors, pieces)`` over blocks of rows (numpy, or lazy dask)."""
         width = self.row_map.width
         if chunk_size is None and self.is_dask:
             chunk_size = self.graph.chunk_size
@@ -191,8 +182,7 @@ class GraphVectorRows:
                                      parallel=parallel)
 
     def reduce(self, func, shape, *, chunk_size=None, parallel=False) -> np.ndarray:
-        """``Σ func(vectors, pieces, start)`` over blocks of the cloud's rows, each term of
-        ``shape`` (see :meth:`Eigenpairs.reduce_chunks`)."""
+        """:meth:`Eigenpairs.reduce_chunks`."""
         shape = tuple(int(v) for v in np.atleast_1d(shape))
         width = self.row_map.width
         if chunk_size is None and self.is_dask:
@@ -248,8 +238,7 @@ def _pieces_only(V, comp):
 
 
 class FLGPExtension:
-    """``v(x) = a(x) P`` with ``P = Λ^{-1/2} W Σ^{-1}`` (``s x M``); a point's piece is
-    that of its most probable induced point (``induced_pieces``)."""
+    """``v(x) = a(x) P`` for new points (:class:`FLGPRowMap`)."""
 
     def __init__(self, graph, projection: np.ndarray, induced_pieces: np.ndarray):
         self.graph = graph
@@ -265,19 +254,17 @@ class FLGPExtension:
 
     def with_pieces(self, X_new, return_nearest: bool = False, restrict: bool = False,
                         row_map: FLGPRowMap | None = None):
-        """Eigenvector values and connected piece of new points (``return_nearest``: also
-        the squared distance to the nearest induced point). ``row_map``: another map of
-        the graph's rows (e.g. :meth:`FLGPRowMap.projected`). ``restrict``: each row cut to
-        the induced points of its own piece and renormalised (cloud points are unchanged).
-        """
+        """Eigenvector values and pieces of new points (``return_nearest``: also squared
+        distances to the nearest induced point). ``row_map``: another map, e.g.
+        :meth:`FLGPRowMap.projected`. ``restrict``: each row cut to its own piece's induced
+        points and renormalised (cloud points unchanged)."""
         idx, values, sq = self.graph.transition_rows(X_new, return_sq=True)
         return rows_to_vectors(self.row_map if row_map is None else row_map, idx, values, sq,
                                return_nearest, restrict)
 
     def map_points(self, X_new, func, *, n_columns=None, dtype=np.float64, chunk_size=None,
                    restrict: bool = False, project=None):
-        """``func(vectors, pieces)`` over the blocks of a dask array of new points, as a
-        lazy dask array."""
+        """``func(vectors, pieces)`` over a dask array of new points, lazily."""
         from .._chunks.dask_blocks import DaskBlocks, as_dask_points
 
         X_new = as_dask_points(X_new)
@@ -318,8 +305,7 @@ def rows_to_vectors(row_map: FLGPRowMap, idx, values, sq, return_nearest=False,
 
 
 def _pieces(gram: np.ndarray, used: np.ndarray) -> tuple[int, np.ndarray]:
-    """``(count, labels)`` of the connected pieces of the Gram matrix's pattern (label -1
-    for an unused induced point)."""
+    """``(count, labels)`` of the Gram pattern's pieces (-1: unused induced point)."""
     pieces = connected_pieces(gram, active=used)
     return pieces.n_pieces, pieces.labels
 
@@ -339,15 +325,21 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
     Returns
     -------
     Eigenpairs
-        ``n x M`` eigenvectors (kept as a map) with orthonormal columns, the first
-        constant (``λ_1 = 0``); each column of ``W`` has its largest entry positive. No
-        pass over the points beyond the graph's products.
+        ``n x M`` orthonormal eigenvectors (kept as a map), the first constant
+        (``λ_1 = 0``); signs make each column of ``W``'s largest entry positive.
+
+    Raises
+    ------
+    ValueError
+        ``n_eigenpairs`` not in ``[1, s]``, or an unknown ``spectrum``.
+    TypeError
+        ``n_eigenpairs`` not an integer.
 
     Warns
     -----
     UserWarning
-        When the graph has several connected pieces (their indicator vectors all have
-        ``λ = 0``), or when fewer than ``M`` singular values are usable.
+        Several connected pieces (each with ``λ = 0``), or fewer than ``M`` usable
+        singular values (fewer pairs are returned).
     """
     check_option(spectrum, "spectrum", SPECTRA)
     s = graph.n_induced
@@ -382,7 +374,7 @@ def flgp_eigenpairs(graph, n_eigenpairs: int, *, spectrum: str = "one_step") -> 
                       f"unused); returning {int(keep.sum())}. Lower n_eigenpairs.",
                       UserWarning, stacklevel=2)
         sigma, sigma2, W = sigma[keep], sigma2[keep], W[:, keep]
-    # signs fixed on the s x M factor W, which V = B W Σ^{-1} inherits (cloud and new points)
+    # signs fixed on W, which V = B W Σ^{-1} inherits (cloud and new points)
     W = W * (deterministic_sign_flip(W) / sigma)[None, :]
     projection = inv_sqrt[:, None] * W
     lam = 1.0 - sigma if spectrum == "one_step" else 1.0 - sigma2
