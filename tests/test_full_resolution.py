@@ -213,6 +213,22 @@ def test_predict_surface_on_a_flat_mesh():
                         regressor=FLGPRegressor(likelihood="poisson"))
 
 
+def test_an_observed_vertex_on_no_face_of_the_region_is_left_out_and_said_so():
+    V, F = _flat_mesh()
+    values = np.sin(V[:, 0] / 10.0)
+    mask = np.ones(400, bool)
+    ring = (np.arange(9, 12)[:, None] * 20 + np.arange(9, 12)[None, :]).ravel()
+    mask[ring[ring != 210]] = False                     # vertex 210 keeps no whole face
+    observed = np.zeros(400, bool)
+    observed[::7] = True
+    observed &= mask
+    observed[210] = True
+    with pytest.warns(UserWarning, match="1 of them observed, their values unused"):
+        res = predict_surface((V, F), values, observed, mask=mask, fill=np.nan)
+    assert not res.mask[210] and np.isnan(res.mean[210]) and not res.observed[210]
+    assert res.n_observed == int(observed.sum()) - 1
+
+
 def test_predict_surface_on_a_surface_image_fits_each_part_alone():
     from nilearn.surface import InMemoryMesh, PolyMesh, SurfaceImage
 

@@ -244,10 +244,17 @@ def _predict_surface(mesh, values, observed, mask, regressor, random_state, fill
     on_face[F[inside].ravel()] = True
     stray = region & ~on_face
     if stray.any():
+        unused = ""
+        if not isinstance(observed, numbers.Real) or isinstance(observed, (bool, np.bool_)):
+            given = _vertex_mask(observed, V.shape[0])
+            if (given & stray).any():
+                unused = (f"; {int((given & stray).sum())} of them observed, their values "
+                          f"unused")
+                observed = given & ~stray
         warnings.warn(f"{int(stray.sum())} vertices of the region lie on no face whose "
                       f"corners are all in the region (the first is vertex "
                       f"{int(np.flatnonzero(stray)[0])}); they are left out and get the "
-                      f"fill value.", UserWarning, stacklevel=2)
+                      f"fill value{unused}.", UserWarning, stacklevel=2)
         region = region & on_face
     keep = np.flatnonzero(region)
     if keep.size < 3:
