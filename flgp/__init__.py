@@ -26,4 +26,5 @@ __version__ = "0.1.0"
 __all__ = ["FLGPClassifier", "FLGPRegressor", "HeatKernelPrior", "Eigenbasis",
            "GraphMaternPrior", "RBFPrior", "Eigenpairs", "compute_eigenpairs", "datasets",
            "graph", "kernels", "models", "precision", "spectral", "config_context", "get_config",
-           "set_config", "predict_image", "predict_surface", "excursion_set", "group_map", "group_contrast", "record_stages", "__version__"]
+           "set_config", "predict_image", "predict_surface", "excursion_set", "group_map",
+           "group_contrast", "record_stages", "__version__"]

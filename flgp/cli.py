@@ -485,7 +485,8 @@ def _fit_line(fitted, seconds) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="flgp", description="Gaussian processes on point clouds, images and surfaces.")
+    ap = argparse.ArgumentParser(
+        prog="flgp", description="Gaussian processes on point clouds, images and surfaces.")
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("circles", help="semi-supervised classification of six concentric "
                                        "circles: every method of the FLGP paper's Table 1")

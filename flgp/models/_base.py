@@ -82,7 +82,8 @@ class GPEstimator(BaseEstimator):
     def _prior_for(self, name: str):
         """The prior object of the representation ``name`` (``"flgp"``: the heat kernel)
         among :meth:`_priors`, else one at its defaults (a further representation's: None)."""
-        kind = {"flgp": HeatKernelPrior, "graph_matern": GraphMaternPrior, "rbf": RBFPrior}.get(name)
+        kind = {"flgp": HeatKernelPrior, "graph_matern": GraphMaternPrior,
+                "rbf": RBFPrior}.get(name)
         given = next((p for p in self._priors()
                       if (isinstance(p, kind) if kind else p.method == name)), None)
         return given if given is not None or kind is None else kind()

@@ -51,9 +51,9 @@ def cross_validated_fit(fits, options, X, labelled, codes, classes):
     """``(name, fit, scores)``: the fit on every label of the one of ``fits = {"graph_matern":
     (representation, prior), "flgp": (...)}`` that :func:`takes_heat_kernel` picks from
     their :func:`cross_validated_scores` (``scores`` a string saying why, and the
-    full-resolution fit, where a fold could not be fitted). The cloud's graph, prior columns and eigenpairs
-    are computed once for the folds and the final fit (kept in the estimator's cache with
-    ``warm_start``)."""
+    full-resolution fit, where a fold could not be fitted). The cloud's graph, prior columns
+    and eigenpairs are computed once for the folds and the final fit (kept in the
+    estimator's cache with ``warm_start``)."""
     local = replace(options, keep_graph=True,
                     cache=options.cache if options.warm_start else WarmStartCache())
     with shared_candidates({}):

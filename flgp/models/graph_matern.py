@@ -181,8 +181,8 @@ class GraphMaternRegression(RegressionRepresentation):
             return (f"{p} features > {KNN_GRAPH_MATERN_MAX_DIM}: a k-NN graph in high dimension "
                     f"has no sparse Cholesky factor worth its fill; pass graph= to use one")
         if n > GRAPH_MATERN_MAX_NODES:
-            return (f"{n} points > GRAPH_MATERN_MAX_NODES = {GRAPH_MATERN_MAX_NODES} for a k-NN graph; "
-                    f"pass graph= to use one")
+            return (f"{n} points > GRAPH_MATERN_MAX_NODES = {GRAPH_MATERN_MAX_NODES} for a "
+                    f"k-NN graph; pass graph= to use one")
         return None
 
     def sole_reason(self, prior, options):

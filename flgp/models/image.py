@@ -494,8 +494,9 @@ def _fit_map(j, reg, graph, coords, y, record=False, precomputed=None, candidate
 def _map_row(j, reg, seconds) -> dict:
     """One row of :attr:`ImagePrediction.maps` from a fitted regressor."""
     full_resolution = reg.method_ == "graph_matern"
-    return dict(map=j, method=reg.method_, order=getattr(reg, "matern_order_", None)
-                if full_resolution else None, kappa=getattr(reg, "matern_kappa_", None) if full_resolution else None,
+    return dict(map=j, method=reg.method_,
+                order=getattr(reg, "matern_order_", None) if full_resolution else None,
+                kappa=getattr(reg, "matern_kappa_", None) if full_resolution else None,
                 noise=float(reg.noise_), outputscale=float(reg.outputscale_),
                 log_evidence=float(reg.log_marginal_likelihood_), seconds=float(seconds))
 

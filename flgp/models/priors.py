@@ -29,8 +29,8 @@ from ..kernels import GraphMaternKernel, HeatKernelFLGP, HeatKernelGLGP, HeatKer
 from ..spectral.families import FAMILIES
 from ..spectral.flgp import SPECTRA
 
-__all__ = ["Prior", "Eigenbasis", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior", "resolve_priors",
-           "priors_for", "with_graph"]
+__all__ = ["Prior", "Eigenbasis", "HeatKernelPrior", "GraphMaternPrior", "RBFPrior",
+           "resolve_priors", "priors_for", "with_graph"]
 
 _POSITIVE = Interval(numbers.Real, 0, None, closed="neither")
 HEAT_METHODS = ("flgp", "glgp", "nystrom")

@@ -21,7 +21,8 @@ from .heat_kernel import HeatKernelRegression, fit_counts
 from .priors import HEAT_METHODS
 from .representation import Infeasible, Outranked, Standardisation, screening_margin
 
-__all__ = ["FLGPRegressor", "GRAPH_MATERN_MAX_NODES", "KNN_GRAPH_MATERN_MAX_DIM", "REPRESENTATIONS"]
+__all__ = ["FLGPRegressor", "GRAPH_MATERN_MAX_NODES", "KNN_GRAPH_MATERN_MAX_DIM",
+           "REPRESENTATIONS"]
 
 # in the order method="auto" weighs them: the bounded heat kernel last
 REPRESENTATIONS = {rep.name: rep for rep in (GraphMaternRegression(), RBFRegression(),

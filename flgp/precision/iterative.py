@@ -33,7 +33,8 @@ from scipy.sparse.linalg import LinearOperator
 from ..backends import cpu_threads, limit_blas_threads
 from .matern import MaternFamily, check_order
 
-__all__ = ["IterativeMaternRegression", "ITERATIVE_ORDERS", "LARGE_GRAPH_ORDERS", "matern_root_draw"]
+__all__ = ["IterativeMaternRegression", "ITERATIVE_ORDERS", "LARGE_GRAPH_ORDERS",
+           "matern_root_draw"]
 
 # the orders whose (posterior) precision AMG preconditions directly
 ITERATIVE_ORDERS = (2, 1)

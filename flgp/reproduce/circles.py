@@ -95,14 +95,16 @@ def make_method(name: str, *, n_induced=N_INDUCED, n_neighbors=3, n_eigenpairs=1
     if name == "KSVM":
         return _KSVM(random_state)
     if name == "GLGP":
-        return FLGPClassifier(HeatKernelPrior(Eigenbasis("glgp", bandwidth_grid=glgp_bandwidth_grid, **heat)), random_state=random_state)
+        return FLGPClassifier(HeatKernelPrior(Eigenbasis(
+            "glgp", bandwidth_grid=glgp_bandwidth_grid, **heat)), random_state=random_state)
     if name == "Nystrom-GLGP":
         return FLGPClassifier(HeatKernelPrior(Eigenbasis("nystrom", n_induced=n_induced, **heat)),
                               random_state=random_state)
     kernel = {"S": "se", "L": "lae"}[name[0]]
     subsample = {"R": "random", "K": "kmeans"}[name[1]]
-    return FLGPClassifier(HeatKernelPrior(Eigenbasis("flgp", kernel=kernel, subsample=subsample, n_induced=n_induced, **heat)),
-                          random_state=random_state)
+    return FLGPClassifier(HeatKernelPrior(Eigenbasis(
+        "flgp", kernel=kernel, subsample=subsample, n_induced=n_induced, **heat)),
+        random_state=random_state)
 
 
 def run_circles(scenarios=SCENARIOS, methods=TABLE1_METHODS, repetitions=20, *, glgp_max_n=4800,
