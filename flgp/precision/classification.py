@@ -197,6 +197,8 @@ def balance_to_prior(P, prior, max_iter: int = 100, tol: float = 1e-9, start=Non
             if new_value <= value - 1e-4 * size * float(-grad @ step):
                 break
             size *= 0.5
+        else:
+            break                           # no step decreases F: at its minimum to rounding
         theta, value, Q = theta + size * step, new_value, new_Q
     w = np.exp(theta - theta.max())
     return w, Q
