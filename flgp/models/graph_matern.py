@@ -239,13 +239,23 @@ class GraphMaternRegression(RegressionRepresentation):
         return out
 
 
-def cross_validated_scale(z, mean_observed, ratio, amplitude, variance_sum,
-                          sum_se) -> float:
+def cross_validated_scale(regression, z, mean_observed, ratio, amplitude,
+                          variance_observed) -> float:
     """The factor from the evidence's amplitude to the cross-validated one
     (:func:`flgp.precision.gaussian.cross_validated_amplitude`, of the standardised targets
-    ``z`` at the observed nodes; docs/images.md, "Intervals"): 1 outside
-    ``CV_SCALE_RANGE`` or where the variances' Monte Carlo error leaves it undetermined."""
-    cv = cross_validated_amplitude(z, mean_observed, ratio, variance_sum, sum_se)
+    ``z`` at the observed nodes; docs/images.md, "Intervals"), after ``regression``'s
+    variances: their observed sum at unit amplitude is the regression's (exact where its
+    Monte Carlo error would leave the denominator imprecise), else ``variance_observed``'s
+    (the variances at the observed nodes at ``amplitude``). 1 where the regression gives no
+    standard error, outside ``CV_SCALE_RANGE``, or where the Monte Carlo error leaves it
+    undetermined."""
+    sum_se = getattr(regression, "observed_sum_se", None)
+    if sum_se is None:
+        return 1.0
+    total = getattr(regression, "observed_sum", None)
+    if total is None:
+        total = float(np.sum(variance_observed)) / amplitude
+    cv = cross_validated_amplitude(z, mean_observed, ratio, total, sum_se)
     if cv is None or not CV_SCALE_RANGE[0] <= cv / amplitude <= CV_SCALE_RANGE[1]:
         return 1.0
     return cv / amplitude
@@ -321,17 +331,9 @@ class GraphMaternRegressionFit(RegressionFit):
         """:func:`cross_validated_scale` of this fit: 1 with a fixed noise."""
         if self.targets is None:
             return 1.0
-        sum_se = getattr(self.regression, "observed_sum_se", None)
-        if sum_se is None:
-            return 1.0
         observed, z = self.targets
-        # the observed nodes' variance sum at unit amplitude: the regression's (exact where
-        # its Monte Carlo error would leave the denominator imprecise), else the variances'
-        total = getattr(self.regression, "observed_sum", None)
-        if total is None:
-            total = float(var[observed].sum()) / float(fit.amplitude)
-        return cross_validated_scale(z, fit.mean[observed], fit.ratio, float(fit.amplitude),
-                                     total, sum_se)
+        return cross_validated_scale(self.regression, z, fit.mean[observed], fit.ratio,
+                                     float(fit.amplitude), var[observed])
 
     def predict(self, X, stacklevel):
         """The posterior of the nearest nodes of ``X``, warning for points far from all."""

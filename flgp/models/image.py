@@ -514,13 +514,10 @@ def _shared_fit(graph, values, obs, include_noise, reg):
     var, _ = regression.variances(best, n_samples=GRAPH_MATERN_VARIANCE_SAMPLES,
                                   random_state=seed)
     # each map's amplitude cross-validated, as a map fitted alone
-    sum_se = getattr(regression, "observed_sum_se", None)
-    total = getattr(regression, "observed_sum", None)
     amplitude = np.broadcast_to(best.amplitude, z.shape[1])
-    cv = np.ones(z.shape[1]) if sum_se is None else np.array([cross_validated_scale(
-        z[:, j], best.mean[observed, j], best.ratio, float(amplitude[j]),
-        var[observed, j].sum() / amplitude[j] if total is None else total, sum_se)
-        for j in range(z.shape[1])])
+    cv = np.array([cross_validated_scale(regression, z[:, j], best.mean[observed, j],
+                                         best.ratio, float(amplitude[j]), var[observed, j])
+                   for j in range(z.shape[1])])
     var = var * cv
     mean = centre + scale * best.mean
     noise = cv * best.amplitude * best.ratio                      # (k,) standardised
